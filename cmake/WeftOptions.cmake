@@ -1,0 +1,17 @@
+# Compiler warnings and sanitizers, applied to every weft target through weft_set_options().
+function(weft_set_options target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter)
+  if(WEFT_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+if("${WEFT_SANITIZE}" STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+elseif("${WEFT_SANITIZE}" STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT "${WEFT_SANITIZE}" STREQUAL "")
+  message(FATAL_ERROR "WEFT_SANITIZE must be '', 'address' or 'thread', not '${WEFT_SANITIZE}'")
+endif()

@@ -1,0 +1,187 @@
+// Define-by-run autograd: the graph nodes, grad-mode guards, autograd::grad and custom functions.
+#pragma once
+
+#include "weft/Tensor.h"
+#include "weft/runtime/Attrs.h"
+
+#include <any>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace weft {
+
+/// Disables recording for its lifetime on this thread (like torch::NoGradGuard).
+class NoGradGuard {
+public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+private:
+  bool prev_;
+};
+
+/// Enables recording for its lifetime on this thread, even inside a NoGradGuard.
+class EnableGradGuard {
+public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+private:
+  bool prev_;
+};
+
+/// True when operations on this thread are recorded for autograd.
+bool is_grad_enabled();
+
+namespace autograd {
+
+class Node;
+class CustomNode;
+
+/// Where a gradient goes: input `input_nr` of node `fn`.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+/// A tensor kept for backward, with the version it had when saved.
+class SavedTensor {
+public:
+  SavedTensor() = default;
+  /// `isOutput` must be true for the output of the node that saves it (avoids a reference cycle).
+  SavedTensor(const Tensor& t, bool isOutput);
+  /// The saved tensor; throws if it was modified in place since it was saved.
+  Tensor unpack(const char* nodeName) const;
+  void reset();
+  bool defined() const { return data_ != nullptr; }
+
+private:
+  std::shared_ptr<TensorImpl> data_;
+  std::weak_ptr<Node> weakGradFn_;
+  uint32_t outputNr_ = 0;
+  uint64_t version_ = 0;
+  bool isOutput_ = false;
+};
+
+/// One step of the backward graph: maps gradients of its outputs to gradients of its inputs.
+class Node : public std::enable_shared_from_this<Node> {
+public:
+  Node();
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  /// "MulBackward0"-style name.
+  virtual std::string name() const = 0;
+  /// Gradients for each input (next_edges order) from gradients of each output.
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
+  /// Frees saved tensors once the graph is no longer needed (retain_graph=false).
+  virtual void release_saved() {}
+  /// Where each input's gradient goes (invalid edges for inputs that need none).
+  std::vector<Edge> next_edges;
+  /// Creation order; later nodes run first.
+  uint64_t sequence_nr;
+  uint32_t num_outputs = 1;
+  /// Hooks on the gradient of output `first`, run before apply().
+  std::vector<std::pair<uint32_t, GradHook>> pre_hooks;
+  std::mutex mutex;
+};
+
+/// The gradient edge of `t`: its grad_fn, or its gradient accumulator if it is a leaf.
+Edge gradient_edge(const Tensor& t);
+
+/// Gradients of `outputs` with respect to `inputs` (like torch.autograd.grad). With
+/// `create_graph`, the result is itself differentiable (double backward).
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
+                         bool create_graph = false, bool allow_unused = false, WEFT_LOC);
+
+/// Runs backward from `roots` into the leaves' .grad (what Tensor::backward calls).
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
+              std::optional<bool> retain_graph = std::nullopt, bool create_graph = false, WEFT_LOC);
+
+/// State a custom function's forward passes to its backward (like torch::autograd::AutogradContext).
+class AutogradContext {
+public:
+  void save_for_backward(std::vector<Tensor> tensors);
+  std::vector<Tensor> get_saved_variables() const;
+  /// Whether input `i` (counting tensor arguments) needs a gradient.
+  bool needs_input_grad(size_t i) const;
+  /// Any other values backward needs.
+  std::map<std::string, std::any> saved_data;
+
+private:
+  template <typename T> friend struct Function;
+  friend class CustomNode;
+  friend std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node,
+                                               const std::vector<Tensor>& inputs, std::vector<Tensor> outputs);
+  void finishForward(const std::vector<Tensor>& outputs);
+  std::vector<Tensor> toSave_;
+  std::vector<SavedTensor> saved_;
+  std::vector<bool> needsInputGrad_;
+  bool released_ = false;
+};
+
+/// The node of a custom function: calls the user's backward.
+class CustomNode : public Node {
+public:
+  using Backward = std::function<std::vector<Tensor>(AutogradContext*, std::vector<Tensor>)>;
+  CustomNode(std::string name, Backward backward) : name_(std::move(name)), backward_(std::move(backward)) {}
+  std::string name() const override { return name_; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  void release_saved() override;
+  AutogradContext ctx;
+  std::vector<Shape> inputShapes;
+  std::vector<std::pair<Shape, DType>> outputTypes;
+
+private:
+  std::string name_;
+  Backward backward_;
+};
+
+/// Wires a custom function's outputs to a new CustomNode (inputs: the function's tensor arguments).
+std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node, const std::vector<Tensor>& inputs,
+                                      std::vector<Tensor> outputs);
+
+/// A user-defined differentiable function, as torch::autograd::Function<T>: T provides
+/// `static Tensor forward(AutogradContext*, Args...)` (or returns std::vector<Tensor>) and
+/// `static std::vector<Tensor> backward(AutogradContext*, std::vector<Tensor> grad_outputs)`
+/// returning one gradient per tensor argument (undefined for none).
+template <typename T> struct Function {
+  template <typename... Args> static auto apply(Args&&... args) {
+    std::vector<Tensor> inputs;
+    auto collect = [&](const auto& a) {
+      if constexpr (std::is_convertible_v<decltype(a), const Tensor&>)
+        inputs.push_back(a);
+    };
+    (collect(args), ...);
+    auto node = std::make_shared<CustomNode>(typeid(T).name(), [](AutogradContext* ctx, std::vector<Tensor> g) {
+      return T::backward(ctx, std::move(g));
+    });
+    for (const Tensor& t : inputs)
+      node->ctx.needsInputGrad_.push_back(t.defined() && t.requires_grad());
+    using Out = decltype(T::forward(&node->ctx, std::forward<Args>(args)...));
+    std::vector<Tensor> outputs;
+    {
+      NoGradGuard guard;
+      if constexpr (std::is_same_v<Out, Tensor>)
+        outputs.push_back(T::forward(&node->ctx, std::forward<Args>(args)...));
+      else
+        outputs = T::forward(&node->ctx, std::forward<Args>(args)...);
+    }
+    outputs = wrapCustomOutputs(node, inputs, std::move(outputs));
+    if constexpr (std::is_same_v<Out, Tensor>)
+      return outputs[0];
+    else
+      return outputs;
+  }
+};
+
+} // namespace autograd
+} // namespace weft

@@ -1,0 +1,152 @@
+// Free functions over tensors: factories, random numbers, math, shape ops and composite ops.
+#pragma once
+
+#include "weft/Tensor.h"
+
+#include <atomic>
+#include <utility>
+#include <vector>
+
+namespace weft {
+
+// ---- factories ----
+Tensor empty(Shape shape, TensorOptions options = {}, WEFT_LOC);
+Tensor zeros(Shape shape, TensorOptions options = {}, WEFT_LOC);
+Tensor ones(Shape shape, TensorOptions options = {}, WEFT_LOC);
+Tensor full(Shape shape, Scalar value, TensorOptions options = {}, WEFT_LOC);
+Tensor zeros_like(const Tensor& t, WEFT_LOC);
+Tensor ones_like(const Tensor& t, WEFT_LOC);
+Tensor full_like(const Tensor& t, Scalar value, WEFT_LOC);
+/// [start, end) in steps of `step`; int64 unless a bound is floating or options say otherwise.
+Tensor arange(Scalar end, TensorOptions options = {}, WEFT_LOC);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<TensorOptions> options = std::nullopt, WEFT_LOC);
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {}, WEFT_LOC);
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, TensorOptions options = {}, WEFT_LOC);
+/// A tensor over memory the caller owns (no copy); `deleter` runs when the last view goes.
+Tensor from_blob(void* data, Shape shape, TensorOptions options = {}, std::function<void(void*)> deleter = {}, WEFT_LOC);
+/// A copy of `values` with `shape` (1-D when empty).
+template <typename T> Tensor from_vector(const std::vector<T>& values, Shape shape = {}, WEFT_LOC);
+/// 1-D tensors from literals, as torch::tensor({...}): floats become float32, integers int64.
+Tensor tensor(std::initializer_list<double> values, TensorOptions options = {}, WEFT_LOC);
+Tensor tensor(std::initializer_list<int> values, TensorOptions options = kInt64, WEFT_LOC);
+Tensor tensor(std::initializer_list<bool> values, WEFT_LOC);
+/// A 0-dim tensor holding `value` (dtype from the scalar unless given).
+Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = std::nullopt, WEFT_LOC);
+
+// ---- random numbers (Philox 4x32-10: the same seed draws the same numbers everywhere) ----
+/// An explicit random stream: a seed and a counter of draws. Copies share the counter.
+class Generator {
+public:
+  explicit Generator(uint64_t seed = 0) : state_(std::make_shared<State>(seed)) {}
+  uint64_t seed() const { return state_->seed; }
+  /// Restarts the stream at `seed`.
+  void manual_seed(uint64_t seed);
+  /// Reserves the next draw: returns the offset it uses.
+  uint64_t next_offset() { return state_->offset.fetch_add(1); }
+
+private:
+  struct State {
+    explicit State(uint64_t s) : seed(s) {}
+    std::atomic<uint64_t> seed;
+    std::atomic<uint64_t> offset{0};
+  };
+  std::shared_ptr<State> state_;
+};
+/// The process-wide default generator.
+Generator& default_generator();
+/// Reseeds the default generator.
+void manual_seed(uint64_t seed);
+Tensor rand(Shape shape, TensorOptions options = {}, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+Tensor randn(Shape shape, TensorOptions options = {}, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions options = kInt64,
+               std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+/// 1 with probability p (elementwise), else 0, in p's dtype.
+Tensor bernoulli(const Tensor& p, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+Tensor bernoulli(Shape shape, double p, TensorOptions options = {}, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+Tensor randperm(int64_t n, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+
+// ---- elementwise math ----
+Tensor neg(const Tensor& x, WEFT_LOC);
+Tensor abs(const Tensor& x, WEFT_LOC);
+Tensor sign(const Tensor& x, WEFT_LOC);
+Tensor exp(const Tensor& x, WEFT_LOC);
+Tensor log(const Tensor& x, WEFT_LOC);
+Tensor log1p(const Tensor& x, WEFT_LOC);
+Tensor expm1(const Tensor& x, WEFT_LOC);
+Tensor sqrt(const Tensor& x, WEFT_LOC);
+Tensor rsqrt(const Tensor& x, WEFT_LOC);
+Tensor sin(const Tensor& x, WEFT_LOC);
+Tensor cos(const Tensor& x, WEFT_LOC);
+Tensor tanh(const Tensor& x, WEFT_LOC);
+Tensor sigmoid(const Tensor& x, WEFT_LOC);
+Tensor erf(const Tensor& x, WEFT_LOC);
+Tensor reciprocal(const Tensor& x, WEFT_LOC);
+Tensor floor(const Tensor& x, WEFT_LOC);
+Tensor ceil(const Tensor& x, WEFT_LOC);
+Tensor round(const Tensor& x, WEFT_LOC);
+Tensor relu(const Tensor& x, WEFT_LOC);
+Tensor gelu(const Tensor& x, bool tanh_approximation = false, WEFT_LOC);
+Tensor logical_not(const Tensor& x, WEFT_LOC);
+Tensor pow(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor pow(const Tensor& a, Scalar b, WEFT_LOC);
+Tensor maximum(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor minimum(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC);
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor where(const Tensor& condition, Scalar a, const Tensor& b, WEFT_LOC);
+Tensor where(const Tensor& condition, const Tensor& a, Scalar b, WEFT_LOC);
+/// Elementwise `a` or `b` converted to `dtype`, recorded for autograd.
+Tensor cast(const Tensor& x, DType dtype, WEFT_LOC);
+
+// ---- shapes ----
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0, WEFT_LOC);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0, WEFT_LOC);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0, WEFT_LOC);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0, WEFT_LOC);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0, WEFT_LOC);
+/// Constant padding in PyTorch's order: (last-dim left, last-dim right, next-to-last left, ...).
+Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, double value = 0.0, WEFT_LOC);
+/// Indices of the non-zero elements, one row per element (shape [n, dim]). Eager only.
+Tensor nonzero(const Tensor& x, WEFT_LOC);
+
+// ---- reductions and friends ----
+Tensor sum(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
+Tensor mean(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
+Tensor softmax(const Tensor& x, int64_t dim, WEFT_LOC);
+Tensor log_softmax(const Tensor& x, int64_t dim, WEFT_LOC);
+Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim = false, WEFT_LOC);
+Tensor cumsum(const Tensor& x, int64_t dim, WEFT_LOC);
+
+// ---- linear algebra, convolution, pooling, indexing ----
+Tensor matmul(const Tensor& a, const Tensor& b, WEFT_LOC);
+/// N-d convolution on (N, C, L) or (N, C, H, W) with weight (O, C/groups, k...) and optional bias.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1, int64_t padding = 0,
+              int64_t dilation = 1, int64_t groups = 1, WEFT_LOC);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::vector<int64_t> stride = {1},
+              std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1}, int64_t groups = 1, WEFT_LOC);
+/// Transposed convolution with weight (C_in, C_out/groups, k...), as torch.nn.functional.
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1,
+                        int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1, WEFT_LOC);
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::vector<int64_t> stride = {1},
+                        std::vector<int64_t> padding = {0}, std::vector<int64_t> output_padding = {0}, int64_t groups = 1,
+                        std::vector<int64_t> dilation = {1}, WEFT_LOC);
+Tensor max_pool1d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
+                  int64_t dilation = 1, bool ceil_mode = false, WEFT_LOC);
+Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1}, bool ceil_mode = false, WEFT_LOC);
+Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
+                  WEFT_LOC);
+/// Average pooling; padded zeros count in the divisor (count_include_pad=true, PyTorch's default).
+Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},
+                  std::vector<int64_t> padding = {0}, WEFT_LOC);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, WEFT_LOC);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, WEFT_LOC);
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC);
+/// Rows of `weight` picked by integer `indices`: shape indices.shape + [embedding_dim].
+Tensor embedding(const Tensor& indices, const Tensor& weight, WEFT_LOC);
+/// int64 one-hot encoding with `num_classes` (-1: max index + 1).
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1, WEFT_LOC);
+
+} // namespace weft

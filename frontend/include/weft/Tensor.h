@@ -1,0 +1,319 @@
+// The user-facing tensor: a handle over shared strided storage, with LibTorch's spelling.
+#pragma once
+
+#include "weft/runtime/DType.h"
+#include "weft/runtime/Error.h"
+#include "weft/runtime/TensorRef.h"
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft {
+
+struct TensorImpl;
+class Tensor;
+namespace autograd {
+class Node;
+}
+namespace indexing {
+struct TensorIndex;
+}
+
+/// dtype constants spelled as in LibTorch.
+inline constexpr DType kFloat32 = DType::Float32, kFloat = DType::Float32, kFloat64 = DType::Float64,
+                       kDouble = DType::Float64, kFloat16 = DType::Float16, kHalf = DType::Float16,
+                       kBFloat16 = DType::BFloat16, kInt32 = DType::Int32, kInt = DType::Int32,
+                       kInt64 = DType::Int64, kLong = DType::Int64, kBool = DType::Bool,
+                       kUInt8 = DType::UInt8, kByte = DType::UInt8;
+
+/// Where a tensor lives. Eager tensors live on the CPU; Vulkan devices come with codegen.
+struct Device {
+  enum class Type : uint8_t { CPU, Vulkan };
+  Type type = Type::CPU;
+  int index = 0;
+  static Device cpu() { return {}; }
+  bool operator==(const Device&) const = default;
+};
+
+/// A number given where a tensor could be (`x + 2`): it takes part in type promotion the way
+/// PyTorch's wrapped numbers do (it never widens a tensor's dtype within a category).
+class Scalar {
+public:
+  Scalar(double v) : d_(v), kind_(Kind::Float) {}                      // NOLINT: implicit by design
+  Scalar(float v) : d_(v), kind_(Kind::Float) {}                       // NOLINT
+  Scalar(int v) : i_(v), d_(v), kind_(Kind::Int) {}                    // NOLINT
+  Scalar(int64_t v) : i_(v), d_(static_cast<double>(v)), kind_(Kind::Int) {} // NOLINT
+  Scalar(bool v) : i_(v), d_(v), kind_(Kind::Bool) {}                  // NOLINT
+  /// The dtype PyTorch gives such a number (int64, float64 or bool).
+  DType dtype() const { return kind_ == Kind::Float ? DType::Float64 : kind_ == Kind::Int ? DType::Int64 : DType::Bool; }
+  double toDouble() const { return d_; }
+  int64_t toLong() const { return kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_; }
+  bool isFloatingPoint() const { return kind_ == Kind::Float; }
+
+private:
+  enum class Kind : uint8_t { Float, Int, Bool };
+  int64_t i_ = 0;
+  double d_ = 0;
+  Kind kind_;
+};
+
+/// Options for factories, spelled like torch::TensorOptions.
+struct TensorOptions {
+  DType dtype_ = DType::Float32;
+  bool requires_grad_ = false;
+  Device device_;
+  TensorOptions() = default;
+  TensorOptions(DType t) : dtype_(t) {} // NOLINT: implicit like LibTorch's
+  TensorOptions& dtype(DType t) { dtype_ = t; return *this; }
+  TensorOptions& requires_grad(bool r = true) { requires_grad_ = r; return *this; }
+  TensorOptions& device(Device d) { device_ = d; return *this; }
+};
+
+/// A gradient hook: receives the gradient and may return a replacement (or an undefined tensor).
+using GradHook = std::function<Tensor(const Tensor&)>;
+
+/// A multi-dimensional array with define-by-run autograd. Copies share the same tensor (like
+/// torch::Tensor); use clone() for a deep copy. A handle may be shared across threads; writing to
+/// one tensor from several threads at once is a data race, as in PyTorch.
+class Tensor {
+public:
+  /// An undefined tensor (defined() is false).
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- metadata ----
+  /// False for a default-constructed tensor.
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& sizes() const;
+  const Shape& strides() const;
+  /// Size of dimension `dim` (negative counts from the end).
+  int64_t size(int64_t dim, WEFT_LOC) const;
+  int64_t stride(int64_t dim, WEFT_LOC) const;
+  int64_t dim() const;
+  int64_t numel() const;
+  DType dtype() const;
+  DType scalar_type() const { return dtype(); }
+  Device device() const { return Device::cpu(); }
+  int64_t storage_offset() const;
+  bool is_contiguous() const;
+  bool is_floating_point() const { return isFloating(dtype()); }
+  /// Pointer to the first element (of the view, not the storage).
+  void* data_ptr() const;
+  template <typename T> T* data_ptr(WEFT_LOC) const;
+  /// The strided view of this tensor's memory that kernels take.
+  TensorRef ref() const;
+  /// The shared implementation (for weft's own rooms).
+  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+  /// True if both handles refer to one tensor.
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // ---- conversion and values ----
+  Tensor to(DType dtype, WEFT_LOC) const;
+  Tensor contiguous(WEFT_LOC) const;
+  Tensor clone(WEFT_LOC) const;
+  /// The value of a one-element tensor.
+  template <typename T> T item(WEFT_LOC) const;
+  /// All elements in row-major order, converted to T.
+  template <typename T> std::vector<T> to_vector(WEFT_LOC) const;
+  std::string toString() const;
+
+  // ---- views (share storage) ----
+  Tensor view(Shape shape, WEFT_LOC) const;
+  Tensor reshape(Shape shape, WEFT_LOC) const;
+  Tensor permute(Shape dims, WEFT_LOC) const;
+  Tensor transpose(int64_t dim0, int64_t dim1, WEFT_LOC) const;
+  Tensor t(WEFT_LOC) const;
+  /// Transpose of the last two dims.
+  Tensor mT(WEFT_LOC) const;
+  Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
+               int64_t step = 1, WEFT_LOC) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length, WEFT_LOC) const;
+  Tensor select(int64_t dim, int64_t index, WEFT_LOC) const;
+  Tensor expand(Shape shape, WEFT_LOC) const;
+  Tensor expand_as(const Tensor& other, WEFT_LOC) const;
+  Tensor squeeze(WEFT_LOC) const;
+  Tensor squeeze(int64_t dim, WEFT_LOC) const;
+  Tensor unsqueeze(int64_t dim, WEFT_LOC) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1, WEFT_LOC) const;
+  Tensor unflatten(int64_t dim, Shape sizes, WEFT_LOC) const;
+  Tensor flip(Shape dims, WEFT_LOC) const;
+  /// LibTorch-style indexing: integers, Slice, None, Ellipsis, bools, bool masks, integer tensors.
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices, WEFT_LOC) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices, WEFT_LOC) const;
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values, WEFT_LOC);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value, WEFT_LOC);
+
+  // ---- elementwise ----
+  Tensor neg(WEFT_LOC) const;
+  Tensor abs(WEFT_LOC) const;
+  Tensor sign(WEFT_LOC) const;
+  Tensor exp(WEFT_LOC) const;
+  Tensor log(WEFT_LOC) const;
+  Tensor log1p(WEFT_LOC) const;
+  Tensor expm1(WEFT_LOC) const;
+  Tensor sqrt(WEFT_LOC) const;
+  Tensor rsqrt(WEFT_LOC) const;
+  Tensor sin(WEFT_LOC) const;
+  Tensor cos(WEFT_LOC) const;
+  Tensor tanh(WEFT_LOC) const;
+  Tensor sigmoid(WEFT_LOC) const;
+  Tensor erf(WEFT_LOC) const;
+  Tensor reciprocal(WEFT_LOC) const;
+  Tensor floor(WEFT_LOC) const;
+  Tensor ceil(WEFT_LOC) const;
+  Tensor round(WEFT_LOC) const;
+  Tensor relu(WEFT_LOC) const;
+  Tensor logical_not(WEFT_LOC) const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC) const;
+  Tensor add(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
+  Tensor sub(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
+  Tensor mul(const Tensor& other, WEFT_LOC) const;
+  Tensor div(const Tensor& other, WEFT_LOC) const;
+  Tensor pow(const Tensor& exponent, WEFT_LOC) const;
+  Tensor pow(Scalar exponent, WEFT_LOC) const;
+  Tensor maximum(const Tensor& other, WEFT_LOC) const;
+  Tensor minimum(const Tensor& other, WEFT_LOC) const;
+  Tensor eq(const Tensor& other, WEFT_LOC) const;
+  Tensor ne(const Tensor& other, WEFT_LOC) const;
+  Tensor lt(const Tensor& other, WEFT_LOC) const;
+  Tensor le(const Tensor& other, WEFT_LOC) const;
+  Tensor gt(const Tensor& other, WEFT_LOC) const;
+  Tensor ge(const Tensor& other, WEFT_LOC) const;
+  Tensor logical_and(const Tensor& other, WEFT_LOC) const;
+  Tensor logical_or(const Tensor& other, WEFT_LOC) const;
+  Tensor logical_xor(const Tensor& other, WEFT_LOC) const;
+  Tensor masked_fill(const Tensor& mask, Scalar value, WEFT_LOC) const;
+
+  // ---- reductions (empty dims = all) ----
+  Tensor sum(WEFT_LOC) const;
+  Tensor sum(Shape dims, bool keepdim = false, std::optional<DType> dtype = std::nullopt, WEFT_LOC) const;
+  Tensor mean(WEFT_LOC) const;
+  Tensor mean(Shape dims, bool keepdim = false, WEFT_LOC) const;
+  Tensor prod(WEFT_LOC) const;
+  Tensor prod(int64_t dim, bool keepdim = false, WEFT_LOC) const;
+  Tensor amax(Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
+  Tensor amin(Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
+  Tensor max(WEFT_LOC) const;
+  Tensor min(WEFT_LOC) const;
+  /// Max/min along `dim`: (values, indices) as torch.max(x, dim).
+  std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false, WEFT_LOC) const;
+  std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false, WEFT_LOC) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false, WEFT_LOC) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false, WEFT_LOC) const;
+  Tensor var(Shape dims = {}, int64_t correction = 1, bool keepdim = false, WEFT_LOC) const;
+  Tensor std(Shape dims = {}, int64_t correction = 1, bool keepdim = false, WEFT_LOC) const;
+  Tensor logsumexp(Shape dims, bool keepdim = false, WEFT_LOC) const;
+  Tensor cumsum(int64_t dim, WEFT_LOC) const;
+  std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, WEFT_LOC) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false, WEFT_LOC) const;
+  std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, WEFT_LOC) const;
+  Tensor softmax(int64_t dim, WEFT_LOC) const;
+  Tensor log_softmax(int64_t dim, WEFT_LOC) const;
+
+  // ---- linear algebra and indexing ----
+  Tensor matmul(const Tensor& other, WEFT_LOC) const;
+  Tensor mm(const Tensor& other, WEFT_LOC) const;
+  Tensor bmm(const Tensor& other, WEFT_LOC) const;
+  Tensor gather(int64_t dim, const Tensor& index, WEFT_LOC) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
+  Tensor index_select(int64_t dim, const Tensor& index, WEFT_LOC) const;
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC) const;
+
+  // ---- in place (bump the version counter) ----
+  Tensor& add_(const Tensor& other, Scalar alpha = 1, WEFT_LOC);
+  Tensor& add_(Scalar other, WEFT_LOC);
+  Tensor& sub_(const Tensor& other, Scalar alpha = 1, WEFT_LOC);
+  Tensor& sub_(Scalar other, WEFT_LOC);
+  Tensor& mul_(const Tensor& other, WEFT_LOC);
+  Tensor& mul_(Scalar other, WEFT_LOC);
+  Tensor& div_(const Tensor& other, WEFT_LOC);
+  Tensor& div_(Scalar other, WEFT_LOC);
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC);
+  Tensor& zero_(WEFT_LOC);
+  Tensor& fill_(Scalar value, WEFT_LOC);
+  Tensor& copy_(const Tensor& src, WEFT_LOC);
+  Tensor& masked_fill_(const Tensor& mask, Scalar value, WEFT_LOC);
+
+  // ---- autograd ----
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool requires_grad = true, WEFT_LOC);
+  /// The accumulated gradient (undefined until a backward pass reaches this leaf).
+  Tensor grad() const;
+  /// Replaces the stored gradient (an undefined tensor clears it).
+  void set_grad(const Tensor& grad);
+  /// Mutable access to the gradient, like LibTorch's mutable_grad().
+  Tensor& mutable_grad();
+  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
+                WEFT_LOC) const;
+  /// A tensor sharing this one's storage with no autograd history.
+  Tensor detach(WEFT_LOC) const;
+  Tensor& detach_(WEFT_LOC);
+  bool is_leaf() const;
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+  /// Output index of this tensor in its grad_fn.
+  uint32_t output_nr() const;
+  /// Calls `hook` with this tensor's gradient during backward; its result (if defined) replaces it.
+  void register_hook(GradHook hook, WEFT_LOC) const;
+  /// Keeps .grad() for a non-leaf tensor.
+  void retain_grad(WEFT_LOC) const;
+  /// The in-place version counter of this tensor's storage.
+  uint64_t _version() const;
+
+private:
+  void checkDefined(const char* what) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// ---- operators ----
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, Scalar b);
+Tensor operator!=(const Tensor& a, Scalar b);
+Tensor operator<(const Tensor& a, Scalar b);
+Tensor operator<=(const Tensor& a, Scalar b);
+Tensor operator>(const Tensor& a, Scalar b);
+Tensor operator>=(const Tensor& a, Scalar b);
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
+Tensor operator~(const Tensor& a);
+Tensor& operator+=(Tensor& a, const Tensor& b);
+Tensor& operator-=(Tensor& a, const Tensor& b);
+Tensor& operator*=(Tensor& a, const Tensor& b);
+Tensor& operator/=(Tensor& a, const Tensor& b);
+Tensor& operator+=(Tensor& a, Scalar b);
+Tensor& operator-=(Tensor& a, Scalar b);
+Tensor& operator*=(Tensor& a, Scalar b);
+Tensor& operator/=(Tensor& a, Scalar b);
+/// Prints like PyTorch: "tensor([1., 2.], requires_grad=True)".
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/// The dtype PyTorch's type promotion gives `a op b` (dims, zero-dim tensors and scalars ranked).
+DType result_type(const Tensor& a, const Tensor& b);
+DType result_type(const Tensor& a, Scalar b);
+
+} // namespace weft

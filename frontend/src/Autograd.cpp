@@ -1,0 +1,379 @@
+// The autograd engine: grad mode, saved tensors, gradient accumulation and the backward pass.
+#include "TensorImpl.h"
+#include "weft/Autograd.h"
+#include "weft/Functions.h"
+
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace weft {
+namespace {
+thread_local bool tGradEnabled = true;
+std::atomic<uint64_t> gNextSequenceNr{0};
+} // namespace
+
+NoGradGuard::NoGradGuard() : prev_(tGradEnabled) { tGradEnabled = false; }
+NoGradGuard::~NoGradGuard() { tGradEnabled = prev_; }
+EnableGradGuard::EnableGradGuard() : prev_(tGradEnabled) { tGradEnabled = true; }
+EnableGradGuard::~EnableGradGuard() { tGradEnabled = prev_; }
+bool is_grad_enabled() { return tGradEnabled; }
+
+namespace autograd {
+namespace {
+
+/// Sets grad mode for the duration of a backward pass.
+class GradModeScope {
+public:
+  explicit GradModeScope(bool on) : prev_(tGradEnabled) { tGradEnabled = on; }
+  ~GradModeScope() { tGradEnabled = prev_; }
+  GradModeScope(const GradModeScope&) = delete;
+  GradModeScope& operator=(const GradModeScope&) = delete;
+
+private:
+  bool prev_;
+};
+
+/// The sink of a leaf's gradient: runs the leaf's hooks, then adds the gradient to .grad.
+class AccumulateGrad : public Node {
+public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    Tensor g = grads[0];
+    if (!g.defined())
+      return {};
+    std::vector<GradHook> hooks;
+    {
+      std::lock_guard<std::mutex> lock(leaf_->mutex);
+      hooks = leaf_->hooks;
+    }
+    for (const GradHook& h : hooks) {
+      Tensor r = h(g);
+      if (r.defined())
+        g = r;
+    }
+    if (!is_grad_enabled()) // create_graph=false: the stored gradient has no history
+      g = g.detach();
+    std::lock_guard<std::mutex> lock(leaf_->mutex);
+    if (!leaf_->grad.defined())
+      leaf_->grad = is_grad_enabled() ? g : g.clone();
+    else if (is_grad_enabled())
+      leaf_->grad = leaf_->grad + g;
+    else {
+      NoGradGuard guard;
+      leaf_->grad.add_(g);
+    }
+    return {};
+  }
+
+private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+std::shared_ptr<Node> gradAccumulator(const Tensor& leaf) {
+  TensorImpl& impl = *leaf.impl();
+  std::lock_guard<std::mutex> lock(impl.mutex);
+  if (auto acc = impl.gradAccumulator.lock())
+    return acc;
+  auto acc = std::make_shared<AccumulateGrad>(leaf.impl());
+  impl.gradAccumulator = acc;
+  return acc;
+}
+
+/// Gradients arriving at one node, one slot per node output.
+using InputBuffer = std::vector<Tensor>;
+
+void accumulate(InputBuffer& buf, uint32_t slot, const Tensor& g) {
+  if (buf.size() <= slot)
+    buf.resize(slot + 1);
+  buf[slot] = buf[slot].defined() ? buf[slot] + g : g;
+}
+
+/// Runs the backward graph from `rootEdges` with `rootGrads`. When `captures` is given, gradients
+/// reaching those edges are returned instead of accumulated, and only nodes leading there run.
+std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges, const std::vector<Tensor>& rootGrads, bool keepGraph,
+                              bool createGraph, const std::vector<Edge>* captures) {
+  // Dependencies: how many edges inside the reachable graph point at each node.
+  std::unordered_map<Node*, int> deps;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (const Edge& e : rootEdges)
+    if (seen.insert(e.fn.get()).second)
+      stack.push_back(e.fn.get());
+  std::vector<Node*> order; // DFS discovery order, for the "needed" pass below
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid())
+        continue;
+      ++deps[e.fn.get()];
+      if (seen.insert(e.fn.get()).second)
+        stack.push_back(e.fn.get());
+    }
+  }
+  // With captures, a node runs only if a captured edge is reachable from it.
+  std::unordered_set<Node*> needed;
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captureAt;
+  if (captures) {
+    for (size_t i = 0; i < captures->size(); ++i)
+      captureAt[(*captures)[i].fn.get()].emplace_back((*captures)[i].input_nr, i);
+    bool changed = true;
+    while (changed) { // fixed point; graphs are small relative to the work per node
+      changed = false;
+      for (Node* n : order) {
+        if (needed.count(n))
+          continue;
+        for (const Edge& e : n->next_edges)
+          if (e.valid() && (needed.count(e.fn.get()) || captureAt.count(e.fn.get()))) {
+            needed.insert(n);
+            changed = true;
+            break;
+          }
+      }
+    }
+  }
+  std::vector<Tensor> captured(captures ? captures->size() : 0);
+
+  auto later = [](Node* a, Node* b) { return a->sequence_nr < b->sequence_nr; };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
+  std::unordered_map<Node*, InputBuffer> buffers;
+  std::unordered_map<Node*, std::shared_ptr<Node>> alive; // keeps nodes alive while pending
+  for (size_t i = 0; i < rootEdges.size(); ++i) {
+    accumulate(buffers[rootEdges[i].fn.get()], rootEdges[i].input_nr, rootGrads[i]);
+    alive[rootEdges[i].fn.get()] = rootEdges[i].fn;
+  }
+  for (auto& [node, holder] : alive)
+    if (deps[node] == 0)
+      ready.push(node);
+
+  GradModeScope mode(createGraph);
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    std::shared_ptr<Node> hold = alive[node];
+    alive.erase(node);
+    InputBuffer grads = std::move(buffers[node]);
+    buffers.erase(node);
+    grads.resize(node->num_outputs);
+    bool anyGrad = std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
+    std::vector<Tensor> out;
+    if (anyGrad) {
+      std::vector<std::pair<uint32_t, GradHook>> hooks;
+      {
+        std::lock_guard<std::mutex> lock(node->mutex);
+        hooks = node->pre_hooks;
+      }
+      for (auto& [slot, hook] : hooks)
+        if (grads[slot].defined())
+          if (Tensor r = hook(grads[slot]); r.defined())
+            grads[slot] = r;
+      bool run = true;
+      if (captures) {
+        if (auto it = captureAt.find(node); it != captureAt.end())
+          for (auto [slot, i] : it->second)
+            captured[i] = grads[slot];
+        run = needed.count(node) > 0; // nothing captured lies beyond nodes that are not needed
+      }
+      if (run) {
+        out = node->apply(std::move(grads));
+        if (!keepGraph)
+          node->release_saved();
+      }
+    }
+    // Every successor hears from every predecessor, with or without a gradient, so that
+    // dependency counts reach zero in topological order.
+    for (size_t i = 0; i < node->next_edges.size(); ++i) {
+      const Edge& e = node->next_edges[i];
+      if (!e.valid())
+        continue;
+      Node* next = e.fn.get();
+      if (i < out.size() && out[i].defined())
+        accumulate(buffers[next], e.input_nr, out[i]);
+      alive[next] = e.fn;
+      if (--deps[next] == 0)
+        ready.push(next);
+    }
+  }
+  return captured;
+}
+
+std::vector<Tensor> rootGradients(const std::vector<Tensor>& roots, const std::vector<Tensor>& given) {
+  WEFT_CHECK(given.empty() || given.size() == roots.size(), Value, "backward: got ", given.size(),
+             " gradients for ", roots.size(), " outputs");
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    WEFT_CHECK(r.defined(), Value, "backward: output ", i, " is an undefined tensor");
+    WEFT_CHECK(r.requires_grad(), Value, "element ", i, " of tensors does not require grad and does not have a grad_fn");
+    if (!given.empty() && given[i].defined()) {
+      WEFT_CHECK(given[i].sizes() == r.sizes(), Shape, "backward: mismatch in shape: grad_output[", i, "] has a shape of ",
+                 shapeString(given[i].sizes()), " and output[", i, "] has a shape of ", shapeString(r.sizes()));
+      grads.push_back(given[i]);
+    } else {
+      WEFT_CHECK(r.numel() == 1, Value, "grad can be implicitly created only for scalar outputs (output ", i,
+                 " has shape ", shapeString(r.sizes()), ")");
+      grads.push_back(ones_like(r));
+    }
+  }
+  return grads;
+}
+
+} // namespace
+
+Node::Node() : sequence_nr(gNextSequenceNr.fetch_add(1)) {}
+
+Edge gradient_edge(const Tensor& t) {
+  if (t.grad_fn())
+    return Edge{t.grad_fn(), t.output_nr()};
+  if (t.requires_grad())
+    return Edge{gradAccumulator(t), 0};
+  return Edge{};
+}
+
+SavedTensor::SavedTensor(const Tensor& t, bool isOutput)
+    : outputNr_(t.output_nr()), version_(t._version()), isOutput_(isOutput) {
+  if (isOutput) { // break the cycle output -> grad_fn -> saved output
+    data_ = t.impl()->shallowCopy();
+    data_->requiresGrad = t.impl()->requiresGrad;
+    weakGradFn_ = t.grad_fn();
+  } else {
+    data_ = t.impl();
+  }
+}
+
+Tensor SavedTensor::unpack(const char* nodeName) const {
+  WEFT_INTERNAL_ASSERT(data_ != nullptr, "unpacking an empty saved tensor");
+  uint64_t now = data_->storage ? data_->storage->version() : 0;
+  WEFT_CHECK(now == version_, Value,
+             "one of the variables needed for gradient computation has been modified by an inplace operation: [",
+             dtypeName(data_->dtype), " ", shapeString(data_->shape), "], which is output 0 of ", nodeName,
+             ", is at version ", now, "; expected version ", version_, " instead.");
+  if (!isOutput_)
+    return Tensor(data_);
+  auto impl = data_->shallowCopy();
+  impl->requiresGrad = data_->requiresGrad;
+  impl->gradFn = weakGradFn_.lock();
+  impl->outputNr = outputNr_;
+  return Tensor(impl);
+}
+
+void SavedTensor::reset() { data_.reset(); }
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradRoots, std::optional<bool> retainGraph,
+              bool createGraph, std::source_location loc) {
+  CallSite cs(loc);
+  std::vector<Tensor> grads = rootGradients(roots, gradRoots);
+  std::vector<Edge> edges;
+  for (const Tensor& r : roots)
+    edges.push_back(gradient_edge(r));
+  runEngine(edges, grads, retainGraph.value_or(createGraph), createGraph, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& gradOutputs, std::optional<bool> retainGraph, bool createGraph,
+                         bool allowUnused, std::source_location loc) {
+  CallSite cs(loc);
+  std::vector<Tensor> grads = rootGradients(outputs, gradOutputs);
+  std::vector<Edge> edges, captures;
+  for (const Tensor& o : outputs)
+    edges.push_back(gradient_edge(o));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    WEFT_CHECK(inputs[i].defined() && inputs[i].requires_grad(), Value, "grad: input ", i,
+               " does not require grad (One of the differentiated Tensors does not require grad)");
+    captures.push_back(gradient_edge(inputs[i]));
+  }
+  std::vector<Tensor> result = runEngine(edges, grads, retainGraph.value_or(createGraph), createGraph, &captures);
+  for (size_t i = 0; i < result.size(); ++i)
+    WEFT_CHECK(result[i].defined() || allowUnused, Value, "grad: input ", i,
+               " was not used in the graph (One of the differentiated Tensors appears to not have been used in the "
+               "graph. Set allow_unused=true if this is the desired behavior.)");
+  return result;
+}
+
+// ---- custom functions ----
+
+void AutogradContext::save_for_backward(std::vector<Tensor> tensors) { toSave_ = std::move(tensors); }
+
+std::vector<Tensor> AutogradContext::get_saved_variables() const {
+  WEFT_CHECK(!released_, Value, "Trying to backward through the graph a second time (saved variables of a custom "
+             "function were freed). Specify retain_graph=true if you need to backward twice.");
+  std::vector<Tensor> out;
+  for (const SavedTensor& s : saved_)
+    out.push_back(s.defined() ? s.unpack("a custom function") : Tensor());
+  return out;
+}
+
+bool AutogradContext::needs_input_grad(size_t i) const { return i < needsInputGrad_.size() && needsInputGrad_[i]; }
+
+void AutogradContext::finishForward(const std::vector<Tensor>& outputs) {
+  for (const Tensor& t : toSave_) {
+    bool isOutput = false;
+    for (const Tensor& o : outputs)
+      isOutput = isOutput || (t.defined() && t.is_same(o));
+    saved_.push_back(t.defined() ? SavedTensor(t, isOutput) : SavedTensor());
+  }
+  toSave_.clear();
+}
+
+std::vector<Tensor> CustomNode::apply(std::vector<Tensor>&& grads) {
+  for (size_t i = 0; i < grads.size(); ++i) // backward gets zeros rather than undefined gradients
+    if (!grads[i].defined())
+      grads[i] = zeros(outputTypes[i].first, outputTypes[i].second);
+  std::vector<Tensor> result = backward_(&ctx, std::move(grads));
+  WEFT_CHECK(result.size() == next_edges.size(), Value, name(), ": backward returned ", result.size(),
+             " gradients, but forward has ", next_edges.size(), " tensor inputs");
+  for (size_t i = 0; i < result.size(); ++i)
+    if (result[i].defined() && result[i].sizes() != inputShapes[i])
+      result[i] = sum_to(result[i], inputShapes[i]);
+  return result;
+}
+
+void CustomNode::release_saved() {
+  for (auto& s : ctx.saved_)
+    s.reset();
+  ctx.released_ = true;
+}
+
+std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node, const std::vector<Tensor>& inputs,
+                                      std::vector<Tensor> outputs) {
+  bool any = false;
+  for (const Tensor& t : inputs)
+    any = any || (t.defined() && t.requires_grad());
+  for (Tensor& o : outputs)
+    for (const Tensor& in : inputs)
+      if (o.defined() && o.is_same(in)) // an input returned as is: give the output its own handle
+        o = Tensor(in.impl()->shallowCopy());
+  if (any && is_grad_enabled()) {
+    for (const Tensor& t : inputs) {
+      node->next_edges.push_back(t.defined() && t.requires_grad() ? gradient_edge(t) : Edge{});
+      node->inputShapes.push_back(t.defined() ? t.sizes() : Shape{});
+    }
+    node->num_outputs = static_cast<uint32_t>(outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      node->outputTypes.emplace_back(outputs[i].defined() ? outputs[i].sizes() : Shape{},
+                                     outputs[i].defined() ? outputs[i].dtype() : kDefaultFloat);
+      if (outputs[i].defined() && outputs[i].is_floating_point()) {
+        outputs[i].impl()->gradFn = node;
+        outputs[i].impl()->outputNr = static_cast<uint32_t>(i);
+      }
+    }
+  }
+  node->ctx.finishForward(outputs); // after grad_fn is set: saved outputs refer to it weakly
+  return outputs;
+}
+
+} // namespace autograd
+
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retainGraph, bool createGraph,
+                      std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("backward");
+  autograd::backward({*this}, gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{}, retainGraph,
+                     createGraph);
+}
+
+} // namespace weft

@@ -1,0 +1,216 @@
+// Tensor factories and random numbers.
+#include "TensorImpl.h"
+#include "weft/Functions.h"
+#include "weft/runtime/Kernels.h"
+
+#include <cmath>
+
+namespace weft {
+namespace {
+
+void checkShape(const Shape& shape, const char* op) {
+  for (int64_t s : shape)
+    WEFT_CHECK(s >= 0, Shape, op, ": negative dimension ", s, " in shape ", shapeString(shape));
+}
+
+Tensor finish(Tensor t, const TensorOptions& o) {
+  if (o.requires_grad_)
+    t.requires_grad_(true);
+  return t;
+}
+
+Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Generator> gen, Attrs at) {
+  checkShape(shape, opName(op).data());
+  Generator& g = gen ? *gen : default_generator();
+  at.set("shape", std::move(shape));
+  at.set("dtype", o.dtype_);
+  at.set("seed", static_cast<int64_t>(g.seed()));
+  at.set("offset", static_cast<int64_t>(g.next_offset()));
+  return finish(dispatch(op, {}, at), o);
+}
+
+} // namespace
+
+Tensor empty(Shape shape, TensorOptions o, std::source_location loc) {
+  CallSite cs(loc);
+  checkShape(shape, "empty");
+  return finish(makeTensor(shape, o.dtype_), o);
+}
+Tensor zeros(Shape shape, TensorOptions o, std::source_location loc) {
+  CallSite cs(loc);
+  checkShape(shape, "zeros");
+  return finish(makeTensor(shape, o.dtype_, true), o);
+}
+Tensor full(Shape shape, Scalar value, TensorOptions o, std::source_location loc) {
+  CallSite cs(loc);
+  checkShape(shape, "full");
+  Tensor t = makeTensor(shape, o.dtype_);
+  fill(t.ref(), value.toDouble());
+  if (!isFloating(o.dtype_) && !value.isFloatingPoint() && o.dtype_ != DType::Bool) {
+    int64_t v = value.toLong(); // exact for integers beyond 2^53
+    copyCast(TensorRef{&v, DType::Int64, shape, Shape(shape.size(), 0)}, t.ref());
+  }
+  return finish(t, o);
+}
+Tensor ones(Shape shape, TensorOptions o, std::source_location loc) {
+  CallSite cs(loc);
+  return full(std::move(shape), 1, o);
+}
+Tensor zeros_like(const Tensor& t, std::source_location loc) {
+  CallSite cs(loc);
+  return zeros(t.sizes(), t.dtype());
+}
+Tensor ones_like(const Tensor& t, std::source_location loc) {
+  CallSite cs(loc);
+  return ones(t.sizes(), t.dtype());
+}
+Tensor full_like(const Tensor& t, Scalar value, std::source_location loc) {
+  CallSite cs(loc);
+  return full(t.sizes(), value, t.dtype());
+}
+
+Tensor arange(Scalar end, TensorOptions o, std::source_location loc) {
+  CallSite cs(loc);
+  return arange(0, end, 1, end.isFloatingPoint() ? std::optional<TensorOptions>(o) : std::nullopt);
+}
+
+Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<TensorOptions> o, std::source_location loc) {
+  CallSite cs(loc);
+  double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
+  WEFT_CHECK(st != 0, Value, "arange: step must be nonzero");
+  WEFT_CHECK(std::isfinite(s) && std::isfinite(e), Value, "arange: unsupported range: ", s, " -> ", e);
+  WEFT_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), Value,
+             "arange: upper bound and larger bound inconsistent with step sign");
+  bool integral = !start.isFloatingPoint() && !end.isFloatingPoint() && !step.isFloatingPoint();
+  TensorOptions opts = o.value_or(TensorOptions(integral ? DType::Int64 : kDefaultFloat));
+  auto n = static_cast<int64_t>(std::ceil((e - s) / st));
+  Tensor t = makeTensor({n}, opts.dtype_);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = s + static_cast<double>(i) * st;
+  if (n > 0)
+    copyCast(TensorRef{v.data(), DType::Float64, {n}, {1}}, t.ref());
+  return finish(t, opts);
+}
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions o, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(steps >= 0, Value, "linspace: number of steps must be non-negative, got ", steps);
+  std::vector<double> v(static_cast<size_t>(steps));
+  double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  for (int64_t i = 0; i < steps; ++i) // symmetric from both ends, as PyTorch computes it
+    v[static_cast<size_t>(i)] = i < steps / 2 ? start + step * static_cast<double>(i)
+                                              : end - step * static_cast<double>(steps - 1 - i);
+  Tensor t = makeTensor({steps}, o.dtype_);
+  if (steps > 0)
+    copyCast(TensorRef{v.data(), DType::Float64, {steps}, {1}}, t.ref());
+  return finish(t, o);
+}
+
+Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions o, std::source_location loc) {
+  CallSite cs(loc);
+  int64_t cols = m.value_or(n);
+  WEFT_CHECK(n >= 0 && cols >= 0, Value, "eye: n and m must be non-negative, got ", n, " and ", cols);
+  Tensor t = zeros({n, cols}, o.dtype_);
+  int64_t k = std::min(n, cols);
+  TensorRef diag{t.data_ptr(), o.dtype_, {k}, {cols + 1}};
+  fill(diag, 1.0);
+  return finish(t, o);
+}
+
+Tensor from_blob(void* data, Shape shape, TensorOptions o, std::function<void(void*)> deleter, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(data != nullptr || numel(shape) == 0, Value, "from_blob: data is a null pointer");
+  checkShape(shape, "from_blob");
+  size_t bytes = static_cast<size_t>(numel(shape)) * elementSize(o.dtype_);
+  auto impl = std::make_shared<TensorImpl>(Storage::borrow(data, bytes, std::move(deleter)), shape,
+                                           contiguousStrides(shape), 0, o.dtype_);
+  return finish(Tensor(impl), o);
+}
+
+template <typename T> Tensor from_vector(const std::vector<T>& values, Shape shape, std::source_location loc) {
+  CallSite cs(loc);
+  if (shape.empty() && values.size() != 1)
+    shape = {static_cast<int64_t>(values.size())};
+  checkShape(shape, "from_vector");
+  WEFT_CHECK(numel(shape) == static_cast<int64_t>(values.size()), Shape, "from_vector: ", values.size(),
+             " values do not fill shape ", shapeString(shape));
+  Tensor t = makeTensor(shape, DTypeOf<T>::value);
+  if (!values.empty()) {
+    if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> is packed
+      bool* p = t.data_ptr<bool>();
+      for (size_t i = 0; i < values.size(); ++i)
+        p[i] = values[i];
+    } else {
+      std::copy(values.begin(), values.end(), t.data_ptr<T>());
+    }
+  }
+  return t;
+}
+#define WEFT_X(name, type, str) template Tensor from_vector<type>(const std::vector<type>&, Shape, std::source_location);
+WEFT_DTYPES(WEFT_X)
+#undef WEFT_X
+
+Tensor tensor(std::initializer_list<double> values, TensorOptions o, std::source_location loc) {
+  CallSite cs(loc);
+  return finish(from_vector(std::vector<double>(values), {static_cast<int64_t>(values.size())}).to(o.dtype_), o);
+}
+Tensor tensor(std::initializer_list<int> values, TensorOptions o, std::source_location loc) {
+  CallSite cs(loc);
+  std::vector<int64_t> v(values.begin(), values.end());
+  return finish(from_vector(v, {static_cast<int64_t>(v.size())}).to(o.dtype_), o);
+}
+Tensor tensor(std::initializer_list<bool> values, std::source_location loc) {
+  CallSite cs(loc);
+  return from_vector(std::vector<bool>(values), {static_cast<int64_t>(values.size())});
+}
+
+// ---- random ----
+
+void Generator::manual_seed(uint64_t seed) {
+  state_->seed.store(seed);
+  state_->offset.store(0);
+}
+
+Generator& default_generator() {
+  static Generator gen(0x5eed);
+  return gen;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+Tensor rand(Shape shape, TensorOptions o, std::optional<Generator> gen, std::source_location loc) {
+  CallSite cs(loc);
+  return randomOp(OpCode::Uniform, std::move(shape), o, std::move(gen), Attrs{{"low", 0.0}, {"high", 1.0}});
+}
+Tensor randn(Shape shape, TensorOptions o, std::optional<Generator> gen, std::source_location loc) {
+  CallSite cs(loc);
+  return randomOp(OpCode::Normal, std::move(shape), o, std::move(gen), Attrs{{"mean", 0.0}, {"std", 1.0}});
+}
+Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions o, std::optional<Generator> gen,
+               std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(low < high, Value, "randint: expected low < high, got low=", low, " high=", high);
+  Tensor u = randomOp(OpCode::Uniform, std::move(shape), TensorOptions(DType::Float64), std::move(gen),
+                      Attrs{{"low", static_cast<double>(low)}, {"high", static_cast<double>(high)}});
+  return u.floor().clamp(std::nullopt, static_cast<double>(high - 1)).to(o.dtype_);
+}
+Tensor bernoulli(const Tensor& p, std::optional<Generator> gen, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(p.defined() && p.is_floating_point(), DType, "bernoulli: expected a floating-point probability tensor");
+  NoGradGuard guard;
+  Tensor u = randomOp(OpCode::Uniform, p.sizes(), TensorOptions(p.dtype()), std::move(gen), Attrs{{"low", 0.0}, {"high", 1.0}});
+  return (u < p).to(p.dtype());
+}
+Tensor bernoulli(Shape shape, double p, TensorOptions o, std::optional<Generator> gen, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(p >= 0 && p <= 1, Value, "bernoulli: expected 0 <= p <= 1, got ", p);
+  return bernoulli(full(std::move(shape), p, o.dtype_), std::move(gen));
+}
+Tensor randperm(int64_t n, std::optional<Generator> gen, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(n >= 0, Value, "randperm: n must be non-negative, got ", n);
+  return rand({n}, DType::Float64, std::move(gen)).argsort();
+}
+
+} // namespace weft

@@ -1,0 +1,193 @@
+// Tensor::index and index_put_: basic indexing as views, advanced indexing through gather-like ops.
+#include "TensorImpl.h"
+#include "weft/Functions.h"
+#include "weft/Indexing.h"
+#include "weft/ir/Types.h"
+
+namespace weft {
+
+indexing::TensorIndex::TensorIndex(const char* s) : value(EllipsisIndex{}) {
+  WEFT_CHECK(s != nullptr && std::string(s) == "...", Value, "index: the only string index is \"...\", got \"",
+             s ? s : "null", "\"");
+}
+
+namespace {
+
+using indexing::TensorIndex;
+
+/// Number of source dims an index entry consumes.
+int64_t consumed(const TensorIndex& ix) {
+  if (std::holds_alternative<int64_t>(ix.value) || std::holds_alternative<indexing::Slice>(ix.value))
+    return 1;
+  if (const Tensor* t = std::get_if<Tensor>(&ix.value))
+    return t->dtype() == DType::Bool ? std::max<int64_t>(t->dim(), 1) : 1;
+  return 0;
+}
+
+struct Advanced {
+  int64_t dim; // in the tensor after basic indexing
+  Tensor index; // int64, any shape
+};
+
+/// Applies the basic (view) part of `indices`; collects tensor indices for the advanced part.
+Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices, std::vector<Advanced>& adv) {
+  int64_t used = 0;
+  size_t ellipses = 0;
+  for (const auto& ix : indices) {
+    used += consumed(ix);
+    ellipses += std::holds_alternative<indexing::EllipsisIndex>(ix.value) ? 1 : 0;
+  }
+  WEFT_CHECK(ellipses <= 1, Index, "index: an index can only have a single ellipsis ('...')");
+  WEFT_CHECK(used <= self.dim(), Index, "index: too many indices for tensor of dimension ", self.dim(), " (got ", used, ")");
+  Tensor r = self;
+  int64_t d = 0;
+  for (const auto& ix : indices) {
+    if (const int64_t* i = std::get_if<int64_t>(&ix.value)) {
+      r = r.select(d, *i);
+    } else if (const auto* s = std::get_if<indexing::Slice>(&ix.value)) {
+      r = r.slice(d, s->start, s->stop, s->step);
+      ++d;
+    } else if (std::holds_alternative<indexing::NoneIndex>(ix.value)) {
+      r = r.unsqueeze(d);
+      ++d;
+    } else if (std::holds_alternative<indexing::EllipsisIndex>(ix.value)) {
+      d += self.dim() - used;
+    } else if (const bool* b = std::get_if<bool>(&ix.value)) {
+      r = r.unsqueeze(d);
+      if (!*b)
+        r = r.slice(d, 0, 0);
+      ++d;
+    } else {
+      const Tensor& t = std::get<Tensor>(ix.value);
+      WEFT_CHECK(t.defined(), Index, "index: an index tensor is undefined");
+      if (t.dtype() == DType::Bool) {
+        // A mask over the next t.dim() dims becomes one integer index per dim.
+        for (int64_t k = 0; k < t.dim(); ++k)
+          WEFT_CHECK(t.size(k) == r.size(d + k), Index, "index: the shape of the mask ", shapeString(t.sizes()),
+                     " at index ", k, " does not match the shape of the indexed tensor ", shapeString(r.sizes()),
+                     " at index ", d + k);
+        Tensor nz = nonzero(t);
+        for (int64_t k = 0; k < t.dim(); ++k)
+          adv.push_back({d + k, nz.select(1, k)});
+        if (t.dim() == 0) { // a 0-dim mask acts like a bool scalar
+          r = r.unsqueeze(d);
+          adv.push_back({d, nz.reshape({-1})});
+          ++d;
+        }
+        d += t.dim();
+      } else {
+        WEFT_CHECK(t.dtype() == DType::Int64 || t.dtype() == DType::Int32 || t.dtype() == DType::UInt8, Index,
+                   "index: tensors used as indices must be long, int, byte or bool tensors, got ", dtypeName(t.dtype()));
+        adv.push_back({d, t.to(DType::Int64)});
+        ++d;
+      }
+    }
+  }
+  return r;
+}
+
+/// Advanced indexing on `x`: broadcast the index tensors, turn them into one flat index into the
+/// indexed dims, and gather with index_select. Result dims follow NumPy's placement rule.
+Tensor applyAdvanced(const Tensor& x, const std::vector<Advanced>& adv) {
+  Shape bshape = adv[0].index.sizes();
+  for (const auto& a : adv) {
+    auto b = ir::broadcastShapes(bshape, a.index.sizes(), "index");
+    WEFT_CHECK(static_cast<bool>(b), Index, "index: shape mismatch: indexing tensors could not be broadcast together ",
+               "with shapes ", shapeString(bshape), " and ", shapeString(a.index.sizes()));
+    bshape = b.value();
+  }
+  bool adjacent = true;
+  for (size_t i = 1; i < adv.size(); ++i)
+    adjacent = adjacent && adv[i].dim == adv[i - 1].dim + 1;
+  // Move indexed dims to the front, in order; the rest keep their order.
+  Shape perm, rest;
+  std::vector<bool> isAdv(static_cast<size_t>(x.dim()), false);
+  for (const auto& a : adv) {
+    perm.push_back(a.dim);
+    isAdv[static_cast<size_t>(a.dim)] = true;
+  }
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (!isAdv[static_cast<size_t>(d)]) {
+      perm.push_back(d);
+      rest.push_back(x.size(d));
+    }
+  Tensor moved = x.permute(perm);
+  Tensor flat;
+  int64_t stride = 1;
+  for (size_t i = adv.size(); i-- > 0;) {
+    int64_t n = x.size(adv[i].dim);
+    Tensor ix = adv[i].index;
+    if (ix.numel() > 0) {
+      int64_t lo = ix.amin().item<int64_t>(), hi = ix.amax().item<int64_t>();
+      WEFT_CHECK(lo >= -n && hi < n, Index, "index ", lo < -n ? lo : hi, " is out of bounds for dimension ",
+                 adv[i].dim, " with size ", n);
+    }
+    ix = where(ix < 0, ix + n, ix);
+    flat = flat.defined() ? flat + ix * stride : ix * stride;
+    stride *= n;
+  }
+  Shape collapsed{stride};
+  collapsed.insert(collapsed.end(), rest.begin(), rest.end());
+  Tensor picked = index_select(moved.reshape(collapsed), 0, flat.expand(bshape).reshape({-1}));
+  Shape outShape = bshape;
+  outShape.insert(outShape.end(), rest.begin(), rest.end());
+  Tensor out = picked.reshape(outShape);
+  int64_t first = adv[0].dim;
+  if (adjacent && first > 0) { // NumPy: adjacent advanced dims stay where they were
+    Shape p;
+    int64_t nb = static_cast<int64_t>(bshape.size());
+    for (int64_t d = 0; d < first; ++d)
+      p.push_back(nb + d);
+    for (int64_t d = 0; d < nb; ++d)
+      p.push_back(d);
+    for (int64_t d = nb + first; d < out.dim(); ++d)
+      p.push_back(d);
+    out = out.permute(p);
+  }
+  return out;
+}
+
+Tensor indexImpl(const Tensor& self, const std::vector<TensorIndex>& indices) {
+  WEFT_CHECK(self.defined(), Value, "index: called on an undefined tensor");
+  std::vector<Advanced> adv;
+  Tensor r = applyBasic(self, indices, adv);
+  return adv.empty() ? r : applyAdvanced(r, adv);
+}
+
+} // namespace
+
+Tensor Tensor::index(std::initializer_list<indexing::TensorIndex> indices, std::source_location loc) const {
+  CallSite cs(loc);
+  return indexImpl(*this, std::vector<TensorIndex>(indices));
+}
+
+Tensor Tensor::index(const std::vector<indexing::TensorIndex>& indices, std::source_location loc) const {
+  CallSite cs(loc);
+  return indexImpl(*this, indices);
+}
+
+Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
+                           std::source_location loc) {
+  CallSite cs(loc);
+  checkDefined("index_put_");
+  WEFT_CHECK(values.defined(), Value, "index_put_: values is an undefined tensor");
+  // Find the flat positions the index selects by indexing a tensor of positions, then scatter.
+  Tensor positions = arange(numel()).reshape(sizes());
+  Tensor where = indexImpl(positions, indices);
+  Tensor v = values.to(dtype());
+  auto b = ir::broadcastShapes(v.sizes(), where.sizes(), "index_put_");
+  WEFT_CHECK(static_cast<bool>(b) && b.value() == where.sizes(), Shape, "index_put_: shape mismatch: value tensor of shape ",
+             shapeString(values.sizes()), " cannot be broadcast to indexing result of shape ", shapeString(where.sizes()));
+  bool record = is_grad_enabled() && (requires_grad() || values.requires_grad());
+  Tensor flatSelf = (record ? clone() : *this).reshape({-1}); // never save memory copy_ overwrites
+  Tensor updated = weft::scatter(flatSelf, 0, where.reshape({-1}), v.expand(where.sizes()).reshape({-1}));
+  return copy_(updated.reshape(sizes()));
+}
+
+Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value, std::source_location loc) {
+  CallSite cs(loc);
+  checkDefined("index_put_");
+  return index_put_(indices, scalar_tensor(value, dtype()));
+}
+
+} // namespace weft

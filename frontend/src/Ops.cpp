@@ -1,0 +1,704 @@
+// Math ops: PyTorch type promotion, scalars, elementwise, reductions, contractions and in-place ops.
+#include "TensorImpl.h"
+#include "weft/Functions.h"
+#include "weft/ir/Types.h"
+#include "weft/runtime/Kernels.h"
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace weft {
+
+// ---- type promotion ----
+
+namespace {
+
+struct PromotionState {
+  std::optional<DType> dims, zeroDim, wrapped;
+};
+
+void promoteInto(std::optional<DType>& slot, DType t) { slot = slot ? promoteTypes(*slot, t) : t; }
+
+void update(PromotionState& s, const Tensor& t) {
+  if (t.impl()->wrappedNumber)
+    promoteInto(s.wrapped, isFloating(t.dtype()) ? kDefaultFloat : t.dtype());
+  else if (t.dim() == 0)
+    promoteInto(s.zeroDim, t.dtype());
+  else
+    promoteInto(s.dims, t.dtype());
+}
+
+/// PyTorch's combine_categories: a lower-priority operand only matters if it is of a higher
+/// category (bool < integral < floating).
+std::optional<DType> combine(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher)
+    return lower;
+  if (!lower || isFloating(*higher))
+    return higher;
+  if (*higher == DType::Bool || isFloating(*lower))
+    return promoteTypes(*higher, *lower);
+  return higher;
+}
+
+DType resolve(const PromotionState& s) { return *combine(s.dims, combine(s.zeroDim, s.wrapped)); }
+
+/// A 0-dim tensor for a number the user wrote, already in the dtype the op computes in.
+Tensor wrapScalar(Scalar v, DType t) {
+  Tensor r = makeTensor({}, t);
+  fill(r.ref(), v.toDouble());
+  if (!isFloating(t) && !v.isFloatingPoint() && t != DType::Bool) { // exact for large integers
+    int64_t iv = v.toLong();
+    copyCast(TensorRef{&iv, DType::Int64, {}, {}}, r.ref());
+  }
+  r.impl()->wrappedNumber = true;
+  return r;
+}
+
+bool canCast(DType from, DType to) {
+  if (isFloating(from) && !isFloating(to))
+    return false;
+  if (from != DType::Bool && to == DType::Bool)
+    return false;
+  return true;
+}
+
+Tensor unaryOp(OpCode op, const Tensor& x) {
+  WEFT_CHECK(x.defined(), Value, opName(op), ": called on an undefined tensor");
+  if (opInfo(op).unaryDomain == UnaryDomain::Float && !isFloating(x.dtype()))
+    return dispatch(op, {cast(x, kDefaultFloat)});
+  return dispatch(op, {x});
+}
+
+Tensor binaryOp(OpCode op, const Tensor& a, const Tensor& b) {
+  WEFT_CHECK(a.defined() && b.defined(), Value, opName(op), ": called with an undefined tensor");
+  DType t = result_type(a, b);
+  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t))
+    t = kDefaultFloat;
+  return dispatch(op, {a.dtype() == t ? a : cast(a, t), b.dtype() == t ? b : cast(b, t)});
+}
+
+Tensor binaryOp(OpCode op, const Tensor& a, Scalar b) {
+  WEFT_CHECK(a.defined(), Value, opName(op), ": called with an undefined tensor");
+  DType t = result_type(a, b);
+  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t))
+    t = kDefaultFloat;
+  return dispatch(op, {a.dtype() == t ? a : cast(a, t), wrapScalar(b, t)});
+}
+
+Tensor binaryOp(OpCode op, Scalar a, const Tensor& b) {
+  WEFT_CHECK(b.defined(), Value, opName(op), ": called with an undefined tensor");
+  DType t = result_type(b, a);
+  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t))
+    t = kDefaultFloat;
+  return dispatch(op, {wrapScalar(a, t), b.dtype() == t ? b : cast(b, t)});
+}
+
+/// Writes `result` into `self` (an in-place op): checks shape and dtype, bumps the version and,
+/// when grad mode is on, makes `result`'s history self's.
+Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
+  WEFT_CHECK(result.sizes() == self.sizes(), Shape, op, ": output with shape ", shapeString(self.sizes()),
+             " doesn't match the broadcast shape ", shapeString(result.sizes()));
+  WEFT_CHECK(canCast(result.dtype(), self.dtype()), DType, op, ": result type ", dtypeName(result.dtype()),
+             " can't be cast to the desired output type ", dtypeName(self.dtype()));
+  bool grad = is_grad_enabled();
+  if (grad && result.requires_grad()) {
+    WEFT_CHECK(!(self.is_leaf() && self.requires_grad()), Value, op,
+               ": a leaf Variable that requires grad is being used in an in-place operation.");
+    WEFT_CHECK(self.impl()->viewBase == nullptr, Value, op,
+               ": in-place operations on views of tensors that require grad are not supported; apply the op out "
+               "of place, or to the base tensor");
+    if (result.dtype() != self.dtype())
+      result = cast(result, self.dtype());
+  }
+  copyCast(result.ref(), self.ref());
+  self.impl()->storage->bumpVersion();
+  if (grad && !(self.is_leaf() && self.requires_grad())) {
+    self.impl()->gradFn = result.requires_grad() ? result.impl()->gradFn : nullptr;
+    self.impl()->outputNr = result.requires_grad() ? result.impl()->outputNr : 0;
+  }
+  return self;
+}
+
+/// The value an in-place op reads for `self`: a private recorded copy when autograd will record
+/// the op, so the node never saves memory the op then overwrites.
+Tensor inPlaceSource(const Tensor& self, const Tensor& other = {}) {
+  bool record = is_grad_enabled() && (self.requires_grad() || (other.defined() && other.requires_grad()));
+  return record ? self.clone() : self;
+}
+
+Shape wrapDims(const Shape& dims, int64_t rank, const char* op) {
+  Shape out;
+  for (int64_t d : dims)
+    out.push_back(wrapDim(d, rank, op));
+  return out;
+}
+
+} // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  PromotionState s;
+  update(s, a);
+  update(s, b);
+  return resolve(s);
+}
+
+DType result_type(const Tensor& a, Scalar b) {
+  PromotionState s;
+  update(s, a);
+  promoteInto(s.wrapped, b.isFloatingPoint() ? kDefaultFloat : b.dtype());
+  return resolve(s);
+}
+
+Tensor cast(const Tensor& x, DType dtype, std::source_location loc) {
+  CallSite cs(loc);
+  return dispatch(OpCode::Cast, {x}, Attrs{{"dtype", dtype}});
+}
+
+Tensor scalar_tensor(Scalar value, std::optional<DType> dtype, std::source_location loc) {
+  CallSite cs(loc);
+  Tensor r = wrapScalar(value, dtype.value_or(value.isFloatingPoint() ? kDefaultFloat : value.dtype()));
+  r.impl()->wrappedNumber = false;
+  return r;
+}
+
+// ---- elementwise: methods and free functions ----
+
+#define WEFT_UNARY_API(name, op)                                                                   \
+  Tensor Tensor::name(std::source_location loc) const {                                           \
+    CallSite cs(loc);                                                                              \
+    return unaryOp(OpCode::op, *this);                                                             \
+  }                                                                                                \
+  Tensor name(const Tensor& x, std::source_location loc) {                                         \
+    CallSite cs(loc);                                                                              \
+    return unaryOp(OpCode::op, x);                                                                 \
+  }
+WEFT_UNARY_API(neg, Neg)
+WEFT_UNARY_API(abs, Abs)
+WEFT_UNARY_API(sign, Sign)
+WEFT_UNARY_API(exp, Exp)
+WEFT_UNARY_API(log, Log)
+WEFT_UNARY_API(log1p, Log1p)
+WEFT_UNARY_API(expm1, Expm1)
+WEFT_UNARY_API(sqrt, Sqrt)
+WEFT_UNARY_API(rsqrt, Rsqrt)
+WEFT_UNARY_API(sin, Sin)
+WEFT_UNARY_API(cos, Cos)
+WEFT_UNARY_API(tanh, Tanh)
+WEFT_UNARY_API(sigmoid, Sigmoid)
+WEFT_UNARY_API(erf, Erf)
+WEFT_UNARY_API(reciprocal, Reciprocal)
+WEFT_UNARY_API(floor, Floor)
+WEFT_UNARY_API(ceil, Ceil)
+WEFT_UNARY_API(round, Round)
+WEFT_UNARY_API(logical_not, LogicalNot)
+#undef WEFT_UNARY_API
+
+#define WEFT_BINARY_API(name, op)                                                                  \
+  Tensor Tensor::name(const Tensor& other, std::source_location loc) const {                       \
+    CallSite cs(loc);                                                                              \
+    return binaryOp(OpCode::op, *this, other);                                                     \
+  }
+WEFT_BINARY_API(mul, Mul)
+WEFT_BINARY_API(div, Div)
+WEFT_BINARY_API(pow, Pow)
+WEFT_BINARY_API(maximum, Maximum)
+WEFT_BINARY_API(minimum, Minimum)
+WEFT_BINARY_API(eq, Eq)
+WEFT_BINARY_API(ne, Ne)
+WEFT_BINARY_API(lt, Lt)
+WEFT_BINARY_API(le, Le)
+WEFT_BINARY_API(gt, Gt)
+WEFT_BINARY_API(ge, Ge)
+WEFT_BINARY_API(logical_and, LogicalAnd)
+WEFT_BINARY_API(logical_or, LogicalOr)
+WEFT_BINARY_API(logical_xor, LogicalXor)
+#undef WEFT_BINARY_API
+
+Tensor Tensor::add(const Tensor& other, Scalar alpha, std::source_location loc) const {
+  CallSite cs(loc);
+  if (alpha.toDouble() == 1.0)
+    return binaryOp(OpCode::Add, *this, other);
+  return binaryOp(OpCode::Add, *this, binaryOp(OpCode::Mul, other, alpha));
+}
+Tensor Tensor::sub(const Tensor& other, Scalar alpha, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(dtype() != DType::Bool && other.dtype() != DType::Bool, DType,
+             "sub: subtraction with two bool tensors is not supported; use logical_xor() instead");
+  if (alpha.toDouble() == 1.0)
+    return binaryOp(OpCode::Sub, *this, other);
+  return binaryOp(OpCode::Sub, *this, binaryOp(OpCode::Mul, other, alpha));
+}
+Tensor Tensor::pow(Scalar e, std::source_location loc) const {
+  CallSite cs(loc);
+  return binaryOp(OpCode::Pow, *this, e);
+}
+Tensor pow(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  return binaryOp(OpCode::Pow, a, b);
+}
+Tensor pow(const Tensor& a, Scalar b, std::source_location loc) {
+  CallSite cs(loc);
+  return binaryOp(OpCode::Pow, a, b);
+}
+Tensor maximum(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  return binaryOp(OpCode::Maximum, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  return binaryOp(OpCode::Minimum, a, b);
+}
+
+Tensor operator-(const Tensor& a) { return unaryOp(OpCode::Neg, a); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Add, a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return a.sub(b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Mul, a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Div, a, b); }
+Tensor operator+(const Tensor& a, Scalar b) { return binaryOp(OpCode::Add, a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return binaryOp(OpCode::Sub, a, b); }
+Tensor operator*(const Tensor& a, Scalar b) { return binaryOp(OpCode::Mul, a, b); }
+Tensor operator/(const Tensor& a, Scalar b) { return binaryOp(OpCode::Div, a, b); }
+Tensor operator+(Scalar a, const Tensor& b) { return binaryOp(OpCode::Add, a, b); }
+Tensor operator-(Scalar a, const Tensor& b) { return binaryOp(OpCode::Sub, a, b); }
+Tensor operator*(Scalar a, const Tensor& b) { return binaryOp(OpCode::Mul, a, b); }
+Tensor operator/(Scalar a, const Tensor& b) { return binaryOp(OpCode::Div, a, b); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Eq, a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Ne, a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Lt, a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Le, a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Gt, a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Ge, a, b); }
+Tensor operator==(const Tensor& a, Scalar b) { return binaryOp(OpCode::Eq, a, b); }
+Tensor operator!=(const Tensor& a, Scalar b) { return binaryOp(OpCode::Ne, a, b); }
+Tensor operator<(const Tensor& a, Scalar b) { return binaryOp(OpCode::Lt, a, b); }
+Tensor operator<=(const Tensor& a, Scalar b) { return binaryOp(OpCode::Le, a, b); }
+Tensor operator>(const Tensor& a, Scalar b) { return binaryOp(OpCode::Gt, a, b); }
+Tensor operator>=(const Tensor& a, Scalar b) { return binaryOp(OpCode::Ge, a, b); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::LogicalAnd, a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::LogicalOr, a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::LogicalXor, a, b); }
+Tensor operator~(const Tensor& a) { return unaryOp(OpCode::LogicalNot, a); }
+Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
+Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
+Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
+Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
+Tensor& operator+=(Tensor& a, Scalar b) { return a.add_(b); }
+Tensor& operator-=(Tensor& a, Scalar b) { return a.sub_(b); }
+Tensor& operator*=(Tensor& a, Scalar b) { return a.mul_(b); }
+Tensor& operator/=(Tensor& a, Scalar b) { return a.div_(b); }
+
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(c.defined() && a.defined() && b.defined(), Value, "where: called with an undefined tensor");
+  WEFT_CHECK(c.dtype() == DType::Bool, DType, "where: expected condition to be a bool tensor, got ", dtypeName(c.dtype()));
+  DType t = result_type(a, b);
+  return dispatch(OpCode::Where, {c, a.dtype() == t ? a : cast(a, t), b.dtype() == t ? b : cast(b, t)});
+}
+Tensor where(const Tensor& c, Scalar a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  return where(c, wrapScalar(a, result_type(b, a)), b);
+}
+Tensor where(const Tensor& c, const Tensor& a, Scalar b, std::source_location loc) {
+  CallSite cs(loc);
+  return where(c, a, wrapScalar(b, result_type(a, b)));
+}
+
+Tensor Tensor::masked_fill(const Tensor& mask, Scalar value, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(mask.defined() && mask.dtype() == DType::Bool, DType, "masked_fill: expected a bool mask, got ",
+             mask.defined() ? dtypeName(mask.dtype()) : "an undefined tensor");
+  Tensor r = where(mask, wrapScalar(value, dtype()), *this);
+  WEFT_CHECK(r.sizes() == sizes(), Shape, "masked_fill: mask ", shapeString(mask.sizes()),
+             " is not broadcastable to the tensor's shape ", shapeString(sizes()));
+  return r;
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(lo || hi, Value, "clamp: at least one of 'min' or 'max' must not be None");
+  Tensor r = x;
+  // where() keeps the gradient 1 inside [min, max] including the boundaries, as torch.clamp.
+  if (lo)
+    r = where(r < *lo, wrapScalar(*lo, result_type(x, *lo)), r);
+  if (hi)
+    r = where(r > *hi, wrapScalar(*hi, result_type(r, *hi)), r);
+  return r;
+}
+Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::clamp(*this, lo, hi);
+}
+Tensor relu(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return where(x > 0, x, zeros_like(x));
+}
+Tensor Tensor::relu(std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::relu(*this);
+}
+
+// ---- in-place ----
+
+Tensor& Tensor::add_(const Tensor& other, Scalar alpha, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, inPlaceSource(*this, other).add(other, alpha), "add_");
+}
+Tensor& Tensor::add_(Scalar other, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, inPlaceSource(*this) + other, "add_");
+}
+Tensor& Tensor::sub_(const Tensor& other, Scalar alpha, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, inPlaceSource(*this, other).sub(other, alpha), "sub_");
+}
+Tensor& Tensor::sub_(Scalar other, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, inPlaceSource(*this) - other, "sub_");
+}
+Tensor& Tensor::mul_(const Tensor& other, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, inPlaceSource(*this, other) * other, "mul_");
+}
+Tensor& Tensor::mul_(Scalar other, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, inPlaceSource(*this) * other, "mul_");
+}
+Tensor& Tensor::div_(const Tensor& other, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, inPlaceSource(*this, other) / other, "div_");
+}
+Tensor& Tensor::div_(Scalar other, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, inPlaceSource(*this) / other, "div_");
+}
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, weft::clamp(inPlaceSource(*this), lo, hi), "clamp_");
+}
+Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, inPlaceSource(*this).masked_fill(mask, value), "masked_fill_");
+}
+Tensor& Tensor::zero_(std::source_location loc) {
+  CallSite cs(loc);
+  return fill_(0);
+}
+Tensor& Tensor::fill_(Scalar value, std::source_location loc) {
+  CallSite cs(loc);
+  checkDefined("fill_");
+  WEFT_CHECK(!(is_grad_enabled() && is_leaf() && requires_grad()), Value,
+             "fill_: a leaf Variable that requires grad is being used in an in-place operation.");
+  fill(ref(), value.toDouble());
+  impl_->storage->bumpVersion();
+  if (is_grad_enabled())
+    impl_->gradFn = nullptr; // a constant now: no gradient flows to what it was
+  return *this;
+}
+Tensor& Tensor::copy_(const Tensor& src, std::source_location loc) {
+  CallSite cs(loc);
+  checkDefined("copy_");
+  WEFT_CHECK(src.defined(), Value, "copy_: the source is an undefined tensor");
+  Tensor s = src.dtype() == dtype() ? src : cast(src, dtype());
+  WEFT_CHECK(static_cast<bool>(ir::broadcastShapes(s.sizes(), sizes(), "copy_")) && s.dim() <= dim(), Shape, "copy_: source ",
+             shapeString(src.sizes()), " is not broadcastable to ", shapeString(sizes()));
+  return assignInPlace(*this, s.expand(sizes()), "copy_");
+}
+
+// ---- reductions ----
+
+Tensor reduce_op(OpCode op, const Tensor& x, Shape dims, bool keepdim) {
+  return dispatch(op, {x}, Attrs{{"dims", std::move(dims)}, {"keepdim", keepdim}});
+}
+
+Tensor Tensor::sum(std::source_location loc) const {
+  CallSite cs(loc);
+  return sum({}, false);
+}
+Tensor Tensor::sum(Shape dims, bool keepdim, std::optional<DType> dtype, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("sum");
+  DType t = dtype.value_or(isFloating(this->dtype()) ? this->dtype() : DType::Int64);
+  return reduce_op(OpCode::Sum, to(t), wrapDims(dims, dim(), "sum"), keepdim);
+}
+Tensor sum(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.sum(std::move(dims), keepdim);
+}
+Tensor Tensor::mean(std::source_location loc) const {
+  CallSite cs(loc);
+  return mean({}, false);
+}
+Tensor Tensor::mean(Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("mean");
+  WEFT_CHECK(isFloating(dtype()), DType, "mean(): could not infer output dtype. Input dtype must be a floating "
+             "point dtype, got ", dtypeName(dtype()));
+  Shape wd = wrapDims(dims, dim(), "mean");
+  int64_t count = 1;
+  for (size_t d = 0; d < sizes().size(); ++d)
+    if (wd.empty() || std::find(wd.begin(), wd.end(), static_cast<int64_t>(d)) != wd.end())
+      count *= sizes()[d];
+  return reduce_op(OpCode::Sum, *this, wd, keepdim) / static_cast<double>(count);
+}
+Tensor mean(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.mean(std::move(dims), keepdim);
+}
+Tensor Tensor::prod(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("prod");
+  return reduce_op(OpCode::Prod, to(isFloating(dtype()) ? dtype() : DType::Int64), {}, false);
+}
+Tensor Tensor::prod(int64_t d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("prod");
+  return reduce_op(OpCode::Prod, to(isFloating(dtype()) ? dtype() : DType::Int64), {wrapDim(d, dim(), "prod")}, keepdim);
+}
+Tensor Tensor::amax(Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("amax");
+  return reduce_op(OpCode::AMax, *this, wrapDims(dims, dim(), "amax"), keepdim);
+}
+Tensor Tensor::amin(Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("amin");
+  return reduce_op(OpCode::AMin, *this, wrapDims(dims, dim(), "amin"), keepdim);
+}
+Tensor Tensor::max(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("max");
+  WEFT_CHECK(numel() > 0, Value, "max(): Expected reduction dim to be specified for input.numel() == 0.");
+  return amax();
+}
+Tensor Tensor::min(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("min");
+  WEFT_CHECK(numel() > 0, Value, "min(): Expected reduction dim to be specified for input.numel() == 0.");
+  return amin();
+}
+std::pair<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  return {amax({d}, keepdim), argmax(d, keepdim)};
+}
+std::pair<Tensor, Tensor> Tensor::min(int64_t d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  return {amin({d}, keepdim), argmin(d, keepdim)};
+}
+Tensor Tensor::argmax(std::optional<int64_t> d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("argmax");
+  if (!d)
+    return dispatch(OpCode::ArgMax, {reshape({-1})}, Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
+  return dispatch(OpCode::ArgMax, {*this}, Attrs{{"dim", wrapDim(*d, dim(), "argmax")}, {"keepdim", keepdim}});
+}
+Tensor Tensor::argmin(std::optional<int64_t> d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("argmin");
+  if (!d)
+    return dispatch(OpCode::ArgMin, {reshape({-1})}, Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
+  return dispatch(OpCode::ArgMin, {*this}, Attrs{{"dim", wrapDim(*d, dim(), "argmin")}, {"keepdim", keepdim}});
+}
+Tensor Tensor::var(Shape dims, int64_t correction, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("var");
+  WEFT_CHECK(isFloating(dtype()), DType, "var: expected a floating-point input, got ", dtypeName(dtype()));
+  Tensor mu = mean(dims, true);
+  Tensor d = *this - mu;
+  Shape wd = wrapDims(dims, dim(), "var");
+  int64_t count = numel() / std::max<int64_t>(mu.numel(), 1);
+  return reduce_op(OpCode::Sum, d * d, wd, keepdim) / static_cast<double>(std::max<int64_t>(count - correction, 0));
+}
+Tensor Tensor::std(Shape dims, int64_t correction, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  return var(std::move(dims), correction, keepdim).sqrt();
+}
+Tensor Tensor::logsumexp(Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("logsumexp");
+  Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
+  Shape wd = wrapDims(dims, dim(), "logsumexp");
+  Tensor m = x.amax(wd, true).detach();
+  m = where(m.abs() == std::numeric_limits<double>::infinity(), zeros_like(m), m); // all -inf rows stay -inf
+  Tensor r = (x - m).exp().sum(wd, true).log() + m;
+  return keepdim ? r : reduce_op(OpCode::Sum, r, wd, false); // sum over size-1 dims drops them
+}
+Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.logsumexp(std::move(dims), keepdim);
+}
+Tensor Tensor::cumsum(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("cumsum");
+  Tensor x = isFloating(dtype()) ? *this : to(DType::Int64);
+  return dispatch(OpCode::CumSum, {x}, Attrs{{"dim", wrapDim(d, dim(), "cumsum")}});
+}
+Tensor cumsum(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.cumsum(dim);
+}
+Tensor Tensor::argsort(int64_t d, bool descending, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("argsort");
+  if (dim() == 0)
+    return zeros({}, DType::Int64);
+  return dispatch(OpCode::ArgSort, {*this}, Attrs{{"dim", wrapDim(d, dim(), "argsort")}, {"descending", descending}});
+}
+std::pair<Tensor, Tensor> Tensor::sort(int64_t d, bool descending, std::source_location loc) const {
+  CallSite cs(loc);
+  Tensor idx = argsort(d, descending);
+  return {dim() == 0 ? *this : gather(d, idx), idx};
+}
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("topk");
+  d = wrapDim(d, dim(), "topk");
+  int64_t n = dim() == 0 ? 1 : size(d);
+  WEFT_CHECK(k >= 0 && k <= n, Index, "topk: k (", k, ") is out of range for dimension ", d, " of size ", n);
+  Tensor idx = argsort(d, largest).narrow(d, 0, k);
+  return {gather(d, idx), idx};
+}
+Tensor Tensor::softmax(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("softmax");
+  Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
+  d = wrapDim(d, dim(), "softmax");
+  Tensor e = (x - x.amax({d}, true).detach()).exp(); // shifting by the max keeps exp() finite
+  return e / e.sum({d}, true);
+}
+Tensor softmax(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.softmax(dim);
+}
+Tensor Tensor::log_softmax(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("log_softmax");
+  Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
+  d = wrapDim(d, dim(), "log_softmax");
+  Tensor z = x - x.amax({d}, true).detach();
+  return z - z.exp().sum({d}, true).log();
+}
+Tensor log_softmax(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.log_softmax(dim);
+}
+
+// ---- contractions and indexing ----
+
+Tensor matmul(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "matmul: called with an undefined tensor");
+  WEFT_CHECK(a.dim() >= 1 && b.dim() >= 1, Shape, "matmul: both arguments need to be at least 1D, but they are ",
+             a.dim(), "D and ", b.dim(), "D");
+  if (a.dim() == 1 && b.dim() == 1) {
+    WEFT_CHECK(a.size(0) == b.size(0), Shape, "matmul: inconsistent tensor size, expected tensor [", a.size(0),
+               "] and src [", b.size(0), "] to have the same number of elements");
+    return weft::reshape(dispatch(OpCode::MatMul, {a.unsqueeze(0), b.unsqueeze(1)}), {});
+  }
+  if (a.dim() == 1)
+    return dispatch(OpCode::MatMul, {a.unsqueeze(0), b}).squeeze(-2);
+  if (b.dim() == 1)
+    return dispatch(OpCode::MatMul, {a, b.unsqueeze(1)}).squeeze(-1);
+  return dispatch(OpCode::MatMul, {a, b});
+}
+Tensor Tensor::matmul(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::matmul(*this, other);
+}
+Tensor Tensor::mm(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(dim() == 2 && other.dim() == 2, Shape, "mm: expected 2-D tensors, got ", shapeString(sizes()), " and ",
+             shapeString(other.sizes()));
+  return dispatch(OpCode::MatMul, {*this, other});
+}
+Tensor Tensor::bmm(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(dim() == 3 && other.dim() == 3, Shape, "bmm: expected 3-D tensors, got ", shapeString(sizes()), " and ",
+             shapeString(other.sizes()));
+  WEFT_CHECK(size(0) == other.size(0), Shape, "bmm: batch sizes differ: ", shapeString(sizes()), " and ",
+             shapeString(other.sizes()));
+  return dispatch(OpCode::MatMul, {*this, other});
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, std::source_location loc) {
+  CallSite cs(loc);
+  return dispatch(OpCode::Gather, {x, index}, Attrs{{"dim", wrapDim(dim, x.dim(), "gather")}});
+}
+Tensor Tensor::gather(int64_t dim, const Tensor& index, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::gather(*this, dim, index);
+}
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, std::source_location loc) {
+  CallSite cs(loc);
+  return dispatch(OpCode::Scatter, {x, index, src}, Attrs{{"dim", wrapDim(dim, x.dim(), "scatter")}});
+}
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::scatter(*this, dim, index, src);
+}
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, std::source_location loc) {
+  CallSite cs(loc);
+  return dispatch(OpCode::ScatterAdd, {x, index, src}, Attrs{{"dim", wrapDim(dim, x.dim(), "scatter_add")}});
+}
+Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::scatter_add(*this, dim, index, src);
+}
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(index.defined() && (index.dtype() == DType::Int64 || index.dtype() == DType::Int32), DType,
+             "index_select: expected an int64 or int32 index");
+  return dispatch(OpCode::IndexSelect, {x, index.to(DType::Int64)}, Attrs{{"dim", wrapDim(dim, x.dim(), "index_select")}});
+}
+Tensor Tensor::index_select(int64_t dim, const Tensor& index, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::index_select(*this, dim, index);
+}
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(index.defined() && (index.dtype() == DType::Int64 || index.dtype() == DType::Int32), DType,
+             "index_add: expected an int64 or int32 index");
+  return dispatch(OpCode::IndexAdd, {x, index.to(DType::Int64), source}, Attrs{{"dim", wrapDim(dim, x.dim(), "index_add")}});
+}
+Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::index_add(*this, dim, index, source);
+}
+
+// ---- helpers for the vjp rules ----
+
+Shape shape_of(const Tensor& t) { return t.sizes(); }
+DType dtype_of(const Tensor& t) { return t.dtype(); }
+bool is_floating(const Tensor& t) { return isFloating(t.dtype()); }
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.sizes() == shape)
+    return g;
+  size_t lead = g.sizes().size() - shape.size();
+  Shape dims;
+  for (size_t d = 0; d < g.sizes().size(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && g.sizes()[d] != 1))
+      dims.push_back(static_cast<int64_t>(d));
+  Tensor r = dims.empty() ? g : reduce_op(OpCode::Sum, g, dims, true);
+  return r.sizes() == shape ? r : reshape(r, shape);
+}
+
+Shape inverse_permutation(const Shape& dims) {
+  Shape inv(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i)
+    inv[static_cast<size_t>(dims[i])] = static_cast<int64_t>(i);
+  return inv;
+}
+
+Shape negated(const Shape& v) {
+  Shape r;
+  for (int64_t x : v)
+    r.push_back(-x);
+  return r;
+}
+
+Tensor pad_dims(const Tensor& x, const Shape& pads, double value) {
+  return dispatch(OpCode::Pad, {x}, Attrs{{"pads", pads}, {"value", value}});
+}
+
+} // namespace weft

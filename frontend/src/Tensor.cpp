@@ -1,0 +1,439 @@
+// Tensor metadata, conversions, element access and the view ops.
+#include "TensorImpl.h"
+#include "weft/Functions.h"
+#include "weft/runtime/Kernels.h"
+
+#include <numeric>
+#include <sstream>
+
+namespace weft {
+
+void Tensor::checkDefined(const char* what) const {
+  WEFT_CHECK(impl_ != nullptr, Value, what, ": called on an undefined tensor");
+}
+
+const Shape& Tensor::sizes() const {
+  checkDefined("sizes");
+  return impl_->shape;
+}
+const Shape& Tensor::strides() const {
+  checkDefined("strides");
+  return impl_->strides;
+}
+int64_t Tensor::size(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  return sizes()[static_cast<size_t>(wrapDim(d, dim(), "size"))];
+}
+int64_t Tensor::stride(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  return strides()[static_cast<size_t>(wrapDim(d, dim(), "stride"))];
+}
+int64_t Tensor::dim() const { return static_cast<int64_t>(sizes().size()); }
+int64_t Tensor::numel() const { return weft::numel(sizes()); }
+DType Tensor::dtype() const {
+  checkDefined("dtype");
+  return impl_->dtype;
+}
+int64_t Tensor::storage_offset() const {
+  checkDefined("storage_offset");
+  return impl_->offset;
+}
+bool Tensor::is_contiguous() const { return ref().isContiguous(); }
+void* Tensor::data_ptr() const {
+  checkDefined("data_ptr");
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(elementSize(impl_->dtype));
+}
+template <typename T> T* Tensor::data_ptr(std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(DTypeOf<T>::value == dtype(), DType, "data_ptr: the tensor holds ", dtypeName(dtype()), ", not ",
+             dtypeName(DTypeOf<T>::value));
+  return static_cast<T*>(data_ptr());
+}
+TensorRef Tensor::ref() const {
+  checkDefined("ref");
+  WEFT_CHECK(impl_->storage != nullptr, Value, "this tensor has metadata only (no storage)");
+  return TensorRef{data_ptr(), impl_->dtype, impl_->shape, impl_->strides};
+}
+
+Tensor Tensor::to(DType t, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("to");
+  return t == dtype() ? *this : cast(*this, t);
+}
+
+Tensor Tensor::contiguous(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("contiguous");
+  return is_contiguous() ? *this : clone();
+}
+
+Tensor Tensor::clone(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("clone");
+  return dispatch(OpCode::Cast, {*this}, Attrs{{"dtype", dtype()}});
+}
+
+template <typename T> T Tensor::item(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("item");
+  WEFT_CHECK(numel() == 1, Value, "item: a Tensor with ", numel(), " elements cannot be converted to a scalar");
+  T v{};
+  TensorRef dst{&v, DTypeOf<T>::value, sizes(), Shape(sizes().size(), 0)};
+  copyCast(ref(), dst);
+  return v;
+}
+
+template <typename T> std::vector<T> Tensor::to_vector(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("to_vector");
+  if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> is packed: go through bytes
+    std::vector<uint8_t> bytes = to_vector<uint8_t>();
+    return std::vector<bool>(bytes.begin(), bytes.end());
+  } else {
+    std::vector<T> v(static_cast<size_t>(numel()));
+    if (!v.empty())
+      copyCast(ref(), TensorRef{v.data(), DTypeOf<T>::value, sizes(), contiguousStrides(sizes())});
+    return v;
+  }
+}
+
+#define WEFT_X(name, type, str)                                                                    \
+  template type* Tensor::data_ptr<type>(std::source_location) const;                             \
+  template type Tensor::item<type>(std::source_location) const;                                   \
+  template std::vector<type> Tensor::to_vector<type>(std::source_location) const;
+WEFT_DTYPES(WEFT_X)
+#undef WEFT_X
+
+std::string Tensor::toString() const {
+  std::ostringstream os;
+  os << *this;
+  return os.str();
+}
+
+// ---- views ----
+
+namespace {
+
+/// Resolves one -1 in a requested shape against `count` elements.
+Shape inferSize(Shape shape, int64_t count, const char* op) {
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      WEFT_CHECK(infer < 0, Value, op, ": only one dimension can be inferred (-1) in ", shapeString(shape));
+      infer = static_cast<int64_t>(i);
+    } else {
+      WEFT_CHECK(shape[i] >= 0, Shape, op, ": invalid shape dimension ", shape[i], " in ", shapeString(shape));
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    WEFT_CHECK(known != 0 && count % known == 0, Shape, op, ": shape ", shapeString(shape),
+               " is invalid for input of size ", count);
+    shape[static_cast<size_t>(infer)] = count / known;
+  }
+  return shape;
+}
+
+} // namespace
+
+Tensor reshape(const Tensor& t, const Shape& shape) {
+  return dispatch(OpCode::Reshape, {t}, Attrs{{"shape", shape}});
+}
+
+Tensor Tensor::view(Shape shape, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("view");
+  shape = inferSize(std::move(shape), numel(), "view");
+  WEFT_CHECK(weft::numel(shape) == numel(), Shape, "view: shape ", shapeString(shape), " is invalid for input of size ", numel());
+  Tensor r = weft::reshape(*this, shape);
+  WEFT_CHECK(r.impl()->storage == impl_->storage, Shape, "view: size ", shapeString(shape),
+             " is not compatible with input tensor's size and stride ", shapeString(sizes()), "/", shapeString(strides()),
+             " (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
+  return r;
+}
+
+Tensor Tensor::reshape(Shape shape, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("reshape");
+  return weft::reshape(*this, inferSize(std::move(shape), numel(), "reshape"));
+}
+
+Tensor permute(const Tensor& t, const Shape& dims) { return dispatch(OpCode::Permute, {t}, Attrs{{"dims", dims}}); }
+
+Tensor Tensor::permute(Shape dims, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("permute");
+  for (int64_t& d : dims)
+    d = wrapDim(d, dim(), "permute");
+  return weft::permute(*this, dims);
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("transpose");
+  if (dim() == 0)
+    return *this;
+  Shape dims(static_cast<size_t>(dim()));
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[static_cast<size_t>(wrapDim(d0, dim(), "transpose"))], dims[static_cast<size_t>(wrapDim(d1, dim(), "transpose"))]);
+  return weft::permute(*this, dims);
+}
+
+Tensor Tensor::t(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("t");
+  WEFT_CHECK(dim() <= 2, Shape, "t: expects a tensor with <= 2 dimensions, but got ", dim(), "D ", shapeString(sizes()));
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+
+Tensor mT(const Tensor& t) { return t.transpose(-2, -1); }
+
+Tensor Tensor::mT(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("mT");
+  WEFT_CHECK(dim() >= 2, Shape, "mT: expects a tensor with >= 2 dimensions, got ", shapeString(sizes()));
+  return weft::mT(*this);
+}
+
+Tensor slice_dim(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  return dispatch(OpCode::Slice, {x}, Attrs{{"dim", dim}, {"start", start}, {"end", end}, {"step", step}});
+}
+
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step,
+                     std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("slice");
+  WEFT_CHECK(dim() > 0, Index, "slice: cannot slice a 0-dimensional tensor");
+  d = wrapDim(d, dim(), "slice");
+  WEFT_CHECK(step > 0, Value, "slice: step must be positive, got ", step);
+  int64_t n = sizes()[static_cast<size_t>(d)];
+  // Python slice semantics: negative bounds count from the end, out-of-range bounds clamp.
+  auto clampBound = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+  int64_t s = clampBound(start.value_or(0)), e = clampBound(end.value_or(n));
+  return slice_dim(*this, d, s, std::max(s, e), step);
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("narrow");
+  WEFT_CHECK(dim() > 0, Index, "narrow: cannot narrow a 0-dimensional tensor");
+  d = wrapDim(d, dim(), "narrow");
+  int64_t n = sizes()[static_cast<size_t>(d)];
+  if (start < 0)
+    start += n;
+  WEFT_CHECK(start >= 0 && length >= 0 && start + length <= n, Index, "narrow: start (", start, ") + length (", length,
+             ") exceeds dimension size (", n, ")");
+  return slice_dim(*this, d, start, start + length, 1);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("select");
+  WEFT_CHECK(dim() > 0, Index, "select: cannot be applied to a 0-dim tensor");
+  d = wrapDim(d, dim(), "select");
+  int64_t n = sizes()[static_cast<size_t>(d)];
+  WEFT_CHECK(index >= -n && index < n, Index, "select: index ", index, " out of range for tensor of size ",
+             shapeString(sizes()), " at dimension ", d);
+  if (index < 0)
+    index += n;
+  Shape s = sizes();
+  s.erase(s.begin() + d);
+  return weft::reshape(slice_dim(*this, d, index, index + 1, 1), s);
+}
+
+Tensor Tensor::expand(Shape shape, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("expand");
+  WEFT_CHECK(shape.size() >= sizes().size(), Shape, "expand: the number of sizes provided (", shape.size(),
+             ") must be greater or equal to the number of dimensions in the tensor (", dim(), ")");
+  size_t lead = shape.size() - sizes().size();
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] == -1) {
+      WEFT_CHECK(i >= lead, Shape, "expand: -1 is not allowed in a leading, non-existing dimension");
+      shape[i] = sizes()[i - lead];
+    }
+  if (shape == sizes())
+    return *this;
+  return dispatch(OpCode::Expand, {*this}, Attrs{{"shape", shape}});
+}
+
+Tensor Tensor::expand_as(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return expand(other.sizes());
+}
+
+Tensor Tensor::squeeze(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("squeeze");
+  Shape s;
+  for (int64_t v : sizes())
+    if (v != 1)
+      s.push_back(v);
+  return s == sizes() ? *this : weft::reshape(*this, s);
+}
+
+Tensor Tensor::squeeze(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("squeeze");
+  if (dim() == 0)
+    return *this;
+  d = wrapDim(d, dim(), "squeeze");
+  if (sizes()[static_cast<size_t>(d)] != 1)
+    return *this;
+  Shape s = sizes();
+  s.erase(s.begin() + d);
+  return weft::reshape(*this, s);
+}
+
+Tensor Tensor::unsqueeze(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("unsqueeze");
+  d = wrapDim(d, dim() + 1, "unsqueeze");
+  Shape s = sizes();
+  s.insert(s.begin() + d, 1);
+  return weft::reshape(*this, s);
+}
+
+Tensor Tensor::flatten(int64_t start, int64_t end, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("flatten");
+  if (dim() == 0)
+    return weft::reshape(*this, {1});
+  start = wrapDim(start, dim(), "flatten");
+  end = wrapDim(end, dim(), "flatten");
+  WEFT_CHECK(start <= end, Value, "flatten: start_dim (", start, ") cannot come after end_dim (", end, ")");
+  Shape s(sizes().begin(), sizes().begin() + start);
+  int64_t m = 1;
+  for (int64_t d = start; d <= end; ++d)
+    m *= sizes()[static_cast<size_t>(d)];
+  s.push_back(m);
+  s.insert(s.end(), sizes().begin() + end + 1, sizes().end());
+  return weft::reshape(*this, s);
+}
+
+Tensor Tensor::unflatten(int64_t d, Shape parts, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("unflatten");
+  d = wrapDim(d, dim(), "unflatten");
+  parts = inferSize(std::move(parts), sizes()[static_cast<size_t>(d)], "unflatten");
+  WEFT_CHECK(weft::numel(parts) == sizes()[static_cast<size_t>(d)], Shape, "unflatten: provided sizes ",
+             shapeString(parts), " don't multiply up to the size of dim ", d, " (", sizes()[static_cast<size_t>(d)], ")");
+  Shape s(sizes().begin(), sizes().begin() + d);
+  s.insert(s.end(), parts.begin(), parts.end());
+  s.insert(s.end(), sizes().begin() + d + 1, sizes().end());
+  return weft::reshape(*this, s);
+}
+
+Tensor flip(const Tensor& t, const Shape& dims) { return dispatch(OpCode::Flip, {t}, Attrs{{"dims", dims}}); }
+
+Tensor Tensor::flip(Shape dims, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("flip");
+  for (int64_t& d : dims)
+    d = wrapDim(d, dim(), "flip");
+  return weft::flip(*this, dims);
+}
+
+// ---- autograd accessors ----
+
+bool Tensor::requires_grad() const {
+  checkDefined("requires_grad");
+  return impl_->requiresGrad || impl_->gradFn != nullptr;
+}
+
+Tensor& Tensor::requires_grad_(bool r, std::source_location loc) {
+  CallSite cs(loc);
+  checkDefined("requires_grad_");
+  WEFT_CHECK(is_leaf() || r, Value,
+             "requires_grad_: you can only change requires_grad flags of leaf variables. If you want to use a "
+             "computed variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
+  WEFT_CHECK(!r || isFloating(dtype()), DType, "requires_grad_: only tensors of floating point dtype can require "
+             "gradients, got ", dtypeName(dtype()));
+  impl_->requiresGrad = r;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  checkDefined("grad");
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->grad;
+}
+
+void Tensor::set_grad(const Tensor& g) {
+  checkDefined("set_grad");
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->grad = g;
+}
+
+Tensor& Tensor::mutable_grad() {
+  checkDefined("mutable_grad");
+  return impl_->grad;
+}
+
+Tensor Tensor::detach(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("detach");
+  auto impl = impl_->shallowCopy();
+  impl->viewBase = impl_->viewBase ? impl_->viewBase : impl_;
+  return Tensor(impl);
+}
+
+Tensor& Tensor::detach_(std::source_location loc) {
+  CallSite cs(loc);
+  checkDefined("detach_");
+  impl_->gradFn = nullptr;
+  impl_->requiresGrad = false;
+  return *this;
+}
+
+bool Tensor::is_leaf() const {
+  checkDefined("is_leaf");
+  return impl_->gradFn == nullptr;
+}
+
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  checkDefined("grad_fn");
+  return impl_->gradFn;
+}
+
+uint32_t Tensor::output_nr() const {
+  checkDefined("output_nr");
+  return impl_->outputNr;
+}
+
+uint64_t Tensor::_version() const {
+  checkDefined("_version");
+  return impl_->storage ? impl_->storage->version() : 0;
+}
+
+void Tensor::register_hook(GradHook hook, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("register_hook");
+  WEFT_CHECK(requires_grad(), Value, "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  if (impl_->gradFn) {
+    std::lock_guard<std::mutex> lock(impl_->gradFn->mutex);
+    impl_->gradFn->pre_hooks.emplace_back(impl_->outputNr, std::move(hook));
+  } else {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->hooks.push_back(std::move(hook));
+  }
+}
+
+void Tensor::retain_grad(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("retain_grad");
+  WEFT_CHECK(requires_grad(), Value, "retain_grad: can't retain_grad on Tensor that has requires_grad=False");
+  if (is_leaf() || impl_->retainsGrad)
+    return;
+  impl_->retainsGrad = true;
+  std::weak_ptr<TensorImpl> weak = impl_;
+  register_hook([weak](const Tensor& g) {
+    if (auto self = weak.lock()) {
+      std::lock_guard<std::mutex> lock(self->mutex);
+      self->grad = self->grad.defined() ? self->grad + g.detach() : g.detach();
+    }
+    return Tensor();
+  });
+}
+
+} // namespace weft

@@ -1,0 +1,77 @@
+// The shared state behind a Tensor handle: storage, geometry and autograd metadata.
+#pragma once
+
+#include "weft/Autograd.h"
+#include "weft/Tensor.h"
+#include "weft/runtime/Attrs.h"
+#include "weft/runtime/OpTable.h"
+#include "weft/runtime/Storage.h"
+
+#include <mutex>
+
+namespace weft {
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;
+  int64_t offset = 0; // elements
+  DType dtype = DType::Float32;
+  /// A number the user wrote (`x + 2`): ranks below tensors in type promotion.
+  bool wrappedNumber = false;
+  /// Set on views: the tensor whose storage this one looks into.
+  std::shared_ptr<TensorImpl> viewBase;
+
+  // Autograd. grad_fn/outputNr are set once when the op that makes the tensor runs (or by
+  // in-place rebasing on the owning thread); grad and hooks are guarded by `mutex`.
+  bool requiresGrad = false; // leaves only; non-leaves require grad iff gradFn is set
+  std::shared_ptr<autograd::Node> gradFn;
+  uint32_t outputNr = 0;
+  Tensor grad;
+  bool retainsGrad = false;
+  std::weak_ptr<autograd::Node> gradAccumulator;
+  std::vector<GradHook> hooks; // leaves: run by the accumulator
+  std::mutex mutex;
+
+  TensorImpl() = default;
+  TensorImpl(std::shared_ptr<Storage> s, Shape sh, Shape st, int64_t off, DType t)
+      : storage(std::move(s)), shape(std::move(sh)), strides(std::move(st)), offset(off), dtype(t) {}
+  /// A handle to the same memory with no autograd state.
+  std::shared_ptr<TensorImpl> shallowCopy() const {
+    return std::make_shared<TensorImpl>(storage, shape, strides, offset, dtype);
+  }
+};
+
+/// A fresh contiguous tensor of `shape`/`dtype` (uninitialised unless `zero`).
+Tensor makeTensor(const Shape& shape, DType dtype, bool zero = false);
+
+/// Runs primitive `op` eagerly: infers the result type (throwing weft::Error on bad input), makes a
+/// view or runs the CPU kernel, and records an autograd node when an input requires grad.
+Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
+
+/// Wraps a negative dim and checks it against `rank` (IndexError naming `op` otherwise).
+int64_t wrapDim(int64_t dim, int64_t rank, const char* op);
+/// The vector-Jacobian product of input `i` of a recorded op (expanded from the op table).
+Tensor vjp(OpCode op, const Tensor& g, const std::vector<Tensor>& in, const Tensor& y, const Attrs& at, size_t i);
+
+// Helpers the op table's vjp column uses, also handy inside frontend.
+Shape shape_of(const Tensor& t);
+DType dtype_of(const Tensor& t);
+bool is_floating(const Tensor& t);
+/// Sums `g` down to `shape` (undoes broadcasting).
+Tensor sum_to(const Tensor& g, const Shape& shape);
+Tensor reshape(const Tensor& t, const Shape& shape);
+Tensor permute(const Tensor& t, const Shape& dims);
+Tensor flip(const Tensor& t, const Shape& dims);
+Tensor mT(const Tensor& t);
+Shape inverse_permutation(const Shape& dims);
+Shape negated(const Shape& v);
+/// Constant pad with pads in dim order [lo0, hi0, lo1, hi1, ...] (negative values crop).
+Tensor pad_dims(const Tensor& x, const Shape& pads, double value);
+Tensor slice_dim(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step);
+Tensor reduce_op(OpCode op, const Tensor& x, Shape dims, bool keepdim);
+Tensor conv(const Tensor& x, const Tensor& w, const Attrs& at);
+Tensor conv_input_grad(const Tensor& gy, const Tensor& w, const Attrs& at, const Shape& inputShape);
+Tensor conv_weight_grad(const Tensor& x, const Tensor& gy, const Attrs& at, const Shape& weightShape);
+
+} // namespace weft

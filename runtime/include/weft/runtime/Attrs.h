@@ -1,0 +1,66 @@
+// Named op attributes (dims, strides, dtypes, scalars) shared by kernels, the IR and autograd.
+#pragma once
+
+#include "weft/runtime/DType.h"
+#include "weft/runtime/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace weft {
+
+/// One attribute value.
+using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>, DType, std::string>;
+
+/// A small ordered map from attribute name to value; lookups are linear (ops have few attributes).
+class Attrs {
+public:
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<std::string, AttrValue>> items) : items_(items) {}
+
+  /// Sets (or replaces) `name`.
+  Attrs& set(const std::string& name, AttrValue value) {
+    for (auto& [k, v] : items_)
+      if (k == name) {
+        v = std::move(value);
+        return *this;
+      }
+    items_.emplace_back(name, std::move(value));
+    return *this;
+  }
+  /// True if `name` is present.
+  bool has(const std::string& name) const { return find(name) != nullptr; }
+  /// The attribute's value as `T`; a missing or mistyped attribute is an internal error.
+  template <typename T> const T& get(const std::string& name) const {
+    const AttrValue* v = find(name);
+    WEFT_INTERNAL_ASSERT(v != nullptr, "missing attribute '", name, "'");
+    const T* t = std::get_if<T>(v);
+    WEFT_INTERNAL_ASSERT(t != nullptr, "attribute '", name, "' has another type");
+    return *t;
+  }
+  /// Shorthands for the common attribute types.
+  int64_t i(const std::string& name) const { return get<int64_t>(name); }
+  double f(const std::string& name) const { return get<double>(name); }
+  bool b(const std::string& name) const { return get<bool>(name); }
+  const std::vector<int64_t>& ints(const std::string& name) const {
+    return get<std::vector<int64_t>>(name);
+  }
+  DType dtype(const std::string& name) const { return get<DType>(name); }
+  /// All attributes in insertion order.
+  const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
+  bool operator==(const Attrs& other) const = default;
+
+private:
+  const AttrValue* find(const std::string& name) const {
+    for (const auto& [k, v] : items_)
+      if (k == name)
+        return &v;
+    return nullptr;
+  }
+  std::vector<std::pair<std::string, AttrValue>> items_;
+};
+
+} // namespace weft

@@ -1,0 +1,37 @@
+// The eager CPU kernel library: one entry per op in the table.
+#pragma once
+
+#include "weft/runtime/Attrs.h"
+#include "weft/runtime/OpTable.h"
+#include "weft/runtime/TensorRef.h"
+
+#include <span>
+
+namespace weft {
+
+/// Runs `op`'s CPU kernel: reads `inputs`, writes every element of `out`, which is allocated by
+/// the caller with the shape and dtype that shape inference gives. Elementwise inputs may have any
+/// strides and broadcast against `out`; other kernels accept any strides unless they say otherwise.
+void runKernel(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out, const Attrs& attrs);
+
+/// Copies `src` into `dst` (same shape, any strides, any dtypes: converts like a C++ cast, with
+/// float -> bool meaning "!= 0").
+void copyCast(const TensorRef& src, const TensorRef& dst);
+/// Fills `dst` (any strides) with `value` converted to its dtype.
+void fill(const TensorRef& dst, double value);
+
+namespace kernels {
+#define WEFT_UNARY(N, s, d, k, v)
+#define WEFT_BINARY(N, s, r, k, va, vb)
+#define WEFT_OP(N, s, kind, n, v)                                                                  \
+  void N(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at);
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_OP
+/// Elementwise unary and binary ops share one dispatcher each.
+void unary(OpCode op, const TensorRef& in, const TensorRef& out);
+void binary(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& out);
+} // namespace kernels
+
+} // namespace weft

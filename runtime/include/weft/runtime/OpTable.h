@@ -1,0 +1,62 @@
+// The op table expanded into the runtime's columns: op codes, names, kinds and elementwise rules.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace weft {
+
+/// Every primitive op.
+enum class OpCode : uint16_t {
+#define WEFT_UNARY(N, s, d, k, v) N,
+#define WEFT_BINARY(N, s, r, k, va, vb) N,
+#define WEFT_OP(N, s, kind, n, v) N,
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_OP
+};
+
+/// The shape-inference family of an op: one rule per kind, written once in ir/.
+enum class OpKind : uint8_t {
+  Unary, Binary, Cast, Where, Reduce, ArgReduce, Scan, Sort, Reshape, Permute, Expand, Slice, Flip,
+  Pad, Cat, MatMul, Conv, ConvInputGrad, ConvWeightGrad, Gather, Scatter, IndexSelect, IndexAdd,
+  Pool, Random
+};
+
+/// Which dtypes a unary op accepts and what it returns.
+enum class UnaryDomain : uint8_t { Float, Numeric, Logical };
+/// What a binary op returns for its (promoted) input dtype.
+enum class BinaryResult : uint8_t { Same, Float, Bool };
+
+/// The static facts about one op.
+struct OpInfo {
+  OpCode code;
+  std::string_view name;
+  OpKind kind;
+  int numInputs;       ///< -1 for variadic
+  bool differentiable; ///< false when the table's vjp column is NONDIFF
+  UnaryDomain unaryDomain = UnaryDomain::Numeric;
+  BinaryResult binaryResult = BinaryResult::Same;
+};
+
+/// The number of primitive ops.
+inline constexpr int kNumOps = 0
+#define WEFT_UNARY(N, s, d, k, v) +1
+#define WEFT_BINARY(N, s, r, k, va, vb) +1
+#define WEFT_OP(N, s, kind, n, v) +1
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_OP
+    ;
+
+/// The facts about `op`.
+const OpInfo& opInfo(OpCode op);
+/// The op's name as the text IR spells it ("matmul").
+inline std::string_view opName(OpCode op) { return opInfo(op).name; }
+/// The op with `name`, if any.
+std::optional<OpCode> opFromName(std::string_view name);
+
+} // namespace weft

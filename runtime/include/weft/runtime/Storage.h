@@ -1,0 +1,43 @@
+// Reference-counted byte storage that tensors and views share, with the in-place version counter.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace weft {
+
+/// A block of memory owned by weft or borrowed from the user. Shared through std::shared_ptr, whose
+/// reference count is atomic, so storage may be shared across threads.
+class Storage {
+public:
+  /// Allocates `nbytes` of 64-byte aligned memory; `zero` fills it with zeros.
+  static std::shared_ptr<Storage> allocate(size_t nbytes, bool zero = false);
+  /// Wraps memory the user owns; `deleter` (if any) runs when the last reference goes.
+  static std::shared_ptr<Storage> borrow(void* data, size_t nbytes,
+                                         std::function<void(void*)> deleter = {});
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  /// The first byte.
+  void* data() const { return data_; }
+  /// Its size in bytes.
+  size_t nbytes() const { return nbytes_; }
+  /// Counts in-place writes, so autograd can tell that a saved tensor changed.
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
+  /// Records one in-place write.
+  void bumpVersion() { version_.fetch_add(1, std::memory_order_acq_rel); }
+
+private:
+  Storage(void* data, size_t nbytes, std::function<void(void*)> deleter)
+      : data_(data), nbytes_(nbytes), deleter_(std::move(deleter)) {}
+  void* data_;
+  size_t nbytes_;
+  std::function<void(void*)> deleter_;
+  std::atomic<uint64_t> version_{0};
+};
+
+} // namespace weft

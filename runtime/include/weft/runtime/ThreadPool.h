@@ -1,0 +1,19 @@
+// The CPU thread pool that eager kernels split their work over.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace weft {
+
+/// Threads kernels use: WEFT_NUM_THREADS if set, else the machine's hardware threads.
+int getNumThreads();
+/// Sets the number of threads kernels use (1 runs everything on the calling thread).
+void setNumThreads(int n);
+
+/// Runs `fn(begin, end)` over [0, n) split into chunks of at least `grain` elements, on the pool
+/// and the calling thread. Safe to call from many threads at once; a call from inside a chunk runs
+/// inline. The first exception a chunk throws is rethrown on the calling thread.
+void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+} // namespace weft

@@ -1,0 +1,25 @@
+// The CPU kernel dispatcher: op code -> kernel, expanded from the op table.
+#include "weft/runtime/Kernels.h"
+
+namespace weft {
+
+void runKernel(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out, const Attrs& attrs) {
+  switch (op) {
+#define WEFT_UNARY(N, s, d, k, v)                                                                  \
+  case OpCode::N:                                                                                  \
+    return kernels::unary(op, inputs[0], out);
+#define WEFT_BINARY(N, s, r, k, va, vb)                                                            \
+  case OpCode::N:                                                                                  \
+    return kernels::binary(op, inputs[0], inputs[1], out);
+#define WEFT_OP(N, s, kind, n, v)                                                                  \
+  case OpCode::N:                                                                                  \
+    return kernels::N(inputs, out, attrs);
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_OP
+  }
+  WEFT_INTERNAL_ASSERT(false, "unknown op code ", static_cast<int>(op));
+}
+
+} // namespace weft

@@ -1,0 +1,131 @@
+// A work-sharing pool: each parallelFor is a job whose chunks the caller and the workers claim.
+#include "weft/runtime/ThreadPool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace weft {
+namespace {
+
+thread_local bool tInsideParallel = false;
+
+struct Job {
+  const std::function<void(int64_t, int64_t)>* fn;
+  int64_t n, chunk, numChunks;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> remaining;
+  std::mutex mu;
+  std::condition_variable done;
+  std::exception_ptr error;
+
+  Job(const std::function<void(int64_t, int64_t)>* f, int64_t n_, int64_t chunk_, int64_t k)
+      : fn(f), n(n_), chunk(chunk_), numChunks(k), remaining(k) {}
+
+  /// Claims and runs chunks until none is left.
+  void work() {
+    for (int64_t c; (c = next.fetch_add(1)) < numChunks;) {
+      int64_t b = c * chunk, e = std::min(n, b + chunk);
+      bool saved = tInsideParallel;
+      tInsideParallel = true;
+      try {
+        (*fn)(b, e);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error)
+          error = std::current_exception();
+      }
+      tInsideParallel = saved;
+      if (remaining.fetch_sub(1) == 1) {
+        std::lock_guard<std::mutex> lock(mu);
+        done.notify_all();
+      }
+    }
+  }
+};
+
+class Pool {
+public:
+  static Pool& get() {
+    static Pool* pool = new Pool(); // never destroyed: workers may outlive static destructors
+    return *pool;
+  }
+
+  int threads() const { return threads_.load(); }
+  void setThreads(int n) { threads_.store(std::max(1, n)); }
+
+  void run(const std::shared_ptr<Job>& job, int helpers) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (static_cast<int>(workers_.size()) < helpers)
+        workers_.emplace_back([this] { loop(); });
+      for (int h = 0; h < helpers; ++h)
+        queue_.push_back(job);
+    }
+    wake_.notify_all();
+  }
+
+private:
+  Pool() {
+    int n = static_cast<int>(std::thread::hardware_concurrency());
+    if (const char* env = std::getenv("WEFT_NUM_THREADS"))
+      n = std::atoi(env);
+    threads_.store(std::max(1, n));
+  }
+
+  void loop() {
+    tInsideParallel = true;
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, [this] { return !queue_.empty(); });
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job->work();
+    }
+  }
+
+  std::atomic<int> threads_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::thread> workers_; // detached at exit: the pool lives for the whole process
+};
+
+} // namespace
+
+int getNumThreads() { return Pool::get().threads(); }
+
+void setNumThreads(int n) { Pool::get().setThreads(n); }
+
+void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0)
+    return;
+  grain = std::max<int64_t>(grain, 1);
+  int threads = getNumThreads();
+  if (tInsideParallel || threads == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  int64_t numChunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+  int64_t chunk = (n + numChunks - 1) / numChunks;
+  numChunks = (n + chunk - 1) / chunk;
+  auto job = std::make_shared<Job>(&fn, n, chunk, numChunks);
+  Pool::get().run(job, static_cast<int>(numChunks - 1));
+  job->work();
+  std::unique_lock<std::mutex> lock(job->mu);
+  job->done.wait(lock, [&] { return job->remaining.load() == 0; });
+  if (job->error)
+    std::rethrow_exception(job->error);
+}
+
+} // namespace weft

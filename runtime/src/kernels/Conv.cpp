@@ -1,0 +1,256 @@
+// Convolution forward, input gradient and weight gradient (1-D and 2-D, strided, padded, dilated,
+// grouped) by per-sample im2col + GEMM, and max-pool argmax. The im2col workspace holds one sample,
+// so memory does not grow with the batch.
+#include "Loops.h"
+#include "weft/runtime/ConvGeometry.h"
+#include "weft/runtime/Kernels.h"
+#include "weft/runtime/Storage.h"
+
+#include <cblas.h>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace weft::kernels {
+namespace {
+
+/// The problem in 2-D form (1-D convolutions get a height of 1).
+struct ConvShape {
+  int64_t n, c, h, w;      // input
+  int64_t o, kh, kw;       // weight: o x (c / groups) x kh x kw
+  int64_t oh, ow;          // output spatial
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+  int64_t cg() const { return c / groups; }
+  int64_t og() const { return o / groups; }
+  int64_t colRows() const { return cg() * kh * kw; }
+  int64_t colCols() const { return oh * ow; }
+  bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
+};
+
+ConvShape convShape(const Shape& x, const Shape& w, const Attrs& at) {
+  const auto &st = at.ints("stride"), &pd = at.ints("padding"), &dl = at.ints("dilation");
+  bool one = x.size() == 3;
+  ConvShape s{};
+  s.n = x[0];
+  s.c = x[1];
+  s.h = one ? 1 : x[2];
+  s.w = x.back();
+  s.o = w[0];
+  s.kh = one ? 1 : w[2];
+  s.kw = w.back();
+  s.sh = one ? 1 : st[0];
+  s.sw = st.back();
+  s.ph = one ? 0 : pd[0];
+  s.pw = pd.back();
+  s.dh = one ? 1 : dl[0];
+  s.dw = dl.back();
+  s.groups = at.i("groups");
+  s.oh = windowOutputSize(s.h, s.kh, s.sh, s.ph, s.dh);
+  s.ow = windowOutputSize(s.w, s.kw, s.sw, s.pw, s.dw);
+  return s;
+}
+
+/// A contiguous copy of `ref` when it is not contiguous; `ref` itself otherwise.
+TensorRef contiguous(const TensorRef& ref, std::shared_ptr<Storage>& holder) {
+  if (ref.isContiguous())
+    return ref;
+  holder = Storage::allocate(static_cast<size_t>(ref.numel()) * elementSize(ref.dtype));
+  TensorRef c{holder->data(), ref.dtype, ref.shape, contiguousStrides(ref.shape)};
+  copyCast(ref, c);
+  return c;
+}
+
+template <typename T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+          T beta, T* c, int64_t ldc) {
+  auto A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, A, B, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, A, B, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+/// col[(ci, ky, kx), (oy, ox)] = x[ci, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside).
+template <typename T> void im2col(const ConvShape& s, const T* x, T* col) {
+  parallelFor(s.colRows(), 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t ci = r / (s.kh * s.kw), ky = (r / s.kw) % s.kh, kx = r % s.kw;
+      T* dst = col + r * s.colCols();
+      for (int64_t oy = 0; oy < s.oh; ++oy) {
+        int64_t iy = oy * s.sh - s.ph + ky * s.dh;
+        for (int64_t ox = 0; ox < s.ow; ++ox) {
+          int64_t ix = ox * s.sw - s.pw + kx * s.dw;
+          bool inside = iy >= 0 && iy < s.h && ix >= 0 && ix < s.w;
+          dst[oy * s.ow + ox] = inside ? x[(ci * s.h + iy) * s.w + ix] : T(0);
+        }
+      }
+    }
+  });
+}
+
+/// The adjoint of im2col: x[...] += col[...]. Channels are independent, so they run in parallel.
+template <typename T> void col2im(const ConvShape& s, const T* col, T* x) {
+  parallelFor(s.cg(), 1, [&](int64_t b, int64_t e) {
+    for (int64_t ci = b; ci < e; ++ci)
+      for (int64_t ky = 0; ky < s.kh; ++ky)
+        for (int64_t kx = 0; kx < s.kw; ++kx) {
+          const T* src = col + ((ci * s.kh + ky) * s.kw + kx) * s.colCols();
+          for (int64_t oy = 0; oy < s.oh; ++oy) {
+            int64_t iy = oy * s.sh - s.ph + ky * s.dh;
+            if (iy < 0 || iy >= s.h)
+              continue;
+            for (int64_t ox = 0; ox < s.ow; ++ox) {
+              int64_t ix = ox * s.sw - s.pw + kx * s.dw;
+              if (ix >= 0 && ix < s.w)
+                x[(ci * s.h + iy) * s.w + ix] += src[oy * s.ow + ox];
+            }
+          }
+        }
+  });
+}
+
+/// Runs `fn<T>()` for float32/float64; convolutions of other dtypes are cast by the frontend.
+template <typename Fn> void floatTypes(DType t, Fn fn) {
+  if (t == DType::Float32)
+    return fn(float{});
+  WEFT_INTERNAL_ASSERT(t == DType::Float64, "convolution kernel called with dtype ", dtypeName(t));
+  fn(double{});
+}
+
+} // namespace
+
+void Conv(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  ConvShape s = convShape(in[0].shape, in[1].shape, at);
+  std::shared_ptr<Storage> hx, hw;
+  TensorRef x = contiguous(in[0], hx), w = contiguous(in[1], hw);
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  floatTypes(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::shared_ptr<Storage> ws;
+    if (!s.pointwise())
+      ws = Storage::allocate(static_cast<size_t>(s.colRows() * s.colCols()) * sizeof(T));
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t g = 0; g < s.groups; ++g) {
+        const T* xs = x.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
+        const T* col = xs;
+        if (ws) {
+          im2col(s, xs, static_cast<T*>(ws->data()));
+          col = static_cast<T*>(ws->data());
+        }
+        const T* wg = w.ptr<T>() + g * s.og() * s.colRows();
+        T* yg = out.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
+        gemm<T>(false, false, s.og(), s.colCols(), s.colRows(), wg, s.colRows(), col, s.colCols(), T(0), yg, s.colCols());
+      }
+  });
+}
+
+void ConvInputGrad(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  // in[0] = gradient of the conv output, in[1] = weight, out = gradient of the conv input.
+  ConvShape s = convShape(at.ints("input_shape"), in[1].shape, at);
+  std::shared_ptr<Storage> hg, hw;
+  TensorRef gy = contiguous(in[0], hg), w = contiguous(in[1], hw);
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  floatTypes(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::memset(out.data, 0, static_cast<size_t>(out.numel()) * sizeof(T));
+    auto ws = Storage::allocate(static_cast<size_t>(s.colRows() * s.colCols()) * sizeof(T));
+    T* col = static_cast<T*>(ws->data());
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t g = 0; g < s.groups; ++g) {
+        const T* wg = w.ptr<T>() + g * s.og() * s.colRows();
+        const T* gyg = gy.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
+        T* xg = out.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
+        if (s.pointwise()) { // the column matrix is the input itself: accumulate straight into it
+          gemm<T>(true, false, s.colRows(), s.colCols(), s.og(), wg, s.colRows(), gyg, s.colCols(), T(1), xg, s.colCols());
+          continue;
+        }
+        gemm<T>(true, false, s.colRows(), s.colCols(), s.og(), wg, s.colRows(), gyg, s.colCols(), T(0), col, s.colCols());
+        col2im(s, col, xg);
+      }
+  });
+}
+
+void ConvWeightGrad(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  // in[0] = conv input, in[1] = gradient of the conv output, out = gradient of the weight.
+  ConvShape s = convShape(in[0].shape, at.ints("weight_shape"), at);
+  std::shared_ptr<Storage> hx, hg;
+  TensorRef x = contiguous(in[0], hx), gy = contiguous(in[1], hg);
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  floatTypes(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::memset(out.data, 0, static_cast<size_t>(out.numel()) * sizeof(T));
+    std::shared_ptr<Storage> ws;
+    if (!s.pointwise())
+      ws = Storage::allocate(static_cast<size_t>(s.colRows() * s.colCols()) * sizeof(T));
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t g = 0; g < s.groups; ++g) {
+        const T* xs = x.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
+        const T* col = xs;
+        if (ws) {
+          im2col(s, xs, static_cast<T*>(ws->data()));
+          col = static_cast<T*>(ws->data());
+        }
+        const T* gyg = gy.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
+        T* wg = out.ptr<T>() + g * s.og() * s.colRows();
+        gemm<T>(false, true, s.og(), s.colRows(), s.colCols(), gyg, s.colCols(), col, s.colCols(), T(1), wg, s.colRows());
+      }
+  });
+}
+
+void MaxPoolArgmax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  const TensorRef& x = in[0];
+  const auto &k = at.ints("kernel_size"), &st = at.ints("stride"), &pd = at.ints("padding"), &dl = at.ints("dilation");
+  bool one = x.dim() == 3;
+  int64_t h = one ? 1 : x.shape[2], w = x.shape.back();
+  int64_t kh = one ? 1 : k[0], kw = k.back(), sh = one ? 1 : st[0], sw = st.back();
+  int64_t ph = one ? 0 : pd[0], pw = pd.back(), dh = one ? 1 : dl[0], dw = dl.back();
+  int64_t oh = one ? 1 : out.shape[2], ow = out.shape.back();
+  int64_t planes = x.shape[0] * x.shape[1];
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  visitDType(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = ComputeType<T>;
+    if constexpr (!std::is_same_v<T, bool>) {
+      int64_t* o = out.ptr<int64_t>();
+      const int64_t s0 = x.strides[0], s1 = x.strides[1], sy = one ? 0 : x.strides[2], sx = x.strides.back();
+      parallelFor(planes, 1, [&](int64_t b, int64_t e) {
+        for (int64_t pl = b; pl < e; ++pl) {
+          const T* base = x.ptr<T>() + (pl / x.shape[1]) * s0 + (pl % x.shape[1]) * s1;
+          for (int64_t oy = 0; oy < oh; ++oy)
+            for (int64_t ox = 0; ox < ow; ++ox) {
+              int64_t best = -1;
+              C bv = -std::numeric_limits<C>::infinity();
+              if constexpr (!std::is_floating_point_v<C>)
+                bv = std::numeric_limits<C>::lowest();
+              for (int64_t ky = 0; ky < kh; ++ky) {
+                int64_t iy = oy * sh - ph + ky * dh;
+                if (iy < 0 || iy >= h)
+                  continue;
+                for (int64_t kx = 0; kx < kw; ++kx) {
+                  int64_t ix = ox * sw - pw + kx * dw;
+                  if (ix < 0 || ix >= w)
+                    continue;
+                  C v = static_cast<C>(base[iy * sy + ix * sx]);
+                  bool nan = false;
+                  if constexpr (std::is_floating_point_v<C>)
+                    nan = std::isnan(v);
+                  if (best < 0 || v > bv || nan) {
+                    best = iy * w + ix;
+                    bv = v;
+                    if (nan)
+                      goto done; // NaN propagates: the first NaN is the max
+                  }
+                }
+              }
+            done:
+              o[(pl * oh + oy) * ow + ox] = best;
+            }
+        }
+      });
+    } else {
+      WEFT_INTERNAL_ASSERT(false, "max pool on bool");
+    }
+  });
+}
+
+} // namespace weft::kernels

@@ -1,0 +1,232 @@
+// Elementwise kernels: the op table's unary and binary expressions, cast, where, copy and fill.
+#include "Loops.h"
+#include "weft/runtime/Kernels.h"
+
+#include <cmath>
+#include <type_traits>
+
+namespace weft::kernels {
+
+Shape broadcastStrides(const TensorRef& ref, const Shape& shape) {
+  Shape strides(shape.size(), 0);
+  size_t offset = shape.size() - ref.shape.size();
+  for (size_t d = 0; d < ref.shape.size(); ++d)
+    if (ref.shape[d] != 1)
+      strides[offset + d] = ref.strides[d];
+  return strides;
+}
+
+namespace {
+
+// Scalar helpers named in the op table's kernel column.
+template <typename T> T kabs(T v) {
+  if constexpr (std::is_unsigned_v<T>)
+    return v;
+  else
+    return v < T(0) ? T(-v) : v;
+}
+template <typename T> T ksign(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (std::isnan(v))
+      return v;
+  return static_cast<T>((T(0) < v) - (v < T(0)));
+}
+template <typename T> T ksigmoid(T v) {
+  // Never exponentiates a large positive number, so it saturates instead of overflowing.
+  if (v >= T(0))
+    return T(1) / (T(1) + std::exp(-v));
+  T e = std::exp(v);
+  return e / (T(1) + e);
+}
+template <typename T> T kfloor(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    return std::floor(v);
+  else
+    return v;
+}
+template <typename T> T kceil(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    return std::ceil(v);
+  else
+    return v;
+}
+template <typename T> T kround(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    return std::nearbyint(v); // half to even, as PyTorch rounds
+  else
+    return v;
+}
+template <typename T> bool ktruth(T v) { return v != T(0); }
+
+// Signed integer overflow wraps (two's complement) as in PyTorch instead of being undefined.
+template <typename T> T kadd(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
+  else
+    return a + b;
+}
+template <typename T> T ksub(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) - static_cast<std::make_unsigned_t<T>>(b));
+  else
+    return a - b;
+}
+template <typename T> T kmul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<std::conditional_t<sizeof(T) < 4, uint32_t, T>>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+template <typename T> T kpow(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::pow(a, b);
+  } else {
+    if constexpr (std::is_signed_v<T>)
+      if (b < 0)
+        return a == 1 ? T(1) : a == -1 ? T((b % 2) ? -1 : 1) : T(0);
+    T result = 1;
+    while (b > 0) {
+      if (b & 1)
+        result = kmul(result, a);
+      a = kmul(a, a);
+      b = static_cast<T>(b >> 1);
+    }
+    return result;
+  }
+}
+template <typename T> T kmax(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (std::isnan(a) || std::isnan(b))
+      return std::isnan(a) ? a : b; // NaN propagates, as in torch.maximum
+  return a > b ? a : b;
+}
+template <typename T> T kmin(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (std::isnan(a) || std::isnan(b))
+      return std::isnan(a) ? a : b;
+  return a < b ? a : b;
+}
+
+template <typename T> constexpr bool kIsFloat = std::is_same_v<ComputeType<T>, float> || std::is_same_v<T, double>;
+
+template <UnaryDomain D, typename T> constexpr bool unaryAccepts() {
+  if constexpr (D == UnaryDomain::Float)
+    return kIsFloat<T>;
+  else if constexpr (D == UnaryDomain::Numeric)
+    return !std::is_same_v<T, bool>;
+  else
+    return true;
+}
+
+template <UnaryDomain D, typename Fn> void unaryTyped(const TensorRef& in, const TensorRef& out, Fn fn) {
+  visitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (unaryAccepts<D, T>()) {
+      using O = std::conditional_t<D == UnaryDomain::Logical, bool, T>;
+      mapElementwise<O, T>(out, {&in}, fn);
+    } else {
+      WEFT_INTERNAL_ASSERT(false, "unary kernel called with dtype ", dtypeName(in.dtype));
+    }
+  });
+}
+
+template <BinaryResult R, typename Fn>
+void binaryTyped(const TensorRef& a, const TensorRef& b, const TensorRef& out, Fn fn) {
+  WEFT_INTERNAL_ASSERT(a.dtype == b.dtype, "binary kernel inputs differ in dtype");
+  visitDType(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (R == BinaryResult::Bool) {
+      mapElementwise<bool, T, T>(out, {&a, &b}, fn);
+    } else if constexpr (std::is_same_v<T, bool> || (R == BinaryResult::Float && !kIsFloat<T>)) {
+      WEFT_INTERNAL_ASSERT(false, "binary kernel called with dtype ", dtypeName(a.dtype));
+    } else {
+      mapElementwise<T, T, T>(out, {&a, &b}, fn);
+    }
+  });
+}
+
+} // namespace
+
+void unary(OpCode op, const TensorRef& in, const TensorRef& out) {
+  switch (op) {
+#define WEFT_UNARY(N, s, d, k, vjp)                                                                \
+  case OpCode::N:                                                                                  \
+    return unaryTyped<UnaryDomain::d>(in, out, [](auto v) { return k; });
+#define WEFT_BINARY(N, s, r, k, va, vb) case OpCode::N:
+#define WEFT_OP(N, s, kind, n, v) case OpCode::N:
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_OP
+    break;
+  }
+  WEFT_INTERNAL_ASSERT(false, "not a unary op: ", opName(op));
+}
+
+void binary(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& out) {
+  switch (op) {
+#define WEFT_BINARY(N, s, r, k, va, vb)                                                            \
+  case OpCode::N:                                                                                  \
+    return binaryTyped<BinaryResult::r>(a, b, out, [](auto a, auto b) { return k; });
+#define WEFT_UNARY(N, s, d, k, v) case OpCode::N:
+#define WEFT_OP(N, s, kind, n, v) case OpCode::N:
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_OP
+    break;
+  }
+  WEFT_INTERNAL_ASSERT(false, "not a binary op: ", opName(op));
+}
+
+void Cast(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) { copyCast(in[0], out); }
+
+void Where(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  WEFT_INTERNAL_ASSERT(in[0].dtype == DType::Bool && in[1].dtype == in[2].dtype && in[1].dtype == out.dtype);
+  visitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = ComputeType<T>;
+    mapElementwise<T, bool, T, T>(out, {&in[0], &in[1], &in[2]},
+                                  [](bool c, C a, C b) { return c ? a : b; });
+  });
+}
+
+} // namespace weft::kernels
+
+namespace weft {
+
+void copyCast(const TensorRef& src, const TensorRef& dst) {
+  WEFT_INTERNAL_ASSERT(src.shape == dst.shape || numel(src.shape) == numel(dst.shape));
+  visitDType(src.dtype, [&](auto stag) {
+    using S = decltype(stag);
+    visitDType(dst.dtype, [&](auto dtag) {
+      using D = decltype(dtag);
+      TensorRef s = src;
+      if (src.shape != dst.shape) { // same count, other shape: only for contiguous sources
+        WEFT_INTERNAL_ASSERT(src.isContiguous());
+        s.shape = dst.shape;
+        s.strides = contiguousStrides(dst.shape);
+      }
+      kernels::mapElementwise<D, S>(dst, {&s}, [](ComputeType<S> v) { return v; });
+    });
+  });
+}
+
+void fill(const TensorRef& dst, double value) {
+  visitDType(dst.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T v = kernels::convert<T>(value);
+    std::array<Shape, 1> strides{dst.strides};
+    kernels::LoopNest<1> nest(dst.shape, strides, {static_cast<char*>(dst.data)},
+                              {static_cast<int64_t>(sizeof(T))});
+    nest.parallel(kernels::kElementwiseGrain,
+                  [&](const std::array<char*, 1>& p, const std::array<int64_t, 1>& s, int64_t n) {
+                    for (int64_t j = 0; j < n; ++j)
+                      *reinterpret_cast<T*>(p[0] + j * s[0]) = v;
+                  });
+  });
+}
+
+} // namespace weft

@@ -1,0 +1,147 @@
+// Strided iteration shared by the CPU kernels: coalesce dimensions, then walk 1-D runs.
+#pragma once
+
+#include "weft/runtime/Error.h"
+#include "weft/runtime/TensorRef.h"
+#include "weft/runtime/ThreadPool.h"
+
+#include <array>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace weft::kernels {
+
+/// Elements per chunk for cheap elementwise work; enough to amortise waking a thread.
+inline constexpr int64_t kElementwiseGrain = 32768;
+
+/// Strides of `ref` when broadcast to `shape` (right-aligned; size-1 and missing dims get 0).
+Shape broadcastStrides(const TensorRef& ref, const Shape& shape);
+
+/// The loop nest of N operands over one shape, in bytes, with mergeable dimensions merged.
+template <size_t N> struct LoopNest {
+  Shape shape;
+  std::array<Shape, N> strides; // bytes
+  std::array<char*, N> base;
+
+  LoopNest(const Shape& s, const std::array<Shape, N>& elemStrides, const std::array<char*, N>& ptrs,
+           const std::array<int64_t, N>& elemSizes)
+      : base(ptrs) {
+    // Drop size-1 dims, then merge d into d+1 where every operand is contiguous across them.
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (s[d] == 1)
+        continue;
+      shape.push_back(s[d]);
+      for (size_t k = 0; k < N; ++k)
+        strides[k].push_back(elemStrides[k][d] * elemSizes[k]);
+    }
+    for (size_t d = shape.size(); d-- > 1;) {
+      bool merge = true;
+      for (size_t k = 0; k < N; ++k)
+        merge = merge && strides[k][d - 1] == strides[k][d] * shape[d];
+      if (!merge)
+        continue;
+      shape[d - 1] *= shape[d];
+      shape.erase(shape.begin() + static_cast<int64_t>(d));
+      for (size_t k = 0; k < N; ++k) {
+        strides[k][d - 1] = strides[k][d];
+        strides[k].erase(strides[k].begin() + static_cast<int64_t>(d));
+      }
+    }
+    if (shape.empty()) { // a scalar: one run of one element
+      shape.push_back(1);
+      for (size_t k = 0; k < N; ++k)
+        strides[k].push_back(0);
+    }
+  }
+
+  int64_t numel() const { return weft::numel(shape); }
+
+  /// Calls `run(ptrs, innerStrides, count)` for the 1-D runs covering linear range [begin, end).
+  template <typename Run> void forRange(int64_t begin, int64_t end, Run&& run) const {
+    const size_t nd = shape.size();
+    const int64_t inner = shape[nd - 1];
+    Shape idx(nd, 0);
+    int64_t rem = begin;
+    for (size_t d = nd; d-- > 0;) {
+      idx[d] = rem % shape[d];
+      rem /= shape[d];
+    }
+    std::array<int64_t, N> innerStrides;
+    for (size_t k = 0; k < N; ++k)
+      innerStrides[k] = strides[k][nd - 1];
+    int64_t pos = begin;
+    while (pos < end) {
+      std::array<char*, N> p = base;
+      for (size_t d = 0; d < nd; ++d)
+        for (size_t k = 0; k < N; ++k)
+          p[k] += idx[d] * strides[k][d];
+      int64_t count = std::min(inner - idx[nd - 1], end - pos);
+      run(p, innerStrides, count);
+      pos += count;
+      idx[nd - 1] = 0;
+      for (size_t d = nd - 1; d-- > 0;) {
+        if (++idx[d] < shape[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+  }
+
+  /// forRange over everything, split across the thread pool.
+  template <typename Run> void parallel(int64_t grain, Run&& run) const {
+    parallelFor(numel(), grain, [&](int64_t b, int64_t e) { forRange(b, e, run); });
+  }
+};
+
+/// Storage -> compute conversion and back, for every dtype pair (bool means != 0).
+template <typename D, typename S> inline D convert(S s) {
+  using C = ComputeType<S>;
+  if constexpr (std::is_same_v<D, bool>)
+    return static_cast<C>(s) != C(0);
+  else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>)
+    return D(static_cast<float>(static_cast<C>(s)));
+  else
+    return static_cast<D>(static_cast<C>(s));
+}
+
+/// Runs `fn(out, in...)` elementwise: `fn` receives compute-typed inputs and returns the value.
+/// OutT and InT... are storage types; inputs broadcast against `out`.
+template <typename OutT, typename... InT, typename Fn>
+void mapElementwise(const TensorRef& out, std::array<const TensorRef*, sizeof...(InT)> ins, Fn fn) {
+  constexpr size_t N = sizeof...(InT) + 1;
+  std::array<Shape, N> strides;
+  std::array<char*, N> ptrs;
+  std::array<int64_t, N> sizes;
+  strides[0] = out.strides;
+  ptrs[0] = static_cast<char*>(out.data);
+  sizes[0] = sizeof(OutT);
+  int64_t elemSizes[] = {static_cast<int64_t>(sizeof(InT))...};
+  for (size_t k = 0; k < sizeof...(InT); ++k) {
+    strides[k + 1] = broadcastStrides(*ins[k], out.shape);
+    ptrs[k + 1] = static_cast<char*>(ins[k]->data);
+    sizes[k + 1] = elemSizes[k];
+  }
+  LoopNest<N> nest(out.shape, strides, ptrs, sizes);
+  nest.parallel(kElementwiseGrain, [&](const std::array<char*, N>& p,
+                                       const std::array<int64_t, N>& s, int64_t count) {
+    bool contiguous = s[0] == static_cast<int64_t>(sizeof(OutT));
+    for (size_t k = 0; k + 1 < N; ++k)
+      contiguous = contiguous && s[k + 1] == elemSizes[k];
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      if (contiguous) { // plain indexing lets the compiler vectorise
+        OutT* o = reinterpret_cast<OutT*>(p[0]);
+        std::tuple<const InT*...> in{reinterpret_cast<const InT*>(p[I + 1])...};
+        for (int64_t j = 0; j < count; ++j)
+          o[j] = convert<OutT>(fn(static_cast<ComputeType<InT>>(std::get<I>(in)[j])...));
+        return;
+      }
+      for (int64_t j = 0; j < count; ++j)
+        *reinterpret_cast<OutT*>(p[0] + j * s[0]) = convert<OutT>(fn(static_cast<ComputeType<InT>>(
+            *reinterpret_cast<const InT*>(p[I + 1] + j * s[I + 1]))...));
+    }(std::index_sequence_for<InT...>{});
+  });
+}
+
+} // namespace weft::kernels

@@ -1,0 +1,280 @@
+// Reductions (sum, prod, amax, amin, argmax, argmin), cumsum and argsort along dimensions.
+#include "Loops.h"
+#include "weft/runtime/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+namespace weft::kernels {
+namespace {
+
+/// The input split into the dims that stay (outer) and the dims reduced (inner).
+struct ReduceSplit {
+  Shape keptShape, keptStrides, keptOutStrides; // input and output strides of the kept dims
+  Shape redShape, redStrides;
+};
+
+ReduceSplit splitDims(const TensorRef& in, const TensorRef& out, std::vector<int64_t> dims, bool keepdim) {
+  const int64_t nd = in.dim();
+  if (dims.empty())
+    for (int64_t d = 0; d < nd; ++d)
+      dims.push_back(d);
+  std::vector<bool> reduced(static_cast<size_t>(nd), false);
+  for (int64_t d : dims)
+    reduced[static_cast<size_t>(d)] = true;
+  ReduceSplit s;
+  int64_t od = 0;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (reduced[static_cast<size_t>(d)]) {
+      s.redShape.push_back(in.shape[d]);
+      s.redStrides.push_back(in.strides[d]);
+      if (keepdim)
+        ++od;
+    } else {
+      s.keptShape.push_back(in.shape[d]);
+      s.keptStrides.push_back(in.strides[d]);
+      s.keptOutStrides.push_back(out.strides[od++]);
+    }
+  }
+  return s;
+}
+
+/// Byte offset of linear index `i` in a strided space.
+int64_t offsetOf(int64_t i, const Shape& shape, const Shape& strides, int64_t elemSize) {
+  int64_t off = 0;
+  for (size_t d = shape.size(); d-- > 0;) {
+    off += (i % shape[d]) * strides[d] * elemSize;
+    i /= shape[d];
+  }
+  return off;
+}
+
+/// Sums and products accumulate floats in double and bools in int64.
+template <typename C>
+using AccumulateType = std::conditional_t<std::is_floating_point_v<C>, double,
+                                          std::conditional_t<std::is_same_v<C, bool>, int64_t, C>>;
+
+/// Accumulators: Acc init; void step(Acc&, C); Acc merge(Acc, Acc); T finish(Acc).
+template <typename T> struct SumOp {
+  using C = ComputeType<T>;
+  using Acc = AccumulateType<C>;
+  static Acc init() { return Acc(0); }
+  static Acc run(const char* p, int64_t stride, int64_t n) {
+    // Blocks of 1024 summed in the compute type (vectorised), blocks added in Acc: fast and accurate.
+    Acc total = 0;
+    for (int64_t b = 0; b < n; b += 1024) {
+      int64_t e = std::min(n, b + 1024);
+      C acc = 0;
+      if (stride == static_cast<int64_t>(sizeof(T))) {
+        const T* q = reinterpret_cast<const T*>(p);
+#pragma omp simd reduction(+ : acc)
+        for (int64_t j = b; j < e; ++j)
+          acc += static_cast<C>(q[j]);
+      } else {
+        for (int64_t j = b; j < e; ++j)
+          acc += static_cast<C>(*reinterpret_cast<const T*>(p + j * stride));
+      }
+      total += acc;
+    }
+    return total;
+  }
+  static Acc merge(Acc a, Acc b) { return a + b; }
+};
+
+template <typename T> struct ProdOp {
+  using C = ComputeType<T>;
+  using Acc = AccumulateType<C>;
+  static Acc init() { return Acc(1); }
+  static Acc run(const char* p, int64_t stride, int64_t n) {
+    Acc acc = 1;
+    for (int64_t j = 0; j < n; ++j)
+      acc *= static_cast<C>(*reinterpret_cast<const T*>(p + j * stride));
+    return acc;
+  }
+  static Acc merge(Acc a, Acc b) { return a * b; }
+};
+
+template <typename T, bool Max> struct ExtremumOp {
+  using C = ComputeType<T>;
+  using Acc = C;
+  static Acc init() {
+    if constexpr (std::is_floating_point_v<C>)
+      return Max ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::infinity();
+    else
+      return Max ? std::numeric_limits<C>::lowest() : std::numeric_limits<C>::max();
+  }
+  static Acc merge(Acc a, Acc b) {
+    if constexpr (std::is_floating_point_v<C>)
+      if (std::isnan(a) || std::isnan(b))
+        return std::isnan(a) ? a : b; // NaN propagates, as in torch.amax
+    return (Max ? a > b : a < b) ? a : b;
+  }
+  static Acc run(const char* p, int64_t stride, int64_t n) {
+    Acc acc = init();
+    for (int64_t j = 0; j < n; ++j)
+      acc = merge(acc, static_cast<C>(*reinterpret_cast<const T*>(p + j * stride)));
+    return acc;
+  }
+};
+
+template <template <typename> class Op>
+void reduce(const TensorRef& in, const TensorRef& out, const Attrs& at) {
+  WEFT_INTERNAL_ASSERT(in.dtype == out.dtype, "reduction changes dtype");
+  ReduceSplit s = splitDims(in, out, at.ints("dims"), at.b("keepdim"));
+  visitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using R = Op<T>;
+    using Acc = typename R::Acc;
+    const int64_t numOut = numel(s.keptShape), numRed = numel(s.redShape);
+    const int64_t es = sizeof(T);
+    const char* base = static_cast<const char*>(in.data);
+    // Reduce the strided inner space starting at `p` over linear range [b, e).
+    auto reduceRange = [&](const char* p, int64_t b, int64_t e) {
+      std::array<Shape, 1> st{s.redStrides};
+      LoopNest<1> nest(s.redShape, st, {const_cast<char*>(p)}, {es});
+      Acc acc = R::init();
+      nest.forRange(b, e, [&](const std::array<char*, 1>& q, const std::array<int64_t, 1>& str, int64_t n) {
+        acc = R::merge(acc, R::run(q[0], str[0], n));
+      });
+      return acc;
+    };
+    auto store = [&](int64_t o, Acc acc) {
+      char* dst = static_cast<char*>(out.data) + offsetOf(o, s.keptShape, s.keptOutStrides, es);
+      *reinterpret_cast<T*>(dst) = convert<T>(static_cast<ComputeType<T>>(acc));
+    };
+    if (numRed == 0) { // empty reduction: the identity
+      parallelFor(numOut, 4096, [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o)
+          store(o, R::init());
+      });
+      return;
+    }
+    if (numOut >= getNumThreads() * 4 || numRed < 65536) {
+      parallelFor(numOut, std::max<int64_t>(1, kElementwiseGrain / numRed), [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o)
+          store(o, reduceRange(base + offsetOf(o, s.keptShape, s.keptStrides, es), 0, numRed));
+      });
+      return;
+    }
+    // Few outputs, long reductions: split each reduction across threads and merge the partials.
+    for (int64_t o = 0; o < numOut; ++o) {
+      const char* p = base + offsetOf(o, s.keptShape, s.keptStrides, es);
+      int64_t chunks = getNumThreads();
+      std::vector<Acc> partial(static_cast<size_t>(chunks), R::init());
+      int64_t per = (numRed + chunks - 1) / chunks;
+      parallelFor(chunks, 1, [&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c)
+          partial[static_cast<size_t>(c)] = reduceRange(p, c * per, std::min(numRed, (c + 1) * per));
+      });
+      Acc acc = R::init();
+      for (Acc a : partial)
+        acc = R::merge(acc, a);
+      store(o, acc);
+    }
+  });
+}
+
+template <typename T> using AMaxOp = ExtremumOp<T, true>;
+template <typename T> using AMinOp = ExtremumOp<T, false>;
+
+/// Calls `line(inPtr, inStride, outPtr, outStride, n)` for every line along `dim`, in parallel.
+template <typename Line>
+void forEachLine(const TensorRef& in, const TensorRef& out, int64_t dim, int64_t inEs, int64_t outEs, Line line) {
+  Shape otherShape, inStrides, outStrides;
+  for (int64_t d = 0; d < in.dim(); ++d)
+    if (d != dim) {
+      otherShape.push_back(in.shape[d]);
+      inStrides.push_back(in.strides[d]);
+      outStrides.push_back(out.strides[d]);
+    }
+  const int64_t n = in.shape[dim];
+  parallelFor(numel(otherShape), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o)
+      line(static_cast<const char*>(in.data) + offsetOf(o, otherShape, inStrides, inEs), in.strides[dim] * inEs,
+           static_cast<char*>(out.data) + offsetOf(o, otherShape, outStrides, outEs), out.strides[dim] * outEs, n);
+  });
+}
+
+template <typename C> bool greaterNan(C a, C b) {
+  // NaN sorts above every number, as in PyTorch.
+  if constexpr (std::is_floating_point_v<C>)
+    if (std::isnan(a) || std::isnan(b))
+      return std::isnan(a) && !std::isnan(b);
+  return a > b;
+}
+
+template <bool Max> void argExtremum(const TensorRef& in, const TensorRef& out, const Attrs& at) {
+  int64_t dim = at.i("dim");
+  // With keepdim the output has the dim (size 1); without it, view the output as if it had.
+  TensorRef o = out;
+  if (!at.b("keepdim")) {
+    o.shape.insert(o.shape.begin() + dim, 1);
+    o.strides.insert(o.strides.begin() + dim, 0);
+  }
+  visitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = ComputeType<T>;
+    forEachLine(in, o, dim, sizeof(T), sizeof(int64_t), [](const char* p, int64_t s, char* q, int64_t, int64_t n) {
+      int64_t best = 0;
+      C bv = static_cast<C>(*reinterpret_cast<const T*>(p));
+      for (int64_t j = 1; j < n; ++j) {
+        C v = static_cast<C>(*reinterpret_cast<const T*>(p + j * s));
+        bool better = Max ? v > bv : v < bv;
+        if constexpr (std::is_floating_point_v<C>) // the first NaN wins, as in PyTorch
+          better = !std::isnan(bv) && (std::isnan(v) || better);
+        if (better) {
+          best = j;
+          bv = v;
+        }
+      }
+      *reinterpret_cast<int64_t*>(q) = best;
+    });
+  });
+}
+
+} // namespace
+
+void Sum(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { reduce<SumOp>(in[0], out, at); }
+void Prod(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { reduce<ProdOp>(in[0], out, at); }
+void AMax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { reduce<AMaxOp>(in[0], out, at); }
+void AMin(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { reduce<AMinOp>(in[0], out, at); }
+void ArgMax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { argExtremum<true>(in[0], out, at); }
+void ArgMin(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { argExtremum<false>(in[0], out, at); }
+
+void CumSum(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  WEFT_INTERNAL_ASSERT(in[0].dtype == out.dtype);
+  visitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = typename SumOp<T>::Acc;
+    forEachLine(in[0], out, at.i("dim"), sizeof(T), sizeof(T), [](const char* p, int64_t s, char* q, int64_t qs, int64_t n) {
+      Acc acc = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        acc += static_cast<ComputeType<T>>(*reinterpret_cast<const T*>(p + j * s));
+        *reinterpret_cast<T*>(q + j * qs) = convert<T>(static_cast<ComputeType<T>>(acc));
+      }
+    });
+  });
+}
+
+void ArgSort(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  bool descending = at.b("descending");
+  visitDType(in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = ComputeType<T>;
+    forEachLine(in[0], out, at.i("dim"), sizeof(T), sizeof(int64_t), [&](const char* p, int64_t s, char* q, int64_t qs, int64_t n) {
+      std::vector<int64_t> idx(static_cast<size_t>(n));
+      std::iota(idx.begin(), idx.end(), 0);
+      auto val = [&](int64_t j) { return static_cast<C>(*reinterpret_cast<const T*>(p + j * s)); };
+      std::stable_sort(idx.begin(), idx.end(), [&](int64_t x, int64_t y) {
+        return descending ? greaterNan(val(x), val(y)) : greaterNan(val(y), val(x));
+      });
+      for (int64_t j = 0; j < n; ++j)
+        *reinterpret_cast<int64_t*>(q + j * qs) = idx[static_cast<size_t>(j)];
+    });
+  });
+}
+
+} // namespace weft::kernels
