@@ -12,8 +12,7 @@ namespace {
 /// The backward node of one primitive op: saves what its vjp rule reads, applies the rule.
 class OpNode : public autograd::Node {
 public:
-  OpNode(OpCode op, Attrs attrs, const std::vector<Tensor>& inputs, const Tensor& output)
-      : op_(op), attrs_(std::move(attrs)) {
+  OpNode(OpCode op, Attrs attrs, const std::vector<Tensor>& inputs) : op_(op), attrs_(std::move(attrs)) {
     uint32_t uses = vjpUses(op);
     for (size_t i = 0; i < inputs.size(); ++i) {
       meta_.push_back(inputs[i].impl()->shallowCopy());
@@ -22,7 +21,11 @@ public:
       if (usesInput(uses, i))
         saved_.back() = autograd::SavedTensor(inputs[i], false);
     }
-    if (uses & kUsesOutput)
+  }
+
+  /// Saves the output if the rule reads it; call after the output's grad_fn is this node.
+  void saveOutput(const Tensor& output) {
+    if (vjpUses(op_) & kUsesOutput)
       output_ = autograd::SavedTensor(output, true);
   }
 
@@ -103,11 +106,12 @@ void recordAutograd(OpCode op, const Attrs& attrs, const std::vector<Tensor>& in
     any = any || t.requires_grad();
   if (!any)
     return;
-  auto node = std::make_shared<OpNode>(op, attrs, inputs, out);
+  auto node = std::make_shared<OpNode>(op, attrs, inputs);
   for (const Tensor& t : inputs)
     node->next_edges.push_back(t.requires_grad() ? autograd::gradient_edge(t) : autograd::Edge{});
   out.impl()->gradFn = node;
   out.impl()->outputNr = 0;
+  node->saveOutput(out);
 }
 
 } // namespace

@@ -28,14 +28,6 @@ template <typename Fn> Tensor batched(const Tensor& x, int64_t spatial, Fn fn) {
   return fn(x);
 }
 
-/// 16-bit floats convolve in float32 and round once, as PyTorch's CPU kernels accumulate.
-template <typename Fn> Tensor inFloat32(const Tensor& x, const Tensor& w, Fn fn) {
-  DType t = x.dtype();
-  if ((t == DType::Float16 || t == DType::BFloat16) && w.dtype() == t)
-    return fn(x.to(DType::Float32), w.to(DType::Float32)).to(t);
-  return fn(x, w);
-}
-
 Tensor addBias(const Tensor& y, const Tensor& bias, const char* op) {
   if (!bias.defined())
     return y;
@@ -52,7 +44,7 @@ Tensor convNd(const Tensor& x, const Tensor& w, const Tensor& bias, size_t sp, s
   Attrs at = convAttrs(expandParam(std::move(stride), sp, op, "stride"), expandParam(std::move(padding), sp, op, "padding"),
                        expandParam(std::move(dilation), sp, op, "dilation"), groups);
   return batched(x, static_cast<int64_t>(sp), [&](const Tensor& xb) {
-    return addBias(inFloat32(xb, w, [&](const Tensor& a, const Tensor& b) { return conv(a, b, at); }), bias, op);
+    return addBias(conv(xb, w, at), bias, op);
   });
 }
 
@@ -80,10 +72,7 @@ Tensor convTransposeNd(const Tensor& x, const Tensor& w, const Tensor& bias, siz
       inputShape.push_back((xb.size(static_cast<int64_t>(2 + i)) - 1) * stride[i] - 2 * padding[i] +
                            dilation[i] * (k - 1) + outputPadding[i] + 1);
     }
-    return addBias(inFloat32(xb, w, [&](const Tensor& a, const Tensor& b) {
-                     return conv_input_grad(a, b, at, inputShape);
-                   }),
-                   bias, op);
+    return addBias(conv_input_grad(xb, w, at, inputShape), bias, op);
   });
 }
 
@@ -116,9 +105,7 @@ Tensor avgPoolNd(const Tensor& x, size_t sp, std::vector<int64_t> k, std::vector
     Shape ws{xb.size(1), 1};
     ws.insert(ws.end(), k.begin(), k.end());
     Tensor w = full(ws, 1.0 / static_cast<double>(numel(k)), xb.dtype());
-    return inFloat32(xb, w, [&](const Tensor& a, const Tensor& b) {
-      return conv(a, b, convAttrs(stride, padding, std::vector<int64_t>(sp, 1), xb.size(1)));
-    });
+    return conv(xb, w, convAttrs(stride, padding, std::vector<int64_t>(sp, 1), xb.size(1)));
   });
 }
 

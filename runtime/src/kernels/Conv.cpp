@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace weft::kernels {
 namespace {
@@ -109,23 +110,37 @@ template <typename T> void col2im(const ConvShape& s, const T* col, T* x) {
   });
 }
 
-/// Runs `fn<T>()` for float32/float64; convolutions of other dtypes are cast by the frontend.
-template <typename Fn> void floatTypes(DType t, Fn fn) {
-  if (t == DType::Float32)
-    return fn(float{});
-  WEFT_INTERNAL_ASSERT(t == DType::Float64, "convolution kernel called with dtype ", dtypeName(t));
-  fn(double{});
+/// Runs `fn(tag, inputs, out)` in float32 or float64. 16-bit floats compute in float32 (as
+/// PyTorch's CPU kernels accumulate) and round once into `out`.
+template <typename Fn> void floatTypes(std::span<const TensorRef> in, const TensorRef& out, Fn fn) {
+  if (out.dtype == DType::Float32)
+    return fn(float{}, in, out);
+  if (out.dtype == DType::Float64)
+    return fn(double{}, in, out);
+  WEFT_INTERNAL_ASSERT(out.dtype == DType::Float16 || out.dtype == DType::BFloat16, "convolution kernel called with dtype ",
+                       dtypeName(out.dtype));
+  std::vector<std::shared_ptr<Storage>> holders;
+  std::vector<TensorRef> f32;
+  for (const TensorRef& t : in) {
+    holders.push_back(Storage::allocate(static_cast<size_t>(t.numel()) * sizeof(float)));
+    f32.push_back(TensorRef{holders.back()->data(), DType::Float32, t.shape, contiguousStrides(t.shape)});
+    copyCast(t, f32.back());
+  }
+  auto ho = Storage::allocate(static_cast<size_t>(out.numel()) * sizeof(float));
+  TensorRef o{ho->data(), DType::Float32, out.shape, contiguousStrides(out.shape)};
+  fn(float{}, std::span<const TensorRef>(f32), o);
+  copyCast(o, out);
 }
 
 } // namespace
 
 void Conv(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   ConvShape s = convShape(in[0].shape, in[1].shape, at);
-  std::shared_ptr<Storage> hx, hw;
-  TensorRef x = contiguous(in[0], hx), w = contiguous(in[1], hw);
   WEFT_INTERNAL_ASSERT(out.isContiguous());
-  floatTypes(out.dtype, [&](auto tag) {
+  floatTypes(in, out, [&](auto tag, std::span<const TensorRef> args, const TensorRef& y) {
     using T = decltype(tag);
+    std::shared_ptr<Storage> hx, hw;
+    TensorRef x = contiguous(args[0], hx), w = contiguous(args[1], hw);
     std::shared_ptr<Storage> ws;
     if (!s.pointwise())
       ws = Storage::allocate(static_cast<size_t>(s.colRows() * s.colCols()) * sizeof(T));
@@ -138,7 +153,7 @@ void Conv(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) 
           col = static_cast<T*>(ws->data());
         }
         const T* wg = w.ptr<T>() + g * s.og() * s.colRows();
-        T* yg = out.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
+        T* yg = y.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
         gemm<T>(false, false, s.og(), s.colCols(), s.colRows(), wg, s.colRows(), col, s.colCols(), T(0), yg, s.colCols());
       }
   });
@@ -147,19 +162,19 @@ void Conv(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) 
 void ConvInputGrad(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   // in[0] = gradient of the conv output, in[1] = weight, out = gradient of the conv input.
   ConvShape s = convShape(at.ints("input_shape"), in[1].shape, at);
-  std::shared_ptr<Storage> hg, hw;
-  TensorRef gy = contiguous(in[0], hg), w = contiguous(in[1], hw);
   WEFT_INTERNAL_ASSERT(out.isContiguous());
-  floatTypes(out.dtype, [&](auto tag) {
+  floatTypes(in, out, [&](auto tag, std::span<const TensorRef> args, const TensorRef& gx) {
     using T = decltype(tag);
-    std::memset(out.data, 0, static_cast<size_t>(out.numel()) * sizeof(T));
+    std::shared_ptr<Storage> hg, hw;
+    TensorRef gy = contiguous(args[0], hg), w = contiguous(args[1], hw);
+    std::memset(gx.data, 0, static_cast<size_t>(gx.numel()) * sizeof(T));
     auto ws = Storage::allocate(static_cast<size_t>(s.colRows() * s.colCols()) * sizeof(T));
     T* col = static_cast<T*>(ws->data());
     for (int64_t n = 0; n < s.n; ++n)
       for (int64_t g = 0; g < s.groups; ++g) {
         const T* wg = w.ptr<T>() + g * s.og() * s.colRows();
         const T* gyg = gy.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
-        T* xg = out.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
+        T* xg = gx.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
         if (s.pointwise()) { // the column matrix is the input itself: accumulate straight into it
           gemm<T>(true, false, s.colRows(), s.colCols(), s.og(), wg, s.colRows(), gyg, s.colCols(), T(1), xg, s.colCols());
           continue;
@@ -173,12 +188,12 @@ void ConvInputGrad(std::span<const TensorRef> in, const TensorRef& out, const At
 void ConvWeightGrad(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   // in[0] = conv input, in[1] = gradient of the conv output, out = gradient of the weight.
   ConvShape s = convShape(in[0].shape, at.ints("weight_shape"), at);
-  std::shared_ptr<Storage> hx, hg;
-  TensorRef x = contiguous(in[0], hx), gy = contiguous(in[1], hg);
   WEFT_INTERNAL_ASSERT(out.isContiguous());
-  floatTypes(out.dtype, [&](auto tag) {
+  floatTypes(in, out, [&](auto tag, std::span<const TensorRef> args, const TensorRef& gw) {
     using T = decltype(tag);
-    std::memset(out.data, 0, static_cast<size_t>(out.numel()) * sizeof(T));
+    std::shared_ptr<Storage> hx, hg;
+    TensorRef x = contiguous(args[0], hx), gy = contiguous(args[1], hg);
+    std::memset(gw.data, 0, static_cast<size_t>(gw.numel()) * sizeof(T));
     std::shared_ptr<Storage> ws;
     if (!s.pointwise())
       ws = Storage::allocate(static_cast<size_t>(s.colRows() * s.colCols()) * sizeof(T));
@@ -191,7 +206,7 @@ void ConvWeightGrad(std::span<const TensorRef> in, const TensorRef& out, const A
           col = static_cast<T*>(ws->data());
         }
         const T* gyg = gy.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
-        T* wg = out.ptr<T>() + g * s.og() * s.colRows();
+        T* wg = gw.ptr<T>() + g * s.og() * s.colRows();
         gemm<T>(false, true, s.og(), s.colRows(), s.colCols(), gyg, s.colCols(), col, s.colCols(), T(1), wg, s.colRows());
       }
   });

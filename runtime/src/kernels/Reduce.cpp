@@ -67,15 +67,16 @@ template <typename T> struct SumOp {
     Acc total = 0;
     for (int64_t b = 0; b < n; b += 1024) {
       int64_t e = std::min(n, b + 1024);
-      C acc = 0;
+      using Block = std::conditional_t<std::is_same_v<C, bool>, int64_t, C>; // bools count
+      Block acc = 0;
       if (stride == static_cast<int64_t>(sizeof(T))) {
         const T* q = reinterpret_cast<const T*>(p);
 #pragma omp simd reduction(+ : acc)
         for (int64_t j = b; j < e; ++j)
-          acc += static_cast<C>(q[j]);
+          acc += static_cast<Block>(static_cast<C>(q[j]));
       } else {
         for (int64_t j = b; j < e; ++j)
-          acc += static_cast<C>(*reinterpret_cast<const T*>(p + j * stride));
+          acc += static_cast<Block>(static_cast<C>(*reinterpret_cast<const T*>(p + j * stride)));
       }
       total += acc;
     }

@@ -1,0 +1,580 @@
+// Samples and double-precision references for every primitive op.
+#include "OpSamples.h"
+
+#include "weft/runtime/ConvGeometry.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace weft::test {
+
+double& NdArray::at(const Shape& idx) {
+  int64_t off = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    off = off * shape[d] + idx[d];
+  return v[static_cast<size_t>(off)];
+}
+double NdArray::at(const Shape& idx) const { return const_cast<NdArray*>(this)->at(idx); }
+
+NdArray toNd(const Tensor& t) { return {t.sizes(), t.detach().to_vector<double>()}; }
+
+Shape unravel(int64_t i, const Shape& shape) {
+  Shape idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] ? i % shape[d] : 0;
+    i = shape[d] ? i / shape[d] : 0;
+  }
+  return idx;
+}
+
+namespace {
+
+Generator gen(uint64_t seed) { return Generator(seed); }
+Tensor normal(Shape s, uint64_t seed) { return randn(std::move(s), kFloat64, gen(seed)); }
+/// Values in [lo, hi): away from the singular points of log, sqrt, reciprocal, pow.
+Tensor uniform(Shape s, double lo, double hi, uint64_t seed) { return rand(std::move(s), kFloat64, gen(seed)) * (hi - lo) + lo; }
+Tensor indices(Shape s, int64_t n, uint64_t seed) { return randint(0, n, std::move(s), kInt64, gen(seed)); }
+
+NdArray zerosNd(const Shape& s) { return {s, std::vector<double>(static_cast<size_t>(numel(s)), 0.0)}; }
+
+/// Element of `a` at output index `idx` under broadcasting to `out`.
+double bcast(const NdArray& a, const Shape& idx, const Shape& out) {
+  Shape j(a.shape.size());
+  size_t lead = out.size() - a.shape.size();
+  for (size_t d = 0; d < a.shape.size(); ++d)
+    j[d] = a.shape[d] == 1 ? 0 : idx[lead + d];
+  return a.at(j);
+}
+
+Shape broadcastShape(const std::vector<NdArray>& xs) {
+  size_t n = 0;
+  for (const auto& x : xs)
+    n = std::max(n, x.shape.size());
+  Shape s(n, 1);
+  for (const auto& x : xs)
+    for (size_t d = 0; d < x.shape.size(); ++d) {
+      int64_t v = x.shape[d];
+      size_t o = n - x.shape.size() + d;
+      if (v != 1)
+        s[o] = v;
+    }
+  return s;
+}
+
+template <typename F> NdArray mapNd(const std::vector<NdArray>& xs, F f) {
+  Shape s = broadcastShape(xs);
+  NdArray r = zerosNd(s);
+  for (int64_t i = 0; i < numel(s); ++i) {
+    Shape idx = unravel(i, s);
+    std::vector<double> args;
+    for (const auto& x : xs)
+      args.push_back(bcast(x, idx, s));
+    r.v[static_cast<size_t>(i)] = f(args);
+  }
+  return r;
+}
+
+bool isReduced(const Attrs& at, size_t d) {
+  const auto& dims = at.ints("dims");
+  return dims.empty() || std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end();
+}
+
+NdArray reduceNd(const NdArray& x, const Attrs& at, double init, const std::function<double(double, double)>& f) {
+  Shape kept;
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    kept.push_back(isReduced(at, d) ? 1 : x.shape[d]);
+  NdArray r{kept, std::vector<double>(static_cast<size_t>(numel(kept)), init)};
+  for (int64_t i = 0; i < numel(x.shape); ++i) {
+    Shape idx = unravel(i, x.shape);
+    for (size_t d = 0; d < idx.size(); ++d)
+      if (isReduced(at, d))
+        idx[d] = 0;
+    r.at(idx) = f(r.at(idx), x.v[static_cast<size_t>(i)]);
+  }
+  if (!at.b("keepdim")) {
+    Shape s;
+    for (size_t d = 0; d < x.shape.size(); ++d)
+      if (!isReduced(at, d))
+        s.push_back(x.shape[d]);
+    r.shape = s;
+  }
+  return r;
+}
+
+/// Calls `f(idxWithoutDim, line)` for each line of `x` along `dim`.
+template <typename F> void forLines(const Shape& shape, int64_t dim, F f) {
+  Shape other = shape;
+  other[static_cast<size_t>(dim)] = 1;
+  for (int64_t i = 0; i < numel(other); ++i)
+    f(unravel(i, other));
+}
+
+NdArray argReduceNd(const NdArray& x, const Attrs& at, bool isMax) {
+  int64_t dim = at.i("dim");
+  Shape os = x.shape;
+  os[static_cast<size_t>(dim)] = 1;
+  NdArray r = zerosNd(os);
+  forLines(x.shape, dim, [&](Shape idx) {
+    int64_t best = 0;
+    Shape j = idx;
+    double bv = x.at(j);
+    for (int64_t k = 1; k < x.shape[static_cast<size_t>(dim)]; ++k) {
+      j[static_cast<size_t>(dim)] = k;
+      if (isMax ? x.at(j) > bv : x.at(j) < bv) {
+        bv = x.at(j);
+        best = k;
+      }
+    }
+    r.at(idx) = static_cast<double>(best);
+  });
+  if (!at.b("keepdim"))
+    r.shape.erase(r.shape.begin() + dim);
+  return r;
+}
+
+NdArray permuteNd(const NdArray& x, const Shape& dims) {
+  Shape s;
+  for (int64_t d : dims)
+    s.push_back(x.shape[static_cast<size_t>(d)]);
+  NdArray r = zerosNd(s);
+  for (int64_t i = 0; i < numel(s); ++i) {
+    Shape idx = unravel(i, s), src(idx.size());
+    for (size_t k = 0; k < dims.size(); ++k)
+      src[static_cast<size_t>(dims[k])] = idx[k];
+    r.v[static_cast<size_t>(i)] = x.at(src);
+  }
+  return r;
+}
+
+NdArray matmulNd(const NdArray& a, const NdArray& b) {
+  size_t na = a.shape.size(), nb = b.shape.size();
+  int64_t m = a.shape[na - 2], k = a.shape[na - 1], n = b.shape[nb - 1];
+  NdArray ab{Shape(a.shape.begin(), a.shape.end() - 2), {}}, bb{Shape(b.shape.begin(), b.shape.end() - 2), {}};
+  Shape batch = broadcastShape({ab, bb});
+  Shape out = batch;
+  out.push_back(m);
+  out.push_back(n);
+  NdArray r = zerosNd(out);
+  for (int64_t i = 0; i < numel(out); ++i) {
+    Shape idx = unravel(i, out);
+    double acc = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      Shape ia(na), ib(nb);
+      for (size_t d = 0; d + 2 < na; ++d)
+        ia[d] = a.shape[d] == 1 ? 0 : idx[batch.size() - (na - 2) + d];
+      for (size_t d = 0; d + 2 < nb; ++d)
+        ib[d] = b.shape[d] == 1 ? 0 : idx[batch.size() - (nb - 2) + d];
+      ia[na - 2] = idx[out.size() - 2];
+      ia[na - 1] = j;
+      ib[nb - 2] = j;
+      ib[nb - 1] = idx[out.size() - 1];
+      acc += a.at(ia) * b.at(ib);
+    }
+    r.v[static_cast<size_t>(i)] = acc;
+  }
+  return r;
+}
+
+/// Visits every (n, o, output position, c, kernel position) term of a 1-D or 2-D convolution with
+/// the flat input, weight and output offsets it involves (padding terms skipped).
+template <typename F> void convTerms(const Shape& x, const Shape& w, const Attrs& at, F f) {
+  bool one = x.size() == 3;
+  int64_t N = x[0], C = x[1], H = one ? 1 : x[2], W = x.back(), O = w[0], KH = one ? 1 : w[2], KW = w.back();
+  const auto &st = at.ints("stride"), &pd = at.ints("padding"), &dl = at.ints("dilation");
+  int64_t sh = one ? 1 : st[0], sw = st.back(), ph = one ? 0 : pd[0], pw = pd.back(), dh = one ? 1 : dl[0], dw = dl.back();
+  int64_t g = at.i("groups"), cg = C / g, og = O / g;
+  int64_t OH = windowOutputSize(H, KH, sh, ph, dh), OW = windowOutputSize(W, KW, sw, pw, dw);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oy = 0; oy < OH; ++oy)
+        for (int64_t ox = 0; ox < OW; ++ox)
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t ky = 0; ky < KH; ++ky)
+              for (int64_t kx = 0; kx < KW; ++kx) {
+                int64_t iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W)
+                  continue;
+                int64_t ci = (o / og) * cg + c;
+                f(((n * C + ci) * H + iy) * W + ix, ((o * cg + c) * KH + ky) * KW + kx, ((n * O + o) * OH + oy) * OW + ox);
+              }
+}
+
+Shape convOutShape(const Shape& x, const Shape& w, const Attrs& at) {
+  Shape s{x[0], w[0]};
+  for (size_t i = 2; i < x.size(); ++i)
+    s.push_back(windowOutputSize(x[i], w[i], at.ints("stride")[i - 2], at.ints("padding")[i - 2], at.ints("dilation")[i - 2]));
+  return s;
+}
+
+Attrs convAttrs(Shape stride, Shape padding, Shape dilation, int64_t groups) {
+  return Attrs{{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
+}
+
+OpSample unarySample(OpCode op) {
+  bool positive = op == OpCode::Log || op == OpCode::Sqrt || op == OpCode::Rsqrt || op == OpCode::Log1p ||
+                  op == OpCode::Reciprocal;
+  Tensor x = positive ? uniform({3, 4}, 0.5, 2.0, 1) : normal({3, 4}, 1);
+  OpSample s{"strided", {x}, {}, [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].t()}; },
+             [op](const std::vector<NdArray>& in, const Attrs&) {
+               return mapNd(in, [op](const std::vector<double>& a) { return unaryReference(op, a[0]); });
+             }};
+  s.gradcheck = opInfo(op).differentiable && op != OpCode::Floor && op != OpCode::Ceil && op != OpCode::Round &&
+                op != OpCode::Sign;
+  return s;
+}
+
+OpSample binarySample(OpCode op) {
+  bool positive = op == OpCode::Pow || op == OpCode::Div;
+  Tensor a = positive ? uniform({3, 1, 4}, 0.5, 2.0, 2) : normal({3, 1, 4}, 2);
+  Tensor b = positive ? uniform({5, 4}, 0.5, 2.0, 3) : normal({5, 4}, 3);
+  OpSample s{"broadcast", {a, b}, {}, {}, [op](const std::vector<NdArray>& in, const Attrs&) {
+               return mapNd(in, [op](const std::vector<double>& v) { return binaryReference(op, v[0], v[1]); });
+             }};
+  s.gradcheck = opInfo(op).differentiable;
+  return s;
+}
+
+NdArray sliceNd(const NdArray& x, const Attrs& at) {
+  size_t d = static_cast<size_t>(at.i("dim"));
+  int64_t start = at.i("start"), end = at.i("end"), step = at.i("step");
+  Shape s = x.shape;
+  s[d] = (end - start + step - 1) / step;
+  NdArray r = zerosNd(s);
+  for (int64_t i = 0; i < numel(s); ++i) {
+    Shape idx = unravel(i, s);
+    idx[d] = start + idx[d] * step;
+    r.v[static_cast<size_t>(i)] = x.at(idx);
+  }
+  return r;
+}
+
+} // namespace
+
+double unaryReference(OpCode op, double x) {
+  switch (op) {
+  case OpCode::Neg: return -x;
+  case OpCode::Abs: return std::fabs(x);
+  case OpCode::Sign: return static_cast<double>((x > 0) - (x < 0));
+  case OpCode::Exp: return std::exp(x);
+  case OpCode::Log: return std::log(x);
+  case OpCode::Log1p: return std::log1p(x);
+  case OpCode::Expm1: return std::expm1(x);
+  case OpCode::Sqrt: return std::sqrt(x);
+  case OpCode::Rsqrt: return 1.0 / std::sqrt(x);
+  case OpCode::Sin: return std::sin(x);
+  case OpCode::Cos: return std::cos(x);
+  case OpCode::Tanh: return std::tanh(x);
+  case OpCode::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+  case OpCode::Erf: return std::erf(x);
+  case OpCode::Reciprocal: return 1.0 / x;
+  case OpCode::Floor: return std::floor(x);
+  case OpCode::Ceil: return std::ceil(x);
+  case OpCode::Round: return std::nearbyint(x);
+  case OpCode::LogicalNot: return x == 0 ? 1.0 : 0.0;
+  default: ADD_FAILURE() << "no unary reference for " << opName(op); return 0;
+  }
+}
+
+double binaryReference(OpCode op, double a, double b) {
+  switch (op) {
+  case OpCode::Add: return a + b;
+  case OpCode::Sub: return a - b;
+  case OpCode::Mul: return a * b;
+  case OpCode::Div: return a / b;
+  case OpCode::Pow: return std::pow(a, b);
+  case OpCode::Maximum: return std::max(a, b);
+  case OpCode::Minimum: return std::min(a, b);
+  case OpCode::Eq: return a == b;
+  case OpCode::Ne: return a != b;
+  case OpCode::Lt: return a < b;
+  case OpCode::Le: return a <= b;
+  case OpCode::Gt: return a > b;
+  case OpCode::Ge: return a >= b;
+  case OpCode::LogicalAnd: return (a != 0) && (b != 0);
+  case OpCode::LogicalOr: return (a != 0) || (b != 0);
+  case OpCode::LogicalXor: return (a != 0) != (b != 0);
+  default: ADD_FAILURE() << "no binary reference for " << opName(op); return 0;
+  }
+}
+
+std::vector<OpSample> samplesFor(OpCode op) {
+  const OpInfo& info = opInfo(op);
+  if (info.kind == OpKind::Unary)
+    return {unarySample(op)};
+  if (info.kind == OpKind::Binary)
+    return {binarySample(op)};
+  auto identity = [](const std::vector<NdArray>& in, const Attrs&) { return in[0]; };
+  switch (op) {
+  case OpCode::Cast:
+    return {{"to float64", {normal({4, 3}, 4)}, Attrs{{"dtype", kFloat64}}, {}, identity},
+            {"to int32", {normal({4, 3}, 5) * 10}, Attrs{{"dtype", kInt32}}, {},
+             [](const std::vector<NdArray>& in, const Attrs&) {
+               return mapNd(in, [](const std::vector<double>& a) { return std::trunc(a[0]); });
+             }, {}, false}};
+  case OpCode::Where:
+    return {{"broadcast", {normal({3, 4}, 6) > 0, normal({1, 4}, 7), normal({3, 1}, 8)}, {}, {},
+             [](const std::vector<NdArray>& in, const Attrs&) {
+               return mapNd(in, [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; });
+             }}};
+  case OpCode::Sum:
+  case OpCode::Prod:
+  case OpCode::AMax:
+  case OpCode::AMin: {
+    double init = op == OpCode::Sum ? 0 : op == OpCode::Prod ? 1 : op == OpCode::AMax ? -INFINITY : INFINITY;
+    std::function<double(double, double)> f = op == OpCode::Sum ? [](double a, double b) { return a + b; }
+                                            : op == OpCode::Prod ? [](double a, double b) { return a * b; }
+                                            : op == OpCode::AMax ? [](double a, double b) { return std::max(a, b); }
+                                                                 : [](double a, double b) { return std::min(a, b); };
+    auto ref = [init, f](const std::vector<NdArray>& in, const Attrs& at) { return reduceNd(in[0], at, init, f); };
+    Tensor x = op == OpCode::Prod ? uniform({2, 3, 4}, 0.5, 1.5, 9) : normal({2, 3, 4}, 9);
+    return {{"dims 0,2 keepdim", {x}, Attrs{{"dims", Shape{0, 2}}, {"keepdim", true}}, {}, ref},
+            {"all", {x}, Attrs{{"dims", Shape{}}, {"keepdim", false}}, {}, ref},
+            {"dim 1 of transposed", {x}, Attrs{{"dims", Shape{1}}, {"keepdim", false}},
+             [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].transpose(0, 2)}; }, ref}};
+  }
+  case OpCode::ArgMax:
+  case OpCode::ArgMin:
+    return {{"dim 1", {normal({3, 5, 2}, 10)}, Attrs{{"dim", int64_t{1}}, {"keepdim", false}}, {},
+             [op](const std::vector<NdArray>& in, const Attrs& at) { return argReduceNd(in[0], at, op == OpCode::ArgMax); }},
+            {"dim 0 keepdim", {normal({4, 3}, 11)}, Attrs{{"dim", int64_t{0}}, {"keepdim", true}}, {},
+             [op](const std::vector<NdArray>& in, const Attrs& at) { return argReduceNd(in[0], at, op == OpCode::ArgMax); }}};
+  case OpCode::CumSum:
+    return {{"dim 1", {normal({3, 5}, 12)}, Attrs{{"dim", int64_t{1}}}, {}, [](const std::vector<NdArray>& in, const Attrs& at) {
+               NdArray r = in[0];
+               int64_t dim = at.i("dim");
+               forLines(r.shape, dim, [&](Shape idx) {
+                 double acc = 0;
+                 for (int64_t k = 0; k < r.shape[static_cast<size_t>(dim)]; ++k) {
+                   idx[static_cast<size_t>(dim)] = k;
+                   acc += in[0].at(idx);
+                   r.at(idx) = acc;
+                 }
+               });
+               return r;
+             }}};
+  case OpCode::ArgSort:
+    return {{"descending", {normal({4, 6}, 13)}, Attrs{{"dim", int64_t{1}}, {"descending", true}}, {},
+             [](const std::vector<NdArray>& in, const Attrs& at) {
+               NdArray r = in[0];
+               int64_t dim = at.i("dim");
+               forLines(r.shape, dim, [&](Shape idx) {
+                 int64_t n = r.shape[static_cast<size_t>(dim)];
+                 std::vector<int64_t> order(static_cast<size_t>(n));
+                 std::iota(order.begin(), order.end(), 0);
+                 auto val = [&](int64_t k) { Shape j = idx; j[static_cast<size_t>(dim)] = k; return in[0].at(j); };
+                 std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return val(a) > val(b); });
+                 for (int64_t k = 0; k < n; ++k) {
+                   idx[static_cast<size_t>(dim)] = k;
+                   r.at(idx) = static_cast<double>(order[static_cast<size_t>(k)]);
+                 }
+               });
+               return r;
+             }}};
+  case OpCode::Reshape:
+    return {{"copying reshape of a transpose", {normal({3, 4}, 14)}, Attrs{{"shape", Shape{2, 6}}},
+             [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].t()}; },
+             [](const std::vector<NdArray>& in, const Attrs& at) { return NdArray{at.ints("shape"), in[0].v}; }},
+            {"view", {normal({2, 3, 4}, 15)}, Attrs{{"shape", Shape{6, 4}}}, {},
+             [](const std::vector<NdArray>& in, const Attrs& at) { return NdArray{at.ints("shape"), in[0].v}; }}};
+  case OpCode::Permute:
+    return {{"3-d", {normal({2, 3, 4}, 16)}, Attrs{{"dims", Shape{2, 0, 1}}}, {},
+             [](const std::vector<NdArray>& in, const Attrs& at) { return permuteNd(in[0], at.ints("dims")); }}};
+  case OpCode::Expand:
+    return {{"leading and inner", {normal({3, 1}, 17)}, Attrs{{"shape", Shape{2, 3, 4}}}, {},
+             [](const std::vector<NdArray>& in, const Attrs& at) {
+               return mapNd({in[0], zerosNd(at.ints("shape"))}, [](const std::vector<double>& a) { return a[0]; });
+             }}};
+  case OpCode::Slice:
+    return {{"step 2", {normal({4, 7}, 18)}, Attrs{{"dim", int64_t{1}}, {"start", int64_t{1}}, {"end", int64_t{6}}, {"step", int64_t{2}}},
+             {}, [](const std::vector<NdArray>& in, const Attrs& at) { return sliceNd(in[0], at); }},
+            {"step 3 to the end", {normal({7, 2}, 19)}, Attrs{{"dim", int64_t{0}}, {"start", int64_t{0}}, {"end", int64_t{7}}, {"step", int64_t{3}}},
+             {}, [](const std::vector<NdArray>& in, const Attrs& at) { return sliceNd(in[0], at); }}};
+  case OpCode::Flip:
+    return {{"two dims", {normal({3, 4, 2}, 20)}, Attrs{{"dims", Shape{0, 2}}}, {},
+             [](const std::vector<NdArray>& in, const Attrs& at) {
+               NdArray r = in[0];
+               for (int64_t i = 0; i < numel(r.shape); ++i) {
+                 Shape idx = unravel(i, r.shape);
+                 for (int64_t d : at.ints("dims"))
+                   idx[static_cast<size_t>(d)] = r.shape[static_cast<size_t>(d)] - 1 - idx[static_cast<size_t>(d)];
+                 r.v[static_cast<size_t>(i)] = in[0].at(idx);
+               }
+               return r;
+             }}};
+  case OpCode::Pad: {
+    auto ref = [](const std::vector<NdArray>& in, const Attrs& at) {
+      const auto& p = at.ints("pads");
+      Shape s = in[0].shape;
+      for (size_t d = 0; d < s.size(); ++d)
+        s[d] += p[2 * d] + p[2 * d + 1];
+      NdArray r{s, std::vector<double>(static_cast<size_t>(numel(s)), at.f("value"))};
+      for (int64_t i = 0; i < numel(s); ++i) {
+        Shape idx = unravel(i, s);
+        bool inside = true;
+        for (size_t d = 0; d < s.size(); ++d) {
+          idx[d] -= p[2 * d];
+          inside = inside && idx[d] >= 0 && idx[d] < in[0].shape[d];
+        }
+        if (inside)
+          r.v[static_cast<size_t>(i)] = in[0].at(idx);
+      }
+      return r;
+    };
+    return {{"grow", {normal({2, 3}, 21)}, Attrs{{"pads", Shape{1, 0, 2, 1}}, {"value", 0.5}}, {}, ref},
+            {"crop and grow", {normal({4, 5}, 22)}, Attrs{{"pads", Shape{-1, 2, 0, -2}}, {"value", 0.0}}, {}, ref}};
+  }
+  case OpCode::Cat:
+    return {{"three along dim 1", {normal({2, 1}, 23), normal({2, 3}, 24), normal({2, 2}, 25)}, Attrs{{"dim", int64_t{1}}}, {},
+             [](const std::vector<NdArray>& in, const Attrs&) {
+               NdArray r = zerosNd({2, 6});
+               int64_t off = 0;
+               for (const auto& t : in) {
+                 for (int64_t i = 0; i < numel(t.shape); ++i) {
+                   Shape idx = unravel(i, t.shape);
+                   r.at({idx[0], idx[1] + off}) = t.v[static_cast<size_t>(i)];
+                 }
+                 off += t.shape[1];
+               }
+               return r;
+             }}};
+  case OpCode::MatMul:
+    return {{"batched broadcast", {normal({2, 1, 3, 4}, 26), normal({3, 4, 5}, 27)}, {}, {},
+             [](const std::vector<NdArray>& in, const Attrs&) { return matmulNd(in[0], in[1]); }},
+            {"transposed operands", {normal({4, 3}, 28), normal({5, 4}, 29)}, {},
+             [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].t(), in[1].t()}; },
+             [](const std::vector<NdArray>& in, const Attrs&) { return matmulNd(in[0], in[1]); }}};
+  case OpCode::Conv: {
+    auto ref = [](const std::vector<NdArray>& in, const Attrs& at) {
+      NdArray r = zerosNd(convOutShape(in[0].shape, in[1].shape, at));
+      convTerms(in[0].shape, in[1].shape, at, [&](int64_t xi, int64_t wi, int64_t yi) {
+        r.v[static_cast<size_t>(yi)] += in[0].v[static_cast<size_t>(xi)] * in[1].v[static_cast<size_t>(wi)];
+      });
+      return r;
+    };
+    return {{"2-d strided padded dilated grouped", {normal({2, 4, 7, 6}, 30), normal({6, 2, 3, 2}, 31)},
+             convAttrs({2, 1}, {1, 1}, {1, 2}, 2), {}, ref},
+            {"1-d", {normal({2, 3, 9}, 32), normal({4, 3, 3}, 33)}, convAttrs({2}, {1}, {1}, 1), {}, ref},
+            {"pointwise", {normal({2, 3, 4, 4}, 34), normal({5, 3, 1, 1}, 35)}, convAttrs({1, 1}, {0, 0}, {1, 1}, 1), {}, ref}};
+  }
+  case OpCode::ConvInputGrad: {
+    Attrs at = convAttrs({2, 1}, {1, 0}, {1, 1}, 2);
+    at.set("input_shape", Shape{2, 4, 5, 4});
+    return {{"grouped strided", {normal({2, 6, 3, 3}, 36), normal({6, 2, 3, 2}, 37)}, at, {},
+             [](const std::vector<NdArray>& in, const Attrs& a) {
+               NdArray r = zerosNd(a.ints("input_shape"));
+               convTerms(r.shape, in[1].shape, a, [&](int64_t xi, int64_t wi, int64_t yi) {
+                 r.v[static_cast<size_t>(xi)] += in[0].v[static_cast<size_t>(yi)] * in[1].v[static_cast<size_t>(wi)];
+               });
+               return r;
+             }}};
+  }
+  case OpCode::ConvWeightGrad: {
+    Attrs at = convAttrs({1, 2}, {1, 1}, {2, 1}, 1);
+    at.set("weight_shape", Shape{3, 2, 2, 3});
+    return {{"dilated strided", {normal({2, 2, 5, 6}, 38), normal({2, 3, 5, 3}, 39)}, at, {},
+             [](const std::vector<NdArray>& in, const Attrs& a) {
+               NdArray r = zerosNd(a.ints("weight_shape"));
+               convTerms(in[0].shape, r.shape, a, [&](int64_t xi, int64_t wi, int64_t yi) {
+                 r.v[static_cast<size_t>(wi)] += in[0].v[static_cast<size_t>(xi)] * in[1].v[static_cast<size_t>(yi)];
+               });
+               return r;
+             }}};
+  }
+  case OpCode::Gather:
+    return {{"dim 1", {normal({3, 5}, 40), indices({3, 4}, 5, 41)}, Attrs{{"dim", int64_t{1}}}, {},
+             [](const std::vector<NdArray>& in, const Attrs&) {
+               NdArray r = zerosNd(in[1].shape);
+               for (int64_t i = 0; i < numel(r.shape); ++i) {
+                 Shape idx = unravel(i, r.shape);
+                 r.v[static_cast<size_t>(i)] = in[0].at({idx[0], static_cast<int64_t>(in[1].at(idx))});
+               }
+               return r;
+             }}};
+  case OpCode::ScatterAdd:
+  case OpCode::Scatter: {
+    bool add = op == OpCode::ScatterAdd;
+    // scatter (no accumulation) needs distinct targets per column for a deterministic result.
+    Tensor index = add ? indices({4, 3}, 5, 42) : randperm(5, gen(43)).narrow(0, 0, 4).unsqueeze(1).expand({4, 3}).contiguous();
+    return {{"dim 0", {normal({5, 3}, 44), index, normal({4, 3}, 45)}, Attrs{{"dim", int64_t{0}}}, {},
+             [add](const std::vector<NdArray>& in, const Attrs&) {
+               NdArray r = in[0];
+               for (int64_t i = 0; i < numel(in[1].shape); ++i) {
+                 Shape idx = unravel(i, in[1].shape);
+                 double& t = r.at({static_cast<int64_t>(in[1].at(idx)), idx[1]});
+                 t = add ? t + in[2].at(idx) : in[2].at(idx);
+               }
+               return r;
+             }}};
+  }
+  case OpCode::IndexSelect:
+    return {{"dim 0 with repeats", {normal({5, 3}, 46), tensor({4, 0, 4, 2})}, Attrs{{"dim", int64_t{0}}}, {},
+             [](const std::vector<NdArray>& in, const Attrs&) {
+               NdArray r = zerosNd({4, 3});
+               for (int64_t i = 0; i < 12; ++i)
+                 r.v[static_cast<size_t>(i)] = in[0].at({static_cast<int64_t>(in[1].v[static_cast<size_t>(i / 3)]), i % 3});
+               return r;
+             }}};
+  case OpCode::IndexAdd:
+    return {{"dim 1 with repeats", {normal({3, 4}, 47), tensor({1, 3, 1}), normal({3, 3}, 48)}, Attrs{{"dim", int64_t{1}}}, {},
+             [](const std::vector<NdArray>& in, const Attrs&) {
+               NdArray r = in[0];
+               for (int64_t i = 0; i < 9; ++i)
+                 r.at({i / 3, static_cast<int64_t>(in[1].v[static_cast<size_t>(i % 3)])}) += in[2].v[static_cast<size_t>(i)];
+               return r;
+             }}};
+  case OpCode::MaxPoolArgmax: {
+    Attrs at{{"kernel_size", Shape{3, 2}}, {"stride", Shape{2, 2}}, {"padding", Shape{1, 1}}, {"dilation", Shape{1, 1}}, {"ceil_mode", true}};
+    return {{"padded ceil mode", {normal({2, 2, 5, 6}, 49)}, at, {}, [](const std::vector<NdArray>& in, const Attrs& a) {
+               const Shape& x = in[0].shape;
+               const auto &k = a.ints("kernel_size"), &s = a.ints("stride"), &p = a.ints("padding");
+               int64_t oh = windowOutputSize(x[2], k[0], s[0], p[0], 1, true), ow = windowOutputSize(x[3], k[1], s[1], p[1], 1, true);
+               NdArray r = zerosNd({x[0], x[1], oh, ow});
+               for (int64_t i = 0; i < numel(r.shape); ++i) {
+                 Shape o = unravel(i, r.shape);
+                 double best = -INFINITY;
+                 int64_t arg = -1;
+                 for (int64_t ky = 0; ky < k[0]; ++ky)
+                   for (int64_t kx = 0; kx < k[1]; ++kx) {
+                     int64_t iy = o[2] * s[0] - p[0] + ky, ix = o[3] * s[1] - p[1] + kx;
+                     if (iy >= 0 && iy < x[2] && ix >= 0 && ix < x[3] && in[0].at({o[0], o[1], iy, ix}) > best) {
+                       best = in[0].at({o[0], o[1], iy, ix});
+                       arg = iy * x[3] + ix;
+                     }
+                   }
+                 r.v[static_cast<size_t>(i)] = static_cast<double>(arg);
+               }
+               return r;
+             }}};
+  }
+  case OpCode::Uniform:
+  case OpCode::Normal: {
+    bool uni = op == OpCode::Uniform;
+    Attrs at{{"shape", Shape{200, 500}}, {"dtype", kFloat32}, {"seed", int64_t{7}}, {"offset", int64_t{3}}};
+    if (uni) {
+      at.set("low", -1.0);
+      at.set("high", 3.0);
+    } else {
+      at.set("mean", 2.0);
+      at.set("std", 0.5);
+    }
+    OpSample s{"moments", {}, at, {}, {}, [uni](const Tensor& t) -> ::testing::AssertionResult {
+                 // 100k samples: the sample mean's standard error is < 0.004 for both; 0.02 is > 5 sigma.
+                 double mean = t.to(kFloat64).mean().item<double>();
+                 double var = t.to(kFloat64).var().item<double>();
+                 double wantMean = uni ? 1.0 : 2.0, wantVar = uni ? 16.0 / 12.0 : 0.25;
+                 if (std::fabs(mean - wantMean) > 0.02 || std::fabs(var - wantVar) > 0.02 * wantVar * 5)
+                   return ::testing::AssertionFailure() << "mean " << mean << " var " << var;
+                 if (uni && (t.amin().item<double>() < -1.0 || t.amax().item<double>() >= 3.0))
+                   return ::testing::AssertionFailure() << "out of [low, high)";
+                 return ::testing::AssertionSuccess();
+               }};
+    s.gradcheck = false;
+    return {s};
+  }
+  default:
+    return {};
+  }
+}
+
+} // namespace weft::test

@@ -1,0 +1,147 @@
+// Tests generated from the op table: every primitive's forward against a double-precision
+// reference, in every dtype it accepts; gradients against central differences; double backward.
+#include "OpSamples.h"
+#include "TestUtil.h"
+
+#include "weft/ir/ShapeInference.h"
+
+namespace weft::test {
+namespace {
+
+class OpTable : public ::testing::TestWithParam<int> {
+protected:
+  OpCode op() const { return static_cast<OpCode>(GetParam()); }
+};
+
+std::string opParamName(const ::testing::TestParamInfo<int>& info) {
+  return std::string(opName(static_cast<OpCode>(info.param)));
+}
+
+std::vector<Tensor> convertFloating(const std::vector<Tensor>& in, DType t) {
+  std::vector<Tensor> out;
+  for (const Tensor& x : in)
+    out.push_back(x.is_floating_point() ? x.to(t) : x);
+  return out;
+}
+
+bool isExactOp(OpKind k) { return k == OpKind::ArgReduce || k == OpKind::Sort || k == OpKind::Pool; }
+
+/// Float32 tolerance: elementwise results are within a few ulps (1e-6 relative); reductions,
+/// contractions and convolutions sum up to ~100 terms of O(1), so allow 1e-4 absolute.
+double float32Tolerance(OpKind k) {
+  switch (k) {
+  case OpKind::Reduce: case OpKind::Scan: case OpKind::MatMul: case OpKind::Conv: case OpKind::ConvInputGrad:
+  case OpKind::ConvWeightGrad: case OpKind::Scatter: case OpKind::IndexAdd:
+    return 1e-4;
+  default:
+    return 1e-5;
+  }
+}
+
+TEST(OpTableCoverage, EveryOpHasSamples) {
+  for (int i = 0; i < kNumOps; ++i)
+    EXPECT_FALSE(samplesFor(static_cast<OpCode>(i)).empty()) << opName(static_cast<OpCode>(i)) << " has no test sample";
+}
+
+TEST(OpTableCoverage, NamesRoundTrip) {
+  for (int i = 0; i < kNumOps; ++i) {
+    auto op = static_cast<OpCode>(i);
+    ASSERT_TRUE(opFromName(opName(op)).has_value());
+    EXPECT_EQ(*opFromName(opName(op)), op);
+  }
+  EXPECT_FALSE(opFromName("no_such_op").has_value());
+}
+
+TEST_P(OpTable, ForwardMatchesDoubleReference) {
+  const OpKind kind = opInfo(op()).kind;
+  for (const OpSample& s : samplesFor(op())) {
+    SCOPED_TRACE(s.label);
+    for (DType t : {kFloat32, kFloat64}) {
+      SCOPED_TRACE(dtypeName(t));
+      Attrs at = s.attrs;
+      if (at.has("dtype") && opInfo(op()).kind == OpKind::Random)
+        at.set("dtype", t);
+      Tensor out = dispatch(op(), s.prepared(convertFloating(s.inputs, t)), at);
+      if (s.check) {
+        EXPECT_TRUE(s.check(out));
+        continue;
+      }
+      std::vector<NdArray> ref;
+      for (const Tensor& x : s.prepared(s.inputs))
+        ref.push_back(toNd(x.contiguous()));
+      NdArray want = s.reference(ref, s.attrs);
+      EXPECT_EQ(out.sizes(), want.shape);
+      double tol = isExactOp(kind) ? 0 : t == kFloat64 ? 1e-10 : float32Tolerance(kind);
+      EXPECT_TRUE(allClose(out.to_vector<double>(), want.v, tol, tol));
+    }
+  }
+}
+
+/// Every dtype the op's shape inference accepts must run and agree with the reference computed on
+/// the same (converted) values. 16-bit floats round to ~3 significant digits: 2e-2 relative.
+TEST_P(OpTable, EveryAcceptedDtypeMatchesReference) {
+  const OpKind kind = opInfo(op()).kind;
+  if (kind == OpKind::Random || op() == OpCode::Prod)
+    GTEST_SKIP() << "covered by the float tests (random moments; integer products overflow)";
+  for (const OpSample& s : samplesFor(op())) {
+    SCOPED_TRACE(s.label);
+    for (DType t : {kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kBool}) {
+      SCOPED_TRACE(dtypeName(t));
+      std::vector<Tensor> in;
+      for (const Tensor& x : s.inputs) {
+        if (!x.is_floating_point()) {
+          in.push_back(x);
+          continue;
+        }
+        // Integers get small non-negative values, so uint8 and sums stay exact.
+        in.push_back(isFloating(t) ? x.to(t) : (x * 3).abs().floor().to(t));
+      }
+      std::vector<Tensor> prepared = s.prepared(in);
+      std::vector<ir::TensorType> types;
+      for (const Tensor& x : prepared)
+        types.push_back({x.dtype(), x.sizes()});
+      if (!ir::inferType(op(), types, s.attrs))
+        continue; // the op does not take this dtype; the error tests cover the message
+      Tensor out = dispatch(op(), prepared, s.attrs);
+      std::vector<NdArray> ref;
+      for (const Tensor& x : prepared)
+        ref.push_back(toNd(x.contiguous()));
+      NdArray want = s.reference(ref, s.attrs);
+      Tensor wantT = from_vector(want.v, want.shape).to(out.dtype()); // the reference rounded like the output
+      double tol = (t == kFloat16 || t == kBFloat16) && !isExactOp(kind) ? 2e-2 : 0;
+      EXPECT_TRUE(allClose(out.to_vector<double>(), wantT.to_vector<double>(), tol, tol));
+    }
+  }
+}
+
+TEST_P(OpTable, GradientMatchesFiniteDifferences) {
+  if (!opInfo(op()).differentiable)
+    GTEST_SKIP() << opName(op()) << " is not differentiable";
+  for (const OpSample& s : samplesFor(op())) {
+    if (!s.gradcheck)
+      continue;
+    SCOPED_TRACE(s.label);
+    OpCode o = op();
+    Fn f = [&s, o](const std::vector<Tensor>& in) { return dispatch(o, s.prepared(in), s.attrs); };
+    EXPECT_TRUE(gradcheck(f, s.inputs));
+  }
+}
+
+TEST_P(OpTable, DoubleBackwardMatchesFiniteDifferences) {
+  const OpKind kind = opInfo(op()).kind;
+  if (!opInfo(op()).differentiable || (kind != OpKind::Unary && kind != OpKind::Binary && kind != OpKind::MatMul))
+    GTEST_SKIP() << "double backward is checked for elementwise ops and matmul";
+  for (const OpSample& s : samplesFor(op())) {
+    if (!s.gradcheck)
+      continue;
+    SCOPED_TRACE(s.label);
+    OpCode o = op();
+    Fn f = [&s, o](const std::vector<Tensor>& in) { return dispatch(o, s.prepared(in), s.attrs); };
+    EXPECT_TRUE(gradgradcheck(f, s.inputs));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpTable, ::testing::Range(0, kNumOps), opParamName);
+
+} // namespace
+} // namespace weft::test

@@ -1,0 +1,105 @@
+// Helpers shared by the tests: closeness checks and finite-difference gradient checks.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <weft/weft.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+namespace weft::test {
+
+/// Checks |actual - expected| <= atol + rtol * |expected| elementwise (NaNs must match).
+inline ::testing::AssertionResult allClose(const std::vector<double>& actual, const std::vector<double>& expected,
+                                           double rtol, double atol) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure() << "size " << actual.size() << " vs " << expected.size();
+  for (size_t i = 0; i < actual.size(); ++i) {
+    double a = actual[i], e = expected[i];
+    if (std::isnan(e) && std::isnan(a))
+      continue;
+    if (std::isinf(e) && a == e)
+      continue;
+    if (!(std::fabs(a - e) <= atol + rtol * std::fabs(e)))
+      return ::testing::AssertionFailure() << "element " << i << ": " << a << " vs expected " << e
+                                           << " (rtol " << rtol << ", atol " << atol << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult allClose(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+  if (actual.sizes() != expected.sizes())
+    return ::testing::AssertionFailure() << "shape " << shapeString(actual.sizes()) << " vs "
+                                         << shapeString(expected.sizes());
+  return allClose(actual.to_vector<double>(), expected.to_vector<double>(), rtol, atol);
+}
+
+/// A differentiable function of several tensors.
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+/// Compares autograd's gradient of sum(f(inputs) * w) (w fixed random weights) with central
+/// differences, for every floating input. Inputs must be contiguous float64 leaves.
+/// Tolerance: float64 central differences with eps=1e-6 are accurate to ~1e-8 relative for smooth
+/// functions, so atol=1e-5/rtol=1e-4 only fails on a wrong rule.
+inline ::testing::AssertionResult gradcheck(const Fn& f, std::vector<Tensor> inputs, double eps = 1e-6,
+                                            double atol = 1e-5, double rtol = 1e-4) {
+  std::vector<Tensor> diff;
+  for (Tensor& t : inputs)
+    if (t.is_floating_point()) {
+      t = t.detach().clone().requires_grad_();
+      diff.push_back(t);
+    }
+  Tensor y = f(inputs);
+  Tensor w = randn(y.sizes(), y.dtype(), Generator(1234));
+  auto loss = [&](const std::vector<Tensor>& in) { return (f(in) * w).sum().item<double>(); };
+  // An output that does not depend on the inputs differentiably has zero gradients.
+  std::vector<Tensor> analytic(diff.size());
+  if (y.requires_grad())
+    analytic = autograd::grad({(y * w).sum()}, diff, {}, std::nullopt, false, true);
+  for (size_t k = 0; k < diff.size(); ++k) {
+    Tensor& t = diff[k];
+    auto* p = t.data_ptr<double>();
+    std::vector<double> numeric(static_cast<size_t>(t.numel()));
+    // Grad mode stays on: for double backward, f itself differentiates.
+    for (int64_t j = 0; j < t.numel(); ++j) {
+      double orig = p[j];
+      p[j] = orig + eps;
+      double hi = loss(inputs);
+      p[j] = orig - eps;
+      double lo = loss(inputs);
+      p[j] = orig;
+      numeric[static_cast<size_t>(j)] = (hi - lo) / (2 * eps);
+    }
+    std::vector<double> got = analytic[k].defined() ? analytic[k].to_vector<double>()
+                                                    : std::vector<double>(numeric.size(), 0.0);
+    auto r = allClose(got, numeric, rtol, atol);
+    if (!r)
+      return ::testing::AssertionFailure() << "input " << k << " (shape " << shapeString(t.sizes()) << "): analytic vs "
+                                           << "numeric gradient: " << r.message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+/// Double backward: gradcheck of the first-order gradient (built with create_graph=true).
+inline ::testing::AssertionResult gradgradcheck(const Fn& f, const std::vector<Tensor>& inputs) {
+  Fn firstOrder = [f](const std::vector<Tensor>& in) {
+    std::vector<Tensor> diff;
+    for (const Tensor& t : in)
+      if (t.is_floating_point())
+        diff.push_back(t);
+    Tensor y = f(in);
+    Tensor w = randn(y.sizes(), y.dtype(), Generator(99));
+    std::vector<Tensor> g = autograd::grad({(y * w).sum()}, diff, {}, true, true, true);
+    Tensor total = zeros({}, kFloat64);
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (!g[i].defined())
+        continue;
+      total = total + (g[i] * randn(g[i].sizes(), g[i].dtype(), Generator(7 + i))).sum();
+    }
+    return total;
+  };
+  return gradcheck(firstOrder, inputs, 1e-5, 1e-4, 1e-3);
+}
+
+} // namespace weft::test
