@@ -15,12 +15,14 @@ constexpr int64_t kEdgeItems = 3;
 
 /// How to format every element of one tensor, chosen once from all its values (PyTorch's _Formatter).
 struct Formatter {
-  bool floating = false, intMode = false, sciMode = false;
+  bool boolean = false, floating = false, intMode = false, sciMode = false;
   int width = 1;
 
   std::string format(double v) const {
     std::ostringstream os;
-    if (!floating) {
+    if (boolean) {
+      os << (v != 0 ? "True" : "False");
+    } else if (!floating) {
       os << static_cast<int64_t>(v);
     } else if (std::isnan(v) || std::isinf(v)) {
       os << (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
@@ -37,6 +39,7 @@ struct Formatter {
 
 Formatter makeFormatter(const std::vector<double>& values, DType t) {
   Formatter f;
+  f.boolean = t == DType::Bool;
   f.floating = isFloating(t);
   if (f.floating) {
     std::vector<double> finite;

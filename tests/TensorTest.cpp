@@ -1,0 +1,264 @@
+// Tensors: dtypes and promotion, views sharing storage, factories, in-place ops, printing.
+#include "TestUtil.h"
+
+#include <sstream>
+
+namespace weft::test {
+namespace {
+
+std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+
+TEST(DType, PromotionFollowsPyTorch) {
+  EXPECT_EQ(promoteTypes(kInt32, kFloat16), kFloat16);
+  EXPECT_EQ(promoteTypes(kFloat16, kBFloat16), kFloat32);
+  EXPECT_EQ(promoteTypes(kUInt8, kInt32), kInt32);
+  EXPECT_EQ(promoteTypes(kBool, kUInt8), kUInt8);
+  EXPECT_EQ(promoteTypes(kInt64, kFloat32), kFloat32);
+  EXPECT_EQ(promoteTypes(kFloat32, kFloat64), kFloat64);
+}
+
+TEST(DType, ScalarsAndZeroDimTensorsDoNotWidenWithinACategory) {
+  Tensor i32 = ones({3}, kInt32), f16 = ones({3}, kFloat16);
+  EXPECT_EQ((i32 + 5).dtype(), kInt32);           // int scalar keeps int32
+  EXPECT_EQ((i32 + 2.5).dtype(), kFloat32);       // float scalar: default float
+  EXPECT_EQ((f16 * 2.0).dtype(), kFloat16);       // float scalar keeps float16
+  EXPECT_EQ((i32 + ones({}, kInt64)).dtype(), kInt32);   // 0-dim tensor of the same category
+  EXPECT_EQ((i32 + ones({}, kFloat64)).dtype(), kFloat64); // 0-dim tensor of a higher category
+  EXPECT_EQ((ones({3}, kBool) + 1).dtype(), kInt64);
+  EXPECT_EQ((i32 / 2).dtype(), kFloat32); // true division
+  EXPECT_EQ((i32 < 2.5).dtype(), kBool);
+  EXPECT_EQ(i32.exp().dtype(), kFloat32);
+}
+
+TEST(DType, HalfAndBFloat16RoundToNearestEven) {
+  EXPECT_EQ(static_cast<float>(Half(1.0f + 1.0f / 2048)), 1.0f);          // tie -> even
+  EXPECT_EQ(static_cast<float>(Half(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);
+  EXPECT_EQ(static_cast<float>(Half(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(static_cast<float>(Half(65520.0f))));
+  EXPECT_EQ(static_cast<float>(Half(5.9604645e-8f)), 5.9604645e-8f); // smallest subnormal
+  EXPECT_EQ(static_cast<float>(BFloat16(1.00390625f)), 1.0f);          // tie -> even
+  EXPECT_TRUE(std::isnan(static_cast<float>(BFloat16(NAN))));
+  Tensor t = tensor({0.1, 1.5, -2.25}).to(kFloat16).to(kFloat64);
+  EXPECT_TRUE(allClose(vals(t), {0.0999755859375, 1.5, -2.25}, 0, 0));
+}
+
+TEST(DType, ToConvertsEveryPair) {
+  Tensor base = tensor({0.0, 1.0, 2.0, 3.0});
+  for (DType a : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8})
+    for (DType b : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8})
+      EXPECT_EQ(vals(base.to(a).to(b)), (std::vector<double>{0, 1, 2, 3})) << dtypeName(a) << "->" << dtypeName(b);
+  EXPECT_EQ(vals(base.to(kBool)), (std::vector<double>{0, 1, 1, 1}));
+}
+
+TEST(Views, ShareStorageAndSeeWrites) {
+  Tensor x = arange(12).to(kFloat32).reshape({3, 4});
+  Tensor t = x.t(), s = x.slice(1, 1, 4, 2), r = x.select(0, 1), v = x.view({2, 6});
+  EXPECT_EQ(t.data_ptr(), x.data_ptr());
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_EQ(s.sizes(), (Shape{3, 2}));
+  EXPECT_EQ(s.strides(), (Shape{4, 2}));
+  x.index_put_({1, 1}, 100.0);
+  EXPECT_EQ(t.index({1, 1}).item<float>(), 100.0f);
+  EXPECT_EQ(s.index({1, 0}).item<float>(), 100.0f);
+  EXPECT_EQ(r.index({1}).item<float>(), 100.0f);
+  EXPECT_EQ(v.index({0, 5}).item<float>(), 100.0f);
+}
+
+TEST(Views, ExpandUsesZeroStridesAndContiguousCopies) {
+  Tensor x = tensor({1.0, 2.0, 3.0}).unsqueeze(0).expand({4, 3});
+  EXPECT_EQ(x.strides(), (Shape{0, 1}));
+  Tensor c = x.contiguous();
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_EQ(vals(c.sum({0})), (std::vector<double>{4, 8, 12}));
+}
+
+TEST(Views, ReshapeCopiesOnlyWhenItMust) {
+  Tensor x = arange(6).reshape({2, 3});
+  EXPECT_EQ(x.reshape({3, 2}).data_ptr(), x.data_ptr());
+  Tensor y = x.t().reshape({6});
+  EXPECT_NE(y.data_ptr(), x.data_ptr());
+  EXPECT_EQ(vals(y), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+  EXPECT_THROW(x.t().view({6}), ShapeError);
+}
+
+TEST(Views, SqueezeUnsqueezeFlattenUnflattenPermute) {
+  Tensor x = zeros({2, 1, 3, 1});
+  EXPECT_EQ(x.squeeze().sizes(), (Shape{2, 3}));
+  EXPECT_EQ(x.squeeze(1).sizes(), (Shape{2, 3, 1}));
+  EXPECT_EQ(x.unsqueeze(-1).sizes(), (Shape{2, 1, 3, 1, 1}));
+  EXPECT_EQ(x.flatten(1).sizes(), (Shape{2, 3}));
+  EXPECT_EQ(zeros({2, 12}).unflatten(1, {3, -1}).sizes(), (Shape{2, 3, 4}));
+  EXPECT_EQ(zeros({2, 3, 4}).permute({2, 0, 1}).sizes(), (Shape{4, 2, 3}));
+  EXPECT_EQ(zeros({2, 3, 4}).transpose(0, -1).sizes(), (Shape{4, 3, 2}));
+  EXPECT_EQ(zeros({5, 7}).narrow(1, 2, 3).sizes(), (Shape{5, 3}));
+}
+
+TEST(Factories, ValuesAndDtypes) {
+  EXPECT_EQ(arange(5).dtype(), kInt64);
+  EXPECT_EQ(arange(0.0, 1.0, 0.25).dtype(), kFloat32);
+  EXPECT_TRUE(allClose(vals(arange(0.0, 1.0, 0.25)), {0, 0.25, 0.5, 0.75}, 0, 0));
+  EXPECT_TRUE(allClose(vals(linspace(0, 1, 5)), {0, 0.25, 0.5, 0.75, 1}, 0, 1e-7));
+  EXPECT_EQ(vals(eye(2, 3)), (std::vector<double>{1, 0, 0, 0, 1, 0}));
+  EXPECT_EQ(vals(full({2}, 7, kInt32)), (std::vector<double>{7, 7}));
+  EXPECT_EQ(full({1}, int64_t{9007199254740993}, kInt64).item<int64_t>(), 9007199254740993); // exact past 2^53
+  EXPECT_EQ(tensor({1, 2}).dtype(), kInt64);
+  EXPECT_EQ(tensor({1.5, 2.0}).dtype(), kFloat32);
+  float buf[4] = {1, 2, 3, 4};
+  Tensor b = from_blob(buf, {2, 2});
+  b.mul_(2);
+  EXPECT_EQ(buf[3], 8.0f); // from_blob shares the caller's memory
+  EXPECT_TRUE(zeros({2}, TensorOptions().requires_grad()).requires_grad());
+}
+
+TEST(Random, SameSeedSameNumbersAndStreamsAdvance) {
+  Generator g1(42), g2(42);
+  Tensor a = randn({100}, kFloat32, g1), b = randn({100}, kFloat32, g2);
+  EXPECT_EQ(vals(a), vals(b));
+  Tensor c = randn({100}, kFloat32, g1);
+  EXPECT_NE(vals(a), vals(c));
+  manual_seed(3);
+  Tensor d = rand({10});
+  manual_seed(3);
+  EXPECT_EQ(vals(rand({10})), vals(d));
+  // The same draw in float64 and float32 comes from the same bits: they agree to float precision.
+  EXPECT_TRUE(allClose(vals(rand({50}, kFloat32, Generator(5))), vals(rand({50}, kFloat64, Generator(5))), 1e-6, 1e-6));
+}
+
+TEST(Random, RandintBernoulliRandperm) {
+  Tensor r = randint(3, 7, {1000}, kInt64, Generator(1));
+  EXPECT_GE(r.amin().item<int64_t>(), 3);
+  EXPECT_LE(r.amax().item<int64_t>(), 6);
+  EXPECT_GT((r == 6).sum().item<int64_t>(), 150); // each of 4 values ~250 times
+  double p = bernoulli({20000}, 0.3, kFloat32, Generator(2)).mean().item<double>();
+  EXPECT_NEAR(p, 0.3, 0.02); // std error 0.0032: 6 sigma
+  std::vector<int64_t> perm = randperm(50, Generator(3)).to_vector<int64_t>();
+  std::sort(perm.begin(), perm.end());
+  for (int64_t i = 0; i < 50; ++i)
+    EXPECT_EQ(perm[static_cast<size_t>(i)], i);
+}
+
+TEST(InPlace, BumpsVersionAndWritesThrough) {
+  Tensor x = zeros({3});
+  uint64_t v0 = x._version();
+  x.add_(1).mul_(tensor({1.0, 2.0, 3.0})).sub_(0.5).div_(2);
+  EXPECT_EQ(x._version(), v0 + 4);
+  EXPECT_TRUE(allClose(vals(x), {0.25, 0.75, 1.25}, 0, 1e-7));
+  x.clamp_(0.5, 1.0);
+  EXPECT_TRUE(allClose(vals(x), {0.5, 0.75, 1.0}, 0, 0));
+  x.fill_(2).masked_fill_(tensor({true, false, true}), 9);
+  EXPECT_EQ(vals(x), (std::vector<double>{9, 2, 9}));
+  x.zero_();
+  EXPECT_EQ(vals(x), (std::vector<double>{0, 0, 0}));
+  x.copy_(tensor({5}));
+  EXPECT_EQ(vals(x), (std::vector<double>{5, 5, 5}));
+  Tensor m = zeros({2, 3});
+  m.select(0, 1).add_(1); // in place through a view changes the base
+  EXPECT_EQ(vals(m), (std::vector<double>{0, 0, 0, 1, 1, 1}));
+  Tensor i = zeros({2}, kInt64);
+  i += 3;
+  EXPECT_EQ(vals(i), (std::vector<double>{3, 3}));
+}
+
+TEST(Ops, ReductionsSortsAndComposites) {
+  Tensor x = tensor({3.0, 1.0, 4.0, 1.0, 5.0, 9.0}).reshape({2, 3});
+  EXPECT_EQ(vals(x.sum({1})), (std::vector<double>{8, 15}));
+  EXPECT_EQ(vals(x.amax({0}, true)), (std::vector<double>{3, 5, 9}));
+  auto [mv, mi] = x.max(1);
+  EXPECT_EQ(vals(mv), (std::vector<double>{4, 9}));
+  EXPECT_EQ(vals(mi), (std::vector<double>{2, 2}));
+  EXPECT_EQ(x.argmin().item<int64_t>(), 1);
+  EXPECT_NEAR(x.var({1}).index({0}).item<float>(), 7.0f / 3.0f * 1.0f, 1e-5);
+  EXPECT_NEAR(x.std().item<float>(), std::sqrt(((3 - 23.0 / 6) * (3 - 23.0 / 6) + (1 - 23.0 / 6) * (1 - 23.0 / 6) * 2 +
+                                                (4 - 23.0 / 6) * (4 - 23.0 / 6) + (5 - 23.0 / 6) * (5 - 23.0 / 6) +
+                                                (9 - 23.0 / 6) * (9 - 23.0 / 6)) / 5),
+              1e-5);
+  auto [sv, si] = x.sort(1, true);
+  EXPECT_EQ(vals(sv), (std::vector<double>{4, 3, 1, 9, 5, 1}));
+  EXPECT_EQ(vals(si), (std::vector<double>{2, 0, 1, 2, 1, 0}));
+  auto [tv, ti] = x.flatten().topk(2);
+  EXPECT_EQ(vals(tv), (std::vector<double>{9, 5}));
+  EXPECT_EQ(vals(ti), (std::vector<double>{5, 4}));
+  EXPECT_EQ(vals(x.cumsum(1)), (std::vector<double>{3, 4, 8, 1, 6, 15}));
+  EXPECT_EQ(arange(4).sum().dtype(), kInt64);
+  EXPECT_EQ(vals(tensor({true, true, false}).sum()), (std::vector<double>{2}));
+}
+
+TEST(Ops, SoftmaxAndLogSumExpAreStableForLargeInputs) {
+  Tensor x = tensor({1000.0, 1001.0, 1002.0});
+  EXPECT_TRUE(allClose(vals(x.softmax(0)), {0.09003057, 0.24472847, 0.66524096}, 1e-5, 0));
+  EXPECT_TRUE(allClose(vals(x.log_softmax(0)), {-2.40760596, -1.40760596, -0.40760596}, 1e-5, 0));
+  EXPECT_NEAR(x.logsumexp({0}).item<float>(), 1002.40760596, 1e-3);
+  Tensor neg = full({3}, -INFINITY);
+  EXPECT_TRUE(std::isinf(neg.logsumexp({0}).item<float>()));
+}
+
+TEST(Ops, MatmulShapes) {
+  EXPECT_EQ(matmul(ones({3}), ones({3})).sizes(), Shape{});
+  EXPECT_EQ(matmul(ones({2, 3}), ones({3})).sizes(), (Shape{2}));
+  EXPECT_EQ(matmul(ones({3}), ones({3, 4})).sizes(), (Shape{4}));
+  EXPECT_EQ(matmul(ones({5, 1, 2, 3}), ones({4, 3, 6})).sizes(), (Shape{5, 4, 2, 6}));
+  EXPECT_EQ(matmul(ones({2, 3}, kInt64), ones({3, 2}, kInt64)).index({0, 0}).item<int64_t>(), 3);
+  EXPECT_EQ(ones({2, 3}, kFloat16).matmul(ones({3, 2}, kFloat16)).dtype(), kFloat16);
+}
+
+TEST(Ops, ConvolutionAndPoolingShapesAndValues) {
+  Tensor x = arange(16).to(kFloat32).reshape({1, 1, 4, 4});
+  EXPECT_EQ(vals(max_pool2d(x, {2})), (std::vector<double>{5, 7, 13, 15}));
+  EXPECT_EQ(vals(avg_pool2d(x, {2})), (std::vector<double>{2.5, 4.5, 10.5, 12.5}));
+  Tensor w = ones({1, 1, 3, 3});
+  EXPECT_EQ(conv2d(x, w, {}, {1}, {1}).sizes(), (Shape{1, 1, 4, 4}));
+  EXPECT_EQ(conv2d(x, w).index({0, 0, 0, 0}).item<float>(), 0 + 1 + 2 + 4 + 5 + 6 + 8 + 9 + 10);
+  EXPECT_EQ(conv_transpose2d(randn({2, 3, 5, 5}), randn({3, 4, 3, 3}), {}, {2}, {1}, {1}).sizes(), (Shape{2, 4, 10, 10}));
+  EXPECT_EQ(conv1d(randn({2, 3, 10}), randn({6, 1, 3}), randn({6}), 1, 0, 1, 3).sizes(), (Shape{2, 6, 8}));
+  EXPECT_EQ(conv2d(randn({3, 8, 8}), randn({4, 3, 3, 3})).sizes(), (Shape{4, 6, 6})); // unbatched
+  // conv_transpose2d is the adjoint of conv2d: <conv(x), y> == <x, conv_t(y)>.
+  Tensor a = randn({1, 2, 6, 6}, kFloat64), k = randn({3, 2, 3, 3}, kFloat64), b = randn({1, 3, 3, 3}, kFloat64);
+  double lhs = (conv2d(a, k, {}, {2}, {1}) * b).sum().item<double>();
+  double rhs = (a * conv_transpose2d(b, k, {}, {2}, {1}, {1})).sum().item<double>();
+  EXPECT_NEAR(lhs, rhs, 1e-10);
+}
+
+TEST(Ops, ShapeOps) {
+  Tensor a = ones({2, 3}), b = zeros({2, 2});
+  EXPECT_EQ(cat({a, b}, 1).sizes(), (Shape{2, 5}));
+  EXPECT_EQ(cat({a, ones({1, 3}, kInt64)}, 0).dtype(), kFloat32);
+  EXPECT_EQ(stack({a, a, a}, 1).sizes(), (Shape{2, 3, 3}));
+  auto parts = split(arange(7), 3);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[2].numel(), 1);
+  EXPECT_EQ(chunk(arange(6), 4).size(), 3u); // chunks of ceil(6/4)=2
+  EXPECT_EQ(pad(ones({2, 2}), {1, 2}).sizes(), (Shape{2, 5}));
+  EXPECT_EQ(vals(pad(ones({1, 2}), {1, 0, 0, 1}, 7.0)), (std::vector<double>{7, 1, 1, 7, 7, 7}));
+  EXPECT_EQ(vals(arange(4).flip({0})), (std::vector<double>{3, 2, 1, 0}));
+  EXPECT_EQ(vals(one_hot(tensor({0, 2}), 3)), (std::vector<double>{1, 0, 0, 0, 0, 1}));
+  EXPECT_EQ(embedding(tensor({1, 0}), arange(4).to(kFloat32).reshape({2, 2})).sizes(), (Shape{2, 2}));
+  EXPECT_EQ(vals(nonzero(tensor({0, 3, 0, 4}).reshape({2, 2}))), (std::vector<double>{0, 1, 1, 1}));
+  EXPECT_EQ(vals(where(tensor({true, false}), 1.0, tensor({5.0, 6.0}))), (std::vector<double>{1, 6}));
+}
+
+TEST(Printing, MatchesPyTorchFormat) {
+  auto str = [](const Tensor& t) { return t.toString(); };
+  EXPECT_EQ(str(tensor({1.0, 2.0, 3.0})), "tensor([1., 2., 3.])");
+  EXPECT_EQ(str(tensor({1.5, -2.25})), "tensor([ 1.5000, -2.2500])");
+  EXPECT_EQ(str(arange(4).reshape({2, 2})), "tensor([[0, 1],\n        [2, 3]])");
+  EXPECT_EQ(str(tensor({1.0}).to(kFloat64)), "tensor([1.], dtype=torch.float64)");
+  EXPECT_EQ(str(tensor({true, false})), "tensor([ True, False])") << "bools print like PyTorch";
+  EXPECT_EQ(str(scalar_tensor(2.5)), "tensor(2.5000)");
+  EXPECT_EQ(str(tensor({1.0}).requires_grad_()), "tensor([1.], requires_grad=True)");
+  EXPECT_EQ(str(tensor({1e-5, 1.0})), "tensor([1.0000e-05, 1.0000e+00])");
+  EXPECT_EQ(str(zeros({0, 3})), "tensor([], size=(0, 3))");
+  EXPECT_NE(str(arange(2000)).find("..."), std::string::npos);
+}
+
+TEST(Threads, NumThreadsIsConfigurable) {
+  int before = getNumThreads();
+  setNumThreads(1);
+  EXPECT_EQ(getNumThreads(), 1);
+  Tensor s = ones({100000}).sum();
+  EXPECT_EQ(s.item<float>(), 100000.0f);
+  setNumThreads(before);
+  EXPECT_EQ(getNumThreads(), before);
+}
+
+} // namespace
+} // namespace weft::test
