@@ -6,7 +6,8 @@
 
 namespace weft {
 
-indexing::TensorIndex::TensorIndex(const char* s) : value(EllipsisIndex{}) {
+indexing::TensorIndex::TensorIndex(const char* s, std::source_location loc) : value(EllipsisIndex{}) {
+  CallSite cs(loc);
   WEFT_CHECK(s != nullptr && std::string(s) == "...", Value, "index: the only string index is \"...\", got \"",
              s ? s : "null", "\"");
 }

@@ -30,7 +30,7 @@ struct TensorIndex {
   TensorIndex(Slice s) : value(s) {}               // NOLINT
   TensorIndex(NoneIndex n) : value(n) {}           // NOLINT
   TensorIndex(EllipsisIndex e) : value(e) {}       // NOLINT
-  TensorIndex(const char* s);                      // NOLINT: "..." means Ellipsis
+  TensorIndex(const char* s, WEFT_LOC);            // NOLINT: "..." means Ellipsis
   TensorIndex(Tensor t) : value(std::move(t)) {}   // NOLINT
   std::variant<int64_t, bool, Slice, NoneIndex, EllipsisIndex, Tensor> value;
 };
