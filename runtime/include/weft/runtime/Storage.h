@@ -40,4 +40,14 @@ private:
   std::atomic<uint64_t> version_{0};
 };
 
+/// Bytes of storage weft allocated that are alive now, and the most alive at once since the last
+/// resetPeakMemory() (borrowed user buffers are not counted).
+struct MemoryStats {
+  int64_t currentBytes = 0;
+  int64_t peakBytes = 0;
+};
+MemoryStats memoryStats();
+/// Starts a new peak measurement at the current level.
+void resetPeakMemory();
+
 } // namespace weft

@@ -1,0 +1,124 @@
+// Eager CPU kernel benchmarks, each beside its baseline in the same run: elementwise and a chain
+// against memcpy of the same bytes, sum, matmul against a direct cblas_sgemm, and conv2d time and
+// peak workspace at batch 1 vs 64.
+#include <weft/weft.h>
+
+#include "weft/runtime/Storage.h"
+
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+using namespace weft;
+
+namespace {
+
+constexpr int64_t kElems = int64_t{1} << 24; // 64 MiB per float32 operand: well past the caches
+
+void setBytes(benchmark::State& state, int64_t bytesPerIter) {
+  state.SetBytesProcessed(state.iterations() * bytesPerIter);
+}
+
+void BM_Memcpy(benchmark::State& state) {
+  // The bandwidth baseline: read 64 MiB, write 64 MiB.
+  std::vector<float> a(kElems, 1.0f), c(kElems);
+  for (auto _ : state) {
+    std::memcpy(c.data(), a.data(), kElems * sizeof(float));
+    benchmark::DoNotOptimize(c.data());
+  }
+  setBytes(state, 2 * kElems * static_cast<int64_t>(sizeof(float)));
+}
+
+void BM_Add(benchmark::State& state) {
+  Tensor a = rand({kElems}), b = rand({kElems});
+  for (auto _ : state)
+    benchmark::DoNotOptimize((a + b).data_ptr());
+  setBytes(state, 3 * kElems * static_cast<int64_t>(sizeof(float)));
+}
+
+void BM_MulAddChain(benchmark::State& state) {
+  // x*y+z as two eager kernels: the traffic a fused kernel would need is 4 x 64 MiB.
+  Tensor x = rand({kElems}), y = rand({kElems}), z = rand({kElems});
+  for (auto _ : state)
+    benchmark::DoNotOptimize((x * y + z).data_ptr());
+  setBytes(state, 4 * kElems * static_cast<int64_t>(sizeof(float)));
+}
+
+void BM_Sum(benchmark::State& state) {
+  Tensor a = rand({kElems});
+  for (auto _ : state)
+    benchmark::DoNotOptimize(a.sum().data_ptr());
+  setBytes(state, kElems * static_cast<int64_t>(sizeof(float)));
+}
+
+void setFlops(benchmark::State& state, int64_t n) {
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(static_cast<double>(2 * n * n * n), benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1000);
+}
+
+void BM_Matmul(benchmark::State& state) {
+  int64_t n = state.range(0);
+  Tensor a = randn({n, n}), b = randn({n, n});
+  for (auto _ : state)
+    benchmark::DoNotOptimize(a.matmul(b).data_ptr());
+  setFlops(state, n);
+}
+
+void BM_CblasSgemm(benchmark::State& state) {
+  int64_t n = state.range(0);
+  std::vector<float> a(static_cast<size_t>(n * n), 0.5f), b(static_cast<size_t>(n * n), 0.25f),
+      c(static_cast<size_t>(n * n));
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(n),
+                static_cast<int>(n), 1.0f, a.data(), static_cast<int>(n), b.data(), static_cast<int>(n), 0.0f,
+                c.data(), static_cast<int>(n));
+    benchmark::DoNotOptimize(c.data());
+  }
+  setFlops(state, n);
+}
+
+void BM_Conv2d(benchmark::State& state) {
+  // 3x3 conv, 64 -> 64 channels on 56x56 images (a ResNet stage): workspace vs batch size.
+  int64_t batch = state.range(0);
+  Tensor x = randn({batch, 64, 56, 56}), w = randn({64, 64, 3, 3});
+  int64_t io = (x.numel() + batch * 64 * 56 * 56) * static_cast<int64_t>(sizeof(float));
+  int64_t peakExtra = 0;
+  for (auto _ : state) {
+    resetPeakMemory();
+    int64_t before = memoryStats().currentBytes;
+    Tensor y = conv2d(x, w, {}, {1}, {1});
+    benchmark::DoNotOptimize(y.data_ptr());
+    // Everything allocated beyond the output is workspace.
+    peakExtra = memoryStats().peakBytes - before - batch * 64 * 56 * 56 * static_cast<int64_t>(sizeof(float));
+  }
+  state.counters["workspace_MiB"] = static_cast<double>(peakExtra) / (1 << 20);
+  state.counters["io_MiB"] = static_cast<double>(io) / (1 << 20);
+  state.counters["images/s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+} // namespace
+
+BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MulAddChain)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sum)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Matmul)->Arg(256)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CblasSgemm)->Arg(256)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Conv2d)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  const char* blasThreads = std::getenv("OPENBLAS_NUM_THREADS");
+  benchmark::AddCustomContext("weft_threads", std::to_string(getNumThreads()));
+  benchmark::AddCustomContext("OPENBLAS_CORETYPE", core ? core : "(unset)");
+  benchmark::AddCustomContext("OPENBLAS_NUM_THREADS", blasThreads ? blasThreads : "(unset)");
+  benchmark::AddCustomContext("openblas_config", openblas_get_config());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
