@@ -92,8 +92,9 @@ void BM_Conv2d(benchmark::State& state) {
     int64_t before = memoryStats().currentBytes;
     Tensor y = conv2d(x, w, {}, {1}, {1});
     benchmark::DoNotOptimize(y.data_ptr());
-    // Everything allocated beyond the output is workspace.
-    peakExtra = memoryStats().peakBytes - before - batch * 64 * 56 * 56 * static_cast<int64_t>(sizeof(float));
+    // Everything that was alive at the peak beyond the output (as allocated) is workspace.
+    int64_t output = memoryStats().currentBytes - before;
+    peakExtra = memoryStats().peakBytes - before - output;
   }
   state.counters["workspace_MiB"] = static_cast<double>(peakExtra) / (1 << 20);
   state.counters["io_MiB"] = static_cast<double>(io) / (1 << 20);

@@ -40,14 +40,18 @@ private:
   std::atomic<uint64_t> version_{0};
 };
 
-/// Bytes of storage weft allocated that are alive now, and the most alive at once since the last
-/// resetPeakMemory() (borrowed user buffers are not counted).
+/// Bytes of storage weft allocated that are alive now, the most alive at once since the last
+/// resetPeakMemory(), and freed blocks the caching allocator keeps for reuse (borrowed user
+/// buffers are not counted).
 struct MemoryStats {
   int64_t currentBytes = 0;
   int64_t peakBytes = 0;
+  int64_t cachedBytes = 0;
 };
 MemoryStats memoryStats();
 /// Starts a new peak measurement at the current level.
 void resetPeakMemory();
+/// Returns the caching allocator's idle blocks to the system (WEFT_CPU_CACHE_MB caps them).
+void emptyCache();
 
 } // namespace weft
