@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds weft and runs the whole test suite: every test in Release, then the core tests under
-# AddressSanitizer+UBSan and under ThreadSanitizer. `--quick` runs the Release tests only.
+# Builds weft and runs the whole test suite: every test in Release, two consumer projects
+# (find_package and add_subdirectory), then the core tests under AddressSanitizer+UBSan and under
+# ThreadSanitizer. `--quick` runs the Release tests only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -13,6 +14,17 @@ run_preset() {
 }
 
 run_preset release
+
+echo "=== consumers: find_package(weft) on an installed tree, and add_subdirectory"
+rm -rf build/install build/consumer-*
+cmake --install build/release --prefix build/install >/dev/null
+cmake -S tests/consumer -B build/consumer-installed -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
+cmake --build build/consumer-installed
+build/consumer-installed/consumer
+cmake -S tests/consumer -B build/consumer-subdir -G Ninja -DWEFT_SOURCE_DIR="$PWD" >/dev/null
+cmake --build build/consumer-subdir -j2
+build/consumer-subdir/consumer
+
 if [[ "${1:-}" != "--quick" ]]; then
   run_preset asan
   run_preset tsan

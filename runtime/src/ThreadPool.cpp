@@ -1,6 +1,8 @@
 // A work-sharing pool: each parallelFor is a job whose chunks the caller and the workers claim.
 #include "weft/runtime/ThreadPool.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -59,7 +61,10 @@ public:
   }
 
   int threads() const { return threads_.load(); }
-  void setThreads(int n) { threads_.store(std::max(1, n)); }
+  void setThreads(int n) {
+    threads_.store(std::max(1, n));
+    openblas_set_num_threads(std::max(1, n));
+  }
 
   void run(const std::shared_ptr<Job>& job, int helpers) {
     {
@@ -75,8 +80,10 @@ public:
 private:
   Pool() {
     int n = static_cast<int>(std::thread::hardware_concurrency());
-    if (const char* env = std::getenv("WEFT_NUM_THREADS"))
-      n = std::atoi(env);
+    if (const char* env = std::getenv("WEFT_NUM_THREADS")) {
+      n = std::max(1, std::atoi(env));
+      openblas_set_num_threads(n); // one knob for weft's kernels and the GEMMs they call
+    }
     threads_.store(std::max(1, n));
   }
 

@@ -1,0 +1,197 @@
+// Reductions and their composites: sum, mean, prod, amax/amin, max/min, arg*, var/std,
+// logsumexp, cumsum, sort, topk, softmax and log_softmax.
+#include "TensorImpl.h"
+#include "weft/Functions.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace weft {
+namespace {
+
+Shape wrapDims(const Shape& dims, int64_t rank, const char* op) {
+  Shape out;
+  for (int64_t d : dims)
+    out.push_back(wrapDim(d, rank, op));
+  return out;
+}
+
+} // namespace
+
+Tensor reduce_op(OpCode op, const Tensor& x, Shape dims, bool keepdim) {
+  return dispatch(op, {x}, Attrs{{"dims", std::move(dims)}, {"keepdim", keepdim}});
+}
+
+Tensor Tensor::sum(std::source_location loc) const {
+  CallSite cs(loc);
+  return sum({}, false);
+}
+Tensor Tensor::sum(Shape dims, bool keepdim, std::optional<DType> dtype, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("sum");
+  DType t = dtype.value_or(isFloating(this->dtype()) ? this->dtype() : DType::Int64);
+  return reduce_op(OpCode::Sum, to(t), wrapDims(dims, dim(), "sum"), keepdim);
+}
+Tensor sum(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.sum(std::move(dims), keepdim);
+}
+Tensor Tensor::mean(std::source_location loc) const {
+  CallSite cs(loc);
+  return mean({}, false);
+}
+Tensor Tensor::mean(Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("mean");
+  WEFT_CHECK(isFloating(dtype()), DType, "mean(): could not infer output dtype. Input dtype must be a floating "
+             "point dtype, got ", dtypeName(dtype()));
+  Shape wd = wrapDims(dims, dim(), "mean");
+  int64_t count = 1;
+  for (size_t d = 0; d < sizes().size(); ++d)
+    if (wd.empty() || std::find(wd.begin(), wd.end(), static_cast<int64_t>(d)) != wd.end())
+      count *= sizes()[d];
+  return reduce_op(OpCode::Sum, *this, wd, keepdim) / static_cast<double>(count);
+}
+Tensor mean(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.mean(std::move(dims), keepdim);
+}
+Tensor Tensor::prod(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("prod");
+  return reduce_op(OpCode::Prod, to(isFloating(dtype()) ? dtype() : DType::Int64), {}, false);
+}
+Tensor Tensor::prod(int64_t d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("prod");
+  return reduce_op(OpCode::Prod, to(isFloating(dtype()) ? dtype() : DType::Int64), {wrapDim(d, dim(), "prod")}, keepdim);
+}
+Tensor Tensor::amax(Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("amax");
+  return reduce_op(OpCode::AMax, *this, wrapDims(dims, dim(), "amax"), keepdim);
+}
+Tensor Tensor::amin(Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("amin");
+  return reduce_op(OpCode::AMin, *this, wrapDims(dims, dim(), "amin"), keepdim);
+}
+Tensor Tensor::max(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("max");
+  WEFT_CHECK(numel() > 0, Value, "max(): Expected reduction dim to be specified for input.numel() == 0.");
+  return amax();
+}
+Tensor Tensor::min(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("min");
+  WEFT_CHECK(numel() > 0, Value, "min(): Expected reduction dim to be specified for input.numel() == 0.");
+  return amin();
+}
+std::pair<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  return {amax({d}, keepdim), argmax(d, keepdim)};
+}
+std::pair<Tensor, Tensor> Tensor::min(int64_t d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  return {amin({d}, keepdim), argmin(d, keepdim)};
+}
+Tensor Tensor::argmax(std::optional<int64_t> d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("argmax");
+  if (!d)
+    return dispatch(OpCode::ArgMax, {reshape({-1})}, Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
+  return dispatch(OpCode::ArgMax, {*this}, Attrs{{"dim", wrapDim(*d, dim(), "argmax")}, {"keepdim", keepdim}});
+}
+Tensor Tensor::argmin(std::optional<int64_t> d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("argmin");
+  if (!d)
+    return dispatch(OpCode::ArgMin, {reshape({-1})}, Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
+  return dispatch(OpCode::ArgMin, {*this}, Attrs{{"dim", wrapDim(*d, dim(), "argmin")}, {"keepdim", keepdim}});
+}
+Tensor Tensor::var(Shape dims, int64_t correction, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("var");
+  WEFT_CHECK(isFloating(dtype()), DType, "var: expected a floating-point input, got ", dtypeName(dtype()));
+  Tensor mu = mean(dims, true);
+  Tensor d = *this - mu;
+  Shape wd = wrapDims(dims, dim(), "var");
+  int64_t count = numel() / std::max<int64_t>(mu.numel(), 1);
+  return reduce_op(OpCode::Sum, d * d, wd, keepdim) / static_cast<double>(std::max<int64_t>(count - correction, 0));
+}
+Tensor Tensor::std(Shape dims, int64_t correction, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  return var(std::move(dims), correction, keepdim).sqrt();
+}
+Tensor Tensor::logsumexp(Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("logsumexp");
+  Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
+  Shape wd = wrapDims(dims, dim(), "logsumexp");
+  Tensor m = x.amax(wd, true).detach();
+  m = where(m.abs() == std::numeric_limits<double>::infinity(), zeros_like(m), m); // all -inf rows stay -inf
+  Tensor r = (x - m).exp().sum(wd, true).log() + m;
+  return keepdim ? r : reduce_op(OpCode::Sum, r, wd, false); // sum over size-1 dims drops them
+}
+Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.logsumexp(std::move(dims), keepdim);
+}
+Tensor Tensor::cumsum(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("cumsum");
+  Tensor x = isFloating(dtype()) ? *this : to(DType::Int64);
+  return dispatch(OpCode::CumSum, {x}, Attrs{{"dim", wrapDim(d, dim(), "cumsum")}});
+}
+Tensor cumsum(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.cumsum(dim);
+}
+Tensor Tensor::argsort(int64_t d, bool descending, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("argsort");
+  if (dim() == 0)
+    return zeros({}, DType::Int64);
+  return dispatch(OpCode::ArgSort, {*this}, Attrs{{"dim", wrapDim(d, dim(), "argsort")}, {"descending", descending}});
+}
+std::pair<Tensor, Tensor> Tensor::sort(int64_t d, bool descending, std::source_location loc) const {
+  CallSite cs(loc);
+  Tensor idx = argsort(d, descending);
+  return {dim() == 0 ? *this : gather(d, idx), idx};
+}
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("topk");
+  d = wrapDim(d, dim(), "topk");
+  int64_t n = dim() == 0 ? 1 : size(d);
+  WEFT_CHECK(k >= 0 && k <= n, Index, "topk: k (", k, ") is out of range for dimension ", d, " of size ", n);
+  Tensor idx = argsort(d, largest).narrow(d, 0, k);
+  return {gather(d, idx), idx};
+}
+Tensor Tensor::softmax(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("softmax");
+  Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
+  d = wrapDim(d, dim(), "softmax");
+  Tensor e = (x - x.amax({d}, true).detach()).exp(); // shifting by the max keeps exp() finite
+  return e / e.sum({d}, true);
+}
+Tensor softmax(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.softmax(dim);
+}
+Tensor Tensor::log_softmax(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("log_softmax");
+  Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
+  d = wrapDim(d, dim(), "log_softmax");
+  Tensor z = x - x.amax({d}, true).detach();
+  return z - z.exp().sum({d}, true).log();
+}
+Tensor log_softmax(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.log_softmax(dim);
+}
+
+} // namespace weft
