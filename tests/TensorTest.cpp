@@ -236,6 +236,24 @@ TEST(Ops, ShapeOps) {
   EXPECT_EQ(vals(where(tensor({true, false}), 1.0, tensor({5.0, 6.0}))), (std::vector<double>{1, 6}));
 }
 
+TEST(Ops, LargeScatterAddAndIndexAddMatchASerialCount) {
+  // Big enough to run on several threads; every thread owns whole lines, so counts are exact.
+  Tensor idx = randint(0, 50, {4, 100000}, kInt64, Generator(21));
+  Tensor counts = zeros({4, 50}, kFloat64).scatter_add(1, idx, ones({4, 100000}, kFloat64));
+  std::vector<int64_t> ix = idx.to_vector<int64_t>();
+  std::vector<double> want(200, 0.0);
+  for (size_t i = 0; i < ix.size(); ++i)
+    want[(i / 100000) * 50 + static_cast<size_t>(ix[i])] += 1;
+  EXPECT_EQ(vals(counts), want);
+  Tensor rows = randint(0, 30, {60000}, kInt64, Generator(22));
+  Tensor acc = zeros({30, 3}, kFloat64).index_add(0, rows, ones({60000, 3}, kFloat64));
+  std::vector<double> want2(90, 0.0);
+  for (int64_t r : rows.to_vector<int64_t>())
+    for (int k = 0; k < 3; ++k)
+      want2[static_cast<size_t>(r) * 3 + static_cast<size_t>(k)] += 1;
+  EXPECT_EQ(vals(acc), want2);
+}
+
 TEST(Printing, MatchesPyTorchFormat) {
   auto str = [](const Tensor& t) { return t.toString(); };
   EXPECT_EQ(str(tensor({1.0, 2.0, 3.0})), "tensor([1., 2., 3.])");

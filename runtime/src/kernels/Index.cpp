@@ -1,4 +1,5 @@
 // Indexing kernels: gather, scatter, scatter_add, index_select and index_add along one dim.
+// All run in parallel without atomics (see indexLoop).
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
 
@@ -12,30 +13,39 @@ inline int64_t checkedIndex(int64_t v, int64_t size, int64_t dim, const char* op
   return v < 0 ? v + size : v;
 }
 
-/// Walks every position of `shape` with three operands: `target` (dim zeroed: the indexed tensor),
-/// `index` and `other`, calling `fn(targetPtr, targetDimStride, index, otherPtr)`. `parallel` only
-/// when writes cannot collide.
+/// Walks every position of `shape` with three operands: `target` (the indexed tensor; its `dim`
+/// coordinate comes from the index), `index` and `other`, calling `fn(targetPtr, otherPtr)`.
+/// Positions are visited in lines along `dim`, whole lines per thread: positions on different
+/// lines differ in some other coordinate, so their targets never collide and writes need no locks.
 template <typename T, typename Fn>
 void indexLoop(const Shape& shape, const TensorRef& target, int64_t dim, const TensorRef& index,
-               const Shape& indexStrides, const TensorRef& other, bool parallel, Fn fn) {
+               const Shape& indexStrides, const TensorRef& other, Fn fn) {
+  // Move `dim` last in every operand so that a line is a contiguous range of linear positions.
+  auto moveLast = [dim](Shape v) {
+    int64_t x = v[static_cast<size_t>(dim)];
+    v.erase(v.begin() + dim);
+    v.push_back(x);
+    return v;
+  };
   Shape ts = target.strides;
-  ts[dim] = 0;
-  std::array<Shape, 3> strides{ts, indexStrides, other.strides};
-  LoopNest<3> nest(shape, strides,
+  ts[static_cast<size_t>(dim)] = 0;
+  std::array<Shape, 3> strides{moveLast(ts), moveLast(indexStrides), moveLast(other.strides)};
+  LoopNest<3> nest(moveLast(shape), strides,
                    {static_cast<char*>(target.data), static_cast<char*>(index.data), static_cast<char*>(other.data)},
                    {static_cast<int64_t>(sizeof(T)), 8, static_cast<int64_t>(sizeof(T))});
-  const int64_t dimStride = target.strides[dim] * static_cast<int64_t>(sizeof(T));
-  const int64_t size = target.shape[dim];
+  const int64_t dimStride = target.strides[static_cast<size_t>(dim)] * static_cast<int64_t>(sizeof(T));
+  const int64_t size = target.shape[static_cast<size_t>(dim)];
+  const int64_t line = std::max<int64_t>(shape[static_cast<size_t>(dim)], 1);
   auto run = [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
       int64_t ix = checkedIndex(*reinterpret_cast<const int64_t*>(p[1] + j * s[1]), size, dim, "index");
       fn(reinterpret_cast<T*>(p[0] + j * s[0] + ix * dimStride), reinterpret_cast<T*>(p[2] + j * s[2]));
     }
   };
-  if (parallel)
-    nest.parallel(kElementwiseGrain, run);
-  else
-    nest.forRange(0, nest.numel(), run);
+  const int64_t lines = numel(shape) / line;
+  parallelFor(lines, std::max<int64_t>(1, kElementwiseGrain / line), [&](int64_t b, int64_t e) {
+    nest.forRange(b * line, e * line, run);
+  });
 }
 
 } // namespace
@@ -45,7 +55,7 @@ void Gather(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at
   int64_t dim = at.i("dim");
   visitDType(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    indexLoop<T>(index.shape, x, dim, index, index.strides, out, true, [](T* src, T* dst) { *dst = *src; });
+    indexLoop<T>(index.shape, x, dim, index, index.strides, out, [](T* src, T* dst) { *dst = *src; });
   });
 }
 
@@ -54,7 +64,7 @@ void Scatter(std::span<const TensorRef> in, const TensorRef& out, const Attrs& a
   int64_t dim = at.i("dim");
   visitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    indexLoop<T>(in[1].shape, out, dim, in[1], in[1].strides, in[2], false, [](T* dst, T* src) { *dst = *src; });
+    indexLoop<T>(in[1].shape, out, dim, in[1], in[1].strides, in[2], [](T* dst, T* src) { *dst = *src; });
   });
 }
 
@@ -63,7 +73,7 @@ void ScatterAdd(std::span<const TensorRef> in, const TensorRef& out, const Attrs
   int64_t dim = at.i("dim");
   visitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    indexLoop<T>(in[1].shape, out, dim, in[1], in[1].strides, in[2], false, [](T* dst, T* src) {
+    indexLoop<T>(in[1].shape, out, dim, in[1], in[1].strides, in[2], [](T* dst, T* src) {
       if constexpr (std::is_same_v<T, bool>)
         *dst = *dst || *src;
       else
@@ -79,7 +89,7 @@ void IndexSelect(std::span<const TensorRef> in, const TensorRef& out, const Attr
   istr[dim] = index.strides.empty() ? 0 : index.strides[0];
   visitDType(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    indexLoop<T>(out.shape, x, dim, index, istr, out, true, [](T* src, T* dst) { *dst = *src; });
+    indexLoop<T>(out.shape, x, dim, index, istr, out, [](T* src, T* dst) { *dst = *src; });
   });
 }
 
@@ -91,7 +101,7 @@ void IndexAdd(std::span<const TensorRef> in, const TensorRef& out, const Attrs& 
   istr[dim] = index.strides.empty() ? 0 : index.strides[0];
   visitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    indexLoop<T>(src.shape, out, dim, index, istr, src, false, [](T* dst, T* s) {
+    indexLoop<T>(src.shape, out, dim, index, istr, src, [](T* dst, T* s) {
       if constexpr (std::is_same_v<T, bool>)
         *dst = *dst || *s;
       else
