@@ -51,8 +51,10 @@ public:
       }
     }
     size_t align = size >= kHugePage ? kHugePage : 64;
-    void* p = std::aligned_alloc(align, size);
-    if (p != nullptr && size >= kHugePage)
+    void* p = nullptr;
+    if (posix_memalign(&p, align, size) != 0) // unlike aligned_alloc, any size is allowed
+      return nullptr;
+    if (size >= kHugePage)
       madvise(p, size, MADV_HUGEPAGE); // 512x fewer page faults where the kernel allows it
     return p;
   }

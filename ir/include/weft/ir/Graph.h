@@ -1,0 +1,94 @@
+// The SSA graph: typed values, nodes with an op, operands, attributes and a source location;
+// inputs split into arguments and state; outputs plus the new values of updated state.
+#pragma once
+
+#include "weft/ir/Types.h"
+#include "weft/runtime/Attrs.h"
+#include "weft/runtime/OpTable.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft::ir {
+
+/// Where a node came from in the user's code (file empty when unknown).
+struct Location {
+  std::string file;
+  int line = 0;
+  bool known() const { return !file.empty(); }
+  bool operator==(const Location&) const = default;
+};
+
+/// Index of a value in its graph.
+using ValueId = int32_t;
+inline constexpr ValueId kNoValue = -1;
+
+/// One SSA value: its type, and the node that defines it (or -1 for a graph input).
+struct Value {
+  TensorType type;
+  int32_t producer = -1;
+  std::string name; // inputs only: how the text form spells it
+};
+
+/// One operation: `result = op(operands) {attrs}`.
+struct Node {
+  OpCode op;
+  std::vector<ValueId> operands;
+  Attrs attrs;
+  ValueId result = kNoValue;
+  Location loc;
+};
+
+/// A state input whose new value the graph produces (an optimizer step, running statistics).
+struct StateUpdate {
+  ValueId state;    // the state input
+  ValueId newValue; // the value written back
+};
+
+/// A function in SSA form: nodes in a topological order (each operand defined earlier).
+class Graph {
+public:
+  explicit Graph(std::string name = "main") : name_(std::move(name)) {}
+
+  const std::string& name() const { return name_; }
+  /// Adds an argument (a per-call input).
+  ValueId addArgument(const TensorType& type, std::string name);
+  /// Adds a state input (a parameter, buffer or optimizer state that outlives the call).
+  ValueId addState(const TensorType& type, std::string name);
+  /// Appends a node whose result has `type`; returns the result.
+  ValueId addNode(OpCode op, std::vector<ValueId> operands, Attrs attrs, const TensorType& type, Location loc = {});
+  /// Marks `v` as the next output.
+  void addOutput(ValueId v) { outputs_.push_back(v); }
+  /// Records that state input `state` takes the value `newValue` after a call.
+  void addStateUpdate(ValueId state, ValueId newValue) { updates_.push_back({state, newValue}); }
+
+  const std::vector<Value>& values() const { return values_; }
+  const Value& value(ValueId v) const { return values_[static_cast<size_t>(v)]; }
+  const TensorType& type(ValueId v) const { return value(v).type; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  std::vector<Node>& mutableNodes() { return nodes_; }
+  const std::vector<ValueId>& arguments() const { return arguments_; }
+  const std::vector<ValueId>& state() const { return state_; }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+  std::vector<ValueId>& mutableOutputs() { return outputs_; }
+  const std::vector<StateUpdate>& stateUpdates() const { return updates_; }
+  std::vector<StateUpdate>& mutableStateUpdates() { return updates_; }
+  /// True if `v` is an argument or state input.
+  bool isInput(ValueId v) const { return value(v).producer == -1; }
+
+  /// Replaces every use of `from` (operands, outputs, state updates) with `to`.
+  void replaceAllUses(ValueId from, ValueId to);
+  /// Drops nodes for which `dead[i]` is true and renumbers nothing: value ids stay valid, but
+  /// values of dropped nodes no longer have a producer and must not be used.
+  void eraseNodes(const std::vector<bool>& dead);
+
+private:
+  std::string name_;
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  std::vector<ValueId> arguments_, state_, outputs_;
+  std::vector<StateUpdate> updates_;
+};
+
+} // namespace weft::ir
