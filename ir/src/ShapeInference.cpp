@@ -1,6 +1,8 @@
 // Shape and dtype inference, one function per op kind.
 #include "weft/ir/ShapeInference.h"
 
+#include "weft/ir/AttrSchema.h"
+
 #include "weft/runtime/ConvGeometry.h"
 
 #include <algorithm>
@@ -420,6 +422,8 @@ Result<TensorType> inferType(OpCode op, std::span<const TensorType> in, const At
   std::string_view name = info.name;
   if (info.numInputs >= 0 && static_cast<int>(in.size()) != info.numInputs)
     return diag(ErrorKind::Value, name, ": expected ", info.numInputs, " inputs, got ", in.size());
+  if (auto bad = checkAttrs(op, at))
+    return *bad;
   switch (info.kind) {
   case OpKind::Unary:
     return unary(name, info, in);

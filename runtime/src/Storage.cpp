@@ -1,6 +1,7 @@
 // Aligned allocation and borrowed user buffers behind tensors.
 #include "weft/runtime/Storage.h"
 
+#include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Error.h"
 
 #include <sys/mman.h>
@@ -86,8 +87,8 @@ public:
 
 private:
   BlockCache() {
-    if (const char* env = std::getenv("WEFT_CPU_CACHE_MB"))
-      limit_ = static_cast<size_t>(std::max(0L, std::atol(env))) << 20;
+    if (auto env = debugFlag("WEFT_CPU_CACHE_MB"))
+      limit_ = static_cast<size_t>(std::max(0L, std::atol(env->c_str()))) << 20;
   }
   std::mutex mu_;
   std::unordered_multimap<size_t, void*> free_;

@@ -1,6 +1,8 @@
 // A work-sharing pool: each parallelFor is a job whose chunks the caller and the workers claim.
 #include "weft/runtime/ThreadPool.h"
 
+#include "weft/runtime/DebugFlags.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -80,8 +82,8 @@ public:
 private:
   Pool() {
     int n = static_cast<int>(std::thread::hardware_concurrency());
-    if (const char* env = std::getenv("WEFT_NUM_THREADS")) {
-      n = std::max(1, std::atoi(env));
+    if (auto env = debugFlag("WEFT_NUM_THREADS")) {
+      n = std::max(1, std::atoi(env->c_str()));
       openblas_set_num_threads(n); // one knob for weft's kernels and the GEMMs they call
     }
     threads_.store(std::max(1, n));

@@ -1,0 +1,48 @@
+// Graph passes and the pass manager that runs one ordered pipeline of them.
+#pragma once
+
+#include "weft/ir/Graph.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace weft::passes {
+
+/// One transformation of a graph. run() reports whether it changed the graph, or a diagnostic.
+class Pass {
+public:
+  virtual ~Pass() = default;
+  /// The name weft-opt and WEFT_PRINT_IR_AFTER use ("dce").
+  virtual std::string_view name() const = 0;
+  virtual ir::Result<bool> run(ir::Graph& g) = 0;
+};
+
+/// Removes nodes whose results reach no output and no state update.
+std::unique_ptr<Pass> createDeadCodeElimination();
+/// Replaces a node by an earlier identical one (same op, operands and attributes).
+std::unique_ptr<Pass> createCommonSubexpressionElimination();
+
+/// The pass called `name`, or null if there is none.
+std::unique_ptr<Pass> createPass(std::string_view name);
+/// Names of every registered pass.
+std::vector<std::string> passNames();
+
+/// Runs passes in order, verifying the graph after each. Honors WEFT_PRINT_IR_AFTER (a pass name
+/// or "all"), WEFT_DUMP_DIR (writes NN-<pass>.weft files) and WEFT_TIME_PASSES=1.
+class PassManager {
+public:
+  PassManager();
+  PassManager& add(std::unique_ptr<Pass> pass);
+  /// Runs the pipeline; true if any pass changed the graph.
+  ir::Result<bool> run(ir::Graph& g);
+
+private:
+  std::vector<std::unique_ptr<Pass>> passes_;
+  std::string printAfter_, dumpDir_;
+  bool timePasses_ = false;
+  int dumpCounter_ = 0;
+};
+
+} // namespace weft::passes
