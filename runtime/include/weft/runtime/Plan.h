@@ -1,0 +1,38 @@
+// An executable plan in runtime terms: steps over numbered buffer slots. This is what the
+// interpreter runs and what an exported artifact stores; it needs neither ir/ nor MLIR.
+#pragma once
+
+#include "weft/runtime/Attrs.h"
+#include "weft/runtime/OpTable.h"
+#include "weft/runtime/TensorRef.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace weft {
+
+/// One op over slots: reads `inputs`, writes `output` (a fresh buffer, or a view for movement
+/// ops), then releases the slots in `release` (their last use).
+struct PlanStep {
+  OpCode op;
+  std::vector<int32_t> inputs;
+  int32_t output = -1;
+  Attrs attrs;
+  DType dtype = DType::Float32;
+  Shape shape;
+  std::vector<int32_t> release;
+};
+
+/// A whole program: which slots hold the arguments and state on entry, the steps, which slots
+/// are the outputs, and which slot's value each updated state input takes after the call.
+struct Plan {
+  int32_t numSlots = 0;
+  std::vector<int32_t> argumentSlots;
+  std::vector<int32_t> stateSlots;
+  std::vector<PlanStep> steps;
+  std::vector<int32_t> outputSlots;
+  /// (index into stateSlots, slot holding the new value)
+  std::vector<std::pair<int32_t, int32_t>> stateUpdates;
+};
+
+} // namespace weft

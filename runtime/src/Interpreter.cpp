@@ -1,0 +1,96 @@
+// The plan interpreter.
+#include "weft/runtime/Interpreter.h"
+
+#include "weft/runtime/Error.h"
+#include "weft/runtime/Kernels.h"
+#include "weft/runtime/View.h"
+
+namespace weft {
+namespace {
+
+bool isView(OpCode op) {
+  switch (opInfo(op).kind) {
+  case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice:
+    return true;
+  default:
+    return false;
+  }
+}
+
+} // namespace
+
+Buffer allocateBuffer(const Shape& shape, DType dtype) {
+  auto storage = Storage::allocate(static_cast<size_t>(numel(shape)) * elementSize(dtype));
+  return Buffer{storage, TensorRef{storage->data(), dtype, shape, contiguousStrides(shape)}};
+}
+
+std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std::span<const Buffer> state) {
+  WEFT_CHECK(args.size() == plan.argumentSlots.size(), Value, "run: expected ", plan.argumentSlots.size(),
+             " arguments, got ", args.size());
+  WEFT_CHECK(state.size() == plan.stateSlots.size(), Value, "run: expected ", plan.stateSlots.size(),
+             " state tensors, got ", state.size());
+  std::vector<Buffer> slots(static_cast<size_t>(plan.numSlots));
+  for (size_t i = 0; i < args.size(); ++i)
+    slots[static_cast<size_t>(plan.argumentSlots[i])] = args[i];
+  for (size_t i = 0; i < state.size(); ++i)
+    slots[static_cast<size_t>(plan.stateSlots[i])] = state[i];
+
+  std::vector<TensorRef> refs;
+  for (const PlanStep& step : plan.steps) {
+    refs.clear();
+    for (int32_t s : step.inputs) {
+      const Buffer& b = slots[static_cast<size_t>(s)];
+      WEFT_INTERNAL_ASSERT(b.storage != nullptr, "plan reads slot ", s, " before it is written or after it is freed");
+      refs.push_back(b.ref);
+    }
+    Buffer out;
+    if (isView(step.op)) {
+      const Buffer& in = slots[static_cast<size_t>(step.inputs[0])];
+      if (auto view = computeView(step.op, in.ref.shape, in.ref.strides, step.attrs))
+        out = Buffer{in.storage, applyView(in.ref, *view)};
+    }
+    if (out.storage == nullptr) {
+      out = allocateBuffer(step.shape, step.dtype);
+      if (out.ref.numel() > 0)
+        runKernel(step.op, refs, out.ref, step.attrs);
+    }
+    slots[static_cast<size_t>(step.output)] = std::move(out);
+    for (int32_t s : step.release)
+      slots[static_cast<size_t>(s)] = Buffer{};
+  }
+
+  std::vector<Buffer> outputs;
+  for (int32_t s : plan.outputSlots)
+    outputs.push_back(slots[static_cast<size_t>(s)]);
+  // Outputs that look into state memory keep the values from before the update.
+  for (Buffer& o : outputs)
+    for (const auto& [stateIndex, slot] : plan.stateUpdates)
+      if (o.storage == state[static_cast<size_t>(stateIndex)].storage) {
+        Buffer copy = allocateBuffer(o.ref.shape, o.ref.dtype);
+        copyCast(o.ref, copy.ref);
+        o = copy;
+      }
+  // New state values are staged before any is written: one update may read another's old value.
+  std::vector<Buffer> staged;
+  for (const auto& [stateIndex, slot] : plan.stateUpdates) {
+    const Buffer& v = slots[static_cast<size_t>(slot)];
+    bool aliasesState = false;
+    for (const Buffer& s : state)
+      aliasesState = aliasesState || v.storage == s.storage;
+    if (aliasesState) {
+      Buffer copy = allocateBuffer(v.ref.shape, v.ref.dtype);
+      copyCast(v.ref, copy.ref);
+      staged.push_back(copy);
+    } else {
+      staged.push_back(v);
+    }
+  }
+  for (size_t i = 0; i < plan.stateUpdates.size(); ++i) {
+    const Buffer& target = state[static_cast<size_t>(plan.stateUpdates[i].first)];
+    copyCast(staged[i].ref, target.ref);
+    target.storage->bumpVersion();
+  }
+  return outputs;
+}
+
+} // namespace weft
