@@ -547,6 +547,16 @@ std::vector<OpSample> samplesFor(OpCode op) {
                return r;
              }}};
   }
+  case OpCode::Full: {
+    auto ref = [](const std::vector<NdArray>&, const Attrs& at) {
+      const AttrValue& v = at.raw("value");
+      double d = std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
+      return NdArray{at.ints("shape"), std::vector<double>(static_cast<size_t>(numel(at.ints("shape"))), d)};
+    };
+    return {{"float", {}, Attrs{{"shape", Shape{2, 3}}, {"dtype", kFloat32}, {"value", 2.5}}, {}, ref},
+            {"integer past 2^53", {}, Attrs{{"shape", Shape{2}}, {"dtype", kInt64}, {"value", int64_t{(1LL << 53) + 1}}}, {}, ref},
+            {"scalar", {}, Attrs{{"shape", Shape{}}, {"dtype", kBool}, {"value", 1.0}}, {}, ref}};
+  }
   case OpCode::Uniform:
   case OpCode::Normal: {
     bool uni = op == OpCode::Uniform;

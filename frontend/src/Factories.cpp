@@ -39,21 +39,16 @@ Tensor empty(Shape shape, TensorOptions o, std::source_location loc) {
 Tensor zeros(Shape shape, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   checkShape(shape, "zeros");
-  return finish(makeTensor(shape, o.dtype_, true), o);
+  return full(std::move(shape), 0, o);
 }
 Tensor full(Shape shape, Scalar value, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   checkShape(shape, "full");
-  Tensor t = makeTensor(shape, o.dtype_);
-  fill(t.ref(), value.toDouble());
-  if (!isFloating(o.dtype_) && !value.isFloatingPoint() && o.dtype_ != DType::Bool) {
-    int64_t v = value.toLong(); // exact for integers beyond 2^53
-    copyCast(TensorRef{&v, DType::Int64, shape, Shape(shape.size(), 0)}, t.ref());
-  }
-  return finish(t, o);
+  return finish(fullOf(shape, value, o.dtype_), o);
 }
 Tensor ones(Shape shape, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
+  checkShape(shape, "ones");
   return full(std::move(shape), 1, o);
 }
 Tensor zeros_like(const Tensor& t, std::source_location loc) {

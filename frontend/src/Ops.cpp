@@ -45,12 +45,7 @@ DType resolve(const PromotionState& s) { return *combine(s.dims, combine(s.zeroD
 
 /// A 0-dim tensor for a number the user wrote, already in the dtype the op computes in.
 Tensor wrapScalar(Scalar v, DType t) {
-  Tensor r = makeTensor({}, t);
-  fill(r.ref(), v.toDouble());
-  if (!isFloating(t) && !v.isFloatingPoint() && t != DType::Bool) { // exact for large integers
-    int64_t iv = v.toLong();
-    copyCast(TensorRef{&iv, DType::Int64, {}, {}}, r.ref());
-  }
+  Tensor r = fullOf({}, v, t);
   r.impl()->wrappedNumber = true;
   return r;
 }
@@ -129,6 +124,12 @@ Tensor inPlaceSource(const Tensor& self, const Tensor& other = {}) {
 
 
 } // namespace
+
+Tensor fullOf(const Shape& shape, Scalar value, DType dtype) {
+  bool exactInt = !value.isFloatingPoint() && !isFloating(dtype) && dtype != DType::Bool;
+  AttrValue v = exactInt ? AttrValue(value.toLong()) : AttrValue(value.toDouble());
+  return dispatch(OpCode::Full, {}, Attrs{{"shape", shape}, {"dtype", dtype}, {"value", v}});
+}
 
 DType result_type(const Tensor& a, const Tensor& b) {
   PromotionState s;

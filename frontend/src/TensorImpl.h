@@ -49,6 +49,9 @@ Tensor makeTensor(const Shape& shape, DType dtype, bool zero = false);
 /// view or runs the CPU kernel, and records an autograd node when an input requires grad.
 Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
 
+/// A tensor of `shape` filled with `value` (the Full primitive: a graph node when tracing).
+Tensor fullOf(const Shape& shape, Scalar value, DType dtype);
+
 /// Wraps a negative dim and checks it against `rank` (IndexError naming `op` otherwise).
 int64_t wrapDim(int64_t dim, int64_t rank, const char* op);
 /// The vector-Jacobian product of input `i` of a recorded op (expanded from the op table).

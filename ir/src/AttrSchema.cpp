@@ -7,12 +7,13 @@
 namespace weft::ir {
 namespace {
 
-enum class AttrType { Int, Float, Bool, Ints, DType };
+enum class AttrType { Int, Float, Number, Bool, Ints, DType };
 
 const char* typeName(AttrType t) {
   switch (t) {
   case AttrType::Int: return "an integer";
   case AttrType::Float: return "a float";
+  case AttrType::Number: return "a number";
   case AttrType::Bool: return "a bool";
   case AttrType::Ints: return "a list of integers";
   case AttrType::DType: return "a dtype";
@@ -24,6 +25,7 @@ bool hasType(const AttrValue& v, AttrType t) {
   switch (t) {
   case AttrType::Int: return std::holds_alternative<int64_t>(v);
   case AttrType::Float: return std::holds_alternative<double>(v);
+  case AttrType::Number: return std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v);
   case AttrType::Bool: return std::holds_alternative<bool>(v);
   case AttrType::Ints: return std::holds_alternative<std::vector<int64_t>>(v);
   case AttrType::DType: return std::holds_alternative<DType>(v);
@@ -63,6 +65,7 @@ Schema schemaOf(OpCode op) {
   }
   case OpKind::Pool:
     return {{"kernel_size", T::Ints}, {"stride", T::Ints}, {"padding", T::Ints}, {"dilation", T::Ints}, {"ceil_mode", T::Bool}};
+  case OpKind::Full: return {{"shape", T::Ints}, {"dtype", T::DType}, {"value", T::Number}};
   case OpKind::Random: {
     Schema s{{"shape", T::Ints}, {"dtype", T::DType}, {"seed", T::Int}, {"offset", T::Int}};
     if (op == OpCode::Uniform) {

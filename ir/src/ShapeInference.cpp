@@ -405,6 +405,13 @@ Result<TensorType> pool(std::string_view op, In in, const Attrs& at) {
   return TensorType{DType::Int64, out};
 }
 
+Result<TensorType> full(std::string_view op, const Attrs& at) {
+  for (int64_t s : at.ints("shape"))
+    if (s < 0)
+      return diag(ErrorKind::Shape, op, ": invalid size ", s, " in ", shapeString(at.ints("shape")));
+  return TensorType{at.dtype("dtype"), at.ints("shape")};
+}
+
 Result<TensorType> random(std::string_view op, const Attrs& at) {
   DType t = at.dtype("dtype");
   if (!isFloating(t))
@@ -471,6 +478,8 @@ Result<TensorType> inferType(OpCode op, std::span<const TensorType> in, const At
     return indexAdd(name, in, at);
   case OpKind::Pool:
     return pool(name, in, at);
+  case OpKind::Full:
+    return full(name, at);
   case OpKind::Random:
     return random(name, at);
   }

@@ -1,4 +1,5 @@
-// Random kernels: element i of a draw at `offset` under `seed` is a pure function of (seed, offset, i).
+// Creation kernels: full, and random numbers where element i of a draw at `offset` under `seed` is a
+// pure function of (seed, offset, i).
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/Philox.h"
@@ -34,6 +35,15 @@ template <typename Sample> void generate(const TensorRef& out, const Attrs& at, 
 }
 
 } // namespace
+
+void Full(std::span<const TensorRef>, const TensorRef& out, const Attrs& at) {
+  if (const auto* i = std::get_if<int64_t>(&at.raw("value"))) {
+    int64_t v = *i; // integers fill exactly, also past 2^53
+    copyCast(TensorRef{&v, DType::Int64, out.shape, Shape(out.shape.size(), 0)}, out);
+    return;
+  }
+  fill(out, at.f("value"));
+}
 
 void Uniform(std::span<const TensorRef>, const TensorRef& out, const Attrs& at) {
   double low = at.f("low"), high = at.f("high");

@@ -41,6 +41,12 @@ public:
     WEFT_INTERNAL_ASSERT(t != nullptr, "attribute '", name, "' has another type");
     return *t;
   }
+  /// The attribute's value whatever its type; a missing attribute is an internal error.
+  const AttrValue& raw(const std::string& name) const {
+    const AttrValue* v = find(name);
+    WEFT_INTERNAL_ASSERT(v != nullptr, "missing attribute '", name, "'");
+    return *v;
+  }
   /// Shorthands for the common attribute types.
   int64_t i(const std::string& name) const { return get<int64_t>(name); }
   double f(const std::string& name) const { return get<double>(name); }

@@ -22,7 +22,7 @@ enum class OpCode : uint16_t {
 enum class OpKind : uint8_t {
   Unary, Binary, Cast, Where, Reduce, ArgReduce, Scan, Sort, Reshape, Permute, Expand, Slice, Flip,
   Pad, Cat, MatMul, Conv, ConvInputGrad, ConvWeightGrad, Gather, Scatter, IndexSelect, IndexAdd,
-  Pool, Random
+  Pool, Full, Random
 };
 
 /// Which dtypes a unary op accepts and what it returns.
