@@ -500,20 +500,6 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return r.sizes() == shape ? r : reshape(r, shape);
 }
 
-Shape inverse_permutation(const Shape& dims) {
-  Shape inv(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i)
-    inv[static_cast<size_t>(dims[i])] = static_cast<int64_t>(i);
-  return inv;
-}
-
-Shape negated(const Shape& v) {
-  Shape r;
-  for (int64_t x : v)
-    r.push_back(-x);
-  return r;
-}
-
 Tensor pad_dims(const Tensor& x, const Shape& pads, double value) {
   return dispatch(OpCode::Pad, {x}, Attrs{{"pads", pads}, {"value", value}});
 }

@@ -67,8 +67,9 @@ Tensor reshape(const Tensor& t, const Shape& shape);
 Tensor permute(const Tensor& t, const Shape& dims);
 Tensor flip(const Tensor& t, const Shape& dims);
 Tensor mT(const Tensor& t);
-Shape inverse_permutation(const Shape& dims);
-Shape negated(const Shape& v);
+std::vector<Shape> shapes_of(const std::vector<Tensor>& ts);
+Tensor zeros_shaped(const Tensor& like, const Shape& shape);
+Tensor expand(const Tensor& t, const Shape& shape);
 /// Constant pad with pads in dim order [lo0, hi0, lo1, hi1, ...] (negative values crop).
 Tensor pad_dims(const Tensor& x, const Shape& pads, double value);
 Tensor slice_dim(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step);

@@ -29,7 +29,7 @@ constexpr bool metadataOnly(std::string_view e, size_t pos) {
     return false;
   --p;
   for (std::string_view f : {std::string_view("shape_of"), std::string_view("shapes_of"), std::string_view("dtype_of"),
-                             std::string_view("is_floating")})
+                             std::string_view("is_floating"), std::string_view("zeros_like")})
     if (p >= f.size() && e.substr(p - f.size(), f.size()) == f && (p == f.size() || !isIdent(e[p - f.size() - 1])))
       return true;
   return false;

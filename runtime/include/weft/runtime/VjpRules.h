@@ -1,0 +1,136 @@
+// The vector-Jacobian rules of the op table as templates over a tensor-like type T, so one rule
+// serves eager autograd (T = weft::Tensor) and graph autodiff (T = a graph value).
+//
+// T must provide, as free functions found by argument-dependent lookup: the arithmetic and
+// comparison operators (with T and double operands), exp, log, sin, cos, sign, pow, where,
+// zeros_like, ones_like, zeros_shaped(like, shape), cast, shape_of, shapes_of, dtype_of,
+// is_floating, sum_to, reshape, permute, expand, flip, cumsum, pad_dims, slice_dim, reduce_op,
+// matmul, mT, conv, conv_input_grad, conv_weight_grad, gather, scatter, scatter_add, index_select
+// and index_add; and be default-constructible as "no gradient".
+#pragma once
+
+#include "weft/runtime/Attrs.h"
+#include "weft/runtime/OpTable.h"
+#include "weft/runtime/TensorRef.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace weft::rules {
+
+/// `shape` with the reduced dims of `at` set to 1 (the keepdim shape).
+inline Shape keptShape(const Shape& shape, const Attrs& at) {
+  const auto& dims = at.ints("dims");
+  Shape k = shape;
+  for (size_t d = 0; d < k.size(); ++d)
+    if (dims.empty() || std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end())
+      k[d] = 1;
+  return k;
+}
+
+inline Shape inverse_permutation(const Shape& dims) {
+  Shape inv(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i)
+    inv[static_cast<size_t>(dims[i])] = static_cast<int64_t>(i);
+  return inv;
+}
+
+inline Shape negated(const Shape& v) {
+  Shape r;
+  for (int64_t x : v)
+    r.push_back(-x);
+  return r;
+}
+
+/// Gradient of a reduction: the output gradient broadcast back over the reduced dims.
+template <typename T> T expand_reduced(const T& g, const Shape& shape, const Attrs& at) {
+  return expand(reshape(g, keptShape(shape, at)), shape);
+}
+
+/// amax/amin: ties share the gradient evenly, as torch.amax does.
+template <typename T> T vjp_extremum(const T& g, const T& x, const T& y, const Attrs& at) {
+  Shape k = keptShape(shape_of(x), at);
+  T mask = cast(x == reshape(y, k), dtype_of(x));
+  T count = reduce_op(OpCode::Sum, mask, at.ints("dims"), true);
+  return reshape(g, k) * mask / count;
+}
+
+/// prod: d prod / d x_i is the product of the others, computed without dividing by zero.
+template <typename T> T vjp_prod(const T& g, const T& x, const T& y, const Attrs& at) {
+  Shape k = keptShape(shape_of(x), at);
+  const auto& dims = at.ints("dims");
+  T isZero = x == 0.0;
+  T nonzero = where(isZero, ones_like(x), x);
+  T prodNonzero = reduce_op(OpCode::Prod, nonzero, dims, true);
+  T zeroCount = reduce_op(OpCode::Sum, cast(isZero, dtype_of(x)), dims, true);
+  T atZero = where(zeroCount == 1.0, prodNonzero, zeros_like(prodNonzero));
+  T others = where(isZero, expand(atZero, shape_of(x)), reshape(y, k) / nonzero);
+  return reshape(g, k) * others;
+}
+
+/// slice with a step: the gradient spread back, zeros between and around.
+template <typename T> T vjp_slice(const T& g, const Shape& shape, const Attrs& at) {
+  int64_t dim = at.i("dim"), start = at.i("start"), step = at.i("step");
+  Shape gs = shape_of(g);
+  int64_t n = shape[static_cast<size_t>(dim)], len = gs[static_cast<size_t>(dim)];
+  T spread = g;
+  if (step > 1) { // interleave step-1 zeros after every element
+    Shape u = gs;
+    u.insert(u.begin() + dim + 1, 1);
+    Shape pads(2 * u.size(), 0);
+    pads[static_cast<size_t>(2 * (dim + 1) + 1)] = step - 1;
+    Shape merged = gs;
+    merged[static_cast<size_t>(dim)] = len * step;
+    spread = reshape(pad_dims(reshape(g, u), pads, 0.0), merged);
+  }
+  Shape pads(2 * gs.size(), 0);
+  pads[static_cast<size_t>(2 * dim)] = start;
+  pads[static_cast<size_t>(2 * dim + 1)] = n - start - shape_of(spread)[static_cast<size_t>(dim)]; // < 0 crops
+  return pad_dims(spread, pads, 0.0);
+}
+
+/// cat: each input's gradient is its slice of the output gradient.
+template <typename T> T vjp_cat(const T& g, const std::vector<Shape>& shapes, const Attrs& at, size_t i) {
+  int64_t dim = at.i("dim"), offset = 0;
+  size_t rank = shape_of(g).size();
+  auto legacyEmpty = [&](const Shape& s) { return s.size() == 1 && s[0] == 0 && rank != 1; };
+  for (size_t j = 0; j < i; ++j)
+    if (!legacyEmpty(shapes[j]))
+      offset += shapes[j][static_cast<size_t>(dim)];
+  if (legacyEmpty(shapes[i]))
+    return zeros_shaped(g, shapes[i]);
+  return slice_dim(g, dim, offset, offset + shapes[i][static_cast<size_t>(dim)], 1);
+}
+
+/// The gradient of input `i` of `op` given the output gradient `g`, the inputs and the output.
+template <typename T>
+T apply(OpCode op, const T& g, const std::vector<T>& in, const T& y, const Attrs& at, size_t i) {
+  static const T kNone{};
+  const T nograd{};
+  const T& x = in.empty() ? kNone : in[0];
+  const T& a = x;
+  const T& b = in.size() > 1 ? in[1] : kNone;
+  (void)a;
+  (void)b;
+  (void)y;
+  switch (op) {
+#define NONDIFF nograd
+#define WEFT_UNARY(N, s, d, k, v)                                                                  \
+  case OpCode::N:                                                                                  \
+    return v;
+#define WEFT_BINARY(N, s, r, k, va, vb)                                                            \
+  case OpCode::N:                                                                                  \
+    return i == 0 ? T(va) : T(vb);
+#define WEFT_OP(N, s, kind, n, v)                                                                  \
+  case OpCode::N:                                                                                  \
+    return v;
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_OP
+#undef NONDIFF
+  }
+  return nograd;
+}
+
+} // namespace weft::rules
