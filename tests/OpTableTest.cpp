@@ -4,6 +4,7 @@
 #include "TestUtil.h"
 
 #include "weft/ir/Lower.h"
+#include "weft/passes/Autodiff.h"
 #include "weft/ir/ShapeInference.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
@@ -168,6 +169,59 @@ TEST_P(OpTable, InterpretedGraphEqualsEager) {
     copyCast(out[0].ref, c.ref);
     Tensor got = from_blob(c.ref.data, c.ref.shape, eager.dtype());
     EXPECT_EQ(got.to_vector<double>(), eager.to_vector<double>()); // bit-identical
+  }
+}
+
+/// Graph autodiff (the autodiff pass, run by the interpreter) gives the gradients eager autograd
+/// gives: both apply the same rules with the same kernels, in float64.
+TEST_P(OpTable, GraphAutodiffEqualsEagerAutograd) {
+  if (!opInfo(op()).differentiable)
+    GTEST_SKIP() << opName(op()) << " is not differentiable";
+  for (const OpSample& s : samplesFor(op())) {
+    if (!s.gradcheck)
+      continue;
+    SCOPED_TRACE(s.label);
+    // The op's inputs as contiguous float64 leaves; weights w make the loss sum(y * w).
+    std::vector<Tensor> in;
+    for (const Tensor& t : s.prepared(s.inputs))
+      in.push_back(t.is_floating_point() ? t.contiguous().detach().clone().requires_grad_() : t.contiguous());
+    Tensor y = dispatch(op(), in, s.attrs);
+    Tensor w = randn(y.sizes(), y.dtype(), Generator(5));
+    (y * w).sum().backward();
+
+    ir::Graph g("grad");
+    std::vector<ir::ValueId> args, wrt;
+    std::vector<Buffer> buffers;
+    for (size_t i = 0; i < in.size(); ++i) {
+      args.push_back(g.addArgument({in[i].dtype(), in[i].sizes()}, "a" + std::to_string(i)));
+      buffers.push_back(Buffer{in[i].impl()->storage, in[i].ref()});
+      if (in[i].is_floating_point())
+        wrt.push_back(args.back());
+    }
+    ir::ValueId wv = g.addArgument({w.dtype(), w.sizes()}, "w");
+    buffers.push_back(Buffer{w.impl()->storage, w.ref()});
+    ir::ValueId yv = g.addNode(op(), args, s.attrs, {y.dtype(), y.sizes()});
+    ir::ValueId prod = g.addNode(OpCode::Mul, {yv, wv}, {}, {y.dtype(), y.sizes()});
+    ir::ValueId loss = g.addNode(OpCode::Sum, {prod}, Attrs{{"dims", Shape{}}, {"keepdim", false}}, {y.dtype(), {}});
+    auto grads = passes::appendGradients(g, loss, wrt);
+    ASSERT_TRUE(static_cast<bool>(grads)) << grads.diagnostic().message;
+    for (ir::ValueId v : grads.value())
+      g.addOutput(v == ir::kNoValue ? loss : v);
+    auto problems = ir::verify(g);
+    ASSERT_TRUE(problems.empty()) << problems[0].message << "\n" << ir::printGraph(g);
+    std::vector<Buffer> out = runPlan(ir::lowerToPlan(g), buffers, {});
+    size_t k = 0;
+    for (const Tensor& t : in) {
+      if (!t.is_floating_point())
+        continue;
+      SCOPED_TRACE("input " + std::to_string(k));
+      ASSERT_NE(grads.value()[k], ir::kNoValue);
+      Buffer c = allocateBuffer(out[k].ref.shape, out[k].ref.dtype);
+      copyCast(out[k].ref, c.ref);
+      std::vector<double> got = from_blob(c.ref.data, c.ref.shape, c.ref.dtype).to_vector<double>();
+      EXPECT_TRUE(allClose(got, t.grad().to_vector<double>(), 1e-12, 1e-12));
+      ++k;
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // The pass registry and the pass manager.
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
+#include "weft/passes/Autodiff.h"
 #include "weft/passes/Pass.h"
 #include "weft/runtime/DebugFlags.h"
 
@@ -15,6 +16,7 @@ namespace {
 
 const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>>& registry() {
   static const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>> r = {
+      {"autodiff", createAutodiff},
       {"cse", createCommonSubexpressionElimination},
       {"dce", createDeadCodeElimination},
   };

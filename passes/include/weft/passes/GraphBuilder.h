@@ -1,0 +1,91 @@
+// Graph values with the tensor vocabulary the vjp rules use, so the op table's rules build graph
+// nodes exactly as they compute eager gradients.
+#pragma once
+
+#include "weft/ir/Graph.h"
+
+#include <optional>
+#include <vector>
+
+namespace weft::passes {
+
+class GraphBuilder;
+
+/// A value of the graph being built. Default-constructed means "no gradient".
+struct GValue {
+  GraphBuilder* b = nullptr;
+  ir::ValueId id = ir::kNoValue;
+  bool defined() const { return b != nullptr; }
+};
+
+/// Appends nodes to a graph, inferring each result's type. The first failure is kept (later
+/// nodes become no-ops) and reported by error().
+class GraphBuilder {
+public:
+  explicit GraphBuilder(ir::Graph& g) : g_(g) {}
+  GValue value(ir::ValueId id) { return GValue{this, id}; }
+  GValue emit(OpCode op, const std::vector<GValue>& operands, Attrs attrs = {});
+  /// A tensor of `shape` filled with `v`.
+  GValue full(const Shape& shape, DType dtype, double v);
+  const ir::TensorType& type(const GValue& v) const;
+  /// Location given to the nodes emitted from now on.
+  void setLocation(ir::Location loc) { loc_ = std::move(loc); }
+  const std::optional<ir::Diagnostic>& error() const { return error_; }
+  ir::Graph& graph() { return g_; }
+
+private:
+  ir::Graph& g_;
+  ir::Location loc_;
+  std::optional<ir::Diagnostic> error_;
+};
+
+// The vocabulary of VjpRules.h for graph values.
+GValue operator-(const GValue& a);
+GValue operator+(const GValue& a, const GValue& b);
+GValue operator-(const GValue& a, const GValue& b);
+GValue operator*(const GValue& a, const GValue& b);
+GValue operator/(const GValue& a, const GValue& b);
+GValue operator+(const GValue& a, double b);
+GValue operator-(const GValue& a, double b);
+GValue operator*(const GValue& a, double b);
+GValue operator-(double a, const GValue& b);
+GValue operator==(const GValue& a, const GValue& b);
+GValue operator==(const GValue& a, double b);
+GValue operator<(const GValue& a, const GValue& b);
+GValue operator>(const GValue& a, const GValue& b);
+GValue exp(const GValue& x);
+GValue log(const GValue& x);
+GValue sin(const GValue& x);
+GValue cos(const GValue& x);
+GValue sign(const GValue& x);
+GValue pow(const GValue& a, const GValue& b);
+GValue where(const GValue& c, const GValue& a, const GValue& b);
+GValue zeros_like(const GValue& x);
+GValue ones_like(const GValue& x);
+GValue zeros_shaped(const GValue& like, const Shape& shape);
+GValue cast(const GValue& x, DType dtype);
+Shape shape_of(const GValue& x);
+std::vector<Shape> shapes_of(const std::vector<GValue>& xs);
+DType dtype_of(const GValue& x);
+bool is_floating(const GValue& x);
+GValue sum_to(const GValue& x, const Shape& shape);
+GValue reshape(const GValue& x, const Shape& shape);
+GValue permute(const GValue& x, const Shape& dims);
+GValue expand(const GValue& x, const Shape& shape);
+GValue flip(const GValue& x, const Shape& dims);
+GValue cumsum(const GValue& x, int64_t dim);
+GValue pad_dims(const GValue& x, const Shape& pads, double value);
+GValue slice_dim(const GValue& x, int64_t dim, int64_t start, int64_t end, int64_t step);
+GValue reduce_op(OpCode op, const GValue& x, const Shape& dims, bool keepdim);
+GValue matmul(const GValue& a, const GValue& b);
+GValue mT(const GValue& x);
+GValue conv(const GValue& x, const GValue& w, const Attrs& at);
+GValue conv_input_grad(const GValue& gy, const GValue& w, const Attrs& at, const Shape& inputShape);
+GValue conv_weight_grad(const GValue& x, const GValue& gy, const Attrs& at, const Shape& weightShape);
+GValue gather(const GValue& x, int64_t dim, const GValue& index);
+GValue scatter(const GValue& x, int64_t dim, const GValue& index, const GValue& src);
+GValue scatter_add(const GValue& x, int64_t dim, const GValue& index, const GValue& src);
+GValue index_select(const GValue& x, int64_t dim, const GValue& index);
+GValue index_add(const GValue& x, int64_t dim, const GValue& index, const GValue& src);
+
+} // namespace weft::passes
