@@ -312,6 +312,9 @@ std::vector<OpSample> samplesFor(OpCode op) {
              [](const std::vector<NdArray>& in, const Attrs&) {
                return mapNd(in, [](const std::vector<double>& a) { return std::trunc(a[0]); });
              }, {}, false}};
+  case OpCode::StopGradient:
+    return {{"strided", {normal({3, 4}, 50)}, {}, [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].t()}; },
+             identity}};
   case OpCode::Where:
     return {{"broadcast", {normal({3, 4}, 6) > 0, normal({1, 4}, 7), normal({3, 1}, 8)}, {}, {},
              [](const std::vector<NdArray>& in, const Attrs&) {

@@ -1,5 +1,6 @@
 // The autograd engine: grad mode, saved tensors, gradient accumulation and the backward pass.
 #include "TensorImpl.h"
+#include "Trace.h"
 #include "weft/Autograd.h"
 #include "weft/Functions.h"
 
@@ -266,6 +267,11 @@ void SavedTensor::reset() { data_.reset(); }
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradRoots, std::optional<bool> retainGraph,
               bool createGraph, std::source_location loc) {
   CallSite cs(loc);
+  if (TraceContext* tc = currentTrace()) {
+    WEFT_CHECK(roots.size() == 1, Value, "backward: inside a traced function, backward takes one output");
+    tc->backward(roots[0], gradRoots.empty() ? Tensor() : gradRoots[0]);
+    return;
+  }
   std::vector<Tensor> grads = rootGradients(roots, gradRoots);
   std::vector<Edge> edges;
   for (const Tensor& r : roots)
@@ -277,6 +283,14 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& gradOutputs, std::optional<bool> retainGraph, bool createGraph,
                          bool allowUnused, std::source_location loc) {
   CallSite cs(loc);
+  if (TraceContext* tc = currentTrace()) {
+    WEFT_CHECK(outputs.size() == 1, Value, "grad: inside a traced function, grad takes one output");
+    std::vector<Tensor> r = tc->grad(outputs[0], inputs, gradOutputs.empty() ? Tensor() : gradOutputs[0]);
+    for (size_t i = 0; i < r.size(); ++i)
+      WEFT_CHECK(r[i].defined() || allowUnused, Value, "grad: input ", i, " was not used in the graph (set "
+                 "allow_unused=true if this is the desired behavior)");
+    return r;
+  }
   std::vector<Tensor> grads = rootGradients(outputs, gradOutputs);
   std::vector<Edge> edges, captures;
   for (const Tensor& o : outputs)

@@ -1,5 +1,6 @@
 // The eager dispatcher: type inference, views or CPU kernels, and recording autograd nodes.
 #include "TensorImpl.h"
+#include "Trace.h"
 #include "Vjp.h"
 #include "weft/Functions.h"
 #include "weft/ir/ShapeInference.h"
@@ -92,7 +93,8 @@ private:
 };
 
 bool isViewKind(OpKind k) {
-  return k == OpKind::Reshape || k == OpKind::Permute || k == OpKind::Expand || k == OpKind::Slice;
+  return k == OpKind::Reshape || k == OpKind::Permute || k == OpKind::Expand || k == OpKind::Slice ||
+         k == OpKind::Identity;
 }
 
 ir::TensorType typeOf(const Tensor& t) { return {t.dtype(), t.sizes()}; }
@@ -140,6 +142,8 @@ Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs
   if (!inferred)
     throwError(inferred.diagnostic().kind, inferred.diagnostic().message);
   const ir::TensorType& type = inferred.value();
+  if (TraceContext* tc = currentTrace())
+    return tc->record(op, inputs, attrs, type);
 
   Tensor out;
   if (isViewKind(info.kind)) {

@@ -1,5 +1,6 @@
 // Tensor factories and random numbers.
 #include "TensorImpl.h"
+#include "Trace.h"
 #include "weft/Functions.h"
 #include "weft/runtime/Kernels.h"
 
@@ -26,7 +27,10 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
   at.set("dtype", o.dtype_);
   at.set("seed", static_cast<int64_t>(g.seed()));
   at.set("offset", static_cast<int64_t>(g.next_offset()));
-  return finish(dispatch(op, {}, at), o);
+  Tensor t = dispatch(op, {}, at);
+  if (TraceContext* tc = currentTrace()) // each call draws at the generator's counter of that call
+    tc->randoms.emplace_back(t.impl()->traceValue, g);
+  return finish(t, o);
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 // Composite ops built from primitives: shape ops, convolution, pooling, embedding, activations.
 #include "TensorImpl.h"
+#include "Trace.h"
 #include "weft/Functions.h"
 #include "weft/runtime/ConvGeometry.h"
 
@@ -301,7 +302,7 @@ Tensor one_hot(const Tensor& indices, int64_t numClasses, std::source_location l
   CallSite cs(loc);
   WEFT_CHECK(indices.defined() && indices.dtype() == DType::Int64, DType, "one_hot: expected an int64 tensor, got ",
              indices.defined() ? dtypeName(indices.dtype()) : "undefined");
-  if (indices.numel() > 0) {
+  if (indices.numel() > 0 && (numClasses < 0 || currentTrace() == nullptr)) {
     int64_t lo = indices.amin().item<int64_t>(), hi = indices.amax().item<int64_t>();
     WEFT_CHECK(lo >= 0, Value, "one_hot: class values must be non-negative, got ", lo);
     if (numClasses < 0)

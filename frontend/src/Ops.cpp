@@ -1,5 +1,6 @@
 // Math ops: PyTorch type promotion, scalars, elementwise, reductions, contractions and in-place ops.
 #include "TensorImpl.h"
+#include "Trace.h"
 #include "weft/Functions.h"
 #include "weft/ir/Types.h"
 #include "weft/runtime/Kernels.h"
@@ -96,6 +97,10 @@ Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
              " doesn't match the broadcast shape ", shapeString(result.sizes()));
   WEFT_CHECK(canCast(result.dtype(), self.dtype()), DType, op, ": result type ", dtypeName(result.dtype()),
              " can't be cast to the desired output type ", dtypeName(self.dtype()));
+  if (TraceContext* tc = currentTrace()) {
+    tc->assign(self, result, op);
+    return self;
+  }
   bool grad = is_grad_enabled();
   if (grad && result.requires_grad()) {
     WEFT_CHECK(!(self.is_leaf() && self.requires_grad()), Value, op,
@@ -384,6 +389,10 @@ Tensor& Tensor::fill_(Scalar value, std::source_location loc) {
   checkDefined("fill_");
   WEFT_CHECK(!(is_grad_enabled() && is_leaf() && requires_grad()), Value,
              "fill_: a leaf Variable that requires grad is being used in an in-place operation.");
+  if (TraceContext* tc = currentTrace()) {
+    tc->assign(*this, fullOf(sizes(), value, dtype()), "fill_");
+    return *this;
+  }
   fill(ref(), value.toDouble());
   impl_->storage->bumpVersion();
   if (is_grad_enabled())

@@ -111,6 +111,9 @@ struct Printer {
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined())
     return os << "[ Tensor (undefined) ]";
+  if (t.impl()->trace != nullptr)
+    return os << "tensor(<traced value %" << t.impl()->traceValue << ": " << dtypeName(t.dtype())
+              << shapeString(t.sizes()) << ">)";
   std::vector<double> values = t.detach().to_vector<double>();
   bool summarize = t.numel() > kSummarizeThreshold;
   std::vector<double> shown;

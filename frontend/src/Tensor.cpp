@@ -1,5 +1,6 @@
 // Tensor metadata, conversions, element access and the view ops.
 #include "TensorImpl.h"
+#include "Trace.h"
 #include "weft/Functions.h"
 #include "weft/runtime/Kernels.h"
 
@@ -45,12 +46,14 @@ void* Tensor::data_ptr() const {
 }
 template <typename T> T* Tensor::data_ptr(std::source_location loc) const {
   CallSite cs(loc);
+  checkNotTraced(*this, "data_ptr");
   WEFT_CHECK(DTypeOf<T>::value == dtype(), DType, "data_ptr: the tensor holds ", dtypeName(dtype()), ", not ",
              dtypeName(DTypeOf<T>::value));
   return static_cast<T*>(data_ptr());
 }
 TensorRef Tensor::ref() const {
   checkDefined("ref");
+  checkNotTraced(*this, "reading tensor data");
   WEFT_CHECK(impl_->storage != nullptr, Value, "this tensor has metadata only (no storage)");
   return TensorRef{data_ptr(), impl_->dtype, impl_->shape, impl_->strides};
 }
@@ -76,6 +79,7 @@ Tensor Tensor::clone(std::source_location loc) const {
 template <typename T> T Tensor::item(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("item");
+  checkNotTraced(*this, "item");
   WEFT_CHECK(numel() == 1, Value, "item: a Tensor with ", numel(), " elements cannot be converted to a scalar");
   T v{};
   TensorRef dst{&v, DTypeOf<T>::value, sizes(), Shape(sizes().size(), 0)};
@@ -86,6 +90,7 @@ template <typename T> T Tensor::item(std::source_location loc) const {
 template <typename T> std::vector<T> Tensor::to_vector(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("to_vector");
+  checkNotTraced(*this, "to_vector");
   if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> is packed: go through bytes
     std::vector<uint8_t> bytes = to_vector<uint8_t>();
     return std::vector<bool>(bytes.begin(), bytes.end());
@@ -373,6 +378,8 @@ Tensor& Tensor::mutable_grad() {
 Tensor Tensor::detach(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("detach");
+  if (currentTrace() != nullptr) // a graph value that gradients do not cross
+    return dispatch(OpCode::StopGradient, {*this});
   auto impl = impl_->shallowCopy();
   impl->viewBase = impl_->viewBase ? impl_->viewBase : impl_;
   return Tensor(impl);

@@ -21,6 +21,10 @@ struct TensorImpl {
   bool wrappedNumber = false;
   /// Set on views: the tensor whose storage this one looks into.
   std::shared_ptr<TensorImpl> viewBase;
+  /// Set while tracing: the trace this tensor belongs to and the graph value it stands for (such a
+  /// tensor has no storage).
+  struct TraceContext* trace = nullptr;
+  int32_t traceValue = -1;
 
   // Autograd. grad_fn/outputNr are set once when the op that makes the tensor runs (or by
   // in-place rebasing on the owning thread); grad and hooks are guarded by `mutex`.
@@ -38,7 +42,10 @@ struct TensorImpl {
       : storage(std::move(s)), shape(std::move(sh)), strides(std::move(st)), offset(off), dtype(t) {}
   /// A handle to the same memory with no autograd state.
   std::shared_ptr<TensorImpl> shallowCopy() const {
-    return std::make_shared<TensorImpl>(storage, shape, strides, offset, dtype);
+    auto c = std::make_shared<TensorImpl>(storage, shape, strides, offset, dtype);
+    c->trace = trace;
+    c->traceValue = traceValue;
+    return c;
   }
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "weft/Autograd.h"
+#include "weft/Compile.h"
 #include "weft/Functions.h"
 #include "weft/Indexing.h"
 #include "weft/Tensor.h"

@@ -39,7 +39,7 @@ Schema schemaOf(OpCode op) {
   using T = AttrType;
   const Schema conv{{"stride", T::Ints}, {"padding", T::Ints}, {"dilation", T::Ints}, {"groups", T::Int}};
   switch (opInfo(op).kind) {
-  case OpKind::Unary: case OpKind::Binary: case OpKind::Where: case OpKind::MatMul:
+  case OpKind::Unary: case OpKind::Binary: case OpKind::Identity: case OpKind::Where: case OpKind::MatMul:
     return {};
   case OpKind::Cast: return {{"dtype", T::DType}};
   case OpKind::Reduce: return {{"dims", T::Ints}, {"keepdim", T::Bool}};

@@ -438,6 +438,8 @@ Result<TensorType> inferType(OpCode op, std::span<const TensorType> in, const At
     return binary(name, info, in);
   case OpKind::Cast:
     return TensorType{at.dtype("dtype"), in[0].shape};
+  case OpKind::Identity:
+    return in[0];
   case OpKind::Where:
     return where(name, in);
   case OpKind::Reduce:

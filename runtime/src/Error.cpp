@@ -26,6 +26,8 @@ std::string CallSite::describe() {
   return detail::concat(" (called from ", tCallSite->file_name(), ":", tCallSite->line(), ")");
 }
 
+const std::source_location* CallSite::current() { return tCallSite; }
+
 void throwError(ErrorKind kind, const std::string& message) {
   std::string full = message + CallSite::describe();
   switch (kind) {

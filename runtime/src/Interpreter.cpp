@@ -10,7 +10,7 @@ namespace {
 
 bool isView(OpCode op) {
   switch (opInfo(op).kind) {
-  case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice:
+  case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice: case OpKind::Identity:
     return true;
   default:
     return false;
@@ -24,7 +24,8 @@ Buffer allocateBuffer(const Shape& shape, DType dtype) {
   return Buffer{storage, TensorRef{storage->data(), dtype, shape, contiguousStrides(shape)}};
 }
 
-std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std::span<const Buffer> state) {
+std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std::span<const Buffer> state,
+                            std::span<const Attrs* const> attrOverrides) {
   WEFT_CHECK(args.size() == plan.argumentSlots.size(), Value, "run: expected ", plan.argumentSlots.size(),
              " arguments, got ", args.size());
   WEFT_CHECK(state.size() == plan.stateSlots.size(), Value, "run: expected ", plan.stateSlots.size(),
@@ -36,7 +37,9 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std:
     slots[static_cast<size_t>(plan.stateSlots[i])] = state[i];
 
   std::vector<TensorRef> refs;
-  for (const PlanStep& step : plan.steps) {
+  for (size_t index = 0; index < plan.steps.size(); ++index) {
+    const PlanStep& step = plan.steps[index];
+    const Attrs& attrs = index < attrOverrides.size() && attrOverrides[index] ? *attrOverrides[index] : step.attrs;
     refs.clear();
     for (int32_t s : step.inputs) {
       const Buffer& b = slots[static_cast<size_t>(s)];
@@ -46,13 +49,13 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std:
     Buffer out;
     if (isView(step.op)) {
       const Buffer& in = slots[static_cast<size_t>(step.inputs[0])];
-      if (auto view = computeView(step.op, in.ref.shape, in.ref.strides, step.attrs))
+      if (auto view = computeView(step.op, in.ref.shape, in.ref.strides, attrs))
         out = Buffer{in.storage, applyView(in.ref, *view)};
     }
     if (out.storage == nullptr) {
       out = allocateBuffer(step.shape, step.dtype);
       if (out.ref.numel() > 0)
-        runKernel(step.op, refs, out.ref, step.attrs);
+        runKernel(step.op, refs, out.ref, attrs);
     }
     slots[static_cast<size_t>(step.output)] = std::move(out);
     for (int32_t s : step.release)

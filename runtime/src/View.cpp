@@ -73,6 +73,10 @@ std::optional<ViewGeometry> computeView(OpCode op, const Shape& shape, const Sha
     v.offset = start * strides[dim];
     return v;
   }
+  case OpCode::StopGradient:
+    v.shape = shape;
+    v.strides = strides;
+    return v;
   case OpCode::Flip:
     v.shape = shape;
     v.strides = strides;

@@ -43,6 +43,10 @@ public:
   void manual_seed(uint64_t seed);
   /// Reserves the next draw: returns the offset it uses.
   uint64_t next_offset() { return state_->offset.fetch_add(1); }
+  /// The offset the next draw will use.
+  uint64_t offset() const { return state_->offset.load(); }
+  /// Moves the stream to `offset` (tracing rewinds what it drew, so compiled calls draw as eager).
+  void set_offset(uint64_t offset) { state_->offset.store(offset); }
 
 private:
   struct State {

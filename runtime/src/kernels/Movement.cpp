@@ -37,6 +37,7 @@ void Permute(std::span<const TensorRef> in, const TensorRef& out, const Attrs& a
 void Expand(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { copyView(OpCode::Expand, in[0], out, at); }
 void Slice(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { copyView(OpCode::Slice, in[0], out, at); }
 void Flip(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { copyView(OpCode::Flip, in[0], out, at); }
+void StopGradient(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) { copyCast(in[0], out); }
 
 void Pad(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   const auto& pads = at.ints("pads"); // [lo0, hi0, lo1, hi1, ...], negative values crop

@@ -71,6 +71,8 @@ public:
   CallSite& operator=(const CallSite&) = delete;
   /// " (called from file:line)" for the current outermost call site, or "" when none is known.
   static std::string describe();
+  /// The current outermost call site, if any.
+  static const std::source_location* current();
 
 private:
   bool owner_;

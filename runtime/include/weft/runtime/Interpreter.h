@@ -23,6 +23,9 @@ Buffer allocateBuffer(const Shape& shape, DType dtype);
 /// Runs `plan` on `args` and `state` (in plan order, with the shapes and dtypes it was built for);
 /// returns the outputs. Updated state values are written into the state buffers' memory in place
 /// after every step has run.
-std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std::span<const Buffer> state);
+/// `attrOverrides[i]`, when given and not null, replaces step i's attributes for this call (random
+/// ops take the generator's counter of the call this way).
+std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std::span<const Buffer> state,
+                            std::span<const Attrs* const> attrOverrides = {});
 
 } // namespace weft

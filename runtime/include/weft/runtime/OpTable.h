@@ -20,7 +20,7 @@ enum class OpCode : uint16_t {
 
 /// The shape-inference family of an op: one rule per kind, written once in ir/.
 enum class OpKind : uint8_t {
-  Unary, Binary, Cast, Where, Reduce, ArgReduce, Scan, Sort, Reshape, Permute, Expand, Slice, Flip,
+  Unary, Binary, Cast, Identity, Where, Reduce, ArgReduce, Scan, Sort, Reshape, Permute, Expand, Slice, Flip,
   Pad, Cat, MatMul, Conv, ConvInputGrad, ConvWeightGrad, Gather, Scatter, IndexSelect, IndexAdd,
   Pool, Full, Random
 };

@@ -1,0 +1,108 @@
+// compile(): trace a function once per input signature into a graph, optimize it, and run the
+// result on later calls; trace(): just the graph.
+#pragma once
+
+#include "weft/Tensor.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace weft {
+
+namespace ir {
+class Graph;
+}
+
+/// What compile() does once it has compiled `recompile_limit` signatures and meets a new one.
+enum class RecompileLimitAction { Error, Eager };
+
+/// Options for compile(), spelled like LibTorch's builders.
+struct CompileOptions {
+  int recompile_limit_ = 8;
+  RecompileLimitAction on_limit_ = RecompileLimitAction::Error;
+  Device device_;
+  /// At most this many input signatures are compiled.
+  CompileOptions& recompile_limit(int n) { recompile_limit_ = n; return *this; }
+  /// Past the limit: throw, or run the function eagerly with a warning.
+  CompileOptions& on_recompile_limit(RecompileLimitAction a) { on_limit_ = a; return *this; }
+  /// Where compiled code runs (the CPU interpreter today).
+  CompileOptions& device(Device d) { device_ = d; return *this; }
+};
+
+/// A traced function: the graph, and the real tensors its state inputs read (parameters, buffers,
+/// optimizer state and constants), in state order.
+struct TraceResult {
+  std::shared_ptr<ir::Graph> graph;
+  std::vector<Tensor> state;
+};
+
+using TensorFunction = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+/// Records `fn` applied to tensors shaped like `example_inputs` as a graph, running nothing.
+TraceResult trace(const TensorFunction& fn, const std::vector<Tensor>& example_inputs, WEFT_LOC);
+
+/// The signature-keyed cache behind compile(); thread-safe, executables are immutable.
+class CompiledFunction {
+public:
+  explicit CompiledFunction(CompileOptions options);
+  /// Runs the executable for `args`' signature, tracing and compiling `fn` on a new signature.
+  std::vector<Tensor> call(const std::vector<Tensor>& args, const TensorFunction& fn);
+  /// How many signatures have been compiled.
+  size_t num_compiled() const;
+  /// The optimized graph of the most recent compilation, in text form ("" before the first).
+  std::string graph_text() const;
+
+private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+/// The callable compile() returns: call it like the function it wraps.
+template <typename F> class Compiled {
+public:
+  Compiled(F fn, CompileOptions options) : fn_(std::move(fn)), core_(std::move(options)) {}
+
+  template <typename... Args> auto operator()(const Args&... args) {
+    static_assert((std::is_convertible_v<const Args&, const Tensor&> && ...), "compiled functions take tensors");
+    using R = std::invoke_result_t<F&, const Args&...>;
+    TensorFunction traced = [this](const std::vector<Tensor>& in) {
+      return invokeUnpacked<R>(in, std::index_sequence_for<Args...>{});
+    };
+    std::vector<Tensor> out = core_.call({Tensor(args)...}, traced);
+    if constexpr (std::is_same_v<R, Tensor>)
+      return out.at(0);
+    else if constexpr (!std::is_void_v<R>)
+      return out;
+  }
+  /// The cache: how many signatures were compiled, and the latest graph.
+  const CompiledFunction& compiled() const { return core_; }
+
+private:
+  template <typename R, size_t... I>
+  std::vector<Tensor> invokeUnpacked(const std::vector<Tensor>& in, std::index_sequence<I...>) {
+    if constexpr (std::is_void_v<R>) {
+      fn_(in[I]...);
+      return {};
+    } else if constexpr (std::is_same_v<R, Tensor>) {
+      return {fn_(in[I]...)};
+    } else {
+      return fn_(in[I]...);
+    }
+  }
+  F fn_;
+  CompiledFunction core_;
+};
+
+/// Compiles `fn` (taking and returning tensors): the first call with a new signature (shapes,
+/// dtypes, requires_grad) traces it into a graph and builds an executable; later calls reuse it.
+/// Parameters and optimizer state the function reads and updates become state the executable
+/// reads and writes back, so a whole train step compiles. WEFT_LOG_RECOMPILES=1 logs each
+/// recompilation and why.
+template <typename F> Compiled<F> compile(F fn, CompileOptions options = {}) {
+  return Compiled<F>(std::move(fn), std::move(options));
+}
+
+} // namespace weft

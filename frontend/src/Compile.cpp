@@ -1,0 +1,249 @@
+// compile(): a per-signature cache of executables built by tracing, optimizing and lowering.
+#include "weft/Compile.h"
+
+#include "Trace.h"
+#include "weft/ir/Lower.h"
+#include "weft/ir/TextFormat.h"
+#include "weft/ir/Verifier.h"
+#include "weft/passes/Pass.h"
+#include "weft/runtime/DebugFlags.h"
+#include "weft/runtime/Interpreter.h"
+
+#include <cstdio>
+#include <mutex>
+#include <sstream>
+
+namespace weft {
+namespace {
+
+struct ArgSignature {
+  DType dtype;
+  Shape shape;
+  bool requiresGrad;
+  bool operator==(const ArgSignature&) const = default;
+};
+using Signature = std::vector<ArgSignature>;
+
+Signature signatureOf(const std::vector<Tensor>& args) {
+  Signature s;
+  for (size_t i = 0; i < args.size(); ++i) {
+    WEFT_CHECK(args[i].defined(), Value, "compiled function: argument ", i, " is an undefined tensor");
+    s.push_back({args[i].dtype(), args[i].sizes(), args[i].requires_grad()});
+  }
+  return s;
+}
+
+/// Which input changed how, between the closest compiled signature and this one.
+std::string describeChange(const Signature& before, const Signature& now) {
+  std::ostringstream os;
+  if (before.size() != now.size()) {
+    os << "the number of inputs changed from " << before.size() << " to " << now.size();
+    return os.str();
+  }
+  for (size_t i = 0; i < now.size(); ++i) {
+    const ArgSignature &a = before[i], &b = now[i];
+    if (a.shape != b.shape)
+      os << (os.tellp() > 0 ? "; " : "") << "input " << i << " shape " << shapeString(a.shape) << " -> " << shapeString(b.shape);
+    if (a.dtype != b.dtype)
+      os << (os.tellp() > 0 ? "; " : "") << "input " << i << " dtype " << dtypeName(a.dtype) << " -> " << dtypeName(b.dtype);
+    if (a.requiresGrad != b.requiresGrad)
+      os << (os.tellp() > 0 ? "; " : "") << "input " << i << " requires_grad " << (a.requiresGrad ? "true" : "false")
+         << " -> " << (b.requiresGrad ? "true" : "false");
+  }
+  return os.str();
+}
+
+/// Records `fn` on traced stand-ins for `args`. On success the trace context holds the graph (user
+/// outputs first) and `effects` what each call must redo to leaves' .grad.
+size_t traceInto(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
+                 std::vector<GradEffect>& effects) {
+  std::vector<Tensor> traced;
+  for (size_t i = 0; i < args.size(); ++i)
+    traced.push_back(tc.traced(tc.graph.addArgument({args[i].dtype(), args[i].sizes()}, "a" + std::to_string(i))));
+  size_t numOutputs = 0;
+  try {
+    TraceScope scope(&tc);
+    std::vector<Tensor> outs = fn(traced);
+    for (const Tensor& o : outs)
+      tc.graph.addOutput(tc.valueOf(o));
+    numOutputs = outs.size();
+  } catch (...) {
+    tc.finish(); // leave real tensors' .grad as they were
+    throw;
+  }
+  effects = tc.finish();
+  return numOutputs;
+}
+
+Tensor tensorOf(const Buffer& b) {
+  auto offset = (static_cast<char*>(b.ref.data) - static_cast<char*>(b.storage->data())) /
+                static_cast<int64_t>(elementSize(b.ref.dtype));
+  return Tensor(std::make_shared<TensorImpl>(b.storage, b.ref.shape, b.ref.strides, offset, b.ref.dtype));
+}
+
+Buffer bufferOf(const Tensor& t, const char* what) {
+  checkNotTraced(t, what);
+  return Buffer{t.impl()->storage, t.ref()};
+}
+
+/// One compiled signature: the optimized graph, its plan and the real tensors it reads and writes.
+struct Executable {
+  std::shared_ptr<ir::Graph> graph;
+  Plan plan;
+  std::vector<Tensor> state;
+  std::vector<GradEffect> gradEffects;
+  size_t numOutputs = 0;
+  std::vector<std::pair<size_t, Generator>> randomSteps;
+  /// Whether each state tensor had a .grad when traced: backward() accumulates differently with and
+  /// without one, so a call where this differs needs its own trace.
+  std::vector<bool> gradDefined;
+
+  bool gradsMatch() const {
+    for (size_t i = 0; i < state.size(); ++i)
+      if (state[i].grad().defined() != gradDefined[i])
+        return false;
+    return true;
+  }
+
+  std::vector<Tensor> run(const std::vector<Tensor>& args) const {
+    std::vector<Buffer> in, st;
+    for (const Tensor& a : args)
+      in.push_back(bufferOf(a, "compiled function argument"));
+    for (const Tensor& s : state)
+      st.push_back(bufferOf(s, "compiled function state"));
+    std::vector<Attrs> drawn;
+    drawn.reserve(randomSteps.size());
+    std::vector<const Attrs*> overrides(randomSteps.empty() ? 0 : plan.steps.size(), nullptr);
+    for (const auto& [step, gen] : randomSteps) { // fresh numbers each call, as eager draws them
+      Generator g = gen;
+      drawn.push_back(plan.steps[step].attrs);
+      drawn.back().set("seed", static_cast<int64_t>(g.seed()));
+      drawn.back().set("offset", static_cast<int64_t>(g.next_offset()));
+      overrides[step] = &drawn.back();
+    }
+    std::vector<Buffer> out = runPlan(plan, in, st, overrides);
+    for (const GradEffect& e : gradEffects) {
+      Tensor leaf = e.leaf;
+      if (e.output < 0) {
+        leaf.set_grad({});
+        continue;
+      }
+      Tensor g = tensorOf(out[static_cast<size_t>(e.output)]);
+      Tensor current = leaf.grad();
+      if (current.defined() && current.sizes() == g.sizes() && current.dtype() == g.dtype()) {
+        NoGradGuard guard;
+        current.copy_(g); // keep the gradient tensor's identity, as in-place accumulation does
+      } else {
+        leaf.set_grad(g.is_contiguous() ? g : g.clone());
+      }
+    }
+    std::vector<Tensor> results;
+    for (size_t i = 0; i < numOutputs; ++i)
+      results.push_back(tensorOf(out[i]));
+    return results;
+  }
+};
+
+std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args) {
+  TraceContext tc;
+  auto exe = std::make_shared<Executable>();
+  exe->numOutputs = traceInto(tc, fn, args, exe->gradEffects);
+  for (const Tensor& g : tc.gradBefore)
+    exe->gradDefined.push_back(g.defined());
+  std::vector<ir::Diagnostic> problems = ir::verify(tc.graph);
+  WEFT_INTERNAL_ASSERT(problems.empty(), "the traced graph does not verify: ", problems.empty() ? "" : problems[0].message);
+  passes::PassManager pm;
+  pm.add(passes::createPass("cse")).add(passes::createPass("dce"));
+  auto r = pm.run(tc.graph);
+  if (!r)
+    throwError(r.diagnostic().kind, r.diagnostic().message);
+  exe->plan = ir::lowerToPlan(tc.graph);
+  for (const auto& [value, gen] : tc.randoms)
+    for (size_t i = 0; i < exe->plan.steps.size(); ++i)
+      if (exe->plan.steps[i].output == value)
+        exe->randomSteps.emplace_back(i, gen);
+  exe->state = tc.state;
+  exe->graph = std::make_shared<ir::Graph>(std::move(tc.graph));
+  return exe;
+}
+
+} // namespace
+
+TraceResult trace(const TensorFunction& fn, const std::vector<Tensor>& example_inputs, std::source_location loc) {
+  CallSite cs(loc);
+  TraceContext tc;
+  std::vector<GradEffect> effects;
+  traceInto(tc, fn, example_inputs, effects);
+  return TraceResult{std::make_shared<ir::Graph>(std::move(tc.graph)), tc.state};
+}
+
+struct CompiledFunction::State {
+  std::mutex mutex;
+  CompileOptions options;
+  std::vector<std::pair<Signature, std::shared_ptr<Executable>>> cache;
+  std::shared_ptr<Executable> latest;
+  bool warnedEager = false;
+};
+
+CompiledFunction::CompiledFunction(CompileOptions options) : state_(std::make_shared<State>()) {
+  WEFT_CHECK(options.device_.type == Device::Type::CPU, Device,
+             "compile: only the CPU device runs compiled code so far; Vulkan comes with codegen");
+  WEFT_CHECK(options.recompile_limit_ >= 1, Value, "compile: recompile_limit must be at least 1, got ",
+             options.recompile_limit_);
+  state_->options = std::move(options);
+}
+
+std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args, const TensorFunction& fn) {
+  // No CallSite here: while tracing, the user's own calls inside the function are the ones errors name.
+  WEFT_CHECK(currentTrace() == nullptr, Value, "calling a compiled function inside a traced function is not supported");
+  Signature sig = signatureOf(args);
+  std::shared_ptr<Executable> exe;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    bool sameArgs = false;
+    for (const auto& [s, e] : state_->cache)
+      if (s == sig) {
+        sameArgs = true;
+        if (e->gradsMatch())
+          exe = e;
+      }
+    if (!exe) {
+      auto& cache = state_->cache;
+      if (static_cast<int>(cache.size()) >= state_->options.recompile_limit_) {
+        std::string why = sameArgs ? "a parameter's .grad became defined or undefined" : describeChange(cache.back().first, sig);
+        WEFT_CHECK(state_->options.on_limit_ == RecompileLimitAction::Eager, Value, "compile: the recompile limit (",
+                   state_->options.recompile_limit_, " signatures) is reached and another is needed: ", why,
+                   ". Raise CompileOptions::recompile_limit, or allow eager execution with on_recompile_limit");
+        if (!state_->warnedEager) {
+          std::fprintf(stderr, "[weft] compile: recompile limit (%d) reached (%s); running this function eagerly\n",
+                       state_->options.recompile_limit_, why.c_str());
+          state_->warnedEager = true;
+        }
+      } else {
+        if (!cache.empty() && debugFlag("WEFT_LOG_RECOMPILES").value_or("0") == "1")
+          std::fprintf(stderr, "[weft] compile: recompiling (signature %zu): %s\n", cache.size() + 1,
+                       sameArgs ? "a parameter's .grad became defined or undefined"
+                                : describeChange(cache.back().first, sig).c_str());
+        exe = build(fn, args);
+        cache.emplace_back(sig, exe);
+      }
+    }
+    if (exe)
+      state_->latest = exe;
+  }
+  if (!exe)
+    return fn(args); // past the limit, with RecompileLimitAction::Eager
+  return exe->run(args);
+}
+
+size_t CompiledFunction::num_compiled() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->cache.size();
+}
+
+std::string CompiledFunction::graph_text() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->latest ? ir::printGraph(*state_->latest->graph) : "";
+}
+
+} // namespace weft

@@ -1,0 +1,66 @@
+// Tracing: while a TraceContext is active on a thread, ops append graph nodes instead of running.
+#pragma once
+
+#include "TensorImpl.h"
+#include "weft/Functions.h"
+#include "weft/ir/Graph.h"
+
+#include <unordered_map>
+#include <vector>
+
+namespace weft {
+
+/// What a leaf's .grad became during a trace, to be redone after every call.
+struct GradEffect {
+  Tensor leaf;
+  int32_t output = -1; // graph output holding the new gradient; -1: the gradient was cleared
+};
+
+/// The graph being recorded, and the real tensors it reads and writes.
+struct TraceContext {
+  ir::Graph graph{"traced"};
+  /// Real tensors the traced code touched, in state-input order, with their values' current graph
+  /// value (in-place writes rebind it: functionalization).
+  std::vector<Tensor> state;
+  std::vector<ir::ValueId> current;
+  std::unordered_map<const TensorImpl*, size_t> stateIndex;
+  /// .grad of each captured leaf when it was captured (restored after tracing).
+  std::vector<Tensor> gradBefore;
+  /// Random nodes and their generators: each call draws fresh numbers at the generator's counter.
+  std::vector<std::pair<ir::ValueId, Generator>> randoms;
+
+  /// The graph value `t` stands for; real tensors become state inputs.
+  ir::ValueId valueOf(const Tensor& t);
+  /// A traced tensor for value `v`.
+  Tensor traced(ir::ValueId v);
+  /// Appends `op` (the dispatcher's tracing path).
+  Tensor record(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs, const ir::TensorType& type);
+  /// `self` takes the value of `result` (an in-place op).
+  void assign(Tensor& self, const Tensor& result, const char* op);
+  /// loss.backward() inside a trace: appends the backward graph and sets the leaves' .grad.
+  void backward(const Tensor& root, const Tensor& gradient);
+  /// autograd::grad inside a trace.
+  std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& gradOutput);
+  /// Undoes what tracing did to real tensors' .grad and returns what each call must redo.
+  std::vector<GradEffect> finish();
+};
+
+/// The trace active on this thread, or null.
+TraceContext* currentTrace();
+
+/// Makes `tc` the active trace for its lifetime.
+class TraceScope {
+public:
+  explicit TraceScope(TraceContext* tc);
+  ~TraceScope();
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+
+private:
+  TraceContext* prev_;
+};
+
+/// Throws the "cannot read a traced value" error if `t` is traced.
+void checkNotTraced(const Tensor& t, const char* what);
+
+} // namespace weft

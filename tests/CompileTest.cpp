@@ -1,0 +1,260 @@
+// Tracing and compile(): traced graphs round-trip through text, compiled code equals eager, whole
+// train steps update real parameters, recompilation follows the signature, errors are clear.
+#include "OpSamples.h"
+#include "TestUtil.h"
+
+#include "weft/ir/Graph.h"
+#include "weft/ir/TextFormat.h"
+#include "weft/ir/Verifier.h"
+
+#include <cstdlib>
+
+namespace weft::test {
+namespace {
+
+std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+
+TEST(Trace, GraphVerifiesAndRoundTripsThroughText) {
+  Tensor w = randn({3, 4}, kFloat32, Generator(1));
+  TraceResult r = trace([&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{(in[0].matmul(w) + 1.0).relu().softmax(1).sum()};
+  }, {zeros({2, 3})});
+  EXPECT_TRUE(ir::verify(*r.graph).empty());
+  ASSERT_EQ(r.state.size(), 1u);
+  EXPECT_TRUE(r.state[0].is_same(w)); // the parameter became a state input
+  std::string text = ir::printGraph(*r.graph);
+  auto parsed = ir::parseGraph(text);
+  ASSERT_TRUE(static_cast<bool>(parsed)) << parsed.diagnostic().message;
+  EXPECT_EQ(ir::printGraph(parsed.value()), text);
+  EXPECT_NE(text.find("CompileTest.cpp"), std::string::npos) << "nodes carry the user's source line:\n" << text;
+}
+
+TEST(Trace, ReadingAValueInsideATraceIsAClearError) {
+  auto step = compile([](const Tensor& x) { return x * x.sum().item<float>(); });
+  try {
+    step(ones({2}));
+    FAIL();
+  } catch (const ValueError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("item: cannot read the value of a tensor inside a traced or compiled function"), std::string::npos) << what;
+    EXPECT_NE(what.find("CompileTest.cpp:" + std::to_string(__LINE__ - 7)), std::string::npos) << what;
+  }
+}
+
+class CompiledOp : public ::testing::TestWithParam<int> {};
+
+/// Every primitive compiled (traced, optimized, lowered, interpreted) equals eager exactly: the same
+/// kernels run on the same values.
+TEST_P(CompiledOp, EqualsEager) {
+  auto op = static_cast<OpCode>(GetParam());
+  for (const OpSample& s : samplesFor(op)) {
+    SCOPED_TRACE(s.label);
+    std::vector<Tensor> in;
+    for (const Tensor& t : s.inputs)
+      in.push_back(t.is_floating_point() ? t.to(kFloat32) : t);
+    Tensor eager = dispatch(op, s.prepared(in), s.attrs);
+    CompiledFunction cf{CompileOptions()};
+    std::vector<Tensor> out = cf.call(in, [&](const std::vector<Tensor>& args) {
+      return std::vector<Tensor>{dispatch(op, s.prepared(args), s.attrs)};
+    });
+    ASSERT_EQ(out.size(), 1u);
+    if (opInfo(op).kind == OpKind::Random) // drawn at the next counter: same distribution, new numbers
+      EXPECT_TRUE(s.check(out[0]));
+    else
+      EXPECT_EQ(vals(out[0]), vals(eager));
+  }
+}
+INSTANTIATE_TEST_SUITE_P(AllOps, CompiledOp, ::testing::Range(0, kNumOps),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::string(opName(static_cast<OpCode>(i.param))); });
+
+/// A two-layer MLP with Adam written in tensor ops, run as one eager or compiled train step.
+struct MlpTrainer {
+  Tensor w1, b1, w2, b2;
+  std::vector<Tensor> m, v;
+  Tensor t = zeros({});
+  explicit MlpTrainer(uint64_t seed) {
+    Generator g(seed);
+    w1 = (randn({8, 16}, kFloat32, g) * 0.3).requires_grad_();
+    b1 = zeros({16}).requires_grad_();
+    w2 = (randn({16, 3}, kFloat32, g) * 0.3).requires_grad_();
+    b2 = zeros({3}).requires_grad_();
+    for (const Tensor& p : params()) {
+      m.push_back(zeros_like(p));
+      v.push_back(zeros_like(p));
+    }
+  }
+  std::vector<Tensor> params() const { return {w1, b1, w2, b2}; }
+  Tensor step(const Tensor& x, const Tensor& y) {
+    Tensor h = gelu(x.matmul(w1) + b1);
+    Tensor loss = -(h.matmul(w2) + b2).log_softmax(1).gather(1, y.unsqueeze(1)).mean();
+    loss.backward();
+    NoGradGuard guard;
+    t.add_(1);
+    Tensor c1 = 1.0 - pow(full({}, 0.9), t), c2 = 1.0 - pow(full({}, 0.999), t);
+    std::vector<Tensor> ps = params();
+    for (size_t i = 0; i < ps.size(); ++i) {
+      Tensor g = ps[i].grad();
+      m[i].mul_(0.9).add_(g, 0.1);
+      v[i].mul_(0.999).add_(g * g, 0.001);
+      ps[i].sub_((m[i] / c1) / ((v[i] / c2).sqrt() + 1e-8) * 0.01);
+      ps[i].set_grad({}); // zero_grad(set_to_none=true)
+    }
+    return loss;
+  }
+};
+
+TEST(Compile, MlpAdamTrainStepMatchesEagerFor100Steps) {
+  MlpTrainer eager(3), compiled(3);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); });
+  Generator data(4);
+  for (int i = 0; i < 100; ++i) {
+    Tensor x = randn({32, 8}, kFloat32, data), y = randint(0, 3, {32}, kInt64, data);
+    float le = eager.step(x, y).item<float>();
+    float lc = step(x, y).item<float>();
+    ASSERT_NEAR(lc, le, 1e-6) << "step " << i;
+  }
+  EXPECT_EQ(step.compiled().num_compiled(), 1u);
+  // Same kernels, same order: the parameters agree to float rounding (1e-6 absolute).
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_TRUE(allClose(vals(compiled.params()[i]), vals(eager.params()[i]), 0, 1e-6)) << "param " << i;
+  EXPECT_TRUE(allClose(vals(compiled.m[0]), vals(eager.m[0]), 0, 1e-6));
+  EXPECT_FALSE(compiled.w1.grad().defined()); // set to none by the compiled step, as eagerly
+  EXPECT_EQ(compiled.t.item<float>(), 100.0f);
+}
+
+TEST(Compile, GradientsAccumulateIntoRealLeaves) {
+  Tensor w = tensor({1.0, 2.0}).requires_grad_();
+  auto f = compile([&](const Tensor& x) {
+    Tensor loss = (w * x).sum();
+    loss.backward();
+    return loss;
+  });
+  f(tensor({3.0, 4.0}));
+  EXPECT_EQ(vals(w.grad()), (std::vector<double>{3, 4}));
+  Tensor g = w.grad();
+  f(tensor({1.0, 1.0}));
+  EXPECT_EQ(vals(w.grad()), (std::vector<double>{4, 5})); // accumulated, in the same tensor
+  EXPECT_TRUE(w.grad().is_same(g));
+}
+
+TEST(Compile, GradientPenaltyInsideACompiledFunction) {
+  Tensor w = tensor({0.5, -1.0}).requires_grad_();
+  auto penalty = [&](const Tensor& x) {
+    Tensor out = (w * x * x).sum();
+    auto gx = autograd::grad({out}, {x}, {}, std::nullopt, true);
+    return (gx[0] * gx[0]).sum();
+  };
+  Tensor xe = tensor({1.0, 2.0}).requires_grad_();
+  Tensor pe = penalty(xe);
+  pe.backward();
+  std::vector<double> eagerGrad = vals(w.grad());
+  w.set_grad({});
+  auto f = compile([&](const Tensor& x) {
+    Tensor p = penalty(x);
+    p.backward();
+    return p;
+  });
+  Tensor pc = f(tensor({1.0, 2.0}).requires_grad_());
+  EXPECT_FLOAT_EQ(pc.item<float>(), pe.item<float>());
+  EXPECT_TRUE(allClose(vals(w.grad()), eagerGrad, 1e-6, 1e-6));
+}
+
+TEST(Compile, TransformerBlockAndCnnGradientsMatchEager) {
+  Generator g(9);
+  int64_t d = 8, heads = 2;
+  Tensor wq = (randn({d, d}, kFloat64, g) * 0.3).requires_grad_(), wk = (randn({d, d}, kFloat64, g) * 0.3).requires_grad_();
+  Tensor wv = (randn({d, d}, kFloat64, g) * 0.3).requires_grad_(), w1 = (randn({d, 2 * d}, kFloat64, g) * 0.3).requires_grad_();
+  Tensor w2 = (randn({2 * d, d}, kFloat64, g) * 0.3).requires_grad_(), gamma = ones({d}, kFloat64).requires_grad_();
+  Tensor k = (randn({3, 2, 3, 3}, kFloat64, g) * 0.3).requires_grad_();
+  std::vector<Tensor> ps{wq, wk, wv, w1, w2, gamma, k};
+  auto layerNorm = [&](const Tensor& x) {
+    Tensor mu = x.mean({-1}, true);
+    Tensor var = (x - mu).pow(2).mean({-1}, true);
+    return (x - mu) / (var + 1e-5).sqrt() * gamma;
+  };
+  auto loss = [&](const Tensor& x, const Tensor& img) {
+    int64_t b = x.size(0), t = x.size(1);
+    auto split = [&](const Tensor& y) { return y.reshape({b, t, heads, d / heads}).transpose(1, 2); };
+    Tensor h = layerNorm(x);
+    Tensor q = split(h.matmul(wq)), kk = split(h.matmul(wk)), v = split(h.matmul(wv));
+    Tensor att = (q.matmul(kk.transpose(-1, -2)) / std::sqrt(static_cast<double>(d / heads))).softmax(-1);
+    Tensor y = x + att.matmul(v).transpose(1, 2).reshape({b, t, d});
+    y = y + gelu(layerNorm(y).matmul(w1)).matmul(w2);
+    Tensor c = max_pool2d(conv2d(img, k, {}, {1}, {1}).tanh(), {2});
+    return y.pow(2).mean() + c.sum() * 0.1;
+  };
+  Tensor x = randn({2, 5, d}, kFloat64, g), img = randn({2, 2, 6, 6}, kFloat64, g);
+  loss(x, img).backward();
+  std::vector<std::vector<double>> eagerGrads;
+  for (Tensor& p : ps) {
+    eagerGrads.push_back(vals(p.grad()));
+    p.set_grad({});
+  }
+  auto step = compile([&](const Tensor& a, const Tensor& b) {
+    Tensor l = loss(a, b);
+    l.backward();
+    return l;
+  });
+  step(x, img);
+  for (size_t i = 0; i < ps.size(); ++i)
+    EXPECT_TRUE(allClose(vals(ps[i].grad()), eagerGrads[i], 1e-10, 1e-12)) << "parameter " << i;
+}
+
+TEST(Compile, RandomOpsDrawFreshNumbersEachCallLikeEager) {
+  auto dropout = [](const Tensor& x, Generator gen) { return x * bernoulli(full_like(x, 0.5), gen) * 2.0; };
+  Generator eagerGen(77), compiledGen(77);
+  auto f = compile([&](const Tensor& x) { return dropout(x, compiledGen); });
+  Tensor x = ones({1000});
+  for (int i = 0; i < 3; ++i) {
+    Tensor e = dropout(x, eagerGen), c = f(x);
+    EXPECT_EQ(vals(c), vals(e)) << "call " << i; // the same counter-based draws
+  }
+}
+
+TEST(Compile, RecompilesOncePerNewShapeAndLogsWhy) {
+  setenv("WEFT_LOG_RECOMPILES", "1", 1);
+  auto f = compile([](const Tensor& x) { return x.exp().sum(); });
+  ::testing::internal::CaptureStderr();
+  f(ones({4, 3}));
+  f(ones({4, 3}));
+  f(ones({8, 3}));
+  f(ones({8, 3}));
+  f(ones({8, 3}, kFloat64));
+  std::string log = ::testing::internal::GetCapturedStderr();
+  unsetenv("WEFT_LOG_RECOMPILES");
+  EXPECT_EQ(f.compiled().num_compiled(), 3u);
+  EXPECT_NE(log.find("recompiling (signature 2): input 0 shape [4, 3] -> [8, 3]"), std::string::npos) << log;
+  EXPECT_NE(log.find("recompiling (signature 3): input 0 dtype float32 -> float64"), std::string::npos) << log;
+  EXPECT_EQ(log.find("signature 4"), std::string::npos) << log;
+}
+
+TEST(Compile, RecompileLimitErrorsOrFallsBackToEager) {
+  auto strict = compile([](const Tensor& x) { return x * 2; }, CompileOptions().recompile_limit(1));
+  strict(ones({2}));
+  EXPECT_THROW(strict(ones({3})), ValueError);
+  auto lenient = compile([](const Tensor& x) { return x * 2; },
+                         CompileOptions().recompile_limit(1).on_recompile_limit(RecompileLimitAction::Eager));
+  lenient(ones({2}));
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(vals(lenient(ones({3}))), (std::vector<double>{2, 2, 2}));
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("running this function eagerly"), std::string::npos) << log;
+  EXPECT_EQ(lenient.compiled().num_compiled(), 1u);
+}
+
+TEST(Compile, CompiledGraphIsOptimized) {
+  Tensor w = ones({4});
+  auto f = compile([&](const Tensor& x) {
+    Tensor unused = x.exp();      // dead
+    return (x * w).sum() + (x * w).sum(); // the product is computed once
+  });
+  f(ones({4}));
+  std::string text = f.compiled().graph_text();
+  EXPECT_EQ(text.find("exp("), std::string::npos) << text;
+  size_t first = text.find("mul("), second = text.find("mul(", first + 1);
+  EXPECT_NE(first, std::string::npos);
+  EXPECT_EQ(second, std::string::npos) << text;
+}
+
+} // namespace
+} // namespace weft::test
