@@ -153,7 +153,9 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
   std::vector<ir::Diagnostic> problems = ir::verify(tc.graph);
   WEFT_INTERNAL_ASSERT(problems.empty(), "the traced graph does not verify: ", problems.empty() ? "" : problems[0].message);
   passes::PassManager pm;
-  pm.add(passes::createPass("cse")).add(passes::createPass("dce"));
+  // The one pipeline: simplify, fold, share, then drop what no output needs.
+  for (const char* name : {"simplify", "fold", "simplify", "cse", "dce"})
+    pm.add(passes::createPass(name));
   auto r = pm.run(tc.graph);
   if (!r)
     throwError(r.diagnostic().kind, r.diagnostic().message);

@@ -19,6 +19,8 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
       {"autodiff", createAutodiff},
       {"cse", createCommonSubexpressionElimination},
       {"dce", createDeadCodeElimination},
+      {"fold", createConstantFolding},
+      {"simplify", createAlgebraicSimplification},
   };
   return r;
 }

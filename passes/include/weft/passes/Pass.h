@@ -23,6 +23,11 @@ public:
 std::unique_ptr<Pass> createDeadCodeElimination();
 /// Replaces a node by an earlier identical one (same op, operands and attributes).
 std::unique_ptr<Pass> createCommonSubexpressionElimination();
+/// Turns ops on `full` constants into constants, evaluated with the CPU kernels.
+std::unique_ptr<Pass> createConstantFolding();
+/// Algebraic rewrites: x*1, x+0, no-op movement ops, double negation, movement chains, redundant
+/// expands before broadcasting ops.
+std::unique_ptr<Pass> createAlgebraicSimplification();
 
 /// The pass called `name`, or null if there is none.
 std::unique_ptr<Pass> createPass(std::string_view name);
