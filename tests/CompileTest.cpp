@@ -14,6 +14,19 @@ namespace {
 
 std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
 
+/// Every compiled graph must verify and print back exactly through the parser.
+::testing::AssertionResult roundTrips(const CompiledFunction& cf) {
+  std::string text = cf.graph_text();
+  auto parsed = ir::parseGraph(text);
+  if (!parsed)
+    return ::testing::AssertionFailure() << parsed.diagnostic().message << "\n" << text;
+  if (!ir::verify(parsed.value()).empty())
+    return ::testing::AssertionFailure() << ir::verify(parsed.value())[0].message;
+  if (ir::printGraph(parsed.value()) != text)
+    return ::testing::AssertionFailure() << "printed differently after parsing:\n" << text;
+  return ::testing::AssertionSuccess();
+}
+
 TEST(Trace, GraphVerifiesAndRoundTripsThroughText) {
   Tensor w = randn({3, 4}, kFloat32, Generator(1));
   TraceResult r = trace([&](const std::vector<Tensor>& in) {
@@ -58,6 +71,7 @@ TEST_P(CompiledOp, EqualsEager) {
       return std::vector<Tensor>{dispatch(op, s.prepared(args), s.attrs)};
     });
     ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(roundTrips(cf));
     if (opInfo(op).kind == OpKind::Random) // drawn at the next counter: same distribution, new numbers
       EXPECT_TRUE(s.check(out[0]));
     else
@@ -114,6 +128,7 @@ TEST(Compile, MlpAdamTrainStepMatchesEagerFor100Steps) {
     ASSERT_NEAR(lc, le, 1e-6) << "step " << i;
   }
   EXPECT_EQ(step.compiled().num_compiled(), 1u);
+  EXPECT_TRUE(roundTrips(step.compiled()));
   // Same kernels, same order: the parameters agree to float rounding (1e-6 absolute).
   for (size_t i = 0; i < 4; ++i)
     EXPECT_TRUE(allClose(vals(compiled.params()[i]), vals(eager.params()[i]), 0, 1e-6)) << "param " << i;
@@ -155,6 +170,7 @@ TEST(Compile, GradientPenaltyInsideACompiledFunction) {
     return p;
   });
   Tensor pc = f(tensor({1.0, 2.0}).requires_grad_());
+  EXPECT_TRUE(roundTrips(f.compiled()));
   EXPECT_FLOAT_EQ(pc.item<float>(), pe.item<float>());
   EXPECT_TRUE(allClose(vals(w.grad()), eagerGrad, 1e-6, 1e-6));
 }
@@ -196,6 +212,7 @@ TEST(Compile, TransformerBlockAndCnnGradientsMatchEager) {
     return l;
   });
   step(x, img);
+  EXPECT_TRUE(roundTrips(step.compiled()));
   for (size_t i = 0; i < ps.size(); ++i)
     EXPECT_TRUE(allClose(vals(ps[i].grad()), eagerGrads[i], 1e-10, 1e-12)) << "parameter " << i;
 }

@@ -9,6 +9,7 @@
 #include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Interpreter.h"
 
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <sstream>
@@ -97,6 +98,7 @@ struct Executable {
   /// Whether each state tensor had a .grad when traced: backward() accumulates differently with and
   /// without one, so a call where this differs needs its own trace.
   std::vector<bool> gradDefined;
+  double buildMs = 0;
 
   bool gradsMatch() const {
     for (size_t i = 0; i < state.size(); ++i)
@@ -145,6 +147,7 @@ struct Executable {
 };
 
 std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args) {
+  auto start = std::chrono::steady_clock::now();
   TraceContext tc;
   auto exe = std::make_shared<Executable>();
   exe->numOutputs = traceInto(tc, fn, args, exe->gradEffects);
@@ -166,6 +169,7 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
         exe->randomSteps.emplace_back(i, gen);
   exe->state = tc.state;
   exe->graph = std::make_shared<ir::Graph>(std::move(tc.graph));
+  exe->buildMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return exe;
 }
 
@@ -241,6 +245,11 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args, cons
 size_t CompiledFunction::num_compiled() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->cache.size();
+}
+
+double CompiledFunction::compile_ms() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->latest ? state_->latest->buildMs : 0.0;
 }
 
 std::string CompiledFunction::graph_text() const {

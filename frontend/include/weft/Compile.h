@@ -54,6 +54,8 @@ public:
   size_t num_compiled() const;
   /// The optimized graph of the most recent compilation, in text form ("" before the first).
   std::string graph_text() const;
+  /// Milliseconds the most recent compilation took: tracing, the pass pipeline and lowering.
+  double compile_ms() const;
 
 private:
   struct State;

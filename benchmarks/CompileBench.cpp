@@ -1,0 +1,146 @@
+// compile() costs and gains, side by side in one run: for an MLP and a transformer-block train
+// step, the graph size, the time to trace, run the pass pipeline and lower, and the median step
+// time eager vs compiled (the compiled graph run by the interpreter). Prints a table.
+#include <weft/weft.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+using namespace weft;
+
+namespace {
+
+double medianMs(const std::function<void()>& f, int reps) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+/// SGD with momentum over `params`, as plain tensor code (traced as is).
+struct Sgd {
+  std::vector<Tensor> params, velocity;
+  explicit Sgd(std::vector<Tensor> p) : params(std::move(p)) {
+    for (const Tensor& q : params)
+      velocity.push_back(zeros_like(q));
+  }
+  void step() {
+    NoGradGuard guard;
+    for (size_t i = 0; i < params.size(); ++i) {
+      velocity[i].mul_(0.9).add_(params[i].grad());
+      params[i].sub_(velocity[i] * 0.01);
+      params[i].set_grad({});
+    }
+  }
+};
+
+struct Mlp {
+  std::vector<Tensor> p;
+  explicit Mlp(Generator g) {
+    p = {(randn({256, 512}, kFloat32, g) * 0.05).requires_grad_(), zeros({512}).requires_grad_(),
+         (randn({512, 512}, kFloat32, g) * 0.05).requires_grad_(), zeros({512}).requires_grad_(),
+         (randn({512, 10}, kFloat32, g) * 0.05).requires_grad_(), zeros({10}).requires_grad_()};
+  }
+  Tensor loss(const Tensor& x, const Tensor& y) {
+    Tensor h = relu(x.matmul(p[0]) + p[1]);
+    h = relu(h.matmul(p[2]) + p[3]);
+    return -(h.matmul(p[4]) + p[5]).log_softmax(1).gather(1, y.unsqueeze(1)).mean();
+  }
+};
+
+struct Block {
+  int64_t d = 128, heads = 4;
+  std::vector<Tensor> p;
+  explicit Block(Generator g) {
+    auto w = [&](int64_t a, int64_t b) { return (randn({a, b}, kFloat32, g) * 0.05).requires_grad_(); };
+    p = {w(d, d), w(d, d), w(d, d), w(d, d), w(d, 4 * d), w(4 * d, d), ones({d}).requires_grad_(),
+         zeros({d}).requires_grad_(), ones({d}).requires_grad_(), zeros({d}).requires_grad_()};
+  }
+  Tensor norm(const Tensor& x, const Tensor& gamma, const Tensor& beta) {
+    Tensor mu = x.mean({-1}, true);
+    Tensor var = (x - mu).pow(2).mean({-1}, true);
+    return (x - mu) / (var + 1e-5).sqrt() * gamma + beta;
+  }
+  Tensor loss(const Tensor& x) {
+    int64_t b = x.size(0), t = x.size(1), hd = d / heads;
+    auto split = [&](const Tensor& y) { return y.reshape({b, t, heads, hd}).transpose(1, 2); };
+    Tensor h = norm(x, p[6], p[7]);
+    Tensor q = split(h.matmul(p[0])), k = split(h.matmul(p[1])), v = split(h.matmul(p[2]));
+    Tensor att = (q.matmul(k.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd))).softmax(-1);
+    Tensor y = x + att.matmul(v).transpose(1, 2).reshape({b, t, d}).matmul(p[3]);
+    y = y + gelu(norm(y, p[8], p[9]).matmul(p[4])).matmul(p[5]);
+    return y.pow(2).mean();
+  }
+};
+
+void row(const char* name, const std::function<Tensor()>& eagerStep, const std::function<Tensor()>& compiledStep,
+         const CompiledFunction& cf) {
+  eagerStep(); // warm up the allocator and the thread pool
+  compiledStep(); // traces, runs the pipeline, lowers, runs once
+  std::string text = cf.graph_text();
+  auto nodes = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) - 3; // minus header, return, brace
+  double eager = medianMs([&] { eagerStep(); }, 30);
+  double compiled = medianMs([&] { compiledStep(); }, 30);
+  std::printf("| %-24s | %6zu | %13.2f | %9.3f | %12.3f | %6.2f |\n", name, nodes, cf.compile_ms(), eager, compiled,
+              compiled / eager);
+}
+
+} // namespace
+
+int main() {
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("weft compile benchmark: %d threads, OPENBLAS_CORETYPE=%s; medians of 30 steps\n\n", getNumThreads(),
+              core ? core : "(unset)");
+  std::printf("| %-24s | %6s | %13s | %9s | %12s | %6s |\n", "train step", "nodes", "trace+pipe ms", "eager ms",
+              "compiled ms", "ratio");
+  std::printf("|--------------------------|--------|---------------|-----------|--------------|--------|\n");
+  {
+    Generator g(1);
+    Tensor x = randn({256, 256}, kFloat32, g), y = randint(0, 10, {256}, kInt64, g);
+    Mlp eagerModel(Generator(2)), compiledModel(Generator(2));
+    Sgd eagerOpt(eagerModel.p), compiledOpt(compiledModel.p);
+    auto eagerStep = [&] {
+      Tensor l = eagerModel.loss(x, y);
+      l.backward();
+      eagerOpt.step();
+      return l;
+    };
+    auto step = compile([&](const Tensor& a, const Tensor& b) {
+      Tensor l = compiledModel.loss(a, b);
+      l.backward();
+      compiledOpt.step();
+      return l;
+    });
+    row("MLP 256-512-512-10, b256", eagerStep, [&] { return step(x, y); }, step.compiled());
+  }
+  {
+    Generator g(3);
+    Tensor x = randn({8, 64, 128}, kFloat32, g);
+    Block eagerModel(Generator(4)), compiledModel(Generator(4));
+    Sgd eagerOpt(eagerModel.p), compiledOpt(compiledModel.p);
+    auto eagerStep = [&] {
+      Tensor l = eagerModel.loss(x);
+      l.backward();
+      eagerOpt.step();
+      return l;
+    };
+    auto step = compile([&](const Tensor& a) {
+      Tensor l = compiledModel.loss(a);
+      l.backward();
+      compiledOpt.step();
+      return l;
+    });
+    row("transformer block d128", eagerStep, [&] { return step(x); }, step.compiled());
+  }
+  return 0;
+}
