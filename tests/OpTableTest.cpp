@@ -120,32 +120,55 @@ TEST_P(OpTable, EveryAcceptedDtypeMatchesReference) {
   }
 }
 
-TEST_P(OpTable, GradientMatchesFiniteDifferences) {
-  if (!opInfo(op()).differentiable)
-    GTEST_SKIP() << opName(op()) << " is not differentiable";
-  for (const OpSample& s : samplesFor(op())) {
+/// Runs `check` on a function calling the op, for every sample finite differences make sense for.
+template <typename Check> void forDifferentiableSamples(OpCode o, Check check) {
+  for (const OpSample& s : samplesFor(o)) {
     if (!s.gradcheck)
       continue;
     SCOPED_TRACE(s.label);
-    OpCode o = op();
     Fn f = [&s, o](const std::vector<Tensor>& in) { return dispatch(o, s.prepared(in), s.attrs); };
-    EXPECT_TRUE(gradcheck(f, s.inputs));
+    EXPECT_TRUE(check(f, s.inputs));
   }
+}
+
+TEST_P(OpTable, GradientMatchesFiniteDifferences) {
+  if (!opInfo(op()).differentiable)
+    GTEST_SKIP() << opName(op()) << " is not differentiable";
+  forDifferentiableSamples(op(), [](const Fn& f, const std::vector<Tensor>& in) { return gradcheck(f, in); });
 }
 
 TEST_P(OpTable, DoubleBackwardMatchesFiniteDifferences) {
   const OpKind kind = opInfo(op()).kind;
   if (!opInfo(op()).differentiable || (kind != OpKind::Unary && kind != OpKind::Binary && kind != OpKind::MatMul))
     GTEST_SKIP() << "double backward is checked for elementwise ops and matmul";
-  for (const OpSample& s : samplesFor(op())) {
-    if (!s.gradcheck)
-      continue;
-    SCOPED_TRACE(s.label);
-    OpCode o = op();
-    Fn f = [&s, o](const std::vector<Tensor>& in) { return dispatch(o, s.prepared(in), s.attrs); };
-    EXPECT_TRUE(gradgradcheck(f, s.inputs));
-  }
+  forDifferentiableSamples(op(), [](const Fn& f, const std::vector<Tensor>& in) { return gradgradcheck(f, in); });
 }
+
+/// A graph whose arguments are `in` (passed to the interpreter as they are, strides included).
+struct ArgGraph {
+  ir::Graph graph{"test"};
+  std::vector<ir::ValueId> args;
+  std::vector<Buffer> buffers;
+  explicit ArgGraph(const std::vector<Tensor>& in) {
+    for (size_t i = 0; i < in.size(); ++i)
+      add(in[i], "a" + std::to_string(i));
+  }
+  ir::ValueId add(const Tensor& t, const std::string& name) {
+    args.push_back(graph.addArgument({t.dtype(), t.sizes()}, name));
+    buffers.push_back(Buffer{t.impl()->storage, t.ref()});
+    return args.back();
+  }
+  /// Runs the graph; returns its outputs as contiguous tensors.
+  std::vector<Tensor> run() {
+    std::vector<Tensor> results;
+    for (const Buffer& b : runPlan(ir::lowerToPlan(graph), buffers, {})) {
+      Buffer c = allocateBuffer(b.ref.shape, b.ref.dtype); // outputs may be strided views
+      copyCast(b.ref, c.ref);
+      results.push_back(from_blob(c.ref.data, c.ref.shape, c.ref.dtype).clone());
+    }
+    return results;
+  }
+};
 
 /// A one-node graph of the op, lowered and run by the interpreter, gives exactly what eager gives
 /// (the same kernels run on the same values).
@@ -154,21 +177,12 @@ TEST_P(OpTable, InterpretedGraphEqualsEager) {
     SCOPED_TRACE(s.label);
     std::vector<Tensor> in = s.prepared(convertFloating(s.inputs, kFloat32));
     Tensor eager = dispatch(op(), in, s.attrs);
-    ir::Graph g("one_op");
-    std::vector<ir::ValueId> args;
-    std::vector<Buffer> buffers;
-    for (size_t i = 0; i < in.size(); ++i) {
-      args.push_back(g.addArgument({in[i].dtype(), in[i].sizes()}, "a" + std::to_string(i)));
-      buffers.push_back(Buffer{in[i].impl()->storage, in[i].ref()}); // strided inputs as they are
-    }
-    g.addOutput(g.addNode(op(), args, s.attrs, {eager.dtype(), eager.sizes()}));
-    ASSERT_TRUE(ir::verify(g).empty()) << ir::printGraph(g);
-    std::vector<Buffer> out = runPlan(ir::lowerToPlan(g), buffers, {});
+    ArgGraph g(in);
+    g.graph.addOutput(g.graph.addNode(op(), g.args, s.attrs, {eager.dtype(), eager.sizes()}));
+    ASSERT_TRUE(ir::verify(g.graph).empty()) << ir::printGraph(g.graph);
+    std::vector<Tensor> out = g.run();
     ASSERT_EQ(out.size(), 1u);
-    Buffer c = allocateBuffer(out[0].ref.shape, out[0].ref.dtype); // outputs may be strided views
-    copyCast(out[0].ref, c.ref);
-    Tensor got = from_blob(c.ref.data, c.ref.shape, eager.dtype());
-    EXPECT_EQ(got.to_vector<double>(), eager.to_vector<double>()); // bit-identical
+    EXPECT_EQ(out[0].to_vector<double>(), eager.to_vector<double>()); // bit-identical
   }
 }
 
@@ -189,39 +203,31 @@ TEST_P(OpTable, GraphAutodiffEqualsEagerAutograd) {
     Tensor w = randn(y.sizes(), y.dtype(), Generator(5));
     (y * w).sum().backward();
 
-    ir::Graph g("grad");
-    std::vector<ir::ValueId> args, wrt;
-    std::vector<Buffer> buffers;
-    for (size_t i = 0; i < in.size(); ++i) {
-      args.push_back(g.addArgument({in[i].dtype(), in[i].sizes()}, "a" + std::to_string(i)));
-      buffers.push_back(Buffer{in[i].impl()->storage, in[i].ref()});
+    ArgGraph g(in);
+    std::vector<ir::ValueId> wrt;
+    for (size_t i = 0; i < in.size(); ++i)
       if (in[i].is_floating_point())
-        wrt.push_back(args.back());
-    }
-    ir::ValueId wv = g.addArgument({w.dtype(), w.sizes()}, "w");
-    buffers.push_back(Buffer{w.impl()->storage, w.ref()});
-    ir::ValueId yv = g.addNode(op(), args, s.attrs, {y.dtype(), y.sizes()});
-    ir::ValueId prod = g.addNode(OpCode::Mul, {yv, wv}, {}, {y.dtype(), y.sizes()});
-    ir::ValueId loss = g.addNode(OpCode::Sum, {prod}, Attrs{{"dims", Shape{}}, {"keepdim", false}}, {y.dtype(), {}});
-    auto grads = passes::appendGradients(g, loss, wrt);
+        wrt.push_back(g.args[i]);
+    ir::ValueId wv = g.add(w, "w");
+    ir::ValueId yv = g.graph.addNode(op(), std::vector<ir::ValueId>(g.args.begin(), g.args.end() - 1), s.attrs,
+                                     {y.dtype(), y.sizes()});
+    ir::ValueId prod = g.graph.addNode(OpCode::Mul, {yv, wv}, {}, {y.dtype(), y.sizes()});
+    ir::ValueId loss = g.graph.addNode(OpCode::Sum, {prod}, Attrs{{"dims", Shape{}}, {"keepdim", false}}, {y.dtype(), {}});
+    auto grads = passes::appendGradients(g.graph, loss, wrt);
     ASSERT_TRUE(static_cast<bool>(grads)) << grads.diagnostic().message;
-    for (ir::ValueId v : grads.value())
-      g.addOutput(v == ir::kNoValue ? loss : v);
-    auto problems = ir::verify(g);
-    ASSERT_TRUE(problems.empty()) << problems[0].message << "\n" << ir::printGraph(g);
-    std::vector<Buffer> out = runPlan(ir::lowerToPlan(g), buffers, {});
-    size_t k = 0;
-    for (const Tensor& t : in) {
-      if (!t.is_floating_point())
-        continue;
-      SCOPED_TRACE("input " + std::to_string(k));
-      ASSERT_NE(grads.value()[k], ir::kNoValue);
-      Buffer c = allocateBuffer(out[k].ref.shape, out[k].ref.dtype);
-      copyCast(out[k].ref, c.ref);
-      std::vector<double> got = from_blob(c.ref.data, c.ref.shape, c.ref.dtype).to_vector<double>();
-      EXPECT_TRUE(allClose(got, t.grad().to_vector<double>(), 1e-12, 1e-12));
-      ++k;
+    for (ir::ValueId v : grads.value()) {
+      ASSERT_NE(v, ir::kNoValue);
+      g.graph.addOutput(v);
     }
+    auto problems = ir::verify(g.graph);
+    ASSERT_TRUE(problems.empty()) << problems[0].message << "\n" << ir::printGraph(g.graph);
+    std::vector<Tensor> out = g.run();
+    size_t k = 0;
+    for (const Tensor& t : in)
+      if (t.is_floating_point()) {
+        SCOPED_TRACE("input " + std::to_string(k));
+        EXPECT_TRUE(allClose(out[k++].to_vector<double>(), t.grad().to_vector<double>(), 1e-12, 1e-12));
+      }
   }
 }
 
