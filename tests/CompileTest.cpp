@@ -217,6 +217,39 @@ TEST(Compile, TransformerBlockAndCnnGradientsMatchEager) {
     EXPECT_TRUE(allClose(vals(ps[i].grad()), eagerGrads[i], 1e-10, 1e-12)) << "parameter " << i;
 }
 
+/// Rounds in forward, passes the gradient straight through in backward (scaled, to tell it apart).
+struct StraightThrough : autograd::Function<StraightThrough> {
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x, double scale) {
+    ctx->saved_data["scale"] = scale;
+    Tensor y = x.round();
+    ctx->save_for_backward({y});
+    return y;
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> g) {
+    Tensor y = ctx->get_saved_variables()[0]; // saved outputs work inside traces too
+    return {g[0] * std::any_cast<double>(ctx->saved_data["scale"]) + y * 0.0};
+  }
+};
+
+TEST(Compile, CustomFunctionsTraceWithTheirOwnBackward) {
+  Tensor w = tensor({0.4, 1.6, -2.2}).requires_grad_();
+  auto loss = [&](const Tensor& x) { return (StraightThrough::apply(w * x, 3.0) * x).sum(); };
+  Tensor x = tensor({1.0, 2.0, 3.0});
+  Tensor le = loss(x);
+  le.backward();
+  std::vector<double> eagerGrad = vals(w.grad()); // 3 * x * x: the round's own gradient would be 0
+  EXPECT_EQ(eagerGrad, (std::vector<double>{3, 12, 27}));
+  w.set_grad({});
+  auto step = compile([&](const Tensor& a) {
+    Tensor l = loss(a);
+    l.backward();
+    return l;
+  });
+  EXPECT_EQ(step(x).item<float>(), le.item<float>());
+  EXPECT_EQ(vals(w.grad()), eagerGrad);
+  EXPECT_TRUE(roundTrips(step.compiled()));
+}
+
 TEST(Compile, RandomOpsDrawFreshNumbersEachCallLikeEager) {
   auto dropout = [](const Tensor& x, Generator gen) { return x * bernoulli(full_like(x, 0.5), gen) * 2.0; };
   Generator eagerGen(77), compiledGen(77);

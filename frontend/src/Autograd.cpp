@@ -346,14 +346,43 @@ std::vector<Tensor> CustomNode::apply(std::vector<Tensor>&& grads) {
   return result;
 }
 
+bool tracing(const Tensor& t) { return t.defined() && t.impl()->trace != nullptr; }
+
 void CustomNode::release_saved() {
   for (auto& s : ctx.saved_)
     s.reset();
   ctx.released_ = true;
 }
 
+namespace {
+/// Inside a trace: the function's outputs (recorded under no_grad, so autodiff cannot see through
+/// them) become a region that graph autodiff differentiates with the user's backward.
+std::vector<Tensor> traceCustomOutputs(TraceContext& tc, const std::shared_ptr<CustomNode>& node,
+                                       const std::vector<Tensor>& inputs, std::vector<Tensor> outputs) {
+  TraceContext::CustomRegion region;
+  region.node = node;
+  for (const Tensor& t : inputs) {
+    region.inputs.push_back(t.defined() ? tc.valueOf(t) : ir::kNoValue);
+    node->inputShapes.push_back(t.defined() ? t.sizes() : Shape{});
+  }
+  for (Tensor& o : outputs) {
+    if (o.defined() && o.impl()->trace != &tc) // a real tensor returned as is: give it a graph value
+      o = tc.traced(tc.valueOf(o));
+    region.outputs.push_back(o.defined() ? tc.valueOf(o) : ir::kNoValue);
+    node->outputTypes.emplace_back(o.defined() ? o.sizes() : Shape{}, o.defined() ? o.dtype() : kDefaultFloat);
+  }
+  node->num_outputs = static_cast<uint32_t>(outputs.size());
+  node->next_edges.resize(inputs.size());
+  node->ctx.finishForward(outputs);
+  tc.customRegions.push_back(std::move(region));
+  return outputs;
+}
+} // namespace
+
 std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node, const std::vector<Tensor>& inputs,
                                       std::vector<Tensor> outputs) {
+  if (TraceContext* tc = currentTrace())
+    return traceCustomOutputs(*tc, node, inputs, std::move(outputs));
   bool any = false;
   for (const Tensor& t : inputs)
     any = any || (t.defined() && t.requires_grad());
@@ -379,6 +408,8 @@ std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node, c
   node->ctx.finishForward(outputs); // after grad_fn is set: saved outputs refer to it weakly
   return outputs;
 }
+
+
 
 } // namespace autograd
 

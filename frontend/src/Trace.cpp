@@ -91,7 +91,7 @@ void TraceContext::backward(const Tensor& root, const Tensor& gradient) {
       wrt.push_back(current[i]);
     }
   ir::ValueId seed = gradient.defined() ? valueOf(gradient) : ir::kNoValue;
-  auto grads = passes::appendGradients(graph, valueOf(root), wrt, seed);
+  auto grads = passes::appendGradients(graph, valueOf(root), wrt, seed, customRules());
   if (!grads)
     throwError(grads.diagnostic().kind, grads.diagnostic().message);
   for (size_t k = 0; k < leaves.size(); ++k) {
@@ -110,13 +110,29 @@ std::vector<Tensor> TraceContext::grad(const Tensor& output, const std::vector<T
   for (const Tensor& t : inputs)
     wrt.push_back(valueOf(t));
   ir::ValueId seed = gradOutput.defined() ? valueOf(gradOutput) : ir::kNoValue;
-  auto grads = passes::appendGradients(graph, valueOf(output), wrt, seed);
+  auto grads = passes::appendGradients(graph, valueOf(output), wrt, seed, customRules());
   if (!grads)
     throwError(grads.diagnostic().kind, grads.diagnostic().message);
   std::vector<Tensor> out;
   for (ir::ValueId g : grads.value())
     out.push_back(g == ir::kNoValue ? Tensor() : traced(g));
   return out;
+}
+
+std::vector<passes::CustomRule> TraceContext::customRules() {
+  std::vector<passes::CustomRule> rules;
+  for (const CustomRegion& r : customRegions)
+    rules.push_back({r.inputs, r.outputs, [this, node = r.node](const std::vector<ir::ValueId>& outGrads) {
+                       std::vector<Tensor> grads;
+                       for (ir::ValueId g : outGrads)
+                         grads.push_back(g == ir::kNoValue ? Tensor() : traced(g));
+                       std::vector<Tensor> in = node->apply(std::move(grads)); // the user's backward, traced
+                       std::vector<ir::ValueId> ids;
+                       for (const Tensor& t : in)
+                         ids.push_back(t.defined() ? valueOf(t) : ir::kNoValue);
+                       return ids;
+                     }});
+  return rules;
 }
 
 std::vector<GradEffect> TraceContext::finish() {

@@ -4,6 +4,7 @@
 #include "TensorImpl.h"
 #include "weft/Functions.h"
 #include "weft/ir/Graph.h"
+#include "weft/passes/Autodiff.h"
 
 #include <unordered_map>
 #include <vector>
@@ -28,6 +29,12 @@ struct TraceContext {
   std::vector<Tensor> gradBefore;
   /// Random nodes and their generators: each call draws fresh numbers at the generator's counter.
   std::vector<std::pair<ir::ValueId, Generator>> randoms;
+  /// User-defined autograd functions called in the trace: differentiated by their own backward.
+  struct CustomRegion {
+    std::vector<ir::ValueId> inputs, outputs;
+    std::shared_ptr<autograd::CustomNode> node;
+  };
+  std::vector<CustomRegion> customRegions;
 
   /// The graph value `t` stands for; real tensors become state inputs.
   ir::ValueId valueOf(const Tensor& t);
@@ -41,6 +48,8 @@ struct TraceContext {
   void backward(const Tensor& root, const Tensor& gradient);
   /// autograd::grad inside a trace.
   std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& gradOutput);
+  /// The custom regions as autodiff rules that call back into the user's backward.
+  std::vector<passes::CustomRule> customRules();
   /// Undoes what tracing did to real tensors' .grad and returns what each call must redo.
   std::vector<GradEffect> finish();
 };

@@ -4,19 +4,38 @@
 #include "weft/passes/GraphBuilder.h"
 #include "weft/runtime/VjpRules.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace weft::passes {
 
 ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId loss, const std::vector<ir::ValueId>& wrt,
-                                                     ir::ValueId seed) {
+                                                     ir::ValueId seed, const std::vector<CustomRule>& custom) {
   const size_t numNodes = g.nodes().size();
+  // A custom region runs its backward at its earliest output: by then (walking backwards) every
+  // use of every output has contributed its gradient.
+  std::unordered_map<ir::ValueId, const CustomRule*> regionAt;
+  std::unordered_map<ir::ValueId, const CustomRule*> regionOf;
+  for (const CustomRule& r : custom) {
+    ir::ValueId first = *std::min_element(r.outputs.begin(), r.outputs.end(), [&](ir::ValueId a, ir::ValueId b) {
+      return g.value(a).producer < g.value(b).producer;
+    });
+    regionAt[first] = &r;
+    for (ir::ValueId o : r.outputs)
+      regionOf[o] = &r;
+  }
   // Values that depend on some `wrt` value: only their gradients are needed.
   std::vector<bool> depends(g.values().size(), false);
   for (ir::ValueId v : wrt)
     depends[static_cast<size_t>(v)] = true;
   for (size_t i = 0; i < numNodes; ++i) {
     const ir::Node& n = g.nodes()[i];
+    if (auto it = regionOf.find(n.result); it != regionOf.end()) {
+      for (ir::ValueId v : it->second->inputs)
+        if (depends[static_cast<size_t>(v)] && isFloating(g.type(n.result).dtype))
+          depends[static_cast<size_t>(n.result)] = true;
+      continue;
+    }
     for (ir::ValueId v : n.operands)
       if (depends[static_cast<size_t>(v)] && opInfo(n.op).differentiable && isFloating(g.type(n.result).dtype))
         depends[static_cast<size_t>(n.result)] = true;
@@ -33,6 +52,30 @@ ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId l
 
   for (size_t i = numNodes; i-- > 0;) {
     const ir::Node n = g.nodes()[i]; // a copy: appending nodes may move the vector
+    if (regionOf.count(n.result)) {
+      auto at = regionAt.find(n.result);
+      if (at == regionAt.end())
+        continue;
+      const CustomRule& rule = *at->second;
+      std::vector<ir::ValueId> outGrads;
+      bool any = false;
+      for (ir::ValueId o : rule.outputs) {
+        auto it = grads.find(o);
+        outGrads.push_back(it == grads.end() ? ir::kNoValue : it->second.id);
+        any = any || it != grads.end();
+      }
+      if (!any)
+        continue;
+      std::vector<ir::ValueId> inGrads = rule.backward(outGrads);
+      for (size_t k = 0; k < rule.inputs.size() && k < inGrads.size(); ++k) {
+        ir::ValueId v = rule.inputs[k];
+        if (inGrads[k] == ir::kNoValue || !depends[static_cast<size_t>(v)])
+          continue;
+        const ir::TensorType type = g.type(v);
+        accumulate(v, cast(sum_to(b.value(inGrads[k]), type.shape), type.dtype));
+      }
+      continue;
+    }
     auto it = grads.find(n.result);
     if (it == grads.end() || !opInfo(n.op).differentiable)
       continue;

@@ -115,13 +115,14 @@ public:
   bool needs_input_grad(size_t i) const;
   /// Any other values backward needs.
   std::map<std::string, std::any> saved_data;
+  /// Called by weft once forward has returned: turns save_for_backward's tensors into saved ones.
+  void finishForward(const std::vector<Tensor>& outputs);
 
 private:
   template <typename T> friend struct Function;
   friend class CustomNode;
   friend std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node,
                                                const std::vector<Tensor>& inputs, std::vector<Tensor> outputs);
-  void finishForward(const std::vector<Tensor>& outputs);
   std::vector<Tensor> toSave_;
   std::vector<SavedTensor> saved_;
   std::vector<bool> needsInputGrad_;
@@ -145,6 +146,9 @@ private:
   Backward backward_;
 };
 
+/// True if `t` is a traced value (inside compile() or trace()).
+bool tracing(const Tensor& t);
+
 /// Wires a custom function's outputs to a new CustomNode (inputs: the function's tensor arguments).
 std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node, const std::vector<Tensor>& inputs,
                                       std::vector<Tensor> outputs);
@@ -165,7 +169,7 @@ template <typename T> struct Function {
       return T::backward(ctx, std::move(g));
     });
     for (const Tensor& t : inputs)
-      node->ctx.needsInputGrad_.push_back(t.defined() && t.requires_grad());
+      node->ctx.needsInputGrad_.push_back(t.defined() && (t.requires_grad() || tracing(t)));
     using Out = decltype(T::forward(&node->ctx, std::forward<Args>(args)...));
     std::vector<Tensor> outputs;
     {
