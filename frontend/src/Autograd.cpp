@@ -3,6 +3,7 @@
 #include "Trace.h"
 #include "weft/Autograd.h"
 #include "weft/Functions.h"
+#include "weft/runtime/VjpRules.h"
 
 #include <atomic>
 #include <queue>
@@ -342,7 +343,7 @@ std::vector<Tensor> CustomNode::apply(std::vector<Tensor>&& grads) {
              " gradients, but forward has ", next_edges.size(), " tensor inputs");
   for (size_t i = 0; i < result.size(); ++i)
     if (result[i].defined() && result[i].sizes() != inputShapes[i])
-      result[i] = sum_to(result[i], inputShapes[i]);
+      result[i] = rules::sum_to(result[i], inputShapes[i]);
   return result;
 }
 

@@ -5,6 +5,7 @@
 #include "weft/Functions.h"
 #include "weft/ir/ShapeInference.h"
 #include "weft/runtime/Kernels.h"
+#include "weft/runtime/VjpRules.h"
 #include "weft/runtime/View.h"
 
 namespace weft {
@@ -67,7 +68,7 @@ public:
       if (!r.defined())
         continue;
       if (r.sizes() != meta_[i]->shape)
-        r = sum_to(r, meta_[i]->shape);
+        r = rules::sum_to(r, meta_[i]->shape);
       if (r.dtype() != meta_[i]->dtype)
         r = cast(r, meta_[i]->dtype);
       result[i] = r;
@@ -92,10 +93,6 @@ private:
   bool released_ = false;
 };
 
-bool isViewKind(OpKind k) {
-  return k == OpKind::Reshape || k == OpKind::Permute || k == OpKind::Expand || k == OpKind::Slice ||
-         k == OpKind::Identity;
-}
 
 ir::TensorType typeOf(const Tensor& t) { return {t.dtype(), t.sizes()}; }
 
@@ -146,7 +143,7 @@ Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs
     return tc->record(op, inputs, attrs, type);
 
   Tensor out;
-  if (isViewKind(info.kind)) {
+  if (isViewOp(op)) {
     const TensorImpl& in = *inputs[0].impl();
     if (auto view = computeView(op, in.shape, in.strides, attrs)) {
       auto impl = std::make_shared<TensorImpl>(in.storage, view->shape, view->strides, in.offset + view->offset, in.dtype);

@@ -497,18 +497,6 @@ Shape shape_of(const Tensor& t) { return t.sizes(); }
 DType dtype_of(const Tensor& t) { return t.dtype(); }
 bool is_floating(const Tensor& t) { return isFloating(t.dtype()); }
 
-Tensor sum_to(const Tensor& g, const Shape& shape) {
-  if (g.sizes() == shape)
-    return g;
-  size_t lead = g.sizes().size() - shape.size();
-  Shape dims;
-  for (size_t d = 0; d < g.sizes().size(); ++d)
-    if (d < lead || (shape[d - lead] == 1 && g.sizes()[d] != 1))
-      dims.push_back(static_cast<int64_t>(d));
-  Tensor r = dims.empty() ? g : reduce_op(OpCode::Sum, g, dims, true);
-  return r.sizes() == shape ? r : reshape(r, shape);
-}
-
 Tensor pad_dims(const Tensor& x, const Shape& pads, double value) {
   return dispatch(OpCode::Pad, {x}, Attrs{{"pads", pads}, {"value", value}});
 }

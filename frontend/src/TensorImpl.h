@@ -68,8 +68,6 @@ Tensor vjp(OpCode op, const Tensor& g, const std::vector<Tensor>& in, const Tens
 Shape shape_of(const Tensor& t);
 DType dtype_of(const Tensor& t);
 bool is_floating(const Tensor& t);
-/// Sums `g` down to `shape` (undoes broadcasting).
-Tensor sum_to(const Tensor& g, const Shape& shape);
 Tensor reshape(const Tensor& t, const Shape& shape);
 Tensor permute(const Tensor& t, const Shape& dims);
 Tensor flip(const Tensor& t, const Shape& dims);

@@ -72,7 +72,7 @@ ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId l
         if (inGrads[k] == ir::kNoValue || !depends[static_cast<size_t>(v)])
           continue;
         const ir::TensorType type = g.type(v);
-        accumulate(v, cast(sum_to(b.value(inGrads[k]), type.shape), type.dtype));
+        accumulate(v, cast(rules::sum_to(b.value(inGrads[k]), type.shape), type.dtype));
       }
       continue;
     }
@@ -92,7 +92,7 @@ ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId l
       GValue r = rules::apply<GValue>(n.op, gy, in, b.value(n.result), n.attrs, k);
       if (!r.defined())
         continue;
-      r = cast(sum_to(r, type.shape), type.dtype); // undo broadcasting, as eager autograd does
+      r = cast(rules::sum_to(r, type.shape), type.dtype); // undo broadcasting, as eager autograd does
       if (b.error())
         return ir::diag(ErrorKind::Internal, "autodiff: the vjp rule of ", opName(n.op), " failed: ",
                         b.error()->message);

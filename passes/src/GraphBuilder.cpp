@@ -80,18 +80,6 @@ std::vector<Shape> shapes_of(const std::vector<GValue>& xs) {
 DType dtype_of(const GValue& x) { return x.b->type(x).dtype; }
 bool is_floating(const GValue& x) { return isFloating(dtype_of(x)); }
 
-GValue sum_to(const GValue& x, const Shape& shape) {
-  Shape s = shape_of(x);
-  if (s == shape)
-    return x;
-  size_t lead = s.size() - shape.size();
-  Shape dims;
-  for (size_t d = 0; d < s.size(); ++d)
-    if (d < lead || (shape[d - lead] == 1 && s[d] != 1))
-      dims.push_back(static_cast<int64_t>(d));
-  GValue r = dims.empty() ? x : reduce_op(OpCode::Sum, x, dims, true);
-  return reshape(r, shape);
-}
 GValue reshape(const GValue& x, const Shape& shape) {
   return shape_of(x) == shape ? x : x.b->emit(OpCode::Reshape, {x}, Attrs{{"shape", shape}});
 }

@@ -6,18 +6,6 @@
 #include "weft/runtime/View.h"
 
 namespace weft {
-namespace {
-
-bool isView(OpCode op) {
-  switch (opInfo(op).kind) {
-  case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice: case OpKind::Identity:
-    return true;
-  default:
-    return false;
-  }
-}
-
-} // namespace
 
 Buffer allocateBuffer(const Shape& shape, DType dtype) {
   auto storage = Storage::allocate(static_cast<size_t>(numel(shape)) * elementSize(dtype));
@@ -47,7 +35,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std:
       refs.push_back(b.ref);
     }
     Buffer out;
-    if (isView(step.op)) {
+    if (isViewOp(step.op)) {
       const Buffer& in = slots[static_cast<size_t>(step.inputs[0])];
       if (auto view = computeView(step.op, in.ref.shape, in.ref.strides, attrs))
         out = Buffer{in.storage, applyView(in.ref, *view)};

@@ -39,6 +39,15 @@ std::optional<Shape> reshapeStrides(const Shape& shape, const Shape& strides, co
 
 } // namespace
 
+bool isViewOp(OpCode op) {
+  switch (opInfo(op).kind) {
+  case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice: case OpKind::Identity:
+    return true;
+  default:
+    return false;
+  }
+}
+
 std::optional<ViewGeometry> computeView(OpCode op, const Shape& shape, const Shape& strides, const Attrs& at) {
   ViewGeometry v;
   switch (op) {

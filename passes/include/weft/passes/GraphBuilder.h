@@ -68,7 +68,6 @@ Shape shape_of(const GValue& x);
 std::vector<Shape> shapes_of(const std::vector<GValue>& xs);
 DType dtype_of(const GValue& x);
 bool is_floating(const GValue& x);
-GValue sum_to(const GValue& x, const Shape& shape);
 GValue reshape(const GValue& x, const Shape& shape);
 GValue permute(const GValue& x, const Shape& dims);
 GValue expand(const GValue& x, const Shape& shape);

@@ -16,6 +16,10 @@ struct ViewGeometry {
   int64_t offset = 0;
 };
 
+/// True for ops that are views of their input (no copy when the strides allow it): reshape,
+/// permute, expand, slice and stop_gradient.
+bool isViewOp(OpCode op);
+
 /// The view a movement op (reshape, permute, expand, slice, flip) makes of an input with
 /// `shape`/`strides`, or nullopt when it needs a copy (a reshape of incompatible strides). Flip
 /// gives negative strides, which only kernels see. Attributes must already be valid.

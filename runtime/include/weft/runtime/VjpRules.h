@@ -4,7 +4,7 @@
 // T must provide, as free functions found by argument-dependent lookup: the arithmetic and
 // comparison operators (with T and double operands), exp, log, sin, cos, sign, pow, where,
 // zeros_like, ones_like, zeros_shaped(like, shape), cast, shape_of, shapes_of, dtype_of,
-// is_floating, sum_to, reshape, permute, expand, flip, cumsum, pad_dims, slice_dim, reduce_op,
+// is_floating, reshape, permute, expand, flip, cumsum, pad_dims, slice_dim, reduce_op,
 // matmul, mT, conv, conv_input_grad, conv_weight_grad, gather, scatter, scatter_add, index_select
 // and index_add; and be default-constructible as "no gradient".
 #pragma once
@@ -40,6 +40,20 @@ inline Shape negated(const Shape& v) {
   for (int64_t x : v)
     r.push_back(-x);
   return r;
+}
+
+/// Sums `g` down to `shape`: undoes broadcasting (the gradient of an input that was broadcast).
+template <typename T> T sum_to(const T& g, const Shape& shape) {
+  Shape s = shape_of(g);
+  if (s == shape)
+    return g;
+  size_t lead = s.size() - shape.size();
+  Shape dims;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && s[d] != 1))
+      dims.push_back(static_cast<int64_t>(d));
+  T r = dims.empty() ? g : reduce_op(OpCode::Sum, g, dims, true);
+  return shape_of(r) == shape ? r : reshape(r, shape);
 }
 
 /// Gradient of a reduction: the output gradient broadcast back over the reduced dims.
