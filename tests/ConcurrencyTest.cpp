@@ -68,6 +68,29 @@ TEST(Concurrency, ConcurrentBackwardAccumulatesIntoSharedLeaves) {
   EXPECT_EQ(p.b1.grad().to_vector<float>(), std::vector<float>(32, 32.0f));
 }
 
+TEST(Concurrency, OneCompiledFunctionCalledFromManyThreads) {
+  // Inference (no state written): the cached executable is shared and immutable.
+  Params p;
+  auto predict = compile([&](const Tensor& x) { return relu(x.matmul(p.w1) + p.b1).matmul(p.w2.narrow(0, 0, 32)); });
+  std::vector<Tensor> inputs;
+  std::vector<std::vector<float>> serial;
+  for (int t = 0; t < 8; ++t) {
+    inputs.push_back(randn({4, 16}, kFloat32, Generator(static_cast<uint64_t>(200 + t))));
+    serial.push_back(predict(inputs.back()).to_vector<float>());
+  }
+  std::vector<std::vector<float>> parallel(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 5; ++rep)
+        parallel[static_cast<size_t>(t)] = predict(inputs[static_cast<size_t>(t)]).to_vector<float>();
+    });
+  for (auto& th : threads)
+    th.join();
+  EXPECT_EQ(parallel, serial);
+  EXPECT_EQ(predict.compiled().num_compiled(), 1u);
+}
+
 TEST(Concurrency, ParallelForIsReentrantAcrossThreads) {
   std::vector<std::thread> threads;
   std::vector<double> sums(8);
