@@ -278,6 +278,31 @@ TEST(Compile, RecompilesOncePerNewShapeAndLogsWhy) {
   EXPECT_EQ(log.find("signature 4"), std::string::npos) << log;
 }
 
+TEST(Compile, SpecializingOnValuesGuardsOnTheExactValuesRead) {
+  auto f = compile([](const Tensor& x) { return x.sum().item<float>() > 0 ? x * 2 : -x; },
+                   CompileOptions().specialize_on_values());
+  EXPECT_EQ(vals(f(tensor({1.0, 2.0}))), (std::vector<double>{2, 4}));
+  EXPECT_EQ(vals(f(tensor({-1.0, -2.0}))), (std::vector<double>{1, 2})); // the sum changed: a new version
+  EXPECT_EQ(vals(f(tensor({2.0, 1.0}))), (std::vector<double>{4, 2}));   // sum 3 again: the first version
+  EXPECT_EQ(f.compiled().num_compiled(), 2u);
+  EXPECT_EQ(vals(f(tensor({2.0, 2.0}))), (std::vector<double>{4, 4}));   // sum 4: guards are exact values
+  EXPECT_EQ(f.compiled().num_compiled(), 3u);
+}
+
+TEST(Compile, ValuesReadAfterStateWritesAreTheWrittenOnes) {
+  Tensor calls = zeros({});
+  auto f = compile([&](const Tensor& x) {
+    calls.add_(1); // written before the read: the read sees the new value, as eager would
+    return x * calls.item<float>();
+  }, CompileOptions().specialize_on_values().recompile_limit(10));
+  for (int i = 1; i <= 3; ++i)
+    EXPECT_EQ(vals(f(tensor({1.0}))), (std::vector<double>{static_cast<double>(i)}));
+  EXPECT_EQ(calls.item<float>(), 3.0f);
+  // Without specialization, reading even a real tensor inside the function is an error.
+  auto g = compile([&](const Tensor& x) { return x * calls.item<float>(); });
+  EXPECT_THROW(g(tensor({1.0})), ValueError);
+}
+
 TEST(Compile, RecompileLimitErrorsOrFallsBackToEager) {
   auto strict = compile([](const Tensor& x) { return x * 2; }, CompileOptions().recompile_limit(1));
   strict(ones({2}));

@@ -10,6 +10,7 @@
 #include "weft/runtime/Interpreter.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <mutex>
 #include <sstream>
@@ -99,6 +100,28 @@ struct Executable {
   /// without one, so a call where this differs needs its own trace.
   std::vector<bool> gradDefined;
   double buildMs = 0;
+  /// Values the function read while traced (value specialization), and the plan computing them.
+  std::vector<Tensor> guardValues;
+  Plan guardPlan;
+
+  /// Whether every value read during tracing has the same value now (run before anything writes).
+  bool guardsHold(const std::vector<Tensor>& args) const {
+    if (guardValues.empty())
+      return true;
+    std::vector<Buffer> in, st;
+    for (const Tensor& a : args)
+      in.push_back(bufferOf(a, "compiled function argument"));
+    for (const Tensor& s : state)
+      st.push_back(bufferOf(s, "compiled function state"));
+    std::vector<Buffer> now = runPlan(guardPlan, in, st);
+    for (size_t i = 0; i < guardValues.size(); ++i) {
+      std::vector<double> a = tensorOf(now[i]).to_vector<double>(), b = guardValues[i].to_vector<double>();
+      for (size_t k = 0; k < a.size(); ++k)
+        if (a[k] != b[k] && !(std::isnan(a[k]) && std::isnan(b[k])))
+          return false;
+    }
+    return true;
+  }
 
   bool gradsMatch() const {
     for (size_t i = 0; i < state.size(); ++i)
@@ -146,15 +169,31 @@ struct Executable {
   }
 };
 
-std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args) {
+std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args, bool specialize) {
   auto start = std::chrono::steady_clock::now();
   TraceContext tc;
+  tc.specialize = specialize;
+  tc.realArgs = args;
   auto exe = std::make_shared<Executable>();
   exe->numOutputs = traceInto(tc, fn, args, exe->gradEffects);
   for (const Tensor& g : tc.gradBefore)
     exe->gradDefined.push_back(g.defined());
   std::vector<ir::Diagnostic> problems = ir::verify(tc.graph);
   WEFT_INTERNAL_ASSERT(problems.empty(), "the traced graph does not verify: ", problems.empty() ? "" : problems[0].message);
+  if (!tc.guards.empty()) { // the values read while tracing, computed alone before each call
+    ir::Graph guards = tc.graph;
+    guards.mutableOutputs().clear();
+    guards.mutableStateUpdates().clear();
+    for (const auto& [value, expected] : tc.guards) {
+      guards.addOutput(value);
+      exe->guardValues.push_back(expected);
+    }
+    passes::PassManager gpm;
+    gpm.add(passes::createPass("dce"));
+    if (auto r = gpm.run(guards); !r)
+      throwError(r.diagnostic().kind, r.diagnostic().message);
+    exe->guardPlan = ir::lowerToPlan(guards);
+  }
   passes::PassManager pm;
   // The one pipeline: simplify, fold, share, then drop what no output needs.
   for (const char* name : {"simplify", "fold", "simplify", "cse", "dce"})
@@ -208,15 +247,15 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args, cons
     std::lock_guard<std::mutex> lock(state_->mutex);
     bool sameArgs = false;
     for (const auto& [s, e] : state_->cache)
-      if (s == sig) {
+      if (!exe && s == sig) {
         sameArgs = true;
-        if (e->gradsMatch())
+        if (e->gradsMatch() && e->guardsHold(args))
           exe = e;
       }
     if (!exe) {
       auto& cache = state_->cache;
       if (static_cast<int>(cache.size()) >= state_->options.recompile_limit_) {
-        std::string why = sameArgs ? "a parameter's .grad became defined or undefined" : describeChange(cache.back().first, sig);
+        std::string why = sameArgs ? "a value the function reads, or whether a parameter has a .grad, changed" : describeChange(cache.back().first, sig);
         WEFT_CHECK(state_->options.on_limit_ == RecompileLimitAction::Eager, Value, "compile: the recompile limit (",
                    state_->options.recompile_limit_, " signatures) is reached and another is needed: ", why,
                    ". Raise CompileOptions::recompile_limit, or allow eager execution with on_recompile_limit");
@@ -228,9 +267,9 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args, cons
       } else {
         if (!cache.empty() && debugFlag("WEFT_LOG_RECOMPILES").value_or("0") == "1")
           std::fprintf(stderr, "[weft] compile: recompiling (signature %zu): %s\n", cache.size() + 1,
-                       sameArgs ? "a parameter's .grad became defined or undefined"
+                       sameArgs ? "a value the function reads, or whether a parameter has a .grad, changed"
                                 : describeChange(cache.back().first, sig).c_str());
-        exe = build(fn, args);
+        exe = build(fn, args, state_->options.specialize_on_values_);
         cache.emplace_back(sig, exe);
       }
     }

@@ -79,7 +79,11 @@ Tensor Tensor::clone(std::source_location loc) const {
 template <typename T> T Tensor::item(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("item");
-  checkNotTraced(*this, "item");
+  if (currentTrace() != nullptr) {
+    Tensor value = readValue(*this, "item");
+    TraceScope paused(nullptr); // `value` is real: read it, do not trace the read
+    return value.item<T>();
+  }
   WEFT_CHECK(numel() == 1, Value, "item: a Tensor with ", numel(), " elements cannot be converted to a scalar");
   T v{};
   TensorRef dst{&v, DTypeOf<T>::value, sizes(), Shape(sizes().size(), 0)};
@@ -90,7 +94,11 @@ template <typename T> T Tensor::item(std::source_location loc) const {
 template <typename T> std::vector<T> Tensor::to_vector(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("to_vector");
-  checkNotTraced(*this, "to_vector");
+  if (currentTrace() != nullptr) {
+    Tensor value = readValue(*this, "to_vector");
+    TraceScope paused(nullptr);
+    return value.to_vector<T>();
+  }
   if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> is packed: go through bytes
     std::vector<uint8_t> bytes = to_vector<uint8_t>();
     return std::vector<bool>(bytes.begin(), bytes.end());

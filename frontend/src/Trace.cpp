@@ -3,7 +3,11 @@
 #include "Trace.h"
 
 #include "weft/Autograd.h"
+#include "weft/ir/Lower.h"
 #include "weft/passes/Autodiff.h"
+#include "weft/passes/Pass.h"
+#include "weft/runtime/Interpreter.h"
+#include "weft/runtime/Kernels.h"
 
 namespace weft {
 namespace {
@@ -26,7 +30,45 @@ void checkNotTraced(const Tensor& t, const char* what) {
   if (t.defined() && t.impl()->trace != nullptr)
     WEFT_FAIL(Value, what, ": cannot read the value of a tensor inside a traced or compiled function: the ops are "
               "recorded, not run, so values are unknown there. Move this read (and any branch on it) out of the "
-              "compiled function");
+              "compiled function, or compile with CompileOptions().specialize_on_values()");
+}
+
+Tensor readValue(const Tensor& t, const char* what) {
+  TraceContext* tc = currentTrace();
+  if (tc == nullptr || !t.defined())
+    return t;
+  // Inside a trace every read is of the value at this point of the function, for this call: a real
+  // tensor may have been written by the trace, and any value read becomes part of the program.
+  if (!tc->specialize) {
+    checkNotTraced(t, what);
+    WEFT_FAIL(Value, what, ": reading a tensor's value inside a traced or compiled function bakes it into the "
+              "compiled program. Move the read out of the function, or compile with "
+              "CompileOptions().specialize_on_values() to guard on it");
+  }
+  return tc->evaluate(t);
+}
+
+Tensor TraceContext::evaluate(const Tensor& t) {
+  ir::ValueId v = valueOf(t);
+  // The graph so far, with just this value as output; state is read, not written.
+  ir::Graph g = graph;
+  g.mutableOutputs() = {v};
+  g.mutableStateUpdates().clear();
+  passes::PassManager pm;
+  pm.add(passes::createPass("dce"));
+  auto r = pm.run(g);
+  WEFT_INTERNAL_ASSERT(static_cast<bool>(r), r ? "" : r.diagnostic().message);
+  std::vector<Buffer> args, st;
+  for (const Tensor& a : realArgs)
+    args.push_back(Buffer{a.impl()->storage, a.ref()});
+  for (const Tensor& s : state)
+    st.push_back(Buffer{s.impl()->storage, s.ref()});
+  Buffer out = runPlan(ir::lowerToPlan(g), args, st)[0];
+  TraceScope paused(nullptr); // the value is real, not another node
+  Tensor value = zeros(out.ref.shape, out.ref.dtype);
+  copyCast(out.ref, value.ref());
+  guards.emplace_back(v, value);
+  return value;
 }
 
 ir::ValueId TraceContext::valueOf(const Tensor& t) {

@@ -29,6 +29,14 @@ struct TraceContext {
   std::vector<Tensor> gradBefore;
   /// Random nodes and their generators: each call draws fresh numbers at the generator's counter.
   std::vector<std::pair<ir::ValueId, Generator>> randoms;
+  /// With value specialization: the real arguments of the traced call, and each value read during
+  /// the trace with what it was (the executable checks these before it runs).
+  bool specialize = false;
+  std::vector<Tensor> realArgs;
+  std::vector<std::pair<ir::ValueId, Tensor>> guards;
+  /// The real value of traced `t`, computed by running the graph recorded so far on the real
+  /// arguments and state; recorded as a guard.
+  Tensor evaluate(const Tensor& t);
   /// User-defined autograd functions called in the trace: differentiated by their own backward.
   struct CustomRegion {
     std::vector<ir::ValueId> inputs, outputs;
@@ -71,5 +79,8 @@ private:
 
 /// Throws the "cannot read a traced value" error if `t` is traced.
 void checkNotTraced(const Tensor& t, const char* what);
+/// The value `t` has at this point: `t` itself outside a trace; inside one, its value for this call
+/// (guarded) when the trace specializes on values, else a clear error naming `what`.
+Tensor readValue(const Tensor& t, const char* what);
 
 } // namespace weft

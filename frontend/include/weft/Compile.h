@@ -23,7 +23,12 @@ enum class RecompileLimitAction { Error, Eager };
 struct CompileOptions {
   int recompile_limit_ = 8;
   RecompileLimitAction on_limit_ = RecompileLimitAction::Error;
+  bool specialize_on_values_ = false;
   Device device_;
+  /// Lets the function read tensor values (item(), to_vector(), branches on them): each value read
+  /// becomes a constant of the compiled graph, guarded on every call; a different value compiles
+  /// another version (counted against the recompile limit). Without it such reads are errors.
+  CompileOptions& specialize_on_values(bool on = true) { specialize_on_values_ = on; return *this; }
   /// At most this many input signatures are compiled.
   CompileOptions& recompile_limit(int n) { recompile_limit_ = n; return *this; }
   /// Past the limit: throw, or run the function eagerly with a warning.
