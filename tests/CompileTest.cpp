@@ -298,6 +298,10 @@ TEST(Compile, ValuesReadAfterStateWritesAreTheWrittenOnes) {
   for (int i = 1; i <= 3; ++i)
     EXPECT_EQ(vals(f(tensor({1.0}))), (std::vector<double>{static_cast<double>(i)}));
   EXPECT_EQ(calls.item<float>(), 3.0f);
+  // A boolean mask's shape depends on its values: specialized like any other read.
+  auto masked = compile([](const Tensor& x) { return x.index({x > 0}).sum(); }, CompileOptions().specialize_on_values());
+  EXPECT_EQ(masked(tensor({1.0, -2.0, 3.0})).item<float>(), 4.0f);
+  EXPECT_EQ(masked(tensor({-1.0, 2.0, -3.0})).item<float>(), 2.0f);
   // Without specialization, reading even a real tensor inside the function is an error.
   auto g = compile([&](const Tensor& x) { return x * calls.item<float>(); });
   EXPECT_THROW(g(tensor({1.0})), ValueError);

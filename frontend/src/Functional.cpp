@@ -265,6 +265,11 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, double value, s
 Tensor nonzero(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(x.defined(), Value, "nonzero: input is an undefined tensor");
+  if (currentTrace() != nullptr) { // a data-dependent shape: only with value specialization
+    Tensor value = readValue(x, "nonzero (or indexing with a boolean mask)");
+    TraceScope paused(nullptr);
+    return nonzero(value);
+  }
   std::vector<bool> flags;
   {
     Tensor b = x.to(DType::Bool).contiguous();
