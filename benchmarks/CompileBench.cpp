@@ -21,7 +21,8 @@ double medianMs(const std::function<void()>& f, int reps) {
   for (int i = 0; i < reps; ++i) {
     auto start = std::chrono::steady_clock::now();
     f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count());
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -49,7 +50,7 @@ struct Mlp {
   explicit Mlp(Generator g) {
     p = {(randn({256, 512}, kFloat32, g) * 0.05).requires_grad_(), zeros({512}).requires_grad_(),
          (randn({512, 512}, kFloat32, g) * 0.05).requires_grad_(), zeros({512}).requires_grad_(),
-         (randn({512, 10}, kFloat32, g) * 0.05).requires_grad_(), zeros({10}).requires_grad_()};
+         (randn({512, 10}, kFloat32, g) * 0.05).requires_grad_(),  zeros({10}).requires_grad_()};
   }
   Tensor loss(const Tensor& x, const Tensor& y) {
     Tensor h = relu(x.matmul(p[0]) + p[1]);
@@ -62,9 +63,19 @@ struct Block {
   int64_t d = 128, heads = 4;
   std::vector<Tensor> p;
   explicit Block(Generator g) {
-    auto w = [&](int64_t a, int64_t b) { return (randn({a, b}, kFloat32, g) * 0.05).requires_grad_(); };
-    p = {w(d, d), w(d, d), w(d, d), w(d, d), w(d, 4 * d), w(4 * d, d), ones({d}).requires_grad_(),
-         zeros({d}).requires_grad_(), ones({d}).requires_grad_(), zeros({d}).requires_grad_()};
+    auto w = [&](int64_t a, int64_t b) {
+      return (randn({a, b}, kFloat32, g) * 0.05).requires_grad_();
+    };
+    p = {w(d, d),
+         w(d, d),
+         w(d, d),
+         w(d, d),
+         w(d, 4 * d),
+         w(4 * d, d),
+         ones({d}).requires_grad_(),
+         zeros({d}).requires_grad_(),
+         ones({d}).requires_grad_(),
+         zeros({d}).requires_grad_()};
   }
   Tensor norm(const Tensor& x, const Tensor& gamma, const Tensor& beta) {
     Tensor mu = x.mean({-1}, true);
@@ -83,27 +94,29 @@ struct Block {
   }
 };
 
-void row(const char* name, const std::function<Tensor()>& eagerStep, const std::function<Tensor()>& compiledStep,
-         const CompiledFunction& cf) {
-  eagerStep(); // warm up the allocator and the thread pool
+void row(const char* name, const std::function<Tensor()>& eagerStep,
+         const std::function<Tensor()>& compiledStep, const CompiledFunction& cf) {
+  eagerStep();    // warm up the allocator and the thread pool
   compiledStep(); // traces, runs the pipeline, lowers, runs once
   std::string text = cf.graph_text();
-  auto nodes = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) - 3; // minus header, return, brace
+  auto nodes = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) -
+               3; // minus header, return, brace
   double eager = medianMs([&] { eagerStep(); }, 30);
   double compiled = medianMs([&] { compiledStep(); }, 30);
-  std::printf("| %-24s | %6zu | %13.2f | %9.3f | %12.3f | %6.2f |\n", name, nodes, cf.compile_ms(), eager, compiled,
-              compiled / eager);
+  std::printf("| %-24s | %6zu | %13.2f | %9.3f | %12.3f | %6.2f |\n", name, nodes, cf.compile_ms(),
+              eager, compiled, compiled / eager);
 }
 
 } // namespace
 
 int main() {
   const char* core = std::getenv("OPENBLAS_CORETYPE");
-  std::printf("weft compile benchmark: %d threads, OPENBLAS_CORETYPE=%s; medians of 30 steps\n\n", getNumThreads(),
-              core ? core : "(unset)");
-  std::printf("| %-24s | %6s | %13s | %9s | %12s | %6s |\n", "train step", "nodes", "trace+pipe ms", "eager ms",
-              "compiled ms", "ratio");
-  std::printf("|--------------------------|--------|---------------|-----------|--------------|--------|\n");
+  std::printf("weft compile benchmark: %d threads, OPENBLAS_CORETYPE=%s; medians of 30 steps\n\n",
+              getNumThreads(), core ? core : "(unset)");
+  std::printf("| %-24s | %6s | %13s | %9s | %12s | %6s |\n", "train step", "nodes", "trace+pipe ms",
+              "eager ms", "compiled ms", "ratio");
+  std::printf("|--------------------------|--------|---------------|-----------|--------------|----"
+              "----|\n");
   {
     Generator g(1);
     Tensor x = randn({256, 256}, kFloat32, g), y = randint(0, 10, {256}, kInt64, g);
@@ -121,7 +134,8 @@ int main() {
       compiledOpt.step();
       return l;
     });
-    row("MLP 256-512-512-10, b256", eagerStep, [&] { return step(x, y); }, step.compiled());
+    row(
+        "MLP 256-512-512-10, b256", eagerStep, [&] { return step(x, y); }, step.compiled());
   }
   {
     Generator g(3);
@@ -140,7 +154,8 @@ int main() {
       compiledOpt.step();
       return l;
     });
-    row("transformer block d128", eagerStep, [&] { return step(x); }, step.compiled());
+    row(
+        "transformer block d128", eagerStep, [&] { return step(x); }, step.compiled());
   }
   return 0;
 }

@@ -55,9 +55,9 @@ void BM_Sum(benchmark::State& state) {
 }
 
 void setFlops(benchmark::State& state, int64_t n) {
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(static_cast<double>(2 * n * n * n), benchmark::Counter::kIsIterationInvariantRate,
-                         benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(2 * n * n * n),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
 }
 
 void BM_Matmul(benchmark::State& state) {
@@ -74,8 +74,8 @@ void BM_CblasSgemm(benchmark::State& state) {
       c(static_cast<size_t>(n * n));
   for (auto _ : state) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(n),
-                static_cast<int>(n), 1.0f, a.data(), static_cast<int>(n), b.data(), static_cast<int>(n), 0.0f,
-                c.data(), static_cast<int>(n));
+                static_cast<int>(n), 1.0f, a.data(), static_cast<int>(n), b.data(),
+                static_cast<int>(n), 0.0f, c.data(), static_cast<int>(n));
     benchmark::DoNotOptimize(c.data());
   }
   setFlops(state, n);
@@ -98,7 +98,8 @@ void BM_Conv2d(benchmark::State& state) {
   }
   state.counters["workspace_MiB"] = static_cast<double>(peakExtra) / (1 << 20);
   state.counters["io_MiB"] = static_cast<double>(io) / (1 << 20);
-  state.counters["images/s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["images/s"] =
+      benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 } // namespace
@@ -108,7 +109,12 @@ BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MulAddChain)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul)->Arg(256)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_CblasSgemm)->Arg(256)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CblasSgemm)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_Conv2d)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 int main(int argc, char** argv) {

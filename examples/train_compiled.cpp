@@ -26,10 +26,11 @@ struct Model {
   Tensor steps = zeros({});
   explicit Model(Generator gen) {
     auto init = [&](int64_t in, int64_t out) {
-      return (randn({in, out}, kFloat32, gen) * std::sqrt(2.0 / static_cast<double>(in))).requires_grad_();
+      return (randn({in, out}, kFloat32, gen) * std::sqrt(2.0 / static_cast<double>(in)))
+          .requires_grad_();
     };
-    params = {init(2, 64), zeros({64}).requires_grad_(), init(64, 64), zeros({64}).requires_grad_(), init(64, 2),
-              zeros({2}).requires_grad_()};
+    params = {init(2, 64), zeros({64}).requires_grad_(), init(64, 64), zeros({64}).requires_grad_(),
+              init(64, 2), zeros({2}).requires_grad_()};
     for (const Tensor& p : params) {
       m.push_back(zeros_like(p));
       v.push_back(zeros_like(p));
@@ -62,7 +63,9 @@ double millisecondsPerStep(const std::function<Tensor()>& step, int n) {
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i)
     step();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / n;
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+             .count() /
+         n;
 }
 
 } // namespace
@@ -73,20 +76,21 @@ int main() {
   Model model(gen);
   auto trainStep = compile([&](const Tensor& xb, const Tensor& yb) { return model.step(xb, yb); });
 
-  std::printf("weft demo: 3-layer MLP on %lld two-spiral points, compiled train step (Adam, lr 0.01), %d threads\n",
+  std::printf("weft demo: 3-layer MLP on %lld two-spiral points, compiled train step (Adam, lr "
+              "0.01), %d threads\n",
               static_cast<long long>(x.size(0)), getNumThreads());
   float first = 0, last = 0;
   for (int epoch = 0; epoch <= 400; ++epoch) {
     last = trainStep(x, y).item<float>();
-    if (epoch == 0)
-      first = last;
+    if (epoch == 0) first = last;
     if (epoch % 50 == 0) {
       NoGradGuard guard;
       float acc = (model.logits(x).argmax(1) == y).to(kFloat32).mean().item<float>();
       std::printf("epoch %3d  loss %.4f  accuracy %.3f\n", epoch, last, acc);
     }
   }
-  std::printf("loss fell from %.4f to %.4f (%zu compilation)\n", first, last, trainStep.compiled().num_compiled());
+  std::printf("loss fell from %.4f to %.4f (%zu compilation)\n", first, last,
+              trainStep.compiled().num_compiled());
   Model eagerModel(Generator(2024));
   double eagerMs = millisecondsPerStep([&] { return eagerModel.step(x, y); }, 50);
   double compiledMs = millisecondsPerStep([&] { return trainStep(x, y); }, 50);

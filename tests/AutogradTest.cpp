@@ -5,8 +5,12 @@
 namespace weft::test {
 namespace {
 
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
-Tensor leaf(std::initializer_list<double> v) { return tensor(v, kFloat64).requires_grad_(); }
+std::vector<double> vals(const Tensor& t) {
+  return t.to_vector<double>();
+}
+Tensor leaf(std::initializer_list<double> v) {
+  return tensor(v, kFloat64).requires_grad_();
+}
 
 TEST(Autograd, BackwardAccumulatesIntoLeaves) {
   Tensor x = leaf({1, 2, 3});
@@ -173,8 +177,10 @@ TEST(Autograd, InPlaceOnSavedTensorIsDetected) {
     z.sum().backward();
     FAIL() << "expected an error";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("modified by an inplace operation"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("is at version 1; expected version 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("modified by an inplace operation"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("is at version 1; expected version 0"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -215,7 +221,8 @@ TEST(Autograd, LinearRegressionConvergesWithSgd) {
 
 TEST(Autograd, SmallCnnGradientsMatchFiniteDifferences) {
   Tensor x = randn({2, 2, 6, 6}, kFloat64, Generator(3));
-  Tensor w1 = randn({3, 2, 3, 3}, kFloat64, Generator(4)) * 0.5, w2 = randn({3 * 2 * 2, 4}, kFloat64, Generator(5)) * 0.5;
+  Tensor w1 = randn({3, 2, 3, 3}, kFloat64, Generator(4)) * 0.5,
+         w2 = randn({3 * 2 * 2, 4}, kFloat64, Generator(5)) * 0.5;
   Fn f = [](const std::vector<Tensor>& in) {
     Tensor h = conv2d(in[0], in[1], {}, {1}, {1}).tanh();
     h = max_pool2d(avg_pool2d(h, {2}), {2}, {}, {0}, {1}, true);
@@ -229,16 +236,27 @@ TEST(Autograd, CompositeOpsGradcheck) {
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return in[0].softmax(1); }, {x}));
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return in[0].logsumexp({0}); }, {x}));
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return in[0].var({1}); }, {x}));
-  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return gelu(in[0]) + gelu(in[0], true); }, {x}));
-  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return in[0].clamp(-0.5, 0.5) + relu(in[0]); }, {x}));
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) { return gelu(in[0]) + gelu(in[0], true); }, {x}));
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) { return in[0].clamp(-0.5, 0.5) + relu(in[0]); }, {x}));
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return in[0].topk(2).first; }, {x}));
-  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return stack({in[0], in[0] * 2}, 1).flip({2}); }, {x}));
-  EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return pad(in[0], {1, 2, 0, 1}, 3.0).cumsum(0); }, {x}));
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return stack({in[0], in[0] * 2}, 1).flip({2});
+      },
+      {x}));
+  EXPECT_TRUE(gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return pad(in[0], {1, 2, 0, 1}, 3.0).cumsum(0);
+      },
+      {x}));
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return in[0].prod(1); }, {x}));
   Tensor withZero = tensor({0.0, 2.0, 3.0, 0.5}, kFloat64);
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return in[0].prod(); }, {withZero}));
   Tensor idx = tensor({2, 0, 2});
-  EXPECT_TRUE(gradcheck([idx](const std::vector<Tensor>& in) { return embedding(idx, in[0]); }, {x}));
+  EXPECT_TRUE(
+      gradcheck([idx](const std::vector<Tensor>& in) { return embedding(idx, in[0]); }, {x}));
   EXPECT_TRUE(gradcheck(
       [](const std::vector<Tensor>& in) { return conv_transpose1d(in[0], in[1], {}, 2, 1, 1); },
       {randn({1, 2, 5}, kFloat64, Generator(9)), randn({2, 3, 3}, kFloat64, Generator(10))}));

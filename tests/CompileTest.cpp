@@ -12,14 +12,15 @@
 namespace weft::test {
 namespace {
 
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+std::vector<double> vals(const Tensor& t) {
+  return t.to_vector<double>();
+}
 
 /// Every compiled graph must verify and print back exactly through the parser.
 ::testing::AssertionResult roundTrips(const CompiledFunction& cf) {
   std::string text = cf.graph_text();
   auto parsed = ir::parseGraph(text);
-  if (!parsed)
-    return ::testing::AssertionFailure() << parsed.diagnostic().message << "\n" << text;
+  if (!parsed) return ::testing::AssertionFailure() << parsed.diagnostic().message << "\n" << text;
   if (!ir::verify(parsed.value()).empty())
     return ::testing::AssertionFailure() << ir::verify(parsed.value())[0].message;
   if (ir::printGraph(parsed.value()) != text)
@@ -29,9 +30,11 @@ std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
 
 TEST(Trace, GraphVerifiesAndRoundTripsThroughText) {
   Tensor w = randn({3, 4}, kFloat32, Generator(1));
-  TraceResult r = trace([&](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{(in[0].matmul(w) + 1.0).relu().softmax(1).sum()};
-  }, {zeros({2, 3})});
+  TraceResult r = trace(
+      [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{(in[0].matmul(w) + 1.0).relu().softmax(1).sum()};
+      },
+      {zeros({2, 3})});
   EXPECT_TRUE(ir::verify(*r.graph).empty());
   ASSERT_EQ(r.state.size(), 1u);
   EXPECT_TRUE(r.state[0].is_same(w)); // the parameter became a state input
@@ -39,25 +42,34 @@ TEST(Trace, GraphVerifiesAndRoundTripsThroughText) {
   auto parsed = ir::parseGraph(text);
   ASSERT_TRUE(static_cast<bool>(parsed)) << parsed.diagnostic().message;
   EXPECT_EQ(ir::printGraph(parsed.value()), text);
-  EXPECT_NE(text.find("CompileTest.cpp"), std::string::npos) << "nodes carry the user's source line:\n" << text;
+  EXPECT_NE(text.find("CompileTest.cpp"), std::string::npos)
+      << "nodes carry the user's source line:\n"
+      << text;
 }
 
 TEST(Trace, ReadingAValueInsideATraceIsAClearError) {
-  auto step = compile([](const Tensor& x) { return x * x.sum().item<float>(); });
+  int itemLine = 0;
+  auto step = compile([&](const Tensor& x) {
+    itemLine = __LINE__ + 1;
+    return x * x.sum().item<float>();
+  });
   try {
     step(ones({2}));
     FAIL();
   } catch (const ValueError& e) {
     std::string what = e.what();
-    EXPECT_NE(what.find("item: cannot read the value of a tensor inside a traced or compiled function"), std::string::npos) << what;
-    EXPECT_NE(what.find("CompileTest.cpp:" + std::to_string(__LINE__ - 7)), std::string::npos) << what;
+    EXPECT_NE(
+        what.find("item: cannot read the value of a tensor inside a traced or compiled function"),
+        std::string::npos)
+        << what;
+    EXPECT_NE(what.find("CompileTest.cpp:" + std::to_string(itemLine)), std::string::npos) << what;
   }
 }
 
 class CompiledOp : public ::testing::TestWithParam<int> {};
 
-/// Every primitive compiled (traced, optimized, lowered, interpreted) equals eager exactly: the same
-/// kernels run on the same values.
+/// Every primitive compiled (traced, optimized, lowered, interpreted) equals eager exactly: the
+/// same kernels run on the same values.
 TEST_P(CompiledOp, EqualsEager) {
   auto op = static_cast<OpCode>(GetParam());
   for (const OpSample& s : samplesFor(op)) {
@@ -72,14 +84,17 @@ TEST_P(CompiledOp, EqualsEager) {
     });
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(roundTrips(cf));
-    if (opInfo(op).kind == OpKind::Random) // drawn at the next counter: same distribution, new numbers
+    if (opInfo(op).kind ==
+        OpKind::Random) // drawn at the next counter: same distribution, new numbers
       EXPECT_TRUE(s.check(out[0]));
     else
       EXPECT_EQ(vals(out[0]), vals(eager));
   }
 }
 INSTANTIATE_TEST_SUITE_P(AllOps, CompiledOp, ::testing::Range(0, kNumOps),
-                         [](const ::testing::TestParamInfo<int>& i) { return std::string(opName(static_cast<OpCode>(i.param))); });
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::string(opName(static_cast<OpCode>(i.param)));
+                         });
 
 /// A two-layer MLP with Adam written in tensor ops, run as one eager or compiled train step.
 struct MlpTrainer {
@@ -131,7 +146,8 @@ TEST(Compile, MlpAdamTrainStepMatchesEagerFor100Steps) {
   EXPECT_TRUE(roundTrips(step.compiled()));
   // Same kernels, same order: the parameters agree to float rounding (1e-6 absolute).
   for (size_t i = 0; i < 4; ++i)
-    EXPECT_TRUE(allClose(vals(compiled.params()[i]), vals(eager.params()[i]), 0, 1e-6)) << "param " << i;
+    EXPECT_TRUE(allClose(vals(compiled.params()[i]), vals(eager.params()[i]), 0, 1e-6))
+        << "param " << i;
   EXPECT_TRUE(allClose(vals(compiled.m[0]), vals(eager.m[0]), 0, 1e-6));
   EXPECT_FALSE(compiled.w1.grad().defined()); // set to none by the compiled step, as eagerly
   EXPECT_EQ(compiled.t.item<float>(), 100.0f);
@@ -178,9 +194,12 @@ TEST(Compile, GradientPenaltyInsideACompiledFunction) {
 TEST(Compile, TransformerBlockAndCnnGradientsMatchEager) {
   Generator g(9);
   int64_t d = 8, heads = 2;
-  Tensor wq = (randn({d, d}, kFloat64, g) * 0.3).requires_grad_(), wk = (randn({d, d}, kFloat64, g) * 0.3).requires_grad_();
-  Tensor wv = (randn({d, d}, kFloat64, g) * 0.3).requires_grad_(), w1 = (randn({d, 2 * d}, kFloat64, g) * 0.3).requires_grad_();
-  Tensor w2 = (randn({2 * d, d}, kFloat64, g) * 0.3).requires_grad_(), gamma = ones({d}, kFloat64).requires_grad_();
+  Tensor wq = (randn({d, d}, kFloat64, g) * 0.3).requires_grad_(),
+         wk = (randn({d, d}, kFloat64, g) * 0.3).requires_grad_();
+  Tensor wv = (randn({d, d}, kFloat64, g) * 0.3).requires_grad_(),
+         w1 = (randn({d, 2 * d}, kFloat64, g) * 0.3).requires_grad_();
+  Tensor w2 = (randn({2 * d, d}, kFloat64, g) * 0.3).requires_grad_(),
+         gamma = ones({d}, kFloat64).requires_grad_();
   Tensor k = (randn({3, 2, 3, 3}, kFloat64, g) * 0.3).requires_grad_();
   std::vector<Tensor> ps{wq, wk, wv, w1, w2, gamma, k};
   auto layerNorm = [&](const Tensor& x) {
@@ -190,10 +209,13 @@ TEST(Compile, TransformerBlockAndCnnGradientsMatchEager) {
   };
   auto loss = [&](const Tensor& x, const Tensor& img) {
     int64_t b = x.size(0), t = x.size(1);
-    auto split = [&](const Tensor& y) { return y.reshape({b, t, heads, d / heads}).transpose(1, 2); };
+    auto split = [&](const Tensor& y) {
+      return y.reshape({b, t, heads, d / heads}).transpose(1, 2);
+    };
     Tensor h = layerNorm(x);
     Tensor q = split(h.matmul(wq)), kk = split(h.matmul(wk)), v = split(h.matmul(wv));
-    Tensor att = (q.matmul(kk.transpose(-1, -2)) / std::sqrt(static_cast<double>(d / heads))).softmax(-1);
+    Tensor att =
+        (q.matmul(kk.transpose(-1, -2)) / std::sqrt(static_cast<double>(d / heads))).softmax(-1);
     Tensor y = x + att.matmul(v).transpose(1, 2).reshape({b, t, d});
     y = y + gelu(layerNorm(y).matmul(w1)).matmul(w2);
     Tensor c = max_pool2d(conv2d(img, k, {}, {1}, {1}).tanh(), {2});
@@ -251,7 +273,9 @@ TEST(Compile, CustomFunctionsTraceWithTheirOwnBackward) {
 }
 
 TEST(Compile, RandomOpsDrawFreshNumbersEachCallLikeEager) {
-  auto dropout = [](const Tensor& x, Generator gen) { return x * bernoulli(full_like(x, 0.5), gen) * 2.0; };
+  auto dropout = [](const Tensor& x, Generator gen) {
+    return x * bernoulli(full_like(x, 0.5), gen) * 2.0;
+  };
   Generator eagerGen(77), compiledGen(77);
   auto f = compile([&](const Tensor& x) { return dropout(x, compiledGen); });
   Tensor x = ones({1000});
@@ -273,8 +297,12 @@ TEST(Compile, RecompilesOncePerNewShapeAndLogsWhy) {
   std::string log = ::testing::internal::GetCapturedStderr();
   unsetenv("WEFT_LOG_RECOMPILES");
   EXPECT_EQ(f.compiled().num_compiled(), 3u);
-  EXPECT_NE(log.find("recompiling (signature 2): input 0 shape [4, 3] -> [8, 3]"), std::string::npos) << log;
-  EXPECT_NE(log.find("recompiling (signature 3): input 0 dtype float32 -> float64"), std::string::npos) << log;
+  EXPECT_NE(log.find("recompiling (signature 2): input 0 shape [4, 3] -> [8, 3]"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("recompiling (signature 3): input 0 dtype float32 -> float64"),
+            std::string::npos)
+      << log;
   EXPECT_EQ(log.find("signature 4"), std::string::npos) << log;
 }
 
@@ -282,24 +310,30 @@ TEST(Compile, SpecializingOnValuesGuardsOnTheExactValuesRead) {
   auto f = compile([](const Tensor& x) { return x.sum().item<float>() > 0 ? x * 2 : -x; },
                    CompileOptions().specialize_on_values());
   EXPECT_EQ(vals(f(tensor({1.0, 2.0}))), (std::vector<double>{2, 4}));
-  EXPECT_EQ(vals(f(tensor({-1.0, -2.0}))), (std::vector<double>{1, 2})); // the sum changed: a new version
-  EXPECT_EQ(vals(f(tensor({2.0, 1.0}))), (std::vector<double>{4, 2}));   // sum 3 again: the first version
+  EXPECT_EQ(vals(f(tensor({-1.0, -2.0}))),
+            (std::vector<double>{1, 2})); // the sum changed: a new version
+  EXPECT_EQ(vals(f(tensor({2.0, 1.0}))),
+            (std::vector<double>{4, 2})); // sum 3 again: the first version
   EXPECT_EQ(f.compiled().num_compiled(), 2u);
-  EXPECT_EQ(vals(f(tensor({2.0, 2.0}))), (std::vector<double>{4, 4}));   // sum 4: guards are exact values
+  EXPECT_EQ(vals(f(tensor({2.0, 2.0}))),
+            (std::vector<double>{4, 4})); // sum 4: guards are exact values
   EXPECT_EQ(f.compiled().num_compiled(), 3u);
 }
 
 TEST(Compile, ValuesReadAfterStateWritesAreTheWrittenOnes) {
   Tensor calls = zeros({});
-  auto f = compile([&](const Tensor& x) {
-    calls.add_(1); // written before the read: the read sees the new value, as eager would
-    return x * calls.item<float>();
-  }, CompileOptions().specialize_on_values().recompile_limit(10));
+  auto f = compile(
+      [&](const Tensor& x) {
+        calls.add_(1); // written before the read: the read sees the new value, as eager would
+        return x * calls.item<float>();
+      },
+      CompileOptions().specialize_on_values().recompile_limit(10));
   for (int i = 1; i <= 3; ++i)
     EXPECT_EQ(vals(f(tensor({1.0}))), (std::vector<double>{static_cast<double>(i)}));
   EXPECT_EQ(calls.item<float>(), 3.0f);
   // A boolean mask's shape depends on its values: specialized like any other read.
-  auto masked = compile([](const Tensor& x) { return x.index({x > 0}).sum(); }, CompileOptions().specialize_on_values());
+  auto masked = compile([](const Tensor& x) { return x.index({x > 0}).sum(); },
+                        CompileOptions().specialize_on_values());
   EXPECT_EQ(masked(tensor({1.0, -2.0, 3.0})).item<float>(), 4.0f);
   EXPECT_EQ(masked(tensor({-1.0, 2.0, -3.0})).item<float>(), 2.0f);
   // Without specialization, reading even a real tensor inside the function is an error.
@@ -311,8 +345,9 @@ TEST(Compile, RecompileLimitErrorsOrFallsBackToEager) {
   auto strict = compile([](const Tensor& x) { return x * 2; }, CompileOptions().recompile_limit(1));
   strict(ones({2}));
   EXPECT_THROW(strict(ones({3})), ValueError);
-  auto lenient = compile([](const Tensor& x) { return x * 2; },
-                         CompileOptions().recompile_limit(1).on_recompile_limit(RecompileLimitAction::Eager));
+  auto lenient =
+      compile([](const Tensor& x) { return x * 2; },
+              CompileOptions().recompile_limit(1).on_recompile_limit(RecompileLimitAction::Eager));
   lenient(ones({2}));
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(vals(lenient(ones({3}))), (std::vector<double>{2, 2, 2}));
@@ -324,7 +359,7 @@ TEST(Compile, RecompileLimitErrorsOrFallsBackToEager) {
 TEST(Compile, CompiledGraphIsOptimized) {
   Tensor w = ones({4});
   auto f = compile([&](const Tensor& x) {
-    Tensor unused = x.exp();      // dead
+    Tensor unused = x.exp();              // dead
     return (x * w).sum() + (x * w).sum(); // the product is computed once
   });
   f(ones({4}));

@@ -71,7 +71,8 @@ TEST(Concurrency, ConcurrentBackwardAccumulatesIntoSharedLeaves) {
 TEST(Concurrency, OneCompiledFunctionCalledFromManyThreads) {
   // Inference (no state written): the cached executable is shared and immutable.
   Params p;
-  auto predict = compile([&](const Tensor& x) { return relu(x.matmul(p.w1) + p.b1).matmul(p.w2.narrow(0, 0, 32)); });
+  auto predict = compile(
+      [&](const Tensor& x) { return relu(x.matmul(p.w1) + p.b1).matmul(p.w2.narrow(0, 0, 32)); });
   std::vector<Tensor> inputs;
   std::vector<std::vector<float>> serial;
   for (int t = 0; t < 8; ++t) {
@@ -83,7 +84,8 @@ TEST(Concurrency, OneCompiledFunctionCalledFromManyThreads) {
   for (int t = 0; t < 8; ++t)
     threads.emplace_back([&, t] {
       for (int rep = 0; rep < 5; ++rep)
-        parallel[static_cast<size_t>(t)] = predict(inputs[static_cast<size_t>(t)]).to_vector<float>();
+        parallel[static_cast<size_t>(t)] =
+            predict(inputs[static_cast<size_t>(t)]).to_vector<float>();
     });
   for (auto& th : threads)
     th.join();
@@ -95,7 +97,8 @@ TEST(Concurrency, ParallelForIsReentrantAcrossThreads) {
   std::vector<std::thread> threads;
   std::vector<double> sums(8);
   for (int t = 0; t < 8; ++t)
-    threads.emplace_back([&, t] { sums[static_cast<size_t>(t)] = ones({1 << 18}, kFloat64).sum().item<double>(); });
+    threads.emplace_back(
+        [&, t] { sums[static_cast<size_t>(t)] = ones({1 << 18}, kFloat64).sum().item<double>(); });
   for (auto& th : threads)
     th.join();
   for (double s : sums)

@@ -5,7 +5,9 @@ namespace weft::test {
 namespace {
 
 using namespace weft::indexing;
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+std::vector<double> vals(const Tensor& t) {
+  return t.to_vector<double>();
+}
 
 TEST(Indexing, BasicIndexingMakesViews) {
   Tensor x = arange(24).reshape({2, 3, 4});
@@ -43,7 +45,8 @@ TEST(Indexing, BooleanMasks) {
   Tensor x = arange(6).reshape({2, 3});
   EXPECT_EQ(vals(x.index({x > 2})), (std::vector<double>{3, 4, 5}));
   EXPECT_EQ(x.index({tensor({false, true})}).sizes(), (Shape{1, 3}));
-  EXPECT_EQ(vals(x.index({Slice(), tensor({true, false, true})})), (std::vector<double>{0, 2, 3, 5}));
+  EXPECT_EQ(vals(x.index({Slice(), tensor({true, false, true})})),
+            (std::vector<double>{0, 2, 3, 5}));
 }
 
 TEST(Indexing, IndexPut) {

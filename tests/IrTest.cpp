@@ -1,8 +1,8 @@
 // The graph IR through its C++ API: building, printing and parsing back, verifying, passes.
+#include "weft/ir/Lower.h"
 #include "weft/ir/ShapeInference.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
-#include "weft/ir/Lower.h"
 #include "weft/passes/Pass.h"
 #include "weft/runtime/Interpreter.h"
 #include "weft/runtime/Kernels.h"
@@ -21,7 +21,8 @@ Graph smallGraph() {
   ValueId w = g.addState({DType::Float32, {3, 4}}, "w");
   ValueId mm = g.addNode(OpCode::MatMul, {x, w}, {}, {DType::Float32, {2, 4}}, {"net.cpp", 7});
   ValueId e = g.addNode(OpCode::Exp, {mm}, {}, {DType::Float32, {2, 4}});
-  ValueId s = g.addNode(OpCode::Sum, {e}, Attrs{{"dims", Shape{}}, {"keepdim", false}}, {DType::Float32, {}});
+  ValueId s = g.addNode(OpCode::Sum, {e}, Attrs{{"dims", Shape{}}, {"keepdim", false}},
+                        {DType::Float32, {}});
   ValueId nw = g.addNode(OpCode::Mul, {w, w}, {}, {DType::Float32, {3, 4}});
   g.addOutput(s);
   g.addStateUpdate(w, nw);
@@ -39,9 +40,10 @@ TEST(Ir, BuiltGraphVerifiesAndRoundTrips) {
 }
 
 TEST(Ir, EveryAttributeTypeRoundTrips) {
-  for (const AttrValue& v : {AttrValue(int64_t{-3}), AttrValue(2.5), AttrValue(1e-300), AttrValue(-0.0),
-                             AttrValue(true), AttrValue(std::vector<int64_t>{}), AttrValue(std::vector<int64_t>{1, -2}),
-                             AttrValue(DType::BFloat16), AttrValue(0.1)}) {
+  for (const AttrValue& v :
+       {AttrValue(int64_t{-3}), AttrValue(2.5), AttrValue(1e-300), AttrValue(-0.0), AttrValue(true),
+        AttrValue(std::vector<int64_t>{}), AttrValue(std::vector<int64_t>{1, -2}),
+        AttrValue(DType::BFloat16), AttrValue(0.1)}) {
     Graph g;
     ValueId x = g.addArgument({DType::Float32, {2}}, "x");
     Attrs at;
@@ -59,7 +61,8 @@ TEST(Ir, VerifierRejectsBrokenGraphs) {
   g.mutableNodes()[1].operands[0] = 99; // out of range
   auto problems = verify(g);
   ASSERT_FALSE(problems.empty());
-  EXPECT_NE(problems[0].message.find("%1 = exp: operand 0 is used before it is defined"), std::string::npos)
+  EXPECT_NE(problems[0].message.find("%1 = exp: operand 0 is used before it is defined"),
+            std::string::npos)
       << problems[0].message;
 
   Graph h = smallGraph();
@@ -74,7 +77,8 @@ TEST(Ir, InferTypeChecksAttributesInsteadOfCrashing) {
   EXPECT_NE(missing.diagnostic().message.find("missing attribute 'keepdim'"), std::string::npos);
   auto wrongType = inferType(OpCode::Sum, in, Attrs{{"dims", int64_t{0}}, {"keepdim", false}});
   ASSERT_FALSE(static_cast<bool>(wrongType));
-  EXPECT_NE(wrongType.diagnostic().message.find("'dims' must be a list of integers"), std::string::npos);
+  EXPECT_NE(wrongType.diagnostic().message.find("'dims' must be a list of integers"),
+            std::string::npos);
   auto unknown = inferType(OpCode::Exp, in, Attrs{{"alpha", 1.0}});
   ASSERT_FALSE(static_cast<bool>(unknown));
   EXPECT_NE(unknown.diagnostic().message.find("unknown attribute 'alpha'"), std::string::npos);
@@ -119,7 +123,7 @@ TEST(Interpreter, RunsAGraphAndWritesStateBack) {
   std::vector<Buffer> out = runPlan(plan, std::vector<Buffer>{x}, std::vector<Buffer>{w});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_FLOAT_EQ(read(out[0])[0], 8.0f * std::exp(3.0f)); // each of 8 entries is exp(0.5*2*3)
-  EXPECT_EQ(read(w), std::vector<float>(12, 4.0f));         // updated in place
+  EXPECT_EQ(read(w), std::vector<float>(12, 4.0f));        // updated in place
   EXPECT_EQ(w.storage->version(), 1u);
   out = runPlan(plan, std::vector<Buffer>{x}, std::vector<Buffer>{w});
   EXPECT_EQ(read(w), std::vector<float>(12, 16.0f));

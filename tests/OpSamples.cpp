@@ -15,9 +15,13 @@ double& NdArray::at(const Shape& idx) {
     off = off * shape[d] + idx[d];
   return v[static_cast<size_t>(off)];
 }
-double NdArray::at(const Shape& idx) const { return const_cast<NdArray*>(this)->at(idx); }
+double NdArray::at(const Shape& idx) const {
+  return const_cast<NdArray*>(this)->at(idx);
+}
 
-NdArray toNd(const Tensor& t) { return {t.sizes(), t.detach().to_vector<double>()}; }
+NdArray toNd(const Tensor& t) {
+  return {t.sizes(), t.detach().to_vector<double>()};
+}
 
 Shape unravel(int64_t i, const Shape& shape) {
   Shape idx(shape.size());
@@ -30,13 +34,23 @@ Shape unravel(int64_t i, const Shape& shape) {
 
 namespace {
 
-Generator gen(uint64_t seed) { return Generator(seed); }
-Tensor normal(Shape s, uint64_t seed) { return randn(std::move(s), kFloat64, gen(seed)); }
+Generator gen(uint64_t seed) {
+  return Generator(seed);
+}
+Tensor normal(Shape s, uint64_t seed) {
+  return randn(std::move(s), kFloat64, gen(seed));
+}
 /// Values in [lo, hi): away from the singular points of log, sqrt, reciprocal, pow.
-Tensor uniform(Shape s, double lo, double hi, uint64_t seed) { return rand(std::move(s), kFloat64, gen(seed)) * (hi - lo) + lo; }
-Tensor indices(Shape s, int64_t n, uint64_t seed) { return randint(0, n, std::move(s), kInt64, gen(seed)); }
+Tensor uniform(Shape s, double lo, double hi, uint64_t seed) {
+  return rand(std::move(s), kFloat64, gen(seed)) * (hi - lo) + lo;
+}
+Tensor indices(Shape s, int64_t n, uint64_t seed) {
+  return randint(0, n, std::move(s), kInt64, gen(seed));
+}
 
-NdArray zerosNd(const Shape& s) { return {s, std::vector<double>(static_cast<size_t>(numel(s)), 0.0)}; }
+NdArray zerosNd(const Shape& s) {
+  return {s, std::vector<double>(static_cast<size_t>(numel(s)), 0.0)};
+}
 
 /// Element of `a` at output index `idx` under broadcasting to `out`.
 double bcast(const NdArray& a, const Shape& idx, const Shape& out) {
@@ -56,8 +70,7 @@ Shape broadcastShape(const std::vector<NdArray>& xs) {
     for (size_t d = 0; d < x.shape.size(); ++d) {
       int64_t v = x.shape[d];
       size_t o = n - x.shape.size() + d;
-      if (v != 1)
-        s[o] = v;
+      if (v != 1) s[o] = v;
     }
   return s;
 }
@@ -80,7 +93,8 @@ bool isReduced(const Attrs& at, size_t d) {
   return dims.empty() || std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end();
 }
 
-NdArray reduceNd(const NdArray& x, const Attrs& at, double init, const std::function<double(double, double)>& f) {
+NdArray reduceNd(const NdArray& x, const Attrs& at, double init,
+                 const std::function<double(double, double)>& f) {
   Shape kept;
   for (size_t d = 0; d < x.shape.size(); ++d)
     kept.push_back(isReduced(at, d) ? 1 : x.shape[d]);
@@ -88,15 +102,13 @@ NdArray reduceNd(const NdArray& x, const Attrs& at, double init, const std::func
   for (int64_t i = 0; i < numel(x.shape); ++i) {
     Shape idx = unravel(i, x.shape);
     for (size_t d = 0; d < idx.size(); ++d)
-      if (isReduced(at, d))
-        idx[d] = 0;
+      if (isReduced(at, d)) idx[d] = 0;
     r.at(idx) = f(r.at(idx), x.v[static_cast<size_t>(i)]);
   }
   if (!at.b("keepdim")) {
     Shape s;
     for (size_t d = 0; d < x.shape.size(); ++d)
-      if (!isReduced(at, d))
-        s.push_back(x.shape[d]);
+      if (!isReduced(at, d)) s.push_back(x.shape[d]);
     r.shape = s;
   }
   return r;
@@ -128,8 +140,7 @@ NdArray argReduceNd(const NdArray& x, const Attrs& at, bool isMax) {
     }
     r.at(idx) = static_cast<double>(best);
   });
-  if (!at.b("keepdim"))
-    r.shape.erase(r.shape.begin() + dim);
+  if (!at.b("keepdim")) r.shape.erase(r.shape.begin() + dim);
   return r;
 }
 
@@ -150,7 +161,8 @@ NdArray permuteNd(const NdArray& x, const Shape& dims) {
 NdArray matmulNd(const NdArray& a, const NdArray& b) {
   size_t na = a.shape.size(), nb = b.shape.size();
   int64_t m = a.shape[na - 2], k = a.shape[na - 1], n = b.shape[nb - 1];
-  NdArray ab{Shape(a.shape.begin(), a.shape.end() - 2), {}}, bb{Shape(b.shape.begin(), b.shape.end() - 2), {}};
+  NdArray ab{Shape(a.shape.begin(), a.shape.end() - 2), {}},
+      bb{Shape(b.shape.begin(), b.shape.end() - 2), {}};
   Shape batch = broadcastShape({ab, bb});
   Shape out = batch;
   out.push_back(m);
@@ -180,9 +192,11 @@ NdArray matmulNd(const NdArray& a, const NdArray& b) {
 /// the flat input, weight and output offsets it involves (padding terms skipped).
 template <typename F> void convTerms(const Shape& x, const Shape& w, const Attrs& at, F f) {
   bool one = x.size() == 3;
-  int64_t N = x[0], C = x[1], H = one ? 1 : x[2], W = x.back(), O = w[0], KH = one ? 1 : w[2], KW = w.back();
+  int64_t N = x[0], C = x[1], H = one ? 1 : x[2], W = x.back(), O = w[0], KH = one ? 1 : w[2],
+          KW = w.back();
   const auto &st = at.ints("stride"), &pd = at.ints("padding"), &dl = at.ints("dilation");
-  int64_t sh = one ? 1 : st[0], sw = st.back(), ph = one ? 0 : pd[0], pw = pd.back(), dh = one ? 1 : dl[0], dw = dl.back();
+  int64_t sh = one ? 1 : st[0], sw = st.back(), ph = one ? 0 : pd[0], pw = pd.back(),
+          dh = one ? 1 : dl[0], dw = dl.back();
   int64_t g = at.i("groups"), cg = C / g, og = O / g;
   int64_t OH = windowOutputSize(H, KH, sh, ph, dh), OW = windowOutputSize(W, KW, sw, pw, dw);
   for (int64_t n = 0; n < N; ++n)
@@ -193,34 +207,40 @@ template <typename F> void convTerms(const Shape& x, const Shape& w, const Attrs
             for (int64_t ky = 0; ky < KH; ++ky)
               for (int64_t kx = 0; kx < KW; ++kx) {
                 int64_t iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
-                if (iy < 0 || iy >= H || ix < 0 || ix >= W)
-                  continue;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
                 int64_t ci = (o / og) * cg + c;
-                f(((n * C + ci) * H + iy) * W + ix, ((o * cg + c) * KH + ky) * KW + kx, ((n * O + o) * OH + oy) * OW + ox);
+                f(((n * C + ci) * H + iy) * W + ix, ((o * cg + c) * KH + ky) * KW + kx,
+                  ((n * O + o) * OH + oy) * OW + ox);
               }
 }
 
 Shape convOutShape(const Shape& x, const Shape& w, const Attrs& at) {
   Shape s{x[0], w[0]};
   for (size_t i = 2; i < x.size(); ++i)
-    s.push_back(windowOutputSize(x[i], w[i], at.ints("stride")[i - 2], at.ints("padding")[i - 2], at.ints("dilation")[i - 2]));
+    s.push_back(windowOutputSize(x[i], w[i], at.ints("stride")[i - 2], at.ints("padding")[i - 2],
+                                 at.ints("dilation")[i - 2]));
   return s;
 }
 
 Attrs convAttrs(Shape stride, Shape padding, Shape dilation, int64_t groups) {
-  return Attrs{{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
+  return Attrs{
+      {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
 }
 
 OpSample unarySample(OpCode op) {
-  bool positive = op == OpCode::Log || op == OpCode::Sqrt || op == OpCode::Rsqrt || op == OpCode::Log1p ||
-                  op == OpCode::Reciprocal;
+  bool positive = op == OpCode::Log || op == OpCode::Sqrt || op == OpCode::Rsqrt ||
+                  op == OpCode::Log1p || op == OpCode::Reciprocal;
   Tensor x = positive ? uniform({3, 4}, 0.5, 2.0, 1) : normal({3, 4}, 1);
-  OpSample s{"strided", {x}, {}, [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].t()}; },
+  OpSample s{"strided",
+             {x},
+             {},
+             [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].t()}; },
              [op](const std::vector<NdArray>& in, const Attrs&) {
-               return mapNd(in, [op](const std::vector<double>& a) { return unaryReference(op, a[0]); });
+               return mapNd(
+                   in, [op](const std::vector<double>& a) { return unaryReference(op, a[0]); });
              }};
-  s.gradcheck = opInfo(op).differentiable && op != OpCode::Floor && op != OpCode::Ceil && op != OpCode::Round &&
-                op != OpCode::Sign;
+  s.gradcheck = opInfo(op).differentiable && op != OpCode::Floor && op != OpCode::Ceil &&
+                op != OpCode::Round && op != OpCode::Sign;
   return s;
 }
 
@@ -229,7 +249,9 @@ OpSample binarySample(OpCode op) {
   Tensor a = positive ? uniform({3, 1, 4}, 0.5, 2.0, 2) : normal({3, 1, 4}, 2);
   Tensor b = positive ? uniform({5, 4}, 0.5, 2.0, 3) : normal({5, 4}, 3);
   OpSample s{"broadcast", {a, b}, {}, {}, [op](const std::vector<NdArray>& in, const Attrs&) {
-               return mapNd(in, [op](const std::vector<double>& v) { return binaryReference(op, v[0], v[1]); });
+               return mapNd(in, [op](const std::vector<double>& v) {
+                 return binaryReference(op, v[0], v[1]);
+               });
              }};
   s.gradcheck = opInfo(op).differentiable;
   return s;
@@ -253,97 +275,170 @@ NdArray sliceNd(const NdArray& x, const Attrs& at) {
 
 double unaryReference(OpCode op, double x) {
   switch (op) {
-  case OpCode::Neg: return -x;
-  case OpCode::Abs: return std::fabs(x);
-  case OpCode::Sign: return static_cast<double>((x > 0) - (x < 0));
-  case OpCode::Exp: return std::exp(x);
-  case OpCode::Log: return std::log(x);
-  case OpCode::Log1p: return std::log1p(x);
-  case OpCode::Expm1: return std::expm1(x);
-  case OpCode::Sqrt: return std::sqrt(x);
-  case OpCode::Rsqrt: return 1.0 / std::sqrt(x);
-  case OpCode::Sin: return std::sin(x);
-  case OpCode::Cos: return std::cos(x);
-  case OpCode::Tanh: return std::tanh(x);
-  case OpCode::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-  case OpCode::Erf: return std::erf(x);
-  case OpCode::Reciprocal: return 1.0 / x;
-  case OpCode::Floor: return std::floor(x);
-  case OpCode::Ceil: return std::ceil(x);
-  case OpCode::Round: return std::nearbyint(x);
-  case OpCode::LogicalNot: return x == 0 ? 1.0 : 0.0;
-  default: ADD_FAILURE() << "no unary reference for " << opName(op); return 0;
+  case OpCode::Neg:
+    return -x;
+  case OpCode::Abs:
+    return std::fabs(x);
+  case OpCode::Sign:
+    return static_cast<double>((x > 0) - (x < 0));
+  case OpCode::Exp:
+    return std::exp(x);
+  case OpCode::Log:
+    return std::log(x);
+  case OpCode::Log1p:
+    return std::log1p(x);
+  case OpCode::Expm1:
+    return std::expm1(x);
+  case OpCode::Sqrt:
+    return std::sqrt(x);
+  case OpCode::Rsqrt:
+    return 1.0 / std::sqrt(x);
+  case OpCode::Sin:
+    return std::sin(x);
+  case OpCode::Cos:
+    return std::cos(x);
+  case OpCode::Tanh:
+    return std::tanh(x);
+  case OpCode::Sigmoid:
+    return 1.0 / (1.0 + std::exp(-x));
+  case OpCode::Erf:
+    return std::erf(x);
+  case OpCode::Reciprocal:
+    return 1.0 / x;
+  case OpCode::Floor:
+    return std::floor(x);
+  case OpCode::Ceil:
+    return std::ceil(x);
+  case OpCode::Round:
+    return std::nearbyint(x);
+  case OpCode::LogicalNot:
+    return x == 0 ? 1.0 : 0.0;
+  default:
+    ADD_FAILURE() << "no unary reference for " << opName(op);
+    return 0;
   }
 }
 
 double binaryReference(OpCode op, double a, double b) {
   switch (op) {
-  case OpCode::Add: return a + b;
-  case OpCode::Sub: return a - b;
-  case OpCode::Mul: return a * b;
-  case OpCode::Div: return a / b;
-  case OpCode::Pow: return std::pow(a, b);
-  case OpCode::Maximum: return std::max(a, b);
-  case OpCode::Minimum: return std::min(a, b);
-  case OpCode::Eq: return a == b;
-  case OpCode::Ne: return a != b;
-  case OpCode::Lt: return a < b;
-  case OpCode::Le: return a <= b;
-  case OpCode::Gt: return a > b;
-  case OpCode::Ge: return a >= b;
-  case OpCode::LogicalAnd: return (a != 0) && (b != 0);
-  case OpCode::LogicalOr: return (a != 0) || (b != 0);
-  case OpCode::LogicalXor: return (a != 0) != (b != 0);
-  default: ADD_FAILURE() << "no binary reference for " << opName(op); return 0;
+  case OpCode::Add:
+    return a + b;
+  case OpCode::Sub:
+    return a - b;
+  case OpCode::Mul:
+    return a * b;
+  case OpCode::Div:
+    return a / b;
+  case OpCode::Pow:
+    return std::pow(a, b);
+  case OpCode::Maximum:
+    return std::max(a, b);
+  case OpCode::Minimum:
+    return std::min(a, b);
+  case OpCode::Eq:
+    return a == b;
+  case OpCode::Ne:
+    return a != b;
+  case OpCode::Lt:
+    return a < b;
+  case OpCode::Le:
+    return a <= b;
+  case OpCode::Gt:
+    return a > b;
+  case OpCode::Ge:
+    return a >= b;
+  case OpCode::LogicalAnd:
+    return (a != 0) && (b != 0);
+  case OpCode::LogicalOr:
+    return (a != 0) || (b != 0);
+  case OpCode::LogicalXor:
+    return (a != 0) != (b != 0);
+  default:
+    ADD_FAILURE() << "no binary reference for " << opName(op);
+    return 0;
   }
 }
 
 std::vector<OpSample> samplesFor(OpCode op) {
   const OpInfo& info = opInfo(op);
-  if (info.kind == OpKind::Unary)
-    return {unarySample(op)};
-  if (info.kind == OpKind::Binary)
-    return {binarySample(op)};
+  if (info.kind == OpKind::Unary) return {unarySample(op)};
+  if (info.kind == OpKind::Binary) return {binarySample(op)};
   auto identity = [](const std::vector<NdArray>& in, const Attrs&) { return in[0]; };
   switch (op) {
   case OpCode::Cast:
     return {{"to float64", {normal({4, 3}, 4)}, Attrs{{"dtype", kFloat64}}, {}, identity},
-            {"to int32", {normal({4, 3}, 5) * 10}, Attrs{{"dtype", kInt32}}, {},
+            {"to int32",
+             {normal({4, 3}, 5) * 10},
+             Attrs{{"dtype", kInt32}},
+             {},
              [](const std::vector<NdArray>& in, const Attrs&) {
                return mapNd(in, [](const std::vector<double>& a) { return std::trunc(a[0]); });
-             }, {}, false}};
+             },
+             {},
+             false}};
   case OpCode::StopGradient:
-    return {{"strided", {normal({3, 4}, 50)}, {}, [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].t()}; },
+    return {{"strided",
+             {normal({3, 4}, 50)},
+             {},
+             [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].t()}; },
              identity}};
   case OpCode::Where:
-    return {{"broadcast", {normal({3, 4}, 6) > 0, normal({1, 4}, 7), normal({3, 1}, 8)}, {}, {},
+    return {{"broadcast",
+             {normal({3, 4}, 6) > 0, normal({1, 4}, 7), normal({3, 1}, 8)},
+             {},
+             {},
              [](const std::vector<NdArray>& in, const Attrs&) {
-               return mapNd(in, [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; });
+               return mapNd(in,
+                            [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; });
              }}};
   case OpCode::Sum:
   case OpCode::Prod:
   case OpCode::AMax:
   case OpCode::AMin: {
-    double init = op == OpCode::Sum ? 0 : op == OpCode::Prod ? 1 : op == OpCode::AMax ? -INFINITY : INFINITY;
-    std::function<double(double, double)> f = op == OpCode::Sum ? [](double a, double b) { return a + b; }
-                                            : op == OpCode::Prod ? [](double a, double b) { return a * b; }
-                                            : op == OpCode::AMax ? [](double a, double b) { return std::max(a, b); }
-                                                                 : [](double a, double b) { return std::min(a, b); };
-    auto ref = [init, f](const std::vector<NdArray>& in, const Attrs& at) { return reduceNd(in[0], at, init, f); };
+    double init = op == OpCode::Sum    ? 0
+                  : op == OpCode::Prod ? 1
+                  : op == OpCode::AMax ? -INFINITY
+                                       : INFINITY;
+    std::function<double(double, double)> f =
+        op == OpCode::Sum    ? [](double a, double b) { return a + b; }
+        : op == OpCode::Prod ? [](double a, double b) { return a * b; }
+        : op == OpCode::AMax ? [](double a, double b) { return std::max(a, b); }
+                             : [](double a, double b) { return std::min(a, b); };
+    auto ref = [init, f](const std::vector<NdArray>& in, const Attrs& at) {
+      return reduceNd(in[0], at, init, f);
+    };
     Tensor x = op == OpCode::Prod ? uniform({2, 3, 4}, 0.5, 1.5, 9) : normal({2, 3, 4}, 9);
-    return {{"dims 0,2 keepdim", {x}, Attrs{{"dims", Shape{0, 2}}, {"keepdim", true}}, {}, ref},
-            {"all", {x}, Attrs{{"dims", Shape{}}, {"keepdim", false}}, {}, ref},
-            {"dim 1 of transposed", {x}, Attrs{{"dims", Shape{1}}, {"keepdim", false}},
-             [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].transpose(0, 2)}; }, ref}};
+    return {
+        {"dims 0,2 keepdim", {x}, Attrs{{"dims", Shape{0, 2}}, {"keepdim", true}}, {}, ref},
+        {"all", {x}, Attrs{{"dims", Shape{}}, {"keepdim", false}}, {}, ref},
+        {"dim 1 of transposed",
+         {x},
+         Attrs{{"dims", Shape{1}}, {"keepdim", false}},
+         [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].transpose(0, 2)}; },
+         ref}};
   }
   case OpCode::ArgMax:
   case OpCode::ArgMin:
-    return {{"dim 1", {normal({3, 5, 2}, 10)}, Attrs{{"dim", int64_t{1}}, {"keepdim", false}}, {},
-             [op](const std::vector<NdArray>& in, const Attrs& at) { return argReduceNd(in[0], at, op == OpCode::ArgMax); }},
-            {"dim 0 keepdim", {normal({4, 3}, 11)}, Attrs{{"dim", int64_t{0}}, {"keepdim", true}}, {},
-             [op](const std::vector<NdArray>& in, const Attrs& at) { return argReduceNd(in[0], at, op == OpCode::ArgMax); }}};
+    return {{"dim 1",
+             {normal({3, 5, 2}, 10)},
+             Attrs{{"dim", int64_t{1}}, {"keepdim", false}},
+             {},
+             [op](const std::vector<NdArray>& in, const Attrs& at) {
+               return argReduceNd(in[0], at, op == OpCode::ArgMax);
+             }},
+            {"dim 0 keepdim",
+             {normal({4, 3}, 11)},
+             Attrs{{"dim", int64_t{0}}, {"keepdim", true}},
+             {},
+             [op](const std::vector<NdArray>& in, const Attrs& at) {
+               return argReduceNd(in[0], at, op == OpCode::ArgMax);
+             }}};
   case OpCode::CumSum:
-    return {{"dim 1", {normal({3, 5}, 12)}, Attrs{{"dim", int64_t{1}}}, {}, [](const std::vector<NdArray>& in, const Attrs& at) {
+    return {{"dim 1",
+             {normal({3, 5}, 12)},
+             Attrs{{"dim", int64_t{1}}},
+             {},
+             [](const std::vector<NdArray>& in, const Attrs& at) {
                NdArray r = in[0];
                int64_t dim = at.i("dim");
                forLines(r.shape, dim, [&](Shape idx) {
@@ -357,7 +452,10 @@ std::vector<OpSample> samplesFor(OpCode op) {
                return r;
              }}};
   case OpCode::ArgSort:
-    return {{"descending", {normal({4, 6}, 13)}, Attrs{{"dim", int64_t{1}}, {"descending", true}}, {},
+    return {{"descending",
+             {normal({4, 6}, 13)},
+             Attrs{{"dim", int64_t{1}}, {"descending", true}},
+             {},
              [](const std::vector<NdArray>& in, const Attrs& at) {
                NdArray r = in[0];
                int64_t dim = at.i("dim");
@@ -365,8 +463,13 @@ std::vector<OpSample> samplesFor(OpCode op) {
                  int64_t n = r.shape[static_cast<size_t>(dim)];
                  std::vector<int64_t> order(static_cast<size_t>(n));
                  std::iota(order.begin(), order.end(), 0);
-                 auto val = [&](int64_t k) { Shape j = idx; j[static_cast<size_t>(dim)] = k; return in[0].at(j); };
-                 std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return val(a) > val(b); });
+                 auto val = [&](int64_t k) {
+                   Shape j = idx;
+                   j[static_cast<size_t>(dim)] = k;
+                   return in[0].at(j);
+                 };
+                 std::stable_sort(order.begin(), order.end(),
+                                  [&](int64_t a, int64_t b) { return val(a) > val(b); });
                  for (int64_t k = 0; k < n; ++k) {
                    idx[static_cast<size_t>(dim)] = k;
                    r.at(idx) = static_cast<double>(order[static_cast<size_t>(k)]);
@@ -375,32 +478,63 @@ std::vector<OpSample> samplesFor(OpCode op) {
                return r;
              }}};
   case OpCode::Reshape:
-    return {{"copying reshape of a transpose", {normal({3, 4}, 14)}, Attrs{{"shape", Shape{2, 6}}},
+    return {{"copying reshape of a transpose",
+             {normal({3, 4}, 14)},
+             Attrs{{"shape", Shape{2, 6}}},
              [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].t()}; },
-             [](const std::vector<NdArray>& in, const Attrs& at) { return NdArray{at.ints("shape"), in[0].v}; }},
-            {"view", {normal({2, 3, 4}, 15)}, Attrs{{"shape", Shape{6, 4}}}, {},
-             [](const std::vector<NdArray>& in, const Attrs& at) { return NdArray{at.ints("shape"), in[0].v}; }}};
-  case OpCode::Permute:
-    return {{"3-d", {normal({2, 3, 4}, 16)}, Attrs{{"dims", Shape{2, 0, 1}}}, {},
-             [](const std::vector<NdArray>& in, const Attrs& at) { return permuteNd(in[0], at.ints("dims")); }}};
-  case OpCode::Expand:
-    return {{"leading and inner", {normal({3, 1}, 17)}, Attrs{{"shape", Shape{2, 3, 4}}}, {},
              [](const std::vector<NdArray>& in, const Attrs& at) {
-               return mapNd({in[0], zerosNd(at.ints("shape"))}, [](const std::vector<double>& a) { return a[0]; });
+               return NdArray{at.ints("shape"), in[0].v};
+             }},
+            {"view",
+             {normal({2, 3, 4}, 15)},
+             Attrs{{"shape", Shape{6, 4}}},
+             {},
+             [](const std::vector<NdArray>& in, const Attrs& at) {
+               return NdArray{at.ints("shape"), in[0].v};
+             }}};
+  case OpCode::Permute:
+    return {{"3-d",
+             {normal({2, 3, 4}, 16)},
+             Attrs{{"dims", Shape{2, 0, 1}}},
+             {},
+             [](const std::vector<NdArray>& in, const Attrs& at) {
+               return permuteNd(in[0], at.ints("dims"));
+             }}};
+  case OpCode::Expand:
+    return {{"leading and inner",
+             {normal({3, 1}, 17)},
+             Attrs{{"shape", Shape{2, 3, 4}}},
+             {},
+             [](const std::vector<NdArray>& in, const Attrs& at) {
+               return mapNd({in[0], zerosNd(at.ints("shape"))},
+                            [](const std::vector<double>& a) { return a[0]; });
              }}};
   case OpCode::Slice:
-    return {{"step 2", {normal({4, 7}, 18)}, Attrs{{"dim", int64_t{1}}, {"start", int64_t{1}}, {"end", int64_t{6}}, {"step", int64_t{2}}},
-             {}, [](const std::vector<NdArray>& in, const Attrs& at) { return sliceNd(in[0], at); }},
-            {"step 3 to the end", {normal({7, 2}, 19)}, Attrs{{"dim", int64_t{0}}, {"start", int64_t{0}}, {"end", int64_t{7}}, {"step", int64_t{3}}},
-             {}, [](const std::vector<NdArray>& in, const Attrs& at) { return sliceNd(in[0], at); }}};
+    return {
+        {"step 2",
+         {normal({4, 7}, 18)},
+         Attrs{
+             {"dim", int64_t{1}}, {"start", int64_t{1}}, {"end", int64_t{6}}, {"step", int64_t{2}}},
+         {},
+         [](const std::vector<NdArray>& in, const Attrs& at) { return sliceNd(in[0], at); }},
+        {"step 3 to the end",
+         {normal({7, 2}, 19)},
+         Attrs{
+             {"dim", int64_t{0}}, {"start", int64_t{0}}, {"end", int64_t{7}}, {"step", int64_t{3}}},
+         {},
+         [](const std::vector<NdArray>& in, const Attrs& at) { return sliceNd(in[0], at); }}};
   case OpCode::Flip:
-    return {{"two dims", {normal({3, 4, 2}, 20)}, Attrs{{"dims", Shape{0, 2}}}, {},
+    return {{"two dims",
+             {normal({3, 4, 2}, 20)},
+             Attrs{{"dims", Shape{0, 2}}},
+             {},
              [](const std::vector<NdArray>& in, const Attrs& at) {
                NdArray r = in[0];
                for (int64_t i = 0; i < numel(r.shape); ++i) {
                  Shape idx = unravel(i, r.shape);
                  for (int64_t d : at.ints("dims"))
-                   idx[static_cast<size_t>(d)] = r.shape[static_cast<size_t>(d)] - 1 - idx[static_cast<size_t>(d)];
+                   idx[static_cast<size_t>(d)] =
+                       r.shape[static_cast<size_t>(d)] - 1 - idx[static_cast<size_t>(d)];
                  r.v[static_cast<size_t>(i)] = in[0].at(idx);
                }
                return r;
@@ -419,16 +553,23 @@ std::vector<OpSample> samplesFor(OpCode op) {
           idx[d] -= p[2 * d];
           inside = inside && idx[d] >= 0 && idx[d] < in[0].shape[d];
         }
-        if (inside)
-          r.v[static_cast<size_t>(i)] = in[0].at(idx);
+        if (inside) r.v[static_cast<size_t>(i)] = in[0].at(idx);
       }
       return r;
     };
-    return {{"grow", {normal({2, 3}, 21)}, Attrs{{"pads", Shape{1, 0, 2, 1}}, {"value", 0.5}}, {}, ref},
-            {"crop and grow", {normal({4, 5}, 22)}, Attrs{{"pads", Shape{-1, 2, 0, -2}}, {"value", 0.0}}, {}, ref}};
+    return {
+        {"grow", {normal({2, 3}, 21)}, Attrs{{"pads", Shape{1, 0, 2, 1}}, {"value", 0.5}}, {}, ref},
+        {"crop and grow",
+         {normal({4, 5}, 22)},
+         Attrs{{"pads", Shape{-1, 2, 0, -2}}, {"value", 0.0}},
+         {},
+         ref}};
   }
   case OpCode::Cat:
-    return {{"three along dim 1", {normal({2, 1}, 23), normal({2, 3}, 24), normal({2, 2}, 25)}, Attrs{{"dim", int64_t{1}}}, {},
+    return {{"three along dim 1",
+             {normal({2, 1}, 23), normal({2, 3}, 24), normal({2, 2}, 25)},
+             Attrs{{"dim", int64_t{1}}},
+             {},
              [](const std::vector<NdArray>& in, const Attrs&) {
                NdArray r = zerosNd({2, 6});
                int64_t off = 0;
@@ -442,32 +583,55 @@ std::vector<OpSample> samplesFor(OpCode op) {
                return r;
              }}};
   case OpCode::MatMul:
-    return {{"batched broadcast", {normal({2, 1, 3, 4}, 26), normal({3, 4, 5}, 27)}, {}, {},
+    return {{"batched broadcast",
+             {normal({2, 1, 3, 4}, 26), normal({3, 4, 5}, 27)},
+             {},
+             {},
              [](const std::vector<NdArray>& in, const Attrs&) { return matmulNd(in[0], in[1]); }},
-            {"transposed operands", {normal({4, 3}, 28), normal({5, 4}, 29)}, {},
-             [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].t(), in[1].t()}; },
+            {"transposed operands",
+             {normal({4, 3}, 28), normal({5, 4}, 29)},
+             {},
+             [](const std::vector<Tensor>& in) {
+               return std::vector<Tensor>{in[0].t(), in[1].t()};
+             },
              [](const std::vector<NdArray>& in, const Attrs&) { return matmulNd(in[0], in[1]); }}};
   case OpCode::Conv: {
     auto ref = [](const std::vector<NdArray>& in, const Attrs& at) {
       NdArray r = zerosNd(convOutShape(in[0].shape, in[1].shape, at));
       convTerms(in[0].shape, in[1].shape, at, [&](int64_t xi, int64_t wi, int64_t yi) {
-        r.v[static_cast<size_t>(yi)] += in[0].v[static_cast<size_t>(xi)] * in[1].v[static_cast<size_t>(wi)];
+        r.v[static_cast<size_t>(yi)] +=
+            in[0].v[static_cast<size_t>(xi)] * in[1].v[static_cast<size_t>(wi)];
       });
       return r;
     };
-    return {{"2-d strided padded dilated grouped", {normal({2, 4, 7, 6}, 30), normal({6, 2, 3, 2}, 31)},
-             convAttrs({2, 1}, {1, 1}, {1, 2}, 2), {}, ref},
-            {"1-d", {normal({2, 3, 9}, 32), normal({4, 3, 3}, 33)}, convAttrs({2}, {1}, {1}, 1), {}, ref},
-            {"pointwise", {normal({2, 3, 4, 4}, 34), normal({5, 3, 1, 1}, 35)}, convAttrs({1, 1}, {0, 0}, {1, 1}, 1), {}, ref}};
+    return {{"2-d strided padded dilated grouped",
+             {normal({2, 4, 7, 6}, 30), normal({6, 2, 3, 2}, 31)},
+             convAttrs({2, 1}, {1, 1}, {1, 2}, 2),
+             {},
+             ref},
+            {"1-d",
+             {normal({2, 3, 9}, 32), normal({4, 3, 3}, 33)},
+             convAttrs({2}, {1}, {1}, 1),
+             {},
+             ref},
+            {"pointwise",
+             {normal({2, 3, 4, 4}, 34), normal({5, 3, 1, 1}, 35)},
+             convAttrs({1, 1}, {0, 0}, {1, 1}, 1),
+             {},
+             ref}};
   }
   case OpCode::ConvInputGrad: {
     Attrs at = convAttrs({2, 1}, {1, 0}, {1, 1}, 2);
     at.set("input_shape", Shape{2, 4, 5, 4});
-    return {{"grouped strided", {normal({2, 6, 3, 3}, 36), normal({6, 2, 3, 2}, 37)}, at, {},
+    return {{"grouped strided",
+             {normal({2, 6, 3, 3}, 36), normal({6, 2, 3, 2}, 37)},
+             at,
+             {},
              [](const std::vector<NdArray>& in, const Attrs& a) {
                NdArray r = zerosNd(a.ints("input_shape"));
                convTerms(r.shape, in[1].shape, a, [&](int64_t xi, int64_t wi, int64_t yi) {
-                 r.v[static_cast<size_t>(xi)] += in[0].v[static_cast<size_t>(yi)] * in[1].v[static_cast<size_t>(wi)];
+                 r.v[static_cast<size_t>(xi)] +=
+                     in[0].v[static_cast<size_t>(yi)] * in[1].v[static_cast<size_t>(wi)];
                });
                return r;
              }}};
@@ -475,31 +639,44 @@ std::vector<OpSample> samplesFor(OpCode op) {
   case OpCode::ConvWeightGrad: {
     Attrs at = convAttrs({1, 2}, {1, 1}, {2, 1}, 1);
     at.set("weight_shape", Shape{3, 2, 2, 3});
-    return {{"dilated strided", {normal({2, 2, 5, 6}, 38), normal({2, 3, 5, 3}, 39)}, at, {},
+    return {{"dilated strided",
+             {normal({2, 2, 5, 6}, 38), normal({2, 3, 5, 3}, 39)},
+             at,
+             {},
              [](const std::vector<NdArray>& in, const Attrs& a) {
                NdArray r = zerosNd(a.ints("weight_shape"));
                convTerms(in[0].shape, r.shape, a, [&](int64_t xi, int64_t wi, int64_t yi) {
-                 r.v[static_cast<size_t>(wi)] += in[0].v[static_cast<size_t>(xi)] * in[1].v[static_cast<size_t>(yi)];
+                 r.v[static_cast<size_t>(wi)] +=
+                     in[0].v[static_cast<size_t>(xi)] * in[1].v[static_cast<size_t>(yi)];
                });
                return r;
              }}};
   }
   case OpCode::Gather:
-    return {{"dim 1", {normal({3, 5}, 40), indices({3, 4}, 5, 41)}, Attrs{{"dim", int64_t{1}}}, {},
-             [](const std::vector<NdArray>& in, const Attrs&) {
-               NdArray r = zerosNd(in[1].shape);
-               for (int64_t i = 0; i < numel(r.shape); ++i) {
-                 Shape idx = unravel(i, r.shape);
-                 r.v[static_cast<size_t>(i)] = in[0].at({idx[0], static_cast<int64_t>(in[1].at(idx))});
-               }
-               return r;
-             }}};
+    return {
+        {"dim 1",
+         {normal({3, 5}, 40), indices({3, 4}, 5, 41)},
+         Attrs{{"dim", int64_t{1}}},
+         {},
+         [](const std::vector<NdArray>& in, const Attrs&) {
+           NdArray r = zerosNd(in[1].shape);
+           for (int64_t i = 0; i < numel(r.shape); ++i) {
+             Shape idx = unravel(i, r.shape);
+             r.v[static_cast<size_t>(i)] = in[0].at({idx[0], static_cast<int64_t>(in[1].at(idx))});
+           }
+           return r;
+         }}};
   case OpCode::ScatterAdd:
   case OpCode::Scatter: {
     bool add = op == OpCode::ScatterAdd;
     // scatter (no accumulation) needs distinct targets per column for a deterministic result.
-    Tensor index = add ? indices({4, 3}, 5, 42) : randperm(5, gen(43)).narrow(0, 0, 4).unsqueeze(1).expand({4, 3}).contiguous();
-    return {{"dim 0", {normal({5, 3}, 44), index, normal({4, 3}, 45)}, Attrs{{"dim", int64_t{0}}}, {},
+    Tensor index =
+        add ? indices({4, 3}, 5, 42)
+            : randperm(5, gen(43)).narrow(0, 0, 4).unsqueeze(1).expand({4, 3}).contiguous();
+    return {{"dim 0",
+             {normal({5, 3}, 44), index, normal({4, 3}, 45)},
+             Attrs{{"dim", int64_t{0}}},
+             {},
              [add](const std::vector<NdArray>& in, const Attrs&) {
                NdArray r = in[0];
                for (int64_t i = 0; i < numel(in[1].shape); ++i) {
@@ -511,27 +688,44 @@ std::vector<OpSample> samplesFor(OpCode op) {
              }}};
   }
   case OpCode::IndexSelect:
-    return {{"dim 0 with repeats", {normal({5, 3}, 46), tensor({4, 0, 4, 2})}, Attrs{{"dim", int64_t{0}}}, {},
+    return {{"dim 0 with repeats",
+             {normal({5, 3}, 46), tensor({4, 0, 4, 2})},
+             Attrs{{"dim", int64_t{0}}},
+             {},
              [](const std::vector<NdArray>& in, const Attrs&) {
                NdArray r = zerosNd({4, 3});
                for (int64_t i = 0; i < 12; ++i)
-                 r.v[static_cast<size_t>(i)] = in[0].at({static_cast<int64_t>(in[1].v[static_cast<size_t>(i / 3)]), i % 3});
+                 r.v[static_cast<size_t>(i)] =
+                     in[0].at({static_cast<int64_t>(in[1].v[static_cast<size_t>(i / 3)]), i % 3});
                return r;
              }}};
   case OpCode::IndexAdd:
-    return {{"dim 1 with repeats", {normal({3, 4}, 47), tensor({1, 3, 1}), normal({3, 3}, 48)}, Attrs{{"dim", int64_t{1}}}, {},
+    return {{"dim 1 with repeats",
+             {normal({3, 4}, 47), tensor({1, 3, 1}), normal({3, 3}, 48)},
+             Attrs{{"dim", int64_t{1}}},
+             {},
              [](const std::vector<NdArray>& in, const Attrs&) {
                NdArray r = in[0];
                for (int64_t i = 0; i < 9; ++i)
-                 r.at({i / 3, static_cast<int64_t>(in[1].v[static_cast<size_t>(i % 3)])}) += in[2].v[static_cast<size_t>(i)];
+                 r.at({i / 3, static_cast<int64_t>(in[1].v[static_cast<size_t>(i % 3)])}) +=
+                     in[2].v[static_cast<size_t>(i)];
                return r;
              }}};
   case OpCode::MaxPoolArgmax: {
-    Attrs at{{"kernel_size", Shape{3, 2}}, {"stride", Shape{2, 2}}, {"padding", Shape{1, 1}}, {"dilation", Shape{1, 1}}, {"ceil_mode", true}};
-    return {{"padded ceil mode", {normal({2, 2, 5, 6}, 49)}, at, {}, [](const std::vector<NdArray>& in, const Attrs& a) {
+    Attrs at{{"kernel_size", Shape{3, 2}},
+             {"stride", Shape{2, 2}},
+             {"padding", Shape{1, 1}},
+             {"dilation", Shape{1, 1}},
+             {"ceil_mode", true}};
+    return {{"padded ceil mode",
+             {normal({2, 2, 5, 6}, 49)},
+             at,
+             {},
+             [](const std::vector<NdArray>& in, const Attrs& a) {
                const Shape& x = in[0].shape;
                const auto &k = a.ints("kernel_size"), &s = a.ints("stride"), &p = a.ints("padding");
-               int64_t oh = windowOutputSize(x[2], k[0], s[0], p[0], 1, true), ow = windowOutputSize(x[3], k[1], s[1], p[1], 1, true);
+               int64_t oh = windowOutputSize(x[2], k[0], s[0], p[0], 1, true),
+                       ow = windowOutputSize(x[3], k[1], s[1], p[1], 1, true);
                NdArray r = zerosNd({x[0], x[1], oh, ow});
                for (int64_t i = 0; i < numel(r.shape); ++i) {
                  Shape o = unravel(i, r.shape);
@@ -540,7 +734,8 @@ std::vector<OpSample> samplesFor(OpCode op) {
                  for (int64_t ky = 0; ky < k[0]; ++ky)
                    for (int64_t kx = 0; kx < k[1]; ++kx) {
                      int64_t iy = o[2] * s[0] - p[0] + ky, ix = o[3] * s[1] - p[1] + kx;
-                     if (iy >= 0 && iy < x[2] && ix >= 0 && ix < x[3] && in[0].at({o[0], o[1], iy, ix}) > best) {
+                     if (iy >= 0 && iy < x[2] && ix >= 0 && ix < x[3] &&
+                         in[0].at({o[0], o[1], iy, ix}) > best) {
                        best = in[0].at({o[0], o[1], iy, ix});
                        arg = iy * x[3] + ix;
                      }
@@ -553,17 +748,27 @@ std::vector<OpSample> samplesFor(OpCode op) {
   case OpCode::Full: {
     auto ref = [](const std::vector<NdArray>&, const Attrs& at) {
       const AttrValue& v = at.raw("value");
-      double d = std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
-      return NdArray{at.ints("shape"), std::vector<double>(static_cast<size_t>(numel(at.ints("shape"))), d)};
+      double d = std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v))
+                                                    : std::get<double>(v);
+      return NdArray{at.ints("shape"),
+                     std::vector<double>(static_cast<size_t>(numel(at.ints("shape"))), d)};
     };
-    return {{"float", {}, Attrs{{"shape", Shape{2, 3}}, {"dtype", kFloat32}, {"value", 2.5}}, {}, ref},
-            {"integer past 2^53", {}, Attrs{{"shape", Shape{2}}, {"dtype", kInt64}, {"value", int64_t{(1LL << 53) + 1}}}, {}, ref},
-            {"scalar", {}, Attrs{{"shape", Shape{}}, {"dtype", kBool}, {"value", 1.0}}, {}, ref}};
+    return {
+        {"float", {}, Attrs{{"shape", Shape{2, 3}}, {"dtype", kFloat32}, {"value", 2.5}}, {}, ref},
+        {"integer past 2^53",
+         {},
+         Attrs{{"shape", Shape{2}}, {"dtype", kInt64}, {"value", int64_t{(1LL << 53) + 1}}},
+         {},
+         ref},
+        {"scalar", {}, Attrs{{"shape", Shape{}}, {"dtype", kBool}, {"value", 1.0}}, {}, ref}};
   }
   case OpCode::Uniform:
   case OpCode::Normal: {
     bool uni = op == OpCode::Uniform;
-    Attrs at{{"shape", Shape{200, 500}}, {"dtype", kFloat32}, {"seed", int64_t{7}}, {"offset", int64_t{3}}};
+    Attrs at{{"shape", Shape{200, 500}},
+             {"dtype", kFloat32},
+             {"seed", int64_t{7}},
+             {"offset", int64_t{3}}};
     if (uni) {
       at.set("low", -1.0);
       at.set("high", 3.0);
@@ -572,11 +777,13 @@ std::vector<OpSample> samplesFor(OpCode op) {
       at.set("std", 0.5);
     }
     OpSample s{"moments", {}, at, {}, {}, [uni](const Tensor& t) -> ::testing::AssertionResult {
-                 // 100k samples: the sample mean's standard error is < 0.004 for both; 0.02 is > 5 sigma.
+                 // 100k samples: the sample mean's standard error is < 0.004 for both; 0.02 is > 5
+                 // sigma.
                  double mean = t.to(kFloat64).mean().item<double>();
                  double var = t.to(kFloat64).var().item<double>();
                  double wantMean = uni ? 1.0 : 2.0, wantVar = uni ? 16.0 / 12.0 : 0.25;
-                 if (std::fabs(mean - wantMean) > 0.02 || std::fabs(var - wantVar) > 0.02 * wantVar * 5)
+                 if (std::fabs(mean - wantMean) > 0.02 ||
+                     std::fabs(var - wantVar) > 0.02 * wantVar * 5)
                    return ::testing::AssertionFailure() << "mean " << mean << " var " << var;
                  if (uni && (t.amin().item<double>() < -1.0 || t.amax().item<double>() >= 3.0))
                    return ::testing::AssertionFailure() << "out of [low, high)";

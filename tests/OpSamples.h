@@ -37,7 +37,9 @@ struct OpSample {
   /// False where finite differences are meaningless (e.g. integer-valued results).
   bool gradcheck = true;
 
-  std::vector<Tensor> prepared(const std::vector<Tensor>& in) const { return prepare ? prepare(in) : in; }
+  std::vector<Tensor> prepared(const std::vector<Tensor>& in) const {
+    return prepare ? prepare(in) : in;
+  }
 };
 
 /// The samples of `op`; every op in the table must have at least one.

@@ -4,10 +4,10 @@
 #include "TestUtil.h"
 
 #include "weft/ir/Lower.h"
-#include "weft/passes/Autodiff.h"
 #include "weft/ir/ShapeInference.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
+#include "weft/passes/Autodiff.h"
 #include "weft/runtime/Interpreter.h"
 #include "weft/runtime/Kernels.h"
 
@@ -30,14 +30,22 @@ std::vector<Tensor> convertFloating(const std::vector<Tensor>& in, DType t) {
   return out;
 }
 
-bool isExactOp(OpKind k) { return k == OpKind::ArgReduce || k == OpKind::Sort || k == OpKind::Pool; }
+bool isExactOp(OpKind k) {
+  return k == OpKind::ArgReduce || k == OpKind::Sort || k == OpKind::Pool;
+}
 
 /// Float32 tolerance: elementwise results are within a few ulps (1e-6 relative); reductions,
 /// contractions and convolutions sum up to ~100 terms of O(1), so allow 1e-4 absolute.
 double float32Tolerance(OpKind k) {
   switch (k) {
-  case OpKind::Reduce: case OpKind::Scan: case OpKind::MatMul: case OpKind::Conv: case OpKind::ConvInputGrad:
-  case OpKind::ConvWeightGrad: case OpKind::Scatter: case OpKind::IndexAdd:
+  case OpKind::Reduce:
+  case OpKind::Scan:
+  case OpKind::MatMul:
+  case OpKind::Conv:
+  case OpKind::ConvInputGrad:
+  case OpKind::ConvWeightGrad:
+  case OpKind::Scatter:
+  case OpKind::IndexAdd:
     return 1e-4;
   default:
     return 1e-5;
@@ -46,7 +54,8 @@ double float32Tolerance(OpKind k) {
 
 TEST(OpTableCoverage, EveryOpHasSamples) {
   for (int i = 0; i < kNumOps; ++i)
-    EXPECT_FALSE(samplesFor(static_cast<OpCode>(i)).empty()) << opName(static_cast<OpCode>(i)) << " has no test sample";
+    EXPECT_FALSE(samplesFor(static_cast<OpCode>(i)).empty())
+        << opName(static_cast<OpCode>(i)) << " has no test sample";
 }
 
 TEST(OpTableCoverage, NamesRoundTrip) {
@@ -65,8 +74,7 @@ TEST_P(OpTable, ForwardMatchesDoubleReference) {
     for (DType t : {kFloat32, kFloat64}) {
       SCOPED_TRACE(dtypeName(t));
       Attrs at = s.attrs;
-      if (at.has("dtype") && opInfo(op()).kind == OpKind::Random)
-        at.set("dtype", t);
+      if (at.has("dtype") && opInfo(op()).kind == OpKind::Random) at.set("dtype", t);
       Tensor out = dispatch(op(), s.prepared(convertFloating(s.inputs, t)), at);
       if (s.check) {
         EXPECT_TRUE(s.check(out));
@@ -113,7 +121,8 @@ TEST_P(OpTable, EveryAcceptedDtypeMatchesReference) {
       for (const Tensor& x : prepared)
         ref.push_back(toNd(x.contiguous()));
       NdArray want = s.reference(ref, s.attrs);
-      Tensor wantT = from_vector(want.v, want.shape).to(out.dtype()); // the reference rounded like the output
+      Tensor wantT =
+          from_vector(want.v, want.shape).to(out.dtype()); // the reference rounded like the output
       double tol = (t == kFloat16 || t == kBFloat16) && !isExactOp(kind) ? 2e-2 : 0;
       EXPECT_TRUE(allClose(out.to_vector<double>(), wantT.to_vector<double>(), tol, tol));
     }
@@ -123,8 +132,7 @@ TEST_P(OpTable, EveryAcceptedDtypeMatchesReference) {
 /// Runs `check` on a function calling the op, for every sample finite differences make sense for.
 template <typename Check> void forDifferentiableSamples(OpCode o, Check check) {
   for (const OpSample& s : samplesFor(o)) {
-    if (!s.gradcheck)
-      continue;
+    if (!s.gradcheck) continue;
     SCOPED_TRACE(s.label);
     Fn f = [&s, o](const std::vector<Tensor>& in) { return dispatch(o, s.prepared(in), s.attrs); };
     EXPECT_TRUE(check(f, s.inputs));
@@ -132,16 +140,18 @@ template <typename Check> void forDifferentiableSamples(OpCode o, Check check) {
 }
 
 TEST_P(OpTable, GradientMatchesFiniteDifferences) {
-  if (!opInfo(op()).differentiable)
-    GTEST_SKIP() << opName(op()) << " is not differentiable";
-  forDifferentiableSamples(op(), [](const Fn& f, const std::vector<Tensor>& in) { return gradcheck(f, in); });
+  if (!opInfo(op()).differentiable) GTEST_SKIP() << opName(op()) << " is not differentiable";
+  forDifferentiableSamples(
+      op(), [](const Fn& f, const std::vector<Tensor>& in) { return gradcheck(f, in); });
 }
 
 TEST_P(OpTable, DoubleBackwardMatchesFiniteDifferences) {
   const OpKind kind = opInfo(op()).kind;
-  if (!opInfo(op()).differentiable || (kind != OpKind::Unary && kind != OpKind::Binary && kind != OpKind::MatMul))
+  if (!opInfo(op()).differentiable ||
+      (kind != OpKind::Unary && kind != OpKind::Binary && kind != OpKind::MatMul))
     GTEST_SKIP() << "double backward is checked for elementwise ops and matmul";
-  forDifferentiableSamples(op(), [](const Fn& f, const std::vector<Tensor>& in) { return gradgradcheck(f, in); });
+  forDifferentiableSamples(
+      op(), [](const Fn& f, const std::vector<Tensor>& in) { return gradgradcheck(f, in); });
 }
 
 /// A graph whose arguments are `in` (passed to the interpreter as they are, strides included).
@@ -189,16 +199,15 @@ TEST_P(OpTable, InterpretedGraphEqualsEager) {
 /// Graph autodiff (the autodiff pass, run by the interpreter) gives the gradients eager autograd
 /// gives: both apply the same rules with the same kernels, in float64.
 TEST_P(OpTable, GraphAutodiffEqualsEagerAutograd) {
-  if (!opInfo(op()).differentiable)
-    GTEST_SKIP() << opName(op()) << " is not differentiable";
+  if (!opInfo(op()).differentiable) GTEST_SKIP() << opName(op()) << " is not differentiable";
   for (const OpSample& s : samplesFor(op())) {
-    if (!s.gradcheck)
-      continue;
+    if (!s.gradcheck) continue;
     SCOPED_TRACE(s.label);
     // The op's inputs as contiguous float64 leaves; weights w make the loss sum(y * w).
     std::vector<Tensor> in;
     for (const Tensor& t : s.prepared(s.inputs))
-      in.push_back(t.is_floating_point() ? t.contiguous().detach().clone().requires_grad_() : t.contiguous());
+      in.push_back(t.is_floating_point() ? t.contiguous().detach().clone().requires_grad_()
+                                         : t.contiguous());
     Tensor y = dispatch(op(), in, s.attrs);
     Tensor w = randn(y.sizes(), y.dtype(), Generator(5));
     (y * w).sum().backward();
@@ -206,13 +215,14 @@ TEST_P(OpTable, GraphAutodiffEqualsEagerAutograd) {
     ArgGraph g(in);
     std::vector<ir::ValueId> wrt;
     for (size_t i = 0; i < in.size(); ++i)
-      if (in[i].is_floating_point())
-        wrt.push_back(g.args[i]);
+      if (in[i].is_floating_point()) wrt.push_back(g.args[i]);
     ir::ValueId wv = g.add(w, "w");
-    ir::ValueId yv = g.graph.addNode(op(), std::vector<ir::ValueId>(g.args.begin(), g.args.end() - 1), s.attrs,
-                                     {y.dtype(), y.sizes()});
+    ir::ValueId yv =
+        g.graph.addNode(op(), std::vector<ir::ValueId>(g.args.begin(), g.args.end() - 1), s.attrs,
+                        {y.dtype(), y.sizes()});
     ir::ValueId prod = g.graph.addNode(OpCode::Mul, {yv, wv}, {}, {y.dtype(), y.sizes()});
-    ir::ValueId loss = g.graph.addNode(OpCode::Sum, {prod}, Attrs{{"dims", Shape{}}, {"keepdim", false}}, {y.dtype(), {}});
+    ir::ValueId loss = g.graph.addNode(
+        OpCode::Sum, {prod}, Attrs{{"dims", Shape{}}, {"keepdim", false}}, {y.dtype(), {}});
     auto grads = passes::appendGradients(g.graph, loss, wrt);
     ASSERT_TRUE(static_cast<bool>(grads)) << grads.diagnostic().message;
     for (ir::ValueId v : grads.value()) {
@@ -226,7 +236,8 @@ TEST_P(OpTable, GraphAutodiffEqualsEagerAutograd) {
     for (const Tensor& t : in)
       if (t.is_floating_point()) {
         SCOPED_TRACE("input " + std::to_string(k));
-        EXPECT_TRUE(allClose(out[k++].to_vector<double>(), t.grad().to_vector<double>(), 1e-12, 1e-12));
+        EXPECT_TRUE(
+            allClose(out[k++].to_vector<double>(), t.grad().to_vector<double>(), 1e-12, 1e-12));
       }
   }
 }

@@ -6,7 +6,9 @@
 namespace weft::test {
 namespace {
 
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+std::vector<double> vals(const Tensor& t) {
+  return t.to_vector<double>();
+}
 
 TEST(DType, PromotionFollowsPyTorch) {
   EXPECT_EQ(promoteTypes(kInt32, kFloat16), kFloat16);
@@ -19,10 +21,10 @@ TEST(DType, PromotionFollowsPyTorch) {
 
 TEST(DType, ScalarsAndZeroDimTensorsDoNotWidenWithinACategory) {
   Tensor i32 = ones({3}, kInt32), f16 = ones({3}, kFloat16);
-  EXPECT_EQ((i32 + 5).dtype(), kInt32);           // int scalar keeps int32
-  EXPECT_EQ((i32 + 2.5).dtype(), kFloat32);       // float scalar: default float
-  EXPECT_EQ((f16 * 2.0).dtype(), kFloat16);       // float scalar keeps float16
-  EXPECT_EQ((i32 + ones({}, kInt64)).dtype(), kInt32);   // 0-dim tensor of the same category
+  EXPECT_EQ((i32 + 5).dtype(), kInt32);                    // int scalar keeps int32
+  EXPECT_EQ((i32 + 2.5).dtype(), kFloat32);                // float scalar: default float
+  EXPECT_EQ((f16 * 2.0).dtype(), kFloat16);                // float scalar keeps float16
+  EXPECT_EQ((i32 + ones({}, kInt64)).dtype(), kInt32);     // 0-dim tensor of the same category
   EXPECT_EQ((i32 + ones({}, kFloat64)).dtype(), kFloat64); // 0-dim tensor of a higher category
   EXPECT_EQ((ones({3}, kBool) + 1).dtype(), kInt64);
   EXPECT_EQ((i32 / 2).dtype(), kFloat32); // true division
@@ -31,12 +33,12 @@ TEST(DType, ScalarsAndZeroDimTensorsDoNotWidenWithinACategory) {
 }
 
 TEST(DType, HalfAndBFloat16RoundToNearestEven) {
-  EXPECT_EQ(static_cast<float>(Half(1.0f + 1.0f / 2048)), 1.0f);          // tie -> even
+  EXPECT_EQ(static_cast<float>(Half(1.0f + 1.0f / 2048)), 1.0f); // tie -> even
   EXPECT_EQ(static_cast<float>(Half(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);
   EXPECT_EQ(static_cast<float>(Half(65504.0f)), 65504.0f);
   EXPECT_TRUE(std::isinf(static_cast<float>(Half(65520.0f))));
   EXPECT_EQ(static_cast<float>(Half(5.9604645e-8f)), 5.9604645e-8f); // smallest subnormal
-  EXPECT_EQ(static_cast<float>(BFloat16(1.00390625f)), 1.0f);          // tie -> even
+  EXPECT_EQ(static_cast<float>(BFloat16(1.00390625f)), 1.0f);        // tie -> even
   EXPECT_TRUE(std::isnan(static_cast<float>(BFloat16(NAN))));
   Tensor t = tensor({0.1, 1.5, -2.25}).to(kFloat16).to(kFloat64);
   EXPECT_TRUE(allClose(vals(t), {0.0999755859375, 1.5, -2.25}, 0, 0));
@@ -46,7 +48,8 @@ TEST(DType, ToConvertsEveryPair) {
   Tensor base = tensor({0.0, 1.0, 2.0, 3.0});
   for (DType a : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8})
     for (DType b : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8})
-      EXPECT_EQ(vals(base.to(a).to(b)), (std::vector<double>{0, 1, 2, 3})) << dtypeName(a) << "->" << dtypeName(b);
+      EXPECT_EQ(vals(base.to(a).to(b)), (std::vector<double>{0, 1, 2, 3}))
+          << dtypeName(a) << "->" << dtypeName(b);
   EXPECT_EQ(vals(base.to(kBool)), (std::vector<double>{0, 1, 1, 1}));
 }
 
@@ -100,7 +103,8 @@ TEST(Factories, ValuesAndDtypes) {
   EXPECT_TRUE(allClose(vals(linspace(0, 1, 5)), {0, 0.25, 0.5, 0.75, 1}, 0, 1e-7));
   EXPECT_EQ(vals(eye(2, 3)), (std::vector<double>{1, 0, 0, 0, 1, 0}));
   EXPECT_EQ(vals(full({2}, 7, kInt32)), (std::vector<double>{7, 7}));
-  EXPECT_EQ(full({1}, int64_t{9007199254740993}, kInt64).item<int64_t>(), 9007199254740993); // exact past 2^53
+  EXPECT_EQ(full({1}, int64_t{9007199254740993}, kInt64).item<int64_t>(),
+            9007199254740993); // exact past 2^53
   EXPECT_EQ(tensor({1, 2}).dtype(), kInt64);
   EXPECT_EQ(tensor({1.5, 2.0}).dtype(), kFloat32);
   float buf[4] = {1, 2, 3, 4};
@@ -121,7 +125,8 @@ TEST(Random, SameSeedSameNumbersAndStreamsAdvance) {
   manual_seed(3);
   EXPECT_EQ(vals(rand({10})), vals(d));
   // The same draw in float64 and float32 comes from the same bits: they agree to float precision.
-  EXPECT_TRUE(allClose(vals(rand({50}, kFloat32, Generator(5))), vals(rand({50}, kFloat64, Generator(5))), 1e-6, 1e-6));
+  EXPECT_TRUE(allClose(vals(rand({50}, kFloat32, Generator(5))),
+                       vals(rand({50}, kFloat64, Generator(5))), 1e-6, 1e-6));
 }
 
 TEST(Random, RandintBernoulliRandperm) {
@@ -168,9 +173,11 @@ TEST(Ops, ReductionsSortsAndComposites) {
   EXPECT_EQ(vals(mi), (std::vector<double>{2, 2}));
   EXPECT_EQ(x.argmin().item<int64_t>(), 1);
   EXPECT_NEAR(x.var({1}).index({0}).item<float>(), 7.0f / 3.0f * 1.0f, 1e-5);
-  EXPECT_NEAR(x.std().item<float>(), std::sqrt(((3 - 23.0 / 6) * (3 - 23.0 / 6) + (1 - 23.0 / 6) * (1 - 23.0 / 6) * 2 +
-                                                (4 - 23.0 / 6) * (4 - 23.0 / 6) + (5 - 23.0 / 6) * (5 - 23.0 / 6) +
-                                                (9 - 23.0 / 6) * (9 - 23.0 / 6)) / 5),
+  EXPECT_NEAR(x.std().item<float>(),
+              std::sqrt(((3 - 23.0 / 6) * (3 - 23.0 / 6) + (1 - 23.0 / 6) * (1 - 23.0 / 6) * 2 +
+                         (4 - 23.0 / 6) * (4 - 23.0 / 6) + (5 - 23.0 / 6) * (5 - 23.0 / 6) +
+                         (9 - 23.0 / 6) * (9 - 23.0 / 6)) /
+                        5),
               1e-5);
   auto [sv, si] = x.sort(1, true);
   EXPECT_EQ(vals(sv), (std::vector<double>{4, 3, 1, 9, 5, 1}));
@@ -208,11 +215,14 @@ TEST(Ops, ConvolutionAndPoolingShapesAndValues) {
   Tensor w = ones({1, 1, 3, 3});
   EXPECT_EQ(conv2d(x, w, {}, {1}, {1}).sizes(), (Shape{1, 1, 4, 4}));
   EXPECT_EQ(conv2d(x, w).index({0, 0, 0, 0}).item<float>(), 0 + 1 + 2 + 4 + 5 + 6 + 8 + 9 + 10);
-  EXPECT_EQ(conv_transpose2d(randn({2, 3, 5, 5}), randn({3, 4, 3, 3}), {}, {2}, {1}, {1}).sizes(), (Shape{2, 4, 10, 10}));
-  EXPECT_EQ(conv1d(randn({2, 3, 10}), randn({6, 1, 3}), randn({6}), 1, 0, 1, 3).sizes(), (Shape{2, 6, 8}));
+  EXPECT_EQ(conv_transpose2d(randn({2, 3, 5, 5}), randn({3, 4, 3, 3}), {}, {2}, {1}, {1}).sizes(),
+            (Shape{2, 4, 10, 10}));
+  EXPECT_EQ(conv1d(randn({2, 3, 10}), randn({6, 1, 3}), randn({6}), 1, 0, 1, 3).sizes(),
+            (Shape{2, 6, 8}));
   EXPECT_EQ(conv2d(randn({3, 8, 8}), randn({4, 3, 3, 3})).sizes(), (Shape{4, 6, 6})); // unbatched
   // conv_transpose2d is the adjoint of conv2d: <conv(x), y> == <x, conv_t(y)>.
-  Tensor a = randn({1, 2, 6, 6}, kFloat64), k = randn({3, 2, 3, 3}, kFloat64), b = randn({1, 3, 3, 3}, kFloat64);
+  Tensor a = randn({1, 2, 6, 6}, kFloat64), k = randn({3, 2, 3, 3}, kFloat64),
+         b = randn({1, 3, 3, 3}, kFloat64);
   double lhs = (conv2d(a, k, {}, {2}, {1}) * b).sum().item<double>();
   double rhs = (a * conv_transpose2d(b, k, {}, {2}, {1}, {1})).sum().item<double>();
   EXPECT_NEAR(lhs, rhs, 1e-10);
@@ -231,9 +241,11 @@ TEST(Ops, ShapeOps) {
   EXPECT_EQ(vals(pad(ones({1, 2}), {1, 0, 0, 1}, 7.0)), (std::vector<double>{7, 1, 1, 7, 7, 7}));
   EXPECT_EQ(vals(arange(4).flip({0})), (std::vector<double>{3, 2, 1, 0}));
   EXPECT_EQ(vals(one_hot(tensor({0, 2}), 3)), (std::vector<double>{1, 0, 0, 0, 0, 1}));
-  EXPECT_EQ(embedding(tensor({1, 0}), arange(4).to(kFloat32).reshape({2, 2})).sizes(), (Shape{2, 2}));
+  EXPECT_EQ(embedding(tensor({1, 0}), arange(4).to(kFloat32).reshape({2, 2})).sizes(),
+            (Shape{2, 2}));
   EXPECT_EQ(vals(nonzero(tensor({0, 3, 0, 4}).reshape({2, 2}))), (std::vector<double>{0, 1, 1, 1}));
-  EXPECT_EQ(vals(where(tensor({true, false}), 1.0, tensor({5.0, 6.0}))), (std::vector<double>{1, 6}));
+  EXPECT_EQ(vals(where(tensor({true, false}), 1.0, tensor({5.0, 6.0}))),
+            (std::vector<double>{1, 6}));
 }
 
 TEST(Ops, LargeScatterAddAndIndexAddMatchASerialCount) {

@@ -11,16 +11,15 @@
 namespace weft::test {
 
 /// Checks |actual - expected| <= atol + rtol * |expected| elementwise (NaNs must match).
-inline ::testing::AssertionResult allClose(const std::vector<double>& actual, const std::vector<double>& expected,
-                                           double rtol, double atol) {
+inline ::testing::AssertionResult allClose(const std::vector<double>& actual,
+                                           const std::vector<double>& expected, double rtol,
+                                           double atol) {
   if (actual.size() != expected.size())
     return ::testing::AssertionFailure() << "size " << actual.size() << " vs " << expected.size();
   for (size_t i = 0; i < actual.size(); ++i) {
     double a = actual[i], e = expected[i];
-    if (std::isnan(e) && std::isnan(a))
-      continue;
-    if (std::isinf(e) && a == e)
-      continue;
+    if (std::isnan(e) && std::isnan(a)) continue;
+    if (std::isinf(e) && a == e) continue;
     if (!(std::fabs(a - e) <= atol + rtol * std::fabs(e)))
       return ::testing::AssertionFailure() << "element " << i << ": " << a << " vs expected " << e
                                            << " (rtol " << rtol << ", atol " << atol << ")";
@@ -28,10 +27,11 @@ inline ::testing::AssertionResult allClose(const std::vector<double>& actual, co
   return ::testing::AssertionSuccess();
 }
 
-inline ::testing::AssertionResult allClose(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+inline ::testing::AssertionResult allClose(const Tensor& actual, const Tensor& expected,
+                                           double rtol, double atol) {
   if (actual.sizes() != expected.sizes())
-    return ::testing::AssertionFailure() << "shape " << shapeString(actual.sizes()) << " vs "
-                                         << shapeString(expected.sizes());
+    return ::testing::AssertionFailure()
+           << "shape " << shapeString(actual.sizes()) << " vs " << shapeString(expected.sizes());
   return allClose(actual.to_vector<double>(), expected.to_vector<double>(), rtol, atol);
 }
 
@@ -42,8 +42,9 @@ using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 /// differences, for every floating input. Inputs must be contiguous float64 leaves.
 /// Tolerance: float64 central differences with eps=1e-6 are accurate to ~1e-8 relative for smooth
 /// functions, so atol=1e-5/rtol=1e-4 only fails on a wrong rule.
-inline ::testing::AssertionResult gradcheck(const Fn& f, std::vector<Tensor> inputs, double eps = 1e-6,
-                                            double atol = 1e-5, double rtol = 1e-4) {
+inline ::testing::AssertionResult gradcheck(const Fn& f, std::vector<Tensor> inputs,
+                                            double eps = 1e-6, double atol = 1e-5,
+                                            double rtol = 1e-4) {
   std::vector<Tensor> diff;
   for (Tensor& t : inputs)
     if (t.is_floating_point()) {
@@ -75,8 +76,9 @@ inline ::testing::AssertionResult gradcheck(const Fn& f, std::vector<Tensor> inp
                                                     : std::vector<double>(numeric.size(), 0.0);
     auto r = allClose(got, numeric, rtol, atol);
     if (!r)
-      return ::testing::AssertionFailure() << "input " << k << " (shape " << shapeString(t.sizes()) << "): analytic vs "
-                                           << "numeric gradient: " << r.message();
+      return ::testing::AssertionFailure()
+             << "input " << k << " (shape " << shapeString(t.sizes()) << "): analytic vs "
+             << "numeric gradient: " << r.message();
   }
   return ::testing::AssertionSuccess();
 }
@@ -86,15 +88,13 @@ inline ::testing::AssertionResult gradgradcheck(const Fn& f, const std::vector<T
   Fn firstOrder = [f](const std::vector<Tensor>& in) {
     std::vector<Tensor> diff;
     for (const Tensor& t : in)
-      if (t.is_floating_point())
-        diff.push_back(t);
+      if (t.is_floating_point()) diff.push_back(t);
     Tensor y = f(in);
     Tensor w = randn(y.sizes(), y.dtype(), Generator(99));
     std::vector<Tensor> g = autograd::grad({(y * w).sum()}, diff, {}, true, true, true);
     Tensor total = zeros({}, kFloat64);
     for (size_t i = 0; i < g.size(); ++i) {
-      if (!g[i].defined())
-        continue;
+      if (!g[i].defined()) continue;
       total = total + (g[i] * randn(g[i].sizes(), g[i].dtype(), Generator(7 + i))).sum();
     }
     return total;

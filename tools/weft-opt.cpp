@@ -27,8 +27,7 @@ int main(int argc, char** argv) {
   std::string path = "-";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help")
-      return usage();
+    if (arg == "-h" || arg == "--help") return usage();
     if (arg.rfind("--", 0) == 0) {
       auto pass = weft::passes::createPass(arg.substr(2));
       if (!pass) {
@@ -59,8 +58,7 @@ int main(int argc, char** argv) {
   std::vector<weft::ir::Diagnostic> problems = weft::ir::verify(graph.value());
   for (const auto& d : problems)
     std::fprintf(stderr, "%s: error: %s\n", path.c_str(), d.message.c_str());
-  if (!problems.empty())
-    return 1;
+  if (!problems.empty()) return 1;
   auto r = pm.run(graph.value());
   if (!r) {
     std::fprintf(stderr, "%s: error: %s\n", path.c_str(), r.diagnostic().message.c_str());

@@ -75,19 +75,24 @@ mlir::OwningOpRef<mlir::ModuleOp> buildAddModule(mlir::MLIRContext& ctx) {
   mlir::Value zero = mlir::arith::ConstantIndexOp::create(b, loc, 0);
   mlir::Value one = mlir::arith::ConstantIndexOp::create(b, loc, 1);
   mlir::Value n = mlir::memref::DimOp::create(b, loc, entry->getArgument(2), zero);
-  mlir::scf::ForOp::create(b, loc, zero, n, one, mlir::ValueRange{},
-                           [&](mlir::OpBuilder& nb, mlir::Location l, mlir::Value i, mlir::ValueRange) {
-                             mlir::Value x = mlir::memref::LoadOp::create(nb, l, entry->getArgument(0), mlir::ValueRange{i});
-                             mlir::Value y = mlir::memref::LoadOp::create(nb, l, entry->getArgument(1), mlir::ValueRange{i});
-                             mlir::Value s = mlir::arith::AddFOp::create(nb, l, x, y);
-                             mlir::memref::StoreOp::create(nb, l, s, entry->getArgument(2), mlir::ValueRange{i});
-                             mlir::scf::YieldOp::create(nb, l);
-                           });
+  mlir::scf::ForOp::create(
+      b, loc, zero, n, one, mlir::ValueRange{},
+      [&](mlir::OpBuilder& nb, mlir::Location l, mlir::Value i, mlir::ValueRange) {
+        mlir::Value x =
+            mlir::memref::LoadOp::create(nb, l, entry->getArgument(0), mlir::ValueRange{i});
+        mlir::Value y =
+            mlir::memref::LoadOp::create(nb, l, entry->getArgument(1), mlir::ValueRange{i});
+        mlir::Value s = mlir::arith::AddFOp::create(nb, l, x, y);
+        mlir::memref::StoreOp::create(nb, l, s, entry->getArgument(2), mlir::ValueRange{i});
+        mlir::scf::YieldOp::create(nb, l);
+      });
   mlir::func::ReturnOp::create(b, loc);
   return module;
 }
 
-ir::Diagnostic failure(const std::string& what) { return ir::diag(ErrorKind::Internal, "codegen: ", what); }
+ir::Diagnostic failure(const std::string& what) {
+  return ir::diag(ErrorKind::Internal, "codegen: ", what);
+}
 
 } // namespace
 
@@ -103,8 +108,7 @@ ir::Result<AddKernel> jitAddKernel() {
   impl->context->loadAllAvailableDialects();
 
   mlir::OwningOpRef<mlir::ModuleOp> module = buildAddModule(*impl->context);
-  if (mlir::failed(mlir::verify(*module)))
-    return failure("the generated module does not verify");
+  if (mlir::failed(mlir::verify(*module))) return failure("the generated module does not verify");
 
   mlir::PassManager pm(impl->context.get());
   pm.addPass(mlir::createSCFToControlFlowPass());
@@ -113,8 +117,7 @@ ir::Result<AddKernel> jitAddKernel() {
   pm.addPass(mlir::createConvertFuncToLLVMPass());
   pm.addPass(mlir::createConvertControlFlowToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
-  if (mlir::failed(pm.run(*module)))
-    return failure("lowering to the LLVM dialect failed");
+  if (mlir::failed(pm.run(*module))) return failure("lowering to the LLVM dialect failed");
 
   mlir::ExecutionEngineOptions options;
   options.transformer = mlir::makeOptimizingTransformer(2, 0, nullptr);
@@ -128,8 +131,7 @@ ir::Result<AddKernel> jitAddKernel() {
   impl->engine = std::move(*engine);
   auto jit = std::make_shared<JitModule>(std::move(impl));
   void* entry = jit->lookup("weft_add");
-  if (entry == nullptr)
-    return failure("the compiled module has no C interface for weft_add");
+  if (entry == nullptr) return failure("the compiled module has no C interface for weft_add");
   return AddKernel(jit, entry);
 }
 

@@ -1,7 +1,7 @@
 // The autograd engine: grad mode, saved tensors, gradient accumulation and the backward pass.
+#include "weft/Autograd.h"
 #include "TensorImpl.h"
 #include "Trace.h"
-#include "weft/Autograd.h"
 #include "weft/Functions.h"
 #include "weft/runtime/VjpRules.h"
 
@@ -16,11 +16,21 @@ thread_local bool tGradEnabled = true;
 std::atomic<uint64_t> gNextSequenceNr{0};
 } // namespace
 
-NoGradGuard::NoGradGuard() : prev_(tGradEnabled) { tGradEnabled = false; }
-NoGradGuard::~NoGradGuard() { tGradEnabled = prev_; }
-EnableGradGuard::EnableGradGuard() : prev_(tGradEnabled) { tGradEnabled = true; }
-EnableGradGuard::~EnableGradGuard() { tGradEnabled = prev_; }
-bool is_grad_enabled() { return tGradEnabled; }
+NoGradGuard::NoGradGuard() : prev_(tGradEnabled) {
+  tGradEnabled = false;
+}
+NoGradGuard::~NoGradGuard() {
+  tGradEnabled = prev_;
+}
+EnableGradGuard::EnableGradGuard() : prev_(tGradEnabled) {
+  tGradEnabled = true;
+}
+EnableGradGuard::~EnableGradGuard() {
+  tGradEnabled = prev_;
+}
+bool is_grad_enabled() {
+  return tGradEnabled;
+}
 
 namespace autograd {
 namespace {
@@ -44,8 +54,7 @@ public:
   std::string name() const override { return "AccumulateGrad"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0];
-    if (!g.defined())
-      return {};
+    if (!g.defined()) return {};
     std::vector<GradHook> hooks;
     {
       std::lock_guard<std::mutex> lock(leaf_->mutex);
@@ -53,8 +62,7 @@ public:
     }
     for (const GradHook& h : hooks) {
       Tensor r = h(g);
-      if (r.defined())
-        g = r;
+      if (r.defined()) g = r;
     }
     if (!is_grad_enabled()) // create_graph=false: the stored gradient has no history
       g = g.detach();
@@ -77,8 +85,7 @@ private:
 std::shared_ptr<Node> gradAccumulator(const Tensor& leaf) {
   TensorImpl& impl = *leaf.impl();
   std::lock_guard<std::mutex> lock(impl.mutex);
-  if (auto acc = impl.gradAccumulator.lock())
-    return acc;
+  if (auto acc = impl.gradAccumulator.lock()) return acc;
   auto acc = std::make_shared<AccumulateGrad>(leaf.impl());
   impl.gradAccumulator = acc;
   return acc;
@@ -88,33 +95,30 @@ std::shared_ptr<Node> gradAccumulator(const Tensor& leaf) {
 using InputBuffer = std::vector<Tensor>;
 
 void accumulate(InputBuffer& buf, uint32_t slot, const Tensor& g) {
-  if (buf.size() <= slot)
-    buf.resize(slot + 1);
+  if (buf.size() <= slot) buf.resize(slot + 1);
   buf[slot] = buf[slot].defined() ? buf[slot] + g : g;
 }
 
 /// Runs the backward graph from `rootEdges` with `rootGrads`. When `captures` is given, gradients
 /// reaching those edges are returned instead of accumulated, and only nodes leading there run.
-std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges, const std::vector<Tensor>& rootGrads, bool keepGraph,
+std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges,
+                              const std::vector<Tensor>& rootGrads, bool keepGraph,
                               bool createGraph, const std::vector<Edge>* captures) {
   // Dependencies: how many edges inside the reachable graph point at each node.
   std::unordered_map<Node*, int> deps;
   std::unordered_set<Node*> seen;
   std::vector<Node*> stack;
   for (const Edge& e : rootEdges)
-    if (seen.insert(e.fn.get()).second)
-      stack.push_back(e.fn.get());
+    if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
   std::vector<Node*> order; // DFS discovery order, for the "needed" pass below
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     order.push_back(n);
     for (const Edge& e : n->next_edges) {
-      if (!e.valid())
-        continue;
+      if (!e.valid()) continue;
       ++deps[e.fn.get()];
-      if (seen.insert(e.fn.get()).second)
-        stack.push_back(e.fn.get());
+      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
     }
   }
   // With captures, a node runs only if a captured edge is reachable from it.
@@ -127,8 +131,7 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges, const std::vec
     while (changed) { // fixed point; graphs are small relative to the work per node
       changed = false;
       for (Node* n : order) {
-        if (needed.count(n))
-          continue;
+        if (needed.count(n)) continue;
         for (const Edge& e : n->next_edges)
           if (e.valid() && (needed.count(e.fn.get()) || captureAt.count(e.fn.get()))) {
             needed.insert(n);
@@ -149,8 +152,7 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges, const std::vec
     alive[rootEdges[i].fn.get()] = rootEdges[i].fn;
   }
   for (auto& [node, holder] : alive)
-    if (deps[node] == 0)
-      ready.push(node);
+    if (deps[node] == 0) ready.push(node);
 
   GradModeScope mode(createGraph);
   while (!ready.empty()) {
@@ -161,7 +163,8 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges, const std::vec
     InputBuffer grads = std::move(buffers[node]);
     buffers.erase(node);
     grads.resize(node->num_outputs);
-    bool anyGrad = std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
+    bool anyGrad =
+        std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
     std::vector<Tensor> out;
     if (anyGrad) {
       std::vector<std::pair<uint32_t, GradHook>> hooks;
@@ -171,8 +174,7 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges, const std::vec
       }
       for (auto& [slot, hook] : hooks)
         if (grads[slot].defined())
-          if (Tensor r = hook(grads[slot]); r.defined())
-            grads[slot] = r;
+          if (Tensor r = hook(grads[slot]); r.defined()) grads[slot] = r;
       bool run = true;
       if (captures) {
         if (auto it = captureAt.find(node); it != captureAt.end())
@@ -182,41 +184,41 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges, const std::vec
       }
       if (run) {
         out = node->apply(std::move(grads));
-        if (!keepGraph)
-          node->release_saved();
+        if (!keepGraph) node->release_saved();
       }
     }
     // Every successor hears from every predecessor, with or without a gradient, so that
     // dependency counts reach zero in topological order.
     for (size_t i = 0; i < node->next_edges.size(); ++i) {
       const Edge& e = node->next_edges[i];
-      if (!e.valid())
-        continue;
+      if (!e.valid()) continue;
       Node* next = e.fn.get();
-      if (i < out.size() && out[i].defined())
-        accumulate(buffers[next], e.input_nr, out[i]);
+      if (i < out.size() && out[i].defined()) accumulate(buffers[next], e.input_nr, out[i]);
       alive[next] = e.fn;
-      if (--deps[next] == 0)
-        ready.push(next);
+      if (--deps[next] == 0) ready.push(next);
     }
   }
   return captured;
 }
 
-std::vector<Tensor> rootGradients(const std::vector<Tensor>& roots, const std::vector<Tensor>& given) {
+std::vector<Tensor> rootGradients(const std::vector<Tensor>& roots,
+                                  const std::vector<Tensor>& given) {
   WEFT_CHECK(given.empty() || given.size() == roots.size(), Value, "backward: got ", given.size(),
              " gradients for ", roots.size(), " outputs");
   std::vector<Tensor> grads;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     WEFT_CHECK(r.defined(), Value, "backward: output ", i, " is an undefined tensor");
-    WEFT_CHECK(r.requires_grad(), Value, "element ", i, " of tensors does not require grad and does not have a grad_fn");
+    WEFT_CHECK(r.requires_grad(), Value, "element ", i,
+               " of tensors does not require grad and does not have a grad_fn");
     if (!given.empty() && given[i].defined()) {
-      WEFT_CHECK(given[i].sizes() == r.sizes(), Shape, "backward: mismatch in shape: grad_output[", i, "] has a shape of ",
-                 shapeString(given[i].sizes()), " and output[", i, "] has a shape of ", shapeString(r.sizes()));
+      WEFT_CHECK(given[i].sizes() == r.sizes(), Shape, "backward: mismatch in shape: grad_output[",
+                 i, "] has a shape of ", shapeString(given[i].sizes()), " and output[", i,
+                 "] has a shape of ", shapeString(r.sizes()));
       grads.push_back(given[i]);
     } else {
-      WEFT_CHECK(r.numel() == 1, Value, "grad can be implicitly created only for scalar outputs (output ", i,
+      WEFT_CHECK(r.numel() == 1, Value,
+                 "grad can be implicitly created only for scalar outputs (output ", i,
                  " has shape ", shapeString(r.sizes()), ")");
       grads.push_back(ones_like(r));
     }
@@ -229,10 +231,8 @@ std::vector<Tensor> rootGradients(const std::vector<Tensor>& roots, const std::v
 Node::Node() : sequence_nr(gNextSequenceNr.fetch_add(1)) {}
 
 Edge gradient_edge(const Tensor& t) {
-  if (t.grad_fn())
-    return Edge{t.grad_fn(), t.output_nr()};
-  if (t.requires_grad())
-    return Edge{gradAccumulator(t), 0};
+  if (t.grad_fn()) return Edge{t.grad_fn(), t.output_nr()};
+  if (t.requires_grad()) return Edge{gradAccumulator(t), 0};
   return Edge{};
 }
 
@@ -251,11 +251,11 @@ Tensor SavedTensor::unpack(const char* nodeName) const {
   WEFT_INTERNAL_ASSERT(data_ != nullptr, "unpacking an empty saved tensor");
   uint64_t now = data_->storage ? data_->storage->version() : 0;
   WEFT_CHECK(now == version_, Value,
-             "one of the variables needed for gradient computation has been modified by an inplace operation: [",
-             dtypeName(data_->dtype), " ", shapeString(data_->shape), "], which is output 0 of ", nodeName,
-             ", is at version ", now, "; expected version ", version_, " instead.");
-  if (!isOutput_)
-    return Tensor(data_);
+             "one of the variables needed for gradient computation has been modified by an inplace "
+             "operation: [",
+             dtypeName(data_->dtype), " ", shapeString(data_->shape), "], which is output 0 of ",
+             nodeName, ", is at version ", now, "; expected version ", version_, " instead.");
+  if (!isOutput_) return Tensor(data_);
   auto impl = data_->shallowCopy();
   impl->requiresGrad = data_->requiresGrad;
   impl->gradFn = weakGradFn_.lock();
@@ -263,13 +263,16 @@ Tensor SavedTensor::unpack(const char* nodeName) const {
   return Tensor(impl);
 }
 
-void SavedTensor::reset() { data_.reset(); }
+void SavedTensor::reset() {
+  data_.reset();
+}
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradRoots, std::optional<bool> retainGraph,
-              bool createGraph, std::source_location loc) {
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradRoots,
+              std::optional<bool> retainGraph, bool createGraph, std::source_location loc) {
   CallSite cs(loc);
   if (TraceContext* tc = currentTrace()) {
-    WEFT_CHECK(roots.size() == 1, Value, "backward: inside a traced function, backward takes one output");
+    WEFT_CHECK(roots.size() == 1, Value,
+               "backward: inside a traced function, backward takes one output");
     tc->backward(roots[0], gradRoots.empty() ? Tensor() : gradRoots[0]);
     return;
   }
@@ -281,14 +284,16 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradR
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& gradOutputs, std::optional<bool> retainGraph, bool createGraph,
-                         bool allowUnused, std::source_location loc) {
+                         const std::vector<Tensor>& gradOutputs, std::optional<bool> retainGraph,
+                         bool createGraph, bool allowUnused, std::source_location loc) {
   CallSite cs(loc);
   if (TraceContext* tc = currentTrace()) {
     WEFT_CHECK(outputs.size() == 1, Value, "grad: inside a traced function, grad takes one output");
-    std::vector<Tensor> r = tc->grad(outputs[0], inputs, gradOutputs.empty() ? Tensor() : gradOutputs[0]);
+    std::vector<Tensor> r =
+        tc->grad(outputs[0], inputs, gradOutputs.empty() ? Tensor() : gradOutputs[0]);
     for (size_t i = 0; i < r.size(); ++i)
-      WEFT_CHECK(r[i].defined() || allowUnused, Value, "grad: input ", i, " was not used in the graph (set "
+      WEFT_CHECK(r[i].defined() || allowUnused, Value, "grad: input ", i,
+                 " was not used in the graph (set "
                  "allow_unused=true if this is the desired behavior)");
     return r;
   }
@@ -301,20 +306,25 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                " does not require grad (One of the differentiated Tensors does not require grad)");
     captures.push_back(gradient_edge(inputs[i]));
   }
-  std::vector<Tensor> result = runEngine(edges, grads, retainGraph.value_or(createGraph), createGraph, &captures);
+  std::vector<Tensor> result =
+      runEngine(edges, grads, retainGraph.value_or(createGraph), createGraph, &captures);
   for (size_t i = 0; i < result.size(); ++i)
     WEFT_CHECK(result[i].defined() || allowUnused, Value, "grad: input ", i,
-               " was not used in the graph (One of the differentiated Tensors appears to not have been used in the "
+               " was not used in the graph (One of the differentiated Tensors appears to not have "
+               "been used in the "
                "graph. Set allow_unused=true if this is the desired behavior.)");
   return result;
 }
 
 // ---- custom functions ----
 
-void AutogradContext::save_for_backward(std::vector<Tensor> tensors) { toSave_ = std::move(tensors); }
+void AutogradContext::save_for_backward(std::vector<Tensor> tensors) {
+  toSave_ = std::move(tensors);
+}
 
 std::vector<Tensor> AutogradContext::get_saved_variables() const {
-  WEFT_CHECK(!released_, Value, "Trying to backward through the graph a second time (saved variables of a custom "
+  WEFT_CHECK(!released_, Value,
+             "Trying to backward through the graph a second time (saved variables of a custom "
              "function were freed). Specify retain_graph=true if you need to backward twice.");
   std::vector<Tensor> out;
   for (const SavedTensor& s : saved_)
@@ -322,7 +332,9 @@ std::vector<Tensor> AutogradContext::get_saved_variables() const {
   return out;
 }
 
-bool AutogradContext::needs_input_grad(size_t i) const { return i < needsInputGrad_.size() && needsInputGrad_[i]; }
+bool AutogradContext::needs_input_grad(size_t i) const {
+  return i < needsInputGrad_.size() && needsInputGrad_[i];
+}
 
 void AutogradContext::finishForward(const std::vector<Tensor>& outputs) {
   for (const Tensor& t : toSave_) {
@@ -336,18 +348,19 @@ void AutogradContext::finishForward(const std::vector<Tensor>& outputs) {
 
 std::vector<Tensor> CustomNode::apply(std::vector<Tensor>&& grads) {
   for (size_t i = 0; i < grads.size(); ++i) // backward gets zeros rather than undefined gradients
-    if (!grads[i].defined())
-      grads[i] = zeros(outputTypes[i].first, outputTypes[i].second);
+    if (!grads[i].defined()) grads[i] = zeros(outputTypes[i].first, outputTypes[i].second);
   std::vector<Tensor> result = backward_(&ctx, std::move(grads));
-  WEFT_CHECK(result.size() == next_edges.size(), Value, name(), ": backward returned ", result.size(),
-             " gradients, but forward has ", next_edges.size(), " tensor inputs");
+  WEFT_CHECK(result.size() == next_edges.size(), Value, name(), ": backward returned ",
+             result.size(), " gradients, but forward has ", next_edges.size(), " tensor inputs");
   for (size_t i = 0; i < result.size(); ++i)
     if (result[i].defined() && result[i].sizes() != inputShapes[i])
       result[i] = rules::sum_to(result[i], inputShapes[i]);
   return result;
 }
 
-bool tracing(const Tensor& t) { return t.defined() && t.impl()->trace != nullptr; }
+bool tracing(const Tensor& t) {
+  return t.defined() && t.impl()->trace != nullptr;
+}
 
 void CustomNode::release_saved() {
   for (auto& s : ctx.saved_)
@@ -359,7 +372,8 @@ namespace {
 /// Inside a trace: the function's outputs (recorded under no_grad, so autodiff cannot see through
 /// them) become a region that graph autodiff differentiates with the user's backward.
 std::vector<Tensor> traceCustomOutputs(TraceContext& tc, const std::shared_ptr<CustomNode>& node,
-                                       const std::vector<Tensor>& inputs, std::vector<Tensor> outputs) {
+                                       const std::vector<Tensor>& inputs,
+                                       std::vector<Tensor> outputs) {
   TraceContext::CustomRegion region;
   region.node = node;
   for (const Tensor& t : inputs) {
@@ -367,10 +381,12 @@ std::vector<Tensor> traceCustomOutputs(TraceContext& tc, const std::shared_ptr<C
     node->inputShapes.push_back(t.defined() ? t.sizes() : Shape{});
   }
   for (Tensor& o : outputs) {
-    if (o.defined() && o.impl()->trace != &tc) // a real tensor returned as is: give it a graph value
+    if (o.defined() &&
+        o.impl()->trace != &tc) // a real tensor returned as is: give it a graph value
       o = tc.traced(tc.valueOf(o));
     region.outputs.push_back(o.defined() ? tc.valueOf(o) : ir::kNoValue);
-    node->outputTypes.emplace_back(o.defined() ? o.sizes() : Shape{}, o.defined() ? o.dtype() : kDefaultFloat);
+    node->outputTypes.emplace_back(o.defined() ? o.sizes() : Shape{},
+                                   o.defined() ? o.dtype() : kDefaultFloat);
   }
   node->num_outputs = static_cast<uint32_t>(outputs.size());
   node->next_edges.resize(inputs.size());
@@ -380,7 +396,8 @@ std::vector<Tensor> traceCustomOutputs(TraceContext& tc, const std::shared_ptr<C
 }
 } // namespace
 
-std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node, const std::vector<Tensor>& inputs,
+std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node,
+                                      const std::vector<Tensor>& inputs,
                                       std::vector<Tensor> outputs) {
   if (TraceContext* tc = currentTrace())
     return traceCustomOutputs(*tc, node, inputs, std::move(outputs));
@@ -410,16 +427,15 @@ std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node, c
   return outputs;
 }
 
-
-
 } // namespace autograd
 
 void Tensor::backward(const Tensor& gradient, std::optional<bool> retainGraph, bool createGraph,
                       std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("backward");
-  autograd::backward({*this}, gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{}, retainGraph,
-                     createGraph);
+  autograd::backward({*this},
+                     gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{},
+                     retainGraph, createGraph);
 }
 
 } // namespace weft

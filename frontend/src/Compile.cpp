@@ -29,7 +29,8 @@ using Signature = std::vector<ArgSignature>;
 Signature signatureOf(const std::vector<Tensor>& args) {
   Signature s;
   for (size_t i = 0; i < args.size(); ++i) {
-    WEFT_CHECK(args[i].defined(), Value, "compiled function: argument ", i, " is an undefined tensor");
+    WEFT_CHECK(args[i].defined(), Value, "compiled function: argument ", i,
+               " is an undefined tensor");
     s.push_back({args[i].dtype(), args[i].sizes(), args[i].requires_grad()});
   }
   return s;
@@ -45,12 +46,14 @@ std::string describeChange(const Signature& before, const Signature& now) {
   for (size_t i = 0; i < now.size(); ++i) {
     const ArgSignature &a = before[i], &b = now[i];
     if (a.shape != b.shape)
-      os << (os.tellp() > 0 ? "; " : "") << "input " << i << " shape " << shapeString(a.shape) << " -> " << shapeString(b.shape);
+      os << (os.tellp() > 0 ? "; " : "") << "input " << i << " shape " << shapeString(a.shape)
+         << " -> " << shapeString(b.shape);
     if (a.dtype != b.dtype)
-      os << (os.tellp() > 0 ? "; " : "") << "input " << i << " dtype " << dtypeName(a.dtype) << " -> " << dtypeName(b.dtype);
+      os << (os.tellp() > 0 ? "; " : "") << "input " << i << " dtype " << dtypeName(a.dtype)
+         << " -> " << dtypeName(b.dtype);
     if (a.requiresGrad != b.requiresGrad)
-      os << (os.tellp() > 0 ? "; " : "") << "input " << i << " requires_grad " << (a.requiresGrad ? "true" : "false")
-         << " -> " << (b.requiresGrad ? "true" : "false");
+      os << (os.tellp() > 0 ? "; " : "") << "input " << i << " requires_grad "
+         << (a.requiresGrad ? "true" : "false") << " -> " << (b.requiresGrad ? "true" : "false");
   }
   return os.str();
 }
@@ -61,7 +64,8 @@ size_t traceInto(TraceContext& tc, const TensorFunction& fn, const std::vector<T
                  std::vector<GradEffect>& effects) {
   std::vector<Tensor> traced;
   for (size_t i = 0; i < args.size(); ++i)
-    traced.push_back(tc.traced(tc.graph.addArgument({args[i].dtype(), args[i].sizes()}, "a" + std::to_string(i))));
+    traced.push_back(tc.traced(
+        tc.graph.addArgument({args[i].dtype(), args[i].sizes()}, "a" + std::to_string(i))));
   size_t numOutputs = 0;
   try {
     TraceScope scope(&tc);
@@ -80,7 +84,8 @@ size_t traceInto(TraceContext& tc, const TensorFunction& fn, const std::vector<T
 Tensor tensorOf(const Buffer& b) {
   auto offset = (static_cast<char*>(b.ref.data) - static_cast<char*>(b.storage->data())) /
                 static_cast<int64_t>(elementSize(b.ref.dtype));
-  return Tensor(std::make_shared<TensorImpl>(b.storage, b.ref.shape, b.ref.strides, offset, b.ref.dtype));
+  return Tensor(
+      std::make_shared<TensorImpl>(b.storage, b.ref.shape, b.ref.strides, offset, b.ref.dtype));
 }
 
 Buffer bufferOf(const Tensor& t, const char* what) {
@@ -106,8 +111,7 @@ struct Executable {
 
   /// Whether every value read during tracing has the same value now (run before anything writes).
   bool guardsHold(const std::vector<Tensor>& args) const {
-    if (guardValues.empty())
-      return true;
+    if (guardValues.empty()) return true;
     std::vector<Buffer> in, st;
     for (const Tensor& a : args)
       in.push_back(bufferOf(a, "compiled function argument"));
@@ -115,18 +119,17 @@ struct Executable {
       st.push_back(bufferOf(s, "compiled function state"));
     std::vector<Buffer> now = runPlan(guardPlan, in, st);
     for (size_t i = 0; i < guardValues.size(); ++i) {
-      std::vector<double> a = tensorOf(now[i]).to_vector<double>(), b = guardValues[i].to_vector<double>();
+      std::vector<double> a = tensorOf(now[i]).to_vector<double>(),
+                          b = guardValues[i].to_vector<double>();
       for (size_t k = 0; k < a.size(); ++k)
-        if (a[k] != b[k] && !(std::isnan(a[k]) && std::isnan(b[k])))
-          return false;
+        if (a[k] != b[k] && !(std::isnan(a[k]) && std::isnan(b[k]))) return false;
     }
     return true;
   }
 
   bool gradsMatch() const {
     for (size_t i = 0; i < state.size(); ++i)
-      if (state[i].grad().defined() != gradDefined[i])
-        return false;
+      if (state[i].grad().defined() != gradDefined[i]) return false;
     return true;
   }
 
@@ -169,7 +172,8 @@ struct Executable {
   }
 };
 
-std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args, bool specialize) {
+std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args,
+                                  bool specialize) {
   auto start = std::chrono::steady_clock::now();
   TraceContext tc;
   tc.specialize = specialize;
@@ -179,7 +183,8 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
   for (const Tensor& g : tc.gradBefore)
     exe->gradDefined.push_back(g.defined());
   std::vector<ir::Diagnostic> problems = ir::verify(tc.graph);
-  WEFT_INTERNAL_ASSERT(problems.empty(), "the traced graph does not verify: ", problems.empty() ? "" : problems[0].message);
+  WEFT_INTERNAL_ASSERT(problems.empty(), "the traced graph does not verify: ",
+                       problems.empty() ? "" : problems[0].message);
   if (!tc.guards.empty()) { // the values read while tracing, computed alone before each call
     ir::Graph guards = tc.graph;
     guards.mutableOutputs().clear();
@@ -190,8 +195,7 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
     }
     passes::PassManager gpm;
     gpm.add(passes::createPass("dce"));
-    if (auto r = gpm.run(guards); !r)
-      throwError(r.diagnostic().kind, r.diagnostic().message);
+    if (auto r = gpm.run(guards); !r) throwError(r.diagnostic().kind, r.diagnostic().message);
     exe->guardPlan = ir::lowerToPlan(guards);
   }
   passes::PassManager pm;
@@ -199,22 +203,22 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
   for (const char* name : {"simplify", "fold", "simplify", "cse", "dce"})
     pm.add(passes::createPass(name));
   auto r = pm.run(tc.graph);
-  if (!r)
-    throwError(r.diagnostic().kind, r.diagnostic().message);
+  if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);
   exe->plan = ir::lowerToPlan(tc.graph);
   for (const auto& [value, gen] : tc.randoms)
     for (size_t i = 0; i < exe->plan.steps.size(); ++i)
-      if (exe->plan.steps[i].output == value)
-        exe->randomSteps.emplace_back(i, gen);
+      if (exe->plan.steps[i].output == value) exe->randomSteps.emplace_back(i, gen);
   exe->state = tc.state;
   exe->graph = std::make_shared<ir::Graph>(std::move(tc.graph));
-  exe->buildMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  exe->buildMs =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return exe;
 }
 
 } // namespace
 
-TraceResult trace(const TensorFunction& fn, const std::vector<Tensor>& example_inputs, std::source_location loc) {
+TraceResult trace(const TensorFunction& fn, const std::vector<Tensor>& example_inputs,
+                  std::source_location loc) {
   CallSite cs(loc);
   TraceContext tc;
   std::vector<GradEffect> effects;
@@ -233,14 +237,17 @@ struct CompiledFunction::State {
 CompiledFunction::CompiledFunction(CompileOptions options) : state_(std::make_shared<State>()) {
   WEFT_CHECK(options.device_.type == Device::Type::CPU, Device,
              "compile: only the CPU device runs compiled code so far; Vulkan comes with codegen");
-  WEFT_CHECK(options.recompile_limit_ >= 1, Value, "compile: recompile_limit must be at least 1, got ",
-             options.recompile_limit_);
+  WEFT_CHECK(options.recompile_limit_ >= 1, Value,
+             "compile: recompile_limit must be at least 1, got ", options.recompile_limit_);
   state_->options = std::move(options);
 }
 
-std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args, const TensorFunction& fn) {
-  // No CallSite here: while tracing, the user's own calls inside the function are the ones errors name.
-  WEFT_CHECK(currentTrace() == nullptr, Value, "calling a compiled function inside a traced function is not supported");
+std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
+                                           const TensorFunction& fn) {
+  // No CallSite here: while tracing, the user's own calls inside the function are the ones errors
+  // name.
+  WEFT_CHECK(currentTrace() == nullptr, Value,
+             "calling a compiled function inside a traced function is not supported");
   Signature sig = signatureOf(args);
   std::shared_ptr<Executable> exe;
   {
@@ -249,35 +256,39 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args, cons
     for (const auto& [s, e] : state_->cache)
       if (!exe && s == sig) {
         sameArgs = true;
-        if (e->gradsMatch() && e->guardsHold(args))
-          exe = e;
+        if (e->gradsMatch() && e->guardsHold(args)) exe = e;
       }
     if (!exe) {
       auto& cache = state_->cache;
       if (static_cast<int>(cache.size()) >= state_->options.recompile_limit_) {
-        std::string why = sameArgs ? "a value the function reads, or whether a parameter has a .grad, changed" : describeChange(cache.back().first, sig);
-        WEFT_CHECK(state_->options.on_limit_ == RecompileLimitAction::Eager, Value, "compile: the recompile limit (",
-                   state_->options.recompile_limit_, " signatures) is reached and another is needed: ", why,
-                   ". Raise CompileOptions::recompile_limit, or allow eager execution with on_recompile_limit");
+        std::string why =
+            sameArgs ? "a value the function reads, or whether a parameter has a .grad, changed"
+                     : describeChange(cache.back().first, sig);
+        WEFT_CHECK(state_->options.on_limit_ == RecompileLimitAction::Eager, Value,
+                   "compile: the recompile limit (", state_->options.recompile_limit_,
+                   " signatures) is reached and another is needed: ", why,
+                   ". Raise CompileOptions::recompile_limit, or allow eager execution with "
+                   "on_recompile_limit");
         if (!state_->warnedEager) {
-          std::fprintf(stderr, "[weft] compile: recompile limit (%d) reached (%s); running this function eagerly\n",
-                       state_->options.recompile_limit_, why.c_str());
+          std::fprintf(
+              stderr,
+              "[weft] compile: recompile limit (%d) reached (%s); running this function eagerly\n",
+              state_->options.recompile_limit_, why.c_str());
           state_->warnedEager = true;
         }
       } else {
         if (!cache.empty() && debugFlag("WEFT_LOG_RECOMPILES").value_or("0") == "1")
-          std::fprintf(stderr, "[weft] compile: recompiling (signature %zu): %s\n", cache.size() + 1,
-                       sameArgs ? "a value the function reads, or whether a parameter has a .grad, changed"
-                                : describeChange(cache.back().first, sig).c_str());
+          std::fprintf(
+              stderr, "[weft] compile: recompiling (signature %zu): %s\n", cache.size() + 1,
+              sameArgs ? "a value the function reads, or whether a parameter has a .grad, changed"
+                       : describeChange(cache.back().first, sig).c_str());
         exe = build(fn, args, state_->options.specialize_on_values_);
         cache.emplace_back(sig, exe);
       }
     }
-    if (exe)
-      state_->latest = exe;
+    if (exe) state_->latest = exe;
   }
-  if (!exe)
-    return fn(args); // past the limit, with RecompileLimitAction::Eager
+  if (!exe) return fn(args); // past the limit, with RecompileLimitAction::Eager
   return exe->run(args);
 }
 

@@ -15,12 +15,12 @@ void checkShape(const Shape& shape, const char* op) {
 }
 
 Tensor finish(Tensor t, const TensorOptions& o) {
-  if (o.requires_grad_)
-    t.requires_grad_(true);
+  if (o.requires_grad_) t.requires_grad_(true);
   return t;
 }
 
-Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Generator> gen, Attrs at) {
+Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Generator> gen,
+                Attrs at) {
   checkShape(shape, opName(op).data());
   Generator& g = gen ? *gen : default_generator();
   at.set("shape", std::move(shape));
@@ -73,11 +73,13 @@ Tensor arange(Scalar end, TensorOptions o, std::source_location loc) {
   return arange(0, end, 1, end.isFloatingPoint() ? std::optional<TensorOptions>(o) : std::nullopt);
 }
 
-Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<TensorOptions> o, std::source_location loc) {
+Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<TensorOptions> o,
+              std::source_location loc) {
   CallSite cs(loc);
   double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
   WEFT_CHECK(st != 0, Value, "arange: step must be nonzero");
-  WEFT_CHECK(std::isfinite(s) && std::isfinite(e), Value, "arange: unsupported range: ", s, " -> ", e);
+  WEFT_CHECK(std::isfinite(s) && std::isfinite(e), Value, "arange: unsupported range: ", s, " -> ",
+             e);
   WEFT_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), Value,
              "arange: upper bound and larger bound inconsistent with step sign");
   bool integral = !start.isFloatingPoint() && !end.isFloatingPoint() && !step.isFloatingPoint();
@@ -87,12 +89,12 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<TensorOptions
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
     v[static_cast<size_t>(i)] = s + static_cast<double>(i) * st;
-  if (n > 0)
-    copyCast(TensorRef{v.data(), DType::Float64, {n}, {1}}, t.ref());
+  if (n > 0) copyCast(TensorRef{v.data(), DType::Float64, {n}, {1}}, t.ref());
   return finish(t, opts);
 }
 
-Tensor linspace(double start, double end, int64_t steps, TensorOptions o, std::source_location loc) {
+Tensor linspace(double start, double end, int64_t steps, TensorOptions o,
+                std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(steps >= 0, Value, "linspace: number of steps must be non-negative, got ", steps);
   std::vector<double> v(static_cast<size_t>(steps));
@@ -101,15 +103,15 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o, std::s
     v[static_cast<size_t>(i)] = i < steps / 2 ? start + step * static_cast<double>(i)
                                               : end - step * static_cast<double>(steps - 1 - i);
   Tensor t = makeTensor({steps}, o.dtype_);
-  if (steps > 0)
-    copyCast(TensorRef{v.data(), DType::Float64, {steps}, {1}}, t.ref());
+  if (steps > 0) copyCast(TensorRef{v.data(), DType::Float64, {steps}, {1}}, t.ref());
   return finish(t, o);
 }
 
 Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   int64_t cols = m.value_or(n);
-  WEFT_CHECK(n >= 0 && cols >= 0, Value, "eye: n and m must be non-negative, got ", n, " and ", cols);
+  WEFT_CHECK(n >= 0 && cols >= 0, Value, "eye: n and m must be non-negative, got ", n, " and ",
+             cols);
   Tensor t = zeros({n, cols}, o.dtype_);
   int64_t k = std::min(n, cols);
   TensorRef diag{t.data_ptr(), o.dtype_, {k}, {cols + 1}};
@@ -117,7 +119,8 @@ Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions o, std::source_loc
   return finish(t, o);
 }
 
-Tensor from_blob(void* data, Shape shape, TensorOptions o, std::function<void(void*)> deleter, std::source_location loc) {
+Tensor from_blob(void* data, Shape shape, TensorOptions o, std::function<void(void*)> deleter,
+                 std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(data != nullptr || numel(shape) == 0, Value, "from_blob: data is a null pointer");
   checkShape(shape, "from_blob");
@@ -127,13 +130,13 @@ Tensor from_blob(void* data, Shape shape, TensorOptions o, std::function<void(vo
   return finish(Tensor(impl), o);
 }
 
-template <typename T> Tensor from_vector(const std::vector<T>& values, Shape shape, std::source_location loc) {
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, Shape shape, std::source_location loc) {
   CallSite cs(loc);
-  if (shape.empty() && values.size() != 1)
-    shape = {static_cast<int64_t>(values.size())};
+  if (shape.empty() && values.size() != 1) shape = {static_cast<int64_t>(values.size())};
   checkShape(shape, "from_vector");
-  WEFT_CHECK(numel(shape) == static_cast<int64_t>(values.size()), Shape, "from_vector: ", values.size(),
-             " values do not fill shape ", shapeString(shape));
+  WEFT_CHECK(numel(shape) == static_cast<int64_t>(values.size()), Shape,
+             "from_vector: ", values.size(), " values do not fill shape ", shapeString(shape));
   Tensor t = makeTensor(shape, DTypeOf<T>::value);
   if (!values.empty()) {
     if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> is packed
@@ -146,13 +149,16 @@ template <typename T> Tensor from_vector(const std::vector<T>& values, Shape sha
   }
   return t;
 }
-#define WEFT_X(name, type, str) template Tensor from_vector<type>(const std::vector<type>&, Shape, std::source_location);
+#define WEFT_X(name, type, str)                                                                    \
+  template Tensor from_vector<type>(const std::vector<type>&, Shape, std::source_location);
 WEFT_DTYPES(WEFT_X)
 #undef WEFT_X
 
 Tensor tensor(std::initializer_list<double> values, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
-  return finish(from_vector(std::vector<double>(values), {static_cast<int64_t>(values.size())}).to(o.dtype_), o);
+  return finish(
+      from_vector(std::vector<double>(values), {static_cast<int64_t>(values.size())}).to(o.dtype_),
+      o);
 }
 Tensor tensor(std::initializer_list<int> values, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
@@ -176,32 +182,40 @@ Generator& default_generator() {
   return gen;
 }
 
-void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+void manual_seed(uint64_t seed) {
+  default_generator().manual_seed(seed);
+}
 
 Tensor rand(Shape shape, TensorOptions o, std::optional<Generator> gen, std::source_location loc) {
   CallSite cs(loc);
-  return randomOp(OpCode::Uniform, std::move(shape), o, std::move(gen), Attrs{{"low", 0.0}, {"high", 1.0}});
+  return randomOp(OpCode::Uniform, std::move(shape), o, std::move(gen),
+                  Attrs{{"low", 0.0}, {"high", 1.0}});
 }
 Tensor randn(Shape shape, TensorOptions o, std::optional<Generator> gen, std::source_location loc) {
   CallSite cs(loc);
-  return randomOp(OpCode::Normal, std::move(shape), o, std::move(gen), Attrs{{"mean", 0.0}, {"std", 1.0}});
+  return randomOp(OpCode::Normal, std::move(shape), o, std::move(gen),
+                  Attrs{{"mean", 0.0}, {"std", 1.0}});
 }
-Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions o, std::optional<Generator> gen,
-               std::source_location loc) {
+Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions o,
+               std::optional<Generator> gen, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(low < high, Value, "randint: expected low < high, got low=", low, " high=", high);
-  Tensor u = randomOp(OpCode::Uniform, std::move(shape), TensorOptions(DType::Float64), std::move(gen),
-                      Attrs{{"low", static_cast<double>(low)}, {"high", static_cast<double>(high)}});
+  Tensor u =
+      randomOp(OpCode::Uniform, std::move(shape), TensorOptions(DType::Float64), std::move(gen),
+               Attrs{{"low", static_cast<double>(low)}, {"high", static_cast<double>(high)}});
   return u.floor().clamp(std::nullopt, static_cast<double>(high - 1)).to(o.dtype_);
 }
 Tensor bernoulli(const Tensor& p, std::optional<Generator> gen, std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(p.defined() && p.is_floating_point(), DType, "bernoulli: expected a floating-point probability tensor");
+  WEFT_CHECK(p.defined() && p.is_floating_point(), DType,
+             "bernoulli: expected a floating-point probability tensor");
   NoGradGuard guard;
-  Tensor u = randomOp(OpCode::Uniform, p.sizes(), TensorOptions(p.dtype()), std::move(gen), Attrs{{"low", 0.0}, {"high", 1.0}});
+  Tensor u = randomOp(OpCode::Uniform, p.sizes(), TensorOptions(p.dtype()), std::move(gen),
+                      Attrs{{"low", 0.0}, {"high", 1.0}});
   return (u < p).to(p.dtype());
 }
-Tensor bernoulli(Shape shape, double p, TensorOptions o, std::optional<Generator> gen, std::source_location loc) {
+Tensor bernoulli(Shape shape, double p, TensorOptions o, std::optional<Generator> gen,
+                 std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(p >= 0 && p <= 1, Value, "bernoulli: expected 0 <= p <= 1, got ", p);
   return bernoulli(full(std::move(shape), p, o.dtype_), std::move(gen));

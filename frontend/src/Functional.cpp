@@ -10,47 +10,52 @@ namespace weft {
 namespace {
 
 /// A per-spatial-dim option given as one value for all dims or one per dim.
-std::vector<int64_t> expandParam(std::vector<int64_t> v, size_t n, const char* op, const char* name) {
-  if (v.size() == 1 && n > 1)
-    v.assign(n, v[0]);
-  WEFT_CHECK(v.size() == n, Value, op, ": ", name, " must have 1 or ", n, " values, got ", v.size());
+std::vector<int64_t> expandParam(std::vector<int64_t> v, size_t n, const char* op,
+                                 const char* name) {
+  if (v.size() == 1 && n > 1) v.assign(n, v[0]);
+  WEFT_CHECK(v.size() == n, Value, op, ": ", name, " must have 1 or ", n, " values, got ",
+             v.size());
   return v;
 }
 
-Attrs convAttrs(std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups) {
-  return Attrs{{"stride", std::move(stride)}, {"padding", std::move(padding)}, {"dilation", std::move(dilation)}, {"groups", groups}};
+Attrs convAttrs(std::vector<int64_t> stride, std::vector<int64_t> padding,
+                std::vector<int64_t> dilation, int64_t groups) {
+  return Attrs{{"stride", std::move(stride)},
+               {"padding", std::move(padding)},
+               {"dilation", std::move(dilation)},
+               {"groups", groups}};
 }
 
 /// Adds a batch dim to unbatched input (C, *S) and removes it from the result.
 template <typename Fn> Tensor batched(const Tensor& x, int64_t spatial, Fn fn) {
   WEFT_CHECK(x.defined(), Value, "expected a defined input tensor");
-  if (x.dim() == spatial + 1)
-    return fn(x.unsqueeze(0)).squeeze(0);
+  if (x.dim() == spatial + 1) return fn(x.unsqueeze(0)).squeeze(0);
   return fn(x);
 }
 
 Tensor addBias(const Tensor& y, const Tensor& bias, const char* op) {
-  if (!bias.defined())
-    return y;
-  WEFT_CHECK(bias.dim() == 1 && bias.size(0) == y.size(1), Shape, op, ": bias of shape ", shapeString(bias.sizes()),
-             " does not match ", y.size(1), " output channels");
+  if (!bias.defined()) return y;
+  WEFT_CHECK(bias.dim() == 1 && bias.size(0) == y.size(1), Shape, op, ": bias of shape ",
+             shapeString(bias.sizes()), " does not match ", y.size(1), " output channels");
   Shape s(static_cast<size_t>(y.dim()), 1);
   s[1] = y.size(1);
   return y + bias.reshape(s);
 }
 
-Tensor convNd(const Tensor& x, const Tensor& w, const Tensor& bias, size_t sp, std::vector<int64_t> stride,
-              std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups, const char* op) {
+Tensor convNd(const Tensor& x, const Tensor& w, const Tensor& bias, size_t sp,
+              std::vector<int64_t> stride, std::vector<int64_t> padding,
+              std::vector<int64_t> dilation, int64_t groups, const char* op) {
   WEFT_CHECK(w.defined(), Value, op, ": weight is an undefined tensor");
-  Attrs at = convAttrs(expandParam(std::move(stride), sp, op, "stride"), expandParam(std::move(padding), sp, op, "padding"),
+  Attrs at = convAttrs(expandParam(std::move(stride), sp, op, "stride"),
+                       expandParam(std::move(padding), sp, op, "padding"),
                        expandParam(std::move(dilation), sp, op, "dilation"), groups);
-  return batched(x, static_cast<int64_t>(sp), [&](const Tensor& xb) {
-    return addBias(conv(xb, w, at), bias, op);
-  });
+  return batched(x, static_cast<int64_t>(sp),
+                 [&](const Tensor& xb) { return addBias(conv(xb, w, at), bias, op); });
 }
 
-Tensor convTransposeNd(const Tensor& x, const Tensor& w, const Tensor& bias, size_t sp, std::vector<int64_t> stride,
-                       std::vector<int64_t> padding, std::vector<int64_t> outputPadding, int64_t groups,
+Tensor convTransposeNd(const Tensor& x, const Tensor& w, const Tensor& bias, size_t sp,
+                       std::vector<int64_t> stride, std::vector<int64_t> padding,
+                       std::vector<int64_t> outputPadding, int64_t groups,
                        std::vector<int64_t> dilation, const char* op) {
   WEFT_CHECK(w.defined(), Value, op, ": weight is an undefined tensor");
   stride = expandParam(std::move(stride), sp, op, "stride");
@@ -59,16 +64,19 @@ Tensor convTransposeNd(const Tensor& x, const Tensor& w, const Tensor& bias, siz
   dilation = expandParam(std::move(dilation), sp, op, "dilation");
   Attrs at = convAttrs(stride, padding, dilation, groups);
   return batched(x, static_cast<int64_t>(sp), [&](const Tensor& xb) {
-    WEFT_CHECK(xb.dim() == static_cast<int64_t>(sp) + 2 && w.dim() == xb.dim(), Shape, op, ": expected input and weight of rank ",
-               sp + 2, ", got ", shapeString(xb.sizes()), " and ", shapeString(w.sizes()));
-    WEFT_CHECK(xb.size(1) == w.size(0), Shape, op, ": input ", shapeString(xb.sizes()), " has ", xb.size(1),
-               " channels, but weight ", shapeString(w.sizes()), " expects ", w.size(0));
+    WEFT_CHECK(xb.dim() == static_cast<int64_t>(sp) + 2 && w.dim() == xb.dim(), Shape, op,
+               ": expected input and weight of rank ", sp + 2, ", got ", shapeString(xb.sizes()),
+               " and ", shapeString(w.sizes()));
+    WEFT_CHECK(xb.size(1) == w.size(0), Shape, op, ": input ", shapeString(xb.sizes()), " has ",
+               xb.size(1), " channels, but weight ", shapeString(w.sizes()), " expects ",
+               w.size(0));
     // The transposed convolution is the input gradient of the convolution it transposes.
     Shape inputShape{xb.size(0), w.size(1) * groups};
     for (size_t i = 0; i < sp; ++i) {
-      WEFT_CHECK(outputPadding[i] < stride[i] || outputPadding[i] < dilation[i], Value, op,
-                 ": output padding must be smaller than either stride or dilation, got output_padding=",
-                 outputPadding[i], " stride=", stride[i], " dilation=", dilation[i]);
+      WEFT_CHECK(
+          outputPadding[i] < stride[i] || outputPadding[i] < dilation[i], Value, op,
+          ": output padding must be smaller than either stride or dilation, got output_padding=",
+          outputPadding[i], " stride=", stride[i], " dilation=", dilation[i]);
       int64_t k = w.size(static_cast<int64_t>(2 + i));
       inputShape.push_back((xb.size(static_cast<int64_t>(2 + i)) - 1) * stride[i] - 2 * padding[i] +
                            dilation[i] * (k - 1) + outputPadding[i] + 1);
@@ -78,11 +86,15 @@ Tensor convTransposeNd(const Tensor& x, const Tensor& w, const Tensor& bias, siz
 }
 
 Tensor maxPoolNd(const Tensor& x, size_t sp, std::vector<int64_t> k, std::vector<int64_t> stride,
-                 std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil, const char* op) {
+                 std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil,
+                 const char* op) {
   k = expandParam(std::move(k), sp, op, "kernel_size");
   stride = stride.empty() ? k : expandParam(std::move(stride), sp, op, "stride");
-  Attrs at{{"kernel_size", k}, {"stride", stride}, {"padding", expandParam(std::move(padding), sp, op, "padding")},
-           {"dilation", expandParam(std::move(dilation), sp, op, "dilation")}, {"ceil_mode", ceil}};
+  Attrs at{{"kernel_size", k},
+           {"stride", stride},
+           {"padding", expandParam(std::move(padding), sp, op, "padding")},
+           {"dilation", expandParam(std::move(dilation), sp, op, "dilation")},
+           {"ceil_mode", ceil}};
   return batched(x, static_cast<int64_t>(sp), [&](const Tensor& xb) {
     Tensor idx = dispatch(OpCode::MaxPoolArgmax, {xb}, at);
     Tensor values = xb.flatten(2).gather(2, idx.flatten(2));
@@ -96,12 +108,14 @@ Tensor avgPoolNd(const Tensor& x, size_t sp, std::vector<int64_t> k, std::vector
   stride = stride.empty() ? k : expandParam(std::move(stride), sp, op, "stride");
   padding = expandParam(std::move(padding), sp, op, "padding");
   for (size_t i = 0; i < sp; ++i)
-    WEFT_CHECK(padding[i] * 2 <= k[i], Value, op, ": pad should be at most half of effective kernel size, got pad=",
-               padding[i], " kernel_size=", k[i]);
+    WEFT_CHECK(padding[i] * 2 <= k[i], Value, op,
+               ": pad should be at most half of effective kernel size, got pad=", padding[i],
+               " kernel_size=", k[i]);
   return batched(x, static_cast<int64_t>(sp), [&](const Tensor& xb) {
-    WEFT_CHECK(xb.dim() == static_cast<int64_t>(sp) + 2, Shape, op, ": expected a ", sp + 1, "-D or ", sp + 2,
-               "-D input, got ", shapeString(xb.sizes()));
-    WEFT_CHECK(xb.is_floating_point(), DType, op, ": expected a floating-point input, got ", dtypeName(xb.dtype()));
+    WEFT_CHECK(xb.dim() == static_cast<int64_t>(sp) + 2, Shape, op, ": expected a ", sp + 1,
+               "-D or ", sp + 2, "-D input, got ", shapeString(xb.sizes()));
+    WEFT_CHECK(xb.is_floating_point(), DType, op, ": expected a floating-point input, got ",
+               dtypeName(xb.dtype()));
     // Averaging is a depthwise convolution with a constant kernel (zeros in the padding count).
     Shape ws{xb.size(1), 1};
     ws.insert(ws.end(), k.begin(), k.end());
@@ -116,55 +130,66 @@ Tensor conv(const Tensor& x, const Tensor& w, const Attrs& at) {
   Attrs a = convAttrs(at.ints("stride"), at.ints("padding"), at.ints("dilation"), at.i("groups"));
   return dispatch(OpCode::Conv, {x, w}, a);
 }
-Tensor conv_input_grad(const Tensor& gy, const Tensor& w, const Attrs& at, const Shape& inputShape) {
+Tensor conv_input_grad(const Tensor& gy, const Tensor& w, const Attrs& at,
+                       const Shape& inputShape) {
   Attrs a = convAttrs(at.ints("stride"), at.ints("padding"), at.ints("dilation"), at.i("groups"));
   a.set("input_shape", inputShape);
   return dispatch(OpCode::ConvInputGrad, {gy, w}, a);
 }
-Tensor conv_weight_grad(const Tensor& x, const Tensor& gy, const Attrs& at, const Shape& weightShape) {
+Tensor conv_weight_grad(const Tensor& x, const Tensor& gy, const Attrs& at,
+                        const Shape& weightShape) {
   Attrs a = convAttrs(at.ints("stride"), at.ints("padding"), at.ints("dilation"), at.i("groups"));
   a.set("weight_shape", weightShape);
   return dispatch(OpCode::ConvWeightGrad, {x, gy}, a);
 }
 
-Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride, int64_t padding, int64_t dilation,
-              int64_t groups, std::source_location loc) {
+Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride, int64_t padding,
+              int64_t dilation, int64_t groups, std::source_location loc) {
   CallSite cs(loc);
   return convNd(x, w, bias, 1, {stride}, {padding}, {dilation}, groups, "conv1d");
 }
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride,
-              std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups, std::source_location loc) {
+              std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups,
+              std::source_location loc) {
   CallSite cs(loc);
-  return convNd(x, w, bias, 2, std::move(stride), std::move(padding), std::move(dilation), groups, "conv2d");
+  return convNd(x, w, bias, 2, std::move(stride), std::move(padding), std::move(dilation), groups,
+                "conv2d");
 }
-Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride, int64_t padding,
-                        int64_t output_padding, int64_t groups, int64_t dilation, std::source_location loc) {
+Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride,
+                        int64_t padding, int64_t output_padding, int64_t groups, int64_t dilation,
+                        std::source_location loc) {
   CallSite cs(loc);
-  return convTransposeNd(x, w, bias, 1, {stride}, {padding}, {output_padding}, groups, {dilation}, "conv_transpose1d");
+  return convTransposeNd(x, w, bias, 1, {stride}, {padding}, {output_padding}, groups, {dilation},
+                         "conv_transpose1d");
 }
-Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride,
-                        std::vector<int64_t> padding, std::vector<int64_t> output_padding, int64_t groups,
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias,
+                        std::vector<int64_t> stride, std::vector<int64_t> padding,
+                        std::vector<int64_t> output_padding, int64_t groups,
                         std::vector<int64_t> dilation, std::source_location loc) {
   CallSite cs(loc);
-  return convTransposeNd(x, w, bias, 2, std::move(stride), std::move(padding), std::move(output_padding), groups,
-                         std::move(dilation), "conv_transpose2d");
+  return convTransposeNd(x, w, bias, 2, std::move(stride), std::move(padding),
+                         std::move(output_padding), groups, std::move(dilation),
+                         "conv_transpose2d");
 }
-Tensor max_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int64_t padding, int64_t dilation,
-                  bool ceil_mode, std::source_location loc) {
+Tensor max_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int64_t padding,
+                  int64_t dilation, bool ceil_mode, std::source_location loc) {
   CallSite cs(loc);
   return maxPoolNd(x, 1, {k}, {stride.value_or(k)}, {padding}, {dilation}, ceil_mode, "max_pool1d");
 }
-Tensor max_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> stride, std::vector<int64_t> padding,
-                  std::vector<int64_t> dilation, bool ceil_mode, std::source_location loc) {
+Tensor max_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> stride,
+                  std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode,
+                  std::source_location loc) {
   CallSite cs(loc);
-  return maxPoolNd(x, 2, std::move(k), std::move(stride), std::move(padding), std::move(dilation), ceil_mode, "max_pool2d");
+  return maxPoolNd(x, 2, std::move(k), std::move(stride), std::move(padding), std::move(dilation),
+                   ceil_mode, "max_pool2d");
 }
-Tensor avg_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int64_t padding, std::source_location loc) {
+Tensor avg_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int64_t padding,
+                  std::source_location loc) {
   CallSite cs(loc);
   return avgPoolNd(x, 1, {k}, {stride.value_or(k)}, {padding}, "avg_pool1d");
 }
-Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> stride, std::vector<int64_t> padding,
-                  std::source_location loc) {
+Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> stride,
+                  std::vector<int64_t> padding, std::source_location loc) {
   CallSite cs(loc);
   return avgPoolNd(x, 2, std::move(k), std::move(stride), std::move(padding), "avg_pool2d");
 }
@@ -184,8 +209,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, std::source_location
   const Tensor* ref = nullptr;
   for (size_t i = 0; i < tensors.size(); ++i) {
     WEFT_CHECK(tensors[i].defined(), Value, "cat: tensor ", i, " is undefined");
-    if (ref == nullptr && !(tensors[i].dim() == 1 && tensors[i].numel() == 0))
-      ref = &tensors[i];
+    if (ref == nullptr && !(tensors[i].dim() == 1 && tensors[i].numel() == 0)) ref = &tensors[i];
   }
   DType t = tensors[0].dtype();
   for (const Tensor& x : tensors)
@@ -202,8 +226,10 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, std::source_locati
   WEFT_CHECK(!tensors.empty(), Value, "stack: expects a non-empty TensorList");
   for (size_t i = 0; i < tensors.size(); ++i)
     WEFT_CHECK(tensors[i].defined() && tensors[i].sizes() == tensors[0].sizes(), Shape,
-               "stack: expects each tensor to be equal size, but got ", shapeString(tensors[0].sizes()), " at entry 0 and ",
-               tensors[i].defined() ? shapeString(tensors[i].sizes()) : "undefined", " at entry ", i);
+               "stack: expects each tensor to be equal size, but got ",
+               shapeString(tensors[0].sizes()), " at entry 0 and ",
+               tensors[i].defined() ? shapeString(tensors[i].sizes()) : "undefined", " at entry ",
+               i);
   int64_t d = wrapDim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> u;
   for (const Tensor& t : tensors)
@@ -213,24 +239,26 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, std::source_locati
 
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(size > 0 || (size == 0 && x.size(dim) == 0), Value, "split: split_size must be positive, got ", size);
+  WEFT_CHECK(size > 0 || (size == 0 && x.size(dim) == 0), Value,
+             "split: split_size must be positive, got ", size);
   int64_t d = wrapDim(dim, x.dim(), "split"), n = x.size(d);
   std::vector<Tensor> parts;
   for (int64_t s = 0; s < n; s += size)
     parts.push_back(x.narrow(d, s, std::min(size, n - s)));
-  if (parts.empty())
-    parts.push_back(x);
+  if (parts.empty()) parts.push_back(x);
   return parts;
 }
 
-std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim, std::source_location loc) {
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim,
+                          std::source_location loc) {
   CallSite cs(loc);
   int64_t d = wrapDim(dim, x.dim(), "split"), total = 0;
   for (int64_t s : sizes) {
     WEFT_CHECK(s >= 0, Value, "split: split sizes must be non-negative, got ", s);
     total += s;
   }
-  WEFT_CHECK(total == x.size(d), Shape, "split: split sizes sum to ", total, " but dimension ", d, " has size ", x.size(d));
+  WEFT_CHECK(total == x.size(d), Shape, "split: split sizes sum to ", total, " but dimension ", d,
+             " has size ", x.size(d));
   std::vector<Tensor> parts;
   int64_t off = 0;
   for (int64_t s : sizes) {
@@ -247,12 +275,13 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim, std::sou
   return split(x, std::max<int64_t>((x.size(d) + chunks - 1) / chunks, x.size(d) == 0 ? 0 : 1), d);
 }
 
-Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, double value, std::source_location loc) {
+Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, double value,
+           std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(x.defined(), Value, "pad: input is an undefined tensor");
   WEFT_CHECK(padding.size() % 2 == 0 && padding.size() / 2 <= static_cast<size_t>(x.dim()), Value,
-             "pad: padding length must be divisible by 2 and at most twice the input rank (", x.dim(), "), got ",
-             padding.size());
+             "pad: padding length must be divisible by 2 and at most twice the input rank (",
+             x.dim(), "), got ", padding.size());
   Shape pads(2 * static_cast<size_t>(x.dim()), 0);
   for (size_t i = 0; i < padding.size() / 2; ++i) { // PyTorch lists the last dim first
     size_t d = static_cast<size_t>(x.dim()) - 1 - i;
@@ -280,8 +309,7 @@ Tensor nonzero(const Tensor& x, std::source_location loc) {
   Shape strides = contiguousStrides(x.sizes());
   int64_t count = 0;
   for (size_t i = 0; i < flags.size(); ++i) {
-    if (!flags[i])
-      continue;
+    if (!flags[i]) continue;
     ++count;
     auto rem = static_cast<int64_t>(i);
     for (size_t d = 0; d < x.sizes().size(); ++d) {
@@ -296,8 +324,10 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::source_locati
   CallSite cs(loc);
   WEFT_CHECK(weight.defined() && weight.dim() == 2, Shape, "embedding: weight must be 2-D, got ",
              weight.defined() ? shapeString(weight.sizes()) : "undefined");
-  WEFT_CHECK(indices.defined() && (indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32), DType,
-             "embedding: expected int64 or int32 indices, got ", indices.defined() ? dtypeName(indices.dtype()) : "undefined");
+  WEFT_CHECK(indices.defined() &&
+                 (indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32),
+             DType, "embedding: expected int64 or int32 indices, got ",
+             indices.defined() ? dtypeName(indices.dtype()) : "undefined");
   Shape s = indices.sizes();
   s.push_back(weight.size(1));
   return index_select(weight, 0, indices.reshape({-1})).reshape(s);
@@ -305,16 +335,18 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::source_locati
 
 Tensor one_hot(const Tensor& indices, int64_t numClasses, std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(indices.defined() && indices.dtype() == DType::Int64, DType, "one_hot: expected an int64 tensor, got ",
+  WEFT_CHECK(indices.defined() && indices.dtype() == DType::Int64, DType,
+             "one_hot: expected an int64 tensor, got ",
              indices.defined() ? dtypeName(indices.dtype()) : "undefined");
   if (indices.numel() > 0 && (numClasses < 0 || currentTrace() == nullptr)) {
     int64_t lo = indices.amin().item<int64_t>(), hi = indices.amax().item<int64_t>();
     WEFT_CHECK(lo >= 0, Value, "one_hot: class values must be non-negative, got ", lo);
-    if (numClasses < 0)
-      numClasses = hi + 1;
-    WEFT_CHECK(hi < numClasses, Value, "one_hot: class values must be smaller than num_classes (", numClasses, "), got ", hi);
+    if (numClasses < 0) numClasses = hi + 1;
+    WEFT_CHECK(hi < numClasses, Value, "one_hot: class values must be smaller than num_classes (",
+               numClasses, "), got ", hi);
   }
-  WEFT_CHECK(numClasses >= 0, Value, "one_hot: can not infer total number of classes from an empty tensor");
+  WEFT_CHECK(numClasses >= 0, Value,
+             "one_hot: can not infer total number of classes from an empty tensor");
   return (indices.unsqueeze(-1) == arange(numClasses)).to(DType::Int64);
 }
 

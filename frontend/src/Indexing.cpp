@@ -1,16 +1,17 @@
 // Tensor::index and index_put_: basic indexing as views, advanced indexing through gather-like ops.
+#include "weft/Indexing.h"
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
-#include "weft/Indexing.h"
 #include "weft/ir/Types.h"
 
 namespace weft {
 
-indexing::TensorIndex::TensorIndex(const char* s, std::source_location loc) : value(EllipsisIndex{}) {
+indexing::TensorIndex::TensorIndex(const char* s, std::source_location loc)
+    : value(EllipsisIndex{}) {
   CallSite cs(loc);
-  WEFT_CHECK(s != nullptr && std::string(s) == "...", Value, "index: the only string index is \"...\", got \"",
-             s ? s : "null", "\"");
+  WEFT_CHECK(s != nullptr && std::string(s) == "...", Value,
+             "index: the only string index is \"...\", got \"", s ? s : "null", "\"");
 }
 
 namespace {
@@ -19,7 +20,8 @@ using indexing::TensorIndex;
 
 /// Number of source dims an index entry consumes.
 int64_t consumed(const TensorIndex& ix) {
-  if (std::holds_alternative<int64_t>(ix.value) || std::holds_alternative<indexing::Slice>(ix.value))
+  if (std::holds_alternative<int64_t>(ix.value) ||
+      std::holds_alternative<indexing::Slice>(ix.value))
     return 1;
   if (const Tensor* t = std::get_if<Tensor>(&ix.value))
     return t->dtype() == DType::Bool ? std::max<int64_t>(t->dim(), 1) : 1;
@@ -27,12 +29,13 @@ int64_t consumed(const TensorIndex& ix) {
 }
 
 struct Advanced {
-  int64_t dim; // in the tensor after basic indexing
+  int64_t dim;  // in the tensor after basic indexing
   Tensor index; // int64, any shape
 };
 
 /// Applies the basic (view) part of `indices`; collects tensor indices for the advanced part.
-Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices, std::vector<Advanced>& adv) {
+Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices,
+                  std::vector<Advanced>& adv) {
   int64_t used = 0;
   size_t ellipses = 0;
   for (const auto& ix : indices) {
@@ -40,7 +43,8 @@ Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices, s
     ellipses += std::holds_alternative<indexing::EllipsisIndex>(ix.value) ? 1 : 0;
   }
   WEFT_CHECK(ellipses <= 1, Index, "index: an index can only have a single ellipsis ('...')");
-  WEFT_CHECK(used <= self.dim(), Index, "index: too many indices for tensor of dimension ", self.dim(), " (got ", used, ")");
+  WEFT_CHECK(used <= self.dim(), Index, "index: too many indices for tensor of dimension ",
+             self.dim(), " (got ", used, ")");
   Tensor r = self;
   int64_t d = 0;
   for (const auto& ix : indices) {
@@ -56,8 +60,7 @@ Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices, s
       d += self.dim() - used;
     } else if (const bool* b = std::get_if<bool>(&ix.value)) {
       r = r.unsqueeze(d);
-      if (!*b)
-        r = r.slice(d, 0, 0);
+      if (!*b) r = r.slice(d, 0, 0);
       ++d;
     } else {
       const Tensor& t = std::get<Tensor>(ix.value);
@@ -65,8 +68,9 @@ Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices, s
       if (t.dtype() == DType::Bool) {
         // A mask over the next t.dim() dims becomes one integer index per dim.
         for (int64_t k = 0; k < t.dim(); ++k)
-          WEFT_CHECK(t.size(k) == r.size(d + k), Index, "index: the shape of the mask ", shapeString(t.sizes()),
-                     " at index ", k, " does not match the shape of the indexed tensor ", shapeString(r.sizes()),
+          WEFT_CHECK(t.size(k) == r.size(d + k), Index, "index: the shape of the mask ",
+                     shapeString(t.sizes()), " at index ", k,
+                     " does not match the shape of the indexed tensor ", shapeString(r.sizes()),
                      " at index ", d + k);
         Tensor nz = nonzero(t);
         for (int64_t k = 0; k < t.dim(); ++k)
@@ -78,8 +82,10 @@ Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices, s
         }
         d += t.dim();
       } else {
-        WEFT_CHECK(t.dtype() == DType::Int64 || t.dtype() == DType::Int32 || t.dtype() == DType::UInt8, Index,
-                   "index: tensors used as indices must be long, int, byte or bool tensors, got ", dtypeName(t.dtype()));
+        WEFT_CHECK(
+            t.dtype() == DType::Int64 || t.dtype() == DType::Int32 || t.dtype() == DType::UInt8,
+            Index, "index: tensors used as indices must be long, int, byte or bool tensors, got ",
+            dtypeName(t.dtype()));
         adv.push_back({d, t.to(DType::Int64)});
         ++d;
       }
@@ -94,7 +100,8 @@ Tensor applyAdvanced(const Tensor& x, const std::vector<Advanced>& adv) {
   Shape bshape = adv[0].index.sizes();
   for (const auto& a : adv) {
     auto b = ir::broadcastShapes(bshape, a.index.sizes(), "index");
-    WEFT_CHECK(static_cast<bool>(b), Index, "index: shape mismatch: indexing tensors could not be broadcast together ",
+    WEFT_CHECK(static_cast<bool>(b), Index,
+               "index: shape mismatch: indexing tensors could not be broadcast together ",
                "with shapes ", shapeString(bshape), " and ", shapeString(a.index.sizes()));
     bshape = b.value();
   }
@@ -121,8 +128,8 @@ Tensor applyAdvanced(const Tensor& x, const std::vector<Advanced>& adv) {
     Tensor ix = adv[i].index;
     if (ix.numel() > 0 && currentTrace() == nullptr) { // traced: the kernel checks at run time
       int64_t lo = ix.amin().item<int64_t>(), hi = ix.amax().item<int64_t>();
-      WEFT_CHECK(lo >= -n && hi < n, Index, "index ", lo < -n ? lo : hi, " is out of bounds for dimension ",
-                 adv[i].dim, " with size ", n);
+      WEFT_CHECK(lo >= -n && hi < n, Index, "index ", lo < -n ? lo : hi,
+                 " is out of bounds for dimension ", adv[i].dim, " with size ", n);
     }
     ix = where(ix < 0, ix + n, ix);
     flat = flat.defined() ? flat + ix * stride : ix * stride;
@@ -158,12 +165,14 @@ Tensor indexImpl(const Tensor& self, const std::vector<TensorIndex>& indices) {
 
 } // namespace
 
-Tensor Tensor::index(std::initializer_list<indexing::TensorIndex> indices, std::source_location loc) const {
+Tensor Tensor::index(std::initializer_list<indexing::TensorIndex> indices,
+                     std::source_location loc) const {
   CallSite cs(loc);
   return indexImpl(*this, std::vector<TensorIndex>(indices));
 }
 
-Tensor Tensor::index(const std::vector<indexing::TensorIndex>& indices, std::source_location loc) const {
+Tensor Tensor::index(const std::vector<indexing::TensorIndex>& indices,
+                     std::source_location loc) const {
   CallSite cs(loc);
   return indexImpl(*this, indices);
 }
@@ -178,15 +187,18 @@ Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, co
   Tensor where = indexImpl(positions, indices);
   Tensor v = values.to(dtype());
   auto b = ir::broadcastShapes(v.sizes(), where.sizes(), "index_put_");
-  WEFT_CHECK(static_cast<bool>(b) && b.value() == where.sizes(), Shape, "index_put_: shape mismatch: value tensor of shape ",
-             shapeString(values.sizes()), " cannot be broadcast to indexing result of shape ", shapeString(where.sizes()));
+  WEFT_CHECK(static_cast<bool>(b) && b.value() == where.sizes(), Shape,
+             "index_put_: shape mismatch: value tensor of shape ", shapeString(values.sizes()),
+             " cannot be broadcast to indexing result of shape ", shapeString(where.sizes()));
   bool record = is_grad_enabled() && (requires_grad() || values.requires_grad());
   Tensor flatSelf = (record ? clone() : *this).reshape({-1}); // never save memory copy_ overwrites
-  Tensor updated = weft::scatter(flatSelf, 0, where.reshape({-1}), v.expand(where.sizes()).reshape({-1}));
+  Tensor updated =
+      weft::scatter(flatSelf, 0, where.reshape({-1}), v.expand(where.sizes()).reshape({-1}));
   return copy_(updated.reshape(sizes()));
 }
 
-Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value, std::source_location loc) {
+Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value,
+                           std::source_location loc) {
   CallSite cs(loc);
   checkDefined("index_put_");
   return index_put_(indices, scalar_tensor(value, dtype()));

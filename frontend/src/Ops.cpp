@@ -1,4 +1,5 @@
-// Math ops: PyTorch type promotion, scalars, elementwise, reductions, contractions and in-place ops.
+// Math ops: PyTorch type promotion, scalars, elementwise, reductions, contractions and in-place
+// ops.
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
@@ -19,7 +20,9 @@ struct PromotionState {
   std::optional<DType> dims, zeroDim, wrapped;
 };
 
-void promoteInto(std::optional<DType>& slot, DType t) { slot = slot ? promoteTypes(*slot, t) : t; }
+void promoteInto(std::optional<DType>& slot, DType t) {
+  slot = slot ? promoteTypes(*slot, t) : t;
+}
 
 void update(PromotionState& s, const Tensor& t) {
   if (t.impl()->wrappedNumber)
@@ -33,16 +36,15 @@ void update(PromotionState& s, const Tensor& t) {
 /// PyTorch's combine_categories: a lower-priority operand only matters if it is of a higher
 /// category (bool < integral < floating).
 std::optional<DType> combine(std::optional<DType> higher, std::optional<DType> lower) {
-  if (!higher)
-    return lower;
-  if (!lower || isFloating(*higher))
-    return higher;
-  if (*higher == DType::Bool || isFloating(*lower))
-    return promoteTypes(*higher, *lower);
+  if (!higher) return lower;
+  if (!lower || isFloating(*higher)) return higher;
+  if (*higher == DType::Bool || isFloating(*lower)) return promoteTypes(*higher, *lower);
   return higher;
 }
 
-DType resolve(const PromotionState& s) { return *combine(s.dims, combine(s.zeroDim, s.wrapped)); }
+DType resolve(const PromotionState& s) {
+  return *combine(s.dims, combine(s.zeroDim, s.wrapped));
+}
 
 /// A 0-dim tensor for a number the user wrote, already in the dtype the op computes in.
 Tensor wrapScalar(Scalar v, DType t) {
@@ -52,10 +54,8 @@ Tensor wrapScalar(Scalar v, DType t) {
 }
 
 bool canCast(DType from, DType to) {
-  if (isFloating(from) && !isFloating(to))
-    return false;
-  if (from != DType::Bool && to == DType::Bool)
-    return false;
+  if (isFloating(from) && !isFloating(to)) return false;
+  if (from != DType::Bool && to == DType::Bool) return false;
   return true;
 }
 
@@ -69,34 +69,33 @@ Tensor unaryOp(OpCode op, const Tensor& x) {
 Tensor binaryOp(OpCode op, const Tensor& a, const Tensor& b) {
   WEFT_CHECK(a.defined() && b.defined(), Value, opName(op), ": called with an undefined tensor");
   DType t = result_type(a, b);
-  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t))
-    t = kDefaultFloat;
+  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t)) t = kDefaultFloat;
   return dispatch(op, {a.dtype() == t ? a : cast(a, t), b.dtype() == t ? b : cast(b, t)});
 }
 
 Tensor binaryOp(OpCode op, const Tensor& a, Scalar b) {
   WEFT_CHECK(a.defined(), Value, opName(op), ": called with an undefined tensor");
   DType t = result_type(a, b);
-  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t))
-    t = kDefaultFloat;
+  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t)) t = kDefaultFloat;
   return dispatch(op, {a.dtype() == t ? a : cast(a, t), wrapScalar(b, t)});
 }
 
 Tensor binaryOp(OpCode op, Scalar a, const Tensor& b) {
   WEFT_CHECK(b.defined(), Value, opName(op), ": called with an undefined tensor");
   DType t = result_type(b, a);
-  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t))
-    t = kDefaultFloat;
+  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t)) t = kDefaultFloat;
   return dispatch(op, {wrapScalar(a, t), b.dtype() == t ? b : cast(b, t)});
 }
 
 /// Writes `result` into `self` (an in-place op): checks shape and dtype, bumps the version and,
 /// when grad mode is on, makes `result`'s history self's.
 Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
-  WEFT_CHECK(result.sizes() == self.sizes(), Shape, op, ": output with shape ", shapeString(self.sizes()),
-             " doesn't match the broadcast shape ", shapeString(result.sizes()));
-  WEFT_CHECK(canCast(result.dtype(), self.dtype()), DType, op, ": result type ", dtypeName(result.dtype()),
-             " can't be cast to the desired output type ", dtypeName(self.dtype()));
+  WEFT_CHECK(result.sizes() == self.sizes(), Shape, op, ": output with shape ",
+             shapeString(self.sizes()), " doesn't match the broadcast shape ",
+             shapeString(result.sizes()));
+  WEFT_CHECK(canCast(result.dtype(), self.dtype()), DType, op, ": result type ",
+             dtypeName(result.dtype()), " can't be cast to the desired output type ",
+             dtypeName(self.dtype()));
   if (TraceContext* tc = currentTrace()) {
     tc->assign(self, result, op);
     return self;
@@ -106,10 +105,10 @@ Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
     WEFT_CHECK(!(self.is_leaf() && self.requires_grad()), Value, op,
                ": a leaf Variable that requires grad is being used in an in-place operation.");
     WEFT_CHECK(self.impl()->viewBase == nullptr, Value, op,
-               ": in-place operations on views of tensors that require grad are not supported; apply the op out "
+               ": in-place operations on views of tensors that require grad are not supported; "
+               "apply the op out "
                "of place, or to the base tensor");
-    if (result.dtype() != self.dtype())
-      result = cast(result, self.dtype());
+    if (result.dtype() != self.dtype()) result = cast(result, self.dtype());
   }
   copyCast(result.ref(), self.ref());
   self.impl()->storage->bumpVersion();
@@ -123,10 +122,10 @@ Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
 /// The value an in-place op reads for `self`: a private recorded copy when autograd will record
 /// the op, so the node never saves memory the op then overwrites.
 Tensor inPlaceSource(const Tensor& self, const Tensor& other = {}) {
-  bool record = is_grad_enabled() && (self.requires_grad() || (other.defined() && other.requires_grad()));
+  bool record =
+      is_grad_enabled() && (self.requires_grad() || (other.defined() && other.requires_grad()));
   return record ? self.clone() : self;
 }
-
 
 } // namespace
 
@@ -157,7 +156,8 @@ Tensor cast(const Tensor& x, DType dtype, std::source_location loc) {
 
 Tensor scalar_tensor(Scalar value, std::optional<DType> dtype, std::source_location loc) {
   CallSite cs(loc);
-  Tensor r = wrapScalar(value, dtype.value_or(value.isFloatingPoint() ? kDefaultFloat : value.dtype()));
+  Tensor r =
+      wrapScalar(value, dtype.value_or(value.isFloatingPoint() ? kDefaultFloat : value.dtype()));
   r.impl()->wrappedNumber = false;
   return r;
 }
@@ -165,7 +165,7 @@ Tensor scalar_tensor(Scalar value, std::optional<DType> dtype, std::source_locat
 // ---- elementwise: methods and free functions ----
 
 #define WEFT_UNARY_API(name, op)                                                                   \
-  Tensor Tensor::name(std::source_location loc) const {                                           \
+  Tensor Tensor::name(std::source_location loc) const {                                            \
     CallSite cs(loc);                                                                              \
     return unaryOp(OpCode::op, *this);                                                             \
   }                                                                                                \
@@ -217,16 +217,14 @@ WEFT_BINARY_API(logical_xor, LogicalXor)
 
 Tensor Tensor::add(const Tensor& other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
-  if (alpha.toDouble() == 1.0)
-    return binaryOp(OpCode::Add, *this, other);
+  if (alpha.toDouble() == 1.0) return binaryOp(OpCode::Add, *this, other);
   return binaryOp(OpCode::Add, *this, binaryOp(OpCode::Mul, other, alpha));
 }
 Tensor Tensor::sub(const Tensor& other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
   WEFT_CHECK(dtype() != DType::Bool && other.dtype() != DType::Bool, DType,
              "sub: subtraction with two bool tensors is not supported; use logical_xor() instead");
-  if (alpha.toDouble() == 1.0)
-    return binaryOp(OpCode::Sub, *this, other);
+  if (alpha.toDouble() == 1.0) return binaryOp(OpCode::Sub, *this, other);
   return binaryOp(OpCode::Sub, *this, binaryOp(OpCode::Mul, other, alpha));
 }
 Tensor Tensor::pow(Scalar e, std::source_location loc) const {
@@ -250,50 +248,127 @@ Tensor minimum(const Tensor& a, const Tensor& b, std::source_location loc) {
   return binaryOp(OpCode::Minimum, a, b);
 }
 
-Tensor operator-(const Tensor& a) { return unaryOp(OpCode::Neg, a); }
-Tensor operator+(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Add, a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return a.sub(b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Mul, a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Div, a, b); }
-Tensor operator+(const Tensor& a, Scalar b) { return binaryOp(OpCode::Add, a, b); }
-Tensor operator-(const Tensor& a, Scalar b) { return binaryOp(OpCode::Sub, a, b); }
-Tensor operator*(const Tensor& a, Scalar b) { return binaryOp(OpCode::Mul, a, b); }
-Tensor operator/(const Tensor& a, Scalar b) { return binaryOp(OpCode::Div, a, b); }
-Tensor operator+(Scalar a, const Tensor& b) { return binaryOp(OpCode::Add, a, b); }
-Tensor operator-(Scalar a, const Tensor& b) { return binaryOp(OpCode::Sub, a, b); }
-Tensor operator*(Scalar a, const Tensor& b) { return binaryOp(OpCode::Mul, a, b); }
-Tensor operator/(Scalar a, const Tensor& b) { return binaryOp(OpCode::Div, a, b); }
-Tensor operator==(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Eq, a, b); }
-Tensor operator!=(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Ne, a, b); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Lt, a, b); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Le, a, b); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Gt, a, b); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::Ge, a, b); }
-Tensor operator==(const Tensor& a, Scalar b) { return binaryOp(OpCode::Eq, a, b); }
-Tensor operator!=(const Tensor& a, Scalar b) { return binaryOp(OpCode::Ne, a, b); }
-Tensor operator<(const Tensor& a, Scalar b) { return binaryOp(OpCode::Lt, a, b); }
-Tensor operator<=(const Tensor& a, Scalar b) { return binaryOp(OpCode::Le, a, b); }
-Tensor operator>(const Tensor& a, Scalar b) { return binaryOp(OpCode::Gt, a, b); }
-Tensor operator>=(const Tensor& a, Scalar b) { return binaryOp(OpCode::Ge, a, b); }
-Tensor operator&(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::LogicalAnd, a, b); }
-Tensor operator|(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::LogicalOr, a, b); }
-Tensor operator^(const Tensor& a, const Tensor& b) { return binaryOp(OpCode::LogicalXor, a, b); }
-Tensor operator~(const Tensor& a) { return unaryOp(OpCode::LogicalNot, a); }
-Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
-Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
-Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
-Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
-Tensor& operator+=(Tensor& a, Scalar b) { return a.add_(b); }
-Tensor& operator-=(Tensor& a, Scalar b) { return a.sub_(b); }
-Tensor& operator*=(Tensor& a, Scalar b) { return a.mul_(b); }
-Tensor& operator/=(Tensor& a, Scalar b) { return a.div_(b); }
+Tensor operator-(const Tensor& a) {
+  return unaryOp(OpCode::Neg, a);
+}
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::Add, a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return a.sub(b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::Mul, a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::Div, a, b);
+}
+Tensor operator+(const Tensor& a, Scalar b) {
+  return binaryOp(OpCode::Add, a, b);
+}
+Tensor operator-(const Tensor& a, Scalar b) {
+  return binaryOp(OpCode::Sub, a, b);
+}
+Tensor operator*(const Tensor& a, Scalar b) {
+  return binaryOp(OpCode::Mul, a, b);
+}
+Tensor operator/(const Tensor& a, Scalar b) {
+  return binaryOp(OpCode::Div, a, b);
+}
+Tensor operator+(Scalar a, const Tensor& b) {
+  return binaryOp(OpCode::Add, a, b);
+}
+Tensor operator-(Scalar a, const Tensor& b) {
+  return binaryOp(OpCode::Sub, a, b);
+}
+Tensor operator*(Scalar a, const Tensor& b) {
+  return binaryOp(OpCode::Mul, a, b);
+}
+Tensor operator/(Scalar a, const Tensor& b) {
+  return binaryOp(OpCode::Div, a, b);
+}
+Tensor operator==(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::Eq, a, b);
+}
+Tensor operator!=(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::Ne, a, b);
+}
+Tensor operator<(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::Lt, a, b);
+}
+Tensor operator<=(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::Le, a, b);
+}
+Tensor operator>(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::Gt, a, b);
+}
+Tensor operator>=(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::Ge, a, b);
+}
+Tensor operator==(const Tensor& a, Scalar b) {
+  return binaryOp(OpCode::Eq, a, b);
+}
+Tensor operator!=(const Tensor& a, Scalar b) {
+  return binaryOp(OpCode::Ne, a, b);
+}
+Tensor operator<(const Tensor& a, Scalar b) {
+  return binaryOp(OpCode::Lt, a, b);
+}
+Tensor operator<=(const Tensor& a, Scalar b) {
+  return binaryOp(OpCode::Le, a, b);
+}
+Tensor operator>(const Tensor& a, Scalar b) {
+  return binaryOp(OpCode::Gt, a, b);
+}
+Tensor operator>=(const Tensor& a, Scalar b) {
+  return binaryOp(OpCode::Ge, a, b);
+}
+Tensor operator&(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::LogicalAnd, a, b);
+}
+Tensor operator|(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::LogicalOr, a, b);
+}
+Tensor operator^(const Tensor& a, const Tensor& b) {
+  return binaryOp(OpCode::LogicalXor, a, b);
+}
+Tensor operator~(const Tensor& a) {
+  return unaryOp(OpCode::LogicalNot, a);
+}
+Tensor& operator+=(Tensor& a, const Tensor& b) {
+  return a.add_(b);
+}
+Tensor& operator-=(Tensor& a, const Tensor& b) {
+  return a.sub_(b);
+}
+Tensor& operator*=(Tensor& a, const Tensor& b) {
+  return a.mul_(b);
+}
+Tensor& operator/=(Tensor& a, const Tensor& b) {
+  return a.div_(b);
+}
+Tensor& operator+=(Tensor& a, Scalar b) {
+  return a.add_(b);
+}
+Tensor& operator-=(Tensor& a, Scalar b) {
+  return a.sub_(b);
+}
+Tensor& operator*=(Tensor& a, Scalar b) {
+  return a.mul_(b);
+}
+Tensor& operator/=(Tensor& a, Scalar b) {
+  return a.div_(b);
+}
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(c.defined() && a.defined() && b.defined(), Value, "where: called with an undefined tensor");
-  WEFT_CHECK(c.dtype() == DType::Bool, DType, "where: expected condition to be a bool tensor, got ", dtypeName(c.dtype()));
+  WEFT_CHECK(c.defined() && a.defined() && b.defined(), Value,
+             "where: called with an undefined tensor");
+  WEFT_CHECK(c.dtype() == DType::Bool, DType, "where: expected condition to be a bool tensor, got ",
+             dtypeName(c.dtype()));
   DType t = result_type(a, b);
-  return dispatch(OpCode::Where, {c, a.dtype() == t ? a : cast(a, t), b.dtype() == t ? b : cast(b, t)});
+  return dispatch(OpCode::Where,
+                  {c, a.dtype() == t ? a : cast(a, t), b.dtype() == t ? b : cast(b, t)});
 }
 Tensor where(const Tensor& c, Scalar a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
@@ -306,7 +381,8 @@ Tensor where(const Tensor& c, const Tensor& a, Scalar b, std::source_location lo
 
 Tensor Tensor::masked_fill(const Tensor& mask, Scalar value, std::source_location loc) const {
   CallSite cs(loc);
-  WEFT_CHECK(mask.defined() && mask.dtype() == DType::Bool, DType, "masked_fill: expected a bool mask, got ",
+  WEFT_CHECK(mask.defined() && mask.dtype() == DType::Bool, DType,
+             "masked_fill: expected a bool mask, got ",
              mask.defined() ? dtypeName(mask.dtype()) : "an undefined tensor");
   Tensor r = where(mask, wrapScalar(value, dtype()), *this);
   WEFT_CHECK(r.sizes() == sizes(), Shape, "masked_fill: mask ", shapeString(mask.sizes()),
@@ -314,18 +390,18 @@ Tensor Tensor::masked_fill(const Tensor& mask, Scalar value, std::source_locatio
   return r;
 }
 
-Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi, std::source_location loc) {
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi,
+             std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(lo || hi, Value, "clamp: at least one of 'min' or 'max' must not be None");
   Tensor r = x;
   // where() keeps the gradient 1 inside [min, max] including the boundaries, as torch.clamp.
-  if (lo)
-    r = where(r < *lo, wrapScalar(*lo, result_type(x, *lo)), r);
-  if (hi)
-    r = where(r > *hi, wrapScalar(*hi, result_type(r, *hi)), r);
+  if (lo) r = where(r < *lo, wrapScalar(*lo, result_type(x, *lo)), r);
+  if (hi) r = where(r > *hi, wrapScalar(*hi, result_type(r, *hi)), r);
   return r;
 }
-Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi, std::source_location loc) const {
+Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi,
+                     std::source_location loc) const {
   CallSite cs(loc);
   return weft::clamp(*this, lo, hi);
 }
@@ -372,7 +448,8 @@ Tensor& Tensor::div_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
   return assignInPlace(*this, inPlaceSource(*this) / other, "div_");
 }
-Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi, std::source_location loc) {
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi,
+                       std::source_location loc) {
   CallSite cs(loc);
   return assignInPlace(*this, weft::clamp(inPlaceSource(*this), lo, hi), "clamp_");
 }
@@ -404,8 +481,10 @@ Tensor& Tensor::copy_(const Tensor& src, std::source_location loc) {
   checkDefined("copy_");
   WEFT_CHECK(src.defined(), Value, "copy_: the source is an undefined tensor");
   Tensor s = src.dtype() == dtype() ? src : cast(src, dtype());
-  WEFT_CHECK(static_cast<bool>(ir::broadcastShapes(s.sizes(), sizes(), "copy_")) && s.dim() <= dim(), Shape, "copy_: source ",
-             shapeString(src.sizes()), " is not broadcastable to ", shapeString(sizes()));
+  WEFT_CHECK(static_cast<bool>(ir::broadcastShapes(s.sizes(), sizes(), "copy_")) &&
+                 s.dim() <= dim(),
+             Shape, "copy_: source ", shapeString(src.sizes()), " is not broadcastable to ",
+             shapeString(sizes()));
   return assignInPlace(*this, s.expand(sizes()), "copy_");
 }
 
@@ -414,17 +493,16 @@ Tensor& Tensor::copy_(const Tensor& src, std::source_location loc) {
 Tensor matmul(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(a.defined() && b.defined(), Value, "matmul: called with an undefined tensor");
-  WEFT_CHECK(a.dim() >= 1 && b.dim() >= 1, Shape, "matmul: both arguments need to be at least 1D, but they are ",
-             a.dim(), "D and ", b.dim(), "D");
+  WEFT_CHECK(a.dim() >= 1 && b.dim() >= 1, Shape,
+             "matmul: both arguments need to be at least 1D, but they are ", a.dim(), "D and ",
+             b.dim(), "D");
   if (a.dim() == 1 && b.dim() == 1) {
-    WEFT_CHECK(a.size(0) == b.size(0), Shape, "matmul: inconsistent tensor size, expected tensor [", a.size(0),
-               "] and src [", b.size(0), "] to have the same number of elements");
+    WEFT_CHECK(a.size(0) == b.size(0), Shape, "matmul: inconsistent tensor size, expected tensor [",
+               a.size(0), "] and src [", b.size(0), "] to have the same number of elements");
     return weft::reshape(dispatch(OpCode::MatMul, {a.unsqueeze(0), b.unsqueeze(1)}), {});
   }
-  if (a.dim() == 1)
-    return dispatch(OpCode::MatMul, {a.unsqueeze(0), b}).squeeze(-2);
-  if (b.dim() == 1)
-    return dispatch(OpCode::MatMul, {a, b.unsqueeze(1)}).squeeze(-1);
+  if (a.dim() == 1) return dispatch(OpCode::MatMul, {a.unsqueeze(0), b}).squeeze(-2);
+  if (b.dim() == 1) return dispatch(OpCode::MatMul, {a, b.unsqueeze(1)}).squeeze(-1);
   return dispatch(OpCode::MatMul, {a, b});
 }
 Tensor Tensor::matmul(const Tensor& other, std::source_location loc) const {
@@ -433,16 +511,16 @@ Tensor Tensor::matmul(const Tensor& other, std::source_location loc) const {
 }
 Tensor Tensor::mm(const Tensor& other, std::source_location loc) const {
   CallSite cs(loc);
-  WEFT_CHECK(dim() == 2 && other.dim() == 2, Shape, "mm: expected 2-D tensors, got ", shapeString(sizes()), " and ",
-             shapeString(other.sizes()));
+  WEFT_CHECK(dim() == 2 && other.dim() == 2, Shape, "mm: expected 2-D tensors, got ",
+             shapeString(sizes()), " and ", shapeString(other.sizes()));
   return dispatch(OpCode::MatMul, {*this, other});
 }
 Tensor Tensor::bmm(const Tensor& other, std::source_location loc) const {
   CallSite cs(loc);
-  WEFT_CHECK(dim() == 3 && other.dim() == 3, Shape, "bmm: expected 3-D tensors, got ", shapeString(sizes()), " and ",
-             shapeString(other.sizes()));
-  WEFT_CHECK(size(0) == other.size(0), Shape, "bmm: batch sizes differ: ", shapeString(sizes()), " and ",
-             shapeString(other.sizes()));
+  WEFT_CHECK(dim() == 3 && other.dim() == 3, Shape, "bmm: expected 3-D tensors, got ",
+             shapeString(sizes()), " and ", shapeString(other.sizes()));
+  WEFT_CHECK(size(0) == other.size(0), Shape, "bmm: batch sizes differ: ", shapeString(sizes()),
+             " and ", shapeString(other.sizes()));
   return dispatch(OpCode::MatMul, {*this, other});
 }
 
@@ -454,48 +532,64 @@ Tensor Tensor::gather(int64_t dim, const Tensor& index, std::source_location loc
   CallSite cs(loc);
   return weft::gather(*this, dim, index);
 }
-Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, std::source_location loc) {
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+               std::source_location loc) {
   CallSite cs(loc);
-  return dispatch(OpCode::Scatter, {x, index, src}, Attrs{{"dim", wrapDim(dim, x.dim(), "scatter")}});
+  return dispatch(OpCode::Scatter, {x, index, src},
+                  Attrs{{"dim", wrapDim(dim, x.dim(), "scatter")}});
 }
-Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src, std::source_location loc) const {
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src,
+                       std::source_location loc) const {
   CallSite cs(loc);
   return weft::scatter(*this, dim, index, src);
 }
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, std::source_location loc) {
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                   std::source_location loc) {
   CallSite cs(loc);
-  return dispatch(OpCode::ScatterAdd, {x, index, src}, Attrs{{"dim", wrapDim(dim, x.dim(), "scatter_add")}});
+  return dispatch(OpCode::ScatterAdd, {x, index, src},
+                  Attrs{{"dim", wrapDim(dim, x.dim(), "scatter_add")}});
 }
-Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src, std::source_location loc) const {
+Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src,
+                           std::source_location loc) const {
   CallSite cs(loc);
   return weft::scatter_add(*this, dim, index, src);
 }
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(index.defined() && (index.dtype() == DType::Int64 || index.dtype() == DType::Int32), DType,
-             "index_select: expected an int64 or int32 index");
-  return dispatch(OpCode::IndexSelect, {x, index.to(DType::Int64)}, Attrs{{"dim", wrapDim(dim, x.dim(), "index_select")}});
+  WEFT_CHECK(index.defined() && (index.dtype() == DType::Int64 || index.dtype() == DType::Int32),
+             DType, "index_select: expected an int64 or int32 index");
+  return dispatch(OpCode::IndexSelect, {x, index.to(DType::Int64)},
+                  Attrs{{"dim", wrapDim(dim, x.dim(), "index_select")}});
 }
 Tensor Tensor::index_select(int64_t dim, const Tensor& index, std::source_location loc) const {
   CallSite cs(loc);
   return weft::index_select(*this, dim, index);
 }
-Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, std::source_location loc) {
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                 std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(index.defined() && (index.dtype() == DType::Int64 || index.dtype() == DType::Int32), DType,
-             "index_add: expected an int64 or int32 index");
-  return dispatch(OpCode::IndexAdd, {x, index.to(DType::Int64), source}, Attrs{{"dim", wrapDim(dim, x.dim(), "index_add")}});
+  WEFT_CHECK(index.defined() && (index.dtype() == DType::Int64 || index.dtype() == DType::Int32),
+             DType, "index_add: expected an int64 or int32 index");
+  return dispatch(OpCode::IndexAdd, {x, index.to(DType::Int64), source},
+                  Attrs{{"dim", wrapDim(dim, x.dim(), "index_add")}});
 }
-Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, std::source_location loc) const {
+Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source,
+                         std::source_location loc) const {
   CallSite cs(loc);
   return weft::index_add(*this, dim, index, source);
 }
 
 // ---- helpers for the vjp rules ----
 
-Shape shape_of(const Tensor& t) { return t.sizes(); }
-DType dtype_of(const Tensor& t) { return t.dtype(); }
-bool is_floating(const Tensor& t) { return isFloating(t.dtype()); }
+Shape shape_of(const Tensor& t) {
+  return t.sizes();
+}
+DType dtype_of(const Tensor& t) {
+  return t.dtype();
+}
+bool is_floating(const Tensor& t) {
+  return isFloating(t.dtype());
+}
 
 Tensor pad_dims(const Tensor& x, const Shape& pads, double value) {
   return dispatch(OpCode::Pad, {x}, Attrs{{"pads", pads}, {"value", value}});

@@ -13,7 +13,8 @@ namespace {
 constexpr int64_t kSummarizeThreshold = 1000; // PyTorch's print threshold
 constexpr int64_t kEdgeItems = 3;
 
-/// How to format every element of one tensor, chosen once from all its values (PyTorch's _Formatter).
+/// How to format every element of one tensor, chosen once from all its values (PyTorch's
+/// _Formatter).
 struct Formatter {
   bool boolean = false, floating = false, intMode = false, sciMode = false;
   int width = 1;
@@ -44,8 +45,7 @@ Formatter makeFormatter(const std::vector<double>& values, DType t) {
   if (f.floating) {
     std::vector<double> finite;
     for (double v : values)
-      if (std::isfinite(v))
-        finite.push_back(v);
+      if (std::isfinite(v)) finite.push_back(v);
     f.intMode = true;
     double maxAbs = 0, minAbs = std::numeric_limits<double>::infinity();
     for (double v : finite) {
@@ -109,8 +109,7 @@ struct Printer {
 } // namespace
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
-  if (!t.defined())
-    return os << "[ Tensor (undefined) ]";
+  if (!t.defined()) return os << "[ Tensor (undefined) ]";
   if (t.impl()->trace != nullptr)
     return os << "tensor(<traced value %" << t.impl()->traceValue << ": " << dtypeName(t.dtype())
               << shapeString(t.sizes()) << ">)";
@@ -119,7 +118,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   std::vector<double> shown;
   if (summarize) { // format only the printed elements, as PyTorch does
     for (size_t i = 0; i < values.size(); ++i)
-      if (i < static_cast<size_t>(kEdgeItems) || i + static_cast<size_t>(kEdgeItems) >= values.size())
+      if (i < static_cast<size_t>(kEdgeItems) ||
+          i + static_cast<size_t>(kEdgeItems) >= values.size())
         shown.push_back(values[i]);
   }
   Formatter f = makeFormatter(summarize ? shown : values, t.dtype());
@@ -134,9 +134,9 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
       os << (d ? ", " : "") << t.sizes()[static_cast<size_t>(d)];
     os << (t.dim() == 1 ? ",)" : ")");
   }
-  bool defaultType = t.dtype() == DType::Float32 || t.dtype() == DType::Int64 || t.dtype() == DType::Bool;
-  if (!defaultType)
-    os << ", dtype=torch." << dtypeName(t.dtype());
+  bool defaultType =
+      t.dtype() == DType::Float32 || t.dtype() == DType::Int64 || t.dtype() == DType::Bool;
+  if (!defaultType) os << ", dtype=torch." << dtypeName(t.dtype());
   if (t.grad_fn())
     os << ", grad_fn=<" << t.grad_fn()->name() << ">";
   else if (t.requires_grad())

@@ -26,7 +26,8 @@ Tensor Tensor::sum(std::source_location loc) const {
   CallSite cs(loc);
   return sum({}, false);
 }
-Tensor Tensor::sum(Shape dims, bool keepdim, std::optional<DType> dtype, std::source_location loc) const {
+Tensor Tensor::sum(Shape dims, bool keepdim, std::optional<DType> dtype,
+                   std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("sum");
   DType t = dtype.value_or(isFloating(this->dtype()) ? this->dtype() : DType::Int64);
@@ -43,8 +44,10 @@ Tensor Tensor::mean(std::source_location loc) const {
 Tensor Tensor::mean(Shape dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("mean");
-  WEFT_CHECK(isFloating(dtype()), DType, "mean(): could not infer output dtype. Input dtype must be a floating "
-             "point dtype, got ", dtypeName(dtype()));
+  WEFT_CHECK(isFloating(dtype()), DType,
+             "mean(): could not infer output dtype. Input dtype must be a floating "
+             "point dtype, got ",
+             dtypeName(dtype()));
   Shape wd = wrapDims(dims, dim(), "mean");
   int64_t count = 1;
   for (size_t d = 0; d < sizes().size(); ++d)
@@ -64,7 +67,8 @@ Tensor Tensor::prod(std::source_location loc) const {
 Tensor Tensor::prod(int64_t d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("prod");
-  return reduce_op(OpCode::Prod, to(isFloating(dtype()) ? dtype() : DType::Int64), {wrapDim(d, dim(), "prod")}, keepdim);
+  return reduce_op(OpCode::Prod, to(isFloating(dtype()) ? dtype() : DType::Int64),
+                   {wrapDim(d, dim(), "prod")}, keepdim);
 }
 Tensor Tensor::amax(Shape dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
@@ -79,13 +83,15 @@ Tensor Tensor::amin(Shape dims, bool keepdim, std::source_location loc) const {
 Tensor Tensor::max(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("max");
-  WEFT_CHECK(numel() > 0, Value, "max(): Expected reduction dim to be specified for input.numel() == 0.");
+  WEFT_CHECK(numel() > 0, Value,
+             "max(): Expected reduction dim to be specified for input.numel() == 0.");
   return amax();
 }
 Tensor Tensor::min(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("min");
-  WEFT_CHECK(numel() > 0, Value, "min(): Expected reduction dim to be specified for input.numel() == 0.");
+  WEFT_CHECK(numel() > 0, Value,
+             "min(): Expected reduction dim to be specified for input.numel() == 0.");
   return amin();
 }
 std::pair<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim, std::source_location loc) const {
@@ -100,25 +106,31 @@ Tensor Tensor::argmax(std::optional<int64_t> d, bool keepdim, std::source_locati
   CallSite cs(loc);
   checkDefined("argmax");
   if (!d)
-    return dispatch(OpCode::ArgMax, {reshape({-1})}, Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
-  return dispatch(OpCode::ArgMax, {*this}, Attrs{{"dim", wrapDim(*d, dim(), "argmax")}, {"keepdim", keepdim}});
+    return dispatch(OpCode::ArgMax, {reshape({-1})},
+                    Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
+  return dispatch(OpCode::ArgMax, {*this},
+                  Attrs{{"dim", wrapDim(*d, dim(), "argmax")}, {"keepdim", keepdim}});
 }
 Tensor Tensor::argmin(std::optional<int64_t> d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("argmin");
   if (!d)
-    return dispatch(OpCode::ArgMin, {reshape({-1})}, Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
-  return dispatch(OpCode::ArgMin, {*this}, Attrs{{"dim", wrapDim(*d, dim(), "argmin")}, {"keepdim", keepdim}});
+    return dispatch(OpCode::ArgMin, {reshape({-1})},
+                    Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
+  return dispatch(OpCode::ArgMin, {*this},
+                  Attrs{{"dim", wrapDim(*d, dim(), "argmin")}, {"keepdim", keepdim}});
 }
 Tensor Tensor::var(Shape dims, int64_t correction, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("var");
-  WEFT_CHECK(isFloating(dtype()), DType, "var: expected a floating-point input, got ", dtypeName(dtype()));
+  WEFT_CHECK(isFloating(dtype()), DType, "var: expected a floating-point input, got ",
+             dtypeName(dtype()));
   Tensor mu = mean(dims, true);
   Tensor d = *this - mu;
   Shape wd = wrapDims(dims, dim(), "var");
   int64_t count = numel() / std::max<int64_t>(mu.numel(), 1);
-  return reduce_op(OpCode::Sum, d * d, wd, keepdim) / static_cast<double>(std::max<int64_t>(count - correction, 0));
+  return reduce_op(OpCode::Sum, d * d, wd, keepdim) /
+         static_cast<double>(std::max<int64_t>(count - correction, 0));
 }
 Tensor Tensor::std(Shape dims, int64_t correction, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
@@ -130,7 +142,8 @@ Tensor Tensor::logsumexp(Shape dims, bool keepdim, std::source_location loc) con
   Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
   Shape wd = wrapDims(dims, dim(), "logsumexp");
   Tensor m = x.amax(wd, true).detach();
-  m = where(m.abs() == std::numeric_limits<double>::infinity(), zeros_like(m), m); // all -inf rows stay -inf
+  m = where(m.abs() == std::numeric_limits<double>::infinity(), zeros_like(m),
+            m); // all -inf rows stay -inf
   Tensor r = (x - m).exp().sum(wd, true).log() + m;
   return keepdim ? r : reduce_op(OpCode::Sum, r, wd, false); // sum over size-1 dims drops them
 }
@@ -151,21 +164,23 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::source_location loc) {
 Tensor Tensor::argsort(int64_t d, bool descending, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("argsort");
-  if (dim() == 0)
-    return zeros({}, DType::Int64);
-  return dispatch(OpCode::ArgSort, {*this}, Attrs{{"dim", wrapDim(d, dim(), "argsort")}, {"descending", descending}});
+  if (dim() == 0) return zeros({}, DType::Int64);
+  return dispatch(OpCode::ArgSort, {*this},
+                  Attrs{{"dim", wrapDim(d, dim(), "argsort")}, {"descending", descending}});
 }
 std::pair<Tensor, Tensor> Tensor::sort(int64_t d, bool descending, std::source_location loc) const {
   CallSite cs(loc);
   Tensor idx = argsort(d, descending);
   return {dim() == 0 ? *this : gather(d, idx), idx};
 }
-std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest, std::source_location loc) const {
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest,
+                                       std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("topk");
   d = wrapDim(d, dim(), "topk");
   int64_t n = dim() == 0 ? 1 : size(d);
-  WEFT_CHECK(k >= 0 && k <= n, Index, "topk: k (", k, ") is out of range for dimension ", d, " of size ", n);
+  WEFT_CHECK(k >= 0 && k <= n, Index, "topk: k (", k, ") is out of range for dimension ", d,
+             " of size ", n);
   Tensor idx = argsort(d, largest).narrow(d, 0, k);
   return {gather(d, idx), idx};
 }

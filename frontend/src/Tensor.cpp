@@ -29,8 +29,12 @@ int64_t Tensor::stride(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   return strides()[static_cast<size_t>(wrapDim(d, dim(), "stride"))];
 }
-int64_t Tensor::dim() const { return static_cast<int64_t>(sizes().size()); }
-int64_t Tensor::numel() const { return weft::numel(sizes()); }
+int64_t Tensor::dim() const {
+  return static_cast<int64_t>(sizes().size());
+}
+int64_t Tensor::numel() const {
+  return weft::numel(sizes());
+}
 DType Tensor::dtype() const {
   checkDefined("dtype");
   return impl_->dtype;
@@ -39,16 +43,19 @@ int64_t Tensor::storage_offset() const {
   checkDefined("storage_offset");
   return impl_->offset;
 }
-bool Tensor::is_contiguous() const { return ref().isContiguous(); }
+bool Tensor::is_contiguous() const {
+  return ref().isContiguous();
+}
 void* Tensor::data_ptr() const {
   checkDefined("data_ptr");
-  return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(elementSize(impl_->dtype));
+  return static_cast<char*>(impl_->storage->data()) +
+         impl_->offset * static_cast<int64_t>(elementSize(impl_->dtype));
 }
 template <typename T> T* Tensor::data_ptr(std::source_location loc) const {
   CallSite cs(loc);
   checkNotTraced(*this, "data_ptr");
-  WEFT_CHECK(DTypeOf<T>::value == dtype(), DType, "data_ptr: the tensor holds ", dtypeName(dtype()), ", not ",
-             dtypeName(DTypeOf<T>::value));
+  WEFT_CHECK(DTypeOf<T>::value == dtype(), DType, "data_ptr: the tensor holds ", dtypeName(dtype()),
+             ", not ", dtypeName(DTypeOf<T>::value));
   return static_cast<T*>(data_ptr());
 }
 TensorRef Tensor::ref() const {
@@ -84,7 +91,8 @@ template <typename T> T Tensor::item(std::source_location loc) const {
     TraceScope paused(nullptr); // `value` is real: read it, do not trace the read
     return value.item<T>();
   }
-  WEFT_CHECK(numel() == 1, Value, "item: a Tensor with ", numel(), " elements cannot be converted to a scalar");
+  WEFT_CHECK(numel() == 1, Value, "item: a Tensor with ", numel(),
+             " elements cannot be converted to a scalar");
   T v{};
   TensorRef dst{&v, DTypeOf<T>::value, sizes(), Shape(sizes().size(), 0)};
   copyCast(ref(), dst);
@@ -111,8 +119,8 @@ template <typename T> std::vector<T> Tensor::to_vector(std::source_location loc)
 }
 
 #define WEFT_X(name, type, str)                                                                    \
-  template type* Tensor::data_ptr<type>(std::source_location) const;                             \
-  template type Tensor::item<type>(std::source_location) const;                                   \
+  template type* Tensor::data_ptr<type>(std::source_location) const;                               \
+  template type Tensor::item<type>(std::source_location) const;                                    \
   template std::vector<type> Tensor::to_vector<type>(std::source_location) const;
 WEFT_DTYPES(WEFT_X)
 #undef WEFT_X
@@ -132,10 +140,12 @@ Shape inferSize(Shape shape, int64_t count, const char* op) {
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      WEFT_CHECK(infer < 0, Value, op, ": only one dimension can be inferred (-1) in ", shapeString(shape));
+      WEFT_CHECK(infer < 0, Value, op, ": only one dimension can be inferred (-1) in ",
+                 shapeString(shape));
       infer = static_cast<int64_t>(i);
     } else {
-      WEFT_CHECK(shape[i] >= 0, Shape, op, ": invalid shape dimension ", shape[i], " in ", shapeString(shape));
+      WEFT_CHECK(shape[i] >= 0, Shape, op, ": invalid shape dimension ", shape[i], " in ",
+                 shapeString(shape));
       known *= shape[i];
     }
   }
@@ -157,11 +167,14 @@ Tensor Tensor::view(Shape shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("view");
   shape = inferSize(std::move(shape), numel(), "view");
-  WEFT_CHECK(weft::numel(shape) == numel(), Shape, "view: shape ", shapeString(shape), " is invalid for input of size ", numel());
+  WEFT_CHECK(weft::numel(shape) == numel(), Shape, "view: shape ", shapeString(shape),
+             " is invalid for input of size ", numel());
   Tensor r = weft::reshape(*this, shape);
   WEFT_CHECK(r.impl()->storage == impl_->storage, Shape, "view: size ", shapeString(shape),
-             " is not compatible with input tensor's size and stride ", shapeString(sizes()), "/", shapeString(strides()),
-             " (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
+             " is not compatible with input tensor's size and stride ", shapeString(sizes()), "/",
+             shapeString(strides()),
+             " (at least one dimension spans across two contiguous subspaces). Use .reshape(...) "
+             "instead.");
   return r;
 }
 
@@ -171,7 +184,9 @@ Tensor Tensor::reshape(Shape shape, std::source_location loc) const {
   return weft::reshape(*this, inferSize(std::move(shape), numel(), "reshape"));
 }
 
-Tensor permute(const Tensor& t, const Shape& dims) { return dispatch(OpCode::Permute, {t}, Attrs{{"dims", dims}}); }
+Tensor permute(const Tensor& t, const Shape& dims) {
+  return dispatch(OpCode::Permute, {t}, Attrs{{"dims", dims}});
+}
 
 Tensor Tensor::permute(Shape dims, std::source_location loc) const {
   CallSite cs(loc);
@@ -184,36 +199,41 @@ Tensor Tensor::permute(Shape dims, std::source_location loc) const {
 Tensor Tensor::transpose(int64_t d0, int64_t d1, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("transpose");
-  if (dim() == 0)
-    return *this;
+  if (dim() == 0) return *this;
   Shape dims(static_cast<size_t>(dim()));
   std::iota(dims.begin(), dims.end(), 0);
-  std::swap(dims[static_cast<size_t>(wrapDim(d0, dim(), "transpose"))], dims[static_cast<size_t>(wrapDim(d1, dim(), "transpose"))]);
+  std::swap(dims[static_cast<size_t>(wrapDim(d0, dim(), "transpose"))],
+            dims[static_cast<size_t>(wrapDim(d1, dim(), "transpose"))]);
   return weft::permute(*this, dims);
 }
 
 Tensor Tensor::t(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("t");
-  WEFT_CHECK(dim() <= 2, Shape, "t: expects a tensor with <= 2 dimensions, but got ", dim(), "D ", shapeString(sizes()));
+  WEFT_CHECK(dim() <= 2, Shape, "t: expects a tensor with <= 2 dimensions, but got ", dim(), "D ",
+             shapeString(sizes()));
   return dim() < 2 ? *this : transpose(0, 1);
 }
 
-Tensor mT(const Tensor& t) { return t.transpose(-2, -1); }
+Tensor mT(const Tensor& t) {
+  return t.transpose(-2, -1);
+}
 
 Tensor Tensor::mT(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("mT");
-  WEFT_CHECK(dim() >= 2, Shape, "mT: expects a tensor with >= 2 dimensions, got ", shapeString(sizes()));
+  WEFT_CHECK(dim() >= 2, Shape, "mT: expects a tensor with >= 2 dimensions, got ",
+             shapeString(sizes()));
   return weft::mT(*this);
 }
 
 Tensor slice_dim(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  return dispatch(OpCode::Slice, {x}, Attrs{{"dim", dim}, {"start", start}, {"end", end}, {"step", step}});
+  return dispatch(OpCode::Slice, {x},
+                  Attrs{{"dim", dim}, {"start", start}, {"end", end}, {"step", step}});
 }
 
-Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step,
-                     std::source_location loc) const {
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
+                     int64_t step, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("slice");
   WEFT_CHECK(dim() > 0, Index, "slice: cannot slice a 0-dimensional tensor");
@@ -232,10 +252,9 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length, std::source_loca
   WEFT_CHECK(dim() > 0, Index, "narrow: cannot narrow a 0-dimensional tensor");
   d = wrapDim(d, dim(), "narrow");
   int64_t n = sizes()[static_cast<size_t>(d)];
-  if (start < 0)
-    start += n;
-  WEFT_CHECK(start >= 0 && length >= 0 && start + length <= n, Index, "narrow: start (", start, ") + length (", length,
-             ") exceeds dimension size (", n, ")");
+  if (start < 0) start += n;
+  WEFT_CHECK(start >= 0 && length >= 0 && start + length <= n, Index, "narrow: start (", start,
+             ") + length (", length, ") exceeds dimension size (", n, ")");
   return slice_dim(*this, d, start, start + length, 1);
 }
 
@@ -245,10 +264,9 @@ Tensor Tensor::select(int64_t d, int64_t index, std::source_location loc) const 
   WEFT_CHECK(dim() > 0, Index, "select: cannot be applied to a 0-dim tensor");
   d = wrapDim(d, dim(), "select");
   int64_t n = sizes()[static_cast<size_t>(d)];
-  WEFT_CHECK(index >= -n && index < n, Index, "select: index ", index, " out of range for tensor of size ",
-             shapeString(sizes()), " at dimension ", d);
-  if (index < 0)
-    index += n;
+  WEFT_CHECK(index >= -n && index < n, Index, "select: index ", index,
+             " out of range for tensor of size ", shapeString(sizes()), " at dimension ", d);
+  if (index < 0) index += n;
   Shape s = sizes();
   s.erase(s.begin() + d);
   return weft::reshape(slice_dim(*this, d, index, index + 1, 1), s);
@@ -257,16 +275,17 @@ Tensor Tensor::select(int64_t d, int64_t index, std::source_location loc) const 
 Tensor Tensor::expand(Shape shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("expand");
-  WEFT_CHECK(shape.size() >= sizes().size(), Shape, "expand: the number of sizes provided (", shape.size(),
-             ") must be greater or equal to the number of dimensions in the tensor (", dim(), ")");
+  WEFT_CHECK(shape.size() >= sizes().size(), Shape, "expand: the number of sizes provided (",
+             shape.size(), ") must be greater or equal to the number of dimensions in the tensor (",
+             dim(), ")");
   size_t lead = shape.size() - sizes().size();
   for (size_t i = 0; i < shape.size(); ++i)
     if (shape[i] == -1) {
-      WEFT_CHECK(i >= lead, Shape, "expand: -1 is not allowed in a leading, non-existing dimension");
+      WEFT_CHECK(i >= lead, Shape,
+                 "expand: -1 is not allowed in a leading, non-existing dimension");
       shape[i] = sizes()[i - lead];
     }
-  if (shape == sizes())
-    return *this;
+  if (shape == sizes()) return *this;
   return dispatch(OpCode::Expand, {*this}, Attrs{{"shape", shape}});
 }
 
@@ -280,19 +299,16 @@ Tensor Tensor::squeeze(std::source_location loc) const {
   checkDefined("squeeze");
   Shape s;
   for (int64_t v : sizes())
-    if (v != 1)
-      s.push_back(v);
+    if (v != 1) s.push_back(v);
   return s == sizes() ? *this : weft::reshape(*this, s);
 }
 
 Tensor Tensor::squeeze(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("squeeze");
-  if (dim() == 0)
-    return *this;
+  if (dim() == 0) return *this;
   d = wrapDim(d, dim(), "squeeze");
-  if (sizes()[static_cast<size_t>(d)] != 1)
-    return *this;
+  if (sizes()[static_cast<size_t>(d)] != 1) return *this;
   Shape s = sizes();
   s.erase(s.begin() + d);
   return weft::reshape(*this, s);
@@ -310,11 +326,11 @@ Tensor Tensor::unsqueeze(int64_t d, std::source_location loc) const {
 Tensor Tensor::flatten(int64_t start, int64_t end, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("flatten");
-  if (dim() == 0)
-    return weft::reshape(*this, {1});
+  if (dim() == 0) return weft::reshape(*this, {1});
   start = wrapDim(start, dim(), "flatten");
   end = wrapDim(end, dim(), "flatten");
-  WEFT_CHECK(start <= end, Value, "flatten: start_dim (", start, ") cannot come after end_dim (", end, ")");
+  WEFT_CHECK(start <= end, Value, "flatten: start_dim (", start, ") cannot come after end_dim (",
+             end, ")");
   Shape s(sizes().begin(), sizes().begin() + start);
   int64_t m = 1;
   for (int64_t d = start; d <= end; ++d)
@@ -329,15 +345,19 @@ Tensor Tensor::unflatten(int64_t d, Shape parts, std::source_location loc) const
   checkDefined("unflatten");
   d = wrapDim(d, dim(), "unflatten");
   parts = inferSize(std::move(parts), sizes()[static_cast<size_t>(d)], "unflatten");
-  WEFT_CHECK(weft::numel(parts) == sizes()[static_cast<size_t>(d)], Shape, "unflatten: provided sizes ",
-             shapeString(parts), " don't multiply up to the size of dim ", d, " (", sizes()[static_cast<size_t>(d)], ")");
+  WEFT_CHECK(weft::numel(parts) == sizes()[static_cast<size_t>(d)], Shape,
+             "unflatten: provided sizes ", shapeString(parts),
+             " don't multiply up to the size of dim ", d, " (", sizes()[static_cast<size_t>(d)],
+             ")");
   Shape s(sizes().begin(), sizes().begin() + d);
   s.insert(s.end(), parts.begin(), parts.end());
   s.insert(s.end(), sizes().begin() + d + 1, sizes().end());
   return weft::reshape(*this, s);
 }
 
-Tensor flip(const Tensor& t, const Shape& dims) { return dispatch(OpCode::Flip, {t}, Attrs{{"dims", dims}}); }
+Tensor flip(const Tensor& t, const Shape& dims) {
+  return dispatch(OpCode::Flip, {t}, Attrs{{"dims", dims}});
+}
 
 Tensor Tensor::flip(Shape dims, std::source_location loc) const {
   CallSite cs(loc);
@@ -358,10 +378,14 @@ Tensor& Tensor::requires_grad_(bool r, std::source_location loc) {
   CallSite cs(loc);
   checkDefined("requires_grad_");
   WEFT_CHECK(is_leaf() || r, Value,
-             "requires_grad_: you can only change requires_grad flags of leaf variables. If you want to use a "
-             "computed variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
-  WEFT_CHECK(!r || isFloating(dtype()), DType, "requires_grad_: only tensors of floating point dtype can require "
-             "gradients, got ", dtypeName(dtype()));
+             "requires_grad_: you can only change requires_grad flags of leaf variables. If you "
+             "want to use a "
+             "computed variable in a subgraph that doesn't require differentiation use var_no_grad "
+             "= var.detach().");
+  WEFT_CHECK(!r || isFloating(dtype()), DType,
+             "requires_grad_: only tensors of floating point dtype can require "
+             "gradients, got ",
+             dtypeName(dtype()));
   impl_->requiresGrad = r;
   return *this;
 }
@@ -424,7 +448,8 @@ uint64_t Tensor::_version() const {
 void Tensor::register_hook(GradHook hook, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("register_hook");
-  WEFT_CHECK(requires_grad(), Value, "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  WEFT_CHECK(requires_grad(), Value,
+             "register_hook: cannot register a hook on a tensor that doesn't require gradient");
   if (impl_->gradFn) {
     std::lock_guard<std::mutex> lock(impl_->gradFn->mutex);
     impl_->gradFn->pre_hooks.emplace_back(impl_->outputNr, std::move(hook));
@@ -437,9 +462,9 @@ void Tensor::register_hook(GradHook hook, std::source_location loc) const {
 void Tensor::retain_grad(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("retain_grad");
-  WEFT_CHECK(requires_grad(), Value, "retain_grad: can't retain_grad on Tensor that has requires_grad=False");
-  if (is_leaf() || impl_->retainsGrad)
-    return;
+  WEFT_CHECK(requires_grad(), Value,
+             "retain_grad: can't retain_grad on Tensor that has requires_grad=False");
+  if (is_leaf() || impl_->retainsGrad) return;
   impl_->retainsGrad = true;
   std::weak_ptr<TensorImpl> weak = impl_;
   register_hook([weak](const Tensor& g) {

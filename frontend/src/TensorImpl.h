@@ -39,7 +39,8 @@ struct TensorImpl {
 
   TensorImpl() = default;
   TensorImpl(std::shared_ptr<Storage> s, Shape sh, Shape st, int64_t off, DType t)
-      : storage(std::move(s)), shape(std::move(sh)), strides(std::move(st)), offset(off), dtype(t) {}
+      : storage(std::move(s)), shape(std::move(sh)), strides(std::move(st)), offset(off), dtype(t) {
+  }
   /// A handle to the same memory with no autograd state.
   std::shared_ptr<TensorImpl> shallowCopy() const {
     auto c = std::make_shared<TensorImpl>(storage, shape, strides, offset, dtype);
@@ -62,7 +63,8 @@ Tensor fullOf(const Shape& shape, Scalar value, DType dtype);
 /// Wraps a negative dim and checks it against `rank` (IndexError naming `op` otherwise).
 int64_t wrapDim(int64_t dim, int64_t rank, const char* op);
 /// The vector-Jacobian product of input `i` of a recorded op (expanded from the op table).
-Tensor vjp(OpCode op, const Tensor& g, const std::vector<Tensor>& in, const Tensor& y, const Attrs& at, size_t i);
+Tensor vjp(OpCode op, const Tensor& g, const std::vector<Tensor>& in, const Tensor& y,
+           const Attrs& at, size_t i);
 
 // Helpers the op table's vjp column uses, also handy inside frontend.
 Shape shape_of(const Tensor& t);
@@ -81,6 +83,7 @@ Tensor slice_dim(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64
 Tensor reduce_op(OpCode op, const Tensor& x, Shape dims, bool keepdim);
 Tensor conv(const Tensor& x, const Tensor& w, const Attrs& at);
 Tensor conv_input_grad(const Tensor& gy, const Tensor& w, const Attrs& at, const Shape& inputShape);
-Tensor conv_weight_grad(const Tensor& x, const Tensor& gy, const Attrs& at, const Shape& weightShape);
+Tensor conv_weight_grad(const Tensor& x, const Tensor& gy, const Attrs& at,
+                        const Shape& weightShape);
 
 } // namespace weft

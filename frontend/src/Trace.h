@@ -49,13 +49,15 @@ struct TraceContext {
   /// A traced tensor for value `v`.
   Tensor traced(ir::ValueId v);
   /// Appends `op` (the dispatcher's tracing path).
-  Tensor record(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs, const ir::TensorType& type);
+  Tensor record(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                const ir::TensorType& type);
   /// `self` takes the value of `result` (an in-place op).
   void assign(Tensor& self, const Tensor& result, const char* op);
   /// loss.backward() inside a trace: appends the backward graph and sets the leaves' .grad.
   void backward(const Tensor& root, const Tensor& gradient);
   /// autograd::grad inside a trace.
-  std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const Tensor& gradOutput);
+  std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,
+                           const Tensor& gradOutput);
   /// The custom regions as autodiff rules that call back into the user's backward.
   std::vector<passes::CustomRule> customRules();
   /// Undoes what tracing did to real tensors' .grad and returns what each call must redo.

@@ -31,7 +31,9 @@ static_assert(kUses[static_cast<size_t>(OpCode::Gather)] == 2u);
 
 } // namespace
 
-uint32_t vjpUses(OpCode op) { return kUses[static_cast<size_t>(op)]; }
+uint32_t vjpUses(OpCode op) {
+  return kUses[static_cast<size_t>(op)];
+}
 
 std::vector<Shape> shapes_of(const std::vector<Tensor>& ts) {
   std::vector<Shape> s;
@@ -40,11 +42,16 @@ std::vector<Shape> shapes_of(const std::vector<Tensor>& ts) {
   return s;
 }
 
-Tensor zeros_shaped(const Tensor& like, const Shape& shape) { return zeros(shape, like.dtype()); }
+Tensor zeros_shaped(const Tensor& like, const Shape& shape) {
+  return zeros(shape, like.dtype());
+}
 
-Tensor expand(const Tensor& t, const Shape& shape) { return t.expand(shape); }
+Tensor expand(const Tensor& t, const Shape& shape) {
+  return t.expand(shape);
+}
 
-Tensor vjp(OpCode op, const Tensor& g, const std::vector<Tensor>& in, const Tensor& y, const Attrs& at, size_t i) {
+Tensor vjp(OpCode op, const Tensor& g, const std::vector<Tensor>& in, const Tensor& y,
+           const Attrs& at, size_t i) {
   return rules::apply<Tensor>(op, g, in, y, at, i);
 }
 

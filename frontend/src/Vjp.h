@@ -13,7 +13,9 @@ inline constexpr uint32_t kUsesOutput = 1u << 31;
 inline constexpr uint32_t kUsesAllInputs = 0x7fffffffu;
 
 /// True if bit `i` (or "all inputs") is set.
-inline bool usesInput(uint32_t mask, size_t i) { return (mask & (1u << (i < 31 ? i : 30))) != 0; }
+inline bool usesInput(uint32_t mask, size_t i) {
+  return (mask & (1u << (i < 31 ? i : 30))) != 0;
+}
 
 namespace detail {
 constexpr bool isIdent(char c) {
@@ -25,12 +27,13 @@ constexpr bool metadataOnly(std::string_view e, size_t pos) {
   size_t p = pos;
   while (p > 0 && e[p - 1] == ' ')
     --p;
-  if (p == 0 || e[p - 1] != '(')
-    return false;
+  if (p == 0 || e[p - 1] != '(') return false;
   --p;
-  for (std::string_view f : {std::string_view("shape_of"), std::string_view("shapes_of"), std::string_view("dtype_of"),
-                             std::string_view("is_floating"), std::string_view("zeros_like")})
-    if (p >= f.size() && e.substr(p - f.size(), f.size()) == f && (p == f.size() || !isIdent(e[p - f.size() - 1])))
+  for (std::string_view f :
+       {std::string_view("shape_of"), std::string_view("shapes_of"), std::string_view("dtype_of"),
+        std::string_view("is_floating"), std::string_view("zeros_like")})
+    if (p >= f.size() && e.substr(p - f.size(), f.size()) == f &&
+        (p == f.size() || !isIdent(e[p - f.size() - 1])))
       return true;
   return false;
 }

@@ -11,24 +11,36 @@ enum class AttrType { Int, Float, Number, Bool, Ints, DType };
 
 const char* typeName(AttrType t) {
   switch (t) {
-  case AttrType::Int: return "an integer";
-  case AttrType::Float: return "a float";
-  case AttrType::Number: return "a number";
-  case AttrType::Bool: return "a bool";
-  case AttrType::Ints: return "a list of integers";
-  case AttrType::DType: return "a dtype";
+  case AttrType::Int:
+    return "an integer";
+  case AttrType::Float:
+    return "a float";
+  case AttrType::Number:
+    return "a number";
+  case AttrType::Bool:
+    return "a bool";
+  case AttrType::Ints:
+    return "a list of integers";
+  case AttrType::DType:
+    return "a dtype";
   }
   return "?";
 }
 
 bool hasType(const AttrValue& v, AttrType t) {
   switch (t) {
-  case AttrType::Int: return std::holds_alternative<int64_t>(v);
-  case AttrType::Float: return std::holds_alternative<double>(v);
-  case AttrType::Number: return std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v);
-  case AttrType::Bool: return std::holds_alternative<bool>(v);
-  case AttrType::Ints: return std::holds_alternative<std::vector<int64_t>>(v);
-  case AttrType::DType: return std::holds_alternative<DType>(v);
+  case AttrType::Int:
+    return std::holds_alternative<int64_t>(v);
+  case AttrType::Float:
+    return std::holds_alternative<double>(v);
+  case AttrType::Number:
+    return std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v);
+  case AttrType::Bool:
+    return std::holds_alternative<bool>(v);
+  case AttrType::Ints:
+    return std::holds_alternative<std::vector<int64_t>>(v);
+  case AttrType::DType:
+    return std::holds_alternative<DType>(v);
   }
   return false;
 }
@@ -37,22 +49,43 @@ using Schema = std::vector<std::pair<const char*, AttrType>>;
 
 Schema schemaOf(OpCode op) {
   using T = AttrType;
-  const Schema conv{{"stride", T::Ints}, {"padding", T::Ints}, {"dilation", T::Ints}, {"groups", T::Int}};
+  const Schema conv{
+      {"stride", T::Ints}, {"padding", T::Ints}, {"dilation", T::Ints}, {"groups", T::Int}};
   switch (opInfo(op).kind) {
-  case OpKind::Unary: case OpKind::Binary: case OpKind::Identity: case OpKind::Where: case OpKind::MatMul:
+  case OpKind::Unary:
+  case OpKind::Binary:
+  case OpKind::Identity:
+  case OpKind::Where:
+  case OpKind::MatMul:
     return {};
-  case OpKind::Cast: return {{"dtype", T::DType}};
-  case OpKind::Reduce: return {{"dims", T::Ints}, {"keepdim", T::Bool}};
-  case OpKind::ArgReduce: return {{"dim", T::Int}, {"keepdim", T::Bool}};
-  case OpKind::Scan: return {{"dim", T::Int}};
-  case OpKind::Sort: return {{"dim", T::Int}, {"descending", T::Bool}};
-  case OpKind::Reshape: case OpKind::Expand: return {{"shape", T::Ints}};
-  case OpKind::Permute: case OpKind::Flip: return {{"dims", T::Ints}};
-  case OpKind::Slice: return {{"dim", T::Int}, {"start", T::Int}, {"end", T::Int}, {"step", T::Int}};
-  case OpKind::Pad: return {{"pads", T::Ints}, {"value", T::Float}};
-  case OpKind::Cat: case OpKind::Gather: case OpKind::Scatter: case OpKind::IndexSelect: case OpKind::IndexAdd:
+  case OpKind::Cast:
+    return {{"dtype", T::DType}};
+  case OpKind::Reduce:
+    return {{"dims", T::Ints}, {"keepdim", T::Bool}};
+  case OpKind::ArgReduce:
+    return {{"dim", T::Int}, {"keepdim", T::Bool}};
+  case OpKind::Scan:
     return {{"dim", T::Int}};
-  case OpKind::Conv: return conv;
+  case OpKind::Sort:
+    return {{"dim", T::Int}, {"descending", T::Bool}};
+  case OpKind::Reshape:
+  case OpKind::Expand:
+    return {{"shape", T::Ints}};
+  case OpKind::Permute:
+  case OpKind::Flip:
+    return {{"dims", T::Ints}};
+  case OpKind::Slice:
+    return {{"dim", T::Int}, {"start", T::Int}, {"end", T::Int}, {"step", T::Int}};
+  case OpKind::Pad:
+    return {{"pads", T::Ints}, {"value", T::Float}};
+  case OpKind::Cat:
+  case OpKind::Gather:
+  case OpKind::Scatter:
+  case OpKind::IndexSelect:
+  case OpKind::IndexAdd:
+    return {{"dim", T::Int}};
+  case OpKind::Conv:
+    return conv;
   case OpKind::ConvInputGrad: {
     Schema s = conv;
     s.emplace_back("input_shape", T::Ints);
@@ -64,8 +97,13 @@ Schema schemaOf(OpCode op) {
     return s;
   }
   case OpKind::Pool:
-    return {{"kernel_size", T::Ints}, {"stride", T::Ints}, {"padding", T::Ints}, {"dilation", T::Ints}, {"ceil_mode", T::Bool}};
-  case OpKind::Full: return {{"shape", T::Ints}, {"dtype", T::DType}, {"value", T::Number}};
+    return {{"kernel_size", T::Ints},
+            {"stride", T::Ints},
+            {"padding", T::Ints},
+            {"dilation", T::Ints},
+            {"ceil_mode", T::Bool}};
+  case OpKind::Full:
+    return {{"shape", T::Ints}, {"dtype", T::DType}, {"value", T::Number}};
   case OpKind::Random: {
     Schema s{{"shape", T::Ints}, {"dtype", T::DType}, {"seed", T::Int}, {"offset", T::Int}};
     if (op == OpCode::Uniform) {
@@ -87,12 +125,10 @@ std::optional<Diagnostic> checkAttrs(OpCode op, const Attrs& attrs) {
   Schema schema = schemaOf(op);
   std::string_view name = opName(op);
   for (const auto& [attr, type] : schema) {
-    if (!attrs.has(attr))
-      return diag(ErrorKind::Value, name, ": missing attribute '", attr, "'");
+    if (!attrs.has(attr)) return diag(ErrorKind::Value, name, ": missing attribute '", attr, "'");
     bool ok = false;
     for (const auto& [k, v] : attrs.items())
-      if (k == attr)
-        ok = hasType(v, type);
+      if (k == attr) ok = hasType(v, type);
     if (!ok)
       return diag(ErrorKind::Value, name, ": attribute '", attr, "' must be ", typeName(type));
   }
@@ -100,8 +136,7 @@ std::optional<Diagnostic> checkAttrs(OpCode op, const Attrs& attrs) {
     bool known = false;
     for (const auto& entry : schema)
       known = known || k == entry.first;
-    if (!known)
-      return diag(ErrorKind::Value, name, ": unknown attribute '", k, "'");
+    if (!known) return diag(ErrorKind::Value, name, ": unknown attribute '", k, "'");
   }
   return std::nullopt;
 }

@@ -17,7 +17,8 @@ ValueId Graph::addState(const TensorType& type, std::string name) {
   return id;
 }
 
-ValueId Graph::addNode(OpCode op, std::vector<ValueId> operands, Attrs attrs, const TensorType& type, Location loc) {
+ValueId Graph::addNode(OpCode op, std::vector<ValueId> operands, Attrs attrs,
+                       const TensorType& type, Location loc) {
   values_.push_back({type, static_cast<int32_t>(nodes_.size()), {}});
   auto id = static_cast<ValueId>(values_.size() - 1);
   nodes_.push_back({op, std::move(operands), std::move(attrs), id, std::move(loc)});
@@ -27,14 +28,11 @@ ValueId Graph::addNode(OpCode op, std::vector<ValueId> operands, Attrs attrs, co
 void Graph::replaceAllUses(ValueId from, ValueId to) {
   for (Node& n : nodes_)
     for (ValueId& v : n.operands)
-      if (v == from)
-        v = to;
+      if (v == from) v = to;
   for (ValueId& v : outputs_)
-    if (v == from)
-      v = to;
+    if (v == from) v = to;
   for (StateUpdate& u : updates_)
-    if (u.newValue == from)
-      u.newValue = to;
+    if (u.newValue == from) u.newValue = to;
 }
 
 void Graph::eraseNodes(const std::vector<bool>& dead) {

@@ -27,10 +27,16 @@ Plan lowerToPlan(const Graph& g) {
     keep[static_cast<size_t>(u.newValue)] = true;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
-    PlanStep step{n.op, {n.operands.begin(), n.operands.end()}, n.result, n.attrs, g.type(n.result).dtype,
-                  g.type(n.result).shape, {}};
+    PlanStep step{n.op,
+                  {n.operands.begin(), n.operands.end()},
+                  n.result,
+                  n.attrs,
+                  g.type(n.result).dtype,
+                  g.type(n.result).shape,
+                  {}};
     for (ValueId v : n.operands)
-      if (lastUse[static_cast<size_t>(v)] == static_cast<int64_t>(i) && !keep[static_cast<size_t>(v)] &&
+      if (lastUse[static_cast<size_t>(v)] == static_cast<int64_t>(i) &&
+          !keep[static_cast<size_t>(v)] &&
           std::find(step.release.begin(), step.release.end(), v) == step.release.end())
         step.release.push_back(v);
     if (lastUse[static_cast<size_t>(n.result)] < 0 && !keep[static_cast<size_t>(n.result)])

@@ -15,30 +15,23 @@ public:
   explicit Parser(std::string_view text) : text_(text) {}
 
   Result<Graph> parse() {
-    if (!keyword("graph") || !expect('@'))
-      return error();
+    if (!keyword("graph") || !expect('@')) return error();
     std::string gname = identifier();
-    if (gname.empty())
-      return fail("expected a graph name after '@'");
+    if (gname.empty()) return fail("expected a graph name after '@'");
     Graph g(gname);
-    if (!expect('(') || !inputs(g, false) || !expect(')'))
+    if (!expect('(') || !inputs(g, false) || !expect(')')) return error();
+    if (peekWord("state") &&
+        (!keyword("state") || !expect('(') || !inputs(g, true) || !expect(')')))
       return error();
-    if (peekWord("state") && (!keyword("state") || !expect('(') || !inputs(g, true) || !expect(')')))
-      return error();
-    if (!expect('{'))
-      return error();
+    if (!expect('{')) return error();
     while (!peekWord("return"))
-      if (!node(g))
-        return error();
-    if (!keyword("return") || !expect('(') || !outputs(g) || !expect(')'))
-      return error();
+      if (!node(g)) return error();
+    if (!keyword("return") || !expect('(') || !outputs(g) || !expect(')')) return error();
     if (peekWord("updates") && (!keyword("updates") || !expect('(') || !updates(g) || !expect(')')))
       return error();
-    if (!expect('}'))
-      return error();
+    if (!expect('}')) return error();
     skipSpace();
-    if (pos_ != text_.size())
-      return fail("unexpected text after the graph");
+    if (pos_ != text_.size()) return fail("unexpected text after the graph");
     return g;
   }
 
@@ -76,7 +69,9 @@ private:
     }
     return setError(std::string("expected '") + c + "'");
   }
-  static bool identChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
+  static bool identChar(char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+  }
   std::string identifier() {
     skipSpace();
     size_t start = pos_;
@@ -86,7 +81,8 @@ private:
   }
   bool peekWord(std::string_view w) {
     skipSpace();
-    return text_.substr(pos_, w.size()) == w && (pos_ + w.size() == text_.size() || !identChar(text_[pos_ + w.size()]));
+    return text_.substr(pos_, w.size()) == w &&
+           (pos_ + w.size() == text_.size() || !identChar(text_[pos_ + w.size()]));
   }
   bool keyword(std::string_view w) {
     if (peekWord(w)) {
@@ -99,8 +95,7 @@ private:
   std::optional<int64_t> integer() {
     skipSpace();
     size_t start = pos_;
-    if (pos_ < text_.size() && text_[pos_] == '-')
-      advance();
+    if (pos_ < text_.size() && text_[pos_] == '-') advance();
     while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_])))
       advance();
     int64_t v = 0;
@@ -112,17 +107,14 @@ private:
     return v;
   }
   std::optional<std::string> stringLiteral() {
-    if (!expect('"'))
-      return std::nullopt;
+    if (!expect('"')) return std::nullopt;
     std::string s;
     while (pos_ < text_.size() && text_[pos_] != '"') {
-      if (text_[pos_] == '\\' && pos_ + 1 < text_.size())
-        advance();
+      if (text_[pos_] == '\\' && pos_ + 1 < text_.size()) advance();
       s += text_[pos_];
       advance();
     }
-    if (!expect('"'))
-      return std::nullopt;
+    if (!expect('"')) return std::nullopt;
     return s;
   }
 
@@ -137,19 +129,16 @@ private:
       setError("unknown dtype '" + word + "'");
       return std::nullopt;
     }
-    if (!expect('['))
-      return std::nullopt;
+    if (!expect('[')) return std::nullopt;
     while (!peek(']')) {
       auto d = integer();
-      if (!d)
-        return std::nullopt;
+      if (!d) return std::nullopt;
       if (*d < 0) {
         setError("negative dimension in a type");
         return std::nullopt;
       }
       t.shape.push_back(*d);
-      if (!peek(']') && !expect(','))
-        return std::nullopt;
+      if (!peek(']') && !expect(',')) return std::nullopt;
     }
     advance();
     return t;
@@ -165,8 +154,7 @@ private:
 
   /// A %name: returns the text after '%'.
   std::optional<std::string> valueName() {
-    if (!expect('%'))
-      return std::nullopt;
+    if (!expect('%')) return std::nullopt;
     std::string n = identifier();
     if (n.empty()) {
       setError("expected a value name after '%'");
@@ -177,8 +165,7 @@ private:
   std::optional<ValueId> use() {
     size_t l = line_, c = col_;
     auto n = valueName();
-    if (!n)
-      return std::nullopt;
+    if (!n) return std::nullopt;
     auto it = names_.find(*n);
     if (it == names_.end()) {
       setErrorAt(l, c, "use of undefined value '%" + *n + "'");
@@ -187,8 +174,7 @@ private:
     return it->second;
   }
   bool define(const std::string& n, ValueId v, size_t l, size_t c) {
-    if (!names_.emplace(n, v).second)
-      return setErrorAt(l, c, "redefinition of '%" + n + "'");
+    if (!names_.emplace(n, v).second) return setErrorAt(l, c, "redefinition of '%" + n + "'");
     return true;
   }
 
@@ -197,16 +183,12 @@ private:
       skipSpace();
       size_t l = line_, c = col_;
       auto n = valueName();
-      if (!n || !expect(':'))
-        return false;
+      if (!n || !expect(':')) return false;
       auto t = type();
-      if (!t)
-        return false;
+      if (!t) return false;
       ValueId v = state ? g.addState(*t, *n) : g.addArgument(*t, *n);
-      if (!define(*n, v, l, c))
-        return false;
-      if (!peek(')') && !expect(','))
-        return false;
+      if (!define(*n, v, l, c)) return false;
+      if (!peek(')') && !expect(',')) return false;
     }
     return true;
   }
@@ -218,11 +200,9 @@ private:
       std::vector<int64_t> list;
       while (!peek(']')) {
         auto v = integer();
-        if (!v)
-          return std::nullopt;
+        if (!v) return std::nullopt;
         list.push_back(*v);
-        if (!peek(']') && !expect(','))
-          return std::nullopt;
+        if (!peek(']') && !expect(',')) return std::nullopt;
       }
       advance();
       return AttrValue(list);
@@ -232,27 +212,24 @@ private:
       return s ? std::optional<AttrValue>(AttrValue(*s)) : std::nullopt;
     }
     size_t start = pos_;
-    while (pos_ < text_.size() && (identChar(text_[pos_]) || text_[pos_] == '-' || text_[pos_] == '+'))
+    while (pos_ < text_.size() &&
+           (identChar(text_[pos_]) || text_[pos_] == '-' || text_[pos_] == '+'))
       advance();
     std::string word(text_.substr(start, pos_ - start));
-    if (word == "true" || word == "false")
-      return AttrValue(word == "true");
+    if (word == "true" || word == "false") return AttrValue(word == "true");
     DType t;
-    if (dtypeFromName(word, t))
-      return AttrValue(t);
+    if (dtypeFromName(word, t)) return AttrValue(t);
     if (word == "inf" || word == "-inf" || word == "nan")
       return AttrValue(word == "nan" ? std::nan("") : word == "inf" ? INFINITY : -INFINITY);
     bool isFloat = word.find_first_of(".e") != std::string::npos;
     if (isFloat) {
       double d = 0;
       auto [p, ec] = std::from_chars(word.data(), word.data() + word.size(), d);
-      if (ec == std::errc() && p == word.data() + word.size())
-        return AttrValue(d);
+      if (ec == std::errc() && p == word.data() + word.size()) return AttrValue(d);
     } else {
       int64_t i = 0;
       auto [p, ec] = std::from_chars(word.data(), word.data() + word.size(), i);
-      if (ec == std::errc() && p == word.data() + word.size() && !word.empty())
-        return AttrValue(i);
+      if (ec == std::errc() && p == word.data() + word.size() && !word.empty()) return AttrValue(i);
     }
     setError("invalid attribute value '" + word + "'");
     return std::nullopt;
@@ -262,24 +239,19 @@ private:
     skipSpace();
     size_t l = line_, c = col_;
     auto result = valueName();
-    if (!result || !expect('='))
-      return false;
+    if (!result || !expect('=')) return false;
     skipSpace();
     size_t ol = line_, oc = col_;
     std::string opname = identifier();
     auto op = opFromName(opname);
-    if (!op)
-      return setErrorAt(ol, oc, "unknown op '" + opname + "'");
-    if (!expect('('))
-      return false;
+    if (!op) return setErrorAt(ol, oc, "unknown op '" + opname + "'");
+    if (!expect('(')) return false;
     std::vector<ValueId> operands;
     while (!peek(')')) {
       auto v = use();
-      if (!v)
-        return false;
+      if (!v) return false;
       operands.push_back(*v);
-      if (!peek(')') && !expect(','))
-        return false;
+      if (!peek(')') && !expect(',')) return false;
     }
     advance();
     Attrs attrs;
@@ -287,35 +259,26 @@ private:
       advance();
       while (!peek('}')) {
         std::string key = identifier();
-        if (key.empty())
-          return setError("expected an attribute name");
-        if (attrs.has(key))
-          return setError("attribute '" + key + "' given twice");
-        if (!expect('='))
-          return false;
+        if (key.empty()) return setError("expected an attribute name");
+        if (attrs.has(key)) return setError("attribute '" + key + "' given twice");
+        if (!expect('=')) return false;
         auto v = attrValue();
-        if (!v)
-          return false;
+        if (!v) return false;
         attrs.set(key, *v);
-        if (!peek('}') && !expect(','))
-          return false;
+        if (!peek('}') && !expect(',')) return false;
       }
       advance();
     }
-    if (!expect(':'))
-      return false;
+    if (!expect(':')) return false;
     auto t = type();
-    if (!t)
-      return false;
+    if (!t) return false;
     Location loc;
     if (peekWord("loc")) {
       keyword("loc");
       auto file = expect('(') ? stringLiteral() : std::nullopt;
-      if (!file || !expect(':'))
-        return false;
+      if (!file || !expect(':')) return false;
       auto ln = integer();
-      if (!ln || !expect(')'))
-        return false;
+      if (!ln || !expect(')')) return false;
       loc = Location{*file, static_cast<int>(*ln)};
     }
     ValueId v = g.addNode(*op, std::move(operands), std::move(attrs), *t, loc);
@@ -325,11 +288,9 @@ private:
   bool outputs(Graph& g) {
     while (!peek(')')) {
       auto v = use();
-      if (!v)
-        return false;
+      if (!v) return false;
       g.addOutput(*v);
-      if (!peek(')') && !expect(','))
-        return false;
+      if (!peek(')') && !expect(',')) return false;
     }
     return true;
   }
@@ -337,14 +298,11 @@ private:
   bool updates(Graph& g) {
     while (!peek(')')) {
       auto s = use();
-      if (!s || !expect('='))
-        return false;
+      if (!s || !expect('=')) return false;
       auto v = use();
-      if (!v)
-        return false;
+      if (!v) return false;
       g.addStateUpdate(*s, *v);
-      if (!peek(')') && !expect(','))
-        return false;
+      if (!peek(')') && !expect(',')) return false;
     }
     return true;
   }
@@ -352,11 +310,12 @@ private:
   // ---- errors ----
   bool setError(const std::string& msg) { return setErrorAt(line_, col_, msg); }
   bool setErrorAt(size_t l, size_t c, const std::string& msg) {
-    if (!error_)
-      error_ = diag(ErrorKind::Value, l, ":", c, ": ", msg);
+    if (!error_) error_ = diag(ErrorKind::Value, l, ":", c, ": ", msg);
     return false;
   }
-  Diagnostic error() const { return error_ ? *error_ : diag(ErrorKind::Value, line_, ":", col_, ": syntax error"); }
+  Diagnostic error() const {
+    return error_ ? *error_ : diag(ErrorKind::Value, line_, ":", col_, ": syntax error");
+  }
   Diagnostic fail(const std::string& msg) {
     setError(msg);
     return error();
@@ -370,6 +329,8 @@ private:
 
 } // namespace
 
-Result<Graph> parseGraph(std::string_view text) { return Parser(text).parse(); }
+Result<Graph> parseGraph(std::string_view text) {
+  return Parser(text).parse();
+}
 
 } // namespace weft::ir

@@ -9,23 +9,23 @@ namespace weft::ir {
 namespace {
 
 std::string printDouble(double d) {
-  if (std::isnan(d))
-    return "nan";
-  if (std::isinf(d))
-    return d > 0 ? "inf" : "-inf";
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
   char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), d); // shortest text that reads back exactly
+  auto [end, ec] =
+      std::to_chars(buf, buf + sizeof(buf), d); // shortest text that reads back exactly
   std::string s(buf, end);
   if (s.find_first_of(".en") == std::string::npos)
     s += ".0"; // keep floats distinguishable from integers
   return s;
 }
 
-std::string printType(const TensorType& t) { return typeString(t); }
+std::string printType(const TensorType& t) {
+  return typeString(t);
+}
 
 void printLoc(std::ostream& os, const Location& loc) {
-  if (!loc.known())
-    return;
+  if (!loc.known()) return;
   os << " loc(\"";
   for (char c : loc.file)
     os << (c == '"' || c == '\\' ? "\\" : "") << c;
@@ -35,14 +35,10 @@ void printLoc(std::ostream& os, const Location& loc) {
 } // namespace
 
 std::string printAttr(const AttrValue& v) {
-  if (const auto* i = std::get_if<int64_t>(&v))
-    return std::to_string(*i);
-  if (const auto* d = std::get_if<double>(&v))
-    return printDouble(*d);
-  if (const auto* b = std::get_if<bool>(&v))
-    return *b ? "true" : "false";
-  if (const auto* t = std::get_if<DType>(&v))
-    return std::string(dtypeName(*t));
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v)) return printDouble(*d);
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  if (const auto* t = std::get_if<DType>(&v)) return std::string(dtypeName(*t));
   if (const auto* s = std::get_if<std::string>(&v)) {
     std::ostringstream os;
     os << '"';
@@ -99,7 +95,8 @@ std::string printGraph(const Graph& g) {
     if (!n.attrs.items().empty()) {
       os << " {";
       for (size_t i = 0; i < n.attrs.items().size(); ++i)
-        os << (i ? ", " : "") << n.attrs.items()[i].first << " = " << printAttr(n.attrs.items()[i].second);
+        os << (i ? ", " : "") << n.attrs.items()[i].first << " = "
+           << printAttr(n.attrs.items()[i].second);
       os << "}";
     }
     os << " : " << printType(g.type(n.result));
@@ -113,7 +110,8 @@ std::string printGraph(const Graph& g) {
   if (!g.stateUpdates().empty()) {
     os << " updates(";
     for (size_t i = 0; i < g.stateUpdates().size(); ++i)
-      os << (i ? ", " : "") << name(g.stateUpdates()[i].state) << " = " << name(g.stateUpdates()[i].newValue);
+      os << (i ? ", " : "") << name(g.stateUpdates()[i].state) << " = "
+         << name(g.stateUpdates()[i].newValue);
     os << ")";
   }
   os << "\n}\n";

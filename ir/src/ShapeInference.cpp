@@ -12,12 +12,15 @@ namespace {
 
 using In = std::span<const TensorType>;
 
-std::string dt(DType t) { return std::string(dtypeName(t)); }
+std::string dt(DType t) {
+  return std::string(dtypeName(t));
+}
 
 /// A diagnostic unless 0 <= d < rank.
 std::optional<Diagnostic> checkDim(std::string_view op, int64_t d, size_t rank) {
   if (d < 0 || d >= static_cast<int64_t>(std::max<size_t>(rank, 1)))
-    return diag(ErrorKind::Index, op, ": dimension ", d, " is out of range for a tensor of rank ", rank);
+    return diag(ErrorKind::Index, op, ": dimension ", d, " is out of range for a tensor of rank ",
+                rank);
   return std::nullopt;
 }
 
@@ -29,8 +32,7 @@ Result<TensorType> unary(std::string_view op, const OpInfo& info, In in) {
       return diag(ErrorKind::DType, op, ": expected a floating-point input, got ", dt(t));
     return in[0];
   case UnaryDomain::Numeric:
-    if (t == DType::Bool)
-      return diag(ErrorKind::DType, op, ": not supported for bool tensors");
+    if (t == DType::Bool) return diag(ErrorKind::DType, op, ": not supported for bool tensors");
     return in[0];
   case UnaryDomain::Logical:
     return TensorType{DType::Bool, in[0].shape};
@@ -40,15 +42,14 @@ Result<TensorType> unary(std::string_view op, const OpInfo& info, In in) {
 
 Result<TensorType> binary(std::string_view op, const OpInfo& info, In in) {
   if (in[0].dtype != in[1].dtype)
-    return diag(ErrorKind::DType, op, ": inputs must have one dtype, got ", dt(in[0].dtype), " and ", dt(in[1].dtype));
+    return diag(ErrorKind::DType, op, ": inputs must have one dtype, got ", dt(in[0].dtype),
+                " and ", dt(in[1].dtype));
   auto shape = broadcastShapes(in[0].shape, in[1].shape, op);
-  if (!shape)
-    return shape.diagnostic();
+  if (!shape) return shape.diagnostic();
   DType t = in[0].dtype;
   switch (info.binaryResult) {
   case BinaryResult::Same:
-    if (t == DType::Bool)
-      return diag(ErrorKind::DType, op, ": not supported for bool tensors");
+    if (t == DType::Bool) return diag(ErrorKind::DType, op, ": not supported for bool tensors");
     return TensorType{t, shape.value()};
   case BinaryResult::Float:
     if (!isFloating(t))
@@ -64,13 +65,12 @@ Result<TensorType> where(std::string_view op, In in) {
   if (in[0].dtype != DType::Bool)
     return diag(ErrorKind::DType, op, ": condition must be bool, got ", dt(in[0].dtype));
   if (in[1].dtype != in[2].dtype)
-    return diag(ErrorKind::DType, op, ": values must have one dtype, got ", dt(in[1].dtype), " and ", dt(in[2].dtype));
+    return diag(ErrorKind::DType, op, ": values must have one dtype, got ", dt(in[1].dtype),
+                " and ", dt(in[2].dtype));
   auto s = broadcastShapes(in[0].shape, in[1].shape, op);
-  if (!s)
-    return s.diagnostic();
+  if (!s) return s.diagnostic();
   auto s2 = broadcastShapes(s.value(), in[2].shape, op);
-  if (!s2)
-    return s2.diagnostic();
+  if (!s2) return s2.diagnostic();
   return TensorType{in[1].dtype, s2.value()};
 }
 
@@ -78,12 +78,10 @@ Result<TensorType> reduce(std::string_view op, In in, const Attrs& at) {
   const Shape& shape = in[0].shape;
   std::vector<bool> seen(shape.size(), false);
   for (int64_t d : at.ints("dims")) {
-    if (auto e = checkDim(op, d, shape.size()))
-      return *e;
+    if (auto e = checkDim(op, d, shape.size())) return *e;
     if (!shape.empty() && seen[static_cast<size_t>(d)])
       return diag(ErrorKind::Value, op, ": dimension ", d, " appears more than once");
-    if (!shape.empty())
-      seen[static_cast<size_t>(d)] = true;
+    if (!shape.empty()) seen[static_cast<size_t>(d)] = true;
   }
   bool all = at.ints("dims").empty();
   bool keep = at.b("keepdim");
@@ -91,7 +89,8 @@ Result<TensorType> reduce(std::string_view op, In in, const Attrs& at) {
   for (size_t d = 0; d < shape.size(); ++d) {
     bool r = all || seen[d];
     if (r && (op == "amax" || op == "amin") && shape[d] == 0)
-      return diag(ErrorKind::Value, op, ": cannot reduce over dimension ", d, " of size 0 (no identity)");
+      return diag(ErrorKind::Value, op, ": cannot reduce over dimension ", d,
+                  " of size 0 (no identity)");
     if (!r)
       out.push_back(shape[d]);
     else if (keep)
@@ -102,8 +101,7 @@ Result<TensorType> reduce(std::string_view op, In in, const Attrs& at) {
 
 Result<TensorType> argReduce(std::string_view op, In in, const Attrs& at) {
   int64_t d = at.i("dim");
-  if (auto e = checkDim(op, d, in[0].shape.size()))
-    return *e;
+  if (auto e = checkDim(op, d, in[0].shape.size())) return *e;
   Shape out = in[0].shape;
   if (!out.empty()) {
     if (out[d] == 0)
@@ -117,8 +115,7 @@ Result<TensorType> argReduce(std::string_view op, In in, const Attrs& at) {
 }
 
 Result<TensorType> alongDim(std::string_view op, In in, const Attrs& at, DType result) {
-  if (auto e = checkDim(op, at.i("dim"), in[0].shape.size()))
-    return *e;
+  if (auto e = checkDim(op, at.i("dim"), in[0].shape.size())) return *e;
   return TensorType{result, in[0].shape};
 }
 
@@ -137,12 +134,12 @@ Result<TensorType> permute(std::string_view op, In in, const Attrs& at) {
   const auto& dims = at.ints("dims");
   const Shape& shape = in[0].shape;
   if (dims.size() != shape.size())
-    return diag(ErrorKind::Shape, op, ": got ", dims.size(), " dims for a tensor of rank ", shape.size());
+    return diag(ErrorKind::Shape, op, ": got ", dims.size(), " dims for a tensor of rank ",
+                shape.size());
   std::vector<bool> seen(shape.size(), false);
   Shape out;
   for (int64_t d : dims) {
-    if (auto e = checkDim(op, d, shape.size()))
-      return *e;
+    if (auto e = checkDim(op, d, shape.size())) return *e;
     if (seen[static_cast<size_t>(d)])
       return diag(ErrorKind::Value, op, ": dimension ", d, " repeats in ", shapeString(dims));
     seen[static_cast<size_t>(d)] = true;
@@ -154,29 +151,30 @@ Result<TensorType> permute(std::string_view op, In in, const Attrs& at) {
 Result<TensorType> expand(std::string_view op, In in, const Attrs& at) {
   const Shape &to = at.ints("shape"), &from = in[0].shape;
   if (to.size() < from.size())
-    return diag(ErrorKind::Shape, op, ": cannot expand ", shapeString(from), " to fewer dimensions ", shapeString(to));
+    return diag(ErrorKind::Shape, op, ": cannot expand ", shapeString(from),
+                " to fewer dimensions ", shapeString(to));
   size_t lead = to.size() - from.size();
   for (size_t d = 0; d < to.size(); ++d) {
     if (to[d] < 0)
       return diag(ErrorKind::Shape, op, ": invalid size ", to[d], " in ", shapeString(to));
     if (d >= lead && from[d - lead] != to[d] && from[d - lead] != 1)
-      return diag(ErrorKind::Shape, op, ": cannot expand ", shapeString(from), " to ", shapeString(to),
-                  ": dimension ", d, " has size ", from[d - lead], ", not 1 or ", to[d]);
+      return diag(ErrorKind::Shape, op, ": cannot expand ", shapeString(from), " to ",
+                  shapeString(to), ": dimension ", d, " has size ", from[d - lead], ", not 1 or ",
+                  to[d]);
   }
   return TensorType{in[0].dtype, to};
 }
 
 Result<TensorType> slice(std::string_view op, In in, const Attrs& at) {
   int64_t d = at.i("dim"), start = at.i("start"), end = at.i("end"), step = at.i("step");
-  if (auto e = checkDim(op, d, in[0].shape.size()))
-    return *e;
+  if (auto e = checkDim(op, d, in[0].shape.size())) return *e;
   if (in[0].shape.empty())
     return diag(ErrorKind::Index, op, ": cannot slice a 0-dimensional tensor");
   int64_t n = in[0].shape[d];
-  if (step <= 0)
-    return diag(ErrorKind::Value, op, ": step must be positive, got ", step);
+  if (step <= 0) return diag(ErrorKind::Value, op, ": step must be positive, got ", step);
   if (start < 0 || start > n || end < start || end > n)
-    return diag(ErrorKind::Index, op, ": range [", start, ", ", end, ") is out of bounds for dimension ", d, " of size ", n);
+    return diag(ErrorKind::Index, op, ": range [", start, ", ", end,
+                ") is out of bounds for dimension ", d, " of size ", n);
   Shape out = in[0].shape;
   out[d] = (end - start + step - 1) / step;
   return TensorType{in[0].dtype, out};
@@ -184,8 +182,7 @@ Result<TensorType> slice(std::string_view op, In in, const Attrs& at) {
 
 Result<TensorType> flip(std::string_view op, In in, const Attrs& at) {
   for (int64_t d : at.ints("dims"))
-    if (auto e = checkDim(op, d, in[0].shape.size()))
-      return *e;
+    if (auto e = checkDim(op, d, in[0].shape.size())) return *e;
   return in[0];
 }
 
@@ -193,19 +190,20 @@ Result<TensorType> pad(std::string_view op, In in, const Attrs& at) {
   const auto& pads = at.ints("pads");
   const Shape& s = in[0].shape;
   if (pads.size() != 2 * s.size())
-    return diag(ErrorKind::Value, op, ": expected ", 2 * s.size(), " padding values for a tensor of rank ", s.size(), ", got ", pads.size());
+    return diag(ErrorKind::Value, op, ": expected ", 2 * s.size(),
+                " padding values for a tensor of rank ", s.size(), ", got ", pads.size());
   Shape out = s;
   for (size_t d = 0; d < s.size(); ++d) {
     out[d] = s[d] + pads[2 * d] + pads[2 * d + 1];
     if (out[d] < 0)
-      return diag(ErrorKind::Shape, op, ": padding ", shapeString(pads), " makes dimension ", d, " of ", shapeString(s), " negative");
+      return diag(ErrorKind::Shape, op, ": padding ", shapeString(pads), " makes dimension ", d,
+                  " of ", shapeString(s), " negative");
   }
   return TensorType{in[0].dtype, out};
 }
 
 Result<TensorType> cat(std::string_view op, In in, const Attrs& at) {
-  if (in.empty())
-    return diag(ErrorKind::Value, op, ": expected a non-empty list of tensors");
+  if (in.empty()) return diag(ErrorKind::Value, op, ": expected a non-empty list of tensors");
   int64_t d = at.i("dim");
   // Legacy 1-D empty tensors are ignored, as in torch.cat.
   const TensorType* ref = nullptr;
@@ -214,26 +212,26 @@ Result<TensorType> cat(std::string_view op, In in, const Attrs& at) {
       ref = &t;
       break;
     }
-  if (ref == nullptr)
-    return in[0];
+  if (ref == nullptr) return in[0];
   if (ref->shape.empty())
     return diag(ErrorKind::Shape, op, ": zero-dimensional tensors cannot be concatenated");
-  if (auto e = checkDim(op, d, ref->shape.size()))
-    return *e;
+  if (auto e = checkDim(op, d, ref->shape.size())) return *e;
   Shape out = ref->shape;
   out[d] = 0;
   for (size_t i = 0; i < in.size(); ++i) {
     const auto& t = in[i];
-    if (t.shape.size() == 1 && t.shape[0] == 0)
-      continue;
+    if (t.shape.size() == 1 && t.shape[0] == 0) continue;
     if (t.dtype != ref->dtype)
-      return diag(ErrorKind::DType, op, ": tensors must have one dtype, got ", dt(ref->dtype), " and ", dt(t.dtype), " (tensor ", i, ")");
+      return diag(ErrorKind::DType, op, ": tensors must have one dtype, got ", dt(ref->dtype),
+                  " and ", dt(t.dtype), " (tensor ", i, ")");
     if (t.shape.size() != ref->shape.size())
-      return diag(ErrorKind::Shape, op, ": tensor ", i, " has rank ", t.shape.size(), ", expected ", ref->shape.size());
+      return diag(ErrorKind::Shape, op, ": tensor ", i, " has rank ", t.shape.size(), ", expected ",
+                  ref->shape.size());
     for (size_t k = 0; k < t.shape.size(); ++k)
       if (static_cast<int64_t>(k) != d && t.shape[k] != ref->shape[k])
-        return diag(ErrorKind::Shape, op, ": sizes must match except in dimension ", d, ": tensor ", i, " has shape ",
-                    shapeString(t.shape), ", tensor 0 has ", shapeString(ref->shape));
+        return diag(ErrorKind::Shape, op, ": sizes must match except in dimension ", d, ": tensor ",
+                    i, " has shape ", shapeString(t.shape), ", tensor 0 has ",
+                    shapeString(ref->shape));
     out[d] += t.shape[d];
   }
   return TensorType{ref->dtype, out};
@@ -242,17 +240,19 @@ Result<TensorType> cat(std::string_view op, In in, const Attrs& at) {
 Result<TensorType> matmul(std::string_view op, In in) {
   const Shape &a = in[0].shape, &b = in[1].shape;
   if (in[0].dtype != in[1].dtype)
-    return diag(ErrorKind::DType, op, ": inputs must have one dtype, got ", dt(in[0].dtype), " and ", dt(in[1].dtype));
+    return diag(ErrorKind::DType, op, ": inputs must have one dtype, got ", dt(in[0].dtype),
+                " and ", dt(in[1].dtype));
   if (in[0].dtype == DType::Bool)
     return diag(ErrorKind::DType, op, ": not supported for bool tensors");
   if (a.size() < 2 || b.size() < 2)
-    return diag(ErrorKind::Shape, op, ": expected inputs of rank >= 2, got ", shapeString(a), " and ", shapeString(b));
+    return diag(ErrorKind::Shape, op, ": expected inputs of rank >= 2, got ", shapeString(a),
+                " and ", shapeString(b));
   if (a.back() != b[b.size() - 2])
-    return diag(ErrorKind::Shape, op, ": shapes ", shapeString(a), " and ", shapeString(b), " cannot be multiplied (",
-                a[a.size() - 2], "x", a.back(), " and ", b[b.size() - 2], "x", b.back(), ")");
+    return diag(ErrorKind::Shape, op, ": shapes ", shapeString(a), " and ", shapeString(b),
+                " cannot be multiplied (", a[a.size() - 2], "x", a.back(), " and ", b[b.size() - 2],
+                "x", b.back(), ")");
   auto batch = broadcastShapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2), op);
-  if (!batch)
-    return batch.diagnostic();
+  if (!batch) return batch.diagnostic();
   Shape out = batch.value();
   out.push_back(a[a.size() - 2]);
   out.push_back(b.back());
@@ -260,32 +260,39 @@ Result<TensorType> matmul(std::string_view op, In in) {
 }
 
 /// Checks convolution geometry: input (N, C, *S), weight (O, C/groups, *K); returns the output.
-Result<TensorType> convGeometry(std::string_view op, const TensorType& xt, const Shape& w, const Attrs& at) {
+Result<TensorType> convGeometry(std::string_view op, const TensorType& xt, const Shape& w,
+                                const Attrs& at) {
   const Shape& x = xt.shape;
   if (!isFloating(xt.dtype))
     return diag(ErrorKind::DType, op, ": expected a floating-point input, got ", dt(xt.dtype));
   if (x.size() != 3 && x.size() != 4)
-    return diag(ErrorKind::Shape, op, ": expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got ", shapeString(x));
+    return diag(ErrorKind::Shape, op, ": expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got ",
+                shapeString(x));
   if (w.size() != x.size())
-    return diag(ErrorKind::Shape, op, ": weight ", shapeString(w), " must have the input's rank ", x.size());
+    return diag(ErrorKind::Shape, op, ": weight ", shapeString(w), " must have the input's rank ",
+                x.size());
   size_t sp = x.size() - 2;
   int64_t groups = at.i("groups");
   const auto &st = at.ints("stride"), &pd = at.ints("padding"), &dl = at.ints("dilation");
   if (st.size() != sp || pd.size() != sp || dl.size() != sp)
     return diag(ErrorKind::Value, op, ": stride, padding and dilation need ", sp, " values each");
   if (groups <= 0 || w[0] % groups != 0)
-    return diag(ErrorKind::Value, op, ": ", w[0], " output channels are not divisible by groups=", groups);
+    return diag(ErrorKind::Value, op, ": ", w[0],
+                " output channels are not divisible by groups=", groups);
   if (x[1] != w[1] * groups)
-    return diag(ErrorKind::Shape, op, ": input ", shapeString(x), " has ", x[1], " channels, but weight ", shapeString(w),
-                " with groups=", groups, " expects ", w[1] * groups);
+    return diag(ErrorKind::Shape, op, ": input ", shapeString(x), " has ", x[1],
+                " channels, but weight ", shapeString(w), " with groups=", groups, " expects ",
+                w[1] * groups);
   Shape out{x[0], w[0]};
   for (size_t i = 0; i < sp; ++i) {
     if (st[i] <= 0 || dl[i] <= 0 || pd[i] < 0)
-      return diag(ErrorKind::Value, op, ": stride and dilation must be positive and padding non-negative");
+      return diag(ErrorKind::Value, op,
+                  ": stride and dilation must be positive and padding non-negative");
     int64_t o = windowOutputSize(x[2 + i], w[2 + i], st[i], pd[i], dl[i]);
     if (o <= 0)
-      return diag(ErrorKind::Shape, op, ": kernel ", shapeString(Shape(w.begin() + 2, w.end())), " with dilation ",
-                  shapeString(dl), " is larger than the padded input ", shapeString(x));
+      return diag(ErrorKind::Shape, op, ": kernel ", shapeString(Shape(w.begin() + 2, w.end())),
+                  " with dilation ", shapeString(dl), " is larger than the padded input ",
+                  shapeString(x));
     out.push_back(o);
   }
   return TensorType{xt.dtype, out};
@@ -293,26 +300,24 @@ Result<TensorType> convGeometry(std::string_view op, const TensorType& xt, const
 
 Result<TensorType> conv(std::string_view op, OpKind kind, In in, const Attrs& at) {
   if (in[0].dtype != in[1].dtype)
-    return diag(ErrorKind::DType, op, ": inputs must have one dtype, got ", dt(in[0].dtype), " and ", dt(in[1].dtype));
-  if (kind == OpKind::Conv)
-    return convGeometry(op, in[0], in[1].shape, at);
+    return diag(ErrorKind::DType, op, ": inputs must have one dtype, got ", dt(in[0].dtype),
+                " and ", dt(in[1].dtype));
+  if (kind == OpKind::Conv) return convGeometry(op, in[0], in[1].shape, at);
   if (kind == OpKind::ConvInputGrad) { // (grad_out, weight) -> input
     TensorType x{in[0].dtype, at.ints("input_shape")};
     auto y = convGeometry(op, x, in[1].shape, at);
-    if (!y)
-      return y;
+    if (!y) return y;
     if (y.value().shape != in[0].shape)
-      return diag(ErrorKind::Shape, op, ": gradient ", shapeString(in[0].shape), " does not match the output shape ",
-                  shapeString(y.value().shape));
+      return diag(ErrorKind::Shape, op, ": gradient ", shapeString(in[0].shape),
+                  " does not match the output shape ", shapeString(y.value().shape));
     return x;
   }
   TensorType w{in[0].dtype, at.ints("weight_shape")}; // (input, grad_out) -> weight
   auto y = convGeometry(op, in[0], w.shape, at);
-  if (!y)
-    return y;
+  if (!y) return y;
   if (y.value().shape != in[1].shape)
-    return diag(ErrorKind::Shape, op, ": gradient ", shapeString(in[1].shape), " does not match the output shape ",
-                shapeString(y.value().shape));
+    return diag(ErrorKind::Shape, op, ": gradient ", shapeString(in[1].shape),
+                " does not match the output shape ", shapeString(y.value().shape));
   return w;
 }
 
@@ -325,81 +330,84 @@ std::optional<Diagnostic> checkIndexTensor(std::string_view op, const TensorType
 Result<TensorType> gather(std::string_view op, In in, const Attrs& at) {
   const Shape &x = in[0].shape, &ix = in[1].shape;
   int64_t d = at.i("dim");
-  if (auto e = checkIndexTensor(op, in[1]))
-    return *e;
-  if (auto e = checkDim(op, d, x.size()))
-    return *e;
+  if (auto e = checkIndexTensor(op, in[1])) return *e;
+  if (auto e = checkDim(op, d, x.size())) return *e;
   if (x.size() != ix.size())
-    return diag(ErrorKind::Shape, op, ": index ", shapeString(ix), " must have the rank of the input ", shapeString(x));
+    return diag(ErrorKind::Shape, op, ": index ", shapeString(ix),
+                " must have the rank of the input ", shapeString(x));
   for (size_t k = 0; k < x.size(); ++k)
     if (static_cast<int64_t>(k) != d && ix[k] > x[k])
-      return diag(ErrorKind::Shape, op, ": index ", shapeString(ix), " is larger than input ", shapeString(x), " in dimension ", k);
+      return diag(ErrorKind::Shape, op, ": index ", shapeString(ix), " is larger than input ",
+                  shapeString(x), " in dimension ", k);
   return TensorType{in[0].dtype, ix};
 }
 
 Result<TensorType> scatter(std::string_view op, In in, const Attrs& at) {
   const Shape &self = in[0].shape, &ix = in[1].shape, &src = in[2].shape;
   int64_t d = at.i("dim");
-  if (auto e = checkIndexTensor(op, in[1]))
-    return *e;
-  if (auto e = checkDim(op, d, self.size()))
-    return *e;
+  if (auto e = checkIndexTensor(op, in[1])) return *e;
+  if (auto e = checkDim(op, d, self.size())) return *e;
   if (in[0].dtype != in[2].dtype)
-    return diag(ErrorKind::DType, op, ": self and src must have one dtype, got ", dt(in[0].dtype), " and ", dt(in[2].dtype));
+    return diag(ErrorKind::DType, op, ": self and src must have one dtype, got ", dt(in[0].dtype),
+                " and ", dt(in[2].dtype));
   if (self.size() != ix.size() || src.size() != ix.size())
-    return diag(ErrorKind::Shape, op, ": self ", shapeString(self), ", index ", shapeString(ix), " and src ", shapeString(src),
-                " must have one rank");
+    return diag(ErrorKind::Shape, op, ": self ", shapeString(self), ", index ", shapeString(ix),
+                " and src ", shapeString(src), " must have one rank");
   for (size_t k = 0; k < ix.size(); ++k)
     if (ix[k] > src[k] || (static_cast<int64_t>(k) != d && ix[k] > self[k]))
-      return diag(ErrorKind::Shape, op, ": index ", shapeString(ix), " is larger than src ", shapeString(src),
-                  " or self ", shapeString(self), " in dimension ", k);
+      return diag(ErrorKind::Shape, op, ": index ", shapeString(ix), " is larger than src ",
+                  shapeString(src), " or self ", shapeString(self), " in dimension ", k);
   return in[0];
 }
 
 Result<TensorType> indexSelect(std::string_view op, In in, const Attrs& at) {
   int64_t d = at.i("dim");
-  if (auto e = checkIndexTensor(op, in[1]))
-    return *e;
-  if (auto e = checkDim(op, d, in[0].shape.size()))
-    return *e;
+  if (auto e = checkIndexTensor(op, in[1])) return *e;
+  if (auto e = checkDim(op, d, in[0].shape.size())) return *e;
   if (in[1].shape.size() > 1)
     return diag(ErrorKind::Shape, op, ": index must be 1-D, got ", shapeString(in[1].shape));
   Shape out = in[0].shape;
-  if (!out.empty())
-    out[d] = numel(in[1].shape);
+  if (!out.empty()) out[d] = numel(in[1].shape);
   return TensorType{in[0].dtype, out};
 }
 
 Result<TensorType> indexAdd(std::string_view op, In in, const Attrs& at) {
   auto sel = indexSelect(op, in.first(2), at);
-  if (!sel)
-    return sel;
+  if (!sel) return sel;
   if (in[2].dtype != in[0].dtype)
-    return diag(ErrorKind::DType, op, ": self and source must have one dtype, got ", dt(in[0].dtype), " and ", dt(in[2].dtype));
+    return diag(ErrorKind::DType, op, ": self and source must have one dtype, got ",
+                dt(in[0].dtype), " and ", dt(in[2].dtype));
   if (in[2].shape != sel.value().shape)
-    return diag(ErrorKind::Shape, op, ": source ", shapeString(in[2].shape), " must have shape ", shapeString(sel.value().shape));
+    return diag(ErrorKind::Shape, op, ": source ", shapeString(in[2].shape), " must have shape ",
+                shapeString(sel.value().shape));
   return in[0];
 }
 
 Result<TensorType> pool(std::string_view op, In in, const Attrs& at) {
   const Shape& x = in[0].shape;
   if (x.size() != 3 && x.size() != 4)
-    return diag(ErrorKind::Shape, op, ": expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got ", shapeString(x));
+    return diag(ErrorKind::Shape, op, ": expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got ",
+                shapeString(x));
   if (in[0].dtype == DType::Bool)
     return diag(ErrorKind::DType, op, ": not supported for bool tensors");
   size_t sp = x.size() - 2;
-  const auto &k = at.ints("kernel_size"), &st = at.ints("stride"), &pd = at.ints("padding"), &dl = at.ints("dilation");
+  const auto &k = at.ints("kernel_size"), &st = at.ints("stride"), &pd = at.ints("padding"),
+             &dl = at.ints("dilation");
   if (k.size() != sp || st.size() != sp || pd.size() != sp || dl.size() != sp)
-    return diag(ErrorKind::Value, op, ": kernel_size, stride, padding and dilation need ", sp, " values each");
+    return diag(ErrorKind::Value, op, ": kernel_size, stride, padding and dilation need ", sp,
+                " values each");
   Shape out{x[0], x[1]};
   for (size_t i = 0; i < sp; ++i) {
     if (k[i] <= 0 || st[i] <= 0 || dl[i] <= 0 || pd[i] < 0)
-      return diag(ErrorKind::Value, op, ": kernel size, stride and dilation must be positive, padding non-negative");
+      return diag(ErrorKind::Value, op,
+                  ": kernel size, stride and dilation must be positive, padding non-negative");
     if (pd[i] * 2 > k[i])
-      return diag(ErrorKind::Value, op, ": padding ", pd[i], " must be at most half the kernel size ", k[i]);
+      return diag(ErrorKind::Value, op, ": padding ", pd[i],
+                  " must be at most half the kernel size ", k[i]);
     int64_t o = windowOutputSize(x[2 + i], k[i], st[i], pd[i], dl[i], at.b("ceil_mode"));
     if (o <= 0)
-      return diag(ErrorKind::Shape, op, ": window ", shapeString(k), " is larger than the padded input ", shapeString(x));
+      return diag(ErrorKind::Shape, op, ": window ", shapeString(k),
+                  " is larger than the padded input ", shapeString(x));
     out.push_back(o);
   }
   return TensorType{DType::Int64, out};
@@ -408,7 +416,8 @@ Result<TensorType> pool(std::string_view op, In in, const Attrs& at) {
 Result<TensorType> full(std::string_view op, const Attrs& at) {
   for (int64_t s : at.ints("shape"))
     if (s < 0)
-      return diag(ErrorKind::Shape, op, ": invalid size ", s, " in ", shapeString(at.ints("shape")));
+      return diag(ErrorKind::Shape, op, ": invalid size ", s, " in ",
+                  shapeString(at.ints("shape")));
   return TensorType{at.dtype("dtype"), at.ints("shape")};
 }
 
@@ -418,7 +427,8 @@ Result<TensorType> random(std::string_view op, const Attrs& at) {
     return diag(ErrorKind::DType, op, ": expected a floating-point dtype, got ", dt(t));
   for (int64_t s : at.ints("shape"))
     if (s < 0)
-      return diag(ErrorKind::Shape, op, ": invalid size ", s, " in ", shapeString(at.ints("shape")));
+      return diag(ErrorKind::Shape, op, ": invalid size ", s, " in ",
+                  shapeString(at.ints("shape")));
   return TensorType{t, at.ints("shape")};
 }
 
@@ -429,8 +439,7 @@ Result<TensorType> inferType(OpCode op, std::span<const TensorType> in, const At
   std::string_view name = info.name;
   if (info.numInputs >= 0 && static_cast<int>(in.size()) != info.numInputs)
     return diag(ErrorKind::Value, name, ": expected ", info.numInputs, " inputs, got ", in.size());
-  if (auto bad = checkAttrs(op, at))
-    return *bad;
+  if (auto bad = checkAttrs(op, at)) return *bad;
   switch (info.kind) {
   case OpKind::Unary:
     return unary(name, info, in);

@@ -10,8 +10,7 @@ namespace {
 
 std::string where(const Node& n, size_t index) {
   std::string s;
-  if (n.loc.known())
-    s = n.loc.file + ":" + std::to_string(n.loc.line) + ": ";
+  if (n.loc.known()) s = n.loc.file + ":" + std::to_string(n.loc.line) + ": ";
   return s + "%" + std::to_string(index) + " = " + std::string(opName(n.op)) + ": ";
 }
 
@@ -19,7 +18,9 @@ std::string where(const Node& n, size_t index) {
 
 std::vector<Diagnostic> verify(const Graph& g) {
   std::vector<Diagnostic> out;
-  auto valid = [&](ValueId v) { return v >= 0 && static_cast<size_t>(v) < g.values().size() && g.value(v).producer >= -1; };
+  auto valid = [&](ValueId v) {
+    return v >= 0 && static_cast<size_t>(v) < g.values().size() && g.value(v).producer >= -1;
+  };
   std::vector<bool> defined(g.values().size(), false);
   for (ValueId v : g.arguments())
     defined[static_cast<size_t>(v)] = true;
@@ -33,7 +34,8 @@ std::vector<Diagnostic> verify(const Graph& g) {
     for (size_t k = 0; k < n.operands.size(); ++k) {
       ValueId v = n.operands[k];
       if (!valid(v) || !defined[static_cast<size_t>(v)]) {
-        out.push_back(diag(ErrorKind::Value, where(n, i), "operand ", k, " is used before it is defined"));
+        out.push_back(
+            diag(ErrorKind::Value, where(n, i), "operand ", k, " is used before it is defined"));
         operandsOk = false;
         continue;
       }
@@ -44,11 +46,11 @@ std::vector<Diagnostic> verify(const Graph& g) {
       if (!inferred)
         out.push_back(diag(inferred.diagnostic().kind, where(n, i), inferred.diagnostic().message));
       else if (!(inferred.value() == g.type(n.result)))
-        out.push_back(diag(ErrorKind::Shape, where(n, i), "result type is ", typeString(g.type(n.result)),
-                           " but the op produces ", typeString(inferred.value())));
+        out.push_back(diag(ErrorKind::Shape, where(n, i), "result type is ",
+                           typeString(g.type(n.result)), " but the op produces ",
+                           typeString(inferred.value())));
     }
-    if (valid(n.result))
-      defined[static_cast<size_t>(n.result)] = true;
+    if (valid(n.result)) defined[static_cast<size_t>(n.result)] = true;
   }
   for (size_t k = 0; k < g.outputs().size(); ++k)
     if (!valid(g.outputs()[k]) || !defined[static_cast<size_t>(g.outputs()[k])])
@@ -66,8 +68,9 @@ std::vector<Diagnostic> verify(const Graph& g) {
     if (!valid(u.newValue) || !defined[static_cast<size_t>(u.newValue)])
       out.push_back(diag(ErrorKind::Value, "updates: the new value of %", name, " is not defined"));
     else if (!(g.type(u.newValue) == g.type(u.state)))
-      out.push_back(diag(ErrorKind::Shape, "updates: %", name, " has type ", typeString(g.type(u.state)),
-                         " but its new value has type ", typeString(g.type(u.newValue))));
+      out.push_back(diag(ErrorKind::Shape, "updates: %", name, " has type ",
+                         typeString(g.type(u.state)), " but its new value has type ",
+                         typeString(g.type(u.newValue))));
   }
   return out;
 }

@@ -31,18 +31,22 @@ private:
   /// The value of a `full` constant.
   static std::optional<double> constant(const ir::Graph& g, ir::ValueId v) {
     const ir::Node* n = producer(g, v);
-    if (n == nullptr || n->op != OpCode::Full)
-      return std::nullopt;
+    if (n == nullptr || n->op != OpCode::Full) return std::nullopt;
     const AttrValue& a = n->attrs.raw("value");
-    return std::holds_alternative<int64_t>(a) ? static_cast<double>(std::get<int64_t>(a)) : std::get<double>(a);
+    return std::holds_alternative<int64_t>(a) ? static_cast<double>(std::get<int64_t>(a))
+                                              : std::get<double>(a);
   }
 
   /// What `n` can be replaced by, if it is an identity: one of its operands.
   static std::optional<ir::ValueId> identityOf(const ir::Graph& g, const ir::Node& n) {
     const ir::TensorType& out = g.type(n.result);
-    auto sameAs = [&](ir::ValueId v) { return g.type(v) == out ? std::optional<ir::ValueId>(v) : std::nullopt; };
+    auto sameAs = [&](ir::ValueId v) {
+      return g.type(v) == out ? std::optional<ir::ValueId>(v) : std::nullopt;
+    };
     switch (n.op) {
-    case OpCode::Reshape: case OpCode::Expand: case OpCode::Cast:
+    case OpCode::Reshape:
+    case OpCode::Expand:
+    case OpCode::Cast:
       return sameAs(n.operands[0]);
     case OpCode::Permute: {
       const auto& d = n.attrs.ints("dims");
@@ -53,16 +57,12 @@ private:
     case OpCode::Slice:
       return n.attrs.i("step") == 1 ? sameAs(n.operands[0]) : std::nullopt;
     case OpCode::Mul: // x * 1, 1 * x
-      if (constant(g, n.operands[1]) == 1.0)
-        return sameAs(n.operands[0]);
-      if (constant(g, n.operands[0]) == 1.0)
-        return sameAs(n.operands[1]);
+      if (constant(g, n.operands[1]) == 1.0) return sameAs(n.operands[0]);
+      if (constant(g, n.operands[0]) == 1.0) return sameAs(n.operands[1]);
       return std::nullopt;
     case OpCode::Add: // x + 0, 0 + x
-      if (constant(g, n.operands[1]) == 0.0)
-        return sameAs(n.operands[0]);
-      if (constant(g, n.operands[0]) == 0.0)
-        return sameAs(n.operands[1]);
+      if (constant(g, n.operands[1]) == 0.0) return sameAs(n.operands[0]);
+      if (constant(g, n.operands[0]) == 0.0) return sameAs(n.operands[1]);
       return std::nullopt;
     case OpCode::Sub:
       return constant(g, n.operands[1]) == 0.0 ? sameAs(n.operands[0]) : std::nullopt;
@@ -80,11 +80,9 @@ private:
   /// Folds a chain (permute of permute, reshape of reshape, expand of expand, stop_gradient of
   /// stop_gradient) into one node, in place. True if it did.
   static bool foldChain(ir::Graph& g, ir::Node& n) {
-    if (n.operands.empty())
-      return false;
+    if (n.operands.empty()) return false;
     const ir::Node* p = producer(g, n.operands[0]);
-    if (p == nullptr || p->op != n.op)
-      return false;
+    if (p == nullptr || p->op != n.op) return false;
     switch (n.op) {
     case OpCode::Permute: {
       const auto &inner = p->attrs.ints("dims"), &outer = n.attrs.ints("dims");
@@ -94,7 +92,9 @@ private:
       n.attrs.set("dims", composed);
       break;
     }
-    case OpCode::Reshape: case OpCode::Expand: case OpCode::StopGradient:
+    case OpCode::Reshape:
+    case OpCode::Expand:
+    case OpCode::StopGradient:
       break; // the outer shape (or the identity) already says everything
     default:
       return false;
@@ -106,12 +106,10 @@ private:
   /// Drops an expand feeding an elementwise op when broadcasting gives the same result anyway.
   static bool foldBroadcast(ir::Graph& g, ir::Node& n) {
     OpKind kind = opInfo(n.op).kind;
-    if (kind != OpKind::Binary && kind != OpKind::Where)
-      return false;
+    if (kind != OpKind::Binary && kind != OpKind::Where) return false;
     for (size_t k = 0; k < n.operands.size(); ++k) {
       const ir::Node* p = producer(g, n.operands[k]);
-      if (p == nullptr || p->op != OpCode::Expand)
-        continue;
+      if (p == nullptr || p->op != OpCode::Expand) continue;
       std::vector<ir::TensorType> types;
       for (size_t j = 0; j < n.operands.size(); ++j)
         types.push_back(g.type(j == k ? p->operands[0] : n.operands[j]));
@@ -151,6 +149,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Pass> createAlgebraicSimplification() { return std::make_unique<AlgebraicSimplification>(); }
+std::unique_ptr<Pass> createAlgebraicSimplification() {
+  return std::make_unique<AlgebraicSimplification>();
+}
 
 } // namespace weft::passes

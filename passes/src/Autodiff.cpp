@@ -9,17 +9,20 @@
 
 namespace weft::passes {
 
-ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId loss, const std::vector<ir::ValueId>& wrt,
-                                                     ir::ValueId seed, const std::vector<CustomRule>& custom) {
+ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId loss,
+                                                     const std::vector<ir::ValueId>& wrt,
+                                                     ir::ValueId seed,
+                                                     const std::vector<CustomRule>& custom) {
   const size_t numNodes = g.nodes().size();
   // A custom region runs its backward at its earliest output: by then (walking backwards) every
   // use of every output has contributed its gradient.
   std::unordered_map<ir::ValueId, const CustomRule*> regionAt;
   std::unordered_map<ir::ValueId, const CustomRule*> regionOf;
   for (const CustomRule& r : custom) {
-    ir::ValueId first = *std::min_element(r.outputs.begin(), r.outputs.end(), [&](ir::ValueId a, ir::ValueId b) {
-      return g.value(a).producer < g.value(b).producer;
-    });
+    ir::ValueId first =
+        *std::min_element(r.outputs.begin(), r.outputs.end(), [&](ir::ValueId a, ir::ValueId b) {
+          return g.value(a).producer < g.value(b).producer;
+        });
     regionAt[first] = &r;
     for (ir::ValueId o : r.outputs)
       regionOf[o] = &r;
@@ -37,7 +40,8 @@ ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId l
       continue;
     }
     for (ir::ValueId v : n.operands)
-      if (depends[static_cast<size_t>(v)] && opInfo(n.op).differentiable && isFloating(g.type(n.result).dtype))
+      if (depends[static_cast<size_t>(v)] && opInfo(n.op).differentiable &&
+          isFloating(g.type(n.result).dtype))
         depends[static_cast<size_t>(n.result)] = true;
   }
 
@@ -54,8 +58,7 @@ ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId l
     const ir::Node n = g.nodes()[i]; // a copy: appending nodes may move the vector
     if (regionOf.count(n.result)) {
       auto at = regionAt.find(n.result);
-      if (at == regionAt.end())
-        continue;
+      if (at == regionAt.end()) continue;
       const CustomRule& rule = *at->second;
       std::vector<ir::ValueId> outGrads;
       bool any = false;
@@ -64,21 +67,18 @@ ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId l
         outGrads.push_back(it == grads.end() ? ir::kNoValue : it->second.id);
         any = any || it != grads.end();
       }
-      if (!any)
-        continue;
+      if (!any) continue;
       std::vector<ir::ValueId> inGrads = rule.backward(outGrads);
       for (size_t k = 0; k < rule.inputs.size() && k < inGrads.size(); ++k) {
         ir::ValueId v = rule.inputs[k];
-        if (inGrads[k] == ir::kNoValue || !depends[static_cast<size_t>(v)])
-          continue;
+        if (inGrads[k] == ir::kNoValue || !depends[static_cast<size_t>(v)]) continue;
         const ir::TensorType type = g.type(v);
         accumulate(v, cast(rules::sum_to(b.value(inGrads[k]), type.shape), type.dtype));
       }
       continue;
     }
     auto it = grads.find(n.result);
-    if (it == grads.end() || !opInfo(n.op).differentiable)
-      continue;
+    if (it == grads.end() || !opInfo(n.op).differentiable) continue;
     GValue gy = it->second;
     std::vector<GValue> in;
     for (ir::ValueId v : n.operands)
@@ -87,20 +87,18 @@ ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId l
     for (size_t k = 0; k < n.operands.size(); ++k) {
       ir::ValueId v = n.operands[k];
       const ir::TensorType type = g.type(v);
-      if (!depends[static_cast<size_t>(v)] || !isFloating(type.dtype))
-        continue;
+      if (!depends[static_cast<size_t>(v)] || !isFloating(type.dtype)) continue;
       GValue r = rules::apply<GValue>(n.op, gy, in, b.value(n.result), n.attrs, k);
-      if (!r.defined())
-        continue;
-      r = cast(rules::sum_to(r, type.shape), type.dtype); // undo broadcasting, as eager autograd does
+      if (!r.defined()) continue;
+      r = cast(rules::sum_to(r, type.shape),
+               type.dtype); // undo broadcasting, as eager autograd does
       if (b.error())
-        return ir::diag(ErrorKind::Internal, "autodiff: the vjp rule of ", opName(n.op), " failed: ",
-                        b.error()->message);
+        return ir::diag(ErrorKind::Internal, "autodiff: the vjp rule of ", opName(n.op),
+                        " failed: ", b.error()->message);
       accumulate(v, r);
     }
   }
-  if (b.error())
-    return ir::diag(ErrorKind::Internal, "autodiff: ", b.error()->message);
+  if (b.error()) return ir::diag(ErrorKind::Internal, "autodiff: ", b.error()->message);
   std::vector<ir::ValueId> out;
   for (ir::ValueId v : wrt) {
     auto it = grads.find(v);
@@ -119,16 +117,13 @@ public:
       return ir::diag(ErrorKind::Value, "autodiff: the graph has no output to differentiate");
     std::vector<ir::ValueId> wrt;
     for (ir::ValueId v : g.state())
-      if (isFloating(g.type(v).dtype))
-        wrt.push_back(v);
+      if (isFloating(g.type(v).dtype)) wrt.push_back(v);
     auto grads = appendGradients(g, g.outputs()[0], wrt);
-    if (!grads)
-      return grads.diagnostic();
+    if (!grads) return grads.diagnostic();
     GraphBuilder b(g);
     for (size_t i = 0; i < wrt.size(); ++i) {
       ir::ValueId gv = grads.value()[i];
-      if (gv == ir::kNoValue)
-        gv = b.full(g.type(wrt[i]).shape, g.type(wrt[i]).dtype, 0.0).id;
+      if (gv == ir::kNoValue) gv = b.full(g.type(wrt[i]).shape, g.type(wrt[i]).dtype, 0.0).id;
       g.addOutput(gv);
     }
     return !wrt.empty();
@@ -137,6 +132,8 @@ public:
 
 } // namespace
 
-std::unique_ptr<Pass> createAutodiff() { return std::make_unique<Autodiff>(); }
+std::unique_ptr<Pass> createAutodiff() {
+  return std::make_unique<Autodiff>();
+}
 
 } // namespace weft::passes

@@ -40,8 +40,7 @@ public:
         dead[i] = any = true;
       }
     }
-    if (!any)
-      return false;
+    if (!any) return false;
     for (ir::ValueId& v : g.mutableOutputs())
       v = rep[static_cast<size_t>(v)];
     for (ir::StateUpdate& u : g.mutableStateUpdates())

@@ -1,5 +1,5 @@
-// Constant folding: ops whose operands are all `full` constants become `full` constants, computed by
-// the same CPU kernels the program would run (so folding never changes a result).
+// Constant folding: ops whose operands are all `full` constants become `full` constants, computed
+// by the same CPU kernels the program would run (so folding never changes a result).
 #include "weft/passes/Pass.h"
 
 #include "weft/runtime/Kernels.h"
@@ -12,8 +12,16 @@ namespace {
 /// Ops whose result is uniform when every input is: elementwise ops and movement ops.
 bool foldable(OpCode op) {
   switch (opInfo(op).kind) {
-  case OpKind::Unary: case OpKind::Binary: case OpKind::Cast: case OpKind::Identity: case OpKind::Where:
-  case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice: case OpKind::Flip:
+  case OpKind::Unary:
+  case OpKind::Binary:
+  case OpKind::Cast:
+  case OpKind::Identity:
+  case OpKind::Where:
+  case OpKind::Reshape:
+  case OpKind::Permute:
+  case OpKind::Expand:
+  case OpKind::Slice:
+  case OpKind::Flip:
     return true;
   default:
     return false;
@@ -32,8 +40,7 @@ public:
   ir::Result<bool> run(ir::Graph& g) override {
     bool changed = false;
     for (ir::Node& n : g.mutableNodes()) {
-      if (!foldable(n.op) || n.operands.empty())
-        continue;
+      if (!foldable(n.op) || n.operands.empty()) continue;
       std::vector<Scalar1> in(n.operands.size());
       std::vector<TensorRef> refs;
       bool allConstant = true;
@@ -47,13 +54,12 @@ public:
         refs.push_back(in[k].ref(v.type.dtype));
         runKernel(OpCode::Full, {}, refs.back(), at);
       }
-      if (!allConstant)
-        continue;
+      if (!allConstant) continue;
       const ir::TensorType& type = g.type(n.result);
       Scalar1 out;
       TensorRef o = out.ref(type.dtype);
-      if (opInfo(n.op).kind == OpKind::Unary || opInfo(n.op).kind == OpKind::Binary || n.op == OpCode::Where ||
-          n.op == OpCode::Cast)
+      if (opInfo(n.op).kind == OpKind::Unary || opInfo(n.op).kind == OpKind::Binary ||
+          n.op == OpCode::Where || n.op == OpCode::Cast)
         runKernel(n.op, refs, o, n.op == OpCode::Cast ? n.attrs : Attrs{});
       else
         copyCast(refs[0], o); // movement ops and stop_gradient move the one value around
@@ -79,6 +85,8 @@ public:
 
 } // namespace
 
-std::unique_ptr<Pass> createConstantFolding() { return std::make_unique<ConstantFolding>(); }
+std::unique_ptr<Pass> createConstantFolding() {
+  return std::make_unique<ConstantFolding>();
+}
 
 } // namespace weft::passes

@@ -25,14 +25,15 @@ public:
       for (ir::ValueId v : n.operands)
         live[static_cast<size_t>(v)] = true;
     }
-    if (any)
-      g.eraseNodes(dead);
+    if (any) g.eraseNodes(dead);
     return any;
   }
 };
 
 } // namespace
 
-std::unique_ptr<Pass> createDeadCodeElimination() { return std::make_unique<DeadCodeElimination>(); }
+std::unique_ptr<Pass> createDeadCodeElimination() {
+  return std::make_unique<DeadCodeElimination>();
+}
 
 } // namespace weft::passes

@@ -29,8 +29,7 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
 
 std::unique_ptr<Pass> createPass(std::string_view name) {
   for (const auto& [n, make] : registry())
-    if (n == name)
-      return make();
+    if (n == name) return make();
   return nullptr;
 }
 
@@ -42,7 +41,8 @@ std::vector<std::string> passNames() {
 }
 
 PassManager::PassManager()
-    : printAfter_(debugFlag("WEFT_PRINT_IR_AFTER").value_or("")), dumpDir_(debugFlag("WEFT_DUMP_DIR").value_or("")),
+    : printAfter_(debugFlag("WEFT_PRINT_IR_AFTER").value_or("")),
+      dumpDir_(debugFlag("WEFT_DUMP_DIR").value_or("")),
       timePasses_(debugFlag("WEFT_TIME_PASSES").value_or("0") == "1") {}
 
 PassManager& PassManager::add(std::unique_ptr<Pass> pass) {
@@ -53,8 +53,7 @@ PassManager& PassManager::add(std::unique_ptr<Pass> pass) {
 ir::Result<bool> PassManager::run(ir::Graph& g) {
   bool changed = false;
   auto dump = [&](const std::string& tag) {
-    if (dumpDir_.empty())
-      return;
+    if (dumpDir_.empty()) return;
     char prefix[16];
     std::snprintf(prefix, sizeof(prefix), "%02d-", dumpCounter_++);
     std::ofstream(dumpDir_ + "/" + g.name() + "." + prefix + tag + ".weft") << ir::printGraph(g);
@@ -63,16 +62,17 @@ ir::Result<bool> PassManager::run(ir::Graph& g) {
   for (const auto& pass : passes_) {
     auto start = std::chrono::steady_clock::now();
     ir::Result<bool> r = pass->run(g);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (!r)
-      return ir::diag(r.diagnostic().kind, pass->name(), ": ", r.diagnostic().message);
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (!r) return ir::diag(r.diagnostic().kind, pass->name(), ": ", r.diagnostic().message);
     changed = changed || r.value();
     if (timePasses_)
-      std::fprintf(stderr, "[weft] pass %-10s %8.3f ms  %s\n", std::string(pass->name()).c_str(), ms,
-                   r.value() ? "changed" : "unchanged");
+      std::fprintf(stderr, "[weft] pass %-10s %8.3f ms  %s\n", std::string(pass->name()).c_str(),
+                   ms, r.value() ? "changed" : "unchanged");
     std::vector<ir::Diagnostic> problems = ir::verify(g);
     if (!problems.empty())
-      return ir::diag(ErrorKind::Internal, "internal error, please report: the graph does not verify after pass '",
+      return ir::diag(ErrorKind::Internal,
+                      "internal error, please report: the graph does not verify after pass '",
                       pass->name(), "': ", problems[0].message);
     if (printAfter_ == "all" || printAfter_ == pass->name())
       std::fprintf(stderr, "// ----- after %s (%s)\n%s", std::string(pass->name()).c_str(),

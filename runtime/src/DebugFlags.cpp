@@ -14,8 +14,7 @@ std::optional<std::string> debugFlag(std::string_view name) {
 #undef WEFT_X
   WEFT_INTERNAL_ASSERT(known, "undeclared debug flag ", name, ": add it to DebugFlags.h");
   const char* v = std::getenv(std::string(name).c_str());
-  if (v == nullptr)
-    return std::nullopt;
+  if (v == nullptr) return std::nullopt;
   return std::string(v);
 }
 

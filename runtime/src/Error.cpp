@@ -9,8 +9,7 @@ thread_local const std::source_location* tCallSite = nullptr;
 } // namespace
 
 CallSite::CallSite(std::source_location loc) : owner_(tCallSite == nullptr) {
-  if (owner_)
-    tCallSite = new std::source_location(loc);
+  if (owner_) tCallSite = new std::source_location(loc);
 }
 
 CallSite::~CallSite() {
@@ -21,12 +20,13 @@ CallSite::~CallSite() {
 }
 
 std::string CallSite::describe() {
-  if (tCallSite == nullptr || tCallSite->line() == 0)
-    return "";
+  if (tCallSite == nullptr || tCallSite->line() == 0) return "";
   return detail::concat(" (called from ", tCallSite->file_name(), ":", tCallSite->line(), ")");
 }
 
-const std::source_location* CallSite::current() { return tCallSite; }
+const std::source_location* CallSite::current() {
+  return tCallSite;
+}
 
 void throwError(ErrorKind kind, const std::string& message) {
   std::string full = message + CallSite::describe();

@@ -12,12 +12,13 @@ Buffer allocateBuffer(const Shape& shape, DType dtype) {
   return Buffer{storage, TensorRef{storage->data(), dtype, shape, contiguousStrides(shape)}};
 }
 
-std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std::span<const Buffer> state,
+std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
+                            std::span<const Buffer> state,
                             std::span<const Attrs* const> attrOverrides) {
-  WEFT_CHECK(args.size() == plan.argumentSlots.size(), Value, "run: expected ", plan.argumentSlots.size(),
-             " arguments, got ", args.size());
-  WEFT_CHECK(state.size() == plan.stateSlots.size(), Value, "run: expected ", plan.stateSlots.size(),
-             " state tensors, got ", state.size());
+  WEFT_CHECK(args.size() == plan.argumentSlots.size(), Value, "run: expected ",
+             plan.argumentSlots.size(), " arguments, got ", args.size());
+  WEFT_CHECK(state.size() == plan.stateSlots.size(), Value, "run: expected ",
+             plan.stateSlots.size(), " state tensors, got ", state.size());
   std::vector<Buffer> slots(static_cast<size_t>(plan.numSlots));
   for (size_t i = 0; i < args.size(); ++i)
     slots[static_cast<size_t>(plan.argumentSlots[i])] = args[i];
@@ -27,11 +28,13 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std:
   std::vector<TensorRef> refs;
   for (size_t index = 0; index < plan.steps.size(); ++index) {
     const PlanStep& step = plan.steps[index];
-    const Attrs& attrs = index < attrOverrides.size() && attrOverrides[index] ? *attrOverrides[index] : step.attrs;
+    const Attrs& attrs =
+        index < attrOverrides.size() && attrOverrides[index] ? *attrOverrides[index] : step.attrs;
     refs.clear();
     for (int32_t s : step.inputs) {
       const Buffer& b = slots[static_cast<size_t>(s)];
-      WEFT_INTERNAL_ASSERT(b.storage != nullptr, "plan reads slot ", s, " before it is written or after it is freed");
+      WEFT_INTERNAL_ASSERT(b.storage != nullptr, "plan reads slot ", s,
+                           " before it is written or after it is freed");
       refs.push_back(b.ref);
     }
     Buffer out;
@@ -42,8 +45,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std:
     }
     if (out.storage == nullptr) {
       out = allocateBuffer(step.shape, step.dtype);
-      if (out.ref.numel() > 0)
-        runKernel(step.op, refs, out.ref, attrs);
+      if (out.ref.numel() > 0) runKernel(step.op, refs, out.ref, attrs);
     }
     slots[static_cast<size_t>(step.output)] = std::move(out);
     for (int32_t s : step.release)

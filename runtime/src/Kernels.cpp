@@ -3,7 +3,8 @@
 
 namespace weft {
 
-void runKernel(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out, const Attrs& attrs) {
+void runKernel(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out,
+               const Attrs& attrs) {
   switch (op) {
 #define WEFT_UNARY(N, s, d, k, v)                                                                  \
   case OpCode::N:                                                                                  \

@@ -6,13 +6,15 @@
 namespace weft {
 namespace {
 
-constexpr bool differentiableColumn(std::string_view vjp) { return vjp != "NONDIFF"; }
+constexpr bool differentiableColumn(std::string_view vjp) {
+  return vjp != "NONDIFF";
+}
 
 constexpr std::array<OpInfo, kNumOps> kInfos = {{
 #define WEFT_UNARY(N, s, d, k, v)                                                                  \
   OpInfo{OpCode::N, s, OpKind::Unary, 1, differentiableColumn(#v), UnaryDomain::d},
 #define WEFT_BINARY(N, s, r, k, va, vb)                                                            \
-  OpInfo{OpCode::N, s, OpKind::Binary, 2, differentiableColumn(#va), UnaryDomain::Numeric,        \
+  OpInfo{OpCode::N,      s, OpKind::Binary, 2, differentiableColumn(#va), UnaryDomain::Numeric,    \
          BinaryResult::r},
 #define WEFT_OP(N, s, kind, n, v) OpInfo{OpCode::N, s, OpKind::kind, n, differentiableColumn(#v)},
 #include "weft/runtime/Ops.inc"
@@ -23,12 +25,13 @@ constexpr std::array<OpInfo, kNumOps> kInfos = {{
 
 } // namespace
 
-const OpInfo& opInfo(OpCode op) { return kInfos[static_cast<size_t>(op)]; }
+const OpInfo& opInfo(OpCode op) {
+  return kInfos[static_cast<size_t>(op)];
+}
 
 std::optional<OpCode> opFromName(std::string_view name) {
   for (const OpInfo& info : kInfos)
-    if (info.name == name)
-      return info.code;
+    if (info.name == name) return info.code;
   return std::nullopt;
 }
 

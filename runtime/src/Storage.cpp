@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <mutex>
-#include <unordered_map>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 namespace weft {
 namespace {
@@ -25,8 +25,7 @@ constexpr size_t kHugePage = size_t{2} << 20;
 /// Rounds a large request up to one of 8 sizes per power of two (at most 12.5% waste), so freed
 /// blocks match later requests exactly.
 size_t bucketSize(size_t n) {
-  if (n < kCachedMin)
-    return (n + 63) / 64 * 64;
+  if (n < kCachedMin) return (n + 63) / 64 * 64;
   size_t p = size_t{1} << (63 - __builtin_clzll(n));
   size_t step = p / 8;
   return (n + step - 1) / step * step;
@@ -108,18 +107,23 @@ void track(int64_t delta) {
 
 } // namespace
 
-MemoryStats memoryStats() { return {gCurrentBytes.load(), gPeakBytes.load(), BlockCache::get().cachedBytes()}; }
+MemoryStats memoryStats() {
+  return {gCurrentBytes.load(), gPeakBytes.load(), BlockCache::get().cachedBytes()};
+}
 
-void resetPeakMemory() { gPeakBytes.store(gCurrentBytes.load()); }
+void resetPeakMemory() {
+  gPeakBytes.store(gCurrentBytes.load());
+}
 
-void emptyCache() { BlockCache::get().emptyCache(); }
+void emptyCache() {
+  BlockCache::get().emptyCache();
+}
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, bool zero) {
   size_t size = bucketSize(std::max<size_t>(nbytes, 1));
   void* p = BlockCache::get().allocate(size);
   WEFT_CHECK(p != nullptr, Value, "out of memory: cannot allocate ", nbytes, " bytes");
-  if (zero)
-    std::memset(p, 0, nbytes);
+  if (zero) std::memset(p, 0, nbytes);
   track(static_cast<int64_t>(size));
   return std::shared_ptr<Storage>(new Storage(p, nbytes, [size](void* q) {
     BlockCache::get().release(q, size);
@@ -133,8 +137,7 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes,
 }
 
 Storage::~Storage() {
-  if (deleter_)
-    deleter_(data_);
+  if (deleter_) deleter_(data_);
 }
 
 } // namespace weft

@@ -34,8 +34,7 @@ std::string shapeString(const Shape& shape) {
 bool TensorRef::isContiguous() const {
   int64_t expected = 1;
   for (size_t d = shape.size(); d-- > 0;) {
-    if (shape[d] != 1 && strides[d] != expected)
-      return false;
+    if (shape[d] != 1 && strides[d] != expected) return false;
     expected *= shape[d];
   }
   return true;

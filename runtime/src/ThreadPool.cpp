@@ -43,8 +43,7 @@ struct Job {
         (*fn)(b, e);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu);
-        if (!error)
-          error = std::current_exception();
+        if (!error) error = std::current_exception();
       }
       tInsideParallel = saved;
       if (remaining.fetch_sub(1) == 1) {
@@ -112,13 +111,16 @@ private:
 
 } // namespace
 
-int getNumThreads() { return Pool::get().threads(); }
+int getNumThreads() {
+  return Pool::get().threads();
+}
 
-void setNumThreads(int n) { Pool::get().setThreads(n); }
+void setNumThreads(int n) {
+  Pool::get().setThreads(n);
+}
 
 void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0)
-    return;
+  if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   int threads = getNumThreads();
   if (tInsideParallel || threads == 1 || n <= grain) {
@@ -133,8 +135,7 @@ void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int
   job->work();
   std::unique_lock<std::mutex> lock(job->mu);
   job->done.wait(lock, [&] { return job->remaining.load() == 0; });
-  if (job->error)
-    std::rethrow_exception(job->error);
+  if (job->error) std::rethrow_exception(job->error);
 }
 
 } // namespace weft

@@ -8,9 +8,9 @@ namespace {
 
 /// Strides for viewing (shape, strides) as `newShape` without a copy, as PyTorch's view() does:
 /// each run of input dims that is contiguous in memory may be re-split freely.
-std::optional<Shape> reshapeStrides(const Shape& shape, const Shape& strides, const Shape& newShape) {
-  if (numel(shape) == 0 || shape.empty())
-    return contiguousStrides(newShape);
+std::optional<Shape> reshapeStrides(const Shape& shape, const Shape& strides,
+                                    const Shape& newShape) {
+  if (numel(shape) == 0 || shape.empty()) return contiguousStrides(newShape);
   Shape out(newShape.size());
   int64_t viewD = static_cast<int64_t>(newShape.size()) - 1;
   int64_t chunkBaseStride = strides.back();
@@ -23,8 +23,7 @@ std::optional<Shape> reshapeStrides(const Shape& shape, const Shape& strides, co
         viewNumel *= newShape[viewD];
         --viewD;
       }
-      if (viewNumel != tensorNumel)
-        return std::nullopt;
+      if (viewNumel != tensorNumel) return std::nullopt;
       if (d > 0) {
         chunkBaseStride = strides[d - 1];
         tensorNumel = 1;
@@ -32,8 +31,7 @@ std::optional<Shape> reshapeStrides(const Shape& shape, const Shape& strides, co
       }
     }
   }
-  if (viewD != -1)
-    return std::nullopt;
+  if (viewD != -1) return std::nullopt;
   return out;
 }
 
@@ -41,21 +39,25 @@ std::optional<Shape> reshapeStrides(const Shape& shape, const Shape& strides, co
 
 bool isViewOp(OpCode op) {
   switch (opInfo(op).kind) {
-  case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice: case OpKind::Identity:
+  case OpKind::Reshape:
+  case OpKind::Permute:
+  case OpKind::Expand:
+  case OpKind::Slice:
+  case OpKind::Identity:
     return true;
   default:
     return false;
   }
 }
 
-std::optional<ViewGeometry> computeView(OpCode op, const Shape& shape, const Shape& strides, const Attrs& at) {
+std::optional<ViewGeometry> computeView(OpCode op, const Shape& shape, const Shape& strides,
+                                        const Attrs& at) {
   ViewGeometry v;
   switch (op) {
   case OpCode::Reshape: {
     v.shape = at.ints("shape");
     auto s = reshapeStrides(shape, strides, v.shape);
-    if (!s)
-      return std::nullopt;
+    if (!s) return std::nullopt;
     v.strides = *s;
     return v;
   }
@@ -90,8 +92,7 @@ std::optional<ViewGeometry> computeView(OpCode op, const Shape& shape, const Sha
     v.shape = shape;
     v.strides = strides;
     for (int64_t d : at.ints("dims")) {
-      if (shape[d] > 0)
-        v.offset += (shape[d] - 1) * strides[d];
+      if (shape[d] > 0) v.offset += (shape[d] - 1) * strides[d];
       v.strides[d] = -strides[d];
     }
     return v;
@@ -104,7 +105,8 @@ std::optional<ViewGeometry> computeView(OpCode op, const Shape& shape, const Sha
 TensorRef applyView(const TensorRef& ref, const ViewGeometry& view) {
   TensorRef r;
   r.dtype = ref.dtype;
-  r.data = static_cast<char*>(ref.data) + view.offset * static_cast<int64_t>(elementSize(ref.dtype));
+  r.data =
+      static_cast<char*>(ref.data) + view.offset * static_cast<int64_t>(elementSize(ref.dtype));
   r.shape = view.shape;
   r.strides = view.strides;
   return r;

@@ -99,14 +99,16 @@ Edge gradient_edge(const Tensor& t);
 /// Gradients of `outputs` with respect to `inputs` (like torch.autograd.grad). With
 /// `create_graph`, the result is itself differentiable (double backward).
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
-                         bool create_graph = false, bool allow_unused = false, WEFT_LOC);
+                         const std::vector<Tensor>& grad_outputs = {},
+                         std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
+                         bool allow_unused = false, WEFT_LOC);
 
 /// Runs backward from `roots` into the leaves' .grad (what Tensor::backward calls).
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
               std::optional<bool> retain_graph = std::nullopt, bool create_graph = false, WEFT_LOC);
 
-/// State a custom function's forward passes to its backward (like torch::autograd::AutogradContext).
+/// State a custom function's forward passes to its backward (like
+/// torch::autograd::AutogradContext).
 class AutogradContext {
 public:
   void save_for_backward(std::vector<Tensor> tensors);
@@ -122,7 +124,8 @@ private:
   template <typename T> friend struct Function;
   friend class CustomNode;
   friend std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node,
-                                               const std::vector<Tensor>& inputs, std::vector<Tensor> outputs);
+                                               const std::vector<Tensor>& inputs,
+                                               std::vector<Tensor> outputs);
   std::vector<Tensor> toSave_;
   std::vector<SavedTensor> saved_;
   std::vector<bool> needsInputGrad_;
@@ -133,7 +136,8 @@ private:
 class CustomNode : public Node {
 public:
   using Backward = std::function<std::vector<Tensor>(AutogradContext*, std::vector<Tensor>)>;
-  CustomNode(std::string name, Backward backward) : name_(std::move(name)), backward_(std::move(backward)) {}
+  CustomNode(std::string name, Backward backward)
+      : name_(std::move(name)), backward_(std::move(backward)) {}
   std::string name() const override { return name_; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   void release_saved() override;
@@ -150,7 +154,8 @@ private:
 bool tracing(const Tensor& t);
 
 /// Wires a custom function's outputs to a new CustomNode (inputs: the function's tensor arguments).
-std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node, const std::vector<Tensor>& inputs,
+std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node,
+                                      const std::vector<Tensor>& inputs,
                                       std::vector<Tensor> outputs);
 
 /// A user-defined differentiable function, as torch::autograd::Function<T>: T provides
@@ -161,13 +166,12 @@ template <typename T> struct Function {
   template <typename... Args> static auto apply(Args&&... args) {
     std::vector<Tensor> inputs;
     auto collect = [&](const auto& a) {
-      if constexpr (std::is_convertible_v<decltype(a), const Tensor&>)
-        inputs.push_back(a);
+      if constexpr (std::is_convertible_v<decltype(a), const Tensor&>) inputs.push_back(a);
     };
     (collect(args), ...);
-    auto node = std::make_shared<CustomNode>(typeid(T).name(), [](AutogradContext* ctx, std::vector<Tensor> g) {
-      return T::backward(ctx, std::move(g));
-    });
+    auto node = std::make_shared<CustomNode>(
+        typeid(T).name(),
+        [](AutogradContext* ctx, std::vector<Tensor> g) { return T::backward(ctx, std::move(g)); });
     for (const Tensor& t : inputs)
       node->ctx.needsInputGrad_.push_back(t.defined() && (t.requires_grad() || tracing(t)));
     using Out = decltype(T::forward(&node->ctx, std::forward<Args>(args)...));

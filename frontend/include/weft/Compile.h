@@ -28,13 +28,25 @@ struct CompileOptions {
   /// Lets the function read tensor values (item(), to_vector(), branches on them): each value read
   /// becomes a constant of the compiled graph, guarded on every call; a different value compiles
   /// another version (counted against the recompile limit). Without it such reads are errors.
-  CompileOptions& specialize_on_values(bool on = true) { specialize_on_values_ = on; return *this; }
+  CompileOptions& specialize_on_values(bool on = true) {
+    specialize_on_values_ = on;
+    return *this;
+  }
   /// At most this many input signatures are compiled.
-  CompileOptions& recompile_limit(int n) { recompile_limit_ = n; return *this; }
+  CompileOptions& recompile_limit(int n) {
+    recompile_limit_ = n;
+    return *this;
+  }
   /// Past the limit: throw, or run the function eagerly with a warning.
-  CompileOptions& on_recompile_limit(RecompileLimitAction a) { on_limit_ = a; return *this; }
+  CompileOptions& on_recompile_limit(RecompileLimitAction a) {
+    on_limit_ = a;
+    return *this;
+  }
   /// Where compiled code runs (the CPU interpreter today).
-  CompileOptions& device(Device d) { device_ = d; return *this; }
+  CompileOptions& device(Device d) {
+    device_ = d;
+    return *this;
+  }
 };
 
 /// A traced function: the graph, and the real tensors its state inputs read (parameters, buffers,
@@ -73,7 +85,8 @@ public:
   Compiled(F fn, CompileOptions options) : fn_(std::move(fn)), core_(std::move(options)) {}
 
   template <typename... Args> auto operator()(const Args&... args) {
-    static_assert((std::is_convertible_v<const Args&, const Tensor&> && ...), "compiled functions take tensors");
+    static_assert((std::is_convertible_v<const Args&, const Tensor&> && ...),
+                  "compiled functions take tensors");
     using R = std::invoke_result_t<F&, const Args&...>;
     TensorFunction traced = [this](const std::vector<Tensor>& in) {
       return invokeUnpacked<R>(in, std::index_sequence_for<Args...>{});

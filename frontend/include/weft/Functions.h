@@ -19,11 +19,14 @@ Tensor ones_like(const Tensor& t, WEFT_LOC);
 Tensor full_like(const Tensor& t, Scalar value, WEFT_LOC);
 /// [start, end) in steps of `step`; int64 unless a bound is floating or options say otherwise.
 Tensor arange(Scalar end, TensorOptions options = {}, WEFT_LOC);
-Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<TensorOptions> options = std::nullopt, WEFT_LOC);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1,
+              std::optional<TensorOptions> options = std::nullopt, WEFT_LOC);
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {}, WEFT_LOC);
-Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, TensorOptions options = {}, WEFT_LOC);
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, TensorOptions options = {},
+           WEFT_LOC);
 /// A tensor over memory the caller owns (no copy); `deleter` runs when the last view goes.
-Tensor from_blob(void* data, Shape shape, TensorOptions options = {}, std::function<void(void*)> deleter = {}, WEFT_LOC);
+Tensor from_blob(void* data, Shape shape, TensorOptions options = {},
+                 std::function<void(void*)> deleter = {}, WEFT_LOC);
 /// A copy of `values` with `shape` (1-D when empty).
 template <typename T> Tensor from_vector(const std::vector<T>& values, Shape shape = {}, WEFT_LOC);
 /// 1-D tensors from literals, as torch::tensor({...}): floats become float32, integers int64.
@@ -60,13 +63,16 @@ private:
 Generator& default_generator();
 /// Reseeds the default generator.
 void manual_seed(uint64_t seed);
-Tensor rand(Shape shape, TensorOptions options = {}, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
-Tensor randn(Shape shape, TensorOptions options = {}, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+Tensor rand(Shape shape, TensorOptions options = {}, std::optional<Generator> gen = std::nullopt,
+            WEFT_LOC);
+Tensor randn(Shape shape, TensorOptions options = {}, std::optional<Generator> gen = std::nullopt,
+             WEFT_LOC);
 Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions options = kInt64,
                std::optional<Generator> gen = std::nullopt, WEFT_LOC);
 /// 1 with probability p (elementwise), else 0, in p's dtype.
 Tensor bernoulli(const Tensor& p, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
-Tensor bernoulli(Shape shape, double p, TensorOptions options = {}, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+Tensor bernoulli(Shape shape, double p, TensorOptions options = {},
+                 std::optional<Generator> gen = std::nullopt, WEFT_LOC);
 Tensor randperm(int64_t n, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
 
 // ---- elementwise math ----
@@ -95,7 +101,8 @@ Tensor pow(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor pow(const Tensor& a, Scalar b, WEFT_LOC);
 Tensor maximum(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor minimum(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt,
+             WEFT_LOC);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor where(const Tensor& condition, Scalar a, const Tensor& b, WEFT_LOC);
 Tensor where(const Tensor& condition, const Tensor& a, Scalar b, WEFT_LOC);
@@ -106,7 +113,8 @@ Tensor cast(const Tensor& x, DType dtype, WEFT_LOC);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0, WEFT_LOC);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0, WEFT_LOC);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0, WEFT_LOC);
-std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0, WEFT_LOC);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0,
+                          WEFT_LOC);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0, WEFT_LOC);
 /// Constant padding in PyTorch's order: (last-dim left, last-dim right, next-to-last left, ...).
 Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, double value = 0.0, WEFT_LOC);
@@ -124,25 +132,30 @@ Tensor cumsum(const Tensor& x, int64_t dim, WEFT_LOC);
 // ---- linear algebra, convolution, pooling, indexing ----
 Tensor matmul(const Tensor& a, const Tensor& b, WEFT_LOC);
 /// N-d convolution on (N, C, L) or (N, C, H, W) with weight (O, C/groups, k...) and optional bias.
-Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1, int64_t padding = 0,
-              int64_t dilation = 1, int64_t groups = 1, WEFT_LOC);
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::vector<int64_t> stride = {1},
-              std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1}, int64_t groups = 1, WEFT_LOC);
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1,
+              int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1, WEFT_LOC);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+              std::vector<int64_t> stride = {1}, std::vector<int64_t> padding = {0},
+              std::vector<int64_t> dilation = {1}, int64_t groups = 1, WEFT_LOC);
 /// Transposed convolution with weight (C_in, C_out/groups, k...), as torch.nn.functional.
-Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1,
-                        int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1, WEFT_LOC);
-Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, std::vector<int64_t> stride = {1},
-                        std::vector<int64_t> padding = {0}, std::vector<int64_t> output_padding = {0}, int64_t groups = 1,
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                        int64_t stride = 1, int64_t padding = 0, int64_t output_padding = 0,
+                        int64_t groups = 1, int64_t dilation = 1, WEFT_LOC);
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                        std::vector<int64_t> stride = {1}, std::vector<int64_t> padding = {0},
+                        std::vector<int64_t> output_padding = {0}, int64_t groups = 1,
                         std::vector<int64_t> dilation = {1}, WEFT_LOC);
-Tensor max_pool1d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
+Tensor max_pool1d(const Tensor& x, int64_t kernel_size,
+                  std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
                   int64_t dilation = 1, bool ceil_mode = false, WEFT_LOC);
-Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1}, bool ceil_mode = false, WEFT_LOC);
-Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
-                  WEFT_LOC);
+Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel_size,
+                  std::vector<int64_t> stride = {}, std::vector<int64_t> padding = {0},
+                  std::vector<int64_t> dilation = {1}, bool ceil_mode = false, WEFT_LOC);
+Tensor avg_pool1d(const Tensor& x, int64_t kernel_size,
+                  std::optional<int64_t> stride = std::nullopt, int64_t padding = 0, WEFT_LOC);
 /// Average pooling; padded zeros count in the divisor (count_include_pad=true, PyTorch's default).
-Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},
-                  std::vector<int64_t> padding = {0}, WEFT_LOC);
+Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel_size,
+                  std::vector<int64_t> stride = {}, std::vector<int64_t> padding = {0}, WEFT_LOC);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, WEFT_LOC);
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);

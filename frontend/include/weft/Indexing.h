@@ -10,7 +10,8 @@ namespace weft::indexing {
 
 /// A slice start:stop:step; missing bounds mean the whole dimension.
 struct Slice {
-  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt, int64_t step = 1)
+  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt,
+        int64_t step = 1)
       : start(start), stop(stop), step(step) {}
   std::optional<int64_t> start, stop;
   int64_t step;
@@ -24,14 +25,14 @@ inline constexpr EllipsisIndex Ellipsis{};
 
 /// One entry of an index list.
 struct TensorIndex {
-  TensorIndex(int64_t i) : value(i) {}             // NOLINT: implicit, as in LibTorch
-  TensorIndex(int i) : value(int64_t{i}) {}        // NOLINT
-  TensorIndex(bool b) : value(b) {}                // NOLINT
-  TensorIndex(Slice s) : value(s) {}               // NOLINT
-  TensorIndex(NoneIndex n) : value(n) {}           // NOLINT
-  TensorIndex(EllipsisIndex e) : value(e) {}       // NOLINT
-  TensorIndex(const char* s, WEFT_LOC);            // NOLINT: "..." means Ellipsis
-  TensorIndex(Tensor t) : value(std::move(t)) {}   // NOLINT
+  TensorIndex(int64_t i) : value(i) {}           // NOLINT: implicit, as in LibTorch
+  TensorIndex(int i) : value(int64_t{i}) {}      // NOLINT
+  TensorIndex(bool b) : value(b) {}              // NOLINT
+  TensorIndex(Slice s) : value(s) {}             // NOLINT
+  TensorIndex(NoneIndex n) : value(n) {}         // NOLINT
+  TensorIndex(EllipsisIndex e) : value(e) {}     // NOLINT
+  TensorIndex(const char* s, WEFT_LOC);          // NOLINT: "..." means Ellipsis
+  TensorIndex(Tensor t) : value(std::move(t)) {} // NOLINT
   std::variant<int64_t, bool, Slice, NoneIndex, EllipsisIndex, Tensor> value;
 };
 

@@ -26,8 +26,9 @@ struct TensorIndex;
 }
 
 /// dtype constants spelled as in LibTorch.
-inline constexpr DType kFloat32 = DType::Float32, kFloat = DType::Float32, kFloat64 = DType::Float64,
-                       kDouble = DType::Float64, kFloat16 = DType::Float16, kHalf = DType::Float16,
+inline constexpr DType kFloat32 = DType::Float32, kFloat = DType::Float32,
+                       kFloat64 = DType::Float64, kDouble = DType::Float64,
+                       kFloat16 = DType::Float16, kHalf = DType::Float16,
                        kBFloat16 = DType::BFloat16, kInt32 = DType::Int32, kInt = DType::Int32,
                        kInt64 = DType::Int64, kLong = DType::Int64, kBool = DType::Bool,
                        kUInt8 = DType::UInt8, kByte = DType::UInt8;
@@ -45,13 +46,15 @@ struct Device {
 /// PyTorch's wrapped numbers do (it never widens a tensor's dtype within a category).
 class Scalar {
 public:
-  Scalar(double v) : d_(v), kind_(Kind::Float) {}                      // NOLINT: implicit by design
-  Scalar(float v) : d_(v), kind_(Kind::Float) {}                       // NOLINT
-  Scalar(int v) : i_(v), d_(v), kind_(Kind::Int) {}                    // NOLINT
+  Scalar(double v) : d_(v), kind_(Kind::Float) {}   // NOLINT: implicit by design
+  Scalar(float v) : d_(v), kind_(Kind::Float) {}    // NOLINT
+  Scalar(int v) : i_(v), d_(v), kind_(Kind::Int) {} // NOLINT
   Scalar(int64_t v) : i_(v), d_(static_cast<double>(v)), kind_(Kind::Int) {} // NOLINT
-  Scalar(bool v) : i_(v), d_(v), kind_(Kind::Bool) {}                  // NOLINT
+  Scalar(bool v) : i_(v), d_(v), kind_(Kind::Bool) {}                        // NOLINT
   /// The dtype PyTorch gives such a number (int64, float64 or bool).
-  DType dtype() const { return kind_ == Kind::Float ? DType::Float64 : kind_ == Kind::Int ? DType::Int64 : DType::Bool; }
+  DType dtype() const {
+    return kind_ == Kind::Float ? DType::Float64 : kind_ == Kind::Int ? DType::Int64 : DType::Bool;
+  }
   double toDouble() const { return d_; }
   int64_t toLong() const { return kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_; }
   bool isFloatingPoint() const { return kind_ == Kind::Float; }
@@ -70,9 +73,18 @@ struct TensorOptions {
   Device device_;
   TensorOptions() = default;
   TensorOptions(DType t) : dtype_(t) {} // NOLINT: implicit like LibTorch's
-  TensorOptions& dtype(DType t) { dtype_ = t; return *this; }
-  TensorOptions& requires_grad(bool r = true) { requires_grad_ = r; return *this; }
-  TensorOptions& device(Device d) { device_ = d; return *this; }
+  TensorOptions& dtype(DType t) {
+    dtype_ = t;
+    return *this;
+  }
+  TensorOptions& requires_grad(bool r = true) {
+    requires_grad_ = r;
+    return *this;
+  }
+  TensorOptions& device(Device d) {
+    device_ = d;
+    return *this;
+  }
 };
 
 /// A gradient hook: receives the gradient and may return a replacement (or an undefined tensor).
@@ -131,8 +143,8 @@ public:
   Tensor t(WEFT_LOC) const;
   /// Transpose of the last two dims.
   Tensor mT(WEFT_LOC) const;
-  Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
-               int64_t step = 1, WEFT_LOC) const;
+  Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+               std::optional<int64_t> end = std::nullopt, int64_t step = 1, WEFT_LOC) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length, WEFT_LOC) const;
   Tensor select(int64_t dim, int64_t index, WEFT_LOC) const;
   Tensor expand(Shape shape, WEFT_LOC) const;
@@ -146,7 +158,8 @@ public:
   /// LibTorch-style indexing: integers, Slice, None, Ellipsis, bools, bool masks, integer tensors.
   Tensor index(std::initializer_list<indexing::TensorIndex> indices, WEFT_LOC) const;
   Tensor index(const std::vector<indexing::TensorIndex>& indices, WEFT_LOC) const;
-  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values, WEFT_LOC);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
+                     WEFT_LOC);
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value, WEFT_LOC);
 
   // ---- elementwise ----
@@ -192,7 +205,8 @@ public:
 
   // ---- reductions (empty dims = all) ----
   Tensor sum(WEFT_LOC) const;
-  Tensor sum(Shape dims, bool keepdim = false, std::optional<DType> dtype = std::nullopt, WEFT_LOC) const;
+  Tensor sum(Shape dims, bool keepdim = false, std::optional<DType> dtype = std::nullopt,
+             WEFT_LOC) const;
   Tensor mean(WEFT_LOC) const;
   Tensor mean(Shape dims, bool keepdim = false, WEFT_LOC) const;
   Tensor prod(WEFT_LOC) const;
@@ -250,8 +264,8 @@ public:
   void set_grad(const Tensor& grad);
   /// Mutable access to the gradient, like LibTorch's mutable_grad().
   Tensor& mutable_grad();
-  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
-                WEFT_LOC) const;
+  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false, WEFT_LOC) const;
   /// A tensor sharing this one's storage with no autograd history.
   Tensor detach(WEFT_LOC) const;
   Tensor& detach_(WEFT_LOC);

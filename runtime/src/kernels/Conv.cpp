@@ -17,9 +17,9 @@ namespace {
 
 /// The problem in 2-D form (1-D convolutions get a height of 1).
 struct ConvShape {
-  int64_t n, c, h, w;      // input
-  int64_t o, kh, kw;       // weight: o x (c / groups) x kh x kw
-  int64_t oh, ow;          // output spatial
+  int64_t n, c, h, w; // input
+  int64_t o, kh, kw;  // weight: o x (c / groups) x kh x kw
+  int64_t oh, ow;     // output spatial
   int64_t sh, sw, ph, pw, dh, dw, groups;
   int64_t cg() const { return c / groups; }
   int64_t og() const { return o / groups; }
@@ -53,8 +53,7 @@ ConvShape convShape(const Shape& x, const Shape& w, const Attrs& at) {
 
 /// A contiguous copy of `ref` when it is not contiguous; `ref` itself otherwise.
 TensorRef contiguous(const TensorRef& ref, std::shared_ptr<Storage>& holder) {
-  if (ref.isContiguous())
-    return ref;
+  if (ref.isContiguous()) return ref;
   holder = Storage::allocate(static_cast<size_t>(ref.numel()) * elementSize(ref.dtype));
   TensorRef c{holder->data(), ref.dtype, ref.shape, contiguousStrides(ref.shape)};
   copyCast(ref, c);
@@ -62,8 +61,8 @@ TensorRef contiguous(const TensorRef& ref, std::shared_ptr<Storage>& holder) {
 }
 
 template <typename T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-          T beta, T* c, int64_t ldc) {
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc) {
   auto A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)
     cblas_sgemm(CblasRowMajor, A, B, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
@@ -98,12 +97,10 @@ template <typename T> void col2im(const ConvShape& s, const T* col, T* x) {
           const T* src = col + ((ci * s.kh + ky) * s.kw + kx) * s.colCols();
           for (int64_t oy = 0; oy < s.oh; ++oy) {
             int64_t iy = oy * s.sh - s.ph + ky * s.dh;
-            if (iy < 0 || iy >= s.h)
-              continue;
+            if (iy < 0 || iy >= s.h) continue;
             for (int64_t ox = 0; ox < s.ow; ++ox) {
               int64_t ix = ox * s.sw - s.pw + kx * s.dw;
-              if (ix >= 0 && ix < s.w)
-                x[(ci * s.h + iy) * s.w + ix] += src[oy * s.ow + ox];
+              if (ix >= 0 && ix < s.w) x[(ci * s.h + iy) * s.w + ix] += src[oy * s.ow + ox];
             }
           }
         }
@@ -113,17 +110,16 @@ template <typename T> void col2im(const ConvShape& s, const T* col, T* x) {
 /// Runs `fn(tag, inputs, out)` in float32 or float64. 16-bit floats compute in float32 (as
 /// PyTorch's CPU kernels accumulate) and round once into `out`.
 template <typename Fn> void floatTypes(std::span<const TensorRef> in, const TensorRef& out, Fn fn) {
-  if (out.dtype == DType::Float32)
-    return fn(float{}, in, out);
-  if (out.dtype == DType::Float64)
-    return fn(double{}, in, out);
-  WEFT_INTERNAL_ASSERT(out.dtype == DType::Float16 || out.dtype == DType::BFloat16, "convolution kernel called with dtype ",
-                       dtypeName(out.dtype));
+  if (out.dtype == DType::Float32) return fn(float{}, in, out);
+  if (out.dtype == DType::Float64) return fn(double{}, in, out);
+  WEFT_INTERNAL_ASSERT(out.dtype == DType::Float16 || out.dtype == DType::BFloat16,
+                       "convolution kernel called with dtype ", dtypeName(out.dtype));
   std::vector<std::shared_ptr<Storage>> holders;
   std::vector<TensorRef> f32;
   for (const TensorRef& t : in) {
     holders.push_back(Storage::allocate(static_cast<size_t>(t.numel()) * sizeof(float)));
-    f32.push_back(TensorRef{holders.back()->data(), DType::Float32, t.shape, contiguousStrides(t.shape)});
+    f32.push_back(
+        TensorRef{holders.back()->data(), DType::Float32, t.shape, contiguousStrides(t.shape)});
     copyCast(t, f32.back());
   }
   auto ho = Storage::allocate(static_cast<size_t>(out.numel()) * sizeof(float));
@@ -154,7 +150,8 @@ void Conv(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) 
         }
         const T* wg = w.ptr<T>() + g * s.og() * s.colRows();
         T* yg = y.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
-        gemm<T>(false, false, s.og(), s.colCols(), s.colRows(), wg, s.colRows(), col, s.colCols(), T(0), yg, s.colCols());
+        gemm<T>(false, false, s.og(), s.colCols(), s.colRows(), wg, s.colRows(), col, s.colCols(),
+                T(0), yg, s.colCols());
       }
   });
 }
@@ -176,10 +173,12 @@ void ConvInputGrad(std::span<const TensorRef> in, const TensorRef& out, const At
         const T* gyg = gy.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
         T* xg = gx.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
         if (s.pointwise()) { // the column matrix is the input itself: accumulate straight into it
-          gemm<T>(true, false, s.colRows(), s.colCols(), s.og(), wg, s.colRows(), gyg, s.colCols(), T(1), xg, s.colCols());
+          gemm<T>(true, false, s.colRows(), s.colCols(), s.og(), wg, s.colRows(), gyg, s.colCols(),
+                  T(1), xg, s.colCols());
           continue;
         }
-        gemm<T>(true, false, s.colRows(), s.colCols(), s.og(), wg, s.colRows(), gyg, s.colCols(), T(0), col, s.colCols());
+        gemm<T>(true, false, s.colRows(), s.colCols(), s.og(), wg, s.colRows(), gyg, s.colCols(),
+                T(0), col, s.colCols());
         col2im(s, col, xg);
       }
   });
@@ -207,14 +206,16 @@ void ConvWeightGrad(std::span<const TensorRef> in, const TensorRef& out, const A
         }
         const T* gyg = gy.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
         T* wg = gw.ptr<T>() + g * s.og() * s.colRows();
-        gemm<T>(false, true, s.og(), s.colRows(), s.colCols(), gyg, s.colCols(), col, s.colCols(), T(1), wg, s.colRows());
+        gemm<T>(false, true, s.og(), s.colRows(), s.colCols(), gyg, s.colCols(), col, s.colCols(),
+                T(1), wg, s.colRows());
       }
   });
 }
 
 void MaxPoolArgmax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   const TensorRef& x = in[0];
-  const auto &k = at.ints("kernel_size"), &st = at.ints("stride"), &pd = at.ints("padding"), &dl = at.ints("dilation");
+  const auto &k = at.ints("kernel_size"), &st = at.ints("stride"), &pd = at.ints("padding"),
+             &dl = at.ints("dilation");
   bool one = x.dim() == 3;
   int64_t h = one ? 1 : x.shape[2], w = x.shape.back();
   int64_t kh = one ? 1 : k[0], kw = k.back(), sh = one ? 1 : st[0], sw = st.back();
@@ -227,7 +228,8 @@ void MaxPoolArgmax(std::span<const TensorRef> in, const TensorRef& out, const At
     using C = ComputeType<T>;
     if constexpr (!std::is_same_v<T, bool>) {
       int64_t* o = out.ptr<int64_t>();
-      const int64_t s0 = x.strides[0], s1 = x.strides[1], sy = one ? 0 : x.strides[2], sx = x.strides.back();
+      const int64_t s0 = x.strides[0], s1 = x.strides[1], sy = one ? 0 : x.strides[2],
+                    sx = x.strides.back();
       parallelFor(planes, 1, [&](int64_t b, int64_t e) {
         for (int64_t pl = b; pl < e; ++pl) {
           const T* base = x.ptr<T>() + (pl / x.shape[1]) * s0 + (pl % x.shape[1]) * s1;
@@ -235,25 +237,20 @@ void MaxPoolArgmax(std::span<const TensorRef> in, const TensorRef& out, const At
             for (int64_t ox = 0; ox < ow; ++ox) {
               int64_t best = -1;
               C bv = -std::numeric_limits<C>::infinity();
-              if constexpr (!std::is_floating_point_v<C>)
-                bv = std::numeric_limits<C>::lowest();
+              if constexpr (!std::is_floating_point_v<C>) bv = std::numeric_limits<C>::lowest();
               for (int64_t ky = 0; ky < kh; ++ky) {
                 int64_t iy = oy * sh - ph + ky * dh;
-                if (iy < 0 || iy >= h)
-                  continue;
+                if (iy < 0 || iy >= h) continue;
                 for (int64_t kx = 0; kx < kw; ++kx) {
                   int64_t ix = ox * sw - pw + kx * dw;
-                  if (ix < 0 || ix >= w)
-                    continue;
+                  if (ix < 0 || ix >= w) continue;
                   C v = static_cast<C>(base[iy * sy + ix * sx]);
                   bool nan = false;
-                  if constexpr (std::is_floating_point_v<C>)
-                    nan = std::isnan(v);
+                  if constexpr (std::is_floating_point_v<C>) nan = std::isnan(v);
                   if (best < 0 || v > bv || nan) {
                     best = iy * w + ix;
                     bv = v;
-                    if (nan)
-                      goto done; // NaN propagates: the first NaN is the max
+                    if (nan) goto done; // NaN propagates: the first NaN is the max
                   }
                 }
               }

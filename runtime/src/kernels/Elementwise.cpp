@@ -11,8 +11,7 @@ Shape broadcastStrides(const TensorRef& ref, const Shape& shape) {
   Shape strides(shape.size(), 0);
   size_t offset = shape.size() - ref.shape.size();
   for (size_t d = 0; d < ref.shape.size(); ++d)
-    if (ref.shape[d] != 1)
-      strides[offset + d] = ref.strides[d];
+    if (ref.shape[d] != 1) strides[offset + d] = ref.strides[d];
   return strides;
 }
 
@@ -27,14 +26,12 @@ template <typename T> T kabs(T v) {
 }
 template <typename T> T ksign(T v) {
   if constexpr (std::is_floating_point_v<T>)
-    if (std::isnan(v))
-      return v;
+    if (std::isnan(v)) return v;
   return static_cast<T>((T(0) < v) - (v < T(0)));
 }
 template <typename T> T ksigmoid(T v) {
   // Never exponentiates a large positive number, so it saturates instead of overflowing.
-  if (v >= T(0))
-    return T(1) / (T(1) + std::exp(-v));
+  if (v >= T(0)) return T(1) / (T(1) + std::exp(-v));
   T e = std::exp(v);
   return e / (T(1) + e);
 }
@@ -56,18 +53,22 @@ template <typename T> T kround(T v) {
   else
     return v;
 }
-template <typename T> bool ktruth(T v) { return v != T(0); }
+template <typename T> bool ktruth(T v) {
+  return v != T(0);
+}
 
 // Signed integer overflow wraps (two's complement) as in PyTorch instead of being undefined.
 template <typename T> T kadd(T a, T b) {
   if constexpr (std::is_integral_v<T>)
-    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) +
+                          static_cast<std::make_unsigned_t<T>>(b));
   else
     return a + b;
 }
 template <typename T> T ksub(T a, T b) {
   if constexpr (std::is_integral_v<T>)
-    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) - static_cast<std::make_unsigned_t<T>>(b));
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) -
+                          static_cast<std::make_unsigned_t<T>>(b));
   else
     return a - b;
 }
@@ -84,12 +85,10 @@ template <typename T> T kpow(T a, T b) {
     return std::pow(a, b);
   } else {
     if constexpr (std::is_signed_v<T>)
-      if (b < 0)
-        return a == 1 ? T(1) : a == -1 ? T((b % 2) ? -1 : 1) : T(0);
+      if (b < 0) return a == 1 ? T(1) : a == -1 ? T((b % 2) ? -1 : 1) : T(0);
     T result = 1;
     while (b > 0) {
-      if (b & 1)
-        result = kmul(result, a);
+      if (b & 1) result = kmul(result, a);
       a = kmul(a, a);
       b = static_cast<T>(b >> 1);
     }
@@ -104,12 +103,12 @@ template <typename T> T kmax(T a, T b) {
 }
 template <typename T> T kmin(T a, T b) {
   if constexpr (std::is_floating_point_v<T>)
-    if (std::isnan(a) || std::isnan(b))
-      return std::isnan(a) ? a : b;
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? a : b;
   return a < b ? a : b;
 }
 
-template <typename T> constexpr bool kIsFloat = std::is_same_v<ComputeType<T>, float> || std::is_same_v<T, double>;
+template <typename T>
+constexpr bool kIsFloat = std::is_same_v<ComputeType<T>, float> || std::is_same_v<T, double>;
 
 template <UnaryDomain D, typename T> constexpr bool unaryAccepts() {
   if constexpr (D == UnaryDomain::Float)
@@ -120,7 +119,8 @@ template <UnaryDomain D, typename T> constexpr bool unaryAccepts() {
     return true;
 }
 
-template <UnaryDomain D, typename Fn> void unaryTyped(const TensorRef& in, const TensorRef& out, Fn fn) {
+template <UnaryDomain D, typename Fn>
+void unaryTyped(const TensorRef& in, const TensorRef& out, Fn fn) {
   visitDType(in.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (unaryAccepts<D, T>()) {
@@ -181,10 +181,13 @@ void binary(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& 
   WEFT_INTERNAL_ASSERT(false, "not a binary op: ", opName(op));
 }
 
-void Cast(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) { copyCast(in[0], out); }
+void Cast(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  copyCast(in[0], out);
+}
 
 void Where(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
-  WEFT_INTERNAL_ASSERT(in[0].dtype == DType::Bool && in[1].dtype == in[2].dtype && in[1].dtype == out.dtype);
+  WEFT_INTERNAL_ASSERT(in[0].dtype == DType::Bool && in[1].dtype == in[2].dtype &&
+                       in[1].dtype == out.dtype);
   visitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = ComputeType<T>;

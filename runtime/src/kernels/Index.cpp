@@ -9,7 +9,8 @@ namespace {
 /// Reads index `v`, checking it against `size` (negative indices count from the end).
 inline int64_t checkedIndex(int64_t v, int64_t size, int64_t dim, const char* op) {
   if (v < -size || v >= size)
-    WEFT_FAIL(Index, op, ": index ", v, " is out of bounds for dimension ", dim, " with size ", size);
+    WEFT_FAIL(Index, op, ": index ", v, " is out of bounds for dimension ", dim, " with size ",
+              size);
   return v < 0 ? v + size : v;
 }
 
@@ -31,21 +32,24 @@ void indexLoop(const Shape& shape, const TensorRef& target, int64_t dim, const T
   ts[static_cast<size_t>(dim)] = 0;
   std::array<Shape, 3> strides{moveLast(ts), moveLast(indexStrides), moveLast(other.strides)};
   LoopNest<3> nest(moveLast(shape), strides,
-                   {static_cast<char*>(target.data), static_cast<char*>(index.data), static_cast<char*>(other.data)},
+                   {static_cast<char*>(target.data), static_cast<char*>(index.data),
+                    static_cast<char*>(other.data)},
                    {static_cast<int64_t>(sizeof(T)), 8, static_cast<int64_t>(sizeof(T))});
-  const int64_t dimStride = target.strides[static_cast<size_t>(dim)] * static_cast<int64_t>(sizeof(T));
+  const int64_t dimStride =
+      target.strides[static_cast<size_t>(dim)] * static_cast<int64_t>(sizeof(T));
   const int64_t size = target.shape[static_cast<size_t>(dim)];
   const int64_t line = std::max<int64_t>(shape[static_cast<size_t>(dim)], 1);
   auto run = [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
-      int64_t ix = checkedIndex(*reinterpret_cast<const int64_t*>(p[1] + j * s[1]), size, dim, "index");
-      fn(reinterpret_cast<T*>(p[0] + j * s[0] + ix * dimStride), reinterpret_cast<T*>(p[2] + j * s[2]));
+      int64_t ix =
+          checkedIndex(*reinterpret_cast<const int64_t*>(p[1] + j * s[1]), size, dim, "index");
+      fn(reinterpret_cast<T*>(p[0] + j * s[0] + ix * dimStride),
+         reinterpret_cast<T*>(p[2] + j * s[2]));
     }
   };
   const int64_t lines = numel(shape) / line;
-  parallelFor(lines, std::max<int64_t>(1, kElementwiseGrain / line), [&](int64_t b, int64_t e) {
-    nest.forRange(b * line, e * line, run);
-  });
+  parallelFor(lines, std::max<int64_t>(1, kElementwiseGrain / line),
+              [&](int64_t b, int64_t e) { nest.forRange(b * line, e * line, run); });
 }
 
 } // namespace
@@ -55,7 +59,8 @@ void Gather(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at
   int64_t dim = at.i("dim");
   visitDType(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    indexLoop<T>(index.shape, x, dim, index, index.strides, out, [](T* src, T* dst) { *dst = *src; });
+    indexLoop<T>(index.shape, x, dim, index, index.strides, out,
+                 [](T* src, T* dst) { *dst = *src; });
   });
 }
 
@@ -64,7 +69,8 @@ void Scatter(std::span<const TensorRef> in, const TensorRef& out, const Attrs& a
   int64_t dim = at.i("dim");
   visitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    indexLoop<T>(in[1].shape, out, dim, in[1], in[1].strides, in[2], [](T* dst, T* src) { *dst = *src; });
+    indexLoop<T>(in[1].shape, out, dim, in[1], in[1].strides, in[2],
+                 [](T* dst, T* src) { *dst = *src; });
   });
 }
 

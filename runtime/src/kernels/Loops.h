@@ -25,13 +25,12 @@ template <size_t N> struct LoopNest {
   std::array<Shape, N> strides; // bytes
   std::array<char*, N> base;
 
-  LoopNest(const Shape& s, const std::array<Shape, N>& elemStrides, const std::array<char*, N>& ptrs,
-           const std::array<int64_t, N>& elemSizes)
+  LoopNest(const Shape& s, const std::array<Shape, N>& elemStrides,
+           const std::array<char*, N>& ptrs, const std::array<int64_t, N>& elemSizes)
       : base(ptrs) {
     // Drop size-1 dims, then merge d into d+1 where every operand is contiguous across them.
     for (size_t d = 0; d < s.size(); ++d) {
-      if (s[d] == 1)
-        continue;
+      if (s[d] == 1) continue;
       shape.push_back(s[d]);
       for (size_t k = 0; k < N; ++k)
         strides[k].push_back(elemStrides[k][d] * elemSizes[k]);
@@ -40,8 +39,7 @@ template <size_t N> struct LoopNest {
       bool merge = true;
       for (size_t k = 0; k < N; ++k)
         merge = merge && strides[k][d - 1] == strides[k][d] * shape[d];
-      if (!merge)
-        continue;
+      if (!merge) continue;
       shape[d - 1] *= shape[d];
       shape.erase(shape.begin() + static_cast<int64_t>(d));
       for (size_t k = 0; k < N; ++k) {
@@ -82,8 +80,7 @@ template <size_t N> struct LoopNest {
       pos += count;
       idx[nd - 1] = 0;
       for (size_t d = nd - 1; d-- > 0;) {
-        if (++idx[d] < shape[d])
-          break;
+        if (++idx[d] < shape[d]) break;
         idx[d] = 0;
       }
     }
@@ -140,7 +137,8 @@ void mapElementwise(const TensorRef& out, std::array<const TensorRef*, sizeof...
       for (int64_t j = 0; j < count; ++j)
         *reinterpret_cast<OutT*>(p[0] + j * s[0]) = convert<OutT>(fn(static_cast<ComputeType<InT>>(
             *reinterpret_cast<const InT*>(p[I + 1] + j * s[I + 1]))...));
-    }(std::index_sequence_for<InT...>{});
+    }
+    (std::index_sequence_for<InT...>{});
   });
 }
 

@@ -1,4 +1,5 @@
-// Batched matrix multiply with broadcast batch dims: OpenBLAS for floats, a plain loop for integers.
+// Batched matrix multiply with broadcast batch dims: OpenBLAS for floats, a plain loop for
+// integers.
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/Storage.h"
@@ -9,7 +10,8 @@
 namespace weft::kernels {
 namespace {
 
-/// A matrix operand in a layout BLAS accepts: row-major with leading dimension `ld`, maybe transposed.
+/// A matrix operand in a layout BLAS accepts: row-major with leading dimension `ld`, maybe
+/// transposed.
 struct BlasMatrix {
   const void* data;
   bool transposed;
@@ -17,22 +19,22 @@ struct BlasMatrix {
 };
 
 /// How to hand the (rows x cols) matrix at `p` with `rowStride`/`colStride` to BLAS, if it can be.
-std::optional<BlasMatrix> blasLayout(const void* p, int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride) {
+std::optional<BlasMatrix> blasLayout(const void* p, int64_t rows, int64_t cols, int64_t rowStride,
+                                     int64_t colStride) {
   if (colStride == 1 || cols == 1) {
     int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : rowStride;
-    if (ld >= std::max<int64_t>(cols, 1))
-      return BlasMatrix{p, false, ld};
+    if (ld >= std::max<int64_t>(cols, 1)) return BlasMatrix{p, false, ld};
   }
   if (rowStride == 1 || rows == 1) {
     int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : colStride;
-    if (ld >= std::max<int64_t>(rows, 1))
-      return BlasMatrix{p, true, ld};
+    if (ld >= std::max<int64_t>(rows, 1)) return BlasMatrix{p, true, ld};
   }
   return std::nullopt;
 }
 
 template <typename T>
-void gemm(int64_t m, int64_t n, int64_t k, const BlasMatrix& a, const BlasMatrix& b, T* c, int64_t ldc, T beta) {
+void gemm(int64_t m, int64_t n, int64_t k, const BlasMatrix& a, const BlasMatrix& b, T* c,
+          int64_t ldc, T beta) {
   auto ta = a.transposed ? CblasTrans : CblasNoTrans, tb = b.transposed ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, static_cast<const float*>(a.data), a.ld,
@@ -50,8 +52,10 @@ std::shared_ptr<Storage> contiguousAs(const TensorRef& ref, DType dtype, TensorR
   return s;
 }
 
-template <typename T> void matmulBlas(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
-  const int64_t nd = out.dim(), m = out.shape[nd - 2], n = out.shape[nd - 1], k = a.shape[a.dim() - 1];
+template <typename T>
+void matmulBlas(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
+  const int64_t nd = out.dim(), m = out.shape[nd - 2], n = out.shape[nd - 1],
+                k = a.shape[a.dim() - 1];
   Shape batch(out.shape.begin(), out.shape.end() - 2);
   TensorRef ab = a, bb = b;
   ab.shape.resize(a.shape.size() - 2);
@@ -79,8 +83,10 @@ template <typename T> void matmulBlas(const TensorRef& a, const TensorRef& b, co
   }
 }
 
-template <typename T> void matmulLoop(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
-  const int64_t nd = out.dim(), m = out.shape[nd - 2], n = out.shape[nd - 1], k = a.shape[a.dim() - 1];
+template <typename T>
+void matmulLoop(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
+  const int64_t nd = out.dim(), m = out.shape[nd - 2], n = out.shape[nd - 1],
+                k = a.shape[a.dim() - 1];
   Shape batch(out.shape.begin(), out.shape.end() - 2);
   TensorRef ab = a, bb = b;
   ab.shape.resize(a.shape.size() - 2);
@@ -100,7 +106,8 @@ template <typename T> void matmulLoop(const TensorRef& a, const TensorRef& b, co
         using U = std::make_unsigned_t<std::conditional_t<std::is_same_v<T, uint8_t>, uint32_t, T>>;
         U acc = 0; // wraps on overflow, as PyTorch's integer matmul does
         for (int64_t j = 0; j < k; ++j)
-          acc += static_cast<U>(a.ptr<T>()[aoff + r * am + j * ak]) * static_cast<U>(b.ptr<T>()[boff + j * bk + c * bn]);
+          acc += static_cast<U>(a.ptr<T>()[aoff + r * am + j * ak]) *
+                 static_cast<U>(b.ptr<T>()[boff + j * bk + c * bn]);
         out.ptr<T>()[(i * m + r) * n + c] = static_cast<T>(acc);
       }
     }
@@ -112,22 +119,21 @@ template <typename T> void matmulLoop(const TensorRef& a, const TensorRef& b, co
 void MatMul(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
   WEFT_INTERNAL_ASSERT(out.isContiguous(), "matmul output must be contiguous");
   const TensorRef &a = in[0], &b = in[1];
-  if (out.numel() == 0)
-    return;
+  if (out.numel() == 0) return;
   switch (out.dtype) {
   case DType::Float32:
   case DType::Float64: {
     // Operands BLAS cannot read directly (e.g. a slice with a step) are copied first.
     auto fits = [](const TensorRef& t) {
       int64_t nd = t.dim();
-      return blasLayout(t.data, t.shape[nd - 2], t.shape[nd - 1], t.strides[nd - 2], t.strides[nd - 1]).has_value();
+      return blasLayout(t.data, t.shape[nd - 2], t.shape[nd - 1], t.strides[nd - 2],
+                        t.strides[nd - 1])
+          .has_value();
     };
     TensorRef ac = a, bc = b;
     std::shared_ptr<Storage> ha, hb;
-    if (!fits(a))
-      ha = contiguousAs(a, a.dtype, ac);
-    if (!fits(b))
-      hb = contiguousAs(b, b.dtype, bc);
+    if (!fits(a)) ha = contiguousAs(a, a.dtype, ac);
+    if (!fits(b)) hb = contiguousAs(b, b.dtype, bc);
     if (out.dtype == DType::Float32)
       matmulBlas<float>(ac, bc, out);
     else

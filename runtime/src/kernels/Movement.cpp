@@ -25,19 +25,32 @@ void copyView(OpCode op, const TensorRef& in, const TensorRef& out, const Attrs&
 /// `ref` restricted to [start, start + len) along `dim`.
 TensorRef narrowRef(const TensorRef& ref, int64_t dim, int64_t start, int64_t len) {
   TensorRef r = ref;
-  r.data = static_cast<char*>(ref.data) + start * ref.strides[dim] * static_cast<int64_t>(elementSize(ref.dtype));
+  r.data = static_cast<char*>(ref.data) +
+           start * ref.strides[dim] * static_cast<int64_t>(elementSize(ref.dtype));
   r.shape[dim] = len;
   return r;
 }
 
 } // namespace
 
-void Reshape(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { copyView(OpCode::Reshape, in[0], out, at); }
-void Permute(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { copyView(OpCode::Permute, in[0], out, at); }
-void Expand(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { copyView(OpCode::Expand, in[0], out, at); }
-void Slice(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { copyView(OpCode::Slice, in[0], out, at); }
-void Flip(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { copyView(OpCode::Flip, in[0], out, at); }
-void StopGradient(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) { copyCast(in[0], out); }
+void Reshape(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  copyView(OpCode::Reshape, in[0], out, at);
+}
+void Permute(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  copyView(OpCode::Permute, in[0], out, at);
+}
+void Expand(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  copyView(OpCode::Expand, in[0], out, at);
+}
+void Slice(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  copyView(OpCode::Slice, in[0], out, at);
+}
+void Flip(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  copyView(OpCode::Flip, in[0], out, at);
+}
+void StopGradient(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  copyCast(in[0], out);
+}
 
 void Pad(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   const auto& pads = at.ints("pads"); // [lo0, hi0, lo1, hi1, ...], negative values crop
@@ -47,8 +60,7 @@ void Pad(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
     int64_t lo = pads[2 * d], hi = pads[2 * d + 1];
     int64_t srcStart = std::max<int64_t>(0, -lo);
     int64_t len = src.shape[d] - srcStart - std::max<int64_t>(0, -hi);
-    if (len <= 0)
-      return; // everything cropped away: the output is all `value`
+    if (len <= 0) return; // everything cropped away: the output is all `value`
     src = narrowRef(src, d, srcStart, len);
     dst = narrowRef(dst, d, std::max<int64_t>(0, lo), len);
   }

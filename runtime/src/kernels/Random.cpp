@@ -1,5 +1,5 @@
-// Creation kernels: full, and random numbers where element i of a draw at `offset` under `seed` is a
-// pure function of (seed, offset, i).
+// Creation kernels: full, and random numbers where element i of a draw at `offset` under `seed` is
+// a pure function of (seed, offset, i).
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/Philox.h"
@@ -12,8 +12,8 @@ namespace {
 /// Philox words for element `i`: counter = (i, offset), key = seed.
 inline std::array<uint32_t, 4> wordsFor(int64_t i, uint64_t seed, uint64_t offset) {
   auto u = static_cast<uint64_t>(i);
-  return philox4x32({static_cast<uint32_t>(u), static_cast<uint32_t>(u >> 32), static_cast<uint32_t>(offset),
-                     static_cast<uint32_t>(offset >> 32)},
+  return philox4x32({static_cast<uint32_t>(u), static_cast<uint32_t>(u >> 32),
+                     static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)},
                     {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
 }
 

@@ -17,7 +17,8 @@ struct ReduceSplit {
   Shape redShape, redStrides;
 };
 
-ReduceSplit splitDims(const TensorRef& in, const TensorRef& out, std::vector<int64_t> dims, bool keepdim) {
+ReduceSplit splitDims(const TensorRef& in, const TensorRef& out, std::vector<int64_t> dims,
+                      bool keepdim) {
   const int64_t nd = in.dim();
   if (dims.empty())
     for (int64_t d = 0; d < nd; ++d)
@@ -31,8 +32,7 @@ ReduceSplit splitDims(const TensorRef& in, const TensorRef& out, std::vector<int
     if (reduced[static_cast<size_t>(d)]) {
       s.redShape.push_back(in.shape[d]);
       s.redStrides.push_back(in.strides[d]);
-      if (keepdim)
-        ++od;
+      if (keepdim) ++od;
     } else {
       s.keptShape.push_back(in.shape[d]);
       s.keptStrides.push_back(in.strides[d]);
@@ -63,7 +63,8 @@ template <typename T> struct SumOp {
   using Acc = AccumulateType<C>;
   static Acc init() { return Acc(0); }
   static Acc run(const char* p, int64_t stride, int64_t n) {
-    // Blocks of 1024 summed in the compute type (vectorised), blocks added in Acc: fast and accurate.
+    // Blocks of 1024 summed in the compute type (vectorised), blocks added in Acc: fast and
+    // accurate.
     Acc total = 0;
     for (int64_t b = 0; b < n; b += 1024) {
       int64_t e = std::min(n, b + 1024);
@@ -82,7 +83,9 @@ template <typename T> struct SumOp {
     }
     return total;
   }
-  static Acc merge(Acc a, Acc b) { return a + b; }
+  static Acc merge(Acc a, Acc b) {
+    return a + b;
+  }
 };
 
 template <typename T> struct ProdOp {
@@ -137,9 +140,9 @@ void reduce(const TensorRef& in, const TensorRef& out, const Attrs& at) {
       std::array<Shape, 1> st{s.redStrides};
       LoopNest<1> nest(s.redShape, st, {const_cast<char*>(p)}, {es});
       Acc acc = R::init();
-      nest.forRange(b, e, [&](const std::array<char*, 1>& q, const std::array<int64_t, 1>& str, int64_t n) {
-        acc = R::merge(acc, R::run(q[0], str[0], n));
-      });
+      nest.forRange(b, e,
+                    [&](const std::array<char*, 1>& q, const std::array<int64_t, 1>& str,
+                        int64_t n) { acc = R::merge(acc, R::run(q[0], str[0], n)); });
       return acc;
     };
     auto store = [&](int64_t o, Acc acc) {
@@ -154,10 +157,11 @@ void reduce(const TensorRef& in, const TensorRef& out, const Attrs& at) {
       return;
     }
     if (numOut >= getNumThreads() * 4 || numRed < 65536) {
-      parallelFor(numOut, std::max<int64_t>(1, kElementwiseGrain / numRed), [&](int64_t b, int64_t e) {
-        for (int64_t o = b; o < e; ++o)
-          store(o, reduceRange(base + offsetOf(o, s.keptShape, s.keptStrides, es), 0, numRed));
-      });
+      parallelFor(
+          numOut, std::max<int64_t>(1, kElementwiseGrain / numRed), [&](int64_t b, int64_t e) {
+            for (int64_t o = b; o < e; ++o)
+              store(o, reduceRange(base + offsetOf(o, s.keptShape, s.keptStrides, es), 0, numRed));
+          });
       return;
     }
     // Few outputs, long reductions: split each reduction across threads and merge the partials.
@@ -168,7 +172,8 @@ void reduce(const TensorRef& in, const TensorRef& out, const Attrs& at) {
       int64_t per = (numRed + chunks - 1) / chunks;
       parallelFor(chunks, 1, [&](int64_t b, int64_t e) {
         for (int64_t c = b; c < e; ++c)
-          partial[static_cast<size_t>(c)] = reduceRange(p, c * per, std::min(numRed, (c + 1) * per));
+          partial[static_cast<size_t>(c)] =
+              reduceRange(p, c * per, std::min(numRed, (c + 1) * per));
       });
       Acc acc = R::init();
       for (Acc a : partial)
@@ -183,7 +188,8 @@ template <typename T> using AMinOp = ExtremumOp<T, false>;
 
 /// Calls `line(inPtr, inStride, outPtr, outStride, n)` for every line along `dim`, in parallel.
 template <typename Line>
-void forEachLine(const TensorRef& in, const TensorRef& out, int64_t dim, int64_t inEs, int64_t outEs, Line line) {
+void forEachLine(const TensorRef& in, const TensorRef& out, int64_t dim, int64_t inEs,
+                 int64_t outEs, Line line) {
   Shape otherShape, inStrides, outStrides;
   for (int64_t d = 0; d < in.dim(); ++d)
     if (d != dim) {
@@ -192,18 +198,20 @@ void forEachLine(const TensorRef& in, const TensorRef& out, int64_t dim, int64_t
       outStrides.push_back(out.strides[d]);
     }
   const int64_t n = in.shape[dim];
-  parallelFor(numel(otherShape), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t o = b; o < e; ++o)
-      line(static_cast<const char*>(in.data) + offsetOf(o, otherShape, inStrides, inEs), in.strides[dim] * inEs,
-           static_cast<char*>(out.data) + offsetOf(o, otherShape, outStrides, outEs), out.strides[dim] * outEs, n);
-  });
+  parallelFor(numel(otherShape), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t o = b; o < e; ++o)
+                  line(static_cast<const char*>(in.data) + offsetOf(o, otherShape, inStrides, inEs),
+                       in.strides[dim] * inEs,
+                       static_cast<char*>(out.data) + offsetOf(o, otherShape, outStrides, outEs),
+                       out.strides[dim] * outEs, n);
+              });
 }
 
 template <typename C> bool greaterNan(C a, C b) {
   // NaN sorts above every number, as in PyTorch.
   if constexpr (std::is_floating_point_v<C>)
-    if (std::isnan(a) || std::isnan(b))
-      return std::isnan(a) && !std::isnan(b);
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && !std::isnan(b);
   return a > b;
 }
 
@@ -218,45 +226,60 @@ template <bool Max> void argExtremum(const TensorRef& in, const TensorRef& out, 
   visitDType(in.dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = ComputeType<T>;
-    forEachLine(in, o, dim, sizeof(T), sizeof(int64_t), [](const char* p, int64_t s, char* q, int64_t, int64_t n) {
-      int64_t best = 0;
-      C bv = static_cast<C>(*reinterpret_cast<const T*>(p));
-      for (int64_t j = 1; j < n; ++j) {
-        C v = static_cast<C>(*reinterpret_cast<const T*>(p + j * s));
-        bool better = Max ? v > bv : v < bv;
-        if constexpr (std::is_floating_point_v<C>) // the first NaN wins, as in PyTorch
-          better = !std::isnan(bv) && (std::isnan(v) || better);
-        if (better) {
-          best = j;
-          bv = v;
-        }
-      }
-      *reinterpret_cast<int64_t*>(q) = best;
-    });
+    forEachLine(in, o, dim, sizeof(T), sizeof(int64_t),
+                [](const char* p, int64_t s, char* q, int64_t, int64_t n) {
+                  int64_t best = 0;
+                  C bv = static_cast<C>(*reinterpret_cast<const T*>(p));
+                  for (int64_t j = 1; j < n; ++j) {
+                    C v = static_cast<C>(*reinterpret_cast<const T*>(p + j * s));
+                    bool better = Max ? v > bv : v < bv;
+                    if constexpr (std::is_floating_point_v<C>) // the first NaN wins, as in PyTorch
+                      better = !std::isnan(bv) && (std::isnan(v) || better);
+                    if (better) {
+                      best = j;
+                      bv = v;
+                    }
+                  }
+                  *reinterpret_cast<int64_t*>(q) = best;
+                });
   });
 }
 
 } // namespace
 
-void Sum(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { reduce<SumOp>(in[0], out, at); }
-void Prod(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { reduce<ProdOp>(in[0], out, at); }
-void AMax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { reduce<AMaxOp>(in[0], out, at); }
-void AMin(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { reduce<AMinOp>(in[0], out, at); }
-void ArgMax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { argExtremum<true>(in[0], out, at); }
-void ArgMin(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) { argExtremum<false>(in[0], out, at); }
+void Sum(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  reduce<SumOp>(in[0], out, at);
+}
+void Prod(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  reduce<ProdOp>(in[0], out, at);
+}
+void AMax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  reduce<AMaxOp>(in[0], out, at);
+}
+void AMin(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  reduce<AMinOp>(in[0], out, at);
+}
+void ArgMax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  argExtremum<true>(in[0], out, at);
+}
+void ArgMin(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  argExtremum<false>(in[0], out, at);
+}
 
 void CumSum(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   WEFT_INTERNAL_ASSERT(in[0].dtype == out.dtype);
   visitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     using Acc = typename SumOp<T>::Acc;
-    forEachLine(in[0], out, at.i("dim"), sizeof(T), sizeof(T), [](const char* p, int64_t s, char* q, int64_t qs, int64_t n) {
-      Acc acc = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        acc += static_cast<ComputeType<T>>(*reinterpret_cast<const T*>(p + j * s));
-        *reinterpret_cast<T*>(q + j * qs) = convert<T>(static_cast<ComputeType<T>>(acc));
-      }
-    });
+    forEachLine(in[0], out, at.i("dim"), sizeof(T), sizeof(T),
+                [](const char* p, int64_t s, char* q, int64_t qs, int64_t n) {
+                  Acc acc = 0;
+                  for (int64_t j = 0; j < n; ++j) {
+                    acc += static_cast<ComputeType<T>>(*reinterpret_cast<const T*>(p + j * s));
+                    *reinterpret_cast<T*>(q + j * qs) =
+                        convert<T>(static_cast<ComputeType<T>>(acc));
+                  }
+                });
   });
 }
 
@@ -265,16 +288,19 @@ void ArgSort(std::span<const TensorRef> in, const TensorRef& out, const Attrs& a
   visitDType(in[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = ComputeType<T>;
-    forEachLine(in[0], out, at.i("dim"), sizeof(T), sizeof(int64_t), [&](const char* p, int64_t s, char* q, int64_t qs, int64_t n) {
-      std::vector<int64_t> idx(static_cast<size_t>(n));
-      std::iota(idx.begin(), idx.end(), 0);
-      auto val = [&](int64_t j) { return static_cast<C>(*reinterpret_cast<const T*>(p + j * s)); };
-      std::stable_sort(idx.begin(), idx.end(), [&](int64_t x, int64_t y) {
-        return descending ? greaterNan(val(x), val(y)) : greaterNan(val(y), val(x));
-      });
-      for (int64_t j = 0; j < n; ++j)
-        *reinterpret_cast<int64_t*>(q + j * qs) = idx[static_cast<size_t>(j)];
-    });
+    forEachLine(in[0], out, at.i("dim"), sizeof(T), sizeof(int64_t),
+                [&](const char* p, int64_t s, char* q, int64_t qs, int64_t n) {
+                  std::vector<int64_t> idx(static_cast<size_t>(n));
+                  std::iota(idx.begin(), idx.end(), 0);
+                  auto val = [&](int64_t j) {
+                    return static_cast<C>(*reinterpret_cast<const T*>(p + j * s));
+                  };
+                  std::stable_sort(idx.begin(), idx.end(), [&](int64_t x, int64_t y) {
+                    return descending ? greaterNan(val(x), val(y)) : greaterNan(val(y), val(x));
+                  });
+                  for (int64_t j = 0; j < n; ++j)
+                    *reinterpret_cast<int64_t*>(q + j * qs) = idx[static_cast<size_t>(j)];
+                });
   });
 }
 

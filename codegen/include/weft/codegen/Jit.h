@@ -27,7 +27,8 @@ private:
 /// The day-one kernel: out[i] = a[i] + b[i] for i < n (float32). Keeps its module alive.
 class AddKernel {
 public:
-  AddKernel(std::shared_ptr<JitModule> module, void* entry) : module_(std::move(module)), entry_(entry) {}
+  AddKernel(std::shared_ptr<JitModule> module, void* entry)
+      : module_(std::move(module)), entry_(entry) {}
   void operator()(const float* a, const float* b, float* out, int64_t n) const;
 
 private:

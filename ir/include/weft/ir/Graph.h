@@ -57,7 +57,8 @@ public:
   /// Adds a state input (a parameter, buffer or optimizer state that outlives the call).
   ValueId addState(const TensorType& type, std::string name);
   /// Appends a node whose result has `type`; returns the result.
-  ValueId addNode(OpCode op, std::vector<ValueId> operands, Attrs attrs, const TensorType& type, Location loc = {});
+  ValueId addNode(OpCode op, std::vector<ValueId> operands, Attrs attrs, const TensorType& type,
+                  Location loc = {});
   /// Marks `v` as the next output.
   void addOutput(ValueId v) { outputs_.push_back(v); }
   /// Records that state input `state` takes the value `newValue` after a call.

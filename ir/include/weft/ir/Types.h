@@ -30,8 +30,8 @@ struct Diagnostic {
 /// A value or the diagnostic that explains why there is none. The compiler rooms never throw.
 template <typename T> class Result {
 public:
-  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit, like llvm::Expected
-  Result(Diagnostic diag) : v_(std::move(diag)) {}  // NOLINT
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit, like llvm::Expected
+  Result(Diagnostic diag) : v_(std::move(diag)) {} // NOLINT
   explicit operator bool() const { return v_.index() == 0; }
   const T& value() const { return std::get<0>(v_); }
   T& value() { return std::get<0>(v_); }

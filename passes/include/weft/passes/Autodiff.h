@@ -22,7 +22,8 @@ struct CustomRule {
 /// or ones of loss's shape when kNoValue). Returns one gradient value per `wrt` entry, kNoValue
 /// where `loss` does not depend on it. Backward nodes carry their forward node's location. Regions
 /// in `custom` are differentiated by their own backward instead of through their nodes.
-ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId loss, const std::vector<ir::ValueId>& wrt,
+ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId loss,
+                                                     const std::vector<ir::ValueId>& wrt,
                                                      ir::ValueId seed = ir::kNoValue,
                                                      const std::vector<CustomRule>& custom = {});
 

@@ -80,7 +80,8 @@ GValue matmul(const GValue& a, const GValue& b);
 GValue mT(const GValue& x);
 GValue conv(const GValue& x, const GValue& w, const Attrs& at);
 GValue conv_input_grad(const GValue& gy, const GValue& w, const Attrs& at, const Shape& inputShape);
-GValue conv_weight_grad(const GValue& x, const GValue& gy, const Attrs& at, const Shape& weightShape);
+GValue conv_weight_grad(const GValue& x, const GValue& gy, const Attrs& at,
+                        const Shape& weightShape);
 GValue gather(const GValue& x, int64_t dim, const GValue& index);
 GValue scatter(const GValue& x, int64_t dim, const GValue& index, const GValue& src);
 GValue scatter_add(const GValue& x, int64_t dim, const GValue& index, const GValue& src);

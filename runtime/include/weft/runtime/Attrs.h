@@ -62,8 +62,7 @@ public:
 private:
   const AttrValue* find(const std::string& name) const {
     for (const auto& [k, v] : items_)
-      if (k == name)
-        return &v;
+      if (k == name) return &v;
     return nullptr;
   }
   std::vector<std::pair<std::string, AttrValue>> items_;

@@ -10,11 +10,9 @@ namespace weft {
 inline int64_t windowOutputSize(int64_t n, int64_t k, int64_t stride, int64_t pad, int64_t dilation,
                                 bool ceilMode = false) {
   int64_t span = n + 2 * pad - dilation * (k - 1) - 1;
-  if (span < 0)
-    return 0;
+  if (span < 0) return 0;
   int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceilMode && (out - 1) * stride >= n + pad)
-    --out;
+  if (ceilMode && (out - 1) * stride >= n + pad) --out;
   return out;
 }
 

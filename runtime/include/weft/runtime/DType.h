@@ -46,22 +46,14 @@ inline constexpr DType kDefaultFloat = DType::Float32;
 /// Maps a C++ storage type to its dtype.
 template <typename T> struct DTypeOf;
 #define WEFT_X(name, type, str)                                                                    \
-  template <> struct DTypeOf<type> {                                                               \
-    static constexpr DType value = DType::name;                                                    \
-  };
+  template <> struct DTypeOf<type> { static constexpr DType value = DType::name; };
 WEFT_DTYPES(WEFT_X)
 #undef WEFT_X
 
 /// The type kernels compute in for a storage type: float for the 16-bit floats, itself otherwise.
-template <typename T> struct ComputeTypeOf {
-  using type = T;
-};
-template <> struct ComputeTypeOf<Half> {
-  using type = float;
-};
-template <> struct ComputeTypeOf<BFloat16> {
-  using type = float;
-};
+template <typename T> struct ComputeTypeOf { using type = T; };
+template <> struct ComputeTypeOf<Half> { using type = float; };
+template <> struct ComputeTypeOf<BFloat16> { using type = float; };
 template <typename T> using ComputeType = typename ComputeTypeOf<T>::type;
 
 /// Calls `fn(T{})` with the storage type of `t` (a value of that type, used only for its type).

@@ -9,11 +9,11 @@ namespace weft {
 
 /// The WEFT_* environment variables. Each row: name, what it does.
 #define WEFT_DEBUG_FLAGS(X)                                                                        \
-  X(WEFT_NUM_THREADS, "threads for CPU kernels and OpenBLAS (default: hardware threads)")         \
-  X(WEFT_CPU_CACHE_MB, "cap on idle blocks the CPU caching allocator keeps (default 2048)")       \
-  X(WEFT_PRINT_IR_AFTER, "print the graph after the named pass, or after every pass with 'all'")  \
-  X(WEFT_DUMP_DIR, "write the graph before and after every pass into this directory")             \
-  X(WEFT_TIME_PASSES, "print how long each pass took (1 to enable)")                             \
+  X(WEFT_NUM_THREADS, "threads for CPU kernels and OpenBLAS (default: hardware threads)")          \
+  X(WEFT_CPU_CACHE_MB, "cap on idle blocks the CPU caching allocator keeps (default 2048)")        \
+  X(WEFT_PRINT_IR_AFTER, "print the graph after the named pass, or after every pass with 'all'")   \
+  X(WEFT_DUMP_DIR, "write the graph before and after every pass into this directory")              \
+  X(WEFT_TIME_PASSES, "print how long each pass took (1 to enable)")                               \
   X(WEFT_LOG_RECOMPILES, "log every compile() recompilation with its reason (1 to enable)")
 
 /// The value of a WEFT_* environment variable, if set.

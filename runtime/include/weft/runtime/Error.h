@@ -108,6 +108,6 @@ template <typename... Args> std::string concat(const Args&... args) {
     if (!(cond)) [[unlikely]]                                                                      \
       ::weft::throwError(::weft::ErrorKind::Internal,                                              \
                          ::weft::detail::concat("internal error, please report: ", #cond, " at ",  \
-                                                __FILE__, ":", __LINE__, ". " __VA_OPT__(, )       \
-                                                    __VA_ARGS__));                                 \
+                                                __FILE__, ":", __LINE__,                           \
+                                                ". " __VA_OPT__(, ) __VA_ARGS__));                 \
   } while (false)

@@ -38,8 +38,7 @@ struct Half {
       // nearbyint-like rounding half to even for values < 1024
       uint32_t r = static_cast<uint32_t>(scaled);
       float frac = scaled - static_cast<float>(r);
-      if (frac > 0.5f || (frac == 0.5f && (r & 1u)))
-        ++r;
+      if (frac > 0.5f || (frac == 0.5f && (r & 1u))) ++r;
       return static_cast<uint16_t>(sign | r);
     }
     uint32_t mant = absx & 0x007fffffu;
@@ -54,12 +53,11 @@ struct Half {
     uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t mant = h & 0x3ffu;
-    if (exp == 0) { // zero or subnormal
+    if (exp == 0) {                                                // zero or subnormal
       float v = static_cast<float>(mant) * 5.9604644775390625e-8f; // 2^-24
       return (sign != 0u) ? -v : v;
     }
-    if (exp == 31)
-      return bitsFloat(sign | 0x7f800000u | (mant << 13));
+    if (exp == 31) return bitsFloat(sign | 0x7f800000u | (mant << 13));
     return bitsFloat(sign | ((exp + 112u) << 23) | (mant << 13));
   }
 };

@@ -25,7 +25,8 @@ Buffer allocateBuffer(const Shape& shape, DType dtype);
 /// after every step has run.
 /// `attrOverrides[i]`, when given and not null, replaces step i's attributes for this call (random
 /// ops take the generator's counter of the call this way).
-std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args, std::span<const Buffer> state,
+std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
+                            std::span<const Buffer> state,
                             std::span<const Attrs* const> attrOverrides = {});
 
 } // namespace weft

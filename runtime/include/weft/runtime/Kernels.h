@@ -12,7 +12,8 @@ namespace weft {
 /// Runs `op`'s CPU kernel: reads `inputs`, writes every element of `out`, which is allocated by
 /// the caller with the shape and dtype that shape inference gives. Elementwise inputs may have any
 /// strides and broadcast against `out`; other kernels accept any strides unless they say otherwise.
-void runKernel(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out, const Attrs& attrs);
+void runKernel(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out,
+               const Attrs& attrs);
 
 /// Copies `src` into `dst` (same shape, any strides, any dtypes: converts like a C++ cast, with
 /// float -> bool meaning "!= 0").

@@ -20,9 +20,33 @@ enum class OpCode : uint16_t {
 
 /// The shape-inference family of an op: one rule per kind, written once in ir/.
 enum class OpKind : uint8_t {
-  Unary, Binary, Cast, Identity, Where, Reduce, ArgReduce, Scan, Sort, Reshape, Permute, Expand, Slice, Flip,
-  Pad, Cat, MatMul, Conv, ConvInputGrad, ConvWeightGrad, Gather, Scatter, IndexSelect, IndexAdd,
-  Pool, Full, Random
+  Unary,
+  Binary,
+  Cast,
+  Identity,
+  Where,
+  Reduce,
+  ArgReduce,
+  Scan,
+  Sort,
+  Reshape,
+  Permute,
+  Expand,
+  Slice,
+  Flip,
+  Pad,
+  Cat,
+  MatMul,
+  Conv,
+  ConvInputGrad,
+  ConvWeightGrad,
+  Gather,
+  Scatter,
+  IndexSelect,
+  IndexAdd,
+  Pool,
+  Full,
+  Random
 };
 
 /// Which dtypes a unary op accepts and what it returns.
@@ -55,7 +79,9 @@ inline constexpr int kNumOps = 0
 /// The facts about `op`.
 const OpInfo& opInfo(OpCode op);
 /// The op's name as the text IR spells it ("matmul").
-inline std::string_view opName(OpCode op) { return opInfo(op).name; }
+inline std::string_view opName(OpCode op) {
+  return opInfo(op).name;
+}
 /// The op with `name`, if any.
 std::optional<OpCode> opFromName(std::string_view name);
 

@@ -8,7 +8,8 @@ namespace weft {
 
 /// Four 32-bit random words for `counter` under `key`. Pure function: the same inputs always
 /// give the same words, which is what makes random ops reproducible on every backend.
-inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key) {
+inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
+                                          std::array<uint32_t, 2> key) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
     uint64_t p0 = static_cast<uint64_t>(kM0) * counter[0];

@@ -45,13 +45,11 @@ inline Shape negated(const Shape& v) {
 /// Sums `g` down to `shape`: undoes broadcasting (the gradient of an input that was broadcast).
 template <typename T> T sum_to(const T& g, const Shape& shape) {
   Shape s = shape_of(g);
-  if (s == shape)
-    return g;
+  if (s == shape) return g;
   size_t lead = s.size() - shape.size();
   Shape dims;
   for (size_t d = 0; d < s.size(); ++d)
-    if (d < lead || (shape[d - lead] == 1 && s[d] != 1))
-      dims.push_back(static_cast<int64_t>(d));
+    if (d < lead || (shape[d - lead] == 1 && s[d] != 1)) dims.push_back(static_cast<int64_t>(d));
   T r = dims.empty() ? g : reduce_op(OpCode::Sum, g, dims, true);
   return shape_of(r) == shape ? r : reshape(r, shape);
 }
@@ -99,20 +97,20 @@ template <typename T> T vjp_slice(const T& g, const Shape& shape, const Attrs& a
   }
   Shape pads(2 * gs.size(), 0);
   pads[static_cast<size_t>(2 * dim)] = start;
-  pads[static_cast<size_t>(2 * dim + 1)] = n - start - shape_of(spread)[static_cast<size_t>(dim)]; // < 0 crops
+  pads[static_cast<size_t>(2 * dim + 1)] =
+      n - start - shape_of(spread)[static_cast<size_t>(dim)]; // < 0 crops
   return pad_dims(spread, pads, 0.0);
 }
 
 /// cat: each input's gradient is its slice of the output gradient.
-template <typename T> T vjp_cat(const T& g, const std::vector<Shape>& shapes, const Attrs& at, size_t i) {
+template <typename T>
+T vjp_cat(const T& g, const std::vector<Shape>& shapes, const Attrs& at, size_t i) {
   int64_t dim = at.i("dim"), offset = 0;
   size_t rank = shape_of(g).size();
   auto legacyEmpty = [&](const Shape& s) { return s.size() == 1 && s[0] == 0 && rank != 1; };
   for (size_t j = 0; j < i; ++j)
-    if (!legacyEmpty(shapes[j]))
-      offset += shapes[j][static_cast<size_t>(dim)];
-  if (legacyEmpty(shapes[i]))
-    return zeros_shaped(g, shapes[i]);
+    if (!legacyEmpty(shapes[j])) offset += shapes[j][static_cast<size_t>(dim)];
+  if (legacyEmpty(shapes[i])) return zeros_shaped(g, shapes[i]);
   return slice_dim(g, dim, offset, offset + shapes[i][static_cast<size_t>(dim)], 1);
 }
 
