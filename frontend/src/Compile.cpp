@@ -88,11 +88,6 @@ Tensor tensorOf(const Buffer& b) {
       std::make_shared<TensorImpl>(b.storage, b.ref.shape, b.ref.strides, offset, b.ref.dtype));
 }
 
-Buffer bufferOf(const Tensor& t, const char* what) {
-  checkNotTraced(t, what);
-  return Buffer{t.impl()->storage, t.ref()};
-}
-
 /// One compiled signature: the optimized graph, its plan and the real tensors it reads and writes.
 struct Executable {
   std::shared_ptr<ir::Graph> graph;
@@ -112,12 +107,7 @@ struct Executable {
   /// Whether every value read during tracing has the same value now (run before anything writes).
   bool guardsHold(const std::vector<Tensor>& args) const {
     if (guardValues.empty()) return true;
-    std::vector<Buffer> in, st;
-    for (const Tensor& a : args)
-      in.push_back(bufferOf(a, "compiled function argument"));
-    for (const Tensor& s : state)
-      st.push_back(bufferOf(s, "compiled function state"));
-    std::vector<Buffer> now = runPlan(guardPlan, in, st);
+    std::vector<Buffer> now = runPlan(guardPlan, buffersOf(args), buffersOf(state));
     for (size_t i = 0; i < guardValues.size(); ++i) {
       std::vector<double> a = tensorOf(now[i]).to_vector<double>(),
                           b = guardValues[i].to_vector<double>();
@@ -134,11 +124,6 @@ struct Executable {
   }
 
   std::vector<Tensor> run(const std::vector<Tensor>& args) const {
-    std::vector<Buffer> in, st;
-    for (const Tensor& a : args)
-      in.push_back(bufferOf(a, "compiled function argument"));
-    for (const Tensor& s : state)
-      st.push_back(bufferOf(s, "compiled function state"));
     std::vector<Attrs> drawn;
     drawn.reserve(randomSteps.size());
     std::vector<const Attrs*> overrides(randomSteps.empty() ? 0 : plan.steps.size(), nullptr);
@@ -149,7 +134,7 @@ struct Executable {
       drawn.back().set("offset", static_cast<int64_t>(g.next_offset()));
       overrides[step] = &drawn.back();
     }
-    std::vector<Buffer> out = runPlan(plan, in, st, overrides);
+    std::vector<Buffer> out = runPlan(plan, buffersOf(args), buffersOf(state), overrides);
     for (const GradEffect& e : gradEffects) {
       Tensor leaf = e.leaf;
       if (e.output < 0) {

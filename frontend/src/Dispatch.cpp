@@ -74,12 +74,14 @@ public:
   }
 
   void release_saved() override {
-    released_ = released_ ||
-                std::any_of(saved_.begin(), saved_.end(), [](auto& s) { return s.defined(); }) ||
-                output_.defined();
-    for (auto& s : saved_)
+    // A node that saved nothing may run again; one whose tensors are freed may not.
+    bool freed = output_.defined();
+    for (auto& s : saved_) {
+      freed = freed || s.defined();
       s.reset();
+    }
     output_.reset();
+    released_ = released_ || freed;
   }
 
 private:

@@ -16,6 +16,14 @@ Shape wrapDims(const Shape& dims, int64_t rank, const char* op) {
   return out;
 }
 
+/// argmax/argmin along `d`, or over the flattened tensor when `d` is not given.
+Tensor argExtremum(OpCode op, const Tensor& x, std::optional<int64_t> d, bool keepdim) {
+  WEFT_CHECK(x.defined(), Value, opName(op), ": called on an undefined tensor");
+  if (!d) return dispatch(op, {x.reshape({-1})}, Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
+  return dispatch(op, {x},
+                  Attrs{{"dim", wrapDim(*d, x.dim(), opName(op).data())}, {"keepdim", keepdim}});
+}
+
 } // namespace
 
 Tensor reduce_op(OpCode op, const Tensor& x, Shape dims, bool keepdim) {
@@ -104,21 +112,11 @@ std::pair<Tensor, Tensor> Tensor::min(int64_t d, bool keepdim, std::source_locat
 }
 Tensor Tensor::argmax(std::optional<int64_t> d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
-  checkDefined("argmax");
-  if (!d)
-    return dispatch(OpCode::ArgMax, {reshape({-1})},
-                    Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
-  return dispatch(OpCode::ArgMax, {*this},
-                  Attrs{{"dim", wrapDim(*d, dim(), "argmax")}, {"keepdim", keepdim}});
+  return argExtremum(OpCode::ArgMax, *this, d, keepdim);
 }
 Tensor Tensor::argmin(std::optional<int64_t> d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
-  checkDefined("argmin");
-  if (!d)
-    return dispatch(OpCode::ArgMin, {reshape({-1})},
-                    Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
-  return dispatch(OpCode::ArgMin, {*this},
-                  Attrs{{"dim", wrapDim(*d, dim(), "argmin")}, {"keepdim", keepdim}});
+  return argExtremum(OpCode::ArgMin, *this, d, keepdim);
 }
 Tensor Tensor::var(Shape dims, int64_t correction, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);

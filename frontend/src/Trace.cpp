@@ -41,6 +41,13 @@ void checkNotTraced(const Tensor& t, const char* what) {
         "compiled function, or compile with CompileOptions().specialize_on_values()");
 }
 
+std::vector<Buffer> buffersOf(const std::vector<Tensor>& tensors) {
+  std::vector<Buffer> buffers;
+  for (const Tensor& t : tensors)
+    buffers.push_back(Buffer{t.impl()->storage, t.ref()}); // ref() rejects traced tensors
+  return buffers;
+}
+
 Tensor readValue(const Tensor& t, const char* what) {
   TraceContext* tc = currentTrace();
   if (tc == nullptr || !t.defined()) return t;
@@ -66,12 +73,7 @@ Tensor TraceContext::evaluate(const Tensor& t) {
   pm.add(passes::createPass("dce"));
   auto r = pm.run(g);
   WEFT_INTERNAL_ASSERT(static_cast<bool>(r), r ? "" : r.diagnostic().message);
-  std::vector<Buffer> args, st;
-  for (const Tensor& a : realArgs)
-    args.push_back(Buffer{a.impl()->storage, a.ref()});
-  for (const Tensor& s : state)
-    st.push_back(Buffer{s.impl()->storage, s.ref()});
-  Buffer out = runPlan(ir::lowerToPlan(g), args, st)[0];
+  Buffer out = runPlan(ir::lowerToPlan(g), buffersOf(realArgs), buffersOf(state))[0];
   TraceScope paused(nullptr); // the value is real, not another node
   Tensor value = zeros(out.ref.shape, out.ref.dtype);
   copyCast(out.ref, value.ref());

@@ -5,6 +5,7 @@
 #include "weft/Functions.h"
 #include "weft/ir/Graph.h"
 #include "weft/passes/Autodiff.h"
+#include "weft/runtime/Interpreter.h"
 
 #include <unordered_map>
 #include <vector>
@@ -81,6 +82,9 @@ private:
 
 /// Throws the "cannot read a traced value" error if `t` is traced.
 void checkNotTraced(const Tensor& t, const char* what);
+/// The buffers the interpreter takes for real tensors (their memory, strides included).
+std::vector<Buffer> buffersOf(const std::vector<Tensor>& tensors);
+
 /// The value `t` has at this point: `t` itself outside a trace; inside one, its value for this call
 /// (guarded) when the trace specializes on values, else a clear error naming `what`.
 Tensor readValue(const Tensor& t, const char* what);

@@ -47,7 +47,7 @@ bool hasType(const AttrValue& v, AttrType t) {
 
 using Schema = std::vector<std::pair<const char*, AttrType>>;
 
-Schema schemaOf(OpCode op) {
+Schema buildSchema(OpCode op) {
   using T = AttrType;
   const Schema conv{
       {"stride", T::Ints}, {"padding", T::Ints}, {"dilation", T::Ints}, {"groups", T::Int}};
@@ -119,10 +119,21 @@ Schema schemaOf(OpCode op) {
   return {};
 }
 
+/// Every op's schema, built once: checkAttrs runs on every eager op.
+const Schema& schemaOf(OpCode op) {
+  static const std::vector<Schema> schemas = [] {
+    std::vector<Schema> all;
+    for (int i = 0; i < kNumOps; ++i)
+      all.push_back(buildSchema(static_cast<OpCode>(i)));
+    return all;
+  }();
+  return schemas[static_cast<size_t>(op)];
+}
+
 } // namespace
 
 std::optional<Diagnostic> checkAttrs(OpCode op, const Attrs& attrs) {
-  Schema schema = schemaOf(op);
+  const Schema& schema = schemaOf(op);
   std::string_view name = opName(op);
   for (const auto& [attr, type] : schema) {
     if (!attrs.has(attr)) return diag(ErrorKind::Value, name, ": missing attribute '", attr, "'");

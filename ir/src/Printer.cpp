@@ -47,13 +47,7 @@ std::string printAttr(const AttrValue& v) {
     os << '"';
     return os.str();
   }
-  const auto& list = std::get<std::vector<int64_t>>(v);
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < list.size(); ++i)
-    os << (i ? ", " : "") << list[i];
-  os << "]";
-  return os.str();
+  return shapeString(std::get<std::vector<int64_t>>(v)); // "[1, 2]", as shapes print
 }
 
 std::string printGraph(const Graph& g) {
