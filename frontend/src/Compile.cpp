@@ -2,17 +2,21 @@
 #include "weft/Compile.h"
 
 #include "Trace.h"
+#include "weft/Autograd.h"
 #include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
+#include "weft/passes/PaddedRows.h"
 #include "weft/passes/Pass.h"
 #include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Interpreter.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 namespace weft {
@@ -58,14 +62,20 @@ std::string describeChange(const Signature& before, const Signature& now) {
   return os.str();
 }
 
-/// Records `fn` on traced stand-ins for `args`. On success the trace context holds the graph (user
-/// outputs first) and `effects` what each call must redo to leaves' .grad.
-size_t traceInto(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
-                 std::vector<GradEffect>& effects) {
+std::vector<ir::TensorType> typesOf(const std::vector<Tensor>& args) {
+  std::vector<ir::TensorType> types;
+  for (const Tensor& t : args)
+    types.push_back({t.dtype(), t.sizes()});
+  return types;
+}
+
+/// Records `fn` on traced stand-ins for arguments of `types`. On success the trace context holds
+/// the graph (user outputs first) and `effects` what each call must redo to leaves' .grad.
+size_t traceInto(TraceContext& tc, const TensorFunction& fn,
+                 const std::vector<ir::TensorType>& types, std::vector<GradEffect>& effects) {
   std::vector<Tensor> traced;
-  for (size_t i = 0; i < args.size(); ++i)
-    traced.push_back(tc.traced(
-        tc.graph.addArgument({args[i].dtype(), args[i].sizes()}, "a" + std::to_string(i))));
+  for (size_t i = 0; i < types.size(); ++i)
+    traced.push_back(tc.traced(tc.graph.addArgument(types[i], "a" + std::to_string(i))));
   size_t numOutputs = 0;
   try {
     TraceScope scope(&tc);
@@ -79,6 +89,104 @@ size_t traceInto(TraceContext& tc, const TensorFunction& fn, const std::vector<T
   }
   effects = tc.finish();
   return numOutputs;
+}
+
+/// One call's dynamic dimension (CompileOptions::dynamic_dim): the arguments that hold it, how
+/// many rows they have, and the bucket those rows are padded to.
+struct DynamicCall {
+  int64_t dim = 0;
+  std::vector<size_t> args;
+  int64_t rows = 0, bucket = 0;
+
+  /// The argument types with the dynamic dimension at `size` rows.
+  std::vector<ir::TensorType> typesAt(const std::vector<Tensor>& real, int64_t size) const {
+    std::vector<ir::TensorType> types = typesOf(real);
+    for (size_t i : args)
+      types[i].shape[static_cast<size_t>(dim)] = size;
+    return types;
+  }
+
+  /// The arguments padded to the bucket by repeating their last row, and the mask of valid rows.
+  std::vector<Tensor> pad(const std::vector<Tensor>& real) const {
+    NoGradGuard noGrad;
+    std::vector<Tensor> out = real;
+    for (size_t i : args)
+      if (bucket > rows) {
+        Tensor last = real[i].narrow(dim, rows - 1, 1);
+        Shape s = last.sizes();
+        s[static_cast<size_t>(dim)] = bucket - rows;
+        out[i] = cat({real[i], last.expand(s)}, dim);
+      }
+    out.push_back(arange(bucket) < rows);
+    return out;
+  }
+};
+
+std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vector<Tensor>& args) {
+  if (!o.dynamic_dim_) return std::nullopt;
+  DynamicCall c;
+  c.dim = *o.dynamic_dim_;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (o.dynamic_arguments_.empty()
+            ? args[i].dim() > c.dim
+            : std::find(o.dynamic_arguments_.begin(), o.dynamic_arguments_.end(), i) !=
+                  o.dynamic_arguments_.end()) {
+      WEFT_CHECK(args[i].dim() > c.dim, Shape, "compile: dynamic_dim(", c.dim, ") names argument ",
+                 i, " of shape ", shapeString(args[i].sizes()), ", which has no dimension ", c.dim);
+      c.args.push_back(i);
+    }
+  for (size_t i : o.dynamic_arguments_)
+    WEFT_CHECK(i < args.size(), Index, "compile: dynamic_dim names argument ", i,
+               " but the call has ", args.size(), " arguments");
+  WEFT_CHECK(!c.args.empty(), Value, "compile: dynamic_dim(", c.dim,
+             ") applies to no argument: none has more than ", c.dim, " dimensions");
+  c.rows = args[c.args[0]].size(c.dim);
+  for (size_t i : c.args)
+    WEFT_CHECK(args[i].size(c.dim) == c.rows, Shape, "compile: dynamic_dim(", c.dim, "): argument ",
+               i, " has ", args[i].size(c.dim), " rows where argument ", c.args[0], " has ", c.rows,
+               "; name the arguments that share the dynamic dimension with "
+               "dynamic_dim(dim, {indices})");
+  WEFT_CHECK(c.rows > 0, Value, "compile: dynamic_dim(", c.dim,
+             "): a call with 0 rows has no row to pad with; skip empty batches");
+  if (o.buckets_.empty()) {
+    c.bucket = 1;
+    while (c.bucket < c.rows)
+      c.bucket *= 2;
+  } else {
+    auto it = std::lower_bound(o.buckets_.begin(), o.buckets_.end(), c.rows);
+    WEFT_CHECK(it != o.buckets_.end(), Value, "compile: ", c.rows,
+               " rows exceed the largest bucket (", o.buckets_.back(),
+               "); add a larger one to CompileOptions::buckets");
+    c.bucket = *it;
+  }
+  return c;
+}
+
+/// The real tensors two traces at different sizes captured must agree: parameters are the same
+/// tensors, and a constant the function made (arange(x.size(0)), a literal) must hold the same
+/// values, on the rows both have along a dimension of the dynamic size.
+void checkConstantsAgree(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  WEFT_INTERNAL_ASSERT(a.size() == b.size(), "the two traces captured different state");
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (a[k].is_same(b[k])) continue;
+    Tensor x = a[k], y = b[k];
+    bool same = x.dim() == y.dim() && x.dtype() == y.dtype();
+    for (int64_t d = 0; same && d < x.dim(); ++d)
+      if (x.size(d) != y.size(d)) {
+        int64_t n = std::min(x.size(d), y.size(d));
+        x = x.narrow(d, 0, n);
+        y = y.narrow(d, 0, n);
+      }
+    if (same) {
+      std::vector<double> u = x.to_vector<double>(), v = y.to_vector<double>();
+      for (size_t i = 0; same && i < u.size(); ++i)
+        same = u[i] == v[i] || (std::isnan(u[i]) && std::isnan(v[i]));
+    }
+    WEFT_CHECK(same, Value, "compile: dynamic_dim: the function makes a tensor (state input s", k,
+               ") whose values depend on the size of the dynamic dimension; inside the compiled "
+               "function that size is the bucket's, not the batch's. Make it outside and pass it "
+               "in, or compile without dynamic_dim");
+  }
 }
 
 Tensor tensorOf(const Buffer& b) {
@@ -103,6 +211,8 @@ struct Executable {
   /// Values the function read while traced (value specialization), and the plan computing them.
   std::vector<Tensor> guardValues;
   Plan guardPlan;
+  /// With a dynamic dimension: where each output holds it (its padded rows are cut off).
+  std::vector<passes::MaybeAxis> outputAxes;
 
   /// Whether every value read during tracing has the same value now (run before anything writes).
   bool guardsHold(const std::vector<Tensor>& args) const {
@@ -157,14 +267,52 @@ struct Executable {
   }
 };
 
+/// Traces `fn` once more with the dynamic dimension at another size, and masks the padded rows of
+/// `tc`'s graph (see passes::maskPaddedRows).
+void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
+                 const DynamicCall& dyn, Executable& exe) {
+  TraceContext probe;
+  probe.dynamicDim = true;
+  std::vector<GradEffect> probeEffects;
+  int64_t probeSize = 2 * dyn.bucket;
+  try {
+    traceInto(probe, fn, dyn.typesAt(args, probeSize), probeEffects);
+  } catch (const Error& e) {
+    throwError(e.kind(), std::string("compile: dynamic_dim: the function traces with ") +
+                             std::to_string(dyn.bucket) + " rows but not with " +
+                             std::to_string(probeSize) +
+                             "; it must work for any number of rows: " + e.what());
+  }
+  checkConstantsAgree(tc.state, probe.state);
+  passes::PaddedTrace pt;
+  pt.graph = &tc.graph;
+  pt.probe = &probe.graph;
+  pt.size = dyn.bucket;
+  pt.probeSize = probeSize;
+  pt.arguments.assign(args.size(), std::nullopt);
+  for (size_t i : dyn.args)
+    pt.arguments[i] = passes::DynamicAxis{dyn.dim, 1};
+  auto masked = passes::maskPaddedRows(pt);
+  if (!masked) throwError(masked.diagnostic().kind, masked.diagnostic().message);
+  for (auto& [value, gen] : tc.randoms)
+    value = masked.value().valueMap[static_cast<size_t>(value)];
+  tc.graph = std::move(masked.value().graph);
+  exe.outputAxes = std::move(masked.value().outputs);
+  for (const GradEffect& e : exe.gradEffects)
+    WEFT_INTERNAL_ASSERT(e.output < 0 || !exe.outputAxes[static_cast<size_t>(e.output)],
+                         "a gradient of state has the dynamic dimension");
+}
+
 std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args,
-                                  bool specialize) {
+                                  bool specialize, const std::optional<DynamicCall>& dyn) {
   auto start = std::chrono::steady_clock::now();
   TraceContext tc;
   tc.specialize = specialize;
   tc.realArgs = args;
+  tc.dynamicDim = dyn.has_value();
   auto exe = std::make_shared<Executable>();
-  exe->numOutputs = traceInto(tc, fn, args, exe->gradEffects);
+  exe->numOutputs =
+      traceInto(tc, fn, dyn ? dyn->typesAt(args, dyn->bucket) : typesOf(args), exe->gradEffects);
   for (const Tensor& g : tc.gradBefore)
     exe->gradDefined.push_back(g.defined());
   std::vector<ir::Diagnostic> problems = ir::verify(tc.graph);
@@ -183,6 +331,7 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
     if (auto r = gpm.run(guards); !r) throwError(r.diagnostic().kind, r.diagnostic().message);
     exe->guardPlan = ir::lowerToPlan(guards);
   }
+  if (dyn) maskPadding(tc, fn, args, *dyn, *exe);
   passes::PassManager pm;
   // The one pipeline: simplify, fold, share, then drop what no output needs.
   for (const char* name : {"simplify", "fold", "simplify", "cse", "dce"})
@@ -207,7 +356,7 @@ TraceResult trace(const TensorFunction& fn, const std::vector<Tensor>& example_i
   CallSite cs(loc);
   TraceContext tc;
   std::vector<GradEffect> effects;
-  traceInto(tc, fn, example_inputs, effects);
+  traceInto(tc, fn, typesOf(example_inputs), effects);
   return TraceResult{std::make_shared<ir::Graph>(std::move(tc.graph)), tc.state};
 }
 
@@ -224,6 +373,17 @@ CompiledFunction::CompiledFunction(CompileOptions options) : state_(std::make_sh
              "compile: only the CPU device runs compiled code so far; Vulkan comes with codegen");
   WEFT_CHECK(options.recompile_limit_ >= 1, Value,
              "compile: recompile_limit must be at least 1, got ", options.recompile_limit_);
+  if (options.dynamic_dim_) {
+    WEFT_CHECK(*options.dynamic_dim_ >= 0, Value, "compile: dynamic_dim must be >= 0, got ",
+               *options.dynamic_dim_);
+    WEFT_CHECK(!options.specialize_on_values_, Value,
+               "compile: dynamic_dim and specialize_on_values do not combine: values read from "
+               "padded rows would be guarded");
+  }
+  for (size_t i = 0; i < options.buckets_.size(); ++i)
+    WEFT_CHECK(options.buckets_[i] > 0 && (i == 0 || options.buckets_[i] > options.buckets_[i - 1]),
+               Value, "compile: buckets must be positive and ascending, got ",
+               shapeString(options.buckets_));
   state_->options = std::move(options);
 }
 
@@ -234,6 +394,10 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   WEFT_CHECK(currentTrace() == nullptr, Value,
              "calling a compiled function inside a traced function is not supported");
   Signature sig = signatureOf(args);
+  std::optional<DynamicCall> dyn = dynamicCall(state_->options, args);
+  if (dyn)
+    for (size_t i : dyn->args)
+      sig[i].shape[static_cast<size_t>(dyn->dim)] = dyn->bucket;
   std::shared_ptr<Executable> exe;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -267,14 +431,19 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
               stderr, "[weft] compile: recompiling (signature %zu): %s\n", cache.size() + 1,
               sameArgs ? "a value the function reads, or whether a parameter has a .grad, changed"
                        : describeChange(cache.back().first, sig).c_str());
-        exe = build(fn, args, state_->options.specialize_on_values_);
+        exe = build(fn, args, state_->options.specialize_on_values_, dyn);
         cache.emplace_back(sig, exe);
       }
     }
     if (exe) state_->latest = exe;
   }
   if (!exe) return fn(args); // past the limit, with RecompileLimitAction::Eager
-  return exe->run(args);
+  if (!dyn) return exe->run(args);
+  std::vector<Tensor> out = exe->run(dyn->pad(args));
+  for (size_t i = 0; i < out.size(); ++i)
+    if (const passes::MaybeAxis& a = exe->outputAxes[i])
+      out[i] = out[i].narrow(a->axis, 0, dyn->rows * a->factor);
+  return out;
 }
 
 size_t CompiledFunction::num_compiled() const {

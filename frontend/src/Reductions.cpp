@@ -1,6 +1,7 @@
 // Reductions and their composites: sum, mean, prod, amax/amin, max/min, arg*, var/std,
 // logsumexp, cumsum, sort, topk, softmax and log_softmax.
 #include "TensorImpl.h"
+#include "Trace.h"
 #include "weft/Functions.h"
 
 #include <algorithm>
@@ -22,6 +23,25 @@ Tensor argExtremum(OpCode op, const Tensor& x, std::optional<int64_t> d, bool ke
   if (!d) return dispatch(op, {x.reshape({-1})}, Attrs{{"dim", int64_t{0}}, {"keepdim", false}});
   return dispatch(op, {x},
                   Attrs{{"dim", wrapDim(*d, x.dim(), opName(op).data())}, {"keepdim", keepdim}});
+}
+
+/// `total`, a sum of `x` over `dims`, divided by the number of elements summed less `correction`
+/// (clamped at 0). Inside a trace with a dynamic dimension the count is a graph value counted from
+/// x's shape, so that it counts only the valid rows once padded rows are masked.
+Tensor divideByCount(const Tensor& total, const Tensor& x, const Shape& dims, bool keepdim,
+                     int64_t correction) {
+  TraceContext* tc = currentTrace();
+  if (tc != nullptr && tc->dynamicDim) {
+    Tensor count =
+        reduce_op(OpCode::Sum, fullOf({}, 1, total.dtype()).expand(x.sizes()), dims, keepdim);
+    if (correction != 0) count = (count - correction).clamp(0);
+    return total / count;
+  }
+  int64_t count = 1;
+  for (size_t d = 0; d < x.sizes().size(); ++d)
+    if (dims.empty() || std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end())
+      count *= x.sizes()[d];
+  return total / static_cast<double>(std::max<int64_t>(count - correction, 0));
 }
 
 } // namespace
@@ -57,11 +77,7 @@ Tensor Tensor::mean(Shape dims, bool keepdim, std::source_location loc) const {
              "point dtype, got ",
              dtypeName(dtype()));
   Shape wd = wrapDims(dims, dim(), "mean");
-  int64_t count = 1;
-  for (size_t d = 0; d < sizes().size(); ++d)
-    if (wd.empty() || std::find(wd.begin(), wd.end(), static_cast<int64_t>(d)) != wd.end())
-      count *= sizes()[d];
-  return reduce_op(OpCode::Sum, *this, wd, keepdim) / static_cast<double>(count);
+  return divideByCount(reduce_op(OpCode::Sum, *this, wd, keepdim), *this, wd, keepdim, 0);
 }
 Tensor mean(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
   CallSite cs(loc);
@@ -126,9 +142,7 @@ Tensor Tensor::var(Shape dims, int64_t correction, bool keepdim, std::source_loc
   Tensor mu = mean(dims, true);
   Tensor d = *this - mu;
   Shape wd = wrapDims(dims, dim(), "var");
-  int64_t count = numel() / std::max<int64_t>(mu.numel(), 1);
-  return reduce_op(OpCode::Sum, d * d, wd, keepdim) /
-         static_cast<double>(std::max<int64_t>(count - correction, 0));
+  return divideByCount(reduce_op(OpCode::Sum, d * d, wd, keepdim), *this, wd, keepdim, correction);
 }
 Tensor Tensor::std(Shape dims, int64_t correction, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);

@@ -35,6 +35,9 @@ struct TraceContext {
   bool specialize = false;
   std::vector<Tensor> realArgs;
   std::vector<std::pair<ir::ValueId, Tensor>> guards;
+  /// The arguments have a dynamic dimension padded to a bucket: averages count their elements
+  /// with graph values (see compile's dynamic_dim).
+  bool dynamicDim = false;
   /// The real value of traced `t`, computed by running the graph recorded so far on the real
   /// arguments and state; recorded as a guard.
   Tensor evaluate(const Tensor& t);

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -25,6 +26,9 @@ struct CompileOptions {
   RecompileLimitAction on_limit_ = RecompileLimitAction::Error;
   bool specialize_on_values_ = false;
   Device device_;
+  std::optional<int64_t> dynamic_dim_;
+  std::vector<size_t> dynamic_arguments_;
+  std::vector<int64_t> buckets_;
   /// Lets the function read tensor values (item(), to_vector(), branches on them): each value read
   /// becomes a constant of the compiled graph, guarded on every call; a different value compiles
   /// another version (counted against the recompile limit). Without it such reads are errors.
@@ -40,6 +44,25 @@ struct CompileOptions {
   /// Past the limit: throw, or run the function eagerly with a warning.
   CompileOptions& on_recompile_limit(RecompileLimitAction a) {
     on_limit_ = a;
+    return *this;
+  }
+  /// Marks dimension `dim` of the arguments listed (every argument with more than `dim` dims when
+  /// the list is empty) as one dynamic size, such as the batch: a call rounds it up to a bucket
+  /// (see buckets()) by repeating the last row, and the bucket's executable masks the extra rows
+  /// out of every sum, mean, max or contraction over that dimension and cuts them from the outputs.
+  /// Batches of 5, 6 and 8 rows share one compilation, and give what eager gives for each.
+  /// The function must treat rows alike: an op that moves rows across the dimension (flipping,
+  /// slicing or sorting it), or the size itself used as a number (`x / x.size(0)`: use mean()),
+  /// is an error naming the line. Random ops draw numbers for the padded rows too.
+  CompileOptions& dynamic_dim(int64_t dim, std::vector<size_t> arguments = {}) {
+    dynamic_dim_ = dim;
+    dynamic_arguments_ = std::move(arguments);
+    return *this;
+  }
+  /// The sizes dynamic_dim rounds up to, ascending; sizes above the last are an error. Default:
+  /// powers of two.
+  CompileOptions& buckets(std::vector<int64_t> sizes) {
+    buckets_ = std::move(sizes);
     return *this;
   }
   /// Where compiled code runs (the CPU interpreter today).
