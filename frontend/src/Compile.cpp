@@ -283,7 +283,6 @@ void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<T
                              std::to_string(probeSize) +
                              "; it must work for any number of rows: " + e.what());
   }
-  checkConstantsAgree(tc.state, probe.state);
   passes::PaddedTrace pt;
   pt.graph = &tc.graph;
   pt.probe = &probe.graph;
@@ -294,6 +293,7 @@ void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<T
     pt.arguments[i] = passes::DynamicAxis{dyn.dim, 1};
   auto masked = passes::maskPaddedRows(pt);
   if (!masked) throwError(masked.diagnostic().kind, masked.diagnostic().message);
+  checkConstantsAgree(tc.state, probe.state); // the same state, as the pass checked
   for (auto& [value, gen] : tc.randoms)
     value = masked.value().valueMap[static_cast<size_t>(value)];
   tc.graph = std::move(masked.value().graph);
