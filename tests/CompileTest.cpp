@@ -168,6 +168,68 @@ TEST(Compile, GradientsAccumulateIntoRealLeaves) {
   EXPECT_TRUE(w.grad().is_same(g));
 }
 
+TEST(Compile, OutputsAreDifferentiableOutsideTheCompiledFunction) {
+  // Compile the model only and keep the loss, backward and optimizer eager (torch.compile's most
+  // common use): eager autograd runs the compiled backward graph.
+  Generator g(21);
+  Tensor w1 = (randn({4, 6}, kFloat64, g) * 0.5).requires_grad_(),
+         b1 = zeros({6}, kFloat64).requires_grad_(),
+         w2 = (randn({6, 2}, kFloat64, g) * 0.5).requires_grad_();
+  auto model = [&](const Tensor& x) {
+    Tensor h = (x.matmul(w1) + b1).tanh();
+    return std::vector<Tensor>{h.matmul(w2), h.sum({1}), h.argmax(1)};
+  };
+  Tensor x = randn({5, 4}, kFloat64, g), y = randn({5, 2}, kFloat64, g);
+  auto lossOf = [&](const std::vector<Tensor>& out) {
+    return (out[0] - y).pow(2).mean() + out[1].sin().sum() * 0.1;
+  };
+  std::vector<std::vector<double>> want;
+  Tensor xe = x.clone().requires_grad_();
+  lossOf(model(xe)).backward();
+  for (Tensor p : {w1, b1, w2}) {
+    want.push_back(vals(p.grad()));
+    p.set_grad({});
+  }
+  auto compiled = compile([&](const Tensor& a) { return model(a); });
+  Tensor xc = x.clone().requires_grad_();
+  std::vector<Tensor> out = compiled(xc);
+  EXPECT_TRUE(out[0].requires_grad());
+  EXPECT_FALSE(out[2].requires_grad()); // argmax has no gradient
+  EXPECT_EQ(out[0].grad_fn()->name(), "CompiledFunctionBackward");
+  lossOf(out).backward();
+  std::vector<Tensor> ps{w1, b1, w2};
+  // Same rules, same kernels; float64: 1e-12.
+  for (size_t i = 0; i < ps.size(); ++i)
+    EXPECT_TRUE(allClose(vals(ps[i].grad()), want[i], 1e-12, 1e-12)) << "parameter " << i;
+  EXPECT_TRUE(allClose(xc.grad(), xe.grad(), 1e-12, 1e-12));
+  // Only one output used: the other's gradient counts as zeros.
+  for (Tensor p : ps)
+    p.set_grad({});
+  compiled(x)[1].sum().backward();
+  EXPECT_TRUE(w1.grad().defined());
+  EXPECT_FALSE(w2.grad().defined() && w2.grad().abs().sum().item<double>() != 0.0);
+
+  // Under NoGradGuard the outputs need no backward: a separate executable without one.
+  {
+    NoGradGuard ng;
+    EXPECT_FALSE(compiled(x)[0].requires_grad());
+  }
+  EXPECT_EQ(compiled.compiled().num_compiled(), 3u); // x requiring grad, x not, no grad mode
+
+  // What backward reads is checked like eager autograd's saved tensors.
+  Tensor again = compiled(x)[0].sum();
+  {
+    NoGradGuard ng;
+    w2.mul_(2.0);
+  }
+  EXPECT_THROW(again.backward(), Error);
+  Tensor twice = compiled(x)[0].sum();
+  twice.backward();
+  EXPECT_THROW(twice.backward(), Error); // saved values freed, as eagerly
+  Tensor nested = compiled(xc)[0].sum();
+  EXPECT_THROW(autograd::grad({nested}, {xc}, {}, std::nullopt, true), Error); // create_graph
+}
+
 TEST(Compile, GradientPenaltyInsideACompiledFunction) {
   Tensor w = tensor({0.5, -1.0}).requires_grad_();
   auto penalty = [&](const Tensor& x) {

@@ -6,8 +6,11 @@
 #include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
+#include "weft/passes/Autodiff.h"
+#include "weft/passes/GraphBuilder.h"
 #include "weft/passes/PaddedRows.h"
 #include "weft/passes/Pass.h"
+#include "weft/passes/Split.h"
 #include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Interpreter.h"
 
@@ -213,6 +216,22 @@ struct Executable {
   Plan guardPlan;
   /// With a dynamic dimension: where each output holds it (its padded rows are cut off).
   std::vector<passes::MaybeAxis> outputAxes;
+  /// Grad mode when traced: with it on, outputs that depend on tensors requiring grad get a
+  /// backward (unless the function ran backward itself), so a call in the other mode needs its own.
+  bool gradMode = false;
+  /// The backward of differentiable outputs: which user outputs have one, the gradients it
+  /// computes (edges: the arguments, then the state tensors listed), what it reads, and its plan.
+  struct Backward {
+    std::vector<size_t> outputs;
+    std::vector<size_t> wrtArgs, wrtState;
+    std::vector<bool> computed; // per edge: whether the plan returns a gradient for it
+    /// Per saved value: an argument, a state tensor, or a forward output (index into all outputs).
+    enum class From { Argument, State, Output };
+    std::vector<std::pair<From, size_t>> saved;
+    std::shared_ptr<ir::Graph> graph;
+    Plan plan;
+  };
+  std::optional<Backward> backward;
 
   /// Whether every value read during tracing has the same value now (run before anything writes).
   bool guardsHold(const std::vector<Tensor>& args) const {
@@ -260,9 +279,9 @@ struct Executable {
         leaf.set_grad(g.is_contiguous() ? g : g.clone());
       }
     }
-    std::vector<Tensor> results;
-    for (size_t i = 0; i < numOutputs; ++i)
-      results.push_back(tensorOf(out[i]));
+    std::vector<Tensor> results; // every output: the user's, new gradients, saved for backward
+    for (const Buffer& b : out)
+      results.push_back(tensorOf(b));
     return results;
   }
 };
@@ -303,6 +322,89 @@ void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<T
                          "a gradient of state has the dynamic dimension");
 }
 
+/// Lets eager autograd differentiate through the compiled function: when user outputs depend on
+/// arguments or state that require grad, appends their gradients (seeded by one new argument per
+/// such output) and splits the graph into a forward that also returns what the gradients read and
+/// a backward graph, which an autograd node runs when backward reaches the outputs.
+void makeDifferentiable(TraceContext& tc, const std::vector<Tensor>& args, Executable& exe,
+                        bool dynamic) {
+  ir::Graph& g = tc.graph;
+  Executable::Backward bw;
+  std::vector<ir::ValueId> wrt;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].requires_grad()) {
+      bw.wrtArgs.push_back(i);
+      wrt.push_back(g.arguments()[i]);
+    }
+  for (size_t k = 0; k < tc.state.size(); ++k)
+    if (tc.state[k].requires_grad()) {
+      bw.wrtState.push_back(k);
+      wrt.push_back(g.state()[k]);
+    }
+  std::vector<bool> depends(g.values().size(), false);
+  for (ir::ValueId v : wrt)
+    depends[static_cast<size_t>(v)] = true;
+  for (const ir::Node& n : g.nodes())
+    if (opInfo(n.op).differentiable && isFloating(g.type(n.result).dtype))
+      for (ir::ValueId o : n.operands)
+        if (depends[static_cast<size_t>(o)]) depends[static_cast<size_t>(n.result)] = true;
+  passes::GraphBuilder b(g);
+  passes::GValue loss;
+  std::vector<ir::ValueId> seeds;
+  for (size_t i = 0; i < exe.numOutputs; ++i) {
+    ir::ValueId o = g.outputs()[i];
+    if (!depends[static_cast<size_t>(o)]) continue;
+    bw.outputs.push_back(i);
+    seeds.push_back(g.addArgument(g.type(o), "g" + std::to_string(i)));
+    passes::GValue term =
+        passes::reduce_op(OpCode::Sum, b.value(o) * b.value(seeds.back()), {}, false);
+    loss = loss.defined() ? loss + term : term;
+  }
+  if (seeds.empty()) return;
+  WEFT_CHECK(!dynamic, Value,
+             "compile: dynamic_dim: outputs that require grad outside the compiled function are "
+             "not supported yet; call backward() inside it (compile the whole train step), or "
+             "call it under NoGradGuard");
+  if (b.error()) throwError(b.error()->kind, b.error()->message);
+  TraceScope scope(&tc); // user-defined backward functions are traced into the graph
+  auto grads = passes::appendGradients(g, loss.id, wrt, ir::kNoValue, tc.customRules());
+  if (!grads) throwError(grads.diagnostic().kind, grads.diagnostic().message);
+  for (ir::ValueId v : grads.value())
+    bw.computed.push_back(v != ir::kNoValue);
+  auto split = passes::splitForwardBackward(g, seeds, grads.value());
+  if (!split) throwError(split.diagnostic().kind, split.diagnostic().message);
+  size_t next = g.outputs().size(); // forward outputs: the joint graph's, then the saved values
+  for (ir::ValueId v : split.value().saved) {
+    if (!g.isInput(v)) {
+      bw.saved.emplace_back(Executable::Backward::From::Output, next++);
+      continue;
+    }
+    const auto& argsV = g.arguments();
+    auto a = std::find(argsV.begin(), argsV.end(), v);
+    if (a != argsV.end()) {
+      bw.saved.emplace_back(Executable::Backward::From::Argument, a - argsV.begin());
+    } else {
+      auto st = std::find(g.state().begin(), g.state().end(), v);
+      bw.saved.emplace_back(Executable::Backward::From::State, st - g.state().begin());
+    }
+  }
+  for (auto& [value, gen] : tc.randoms)
+    value = split.value().forwardMap[static_cast<size_t>(value)];
+  g = std::move(split.value().forward);
+  bw.graph = std::make_shared<ir::Graph>(std::move(split.value().backward));
+  exe.backward = std::move(bw);
+}
+
+/// The pass pipeline every compiled graph runs: simplify, fold, share, then drop what no output
+/// needs.
+void optimize(ir::Graph& g) {
+  passes::PassManager pm;
+  for (const char* name : {"simplify", "fold", "simplify", "cse", "dce"})
+    pm.add(passes::createPass(name));
+  auto r = pm.run(g);
+  if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);
+}
+
 std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args,
                                   bool specialize, const std::optional<DynamicCall>& dyn) {
   auto start = std::chrono::steady_clock::now();
@@ -332,13 +434,14 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
     exe->guardPlan = ir::lowerToPlan(guards);
   }
   if (dyn) maskPadding(tc, fn, args, *dyn, *exe);
-  passes::PassManager pm;
-  // The one pipeline: simplify, fold, share, then drop what no output needs.
-  for (const char* name : {"simplify", "fold", "simplify", "cse", "dce"})
-    pm.add(passes::createPass(name));
-  auto r = pm.run(tc.graph);
-  if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);
+  exe->gradMode = is_grad_enabled();
+  if (exe->gradMode && !tc.usedAutodiff) makeDifferentiable(tc, args, *exe, dyn.has_value());
+  optimize(tc.graph);
   exe->plan = ir::lowerToPlan(tc.graph);
+  if (exe->backward) {
+    optimize(*exe->backward->graph);
+    exe->backward->plan = ir::lowerToPlan(*exe->backward->graph);
+  }
   for (const auto& [value, gen] : tc.randoms)
     for (size_t i = 0; i < exe->plan.steps.size(); ++i)
       if (exe->plan.steps[i].output == value) exe->randomSteps.emplace_back(i, gen);
@@ -347,6 +450,84 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
   exe->buildMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return exe;
+}
+
+/// The autograd node of a compiled function's differentiable outputs: runs the backward plan on
+/// what the forward saved and the outputs' gradients.
+class CompiledBackward : public autograd::Node {
+public:
+  CompiledBackward(std::shared_ptr<const Executable> exe, std::vector<autograd::SavedTensor> saved,
+                   std::vector<std::shared_ptr<TensorImpl>> outputs)
+      : exe_(std::move(exe)), saved_(std::move(saved)), outputs_(std::move(outputs)) {
+    num_outputs = static_cast<uint32_t>(outputs_.size());
+  }
+  std::string name() const override { return "CompiledFunctionBackward"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    WEFT_CHECK(!released_, Value,
+               "Trying to backward through a compiled function a second time: what it saved is "
+               "freed after backward. Specify retain_graph=true to backward twice");
+    WEFT_CHECK(
+        !is_grad_enabled(), Value,
+        "backward with create_graph=true through a compiled function is not supported: its "
+        "backward runs compiled and is not recorded. Differentiate twice inside the compiled "
+        "function (autograd::grad with create_graph), or run it eagerly");
+    std::vector<Tensor> in;
+    for (const autograd::SavedTensor& s : saved_)
+      in.push_back(s.unpack("CompiledFunctionBackward"));
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const TensorImpl& o = *outputs_[i];
+      Tensor g = i < grads.size() ? grads[i] : Tensor();
+      if (!g.defined()) g = zeros(o.shape, o.dtype);
+      in.push_back(g.dtype() == o.dtype ? g : cast(g, o.dtype));
+    }
+    std::vector<Buffer> out = runPlan(exe_->backward->plan, buffersOf(in), {});
+    std::vector<Tensor> result(next_edges.size());
+    size_t k = 0;
+    for (size_t e = 0; e < result.size(); ++e)
+      if (exe_->backward->computed[e]) result[e] = tensorOf(out[k++]);
+    return result;
+  }
+
+  void release_saved() override {
+    for (autograd::SavedTensor& s : saved_)
+      s.reset();
+    released_ = true;
+  }
+
+private:
+  std::shared_ptr<const Executable> exe_;
+  std::vector<autograd::SavedTensor> saved_;
+  std::vector<std::shared_ptr<TensorImpl>> outputs_; // shape and dtype only
+  bool released_ = false;
+};
+
+/// Makes the differentiable outputs of one call outputs of a CompiledBackward node.
+void attachBackward(const std::shared_ptr<Executable>& exe, const std::vector<Tensor>& args,
+                    const std::vector<Tensor>& all, std::vector<Tensor>& out) {
+  const Executable::Backward& bw = *exe->backward;
+  using From = Executable::Backward::From;
+  std::vector<autograd::SavedTensor> saved;
+  for (const auto& [from, i] : bw.saved)
+    saved.emplace_back(from == From::Argument ? args[i]
+                       : from == From::State  ? exe->state[i]
+                                              : all[i],
+                       false);
+  std::vector<std::shared_ptr<TensorImpl>> meta;
+  for (size_t i : bw.outputs) {
+    meta.push_back(out[i].impl()->shallowCopy());
+    meta.back()->storage = nullptr;
+  }
+  auto node = std::make_shared<CompiledBackward>(exe, std::move(saved), std::move(meta));
+  for (size_t i : bw.wrtArgs)
+    node->next_edges.push_back(autograd::gradient_edge(args[i]));
+  for (size_t k : bw.wrtState)
+    node->next_edges.push_back(autograd::gradient_edge(exe->state[k]));
+  for (size_t j = 0; j < bw.outputs.size(); ++j) {
+    Tensor& o = out[bw.outputs[j]];
+    o.impl()->gradFn = node;
+    o.impl()->outputNr = static_cast<uint32_t>(j);
+  }
 }
 
 } // namespace
@@ -405,14 +586,14 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     for (const auto& [s, e] : state_->cache)
       if (!exe && s == sig) {
         sameArgs = true;
-        if (e->gradsMatch() && e->guardsHold(args)) exe = e;
+        if (e->gradMode == is_grad_enabled() && e->gradsMatch() && e->guardsHold(args)) exe = e;
       }
     if (!exe) {
       auto& cache = state_->cache;
       if (static_cast<int>(cache.size()) >= state_->options.recompile_limit_) {
-        std::string why =
-            sameArgs ? "a value the function reads, or whether a parameter has a .grad, changed"
-                     : describeChange(cache.back().first, sig);
+        std::string why = sameArgs ? "a value the function reads, grad mode, or whether a "
+                                     "parameter has a .grad, changed"
+                                   : describeChange(cache.back().first, sig);
         WEFT_CHECK(state_->options.on_limit_ == RecompileLimitAction::Eager, Value,
                    "compile: the recompile limit (", state_->options.recompile_limit_,
                    " signatures) is reached and another is needed: ", why,
@@ -427,10 +608,11 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
         }
       } else {
         if (!cache.empty() && debugFlag("WEFT_LOG_RECOMPILES").value_or("0") == "1")
-          std::fprintf(
-              stderr, "[weft] compile: recompiling (signature %zu): %s\n", cache.size() + 1,
-              sameArgs ? "a value the function reads, or whether a parameter has a .grad, changed"
-                       : describeChange(cache.back().first, sig).c_str());
+          std::fprintf(stderr, "[weft] compile: recompiling (signature %zu): %s\n",
+                       cache.size() + 1,
+                       sameArgs ? "a value the function reads, grad mode, or whether a parameter "
+                                  "has a .grad, changed"
+                                : describeChange(cache.back().first, sig).c_str());
         exe = build(fn, args, state_->options.specialize_on_values_, dyn);
         cache.emplace_back(sig, exe);
       }
@@ -438,11 +620,13 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     if (exe) state_->latest = exe;
   }
   if (!exe) return fn(args); // past the limit, with RecompileLimitAction::Eager
-  if (!dyn) return exe->run(args);
-  std::vector<Tensor> out = exe->run(dyn->pad(args));
-  for (size_t i = 0; i < out.size(); ++i)
-    if (const passes::MaybeAxis& a = exe->outputAxes[i])
-      out[i] = out[i].narrow(a->axis, 0, dyn->rows * a->factor);
+  std::vector<Tensor> all = exe->run(dyn ? dyn->pad(args) : args);
+  std::vector<Tensor> out(all.begin(), all.begin() + static_cast<ptrdiff_t>(exe->numOutputs));
+  if (dyn)
+    for (size_t i = 0; i < out.size(); ++i)
+      if (const passes::MaybeAxis& a = exe->outputAxes[i])
+        out[i] = out[i].narrow(a->axis, 0, dyn->rows * a->factor);
+  if (exe->backward) attachBackward(exe, args, all, out);
   return out;
 }
 

@@ -135,6 +135,7 @@ void TraceContext::assign(Tensor& self, const Tensor& result, const char* op) {
 }
 
 void TraceContext::backward(const Tensor& root, const Tensor& gradient) {
+  usedAutodiff = true;
   WEFT_CHECK(root.numel() == 1 || gradient.defined(), Value,
              "grad can be implicitly created only for scalar outputs "
              "(output has shape ",
@@ -162,6 +163,7 @@ void TraceContext::backward(const Tensor& root, const Tensor& gradient) {
 
 std::vector<Tensor> TraceContext::grad(const Tensor& output, const std::vector<Tensor>& inputs,
                                        const Tensor& gradOutput) {
+  usedAutodiff = true;
   std::vector<ir::ValueId> wrt;
   for (const Tensor& t : inputs)
     wrt.push_back(valueOf(t));

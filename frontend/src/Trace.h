@@ -38,6 +38,8 @@ struct TraceContext {
   /// The arguments have a dynamic dimension padded to a bucket: averages count their elements
   /// with graph values (see compile's dynamic_dim).
   bool dynamicDim = false;
+  /// backward() or autograd::grad ran inside the trace.
+  bool usedAutodiff = false;
   /// The real value of traced `t`, computed by running the graph recorded so far on the real
   /// arguments and state; recorded as a guard.
   Tensor evaluate(const Tensor& t);
