@@ -4,6 +4,7 @@
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
 #include "weft/passes/Pass.h"
+#include "weft/passes/Split.h"
 #include "weft/runtime/Interpreter.h"
 #include "weft/runtime/Kernels.h"
 
@@ -112,6 +113,38 @@ std::vector<float> read(const Buffer& b) {
   std::vector<float> v(static_cast<size_t>(b.ref.numel()));
   copyCast(b.ref, TensorRef{v.data(), DType::Float32, b.ref.shape, contiguousStrides(b.ref.shape)});
   return v;
+}
+
+TEST(Passes, SplitForwardBackwardSavesWhatTheGradientReads) {
+  // y = exp(x) * w; gradients seeded by g: dx = g * w * y, dw = sum(g * exp(x)).
+  Graph g("joint");
+  TensorType t{DType::Float64, {3}};
+  ValueId x = g.addArgument(t, "x");
+  ValueId w = g.addState(t, "w");
+  ValueId e = g.addNode(OpCode::Exp, {x}, {}, t);
+  ValueId y = g.addNode(OpCode::Mul, {e, w}, {}, t);
+  ValueId unused = g.addNode(OpCode::Sin, {x}, {}, t); // needed by neither half
+  (void)unused;
+  g.addOutput(y);
+  ValueId seed = g.addArgument(t, "g0");
+  ValueId gy = g.addNode(OpCode::Mul, {seed, w}, {}, t);
+  ValueId dx = g.addNode(OpCode::Mul, {gy, e}, {}, t);
+  ValueId ge = g.addNode(OpCode::Mul, {seed, e}, {}, t);
+  ValueId dw = g.addNode(OpCode::Sum, {ge}, Attrs{{"dims", Shape{}}, {"keepdim", false}},
+                         {DType::Float64, {}});
+  auto split = passes::splitForwardBackward(g, {seed}, {dx, kNoValue, dw});
+  ASSERT_TRUE(static_cast<bool>(split)) << split.diagnostic().message;
+  const passes::ForwardBackward& fb = split.value();
+  EXPECT_EQ(fb.saved, (std::vector<ValueId>{w, e})); // the state read, and exp(x); not y or x
+  EXPECT_TRUE(verify(fb.forward).empty());
+  EXPECT_TRUE(verify(fb.backward).empty());
+  EXPECT_EQ(fb.forward.arguments().size(), 1u);  // x: the seed is the backward's
+  EXPECT_EQ(fb.forward.nodes().size(), 2u);      // exp, mul
+  EXPECT_EQ(fb.forward.outputs().size(), 2u);    // y, then exp(x) saved
+  EXPECT_EQ(fb.backward.arguments().size(), 3u); // w, exp(x), g0
+  EXPECT_EQ(fb.backward.nodes().size(), 4u);
+  EXPECT_EQ(fb.backward.outputs().size(), 2u);
+  EXPECT_TRUE(fb.backward.state().empty());
 }
 
 TEST(Interpreter, RunsAGraphAndWritesStateBack) {
