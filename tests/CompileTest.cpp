@@ -334,6 +334,63 @@ TEST(Compile, CustomFunctionsTraceWithTheirOwnBackward) {
   EXPECT_TRUE(roundTrips(step.compiled()));
 }
 
+TEST(Compile, WritesThroughViewsReachTheirBaseAsEagerly) {
+  using indexing::Slice;
+  auto f = [](const Tensor& a) {
+    Tensor out = zeros({2, 4});
+    Tensor left = out.narrow(1, 0, 2), all = out.view({8});
+    left.copy_(a);                          // through a view
+    out.index({Slice(), 3}).fill_(7.0);     // through an indexing view
+    Tensor before = all * 1.0;              // a view made before the writes sees them
+    out.t().index({2}).add_(left.sum({1})); // a view of a view (column 2 via the transpose)
+    return std::vector<Tensor>{out, before, left * 1.0, all.sum()};
+  };
+  Tensor a = tensor({1.0, 2.0, 3.0, 4.0}).reshape({2, 2}).to(kFloat32);
+  auto c = compile(f);
+  std::vector<Tensor> want = f(a), got = c(a);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_TRUE(allClose(got[i], want[i], 0, 0)) << "output " << i;
+
+  // A real tensor written through a view (a cache updated one row per call), and a real view made
+  // outside the function that reads the base after the function wrote it.
+  Tensor cache = zeros({3, 2});
+  Tensor firstRow = cache.narrow(0, 0, 1);
+  auto put = compile([&](const Tensor& row) {
+    cache.narrow(0, 1, 1).copy_(row);
+    cache.mul_(2.0);
+    firstRow.add_(1.0);    // a real view written: the base takes it
+    return firstRow * 1.0; // and reads see it
+  });
+  Tensor r = put(tensor({1.0, 2.0}).reshape({1, 2}).to(kFloat32));
+  EXPECT_EQ(vals(cache), (std::vector<double>{1, 1, 2, 4, 0, 0}));
+  EXPECT_EQ(vals(r), (std::vector<double>{1, 1}));
+
+  // Gradients flow through a write into a view (eager refuses this without CopySlices).
+  Tensor w = tensor({0.5, -1.5}).to(kFloat64).requires_grad_();
+  auto loss = compile([&]() {
+    Tensor buf = zeros({4}, kFloat64);
+    buf.narrow(0, 1, 2).copy_(w * 2.0);
+    Tensor l = (buf * buf).sum();
+    l.backward();
+    return l;
+  });
+  loss();
+  EXPECT_EQ(vals(w.grad()), (std::vector<double>{4.0, -12.0})); // d/dw sum((2w)^2) = 8w
+
+  // Writing through an expanded view would write one element twice: an error, as in PyTorch.
+  auto twice = compile([](const Tensor& x) {
+    Tensor e = x.expand({3, 2});
+    e.add_(1.0);
+    return e;
+  });
+  try {
+    twice(ones({1, 2}));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than one element"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Compile, RandomOpsDrawFreshNumbersEachCallLikeEager) {
   auto dropout = [](const Tensor& x, Generator gen) {
     return x * bernoulli(full_like(x, 0.5), gen) * 2.0;

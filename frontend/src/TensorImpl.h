@@ -25,6 +25,9 @@ struct TensorImpl {
   /// tensor has no storage).
   struct TraceContext* trace = nullptr;
   int32_t traceValue = -1;
+  /// A traced view: how many writes to its base `traceValue` has seen (TraceContext re-reads the
+  /// view from its base after a write through another view or to the base itself).
+  uint64_t traceVersion = 0;
 
   // Autograd. grad_fn/outputNr are set once when the op that makes the tensor runs (or by
   // in-place rebasing on the owning thread); grad and hooks are guarded by `mutex`.

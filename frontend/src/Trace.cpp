@@ -8,6 +8,10 @@
 #include "weft/passes/Pass.h"
 #include "weft/runtime/Interpreter.h"
 #include "weft/runtime/Kernels.h"
+#include "weft/runtime/View.h"
+
+#include <algorithm>
+#include <cstring>
 
 namespace weft {
 namespace {
@@ -18,6 +22,37 @@ ir::Location callerLocation() {
   if (loc == nullptr || loc->line() == 0) return {};
   return ir::Location{loc->file_name(), static_cast<int>(loc->line())};
 }
+/// The flat positions of `view`'s elements in its contiguous `base`, as an int64 constant of the
+/// view's shape. `write`: no two elements may share a position (an expanded view).
+Tensor viewPositions(const TensorImpl& view, const TensorImpl& base, const char* op, bool write) {
+  WEFT_CHECK(base.strides == contiguousStrides(base.shape), Value, op,
+             ": inside a traced function, views of a non-contiguous tensor cannot be written or "
+             "read after a write; make the tensor contiguous first");
+  std::vector<int64_t> pos(static_cast<size_t>(numel(view.shape)));
+  std::vector<int64_t> at(view.shape.size(), 0);
+  for (int64_t& p : pos) {
+    p = view.offset - base.offset;
+    for (size_t d = 0; d < at.size(); ++d)
+      p += at[d] * view.strides[d];
+    for (size_t d = at.size(); d-- > 0;) { // next multi-index, last dimension fastest
+      if (++at[d] < view.shape[d]) break;
+      at[d] = 0;
+    }
+  }
+  if (write) {
+    std::vector<int64_t> sorted = pos;
+    std::sort(sorted.begin(), sorted.end());
+    WEFT_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), Value, op,
+               ": unsupported operation: more than one element of the written-to tensor refers to "
+               "a single memory location. Please clone() the tensor before performing the "
+               "operation.");
+  }
+  TraceScope paused(nullptr); // a real constant
+  Tensor t = makeTensor(view.shape, DType::Int64);
+  if (!pos.empty()) std::memcpy(t.data_ptr(), pos.data(), pos.size() * sizeof(int64_t));
+  return t;
+}
+
 } // namespace
 
 TraceContext* currentTrace() {
@@ -81,10 +116,57 @@ Tensor TraceContext::evaluate(const Tensor& t) {
   return value;
 }
 
+uint64_t TraceContext::writesTo(const TensorImpl* base) const {
+  auto it = writes.find(base);
+  return it == writes.end() ? 0 : it->second;
+}
+
+ir::ValueId TraceContext::readView(const std::shared_ptr<TensorImpl>& view) {
+  TraceScope scope(this); // also when reached after the traced function returned
+  Tensor idx = viewPositions(*view, *view->viewBase, "reading a view", false);
+  Tensor base(view->viewBase);
+  return valueOf(base.reshape({-1}).index_select(0, idx.reshape({-1})).reshape(view->shape));
+}
+
+void TraceContext::writeView(const std::shared_ptr<TensorImpl>& view, const Tensor& value,
+                             const char* op) {
+  TraceScope scope(this);
+  std::shared_ptr<TensorImpl> baseImpl = view->viewBase;
+  Tensor idx = viewPositions(*view, *baseImpl, op, true);
+  Tensor base(baseImpl);
+  Tensor updated = base.reshape({-1})
+                       .scatter(0, idx.reshape({-1}), value.expand(view->shape).reshape({-1}))
+                       .reshape(baseImpl->shape);
+  ir::ValueId v = valueOf(updated);
+  if (baseImpl->trace == this) {
+    baseImpl->traceValue = v;
+  } else {
+    valueOf(base); // capture it, so its new value is written back after each call
+    current[stateIndex.at(baseImpl.get())] = v;
+  }
+  ++writes[baseImpl.get()];
+}
+
 ir::ValueId TraceContext::valueOf(const Tensor& t) {
-  const TensorImpl* impl = t.impl().get();
-  if (impl->trace == this) return impl->traceValue;
+  TensorImpl* impl = t.impl().get();
+  if (impl->trace == this) {
+    if (impl->viewBase != nullptr && impl->traceVersion != writesTo(impl->viewBase.get())) {
+      impl->traceValue = readView(t.impl()); // its base was written since
+      impl->traceVersion = writesTo(impl->viewBase.get());
+    }
+    return impl->traceValue;
+  }
   WEFT_CHECK(impl->trace == nullptr, Value, "a tensor from another trace was used inside this one");
+  if (impl->viewBase != nullptr && writesTo(impl->viewBase.get()) > 0) {
+    // A real view whose base the trace wrote: read it from the base's new value. (Until then it
+    // is state of its own, so a leaf that happens to be a view is differentiated like any other.)
+    uint64_t seen = writesTo(impl->viewBase.get());
+    auto it = realViews.find(impl);
+    if (it != realViews.end() && it->second.second == seen) return it->second.first;
+    ir::ValueId v = readView(t.impl());
+    realViews[impl] = {v, seen};
+    return v;
+  }
   if (auto it = stateIndex.find(impl); it != stateIndex.end()) return current[it->second];
   WEFT_CHECK(impl->storage != nullptr, Value,
              "a metadata-only tensor was used inside a traced function");
@@ -116,22 +198,45 @@ Tensor TraceContext::record(OpCode op, const std::vector<Tensor>& inputs, const 
   if (!is_grad_enabled() && isFloating(type.dtype) &&
       opInfo(op).differentiable) // no_grad: a constant for autodiff
     v = graph.addNode(OpCode::StopGradient, {v}, {}, type, loc);
-  return traced(v);
+  Tensor out = traced(v);
+  if (isViewOp(op)) { // a view exactly where eager makes one, so writes through it reach its base
+    const TensorImpl& in = *inputs[0].impl();
+    if (auto view = computeView(op, in.shape, in.strides, attrs)) {
+      TensorImpl& o = *out.impl();
+      o.strides = view->strides;
+      o.offset = in.offset + view->offset;
+      o.viewBase = in.viewBase ? in.viewBase : inputs[0].impl();
+      o.traceVersion = writesTo(o.viewBase.get());
+    }
+  }
+  return out;
 }
 
 void TraceContext::assign(Tensor& self, const Tensor& result, const char* op) {
-  WEFT_CHECK(self.impl()->viewBase == nullptr || self.impl()->trace == this, Value, op,
-             ": in-place writes to a view of a real tensor are not supported inside a traced "
-             "function; write to "
-             "the tensor itself");
   Tensor r = result.dtype() == self.dtype() ? result : cast(result, self.dtype());
-  ir::ValueId v = valueOf(r);
-  if (self.impl()->trace == this) {
-    self.impl()->traceValue = v;
+  TensorImpl* impl = self.impl().get();
+  if (impl->viewBase != nullptr) { // functionalized: the base takes the new elements
+    writeView(self.impl(), r, op);
+    uint64_t seen = writesTo(impl->viewBase.get());
+    ir::ValueId v = valueOf(r);
+    if (impl->trace == this) {
+      impl->traceValue = v;
+      impl->traceVersion = seen;
+    } else {
+      realViews[impl] = {v, seen};
+      if (auto it = stateIndex.find(impl); it != stateIndex.end())
+        current[it->second] = v; // also state of its own: written back consistently
+    }
     return;
   }
-  valueOf(self); // capture it, so its new value is written back after each call
-  current[stateIndex.at(self.impl().get())] = v;
+  ir::ValueId v = valueOf(r);
+  if (impl->trace == this) {
+    impl->traceValue = v;
+  } else {
+    valueOf(self); // capture it, so its new value is written back after each call
+    current[stateIndex.at(impl)] = v;
+  }
+  ++writes[impl]; // its views re-read it
 }
 
 void TraceContext::backward(const Tensor& root, const Tensor& gradient) {

@@ -50,14 +50,20 @@ struct TraceContext {
   };
   std::vector<CustomRegion> customRegions;
 
-  /// The graph value `t` stands for; real tensors become state inputs.
+  /// Writes to each tensor so far; views of it whose value predates a write re-read it.
+  std::unordered_map<const TensorImpl*, uint64_t> writes;
+  /// Real views (made outside the trace) read inside it: their value, and the writes it reflects.
+  std::unordered_map<const TensorImpl*, std::pair<ir::ValueId, uint64_t>> realViews;
+
+  /// The graph value `t` stands for; real tensors become state inputs, views are read from their
+  /// base's current value.
   ir::ValueId valueOf(const Tensor& t);
   /// A traced tensor for value `v`.
   Tensor traced(ir::ValueId v);
   /// Appends `op` (the dispatcher's tracing path).
   Tensor record(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs,
                 const ir::TensorType& type);
-  /// `self` takes the value of `result` (an in-place op).
+  /// `self` takes the value of `result` (an in-place op). A view's base takes the new elements.
   void assign(Tensor& self, const Tensor& result, const char* op);
   /// loss.backward() inside a trace: appends the backward graph and sets the leaves' .grad.
   void backward(const Tensor& root, const Tensor& gradient);
@@ -66,6 +72,12 @@ struct TraceContext {
                            const Tensor& gradOutput);
   /// The custom regions as autodiff rules that call back into the user's backward.
   std::vector<passes::CustomRule> customRules();
+  /// How many writes `base` has had in this trace.
+  uint64_t writesTo(const TensorImpl* base) const;
+  /// The value of `view`, gathered from its base's current value.
+  ir::ValueId readView(const std::shared_ptr<TensorImpl>& view);
+  /// Scatters `value` into `view`'s base, which takes the result as its new value.
+  void writeView(const std::shared_ptr<TensorImpl>& view, const Tensor& value, const char* op);
   /// Undoes what tracing did to real tensors' .grad and returns what each call must redo.
   std::vector<GradEffect> finish();
 };
