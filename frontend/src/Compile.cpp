@@ -286,50 +286,20 @@ struct Executable {
   }
 };
 
-/// Traces `fn` once more with the dynamic dimension at another size, and masks the padded rows of
-/// `tc`'s graph (see passes::maskPaddedRows).
-void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
-                 const DynamicCall& dyn, Executable& exe) {
-  TraceContext probe;
-  probe.dynamicDim = true;
-  std::vector<GradEffect> probeEffects;
-  int64_t probeSize = 2 * dyn.bucket;
-  try {
-    traceInto(probe, fn, dyn.typesAt(args, probeSize), probeEffects);
-  } catch (const Error& e) {
-    throwError(e.kind(), std::string("compile: dynamic_dim: the function traces with ") +
-                             std::to_string(dyn.bucket) + " rows but not with " +
-                             std::to_string(probeSize) +
-                             "; it must work for any number of rows: " + e.what());
-  }
-  passes::PaddedTrace pt;
-  pt.graph = &tc.graph;
-  pt.probe = &probe.graph;
-  pt.size = dyn.bucket;
-  pt.probeSize = probeSize;
-  pt.arguments.assign(args.size(), std::nullopt);
-  for (size_t i : dyn.args)
-    pt.arguments[i] = passes::DynamicAxis{dyn.dim, 1};
-  auto masked = passes::maskPaddedRows(pt);
-  if (!masked) throwError(masked.diagnostic().kind, masked.diagnostic().message);
-  checkConstantsAgree(tc.state, probe.state); // the same state, as the pass checked
-  for (auto& [value, gen] : tc.randoms)
-    value = masked.value().valueMap[static_cast<size_t>(value)];
-  tc.graph = std::move(masked.value().graph);
-  exe.outputAxes = std::move(masked.value().outputs);
-  for (const GradEffect& e : exe.gradEffects)
-    WEFT_INTERNAL_ASSERT(e.output < 0 || !exe.outputAxes[static_cast<size_t>(e.output)],
-                         "a gradient of state has the dynamic dimension");
-}
+/// The gradients of a traced function's differentiable outputs, appended to its graph: one seed
+/// argument per such output, and the gradient of each argument and state tensor requiring grad.
+struct OutputGradients {
+  std::vector<ir::ValueId> seeds, grads;
+  Executable::Backward backward;
+};
 
 /// Lets eager autograd differentiate through the compiled function: when user outputs depend on
-/// arguments or state that require grad, appends their gradients (seeded by one new argument per
-/// such output) and splits the graph into a forward that also returns what the gradients read and
-/// a backward graph, which an autograd node runs when backward reaches the outputs.
-void makeDifferentiable(TraceContext& tc, const std::vector<Tensor>& args, Executable& exe,
-                        bool dynamic) {
+/// arguments or state that require grad, appends their gradients to `tc`'s graph.
+std::optional<OutputGradients>
+appendOutputGradients(TraceContext& tc, const std::vector<Tensor>& args, size_t numOutputs) {
   ir::Graph& g = tc.graph;
-  Executable::Backward bw;
+  OutputGradients og;
+  Executable::Backward& bw = og.backward;
   std::vector<ir::ValueId> wrt;
   for (size_t i = 0; i < args.size(); ++i)
     if (args[i].requires_grad()) {
@@ -350,28 +320,32 @@ void makeDifferentiable(TraceContext& tc, const std::vector<Tensor>& args, Execu
         if (depends[static_cast<size_t>(o)]) depends[static_cast<size_t>(n.result)] = true;
   passes::GraphBuilder b(g);
   passes::GValue loss;
-  std::vector<ir::ValueId> seeds;
-  for (size_t i = 0; i < exe.numOutputs; ++i) {
+  for (size_t i = 0; i < numOutputs; ++i) {
     ir::ValueId o = g.outputs()[i];
     if (!depends[static_cast<size_t>(o)]) continue;
     bw.outputs.push_back(i);
-    seeds.push_back(g.addArgument(g.type(o), "g" + std::to_string(i)));
+    og.seeds.push_back(g.addArgument(g.type(o), "g" + std::to_string(i)));
     passes::GValue term =
-        passes::reduce_op(OpCode::Sum, b.value(o) * b.value(seeds.back()), {}, false);
+        passes::reduce_op(OpCode::Sum, b.value(o) * b.value(og.seeds.back()), {}, false);
     loss = loss.defined() ? loss + term : term;
   }
-  if (seeds.empty()) return;
-  WEFT_CHECK(!dynamic, Value,
-             "compile: dynamic_dim: outputs that require grad outside the compiled function are "
-             "not supported yet; call backward() inside it (compile the whole train step), or "
-             "call it under NoGradGuard");
+  if (og.seeds.empty()) return std::nullopt;
   if (b.error()) throwError(b.error()->kind, b.error()->message);
   TraceScope scope(&tc); // user-defined backward functions are traced into the graph
   auto grads = passes::appendGradients(g, loss.id, wrt, ir::kNoValue, tc.customRules());
   if (!grads) throwError(grads.diagnostic().kind, grads.diagnostic().message);
-  for (ir::ValueId v : grads.value())
+  og.grads = grads.value();
+  for (ir::ValueId v : og.grads)
     bw.computed.push_back(v != ir::kNoValue);
-  auto split = passes::splitForwardBackward(g, seeds, grads.value());
+  return og;
+}
+
+/// Splits `tc`'s graph into a forward that also returns what the gradients read, and the backward
+/// graph an autograd node runs when backward reaches the outputs.
+void splitOutputGradients(TraceContext& tc, OutputGradients og, Executable& exe) {
+  ir::Graph& g = tc.graph;
+  Executable::Backward& bw = og.backward;
+  auto split = passes::splitForwardBackward(g, og.seeds, og.grads);
   if (!split) throwError(split.diagnostic().kind, split.diagnostic().message);
   size_t next = g.outputs().size(); // forward outputs: the joint graph's, then the saved values
   for (ir::ValueId v : split.value().saved) {
@@ -393,6 +367,50 @@ void makeDifferentiable(TraceContext& tc, const std::vector<Tensor>& args, Execu
   g = std::move(split.value().forward);
   bw.graph = std::make_shared<ir::Graph>(std::move(split.value().backward));
   exe.backward = std::move(bw);
+}
+
+/// Traces `fn` once more with the dynamic dimension at another size, and masks the padded rows of
+/// `tc`'s graph (see passes::maskPaddedRows).
+void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
+                 const DynamicCall& dyn, Executable& exe, std::optional<OutputGradients>& og) {
+  TraceContext probe;
+  probe.dynamicDim = true;
+  std::vector<GradEffect> probeEffects;
+  int64_t probeSize = 2 * dyn.bucket;
+  try {
+    traceInto(probe, fn, dyn.typesAt(args, probeSize), probeEffects);
+  } catch (const Error& e) {
+    throwError(e.kind(), std::string("compile: dynamic_dim: the function traces with ") +
+                             std::to_string(dyn.bucket) + " rows but not with " +
+                             std::to_string(probeSize) +
+                             "; it must work for any number of rows: " + e.what());
+  }
+  if (og) appendOutputGradients(probe, args, exe.numOutputs); // the same gradients, at 2x rows
+  passes::PaddedTrace pt;
+  pt.graph = &tc.graph;
+  pt.probe = &probe.graph;
+  pt.size = dyn.bucket;
+  pt.probeSize = probeSize;
+  pt.arguments.assign(args.size(), std::nullopt);
+  for (size_t i : dyn.args)
+    pt.arguments[i] = passes::DynamicAxis{dyn.dim, 1};
+  auto masked = passes::maskPaddedRows(pt);
+  if (!masked) throwError(masked.diagnostic().kind, masked.diagnostic().message);
+  checkConstantsAgree(tc.state, probe.state); // the same state, as the pass checked
+  const std::vector<ir::ValueId>& map = masked.value().valueMap;
+  for (auto& [value, gen] : tc.randoms)
+    value = map[static_cast<size_t>(value)];
+  if (og) {
+    for (ir::ValueId& v : og->seeds)
+      v = map[static_cast<size_t>(v)];
+    for (ir::ValueId& v : og->grads)
+      v = v == ir::kNoValue ? v : map[static_cast<size_t>(v)];
+  }
+  tc.graph = std::move(masked.value().graph);
+  exe.outputAxes = std::move(masked.value().outputs);
+  for (const GradEffect& e : exe.gradEffects)
+    WEFT_INTERNAL_ASSERT(e.output < 0 || !exe.outputAxes[static_cast<size_t>(e.output)],
+                         "a gradient of state has the dynamic dimension");
 }
 
 /// The pass pipeline every compiled graph runs: simplify, fold, share, then drop what no output
@@ -433,9 +451,11 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
     if (auto r = gpm.run(guards); !r) throwError(r.diagnostic().kind, r.diagnostic().message);
     exe->guardPlan = ir::lowerToPlan(guards);
   }
-  if (dyn) maskPadding(tc, fn, args, *dyn, *exe);
   exe->gradMode = is_grad_enabled();
-  if (exe->gradMode && !tc.usedAutodiff) makeDifferentiable(tc, args, *exe, dyn.has_value());
+  std::optional<OutputGradients> og;
+  if (exe->gradMode && !tc.usedAutodiff) og = appendOutputGradients(tc, args, exe->numOutputs);
+  if (dyn) maskPadding(tc, fn, args, *dyn, *exe, og);
+  if (og) splitOutputGradients(tc, std::move(*og), *exe);
   optimize(tc.graph);
   exe->plan = ir::lowerToPlan(tc.graph);
   if (exe->backward) {
@@ -457,8 +477,9 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
 class CompiledBackward : public autograd::Node {
 public:
   CompiledBackward(std::shared_ptr<const Executable> exe, std::vector<autograd::SavedTensor> saved,
-                   std::vector<std::shared_ptr<TensorImpl>> outputs)
-      : exe_(std::move(exe)), saved_(std::move(saved)), outputs_(std::move(outputs)) {
+                   std::vector<std::shared_ptr<TensorImpl>> outputs, std::optional<DynamicCall> dyn)
+      : exe_(std::move(exe)), saved_(std::move(saved)), outputs_(std::move(outputs)),
+        dyn_(std::move(dyn)) {
     num_outputs = static_cast<uint32_t>(outputs_.size());
   }
   std::string name() const override { return "CompiledFunctionBackward"; }
@@ -479,13 +500,28 @@ public:
       const TensorImpl& o = *outputs_[i];
       Tensor g = i < grads.size() ? grads[i] : Tensor();
       if (!g.defined()) g = zeros(o.shape, o.dtype);
-      in.push_back(g.dtype() == o.dtype ? g : cast(g, o.dtype));
+      if (g.dtype() != o.dtype) g = cast(g, o.dtype);
+      const passes::MaybeAxis& a =
+          dyn_ ? exe_->outputAxes[exe_->backward->outputs[i]] : passes::MaybeAxis();
+      if (a && dyn_->bucket > dyn_->rows) { // padded rows get no gradient
+        Shape pad = g.sizes();
+        pad[static_cast<size_t>(a->axis)] = (dyn_->bucket - dyn_->rows) * a->factor;
+        g = cat({g, zeros(pad, g.dtype())}, a->axis);
+      }
+      in.push_back(g);
     }
     std::vector<Buffer> out = runPlan(exe_->backward->plan, buffersOf(in), {});
+    const Executable::Backward& bw = *exe_->backward;
     std::vector<Tensor> result(next_edges.size());
     size_t k = 0;
-    for (size_t e = 0; e < result.size(); ++e)
-      if (exe_->backward->computed[e]) result[e] = tensorOf(out[k++]);
+    for (size_t e = 0; e < result.size(); ++e) {
+      if (!bw.computed[e]) continue;
+      result[e] = tensorOf(out[k++]);
+      bool rowsCut =
+          dyn_ && e < bw.wrtArgs.size() &&
+          std::find(dyn_->args.begin(), dyn_->args.end(), bw.wrtArgs[e]) != dyn_->args.end();
+      if (rowsCut) result[e] = result[e].narrow(dyn_->dim, 0, dyn_->rows);
+    }
     return result;
   }
 
@@ -499,17 +535,20 @@ private:
   std::shared_ptr<const Executable> exe_;
   std::vector<autograd::SavedTensor> saved_;
   std::vector<std::shared_ptr<TensorImpl>> outputs_; // shape and dtype only
+  std::optional<DynamicCall> dyn_;                   // the call's rows and bucket
   bool released_ = false;
 };
 
-/// Makes the differentiable outputs of one call outputs of a CompiledBackward node.
+/// Makes the differentiable outputs of one call outputs of a CompiledBackward node. `in`: the
+/// executable's arguments (`args` padded, with the valid-row mask, under dynamic_dim).
 void attachBackward(const std::shared_ptr<Executable>& exe, const std::vector<Tensor>& args,
-                    const std::vector<Tensor>& all, std::vector<Tensor>& out) {
+                    const std::vector<Tensor>& in, const std::vector<Tensor>& all,
+                    std::vector<Tensor>& out, const std::optional<DynamicCall>& dyn) {
   const Executable::Backward& bw = *exe->backward;
   using From = Executable::Backward::From;
   std::vector<autograd::SavedTensor> saved;
   for (const auto& [from, i] : bw.saved)
-    saved.emplace_back(from == From::Argument ? args[i]
+    saved.emplace_back(from == From::Argument ? in[i]
                        : from == From::State  ? exe->state[i]
                                               : all[i],
                        false);
@@ -518,7 +557,7 @@ void attachBackward(const std::shared_ptr<Executable>& exe, const std::vector<Te
     meta.push_back(out[i].impl()->shallowCopy());
     meta.back()->storage = nullptr;
   }
-  auto node = std::make_shared<CompiledBackward>(exe, std::move(saved), std::move(meta));
+  auto node = std::make_shared<CompiledBackward>(exe, std::move(saved), std::move(meta), dyn);
   for (size_t i : bw.wrtArgs)
     node->next_edges.push_back(autograd::gradient_edge(args[i]));
   for (size_t k : bw.wrtState)
@@ -620,13 +659,14 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     if (exe) state_->latest = exe;
   }
   if (!exe) return fn(args); // past the limit, with RecompileLimitAction::Eager
-  std::vector<Tensor> all = exe->run(dyn ? dyn->pad(args) : args);
+  std::vector<Tensor> in = dyn ? dyn->pad(args) : args;
+  std::vector<Tensor> all = exe->run(in);
   std::vector<Tensor> out(all.begin(), all.begin() + static_cast<ptrdiff_t>(exe->numOutputs));
   if (dyn)
     for (size_t i = 0; i < out.size(); ++i)
       if (const passes::MaybeAxis& a = exe->outputAxes[i])
         out[i] = out[i].narrow(a->axis, 0, dyn->rows * a->factor);
-  if (exe->backward) attachBackward(exe, args, all, out);
+  if (exe->backward) attachBackward(exe, args, in, all, out, dyn);
   return out;
 }
 

@@ -142,7 +142,7 @@ public:
       ValueId v = g_.arguments()[i];
       out_.valueMap[static_cast<size_t>(v)] = out_.graph.addArgument(g_.type(v), g_.value(v).name);
       axes_[static_cast<size_t>(v)] = i < t_.arguments.size() ? t_.arguments[i] : std::nullopt;
-      if (auto d = settle(v, nullptr, false)) return *d;
+      if (auto d = settle(v, nullptr, true)) return *d; // unlisted ones (seeds): found by the probe
     }
     valid_ = out_.graph.addArgument({DType::Bool, {size_}}, "valid");
     for (ValueId v : g_.state()) {

@@ -25,7 +25,8 @@ struct PaddedTrace {
   const ir::Graph* graph = nullptr;
   const ir::Graph* probe = nullptr;
   int64_t size = 0, probeSize = 0;
-  /// Per graph argument: where it holds the dynamic dimension, if it does.
+  /// Per graph argument: where it holds the dynamic dimension, if it does. Arguments past the list
+  /// (the seeds of output gradients) hold it where their shapes differ between the two traces.
   std::vector<MaybeAxis> arguments;
 };
 
