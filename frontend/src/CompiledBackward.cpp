@@ -1,0 +1,185 @@
+// Eager autograd through compiled outputs: the outputs' gradients appended to the traced graph,
+// split into forward and backward (as AOTAutograd does), and the autograd node that runs the
+// backward plan.
+#include "Executable.h"
+#include "weft/Autograd.h"
+#include "weft/Functions.h"
+#include "weft/passes/Autodiff.h"
+#include "weft/passes/GraphBuilder.h"
+#include "weft/passes/Split.h"
+
+#include <algorithm>
+
+namespace weft {
+namespace {
+
+/// The autograd node of a compiled function's differentiable outputs: runs the backward plan on
+/// what the forward saved and the outputs' gradients.
+class CompiledBackward : public autograd::Node {
+public:
+  CompiledBackward(std::shared_ptr<const Executable> exe, std::vector<autograd::SavedTensor> saved,
+                   std::vector<std::shared_ptr<TensorImpl>> outputs, std::optional<DynamicCall> dyn)
+      : exe_(std::move(exe)), saved_(std::move(saved)), outputs_(std::move(outputs)),
+        dyn_(std::move(dyn)) {
+    num_outputs = static_cast<uint32_t>(outputs_.size());
+  }
+  std::string name() const override { return "CompiledFunctionBackward"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    WEFT_CHECK(!released_, Value,
+               "Trying to backward through a compiled function a second time: what it saved is "
+               "freed after backward. Specify retain_graph=true to backward twice");
+    WEFT_CHECK(
+        !is_grad_enabled(), Value,
+        "backward with create_graph=true through a compiled function is not supported: its "
+        "backward runs compiled and is not recorded. Differentiate twice inside the compiled "
+        "function (autograd::grad with create_graph), or run it eagerly");
+    std::vector<Tensor> in;
+    for (const autograd::SavedTensor& s : saved_)
+      in.push_back(s.unpack("CompiledFunctionBackward"));
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const TensorImpl& o = *outputs_[i];
+      Tensor g = i < grads.size() ? grads[i] : Tensor();
+      if (!g.defined()) g = zeros(o.shape, o.dtype);
+      if (g.dtype() != o.dtype) g = cast(g, o.dtype);
+      const passes::MaybeAxis& a =
+          dyn_ ? exe_->outputAxes[exe_->backward->outputs[i]] : passes::MaybeAxis();
+      if (a && dyn_->bucket > dyn_->rows) { // padded rows get no gradient
+        Shape pad = g.sizes();
+        pad[static_cast<size_t>(a->axis)] = (dyn_->bucket - dyn_->rows) * a->factor;
+        g = cat({g, zeros(pad, g.dtype())}, a->axis);
+      }
+      in.push_back(g);
+    }
+    std::vector<Buffer> out = runPlan(exe_->backward->plan, buffersOf(in), {});
+    const Executable::Backward& bw = *exe_->backward;
+    std::vector<Tensor> result(next_edges.size());
+    size_t k = 0;
+    for (size_t e = 0; e < result.size(); ++e) {
+      if (!bw.computed[e]) continue;
+      result[e] = tensorOf(out[k++]);
+      bool rowsCut =
+          dyn_ && e < bw.wrtArgs.size() &&
+          std::find(dyn_->args.begin(), dyn_->args.end(), bw.wrtArgs[e]) != dyn_->args.end();
+      if (rowsCut) result[e] = result[e].narrow(dyn_->dim, 0, dyn_->rows);
+    }
+    return result;
+  }
+
+  void release_saved() override {
+    for (autograd::SavedTensor& s : saved_)
+      s.reset();
+    released_ = true;
+  }
+
+private:
+  std::shared_ptr<const Executable> exe_;
+  std::vector<autograd::SavedTensor> saved_;
+  std::vector<std::shared_ptr<TensorImpl>> outputs_; // shape and dtype only
+  std::optional<DynamicCall> dyn_;                   // the call's rows and bucket
+  bool released_ = false;
+};
+
+} // namespace
+
+std::optional<OutputGradients>
+appendOutputGradients(TraceContext& tc, const std::vector<Tensor>& args, size_t numOutputs) {
+  ir::Graph& g = tc.graph;
+  OutputGradients og;
+  Executable::Backward& bw = og.backward;
+  std::vector<ir::ValueId> wrt;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].requires_grad()) {
+      bw.wrtArgs.push_back(i);
+      wrt.push_back(g.arguments()[i]);
+    }
+  for (size_t k = 0; k < tc.state.size(); ++k)
+    if (tc.state[k].requires_grad()) {
+      bw.wrtState.push_back(k);
+      wrt.push_back(g.state()[k]);
+    }
+  std::vector<bool> depends(g.values().size(), false);
+  for (ir::ValueId v : wrt)
+    depends[static_cast<size_t>(v)] = true;
+  for (const ir::Node& n : g.nodes())
+    if (opInfo(n.op).differentiable && isFloating(g.type(n.result).dtype))
+      for (ir::ValueId o : n.operands)
+        if (depends[static_cast<size_t>(o)]) depends[static_cast<size_t>(n.result)] = true;
+  passes::GraphBuilder b(g);
+  passes::GValue loss;
+  for (size_t i = 0; i < numOutputs; ++i) {
+    ir::ValueId o = g.outputs()[i];
+    if (!depends[static_cast<size_t>(o)]) continue;
+    bw.outputs.push_back(i);
+    og.seeds.push_back(g.addArgument(g.type(o), "g" + std::to_string(i)));
+    passes::GValue term =
+        passes::reduce_op(OpCode::Sum, b.value(o) * b.value(og.seeds.back()), {}, false);
+    loss = loss.defined() ? loss + term : term;
+  }
+  if (og.seeds.empty()) return std::nullopt;
+  if (b.error()) throwError(b.error()->kind, b.error()->message);
+  TraceScope scope(&tc); // user-defined backward functions are traced into the graph
+  auto grads = passes::appendGradients(g, loss.id, wrt, ir::kNoValue, tc.customRules());
+  if (!grads) throwError(grads.diagnostic().kind, grads.diagnostic().message);
+  og.grads = grads.value();
+  for (ir::ValueId v : og.grads)
+    bw.computed.push_back(v != ir::kNoValue);
+  return og;
+}
+
+void splitOutputGradients(TraceContext& tc, OutputGradients og, Executable& exe) {
+  ir::Graph& g = tc.graph;
+  Executable::Backward& bw = og.backward;
+  auto split = passes::splitForwardBackward(g, og.seeds, og.grads);
+  if (!split) throwError(split.diagnostic().kind, split.diagnostic().message);
+  size_t next = g.outputs().size(); // forward outputs: the joint graph's, then the saved values
+  for (ir::ValueId v : split.value().saved) {
+    if (!g.isInput(v)) {
+      bw.saved.emplace_back(Executable::Backward::From::Output, next++);
+      continue;
+    }
+    const auto& argsV = g.arguments();
+    auto a = std::find(argsV.begin(), argsV.end(), v);
+    if (a != argsV.end()) {
+      bw.saved.emplace_back(Executable::Backward::From::Argument, a - argsV.begin());
+    } else {
+      auto st = std::find(g.state().begin(), g.state().end(), v);
+      bw.saved.emplace_back(Executable::Backward::From::State, st - g.state().begin());
+    }
+  }
+  for (auto& [value, gen] : tc.randoms)
+    value = split.value().forwardMap[static_cast<size_t>(value)];
+  g = std::move(split.value().forward);
+  bw.graph = std::make_shared<ir::Graph>(std::move(split.value().backward));
+  exe.backward = std::move(bw);
+}
+
+void attachBackward(const std::shared_ptr<Executable>& exe, const std::vector<Tensor>& args,
+                    const std::vector<Tensor>& in, const std::vector<Tensor>& all,
+                    std::vector<Tensor>& out, const std::optional<DynamicCall>& dyn) {
+  const Executable::Backward& bw = *exe->backward;
+  using From = Executable::Backward::From;
+  std::vector<autograd::SavedTensor> saved;
+  for (const auto& [from, i] : bw.saved)
+    saved.emplace_back(from == From::Argument ? in[i]
+                       : from == From::State  ? exe->state[i]
+                                              : all[i],
+                       false);
+  std::vector<std::shared_ptr<TensorImpl>> meta;
+  for (size_t i : bw.outputs) {
+    meta.push_back(out[i].impl()->shallowCopy());
+    meta.back()->storage = nullptr;
+  }
+  auto node = std::make_shared<CompiledBackward>(exe, std::move(saved), std::move(meta), dyn);
+  for (size_t i : bw.wrtArgs)
+    node->next_edges.push_back(autograd::gradient_edge(args[i]));
+  for (size_t k : bw.wrtState)
+    node->next_edges.push_back(autograd::gradient_edge(exe->state[k]));
+  for (size_t j = 0; j < bw.outputs.size(); ++j) {
+    Tensor& o = out[bw.outputs[j]];
+    o.impl()->gradFn = node;
+    o.impl()->outputNr = static_cast<uint32_t>(j);
+  }
+}
+
+} // namespace weft

@@ -1,0 +1,146 @@
+// compile()'s dynamic dimension: which rows a call has, its bucket, padding, and masking the
+// padded rows out of the bucket's graph.
+#include "Executable.h"
+#include "weft/Autograd.h"
+#include "weft/Functions.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace weft {
+namespace {
+
+/// The real tensors two traces at different sizes captured must agree: parameters are the same
+/// tensors, and a constant the function made (arange(x.size(0)), a literal) must hold the same
+/// values, on the rows both have along a dimension of the dynamic size.
+void checkConstantsAgree(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  WEFT_INTERNAL_ASSERT(a.size() == b.size(), "the two traces captured different state");
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (a[k].is_same(b[k])) continue;
+    Tensor x = a[k], y = b[k];
+    bool same = x.dim() == y.dim() && x.dtype() == y.dtype();
+    for (int64_t d = 0; same && d < x.dim(); ++d)
+      if (x.size(d) != y.size(d)) {
+        int64_t n = std::min(x.size(d), y.size(d));
+        x = x.narrow(d, 0, n);
+        y = y.narrow(d, 0, n);
+      }
+    if (same) {
+      std::vector<double> u = x.to_vector<double>(), v = y.to_vector<double>();
+      for (size_t i = 0; same && i < u.size(); ++i)
+        same = u[i] == v[i] || (std::isnan(u[i]) && std::isnan(v[i]));
+    }
+    WEFT_CHECK(same, Value, "compile: dynamic_dim: the function makes a tensor (state input s", k,
+               ") whose values depend on the size of the dynamic dimension; inside the compiled "
+               "function that size is the bucket's, not the batch's. Make it outside and pass it "
+               "in, or compile without dynamic_dim");
+  }
+}
+
+} // namespace
+
+std::vector<ir::TensorType> DynamicCall::typesAt(const std::vector<Tensor>& real,
+                                                 int64_t size) const {
+  std::vector<ir::TensorType> types = typesOf(real);
+  for (size_t i : args)
+    types[i].shape[static_cast<size_t>(dim)] = size;
+  return types;
+}
+
+std::vector<Tensor> DynamicCall::pad(const std::vector<Tensor>& real) const {
+  NoGradGuard noGrad;
+  std::vector<Tensor> out = real;
+  for (size_t i : args)
+    if (bucket > rows) {
+      Tensor last = real[i].narrow(dim, rows - 1, 1);
+      Shape s = last.sizes();
+      s[static_cast<size_t>(dim)] = bucket - rows;
+      out[i] = cat({real[i], last.expand(s)}, dim);
+    }
+  out.push_back(arange(bucket) < rows);
+  return out;
+}
+
+std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vector<Tensor>& args) {
+  if (!o.dynamic_dim_) return std::nullopt;
+  DynamicCall c;
+  c.dim = *o.dynamic_dim_;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (o.dynamic_arguments_.empty()
+            ? args[i].dim() > c.dim
+            : std::find(o.dynamic_arguments_.begin(), o.dynamic_arguments_.end(), i) !=
+                  o.dynamic_arguments_.end()) {
+      WEFT_CHECK(args[i].dim() > c.dim, Shape, "compile: dynamic_dim(", c.dim, ") names argument ",
+                 i, " of shape ", shapeString(args[i].sizes()), ", which has no dimension ", c.dim);
+      c.args.push_back(i);
+    }
+  for (size_t i : o.dynamic_arguments_)
+    WEFT_CHECK(i < args.size(), Index, "compile: dynamic_dim names argument ", i,
+               " but the call has ", args.size(), " arguments");
+  WEFT_CHECK(!c.args.empty(), Value, "compile: dynamic_dim(", c.dim,
+             ") applies to no argument: none has more than ", c.dim, " dimensions");
+  c.rows = args[c.args[0]].size(c.dim);
+  for (size_t i : c.args)
+    WEFT_CHECK(args[i].size(c.dim) == c.rows, Shape, "compile: dynamic_dim(", c.dim, "): argument ",
+               i, " has ", args[i].size(c.dim), " rows where argument ", c.args[0], " has ", c.rows,
+               "; name the arguments that share the dynamic dimension with "
+               "dynamic_dim(dim, {indices})");
+  WEFT_CHECK(c.rows > 0, Value, "compile: dynamic_dim(", c.dim,
+             "): a call with 0 rows has no row to pad with; skip empty batches");
+  if (o.buckets_.empty()) {
+    c.bucket = 1;
+    while (c.bucket < c.rows)
+      c.bucket *= 2;
+  } else {
+    auto it = std::lower_bound(o.buckets_.begin(), o.buckets_.end(), c.rows);
+    WEFT_CHECK(it != o.buckets_.end(), Value, "compile: ", c.rows,
+               " rows exceed the largest bucket (", o.buckets_.back(),
+               "); add a larger one to CompileOptions::buckets");
+    c.bucket = *it;
+  }
+  return c;
+}
+
+void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
+                 const DynamicCall& dyn, Executable& exe, std::optional<OutputGradients>& og) {
+  TraceContext probe;
+  probe.dynamicDim = true;
+  std::vector<GradEffect> probeEffects;
+  int64_t probeSize = 2 * dyn.bucket;
+  try {
+    traceInto(probe, fn, dyn.typesAt(args, probeSize), probeEffects);
+  } catch (const Error& e) {
+    throwError(e.kind(), std::string("compile: dynamic_dim: the function traces with ") +
+                             std::to_string(dyn.bucket) + " rows but not with " +
+                             std::to_string(probeSize) +
+                             "; it must work for any number of rows: " + e.what());
+  }
+  if (og) appendOutputGradients(probe, args, exe.numOutputs); // the same gradients, at 2x rows
+  passes::PaddedTrace pt;
+  pt.graph = &tc.graph;
+  pt.probe = &probe.graph;
+  pt.size = dyn.bucket;
+  pt.probeSize = probeSize;
+  pt.arguments.assign(args.size(), std::nullopt);
+  for (size_t i : dyn.args)
+    pt.arguments[i] = passes::DynamicAxis{dyn.dim, 1};
+  auto masked = passes::maskPaddedRows(pt);
+  if (!masked) throwError(masked.diagnostic().kind, masked.diagnostic().message);
+  checkConstantsAgree(tc.state, probe.state); // the same state, as the pass checked
+  const std::vector<ir::ValueId>& map = masked.value().valueMap;
+  for (auto& [value, gen] : tc.randoms)
+    value = map[static_cast<size_t>(value)];
+  if (og) {
+    for (ir::ValueId& v : og->seeds)
+      v = map[static_cast<size_t>(v)];
+    for (ir::ValueId& v : og->grads)
+      v = v == ir::kNoValue ? v : map[static_cast<size_t>(v)];
+  }
+  tc.graph = std::move(masked.value().graph);
+  exe.outputAxes = std::move(masked.value().outputs);
+  for (const GradEffect& e : exe.gradEffects)
+    WEFT_INTERNAL_ASSERT(e.output < 0 || !exe.outputAxes[static_cast<size_t>(e.output)],
+                         "a gradient of state has the dynamic dimension");
+}
+
+} // namespace weft

@@ -1,0 +1,115 @@
+// What compile() builds for one signature, and the pieces of building and calling it: shared by
+// Compile.cpp (the cache), DynamicDim.cpp (bucketing) and CompiledBackward.cpp (eager autograd
+// through compiled outputs). Internal to the frontend.
+#pragma once
+
+#include "Trace.h"
+#include "weft/Compile.h"
+#include "weft/passes/PaddedRows.h"
+#include "weft/runtime/Interpreter.h"
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace weft {
+
+/// The type of each tensor.
+std::vector<ir::TensorType> typesOf(const std::vector<Tensor>& args);
+
+/// Records `fn` on traced stand-ins for arguments of `types`. On success the trace context holds
+/// the graph (user outputs first) and `effects` what each call must redo to leaves' .grad.
+size_t traceInto(TraceContext& tc, const TensorFunction& fn,
+                 const std::vector<ir::TensorType>& types, std::vector<GradEffect>& effects);
+
+/// A tensor over an interpreter buffer (sharing its memory).
+Tensor tensorOf(const Buffer& b);
+
+/// One call's dynamic dimension (CompileOptions::dynamic_dim): the arguments that hold it, how
+/// many rows they have, and the bucket those rows are padded to.
+struct DynamicCall {
+  int64_t dim = 0;
+  std::vector<size_t> args;
+  int64_t rows = 0, bucket = 0;
+
+  /// The argument types with the dynamic dimension at `size` rows.
+  std::vector<ir::TensorType> typesAt(const std::vector<Tensor>& real, int64_t size) const;
+  /// The arguments padded to the bucket by repeating their last row, and the mask of valid rows.
+  std::vector<Tensor> pad(const std::vector<Tensor>& real) const;
+};
+
+/// The dynamic dimension of a call with `args`, or none when the options mark none.
+std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vector<Tensor>& args);
+
+/// One compiled signature: the optimized graph, its plan and the real tensors it reads and writes.
+struct Executable {
+  std::shared_ptr<ir::Graph> graph;
+  Plan plan;
+  std::vector<Tensor> state;
+  std::vector<GradEffect> gradEffects;
+  size_t numOutputs = 0;
+  std::vector<std::pair<size_t, Generator>> randomSteps;
+  /// Whether each state tensor had a .grad when traced: backward() accumulates differently with and
+  /// without one, so a call where this differs needs its own trace.
+  std::vector<bool> gradDefined;
+  double buildMs = 0;
+  /// Values the function read while traced (value specialization), and the plan computing them.
+  std::vector<Tensor> guardValues;
+  Plan guardPlan;
+  /// With a dynamic dimension: where each output holds it (its padded rows are cut off).
+  std::vector<passes::MaybeAxis> outputAxes;
+  /// Grad mode when traced: with it on, outputs that depend on tensors requiring grad get a
+  /// backward (unless the function ran backward itself), so a call in the other mode needs its own.
+  bool gradMode = false;
+  /// The backward of differentiable outputs: which user outputs have one, the gradients it
+  /// computes (edges: the arguments, then the state tensors listed), what it reads, and its plan.
+  struct Backward {
+    std::vector<size_t> outputs;
+    std::vector<size_t> wrtArgs, wrtState;
+    std::vector<bool> computed; // per edge: whether the plan returns a gradient for it
+    /// Per saved value: an argument, a state tensor, or a forward output (index into all outputs).
+    enum class From { Argument, State, Output };
+    std::vector<std::pair<From, size_t>> saved;
+    std::shared_ptr<ir::Graph> graph;
+    Plan plan;
+  };
+  std::optional<Backward> backward;
+
+  /// Whether every value read during tracing has the same value now (run before anything writes).
+  bool guardsHold(const std::vector<Tensor>& args) const;
+  /// Whether each state tensor has a .grad exactly where it had one when traced.
+  bool gradsMatch() const;
+  /// Runs the plan on `args` and the state, redoes the .grad effects, and returns every output:
+  /// the user's, the new gradients, then what backward reads.
+  std::vector<Tensor> run(const std::vector<Tensor>& args) const;
+};
+
+/// The gradients of a traced function's differentiable outputs, appended to its graph: one seed
+/// argument per such output, and the gradient of each argument and state tensor requiring grad.
+struct OutputGradients {
+  std::vector<ir::ValueId> seeds, grads;
+  Executable::Backward backward;
+};
+
+/// Lets eager autograd differentiate through the compiled function: when user outputs depend on
+/// arguments or state that require grad, appends their gradients to `tc`'s graph (none: nullopt).
+std::optional<OutputGradients>
+appendOutputGradients(TraceContext& tc, const std::vector<Tensor>& args, size_t numOutputs);
+
+/// Splits `tc`'s graph into a forward that also returns what the gradients read, and the backward
+/// graph an autograd node runs when backward reaches the outputs.
+void splitOutputGradients(TraceContext& tc, OutputGradients og, Executable& exe);
+
+/// Makes the differentiable outputs of one call outputs of an autograd node running the backward
+/// plan. `in`: the executable's arguments (`args` padded, with the valid-row mask, under
+/// dynamic_dim); `all`: every output of the call.
+void attachBackward(const std::shared_ptr<Executable>& exe, const std::vector<Tensor>& args,
+                    const std::vector<Tensor>& in, const std::vector<Tensor>& all,
+                    std::vector<Tensor>& out, const std::optional<DynamicCall>& dyn);
+
+/// Traces `fn` once more with the dynamic dimension at another size, and masks the padded rows of
+/// `tc`'s graph (see passes::maskPaddedRows); `og`, the output gradients, follow the masking.
+void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
+                 const DynamicCall& dyn, Executable& exe, std::optional<OutputGradients>& og);
+
+} // namespace weft
