@@ -219,7 +219,7 @@ private:
 
   /// `x` with the rows past the valid ones replaced by `fill`.
   ValueId masked(ValueId x, DynamicAxis ax, Fill fill) {
-    const ir::TensorType& t = out_.graph.type(x);
+    const ir::TensorType t = out_.graph.type(x); // a copy: emitting nodes grows the value list
     auto key = std::make_tuple(ax.axis, ax.factor, t.shape.size());
     auto it = masks_.find(key);
     if (it == masks_.end()) {
