@@ -47,6 +47,27 @@ void BM_MulAddChain(benchmark::State& state) {
   setBytes(state, 4 * kElems * static_cast<int64_t>(sizeof(float)));
 }
 
+void BM_MulAddChainCompiled(benchmark::State& state) {
+  // The same x*y+z compiled: one generated kernel reads x, y, z once and writes the result once.
+  Tensor x = rand({kElems}), y = rand({kElems}), z = rand({kElems});
+  auto f = compile([](const Tensor& a, const Tensor& b, const Tensor& c) { return a * b + c; });
+  f(x, y, z);
+  if (f.compiled().num_kernels() != 1) state.SkipWithError("no generated kernel");
+  for (auto _ : state)
+    benchmark::DoNotOptimize(f(x, y, z).data_ptr());
+  setBytes(state, 4 * kElems * static_cast<int64_t>(sizeof(float)));
+}
+
+void BM_GeluCompiled(benchmark::State& state) {
+  // gelu (erf form) as eager kernels (range(0)) or one generated kernel (range(1)): 2 x 64 MiB.
+  Tensor x = rand({kElems});
+  auto eager = [](const Tensor& a) { return a * 0.5 * ((a * 0.7071067811865476).erf() + 1.0); };
+  auto f = compile(eager);
+  for (auto _ : state)
+    benchmark::DoNotOptimize((state.range(0) ? f(x) : eager(x)).data_ptr());
+  setBytes(state, 2 * kElems * static_cast<int64_t>(sizeof(float)));
+}
+
 void BM_Sum(benchmark::State& state) {
   Tensor a = rand({kElems});
   for (auto _ : state)
@@ -107,6 +128,8 @@ void BM_Conv2d(benchmark::State& state) {
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MulAddChain)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MulAddChainCompiled)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GeluCompiled)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul)->Arg(256)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CblasSgemm)

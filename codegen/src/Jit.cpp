@@ -1,11 +1,12 @@
 // Builds a trivial elementwise kernel with OpBuilder, lowers it to LLVM and JIT-compiles it.
-#include "weft/codegen/Jit.h"
+#include "JitInternal.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -24,13 +25,17 @@
 
 namespace weft::codegen {
 
-struct JitModule::Impl {
-  std::unique_ptr<mlir::MLIRContext> context;
-  std::unique_ptr<mlir::ExecutionEngine> engine;
-};
-
 JitModule::JitModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 JitModule::~JitModule() = default;
+
+void* JitModule::lookupPacked(const char* name) const {
+  auto sym = impl_->engine->lookupPacked(name);
+  if (!sym) {
+    llvm::consumeError(sym.takeError());
+    return nullptr;
+  }
+  return reinterpret_cast<void*>(*sym);
+}
 
 void* JitModule::lookup(const char* name) const {
   auto sym = impl_->engine->lookup(std::string("_mlir_ciface_") + name);
@@ -90,27 +95,35 @@ mlir::OwningOpRef<mlir::ModuleOp> buildAddModule(mlir::MLIRContext& ctx) {
   return module;
 }
 
+} // namespace
+
 ir::Diagnostic failure(const std::string& what) {
   return ir::diag(ErrorKind::Internal, "codegen: ", what);
 }
 
-} // namespace
-
-ir::Result<AddKernel> jitAddKernel() {
+std::unique_ptr<JitModule::Impl> newJitContext() {
   initNativeTarget();
   auto impl = std::make_unique<JitModule::Impl>();
   mlir::DialectRegistry registry;
   registry.insert<mlir::arith::ArithDialect, mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
-                  mlir::LLVM::LLVMDialect, mlir::memref::MemRefDialect, mlir::scf::SCFDialect>();
+                  mlir::LLVM::LLVMDialect, mlir::math::MathDialect, mlir::memref::MemRefDialect,
+                  mlir::scf::SCFDialect>();
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
-  impl->context = std::make_unique<mlir::MLIRContext>(registry);
+  // One thread: compile() runs under its own lock, and LLVM worker threads would only add
+  // startup cost for kernels this small.
+  impl->context =
+      std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
   impl->context->loadAllAvailableDialects();
+  return impl;
+}
 
-  mlir::OwningOpRef<mlir::ModuleOp> module = buildAddModule(*impl->context);
+ir::Result<std::shared_ptr<JitModule>> jitCompile(std::unique_ptr<JitModule::Impl> impl,
+                                                  mlir::OwningOpRef<mlir::ModuleOp> module) {
   if (mlir::failed(mlir::verify(*module))) return failure("the generated module does not verify");
-
   mlir::PassManager pm(impl->context.get());
+  pm.addPass(mlir::createConvertMathToLibmPass()); // the C library's functions, as eager calls
+  pm.addPass(mlir::createConvertMathToLLVMPass());
   pm.addPass(mlir::createSCFToControlFlowPass());
   pm.addPass(mlir::createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(mlir::createArithToLLVMConversionPass());
@@ -129,10 +142,17 @@ ir::Result<AddKernel> jitAddKernel() {
     return failure("JIT compilation failed: " + msg);
   }
   impl->engine = std::move(*engine);
-  auto jit = std::make_shared<JitModule>(std::move(impl));
-  void* entry = jit->lookup("weft_add");
+  return std::make_shared<JitModule>(std::move(impl));
+}
+
+ir::Result<AddKernel> jitAddKernel() {
+  std::unique_ptr<JitModule::Impl> impl = newJitContext();
+  mlir::OwningOpRef<mlir::ModuleOp> module = buildAddModule(*impl->context);
+  auto jit = jitCompile(std::move(impl), std::move(module));
+  if (!jit) return jit.diagnostic();
+  void* entry = jit.value()->lookup("weft_add");
   if (entry == nullptr) return failure("the compiled module has no C interface for weft_add");
-  return AddKernel(jit, entry);
+  return AddKernel(jit.value(), entry);
 }
 
 void AddKernel::operator()(const float* a, const float* b, float* out, int64_t n) const {

@@ -3,9 +3,11 @@
 
 #include "Executable.h"
 #include "weft/Autograd.h"
+#include "weft/codegen/Elementwise.h"
 #include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
+#include "weft/passes/Fusion.h"
 #include "weft/passes/Pass.h"
 #include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Interpreter.h"
@@ -159,6 +161,20 @@ void optimize(ir::Graph& g) {
   if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);
 }
 
+/// `g`'s plan: elementwise groups run as generated kernels (unless WEFT_CODEGEN=0 or codegen
+/// cannot lower a group, when the interpreter runs every node).
+Plan lower(const ir::Graph& g, size_t& numKernels) {
+  std::vector<ir::FusedKernel> fused;
+  if (debugFlag("WEFT_CODEGEN").value_or("1") != "0") {
+    std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
+    if (auto kernels = codegen::compileElementwise(g, groups))
+      for (size_t k = 0; k < groups.size(); ++k)
+        fused.push_back({std::move(groups[k]), kernels.value()[k]});
+  }
+  numKernels += fused.size();
+  return ir::lowerToPlan(g, fused);
+}
+
 std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args,
                                   bool specialize, const std::optional<DynamicCall>& dyn) {
   auto start = std::chrono::steady_clock::now();
@@ -193,10 +209,10 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
   if (dyn) maskPadding(tc, fn, args, *dyn, *exe, og);
   if (og) splitOutputGradients(tc, std::move(*og), *exe);
   optimize(tc.graph);
-  exe->plan = ir::lowerToPlan(tc.graph);
+  exe->plan = lower(tc.graph, exe->numKernels);
   if (exe->backward) {
     optimize(*exe->backward->graph);
-    exe->backward->plan = ir::lowerToPlan(*exe->backward->graph);
+    exe->backward->plan = lower(*exe->backward->graph, exe->numKernels);
   }
   for (const auto& [value, gen] : tc.randoms)
     for (size_t i = 0; i < exe->plan.steps.size(); ++i)
@@ -312,6 +328,11 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
 size_t CompiledFunction::num_compiled() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->cache.size();
+}
+
+size_t CompiledFunction::num_kernels() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->latest ? state_->latest->numKernels : 0;
 }
 
 double CompiledFunction::compile_ms() const {

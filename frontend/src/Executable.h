@@ -53,6 +53,8 @@ struct Executable {
   /// without one, so a call where this differs needs its own trace.
   std::vector<bool> gradDefined;
   double buildMs = 0;
+  /// Generated kernels the plans run (forward and backward).
+  size_t numKernels = 0;
   /// Values the function read while traced (value specialization), and the plan computing them.
   std::vector<Tensor> guardValues;
   Plan guardPlan;

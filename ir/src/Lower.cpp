@@ -4,8 +4,65 @@
 #include <algorithm>
 
 namespace weft::ir {
+namespace {
 
-Plan lowerToPlan(const Graph& g) {
+/// One step to emit: a node, or a fused group (at its first node).
+struct Unit {
+  int32_t node = -1;
+  const FusedKernel* fused = nullptr;
+  std::vector<ValueId> reads, writes;
+};
+
+std::vector<Unit> unitsOf(const Graph& g, std::span<const FusedKernel> fused) {
+  size_t n = g.nodes().size();
+  std::vector<const FusedKernel*> coreOf(n, nullptr);
+  std::vector<bool> inlinedSomewhere(n, false);
+  for (const FusedKernel& f : fused) {
+    for (int32_t i : f.group.nodes)
+      coreOf[static_cast<size_t>(i)] = &f;
+    for (int32_t i : f.group.leaves)
+      inlinedSomewhere[static_cast<size_t>(i)] = true;
+  }
+  // A leaf runs on its own only if something outside the groups that inline it reads it.
+  std::vector<bool> standalone(n, true);
+  for (size_t i = 0; i < n; ++i)
+    if (inlinedSomewhere[i]) standalone[i] = false;
+  auto needed = [&](ValueId v) {
+    int32_t p = g.value(v).producer;
+    if (p >= 0) standalone[static_cast<size_t>(p)] = true;
+  };
+  for (ValueId v : g.outputs())
+    needed(v);
+  for (const StateUpdate& u : g.stateUpdates())
+    needed(u.newValue);
+  for (size_t j = 0; j < n; ++j) {
+    const FusedKernel* f = coreOf[j];
+    for (ValueId v : g.nodes()[j].operands) {
+      int32_t p = g.value(v).producer;
+      if (p < 0 || !inlinedSomewhere[static_cast<size_t>(p)]) continue;
+      bool inlinedHere = f != nullptr && std::find(f->group.leaves.begin(), f->group.leaves.end(),
+                                                   p) != f->group.leaves.end();
+      if (!inlinedHere) standalone[static_cast<size_t>(p)] = true;
+    }
+  }
+  std::vector<Unit> units;
+  for (size_t i = 0; i < n; ++i) {
+    const FusedKernel* f = coreOf[i];
+    if (f != nullptr) {
+      if (static_cast<int32_t>(i) == f->group.nodes.front())
+        units.push_back(Unit{-1, f, f->group.inputs, f->group.outputs});
+      continue;
+    }
+    if (!standalone[i]) continue;
+    const Node& node = g.nodes()[i];
+    units.push_back(Unit{static_cast<int32_t>(i), nullptr, node.operands, {node.result}});
+  }
+  return units;
+}
+
+} // namespace
+
+Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused) {
   Plan plan;
   plan.numSlots = static_cast<int32_t>(g.values().size());
   plan.argumentSlots.assign(g.arguments().begin(), g.arguments().end());
@@ -15,32 +72,44 @@ Plan lowerToPlan(const Graph& g) {
     auto index = std::find(g.state().begin(), g.state().end(), u.state) - g.state().begin();
     plan.stateUpdates.emplace_back(static_cast<int32_t>(index), u.newValue);
   }
+  std::vector<Unit> units = unitsOf(g, fused);
   // Last reader of each value; values the caller receives are never released.
   std::vector<int64_t> lastUse(g.values().size(), -1);
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    for (ValueId v : g.nodes()[i].operands)
+  for (size_t i = 0; i < units.size(); ++i)
+    for (ValueId v : units[i].reads)
       lastUse[static_cast<size_t>(v)] = static_cast<int64_t>(i);
   std::vector<bool> keep(g.values().size(), false);
   for (ValueId v : g.outputs())
     keep[static_cast<size_t>(v)] = true;
   for (const StateUpdate& u : g.stateUpdates())
     keep[static_cast<size_t>(u.newValue)] = true;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    PlanStep step{n.op,
-                  {n.operands.begin(), n.operands.end()},
-                  n.result,
-                  n.attrs,
-                  g.type(n.result).dtype,
-                  g.type(n.result).shape,
-                  {}};
-    for (ValueId v : n.operands)
+  for (size_t i = 0; i < units.size(); ++i) {
+    const Unit& u = units[i];
+    PlanStep step;
+    step.inputs.assign(u.reads.begin(), u.reads.end());
+    if (u.fused != nullptr) {
+      step.op = g.nodes()[static_cast<size_t>(u.fused->group.nodes.front())].op;
+      step.kernel = u.fused->kernel;
+      for (ValueId v : u.writes) {
+        step.kernelOutputs.push_back(v);
+        step.kernelTypes.emplace_back(g.type(v).dtype, g.type(v).shape);
+      }
+    } else {
+      const Node& n = g.nodes()[static_cast<size_t>(u.node)];
+      step.op = n.op;
+      step.output = n.result;
+      step.attrs = n.attrs;
+      step.dtype = g.type(n.result).dtype;
+      step.shape = g.type(n.result).shape;
+    }
+    for (ValueId v : u.reads)
       if (lastUse[static_cast<size_t>(v)] == static_cast<int64_t>(i) &&
           !keep[static_cast<size_t>(v)] &&
           std::find(step.release.begin(), step.release.end(), v) == step.release.end())
         step.release.push_back(v);
-    if (lastUse[static_cast<size_t>(n.result)] < 0 && !keep[static_cast<size_t>(n.result)])
-      step.release.push_back(n.result); // never read: free at once
+    for (ValueId v : u.writes)
+      if (lastUse[static_cast<size_t>(v)] < 0 && !keep[static_cast<size_t>(v)])
+        step.release.push_back(v); // never read: free at once
     plan.steps.push_back(std::move(step));
   }
   return plan;

@@ -12,6 +12,30 @@ Buffer allocateBuffer(const Shape& shape, DType dtype) {
   return Buffer{storage, TensorRef{storage->data(), dtype, shape, contiguousStrides(shape)}};
 }
 
+namespace {
+
+/// A fused step: inputs made contiguous where they are views, fresh outputs, the generated code.
+void runKernelStep(const PlanStep& step, std::vector<TensorRef>& refs, std::vector<Buffer>& slots) {
+  std::vector<Buffer> copies; // keeps contiguous copies alive for the call
+  for (TensorRef& r : refs)
+    if (!r.isContiguous()) {
+      copies.push_back(allocateBuffer(r.shape, r.dtype));
+      copyCast(r, copies.back().ref);
+      r = copies.back().ref;
+    }
+  std::vector<TensorRef> outs;
+  for (size_t i = 0; i < step.kernelOutputs.size(); ++i) {
+    Buffer b = allocateBuffer(step.kernelTypes[i].second, step.kernelTypes[i].first);
+    outs.push_back(b.ref);
+    slots[static_cast<size_t>(step.kernelOutputs[i])] = std::move(b);
+  }
+  step.kernel->run(refs, outs);
+  for (int32_t s : step.release)
+    slots[static_cast<size_t>(s)] = Buffer{};
+}
+
+} // namespace
+
 std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
                             std::span<const Buffer> state,
                             std::span<const Attrs* const> attrOverrides) {
@@ -36,6 +60,10 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
       WEFT_INTERNAL_ASSERT(b.storage != nullptr, "plan reads slot ", s,
                            " before it is written or after it is freed");
       refs.push_back(b.ref);
+    }
+    if (step.kernel) {
+      runKernelStep(step, refs, slots);
+      continue;
     }
     Buffer out;
     if (isViewOp(step.op)) {

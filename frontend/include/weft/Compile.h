@@ -94,8 +94,11 @@ public:
   size_t num_compiled() const;
   /// The optimized graph of the most recent compilation, in text form ("" before the first).
   std::string graph_text() const;
-  /// Milliseconds the most recent compilation took: tracing, the pass pipeline and lowering.
+  /// Milliseconds the most recent compilation took: tracing, the pass pipeline, code generation
+  /// and lowering.
   double compile_ms() const;
+  /// Generated (fused) kernels in the most recent compilation; the interpreter runs the rest.
+  size_t num_kernels() const;
 
 private:
   struct State;

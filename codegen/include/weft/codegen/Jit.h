@@ -16,6 +16,8 @@ public:
   JitModule& operator=(const JitModule&) = delete;
   /// The address of the C-interface entry of function `name`, or null if there is none.
   void* lookup(const char* name) const;
+  /// The address of the packed wrapper of function `name` (`void(void** args)`), or null.
+  void* lookupPacked(const char* name) const;
 
   struct Impl;
   explicit JitModule(std::unique_ptr<Impl> impl);

@@ -1,13 +1,33 @@
-// Lowering a verified graph to a runtime Plan: one step per node, each buffer released after its
-// last use.
+// Lowering a verified graph to a runtime Plan: one step per node (or per fused group), each
+// buffer released after its last use.
 #pragma once
 
 #include "weft/ir/Graph.h"
 #include "weft/runtime/Plan.h"
 
+#include <memory>
+#include <span>
+#include <vector>
+
 namespace weft::ir {
 
-/// The plan that runs `g` step by step. `g` must verify.
-Plan lowerToPlan(const Graph& g);
+/// Nodes that one generated kernel computes. `nodes` (ascending) write values of the same shape;
+/// `leaves` are scalar constants and broadcasts the kernel computes inline (they may also run on
+/// their own for other readers). `inputs` are read, `outputs` are the values others need. The
+/// kernel runs where the group's first node is, so every input is computed before it.
+struct FusionGroup {
+  std::vector<int32_t> nodes, leaves;
+  std::vector<ValueId> inputs, outputs;
+  Shape shape;
+};
+
+/// A group and the code that computes it.
+struct FusedKernel {
+  FusionGroup group;
+  std::shared_ptr<const CompiledKernel> kernel;
+};
+
+/// The plan that runs `g` step by step, each group in `fused` as one kernel step. `g` must verify.
+Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused = {});
 
 } // namespace weft::ir

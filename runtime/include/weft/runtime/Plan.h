@@ -7,9 +7,20 @@
 #include "weft/runtime/TensorRef.h"
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <vector>
 
 namespace weft {
+
+/// Generated code for a group of fused ops (what codegen produces, in runtime terms).
+class CompiledKernel {
+public:
+  virtual ~CompiledKernel() = default;
+  /// Computes `outputs` (fresh contiguous buffers of the shapes the kernel was built for) from
+  /// `inputs` (contiguous, of the shapes it was built for).
+  virtual void run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) const = 0;
+};
 
 /// One op over slots: reads `inputs`, writes `output` (a fresh buffer, or a view for movement
 /// ops), then releases the slots in `release` (their last use).
@@ -21,6 +32,11 @@ struct PlanStep {
   DType dtype = DType::Float32;
   Shape shape;
   std::vector<int32_t> release;
+  /// A fused step: `kernel` runs instead of `op`'s kernel and writes each slot of
+  /// `kernelOutputs` (fresh buffers of `kernelTypes`); `output`, `dtype` and `shape` are unused.
+  std::shared_ptr<const CompiledKernel> kernel;
+  std::vector<int32_t> kernelOutputs;
+  std::vector<std::pair<DType, Shape>> kernelTypes;
 };
 
 /// A whole program: which slots hold the arguments and state on entry, the steps, which slots

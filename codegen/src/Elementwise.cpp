@@ -1,0 +1,390 @@
+// Fused elementwise kernels: one loop nest per group, built with OpBuilder, lowered to LLVM and
+// JIT-compiled. Transcendental functions call the C library, as the eager kernels do, so fused
+// and eager results agree bit for bit.
+#include "weft/codegen/Elementwise.h"
+
+#include "JitInternal.h"
+#include "weft/runtime/ThreadPool.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <array>
+#include <map>
+
+namespace weft::codegen {
+namespace {
+
+using ir::ValueId;
+
+/// The element type a value has in memory (bool: one byte) and in registers (bool: i1).
+mlir::Type memoryType(mlir::OpBuilder& b, DType t) {
+  if (t == DType::Float64) return b.getF64Type();
+  if (t == DType::Float32) return b.getF32Type();
+  return b.getI8Type();
+}
+mlir::Type registerType(mlir::OpBuilder& b, DType t) {
+  if (t == DType::Bool) return b.getI1Type();
+  return memoryType(b, t);
+}
+
+/// Builds the scalar computation of one group inside the innermost loop.
+class BodyBuilder {
+public:
+  BodyBuilder(mlir::OpBuilder& b, mlir::Location loc, const ir::Graph& g)
+      : b_(b), loc_(loc), g_(g) {}
+
+  mlir::Value constantFloat(DType t, double v) {
+    mlir::Type ty = registerType(b_, t);
+    if (t == DType::Bool)
+      return mlir::arith::ConstantOp::create(b_, loc_, b_.getIntegerAttr(ty, v != 0.0));
+    return mlir::arith::ConstantOp::create(b_, loc_, b_.getFloatAttr(ty, v));
+  }
+
+  /// `v` (of dtype `from`) as dtype `to`, as a C++ static_cast does.
+  mlir::Value convert(mlir::Value v, DType from, DType to) {
+    if (from == to) return v;
+    mlir::Type ty = registerType(b_, to);
+    if (from == DType::Bool) return mlir::arith::UIToFPOp::create(b_, loc_, ty, v);
+    if (to == DType::Bool)
+      return mlir::arith::CmpFOp::create(b_, loc_, mlir::arith::CmpFPredicate::UNE, v,
+                                         constantFloat(from, 0.0));
+    if (from == DType::Float32) return mlir::arith::ExtFOp::create(b_, loc_, ty, v);
+    return mlir::arith::TruncFOp::create(b_, loc_, ty, v);
+  }
+
+  /// `v != 0`, as the kernels' ktruth().
+  mlir::Value truth(mlir::Value v, DType t) { return convert(v, t, DType::Bool); }
+
+  mlir::Value compare(OpCode op, mlir::Value a, mlir::Value c, DType t) {
+    using P = mlir::arith::CmpFPredicate;
+    using I = mlir::arith::CmpIPredicate;
+    if (t == DType::Bool) {
+      I p = op == OpCode::Eq   ? I::eq
+            : op == OpCode::Ne ? I::ne
+            : op == OpCode::Lt ? I::ult
+            : op == OpCode::Le ? I::ule
+            : op == OpCode::Gt ? I::ugt
+                               : I::uge;
+      return mlir::arith::CmpIOp::create(b_, loc_, p, a, c);
+    }
+    P p = op == OpCode::Eq   ? P::OEQ
+          : op == OpCode::Ne ? P::UNE
+          : op == OpCode::Lt ? P::OLT
+          : op == OpCode::Le ? P::OLE
+          : op == OpCode::Gt ? P::OGT
+                             : P::OGE;
+    return mlir::arith::CmpFOp::create(b_, loc_, p, a, c);
+  }
+
+  /// The value node `n` computes from its operands' values; null if the op is not supported.
+  mlir::Value node(const ir::Node& n, const std::vector<mlir::Value>& in) {
+    DType rt = g_.type(n.result).dtype;
+    DType it = n.operands.empty() ? rt : g_.type(n.operands[0]).dtype;
+    mlir::OpBuilder& b = b_;
+    mlir::Location l = loc_;
+    auto x = [&]() { return convert(in[0], it, rt); }; // unary Float-domain ops compute in rt
+    auto one = [&]() { return constantFloat(rt, 1.0); };
+    switch (n.op) {
+    case OpCode::Neg:
+      return mlir::arith::NegFOp::create(b, l, in[0]);
+    case OpCode::Abs:
+      return mlir::math::AbsFOp::create(b, l, in[0]);
+    case OpCode::Sign: {
+      mlir::Value zero = constantFloat(rt, 0.0);
+      mlir::Value pos = compare(OpCode::Gt, in[0], zero, rt),
+                  neg = compare(OpCode::Lt, in[0], zero, rt);
+      mlir::Value s = mlir::arith::SelectOp::create(
+          b, l, pos, one(),
+          mlir::arith::SelectOp::create(b, l, neg, constantFloat(rt, -1.0), zero));
+      mlir::Value nan =
+          mlir::arith::CmpFOp::create(b, l, mlir::arith::CmpFPredicate::UNO, in[0], in[0]);
+      return mlir::arith::SelectOp::create(b, l, nan, in[0], s);
+    }
+    case OpCode::Exp:
+      return mlir::math::ExpOp::create(b, l, x());
+    case OpCode::Log:
+      return mlir::math::LogOp::create(b, l, x());
+    case OpCode::Log1p:
+      return mlir::math::Log1pOp::create(b, l, x());
+    case OpCode::Expm1:
+      return mlir::math::ExpM1Op::create(b, l, x());
+    case OpCode::Sqrt:
+      return mlir::math::SqrtOp::create(b, l, x());
+    case OpCode::Rsqrt:
+      return mlir::arith::DivFOp::create(b, l, one(), mlir::math::SqrtOp::create(b, l, x()));
+    case OpCode::Sin:
+      return mlir::math::SinOp::create(b, l, x());
+    case OpCode::Cos:
+      return mlir::math::CosOp::create(b, l, x());
+    case OpCode::Tanh:
+      return mlir::math::TanhOp::create(b, l, x());
+    case OpCode::Sigmoid: { // as the eager kernel: never exponentiates a large positive number
+      mlir::Value v = x();
+      mlir::Value en = mlir::math::ExpOp::create(b, l, mlir::arith::NegFOp::create(b, l, v));
+      mlir::Value ep = mlir::math::ExpOp::create(b, l, v);
+      mlir::Value pos =
+          mlir::arith::DivFOp::create(b, l, one(), mlir::arith::AddFOp::create(b, l, one(), en));
+      mlir::Value neg =
+          mlir::arith::DivFOp::create(b, l, ep, mlir::arith::AddFOp::create(b, l, one(), ep));
+      return mlir::arith::SelectOp::create(b, l, compare(OpCode::Ge, v, constantFloat(rt, 0.0), rt),
+                                           pos, neg);
+    }
+    case OpCode::Erf:
+      return mlir::math::ErfOp::create(b, l, x());
+    case OpCode::Reciprocal:
+      return mlir::arith::DivFOp::create(b, l, one(), x());
+    case OpCode::Floor:
+      return mlir::math::FloorOp::create(b, l, in[0]);
+    case OpCode::Ceil:
+      return mlir::math::CeilOp::create(b, l, in[0]);
+    case OpCode::Round:
+      return mlir::math::RoundEvenOp::create(b, l, in[0]);
+    case OpCode::LogicalNot:
+      return mlir::arith::XOrIOp::create(b, l, truth(in[0], it), constantFloat(DType::Bool, 1.0));
+    case OpCode::Add:
+      return mlir::arith::AddFOp::create(b, l, in[0], in[1]);
+    case OpCode::Sub:
+      return mlir::arith::SubFOp::create(b, l, in[0], in[1]);
+    case OpCode::Mul:
+      return mlir::arith::MulFOp::create(b, l, in[0], in[1]);
+    case OpCode::Div:
+      return mlir::arith::DivFOp::create(b, l, convert(in[0], it, rt), convert(in[1], it, rt));
+    case OpCode::Pow:
+      return mlir::math::PowFOp::create(b, l, in[0], in[1]);
+    case OpCode::Maximum:
+      return mlir::arith::MaximumFOp::create(b, l, in[0], in[1]);
+    case OpCode::Minimum:
+      return mlir::arith::MinimumFOp::create(b, l, in[0], in[1]);
+    case OpCode::Eq:
+    case OpCode::Ne:
+    case OpCode::Lt:
+    case OpCode::Le:
+    case OpCode::Gt:
+    case OpCode::Ge:
+      return compare(n.op, in[0], in[1], it);
+    case OpCode::LogicalAnd:
+      return mlir::arith::AndIOp::create(b, l, truth(in[0], it), truth(in[1], it));
+    case OpCode::LogicalOr:
+      return mlir::arith::OrIOp::create(b, l, truth(in[0], it), truth(in[1], it));
+    case OpCode::LogicalXor:
+      return mlir::arith::XOrIOp::create(b, l, truth(in[0], it), truth(in[1], it));
+    case OpCode::Cast:
+      return convert(in[0], it, rt);
+    case OpCode::StopGradient:
+      return in[0];
+    case OpCode::Where:
+      return mlir::arith::SelectOp::create(b, l, in[0], in[1], in[2]);
+    case OpCode::Full: {
+      const AttrValue& v = n.attrs.raw("value");
+      double d = std::holds_alternative<double>(v)    ? std::get<double>(v)
+                 : std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v))
+                 : std::holds_alternative<bool>(v)    ? (std::get<bool>(v) ? 1.0 : 0.0)
+                                                      : 0.0;
+      return constantFloat(rt, d);
+    }
+    default:
+      return {};
+    }
+  }
+
+private:
+  mlir::OpBuilder& b_;
+  mlir::Location loc_;
+  const ir::Graph& g_;
+};
+
+/// Strides (in elements) to read a contiguous value of `shape` at each index of `out`: the
+/// shapes right-aligned, 0 where `shape` broadcasts.
+std::vector<int64_t> broadcastStrides(const Shape& shape, const Shape& out) {
+  std::vector<int64_t> strides(out.size(), 0);
+  Shape cs = contiguousStrides(shape);
+  size_t offset = out.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) strides[offset + d] = cs[d];
+  return strides;
+}
+
+/// func @k<i>(inputs..., outputs..., lo, hi): the loop nest of one group, its outer loop over
+/// [lo, hi).
+mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
+                                const ir::FusionGroup& grp, const std::string& name) {
+  mlir::Location loc = b.getUnknownLoc();
+  b.setInsertionPointToEnd(module.getBody());
+  std::vector<mlir::Type> argTypes;
+  auto flat = [&](ValueId v) {
+    return mlir::MemRefType::get({numel(g.type(v).shape)}, memoryType(b, g.type(v).dtype));
+  };
+  for (ValueId v : grp.inputs)
+    argTypes.push_back(flat(v));
+  for (ValueId v : grp.outputs)
+    argTypes.push_back(flat(v));
+  argTypes.push_back(b.getIndexType());
+  argTypes.push_back(b.getIndexType());
+  auto fn = mlir::func::FuncOp::create(b, loc, name, b.getFunctionType(argTypes, {}));
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  mlir::Block* entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  const Shape& shape = grp.shape;
+  size_t rank = shape.size();
+  size_t numIn = grp.inputs.size(), numOut = grp.outputs.size();
+  mlir::Value lo = entry->getArgument(static_cast<unsigned>(numIn + numOut));
+  mlir::Value hi = entry->getArgument(static_cast<unsigned>(numIn + numOut + 1));
+  mlir::Value zero = mlir::arith::ConstantIndexOp::create(b, loc, 0);
+  mlir::Value step = mlir::arith::ConstantIndexOp::create(b, loc, 1);
+
+  bool ok = true;
+  // The innermost body: loads, the group's nodes in order, stores.
+  auto body = [&](mlir::OpBuilder& nb, const std::vector<mlir::Value>& ivs) {
+    auto linear = [&](const std::vector<int64_t>& strides) {
+      mlir::Value idx = mlir::arith::ConstantIndexOp::create(nb, loc, 0);
+      for (size_t d = 0; d < rank; ++d) {
+        if (strides[d] == 0) continue;
+        mlir::Value s = mlir::arith::ConstantIndexOp::create(nb, loc, strides[d]);
+        idx = mlir::arith::AddIOp::create(nb, loc, idx,
+                                          mlir::arith::MulIOp::create(nb, loc, ivs[d], s));
+      }
+      return idx;
+    };
+    BodyBuilder bb(nb, loc, g);
+    std::map<ValueId, mlir::Value> values;
+    for (size_t i = 0; i < numIn; ++i) {
+      ValueId v = grp.inputs[i];
+      mlir::Value x = mlir::memref::LoadOp::create(
+          nb, loc, entry->getArgument(static_cast<unsigned>(i)),
+          mlir::ValueRange{linear(broadcastStrides(g.type(v).shape, shape))});
+      if (g.type(v).dtype == DType::Bool)
+        x = mlir::arith::CmpIOp::create(
+            nb, loc, mlir::arith::CmpIPredicate::ne, x,
+            mlir::arith::ConstantOp::create(nb, loc, nb.getIntegerAttr(nb.getI8Type(), 0)));
+      values[v] = x;
+    }
+    std::vector<int32_t> order = grp.leaves; // leaves first: they read only inputs
+    order.insert(order.end(), grp.nodes.begin(), grp.nodes.end());
+    for (int32_t i : order) {
+      const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
+      if (n.op == OpCode::Expand) { // a broadcast input: read at this index like any input
+        values[n.result] = values.at(n.operands[0]);
+        continue;
+      }
+      std::vector<mlir::Value> in;
+      for (ValueId o : n.operands)
+        in.push_back(values.at(o));
+      mlir::Value r = bb.node(n, in);
+      if (!r) {
+        ok = false;
+        return;
+      }
+      values[n.result] = r;
+    }
+    std::vector<int64_t> outStrides = contiguousStrides(shape);
+    mlir::Value at = linear(outStrides);
+    for (size_t k = 0; k < numOut; ++k) {
+      ValueId v = grp.outputs[k];
+      mlir::Value r = values.at(v);
+      if (g.type(v).dtype == DType::Bool)
+        r = mlir::arith::ExtUIOp::create(nb, loc, nb.getI8Type(), r);
+      mlir::memref::StoreOp::create(
+          nb, loc, r, entry->getArgument(static_cast<unsigned>(numIn + k)), mlir::ValueRange{at});
+    }
+  };
+  // Loops: dim 0 over [lo, hi), the others over their whole extent.
+  std::function<void(mlir::OpBuilder&, size_t, std::vector<mlir::Value>&)> nest =
+      [&](mlir::OpBuilder& nb, size_t d, std::vector<mlir::Value>& ivs) {
+        if (d == rank) {
+          body(nb, ivs);
+          return;
+        }
+        mlir::Value from = d == 0 ? lo : zero;
+        mlir::Value to =
+            d == 0 ? hi : mlir::arith::ConstantIndexOp::create(nb, loc, shape[d]).getResult();
+        mlir::scf::ForOp::create(
+            nb, loc, from, to, step, mlir::ValueRange{},
+            [&](mlir::OpBuilder& ib, mlir::Location, mlir::Value iv, mlir::ValueRange) {
+              ivs.push_back(iv);
+              nest(ib, d + 1, ivs);
+              ivs.pop_back();
+              mlir::scf::YieldOp::create(ib, loc);
+            });
+      };
+  std::vector<mlir::Value> ivs;
+  nest(b, 0, ivs);
+  mlir::func::ReturnOp::create(b, loc);
+  return mlir::success(ok);
+}
+
+/// One group's entry in the JIT-compiled module: descriptors for flat memrefs, the outer loop
+/// split over the thread pool.
+class JitKernel final : public CompiledKernel {
+public:
+  JitKernel(std::shared_ptr<JitModule> module, void (*fn)(void**), int64_t rows, int64_t rowSize)
+      : module_(std::move(module)), fn_(fn), rows_(rows), rowSize_(rowSize) {}
+
+  void run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) const override {
+    size_t n = inputs.size() + outputs.size();
+    std::vector<std::array<int64_t, 5>> desc(n); // allocated, aligned, offset, size, stride
+    std::vector<void*> descPtr(n);
+    auto fill = [&](size_t i, const TensorRef& r) {
+      auto p = reinterpret_cast<int64_t>(r.data);
+      desc[i] = {p, p, 0, r.numel(), 1};
+      descPtr[i] = desc[i].data();
+    };
+    for (size_t i = 0; i < inputs.size(); ++i)
+      fill(i, inputs[i]);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      fill(inputs.size() + i, outputs[i]);
+    // About 64K elements per chunk keep the threads busy without splitting small tensors.
+    int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(rowSize_, 1));
+    parallelFor(rows_, grain, [&](int64_t lo, int64_t hi) {
+      std::vector<void*> args(n + 2);
+      for (size_t i = 0; i < n; ++i)
+        args[i] = &descPtr[i];
+      args[n] = &lo;
+      args[n + 1] = &hi;
+      fn_(args.data());
+    });
+  }
+
+private:
+  std::shared_ptr<JitModule> module_;
+  void (*fn_)(void**);
+  int64_t rows_, rowSize_;
+};
+
+} // namespace
+
+ir::Result<std::vector<std::shared_ptr<const CompiledKernel>>>
+compileElementwise(const ir::Graph& g, std::span<const ir::FusionGroup> groups) {
+  std::vector<std::shared_ptr<const CompiledKernel>> kernels;
+  if (groups.empty()) return kernels;
+  std::unique_ptr<JitModule::Impl> impl = newJitContext();
+  mlir::OpBuilder b(impl->context.get());
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
+  for (size_t k = 0; k < groups.size(); ++k)
+    if (mlir::failed(buildKernel(b, *module, g, groups[k], "k" + std::to_string(k))))
+      return failure("group " + std::to_string(k) + " holds an op without a lowering");
+  if (auto r = jitCompile(std::move(impl), std::move(module)); !r) {
+    return r.diagnostic();
+  } else {
+    for (size_t k = 0; k < groups.size(); ++k) {
+      void* fn = r.value()->lookupPacked(("_mlir_ciface_k" + std::to_string(k)).c_str());
+      if (fn == nullptr) return failure("the compiled module lacks kernel " + std::to_string(k));
+      const Shape& s = groups[k].shape;
+      int64_t rows = s.empty() ? 1 : s[0];
+      int64_t rowSize = s.empty() ? 1 : numel(s) / std::max<int64_t>(s[0], 1);
+      kernels.push_back(std::make_shared<JitKernel>(
+          r.value(), reinterpret_cast<void (*)(void**)>(fn), rows, rowSize));
+    }
+  }
+  return kernels;
+}
+
+} // namespace weft::codegen

@@ -1,0 +1,141 @@
+// Elementwise fusion groups, grown greedily in topological order.
+#include "weft/passes/Fusion.h"
+
+#include <algorithm>
+
+namespace weft::passes {
+namespace {
+
+using ir::ValueId;
+
+bool elementwise(OpKind kind) {
+  switch (kind) {
+  case OpKind::Unary:
+  case OpKind::Binary:
+  case OpKind::Cast:
+  case OpKind::Identity:
+  case OpKind::Where:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// A node computing fusible dtypes from fusible dtypes.
+bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
+  if (!fusibleDType(g.type(n.result).dtype)) return false;
+  return std::all_of(n.operands.begin(), n.operands.end(),
+                     [&](ValueId v) { return fusibleDType(g.type(v).dtype); });
+}
+
+} // namespace
+
+bool fusibleDType(DType dtype) {
+  return dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::Bool;
+}
+
+std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g, size_t minNodes) {
+  size_t n = g.nodes().size();
+  std::vector<int32_t> groupOf(n, -1);
+  std::vector<ir::FusionGroup> groups;
+  auto producer = [&](ValueId v) { return g.value(v).producer; };
+  // Computed before the group starts (or an input): the group may read it.
+  auto before = [&](ValueId v, const ir::FusionGroup& grp) {
+    return producer(v) < grp.nodes.front();
+  };
+  // A scalar constant, or a broadcast of a value computed before the group, to `shape`.
+  auto leafFor = [&](ValueId v, const ir::FusionGroup& grp) {
+    int32_t p = producer(v);
+    if (p < 0) return false;
+    const ir::Node& node = g.nodes()[static_cast<size_t>(p)];
+    if (!fusibleTypes(g, node)) return false;
+    if (node.op == OpCode::Full) return g.type(v).shape.empty();
+    return node.op == OpCode::Expand && g.type(v).shape == grp.shape &&
+           before(node.operands[0], grp);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = g.nodes()[i];
+    if (!elementwise(opInfo(node.op).kind) || !fusibleTypes(g, node)) continue;
+    const Shape& shape = g.type(node.result).shape;
+    int32_t chosen = -1;
+    for (ValueId v : node.operands) {
+      int32_t p = producer(v);
+      if (p < 0 || groupOf[static_cast<size_t>(p)] < 0) continue;
+      const ir::FusionGroup& grp = groups[static_cast<size_t>(groupOf[static_cast<size_t>(p)])];
+      if (grp.shape != shape) continue;
+      bool ok = std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId o) {
+        int32_t q = producer(o);
+        return (q >= 0 && groupOf[static_cast<size_t>(q)] == groupOf[static_cast<size_t>(p)]) ||
+               before(o, grp) || leafFor(o, grp);
+      });
+      if (ok) {
+        chosen = groupOf[static_cast<size_t>(p)];
+        break;
+      }
+    }
+    if (chosen < 0) {
+      chosen = static_cast<int32_t>(groups.size());
+      groups.push_back(ir::FusionGroup{{}, {}, {}, {}, shape});
+    }
+    groups[static_cast<size_t>(chosen)].nodes.push_back(static_cast<int32_t>(i));
+    groupOf[i] = chosen;
+  }
+  // Leaves, inputs and outputs of each group.
+  std::vector<bool> neededOutside(g.values().size(), false);
+  for (ValueId v : g.outputs())
+    neededOutside[static_cast<size_t>(v)] = true;
+  for (const ir::StateUpdate& u : g.stateUpdates())
+    neededOutside[static_cast<size_t>(u.newValue)] = true;
+  std::vector<ir::FusionGroup> result;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    ir::FusionGroup& grp = groups[k];
+    if (grp.nodes.size() < minNodes) {
+      for (int32_t i : grp.nodes)
+        groupOf[static_cast<size_t>(i)] = -1;
+      continue;
+    }
+    auto addInput = [&](ValueId v) {
+      if (std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end())
+        grp.inputs.push_back(v);
+    };
+    for (int32_t i : grp.nodes)
+      for (ValueId v : g.nodes()[static_cast<size_t>(i)].operands) {
+        int32_t p = producer(v);
+        if (p >= 0 && groupOf[static_cast<size_t>(p)] == static_cast<int32_t>(k)) continue;
+        if (p >= 0 && groupOf[static_cast<size_t>(p)] < 0 && leafFor(v, grp)) {
+          if (std::find(grp.leaves.begin(), grp.leaves.end(), p) == grp.leaves.end())
+            grp.leaves.push_back(p);
+          for (ValueId o : g.nodes()[static_cast<size_t>(p)].operands)
+            addInput(o);
+          continue;
+        }
+        addInput(v);
+      }
+    std::sort(grp.leaves.begin(), grp.leaves.end());
+    result.push_back(grp);
+  }
+  // Outputs: values of a group that any other node, an output or a state update reads.
+  for (ir::FusionGroup& grp : result) {
+    std::vector<bool> mine(n, false);
+    for (int32_t i : grp.nodes)
+      mine[static_cast<size_t>(i)] = true;
+    auto addOutput = [&](ValueId v) {
+      if (std::find(grp.outputs.begin(), grp.outputs.end(), v) == grp.outputs.end())
+        grp.outputs.push_back(v);
+    };
+    for (size_t j = 0; j < n; ++j) {
+      if (mine[j]) continue;
+      for (ValueId v : g.nodes()[j].operands) {
+        int32_t p = producer(v);
+        if (p >= 0 && mine[static_cast<size_t>(p)]) addOutput(v);
+      }
+    }
+    for (int32_t i : grp.nodes) {
+      ValueId v = g.nodes()[static_cast<size_t>(i)].result;
+      if (neededOutside[static_cast<size_t>(v)]) addOutput(v);
+    }
+  }
+  return result;
+}
+
+} // namespace weft::passes
