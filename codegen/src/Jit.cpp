@@ -132,8 +132,11 @@ ir::Result<std::shared_ptr<JitModule>> jitCompile(std::unique_ptr<JitModule::Imp
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
   if (mlir::failed(pm.run(*module))) return failure("lowering to the LLVM dialect failed");
 
+  // `transformer` is a function_ref: the function it refers to must outlive create().
+  std::function<llvm::Error(llvm::Module*)> optimize =
+      mlir::makeOptimizingTransformer(2, 0, nullptr);
   mlir::ExecutionEngineOptions options;
-  options.transformer = mlir::makeOptimizingTransformer(2, 0, nullptr);
+  options.transformer = optimize;
   auto engine = mlir::ExecutionEngine::create(*module, options);
   if (!engine) {
     std::string msg;
