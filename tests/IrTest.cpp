@@ -3,6 +3,7 @@
 #include "weft/ir/ShapeInference.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
+#include "weft/passes/Fusion.h"
 #include "weft/passes/Pass.h"
 #include "weft/passes/Split.h"
 #include "weft/runtime/Interpreter.h"
@@ -145,6 +146,45 @@ TEST(Passes, SplitForwardBackwardSavesWhatTheGradientReads) {
   EXPECT_EQ(fb.backward.nodes().size(), 4u);
   EXPECT_EQ(fb.backward.outputs().size(), 2u);
   EXPECT_TRUE(fb.backward.state().empty());
+}
+
+TEST(Passes, ElementwiseGroupsNeverWaitOnTheirOwnConsumers) {
+  // d = exp(mul(a + y, sum(a + y))) * 2 with a = exp(x): the sum reads the first group's value,
+  // so the mul that reads the sum cannot join that group; it starts a second one.
+  Graph g("fuse");
+  TensorType t{DType::Float32, {4}}, scalar{DType::Float32, {}};
+  ValueId x = g.addArgument(t, "x"), y = g.addArgument(t, "y");
+  ValueId a = g.addNode(OpCode::Exp, {x}, {}, t);
+  ValueId b = g.addNode(OpCode::Add, {a, y}, {}, t);
+  ValueId s = g.addNode(OpCode::Sum, {b}, Attrs{{"dims", Shape{}}, {"keepdim", false}}, scalar);
+  ValueId c = g.addNode(OpCode::Mul, {b, s}, {}, t);
+  ValueId d = g.addNode(OpCode::Exp, {c}, {}, t);
+  ValueId two =
+      g.addNode(OpCode::Full, {},
+                Attrs{{"shape", Shape{}}, {"dtype", DType::Float32}, {"value", 2.0}}, scalar);
+  ValueId e = g.addNode(OpCode::Mul, {d, two}, {}, t);
+  g.addOutput(e);
+  g.addOutput(a);
+  ASSERT_TRUE(verify(g).empty());
+  std::vector<FusionGroup> groups = passes::findElementwiseGroups(g);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].nodes, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(groups[0].inputs, (std::vector<ValueId>{x, y}));
+  EXPECT_EQ(groups[0].outputs, (std::vector<ValueId>{b, a})); // read by sum and mul; an output
+  EXPECT_EQ(groups[1].nodes, (std::vector<int32_t>{3, 4, 6}));
+  EXPECT_EQ(groups[1].leaves, (std::vector<int32_t>{5})); // the constant, computed inline
+  EXPECT_EQ(groups[1].inputs, (std::vector<ValueId>{b, s}));
+  EXPECT_EQ(groups[1].outputs, (std::vector<ValueId>{e}));
+  // Lowered: kernel, sum, kernel; the constant needs no step of its own.
+  std::vector<FusedKernel> fused;
+  for (const FusionGroup& grp : groups)
+    fused.push_back({grp, nullptr});
+  Plan plan = lowerToPlan(g, fused);
+  ASSERT_EQ(plan.steps.size(), 3u);
+  EXPECT_EQ(plan.steps[0].kernelOutputs, (std::vector<int32_t>{b, a}));
+  EXPECT_EQ(plan.steps[1].op, OpCode::Sum);
+  EXPECT_EQ(plan.steps[2].kernelOutputs, (std::vector<int32_t>{e}));
+  EXPECT_EQ(plan.steps[2].release, (std::vector<int32_t>{b, s})); // their last reader
 }
 
 TEST(Interpreter, RunsAGraphAndWritesStateBack) {
