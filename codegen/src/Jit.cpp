@@ -1,5 +1,6 @@
 // Builds a trivial elementwise kernel with OpBuilder, lowers it to LLVM and JIT-compiles it.
 #include "JitInternal.h"
+#include "weft/runtime/DebugFlags.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -18,9 +19,12 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
+#include <fstream>
 #include <mutex>
 
 namespace weft::codegen {
@@ -118,8 +122,25 @@ std::unique_ptr<JitModule::Impl> newJitContext() {
   return impl;
 }
 
+namespace {
+
+/// With WEFT_DUMP_DIR set: writes `module` to <dir>/kernels-<n>.<tag>.mlir.
+void dumpModule(mlir::ModuleOp module, int n, const char* tag) {
+  std::string dir = debugFlag("WEFT_DUMP_DIR").value_or("");
+  if (dir.empty()) return;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os);
+  std::ofstream(dir + "/kernels-" + std::to_string(n) + "." + tag + ".mlir") << text;
+}
+
+} // namespace
+
 ir::Result<std::shared_ptr<JitModule>> jitCompile(std::unique_ptr<JitModule::Impl> impl,
                                                   mlir::OwningOpRef<mlir::ModuleOp> module) {
+  static std::atomic<int> counter{0};
+  int n = counter++;
+  dumpModule(*module, n, "input");
   if (mlir::failed(mlir::verify(*module))) return failure("the generated module does not verify");
   mlir::PassManager pm(impl->context.get());
   pm.addPass(mlir::createConvertMathToLibmPass()); // the C library's functions, as eager calls
@@ -131,13 +152,26 @@ ir::Result<std::shared_ptr<JitModule>> jitCompile(std::unique_ptr<JitModule::Imp
   pm.addPass(mlir::createConvertControlFlowToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
   if (mlir::failed(pm.run(*module))) return failure("lowering to the LLVM dialect failed");
+  dumpModule(*module, n, "llvm");
 
+  // Optimized and compiled for this CPU: without the target machine LLVM's cost model knows no
+  // vector registers and leaves every loop scalar.
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder) {
+    llvm::consumeError(builder.takeError());
+    return failure("cannot describe the host CPU to LLVM");
+  }
+  auto machine = builder->createTargetMachine();
+  if (!machine) {
+    llvm::consumeError(machine.takeError());
+    return failure("cannot create a target machine for the host CPU");
+  }
   // `transformer` is a function_ref: the function it refers to must outlive create().
   std::function<llvm::Error(llvm::Module*)> optimize =
-      mlir::makeOptimizingTransformer(2, 0, nullptr);
+      mlir::makeOptimizingTransformer(2, 0, machine->get());
   mlir::ExecutionEngineOptions options;
   options.transformer = optimize;
-  auto engine = mlir::ExecutionEngine::create(*module, options);
+  auto engine = mlir::ExecutionEngine::create(*module, options, std::move(*machine));
   if (!engine) {
     std::string msg;
     llvm::raw_string_ostream os(msg);

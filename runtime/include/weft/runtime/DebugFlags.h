@@ -12,9 +12,10 @@ namespace weft {
   X(WEFT_NUM_THREADS, "threads for CPU kernels and OpenBLAS (default: hardware threads)")          \
   X(WEFT_CPU_CACHE_MB, "cap on idle blocks the CPU caching allocator keeps (default 2048)")        \
   X(WEFT_PRINT_IR_AFTER, "print the graph after the named pass, or after every pass with 'all'")   \
-  X(WEFT_DUMP_DIR, "write the graph before and after every pass into this directory")              \
+  X(WEFT_DUMP_DIR,                                                                                 \
+    "write the graph before and after every pass, and generated MLIR, into this dir")              \
   X(WEFT_TIME_PASSES, "print how long each pass took (1 to enable)")                               \
-  X(WEFT_LOG_RECOMPILES, "log every compile() recompilation with its reason (1 to enable)")      \
+  X(WEFT_LOG_RECOMPILES, "log every compile() recompilation with its reason (1 to enable)")        \
   X(WEFT_CODEGEN, "0: compiled functions run every op in the interpreter, without generated code")
 
 /// The value of a WEFT_* environment variable, if set.
