@@ -103,16 +103,7 @@ class FusedOp : public ::testing::TestWithParam<int> {};
 /// functions and rounds the same operations the eager kernels do.
 TEST_P(FusedOp, EqualsEagerExactly) {
   auto op = static_cast<OpCode>(GetParam());
-  switch (opInfo(op).kind) {
-  case OpKind::Unary:
-  case OpKind::Binary:
-  case OpKind::Where:
-  case OpKind::Cast:
-  case OpKind::Identity:
-    break;
-  default:
-    GTEST_SKIP() << "not elementwise";
-  }
+  if (!isElementwise(op)) GTEST_SKIP() << "not elementwise";
   for (DType dt : {kFloat32, kFloat64})
     for (const OpSample& s : samplesFor(op)) {
       SCOPED_TRACE(s.label + " " + std::string(dtypeName(dt)));

@@ -8,19 +8,6 @@ namespace {
 
 using ir::ValueId;
 
-bool elementwise(OpKind kind) {
-  switch (kind) {
-  case OpKind::Unary:
-  case OpKind::Binary:
-  case OpKind::Cast:
-  case OpKind::Identity:
-  case OpKind::Where:
-    return true;
-  default:
-    return false;
-  }
-}
-
 /// A node computing fusible dtypes from fusible dtypes.
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
   if (!fusibleDType(g.type(n.result).dtype)) return false;
@@ -55,7 +42,7 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g, size_t mi
   };
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes()[i];
-    if (!elementwise(opInfo(node.op).kind) || !fusibleTypes(g, node)) continue;
+    if (!isElementwise(node.op) || !fusibleTypes(g, node)) continue;
     const Shape& shape = g.type(node.result).shape;
     int32_t chosen = -1;
     for (ValueId v : node.operands) {

@@ -35,4 +35,17 @@ std::optional<OpCode> opFromName(std::string_view name) {
   return std::nullopt;
 }
 
+bool isElementwise(OpCode op) {
+  switch (opInfo(op).kind) {
+  case OpKind::Unary:
+  case OpKind::Binary:
+  case OpKind::Cast:
+  case OpKind::Identity:
+  case OpKind::Where:
+    return true;
+  default:
+    return false;
+  }
+}
+
 } // namespace weft

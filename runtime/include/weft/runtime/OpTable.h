@@ -78,6 +78,10 @@ inline constexpr int kNumOps = 0
 
 /// The facts about `op`.
 const OpInfo& opInfo(OpCode op);
+
+/// True for ops computing each output element from the same element of their (broadcast) inputs:
+/// unary, binary, cast, identity (stop_gradient) and where.
+bool isElementwise(OpCode op);
 /// The op's name as the text IR spells it ("matmul").
 inline std::string_view opName(OpCode op) {
   return opInfo(op).name;
