@@ -98,13 +98,8 @@ appendOutputGradients(TraceContext& tc, const std::vector<Tensor>& args, size_t 
       bw.wrtState.push_back(k);
       wrt.push_back(g.state()[k]);
     }
-  std::vector<bool> depends(g.values().size(), false);
-  for (ir::ValueId v : wrt)
-    depends[static_cast<size_t>(v)] = true;
-  for (const ir::Node& n : g.nodes())
-    if (opInfo(n.op).differentiable && isFloating(g.type(n.result).dtype))
-      for (ir::ValueId o : n.operands)
-        if (depends[static_cast<size_t>(o)]) depends[static_cast<size_t>(n.result)] = true;
+  std::vector<passes::CustomRule> rules = tc.customRules();
+  std::vector<bool> depends = passes::differentiablyDependsOn(g, wrt, rules);
   passes::GraphBuilder b(g);
   passes::GValue loss;
   for (size_t i = 0; i < numOutputs; ++i) {
@@ -119,7 +114,7 @@ appendOutputGradients(TraceContext& tc, const std::vector<Tensor>& args, size_t 
   if (og.seeds.empty()) return std::nullopt;
   if (b.error()) throwError(b.error()->kind, b.error()->message);
   TraceScope scope(&tc); // user-defined backward functions are traced into the graph
-  auto grads = passes::appendGradients(g, loss.id, wrt, ir::kNoValue, tc.customRules());
+  auto grads = passes::appendGradients(g, loss.id, wrt, ir::kNoValue, rules);
   if (!grads) throwError(grads.diagnostic().kind, grads.diagnostic().message);
   og.grads = grads.value();
   for (ir::ValueId v : og.grads)

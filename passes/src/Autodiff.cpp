@@ -9,6 +9,30 @@
 
 namespace weft::passes {
 
+std::vector<bool> differentiablyDependsOn(const ir::Graph& g, const std::vector<ir::ValueId>& wrt,
+                                          const std::vector<CustomRule>& custom) {
+  std::unordered_map<ir::ValueId, const CustomRule*> regionOf;
+  for (const CustomRule& r : custom)
+    for (ir::ValueId o : r.outputs)
+      regionOf[o] = &r;
+  std::vector<bool> depends(g.values().size(), false);
+  for (ir::ValueId v : wrt)
+    depends[static_cast<size_t>(v)] = true;
+  for (const ir::Node& n : g.nodes()) {
+    if (!isFloating(g.type(n.result).dtype)) continue;
+    auto it = regionOf.find(n.result);
+    if (it != regionOf.end()) { // a custom function's output: through its own backward
+      for (ir::ValueId v : it->second->inputs)
+        if (depends[static_cast<size_t>(v)]) depends[static_cast<size_t>(n.result)] = true;
+      continue;
+    }
+    if (!opInfo(n.op).differentiable) continue;
+    for (ir::ValueId v : n.operands)
+      if (depends[static_cast<size_t>(v)]) depends[static_cast<size_t>(n.result)] = true;
+  }
+  return depends;
+}
+
 ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId loss,
                                                      const std::vector<ir::ValueId>& wrt,
                                                      ir::ValueId seed,
@@ -28,22 +52,7 @@ ir::Result<std::vector<ir::ValueId>> appendGradients(ir::Graph& g, ir::ValueId l
       regionOf[o] = &r;
   }
   // Values that depend on some `wrt` value: only their gradients are needed.
-  std::vector<bool> depends(g.values().size(), false);
-  for (ir::ValueId v : wrt)
-    depends[static_cast<size_t>(v)] = true;
-  for (size_t i = 0; i < numNodes; ++i) {
-    const ir::Node& n = g.nodes()[i];
-    if (auto it = regionOf.find(n.result); it != regionOf.end()) {
-      for (ir::ValueId v : it->second->inputs)
-        if (depends[static_cast<size_t>(v)] && isFloating(g.type(n.result).dtype))
-          depends[static_cast<size_t>(n.result)] = true;
-      continue;
-    }
-    for (ir::ValueId v : n.operands)
-      if (depends[static_cast<size_t>(v)] && opInfo(n.op).differentiable &&
-          isFloating(g.type(n.result).dtype))
-        depends[static_cast<size_t>(n.result)] = true;
-  }
+  std::vector<bool> depends = differentiablyDependsOn(g, wrt, custom);
 
   GraphBuilder b(g);
   std::unordered_map<ir::ValueId, GValue> grads;

@@ -18,6 +18,11 @@ struct CustomRule {
   std::function<std::vector<ir::ValueId>(const std::vector<ir::ValueId>& outputGrads)> backward;
 };
 
+/// Per value of `g`: whether a gradient flows to some `wrt` value from it (floating values reached
+/// through differentiable ops, or through the custom regions' own backward).
+std::vector<bool> differentiablyDependsOn(const ir::Graph& g, const std::vector<ir::ValueId>& wrt,
+                                          const std::vector<CustomRule>& custom = {});
+
 /// Appends to `g` the gradient of `loss` with respect to each value in `wrt` (seeded with `seed`,
 /// or ones of loss's shape when kNoValue). Returns one gradient value per `wrt` entry, kNoValue
 /// where `loss` does not depend on it. Backward nodes carry their forward node's location. Regions
