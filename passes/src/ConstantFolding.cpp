@@ -3,6 +3,7 @@
 #include "weft/passes/Pass.h"
 
 #include "weft/runtime/Kernels.h"
+#include "weft/runtime/View.h"
 
 #include <variant>
 
@@ -11,21 +12,7 @@ namespace {
 
 /// Ops whose result is uniform when every input is: elementwise ops and movement ops.
 bool foldable(OpCode op) {
-  switch (opInfo(op).kind) {
-  case OpKind::Unary:
-  case OpKind::Binary:
-  case OpKind::Cast:
-  case OpKind::Identity:
-  case OpKind::Where:
-  case OpKind::Reshape:
-  case OpKind::Permute:
-  case OpKind::Expand:
-  case OpKind::Slice:
-  case OpKind::Flip:
-    return true;
-  default:
-    return false;
-  }
+  return isElementwise(op) || isViewOp(op) || opInfo(op).kind == OpKind::Flip;
 }
 
 /// One element holding `value` in `dtype`, as a Full kernel would write it.
