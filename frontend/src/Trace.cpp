@@ -11,7 +11,6 @@
 #include "weft/runtime/View.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace weft {
 namespace {
@@ -23,34 +22,27 @@ ir::Location callerLocation() {
   return ir::Location{loc->file_name(), static_cast<int>(loc->line())};
 }
 /// The flat positions of `view`'s elements in its contiguous `base`, as an int64 constant of the
-/// view's shape. `write`: no two elements may share a position (an expanded view).
+/// view's shape: the view's strides applied to 0, 1, 2, ... `write`: no two elements may share a
+/// position (an expanded view).
 Tensor viewPositions(const TensorImpl& view, const TensorImpl& base, const char* op, bool write) {
   WEFT_CHECK(base.strides == contiguousStrides(base.shape), Value, op,
              ": inside a traced function, views of a non-contiguous tensor cannot be written or "
              "read after a write; make the tensor contiguous first");
-  std::vector<int64_t> pos(static_cast<size_t>(numel(view.shape)));
-  std::vector<int64_t> at(view.shape.size(), 0);
-  for (int64_t& p : pos) {
-    p = view.offset - base.offset;
-    for (size_t d = 0; d < at.size(); ++d)
-      p += at[d] * view.strides[d];
-    for (size_t d = at.size(); d-- > 0;) { // next multi-index, last dimension fastest
-      if (++at[d] < view.shape[d]) break;
-      at[d] = 0;
-    }
-  }
+  TraceScope paused(nullptr); // a real constant
+  Tensor positions = arange(numel(base.shape));
+  Tensor pos =
+      Tensor(std::make_shared<TensorImpl>(positions.impl()->storage, view.shape, view.strides,
+                                          view.offset - base.offset, DType::Int64))
+          .clone();
   if (write) {
-    std::vector<int64_t> sorted = pos;
+    std::vector<int64_t> sorted = pos.to_vector<int64_t>();
     std::sort(sorted.begin(), sorted.end());
     WEFT_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), Value, op,
                ": unsupported operation: more than one element of the written-to tensor refers to "
                "a single memory location. Please clone() the tensor before performing the "
                "operation.");
   }
-  TraceScope paused(nullptr); // a real constant
-  Tensor t = makeTensor(view.shape, DType::Int64);
-  if (!pos.empty()) std::memcpy(t.data_ptr(), pos.data(), pos.size() * sizeof(int64_t));
-  return t;
+  return pos;
 }
 
 } // namespace
