@@ -61,12 +61,16 @@ Tensor tensorOf(const Buffer& b) {
 bool Executable::guardsHold(const std::vector<Tensor>& args) const {
   if (guardValues.empty()) return true;
   std::vector<Buffer> now = runPlan(guardPlan, buffersOf(args), buffersOf(state));
-  for (size_t i = 0; i < guardValues.size(); ++i) {
-    std::vector<double> a = tensorOf(now[i]).to_vector<double>(),
-                        b = guardValues[i].to_vector<double>();
-    for (size_t k = 0; k < a.size(); ++k)
-      if (a[k] != b[k] && !(std::isnan(a[k]) && std::isnan(b[k]))) return false;
-  }
+  for (size_t i = 0; i < guardValues.size(); ++i)
+    if (!sameValues(tensorOf(now[i]), guardValues[i])) return false;
+  return true;
+}
+
+bool sameValues(const Tensor& a, const Tensor& b) {
+  std::vector<double> u = a.to_vector<double>(), v = b.to_vector<double>();
+  if (u.size() != v.size()) return false;
+  for (size_t k = 0; k < u.size(); ++k)
+    if (u[k] != v[k] && !(std::isnan(u[k]) && std::isnan(v[k]))) return false;
   return true;
 }
 

@@ -5,7 +5,6 @@
 #include "weft/Functions.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace weft {
 namespace {
@@ -25,11 +24,7 @@ void checkConstantsAgree(const std::vector<Tensor>& a, const std::vector<Tensor>
         x = x.narrow(d, 0, n);
         y = y.narrow(d, 0, n);
       }
-    if (same) {
-      std::vector<double> u = x.to_vector<double>(), v = y.to_vector<double>();
-      for (size_t i = 0; same && i < u.size(); ++i)
-        same = u[i] == v[i] || (std::isnan(u[i]) && std::isnan(v[i]));
-    }
+    same = same && sameValues(x, y);
     WEFT_CHECK(same, Value, "compile: dynamic_dim: the function makes a tensor (state input s", k,
                ") whose values depend on the size of the dynamic dimension; inside the compiled "
                "function that size is the bucket's, not the batch's. Make it outside and pass it "

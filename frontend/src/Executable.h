@@ -25,6 +25,9 @@ size_t traceInto(TraceContext& tc, const TensorFunction& fn,
 /// A tensor over an interpreter buffer (sharing its memory).
 Tensor tensorOf(const Buffer& b);
 
+/// Whether `a` and `b` hold the same values element for element (NaN equals NaN).
+bool sameValues(const Tensor& a, const Tensor& b);
+
 /// One call's dynamic dimension (CompileOptions::dynamic_dim): the arguments that hold it, how
 /// many rows they have, and the bucket those rows are padded to.
 struct DynamicCall {
