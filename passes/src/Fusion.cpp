@@ -68,12 +68,8 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g, size_t mi
     groupOf[i] = chosen;
   }
   // Leaves, inputs and outputs of each group.
-  std::vector<bool> neededOutside(g.values().size(), false);
-  for (ValueId v : g.outputs())
-    neededOutside[static_cast<size_t>(v)] = true;
-  for (const ir::StateUpdate& u : g.stateUpdates())
-    neededOutside[static_cast<size_t>(u.newValue)] = true;
   std::vector<ir::FusionGroup> result;
+  std::vector<int32_t> keptAs(groups.size(), -1); // index in `result`
   for (size_t k = 0; k < groups.size(); ++k) {
     ir::FusionGroup& grp = groups[k];
     if (grp.nodes.size() < minNodes) {
@@ -99,29 +95,27 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g, size_t mi
         addInput(v);
       }
     std::sort(grp.leaves.begin(), grp.leaves.end());
+    keptAs[k] = static_cast<int32_t>(result.size());
     result.push_back(grp);
   }
-  // Outputs: values of a group that any other node, an output or a state update reads.
-  for (ir::FusionGroup& grp : result) {
-    std::vector<bool> mine(n, false);
-    for (int32_t i : grp.nodes)
-      mine[static_cast<size_t>(i)] = true;
-    auto addOutput = [&](ValueId v) {
-      if (std::find(grp.outputs.begin(), grp.outputs.end(), v) == grp.outputs.end())
-        grp.outputs.push_back(v);
-    };
-    for (size_t j = 0; j < n; ++j) {
-      if (mine[j]) continue;
-      for (ValueId v : g.nodes()[j].operands) {
-        int32_t p = producer(v);
-        if (p >= 0 && mine[static_cast<size_t>(p)]) addOutput(v);
-      }
-    }
-    for (int32_t i : grp.nodes) {
-      ValueId v = g.nodes()[static_cast<size_t>(i)].result;
-      if (neededOutside[static_cast<size_t>(v)]) addOutput(v);
-    }
-  }
+  // Outputs: values of a group that another node, an output or a state update reads.
+  auto ownerOf = [&](int32_t node) {
+    int32_t k = node < 0 ? -1 : groupOf[static_cast<size_t>(node)];
+    return k < 0 ? -1 : keptAs[static_cast<size_t>(k)];
+  };
+  auto addOutput = [&](ValueId v, int32_t reader) {
+    int32_t r = ownerOf(producer(v));
+    if (r < 0 || r == reader) return;
+    std::vector<ValueId>& outs = result[static_cast<size_t>(r)].outputs;
+    if (std::find(outs.begin(), outs.end(), v) == outs.end()) outs.push_back(v);
+  };
+  for (size_t j = 0; j < n; ++j)
+    for (ValueId v : g.nodes()[j].operands)
+      addOutput(v, ownerOf(static_cast<int32_t>(j)));
+  for (ValueId v : g.outputs())
+    addOutput(v, -1);
+  for (const ir::StateUpdate& u : g.stateUpdates())
+    addOutput(u.newValue, -1);
   return result;
 }
 
