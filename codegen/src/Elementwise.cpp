@@ -183,14 +183,8 @@ public:
       return in[0];
     case OpCode::Where:
       return mlir::arith::SelectOp::create(b, l, in[0], in[1], in[2]);
-    case OpCode::Full: {
-      const AttrValue& v = n.attrs.raw("value");
-      double d = std::holds_alternative<double>(v)    ? std::get<double>(v)
-                 : std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v))
-                 : std::holds_alternative<bool>(v)    ? (std::get<bool>(v) ? 1.0 : 0.0)
-                                                      : 0.0;
-      return constantFloat(rt, d);
-    }
+    case OpCode::Full:
+      return constantFloat(rt, n.attrs.number("value"));
     default:
       return {};
     }

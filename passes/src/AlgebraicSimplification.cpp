@@ -32,9 +32,7 @@ private:
   static std::optional<double> constant(const ir::Graph& g, ir::ValueId v) {
     const ir::Node* n = producer(g, v);
     if (n == nullptr || n->op != OpCode::Full) return std::nullopt;
-    const AttrValue& a = n->attrs.raw("value");
-    return std::holds_alternative<int64_t>(a) ? static_cast<double>(std::get<int64_t>(a))
-                                              : std::get<double>(a);
+    return n->attrs.number("value");
   }
 
   /// What `n` can be replaced by, if it is an identity: one of its operands.

@@ -55,6 +55,12 @@ public:
     return get<std::vector<int64_t>>(name);
   }
   DType dtype(const std::string& name) const { return get<DType>(name); }
+  /// A Number attribute (integer or floating) as a double.
+  double number(const std::string& name) const {
+    const AttrValue& v = raw(name);
+    if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+    return get<double>(name);
+  }
   /// All attributes in insertion order.
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
   bool operator==(const Attrs& other) const = default;
