@@ -10,7 +10,7 @@ namespace {
 
 std::string where(const Node& n, size_t index) {
   std::string s;
-  if (n.loc.known()) s = n.loc.file + ":" + std::to_string(n.loc.line) + ": ";
+  if (n.loc.known()) s = n.loc.text() + ": ";
   return s + "%" + std::to_string(index) + " = " + std::string(opName(n.op)) + ": ";
 }
 

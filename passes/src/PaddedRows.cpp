@@ -33,7 +33,7 @@ AttrValue fillValue(Fill f, DType t) {
 }
 
 std::string at(const ir::Location& loc) {
-  return loc.known() ? " at " + loc.file + ":" + std::to_string(loc.line) : std::string();
+  return loc.known() ? " at " + loc.text() : std::string();
 }
 
 template <typename... Args> ir::Diagnostic fail(const ir::Node& n, const Args&... args) {

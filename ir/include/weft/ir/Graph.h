@@ -17,6 +17,8 @@ struct Location {
   std::string file;
   int line = 0;
   bool known() const { return !file.empty(); }
+  /// "file:line", as messages name it.
+  std::string text() const { return file + ":" + std::to_string(line); }
   bool operator==(const Location&) const = default;
 };
 
