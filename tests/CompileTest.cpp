@@ -461,10 +461,10 @@ TEST(Compile, RecompilesOncePerNewShapeAndLogsWhy) {
   std::string log = ::testing::internal::GetCapturedStderr();
   unsetenv("WEFT_LOG_RECOMPILES");
   EXPECT_EQ(f.compiled().num_compiled(), 3u);
-  EXPECT_NE(log.find("recompiling (signature 2): input 0 shape [4, 3] -> [8, 3]"),
+  EXPECT_NE(log.find("recompiling (compilation 2): input 0 shape [4, 3] -> [8, 3]"),
             std::string::npos)
       << log;
-  EXPECT_NE(log.find("recompiling (signature 3): input 0 dtype float32 -> float64"),
+  EXPECT_NE(log.find("recompiling (compilation 3): input 0 dtype float32 -> float64"),
             std::string::npos)
       << log;
   EXPECT_EQ(log.find("signature 4"), std::string::npos) << log;

@@ -2,6 +2,7 @@
 // serial run. Run under ThreadSanitizer in CI.
 #include "TestUtil.h"
 
+#include <atomic>
 #include <thread>
 
 namespace weft::test {
@@ -66,6 +67,40 @@ TEST(Concurrency, ConcurrentBackwardAccumulatesIntoSharedLeaves) {
     th.join();
   // d/db1 of sum(x w1 + b1) over 4 rows is 4 per thread: 32 in total, whatever the order.
   EXPECT_EQ(p.b1.grad().to_vector<float>(), std::vector<float>(32, 32.0f));
+}
+
+/// Eight threads run backward (or autograd::grad) through one graph without retain_graph, at
+/// once: exactly one gets through and every other gets the "second time" error, never a crash.
+/// Repeated so the threads interleave differently; TSan and ASan check the memory in CI.
+TEST(Concurrency, ConcurrentBackwardThroughOneGraphLetsExactlyOneThrough) {
+  constexpr int kThreads = 8, kRounds = 40;
+  for (int round = 0; round < kRounds; ++round) {
+    Params p;
+    Tensor x = randn({4, 16}, kFloat32, Generator(static_cast<uint64_t>(round)));
+    Tensor loss = (x.matmul(p.w1) + p.b1).tanh().sum(); // tanh saves its output
+    std::atomic<int> ok{0}, secondTime{0}, other{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        try {
+          if (t % 2 == 0)
+            loss.backward();
+          else
+            (void)autograd::grad({loss}, {p.w1});
+          ++ok;
+        } catch (const ValueError& e) {
+          bool expected = std::string(e.what()).find("second time") != std::string::npos;
+          ++(expected ? secondTime : other);
+        } catch (...) {
+          ++other;
+        }
+      });
+    for (auto& th : threads)
+      th.join();
+    ASSERT_EQ(ok.load(), 1) << "round " << round;
+    ASSERT_EQ(secondTime.load(), kThreads - 1) << "round " << round;
+    ASSERT_EQ(other.load(), 0) << "round " << round;
+  }
 }
 
 TEST(Concurrency, OneCompiledFunctionCalledFromManyThreads) {

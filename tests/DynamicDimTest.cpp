@@ -163,7 +163,7 @@ TEST(DynamicDim, SameBucketDoesNotRecompileANewBucketDoesAndSaysWhy) {
   std::string log = ::testing::internal::GetCapturedStderr();
   unsetenv("WEFT_LOG_RECOMPILES");
   EXPECT_EQ(f.compiled().num_compiled(), 2u);
-  EXPECT_NE(log.find("recompiling (signature 2): input 0 shape [8, 3] -> [16, 3]"),
+  EXPECT_NE(log.find("recompiling (compilation 2): input 0 shape [8, 3] -> [16, 3]"),
             std::string::npos)
       << log;
 }

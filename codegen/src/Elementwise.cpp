@@ -98,16 +98,13 @@ public:
       return mlir::arith::NegFOp::create(b, l, in[0]);
     case OpCode::Abs:
       return mlir::math::AbsFOp::create(b, l, in[0]);
-    case OpCode::Sign: {
+    case OpCode::Sign: { // sign(NaN) is 0, as the eager kernel's
       mlir::Value zero = constantFloat(rt, 0.0);
       mlir::Value pos = compare(OpCode::Gt, in[0], zero, rt),
                   neg = compare(OpCode::Lt, in[0], zero, rt);
-      mlir::Value s = mlir::arith::SelectOp::create(
+      return mlir::arith::SelectOp::create(
           b, l, pos, one(),
           mlir::arith::SelectOp::create(b, l, neg, constantFloat(rt, -1.0), zero));
-      mlir::Value nan =
-          mlir::arith::CmpFOp::create(b, l, mlir::arith::CmpFPredicate::UNO, in[0], in[0]);
-      return mlir::arith::SelectOp::create(b, l, nan, in[0], s);
     }
     case OpCode::Exp:
       return mlir::math::ExpOp::create(b, l, x());

@@ -5,7 +5,10 @@
 #include "weft/Functions.h"
 #include "weft/runtime/VjpRules.h"
 
+#include <cxxabi.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -55,15 +58,13 @@ public:
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0];
     if (!g.defined()) return {};
-    std::vector<GradHook> hooks;
+    std::vector<RegisteredHook> hooks;
     {
       std::lock_guard<std::mutex> lock(leaf_->mutex);
       hooks = leaf_->hooks;
     }
-    for (const GradHook& h : hooks) {
-      Tensor r = h(g);
-      if (r.defined()) g = r;
-    }
+    for (const RegisteredHook& h : hooks)
+      g = h(g);
     if (!is_grad_enabled()) // create_graph=false: the stored gradient has no history
       g = g.detach();
     std::lock_guard<std::mutex> lock(leaf_->mutex);
@@ -167,14 +168,13 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges,
         std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
     std::vector<Tensor> out;
     if (anyGrad) {
-      std::vector<std::pair<uint32_t, GradHook>> hooks;
+      std::vector<RegisteredHook> hooks;
       {
-        std::lock_guard<std::mutex> lock(node->mutex);
+        std::lock_guard<std::recursive_mutex> lock(node->mutex);
         hooks = node->pre_hooks;
       }
-      for (auto& [slot, hook] : hooks)
-        if (grads[slot].defined())
-          if (Tensor r = hook(grads[slot]); r.defined()) grads[slot] = r;
+      for (const RegisteredHook& hook : hooks)
+        if (grads[hook.output].defined()) grads[hook.output] = hook(grads[hook.output]);
       bool run = true;
       if (captures) {
         if (auto it = captureAt.find(node); it != captureAt.end())
@@ -182,10 +182,7 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges,
             captured[i] = grads[slot];
         run = needed.count(node) > 0; // nothing captured lies beyond nodes that are not needed
       }
-      if (run) {
-        out = node->apply(std::move(grads));
-        if (!keepGraph) node->release_saved();
-      }
+      if (run) out = node->run(std::move(grads), keepGraph);
     }
     // Every successor hears from every predecessor, with or without a gradient, so that
     // dependency counts reach zero in topological order.
@@ -229,6 +226,50 @@ std::vector<Tensor> rootGradients(const std::vector<Tensor>& roots,
 } // namespace
 
 Node::Node() : sequence_nr(gNextSequenceNr.fetch_add(1)) {}
+
+namespace {
+/// Nodes whose last reference a ~Node() on this thread is dropping, and whether one is doing so.
+thread_local std::vector<std::shared_ptr<Node>> tReleasing;
+thread_local bool tDraining = false;
+} // namespace
+
+Node::~Node() {
+  // Hand the edges to the outermost ~Node() on this thread, which drops them one at a time: a
+  // node freed there queues its own edges instead of freeing them from inside its destructor.
+  // (Derived members are already gone: a node's saved inputs' grad_fns are also its edges.)
+  try {
+    for (Edge& e : next_edges)
+      if (e.fn) tReleasing.push_back(std::move(e.fn));
+  } catch (...) { // out of memory: the remaining edges are freed recursively, as plain members
+  }
+  if (tDraining) return;
+  tDraining = true;
+  while (!tReleasing.empty()) {
+    std::shared_ptr<Node> last = std::move(tReleasing.back());
+    tReleasing.pop_back();
+  }
+  tDraining = false;
+}
+
+std::vector<Tensor> Node::run(std::vector<Tensor>&& grads, bool keepGraph) {
+  std::lock_guard<std::recursive_mutex> lock(mutex);
+  std::vector<Tensor> out = apply(std::move(grads));
+  if (!keepGraph) release_saved();
+  return out;
+}
+
+Tensor RegisteredHook::operator()(const Tensor& g) const {
+  Tensor r = fn(g);
+  if (!r.defined()) return g;
+  WEFT_CHECK(r.sizes() == g.sizes(), Shape, "the gradient hook registered at ", where.file_name(),
+             ":", where.line(), " returned a gradient of shape ", shapeString(r.sizes()),
+             ", but the gradient it was given (and the tensor it is registered on) has shape ",
+             shapeString(g.sizes()));
+  WEFT_CHECK(r.dtype() == g.dtype(), DType, "the gradient hook registered at ", where.file_name(),
+             ":", where.line(), " returned a ", dtypeName(r.dtype()),
+             " gradient, but the gradient it was given is ", dtypeName(g.dtype()));
+  return r;
+}
 
 Edge gradient_edge(const Tensor& t) {
   if (t.grad_fn()) return Edge{t.grad_fn(), t.output_nr()};
@@ -346,15 +387,47 @@ void AutogradContext::finishForward(const std::vector<Tensor>& outputs) {
   toSave_.clear();
 }
 
+namespace {
+/// "MyFunctionBackward" for the type name typeid gives `MyFunction` (namespaces kept).
+std::string backwardName(const char* mangled) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> plain(
+      abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  return std::string(status == 0 && plain ? plain.get() : mangled) + "Backward";
+}
+
+/// Shape and dtype of a custom function's input or output (an undefined input has none).
+std::pair<Shape, DType> metaOf(const Tensor& t) {
+  if (!t.defined()) return {Shape{}, kDefaultFloat};
+  return {t.sizes(), t.dtype()};
+}
+} // namespace
+
+CustomNode::CustomNode(const char* typeName, Backward backward)
+    : name_(backwardName(typeName)), backward_(std::move(backward)) {}
+
 std::vector<Tensor> CustomNode::apply(std::vector<Tensor>&& grads) {
   for (size_t i = 0; i < grads.size(); ++i) // backward gets zeros rather than undefined gradients
     if (!grads[i].defined()) grads[i] = zeros(outputTypes[i].first, outputTypes[i].second);
   std::vector<Tensor> result = backward_(&ctx, std::move(grads));
   WEFT_CHECK(result.size() == next_edges.size(), Value, name(), ": backward returned ",
              result.size(), " gradients, but forward has ", next_edges.size(), " tensor inputs");
-  for (size_t i = 0; i < result.size(); ++i)
-    if (result[i].defined() && result[i].sizes() != inputShapes[i])
-      result[i] = rules::sum_to(result[i], inputShapes[i]);
+  for (size_t i = 0; i < result.size(); ++i) {
+    Tensor& r = result[i];
+    if (!r.defined()) continue;
+    const auto& [shape, dtype] = inputTypes[i];
+    WEFT_CHECK(r.is_floating_point(), DType, name(), ": backward returned a ", dtypeName(r.dtype()),
+               " gradient for input ", i, " (", dtypeName(dtype), " ", shapeString(shape),
+               "); gradients must be floating point");
+    // As PyTorch: a gradient that broadcasts to the input's shape is summed down to it, and a
+    // floating gradient of another precision is converted.
+    auto b = ir::broadcastShapes(shape, r.sizes(), "backward");
+    WEFT_CHECK(b && b.value() == r.sizes(), Shape, name(),
+               ": backward returned a gradient of shape ", shapeString(r.sizes()), " for input ", i,
+               " of shape ", shapeString(shape));
+    if (r.sizes() != shape) r = rules::sum_to(r, shape);
+    if (r.dtype() != dtype) r = cast(r, dtype);
+  }
   return result;
 }
 
@@ -378,15 +451,13 @@ std::vector<Tensor> traceCustomOutputs(TraceContext& tc, const std::shared_ptr<C
   region.node = node;
   for (const Tensor& t : inputs) {
     region.inputs.push_back(t.defined() ? tc.valueOf(t) : ir::kNoValue);
-    node->inputShapes.push_back(t.defined() ? t.sizes() : Shape{});
+    node->inputTypes.push_back(metaOf(t));
   }
   for (Tensor& o : outputs) {
-    if (o.defined() &&
-        o.impl()->trace != &tc) // a real tensor returned as is: give it a graph value
+    if (o.impl()->trace != &tc) // a real tensor returned as is: give it a graph value
       o = tc.traced(tc.valueOf(o));
-    region.outputs.push_back(o.defined() ? tc.valueOf(o) : ir::kNoValue);
-    node->outputTypes.emplace_back(o.defined() ? o.sizes() : Shape{},
-                                   o.defined() ? o.dtype() : kDefaultFloat);
+    region.outputs.push_back(tc.valueOf(o));
+    node->outputTypes.push_back(metaOf(o));
   }
   node->num_outputs = static_cast<uint32_t>(outputs.size());
   node->next_edges.resize(inputs.size());
@@ -399,6 +470,10 @@ std::vector<Tensor> traceCustomOutputs(TraceContext& tc, const std::shared_ptr<C
 std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node,
                                       const std::vector<Tensor>& inputs,
                                       std::vector<Tensor> outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    WEFT_CHECK(outputs[i].defined(), Value, node->name(),
+               ": forward returned an undefined tensor as output ", i,
+               "; a custom function's outputs must be tensors");
   if (TraceContext* tc = currentTrace())
     return traceCustomOutputs(*tc, node, inputs, std::move(outputs));
   bool any = false;
@@ -411,13 +486,12 @@ std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node,
   if (any && is_grad_enabled()) {
     for (const Tensor& t : inputs) {
       node->next_edges.push_back(t.defined() && t.requires_grad() ? gradient_edge(t) : Edge{});
-      node->inputShapes.push_back(t.defined() ? t.sizes() : Shape{});
+      node->inputTypes.push_back(metaOf(t));
     }
     node->num_outputs = static_cast<uint32_t>(outputs.size());
     for (size_t i = 0; i < outputs.size(); ++i) {
-      node->outputTypes.emplace_back(outputs[i].defined() ? outputs[i].sizes() : Shape{},
-                                     outputs[i].defined() ? outputs[i].dtype() : kDefaultFloat);
-      if (outputs[i].defined() && outputs[i].is_floating_point()) {
+      node->outputTypes.push_back(metaOf(outputs[i]));
+      if (outputs[i].is_floating_point()) {
         outputs[i].impl()->gradFn = node;
         outputs[i].impl()->outputNr = static_cast<uint32_t>(i);
       }

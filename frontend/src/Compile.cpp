@@ -32,7 +32,8 @@ std::vector<ir::TensorType> typesOf(const std::vector<Tensor>& args) {
 /// Records `fn` on traced stand-ins for arguments of `types`. On success the trace context holds
 /// the graph (user outputs first) and `effects` what each call must redo to leaves' .grad.
 size_t traceInto(TraceContext& tc, const TensorFunction& fn,
-                 const std::vector<ir::TensorType>& types, std::vector<GradEffect>& effects) {
+                 const std::vector<ir::TensorType>& types, std::vector<GradEffect>& effects,
+                 std::source_location loc) {
   std::vector<Tensor> traced;
   for (size_t i = 0; i < types.size(); ++i)
     traced.push_back(tc.traced(tc.graph.addArgument(types[i], "a" + std::to_string(i))));
@@ -40,8 +41,13 @@ size_t traceInto(TraceContext& tc, const TensorFunction& fn,
   try {
     TraceScope scope(&tc);
     std::vector<Tensor> outs = fn(traced);
-    for (const Tensor& o : outs)
-      tc.graph.addOutput(tc.valueOf(o));
+    for (size_t i = 0; i < outs.size(); ++i) {
+      CallSite cs(loc);
+      WEFT_CHECK(outs[i].defined(), Value, "compile: the function returned an undefined tensor",
+                 outs.size() > 1 ? " as output " + std::to_string(i) : std::string(),
+                 "; a compiled function returns tensors");
+      tc.graph.addOutput(tc.valueOf(outs[i]));
+    }
     numOutputs = outs.size();
   } catch (...) {
     tc.finish(); // leave real tensors' .grad as they were
@@ -58,14 +64,6 @@ Tensor tensorOf(const Buffer& b) {
       std::make_shared<TensorImpl>(b.storage, b.ref.shape, b.ref.strides, offset, b.ref.dtype));
 }
 
-bool Executable::guardsHold(const std::vector<Tensor>& args) const {
-  if (guardValues.empty()) return true;
-  std::vector<Buffer> now = runPlan(guardPlan, buffersOf(args), buffersOf(state));
-  for (size_t i = 0; i < guardValues.size(); ++i)
-    if (!sameValues(tensorOf(now[i]), guardValues[i])) return false;
-  return true;
-}
-
 bool sameValues(const Tensor& a, const Tensor& b) {
   std::vector<double> u = a.to_vector<double>(), v = b.to_vector<double>();
   if (u.size() != v.size()) return false;
@@ -74,26 +72,71 @@ bool sameValues(const Tensor& a, const Tensor& b) {
   return true;
 }
 
-bool Executable::gradsMatch() const {
-  for (size_t i = 0; i < state.size(); ++i)
-    if (state[i].grad().defined() != gradDefined[i]) return false;
-  return true;
+namespace {
+/// "state s2 (float32 [3, 4])", as the recompile log names a captured tensor.
+std::string stateName(const ir::Graph& g, size_t k) {
+  const ir::TensorType& t = g.type(g.state()[k]);
+  return "captured tensor s" + std::to_string(k) + " (" + std::string(dtypeName(t.dtype)) + " " +
+         shapeString(t.shape) + ")";
+}
+} // namespace
+
+std::optional<std::vector<Tensor>> Executable::liveState(std::string& why) const {
+  std::vector<Tensor> state = ownedState;
+  for (size_t k = 0; k < state.size(); ++k) {
+    if (state[k].defined()) continue;
+    std::shared_ptr<TensorImpl> impl = userState[k].lock();
+    if (!impl) {
+      why = stateName(*graph, k) +
+            " is gone: the handle the function read it through holds another tensor now, or "
+            "went out of scope";
+      return std::nullopt;
+    }
+    state[k] = Tensor(std::move(impl));
+  }
+  return state;
 }
 
-std::vector<Tensor> Executable::run(const std::vector<Tensor>& args) const {
+std::string Executable::mismatch(const std::vector<Tensor>& args,
+                                 const std::vector<Tensor>& state) const {
+  if (gradMode != is_grad_enabled())
+    return std::string("grad mode changed (traced with grad ") + (gradMode ? "on" : "off") +
+           ", called with it " + (gradMode ? "off" : "on") + ")";
+  for (size_t k = 0; k < state.size(); ++k)
+    if (state[k].grad().defined() != gradDefined[k])
+      return stateName(*graph, k) + (gradDefined[k] ? " no longer has" : " has") +
+             " a .grad (backward accumulates differently)";
+  if (guardValues.empty()) return "";
+  std::vector<Buffer> now = runPlan(guardPlan, buffersOf(args), buffersOf(state));
+  for (size_t i = 0; i < guardValues.size(); ++i)
+    if (!sameValues(tensorOf(now[i]), guardValues[i]))
+      return "the value read by " + guardSources[i] + " changed";
+  return "";
+}
+
+std::vector<Tensor> Executable::run(const std::vector<Tensor>& args,
+                                    const std::vector<Tensor>& state) const {
   std::vector<Attrs> drawn;
-  drawn.reserve(randomSteps.size());
-  std::vector<const Attrs*> overrides(randomSteps.empty() ? 0 : plan.steps.size(), nullptr);
-  for (const auto& [step, gen] : randomSteps) { // fresh numbers each call, as eager draws them
-    Generator g = gen;
-    drawn.push_back(plan.steps[step].attrs);
+  drawn.reserve(randomEvents.size());
+  std::vector<const Attrs*> overrides(randomEvents.empty() ? 0 : plan.steps.size(), nullptr);
+  for (const RandomEvent& e : randomEvents) { // as eager: fresh draws, and reseeds between them
+    Generator g = e.generator;
+    if (!e.draw) {
+      g.manual_seed(e.seed);
+      continue;
+    }
+    if (!e.step) { // numbers nothing uses still advance the stream, as eager draws them
+      g.next_offset();
+      continue;
+    }
+    drawn.push_back(plan.steps[*e.step].attrs);
     drawn.back().set("seed", static_cast<int64_t>(g.seed()));
     drawn.back().set("offset", static_cast<int64_t>(g.next_offset()));
-    overrides[step] = &drawn.back();
+    overrides[*e.step] = &drawn.back();
   }
   std::vector<Buffer> out = runPlan(plan, buffersOf(args), buffersOf(state), overrides);
   for (const GradEffect& e : gradEffects) {
-    Tensor leaf = e.leaf;
+    Tensor leaf = state[e.state];
     if (e.output < 0) {
       leaf.set_grad({});
       continue;
@@ -122,6 +165,7 @@ struct ArgSignature {
   bool operator==(const ArgSignature&) const = default;
 };
 using Signature = std::vector<ArgSignature>;
+using Cache = std::vector<std::pair<Signature, std::shared_ptr<Executable>>>;
 
 Signature signatureOf(const std::vector<Tensor>& args) {
   Signature s;
@@ -180,15 +224,16 @@ Plan lower(const ir::Graph& g, size_t& numKernels) {
 }
 
 std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args,
-                                  bool specialize, const std::optional<DynamicCall>& dyn) {
+                                  bool specialize, const std::optional<DynamicCall>& dyn,
+                                  std::source_location loc) {
   auto start = std::chrono::steady_clock::now();
   TraceContext tc;
   tc.specialize = specialize;
   tc.realArgs = args;
   tc.dynamicDim = dyn.has_value();
   auto exe = std::make_shared<Executable>();
-  exe->numOutputs =
-      traceInto(tc, fn, dyn ? dyn->typesAt(args, dyn->bucket) : typesOf(args), exe->gradEffects);
+  exe->numOutputs = traceInto(tc, fn, dyn ? dyn->typesAt(args, dyn->bucket) : typesOf(args),
+                              exe->gradEffects, loc);
   for (const Tensor& g : tc.gradBefore)
     exe->gradDefined.push_back(g.defined());
   std::vector<ir::Diagnostic> problems = ir::verify(tc.graph);
@@ -198,9 +243,10 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
     ir::Graph guards = tc.graph;
     guards.mutableOutputs().clear();
     guards.mutableStateUpdates().clear();
-    for (const auto& [value, expected] : tc.guards) {
-      guards.addOutput(value);
-      exe->guardValues.push_back(expected);
+    for (const TraceContext::Guard& guard : tc.guards) {
+      guards.addOutput(guard.value);
+      exe->guardValues.push_back(guard.expected);
+      exe->guardSources.push_back(guard.source);
     }
     passes::PassManager gpm;
     gpm.add(passes::createPass("dce"));
@@ -210,7 +256,7 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
   exe->gradMode = is_grad_enabled();
   std::optional<OutputGradients> og;
   if (exe->gradMode && !tc.usedAutodiff) og = appendOutputGradients(tc, args, exe->numOutputs);
-  if (dyn) maskPadding(tc, fn, args, *dyn, *exe, og);
+  if (dyn) maskPadding(tc, fn, args, *dyn, *exe, og, loc);
   if (og) splitOutputGradients(tc, std::move(*og), *exe);
   optimize(tc.graph);
   exe->plan = lower(tc.graph, exe->numKernels);
@@ -218,10 +264,19 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
     optimize(*exe->backward->graph);
     exe->backward->plan = lower(*exe->backward->graph, exe->numKernels);
   }
-  for (const auto& [value, gen] : tc.randoms)
-    for (size_t i = 0; i < exe->plan.steps.size(); ++i)
-      if (exe->plan.steps[i].output == value) exe->randomSteps.emplace_back(i, gen);
-  exe->state = tc.state;
+  for (const GeneratorEvent& e : tc.generatorEvents) {
+    Executable::RandomEvent r{e.generator, std::nullopt, e.seed, e.draw != ir::kNoValue};
+    for (size_t i = 0; r.draw && i < exe->plan.steps.size(); ++i)
+      if (exe->plan.steps[i].output == e.draw) r.step = i; // none if nothing used the numbers
+    exe->randomEvents.push_back(r);
+  }
+  // A real tensor only the trace holds was made by it (a constant): the executable owns it. The
+  // others are the user's: held weakly, so a call after their handle moved on traces again.
+  for (const Tensor& t : tc.state) {
+    bool made = t.impl().use_count() == 1;
+    exe->ownedState.push_back(made ? t : Tensor());
+    exe->userState.push_back(made ? std::weak_ptr<TensorImpl>() : t.impl());
+  }
   exe->graph = std::make_shared<ir::Graph>(std::move(tc.graph));
   exe->buildMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -232,22 +287,24 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
 
 TraceResult trace(const TensorFunction& fn, const std::vector<Tensor>& example_inputs,
                   std::source_location loc) {
-  CallSite cs(loc);
-  TraceContext tc;
+  TraceContext tc; // no CallSite: errors inside the function name the user's lines there
   std::vector<GradEffect> effects;
-  traceInto(tc, fn, typesOf(example_inputs), effects);
+  traceInto(tc, fn, typesOf(example_inputs), effects, loc);
   return TraceResult{std::make_shared<ir::Graph>(std::move(tc.graph)), tc.state};
 }
 
 struct CompiledFunction::State {
   std::mutex mutex;
   CompileOptions options;
-  std::vector<std::pair<Signature, std::shared_ptr<Executable>>> cache;
+  Cache cache;
   std::shared_ptr<Executable> latest;
+  size_t builds = 0; ///< compilations so far, stale ones included: what the limit counts
   bool warnedEager = false;
 };
 
-CompiledFunction::CompiledFunction(CompileOptions options) : state_(std::make_shared<State>()) {
+CompiledFunction::CompiledFunction(CompileOptions options, std::source_location loc)
+    : state_(std::make_shared<State>()) {
+  CallSite cs(loc);
   WEFT_CHECK(options.device_.type == Device::Type::CPU, Device,
              "compile: only the CPU device runs compiled code so far; Vulkan comes with codegen");
   WEFT_CHECK(options.recompile_limit_ >= 1, Value,
@@ -266,72 +323,109 @@ CompiledFunction::CompiledFunction(CompileOptions options) : state_(std::make_sh
   state_->options = std::move(options);
 }
 
+namespace {
+
+/// What one call runs: an executable and the state it reads, or why none in the cache fits.
+struct Lookup {
+  std::shared_ptr<Executable> exe;
+  std::vector<Tensor> state;
+  std::string why;         ///< the one thing that changed, when no executable fits
+  size_t stale = SIZE_MAX; ///< the cache entry whose captured tensors are gone, to replace
+};
+
+Lookup lookup(const Cache& cache, const std::vector<Tensor>& args, const Signature& sig) {
+  Lookup r;
+  for (size_t i = 0; i < cache.size(); ++i) {
+    const auto& [s, e] = cache[i];
+    if (s != sig) continue;
+    std::string why;
+    std::optional<std::vector<Tensor>> state = e->liveState(why);
+    if (state) why = e->mismatch(args, *state);
+    if (why.empty()) return {e, std::move(*state), "", SIZE_MAX};
+    if (r.why.empty()) r.why = why;
+    if (!state) r.stale = i;
+  }
+  if (!r.why.empty() || cache.empty()) return r;
+  // A new signature: name what differs from the closest one compiled.
+  size_t best = SIZE_MAX;
+  for (const auto& [s, e] : cache) {
+    std::string d = describeChange(s, sig);
+    size_t n = static_cast<size_t>(std::count(d.begin(), d.end(), ';'));
+    if (n < best) {
+      best = n;
+      r.why = d;
+    }
+  }
+  return r;
+}
+
+} // namespace
+
 std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
-                                           const TensorFunction& fn) {
-  // No CallSite here: while tracing, the user's own calls inside the function are the ones errors
-  // name.
+                                           const TensorFunction& fn, std::source_location loc) {
+  // Errors of compile() itself name the caller's line; while tracing, the user's own calls inside
+  // the function name theirs.
+  std::optional<CallSite> site(std::in_place, loc);
   WEFT_CHECK(currentTrace() == nullptr, Value,
-             "calling a compiled function inside a traced function is not supported");
+             "calling a compiled function inside a traced function is not supported; call the "
+             "function it wraps");
   Signature sig = signatureOf(args);
   std::optional<DynamicCall> dyn = dynamicCall(state_->options, args);
   if (dyn)
     for (size_t i : dyn->args)
       sig[i].shape[static_cast<size_t>(dyn->dim)] = dyn->bucket;
-  std::shared_ptr<Executable> exe;
+  Lookup found;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    bool sameArgs = false;
-    for (const auto& [s, e] : state_->cache)
-      if (!exe && s == sig) {
-        sameArgs = true;
-        if (e->gradMode == is_grad_enabled() && e->gradsMatch() && e->guardsHold(args)) exe = e;
-      }
-    if (!exe) {
-      auto& cache = state_->cache;
-      if (static_cast<int>(cache.size()) >= state_->options.recompile_limit_) {
-        std::string why = sameArgs ? "a value the function reads, grad mode, or whether a "
-                                     "parameter has a .grad, changed"
-                                   : describeChange(cache.back().first, sig);
-        WEFT_CHECK(state_->options.on_limit_ == RecompileLimitAction::Eager, Value,
-                   "compile: the recompile limit (", state_->options.recompile_limit_,
-                   " signatures) is reached and another is needed: ", why,
+    found = lookup(state_->cache, args, sig);
+    if (!found.exe) {
+      const CompileOptions& o = state_->options;
+      if (static_cast<int>(state_->builds) >= o.recompile_limit_) {
+        WEFT_CHECK(o.on_limit_ == RecompileLimitAction::Eager, Value,
+                   "compile: the recompile limit (", o.recompile_limit_,
+                   " compilations) is reached and another is needed: ", found.why,
                    ". Raise CompileOptions::recompile_limit, or allow eager execution with "
                    "on_recompile_limit");
-        if (!state_->warnedEager) {
-          std::fprintf(
-              stderr,
-              "[weft] compile: recompile limit (%d) reached (%s); running this function eagerly\n",
-              state_->options.recompile_limit_, why.c_str());
-          state_->warnedEager = true;
-        }
+        if (!state_->warnedEager)
+          std::fprintf(stderr,
+                       "[weft] compile: recompile limit (%d) reached (%s); running this function "
+                       "eagerly\n",
+                       o.recompile_limit_, found.why.c_str());
+        state_->warnedEager = true;
       } else {
-        if (!cache.empty() && debugFlag("WEFT_LOG_RECOMPILES").value_or("0") == "1")
-          std::fprintf(stderr, "[weft] compile: recompiling (signature %zu): %s\n",
-                       cache.size() + 1,
-                       sameArgs ? "a value the function reads, grad mode, or whether a parameter "
-                                  "has a .grad, changed"
-                                : describeChange(cache.back().first, sig).c_str());
-        exe = build(fn, args, state_->options.specialize_on_values_, dyn);
-        cache.emplace_back(sig, exe);
+        if (state_->builds > 0 && debugFlag("WEFT_LOG_RECOMPILES").value_or("0") == "1")
+          std::fprintf(stderr, "[weft] compile: recompiling (compilation %zu): %s\n",
+                       state_->builds + 1, found.why.c_str());
+        site.reset();
+        found.exe = build(fn, args, o.specialize_on_values_, dyn, loc);
+        ++state_->builds;
+        std::string unused;
+        found.state = *found.exe->liveState(unused); // the function just read them all
+        if (found.stale != SIZE_MAX)
+          state_->cache[found.stale] = {sig, found.exe};
+        else
+          state_->cache.emplace_back(sig, found.exe);
       }
     }
-    if (exe) state_->latest = exe;
+    if (found.exe) state_->latest = found.exe;
   }
-  if (!exe) return fn(args); // past the limit, with RecompileLimitAction::Eager
+  site.reset();
+  if (!found.exe) return fn(args); // past the limit, with RecompileLimitAction::Eager
+  const Executable& exe = *found.exe;
   std::vector<Tensor> in = dyn ? dyn->pad(args) : args;
-  std::vector<Tensor> all = exe->run(in);
-  std::vector<Tensor> out(all.begin(), all.begin() + static_cast<ptrdiff_t>(exe->numOutputs));
+  std::vector<Tensor> all = exe.run(in, found.state);
+  std::vector<Tensor> out(all.begin(), all.begin() + static_cast<ptrdiff_t>(exe.numOutputs));
   if (dyn)
     for (size_t i = 0; i < out.size(); ++i)
-      if (const passes::MaybeAxis& a = exe->outputAxes[i])
+      if (const passes::MaybeAxis& a = exe.outputAxes[i])
         out[i] = out[i].narrow(a->axis, 0, dyn->rows * a->factor);
-  if (exe->backward) attachBackward(exe, args, in, all, out, dyn);
+  if (exe.backward) attachBackward(found.exe, args, in, found.state, all, out, dyn);
   return out;
 }
 
 size_t CompiledFunction::num_compiled() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->cache.size();
+  return state_->builds;
 }
 
 size_t CompiledFunction::num_kernels() const {

@@ -142,22 +142,23 @@ void splitOutputGradients(TraceContext& tc, OutputGradients og, Executable& exe)
       bw.saved.emplace_back(Executable::Backward::From::State, st - g.state().begin());
     }
   }
-  for (auto& [value, gen] : tc.randoms)
-    value = split.value().forwardMap[static_cast<size_t>(value)];
+  for (GeneratorEvent& e : tc.generatorEvents)
+    if (e.draw != ir::kNoValue) e.draw = split.value().forwardMap[static_cast<size_t>(e.draw)];
   g = std::move(split.value().forward);
   bw.graph = std::make_shared<ir::Graph>(std::move(split.value().backward));
   exe.backward = std::move(bw);
 }
 
 void attachBackward(const std::shared_ptr<Executable>& exe, const std::vector<Tensor>& args,
-                    const std::vector<Tensor>& in, const std::vector<Tensor>& all,
-                    std::vector<Tensor>& out, const std::optional<DynamicCall>& dyn) {
+                    const std::vector<Tensor>& in, const std::vector<Tensor>& state,
+                    const std::vector<Tensor>& all, std::vector<Tensor>& out,
+                    const std::optional<DynamicCall>& dyn) {
   const Executable::Backward& bw = *exe->backward;
   using From = Executable::Backward::From;
   std::vector<autograd::SavedTensor> saved;
   for (const auto& [from, i] : bw.saved)
     saved.emplace_back(from == From::Argument ? in[i]
-                       : from == From::State  ? exe->state[i]
+                       : from == From::State  ? state[i]
                                               : all[i],
                        false);
   std::vector<std::shared_ptr<TensorImpl>> meta;
@@ -169,7 +170,7 @@ void attachBackward(const std::shared_ptr<Executable>& exe, const std::vector<Te
   for (size_t i : bw.wrtArgs)
     node->next_edges.push_back(autograd::gradient_edge(args[i]));
   for (size_t k : bw.wrtState)
-    node->next_edges.push_back(autograd::gradient_edge(exe->state[k]));
+    node->next_edges.push_back(autograd::gradient_edge(state[k]));
   for (size_t j = 0; j < bw.outputs.size(); ++j) {
     Tensor& o = out[bw.outputs[j]];
     o.impl()->gradFn = node;

@@ -16,18 +16,18 @@ class OpNode : public autograd::Node {
 public:
   OpNode(OpCode op, Attrs attrs, const std::vector<Tensor>& inputs)
       : op_(op), attrs_(std::move(attrs)) {
-    uint32_t uses = vjpUses(op);
+    for (size_t i = 0; i < inputs.size(); ++i) // only what the gradients needed read
+      if (inputs[i].requires_grad()) uses_ |= vjpUses(op, i);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      meta_.push_back(inputs[i].impl()->shallowCopy());
-      meta_.back()->storage = nullptr; // shape and dtype only
+      meta_.emplace_back(inputs[i].sizes(), inputs[i].dtype());
       saved_.emplace_back();
-      if (usesInput(uses, i)) saved_.back() = autograd::SavedTensor(inputs[i], false);
+      if (usesInput(uses_, i)) saved_.back() = autograd::SavedTensor(inputs[i], false);
     }
   }
 
   /// Saves the output if the rule reads it; call after the output's grad_fn is this node.
   void saveOutput(const Tensor& output) {
-    if (vjpUses(op_) & kUsesOutput) output_ = autograd::SavedTensor(output, true);
+    if (uses_ & kUsesOutput) output_ = autograd::SavedTensor(output, true);
   }
 
   std::string name() const override {
@@ -59,15 +59,23 @@ public:
     if (!g.defined()) return result;
     std::string nm = name();
     std::vector<Tensor> in;
-    for (size_t i = 0; i < saved_.size(); ++i)
-      in.push_back(saved_[i].defined() ? saved_[i].unpack(nm.c_str()) : Tensor(meta_[i]));
+    for (size_t i = 0; i < saved_.size(); ++i) {
+      if (saved_[i].defined()) {
+        in.push_back(saved_[i].unpack(nm.c_str()));
+        continue;
+      }
+      const auto& [shape, dtype] = meta_[i]; // what the rule may read of an input it did not save
+      in.emplace_back(
+          std::make_shared<TensorImpl>(nullptr, shape, contiguousStrides(shape), 0, dtype));
+    }
     Tensor y = output_.defined() ? output_.unpack(nm.c_str()) : Tensor();
     for (size_t i = 0; i < result.size(); ++i) {
       if (!next_edges[i].valid()) continue;
       Tensor r = vjp(op_, g, in, y, attrs_, i);
       if (!r.defined()) continue;
-      if (r.sizes() != meta_[i]->shape) r = rules::sum_to(r, meta_[i]->shape);
-      if (r.dtype() != meta_[i]->dtype) r = cast(r, meta_[i]->dtype);
+      const auto& [shape, dtype] = meta_[i];
+      if (r.sizes() != shape) r = rules::sum_to(r, shape);
+      if (r.dtype() != dtype) r = cast(r, dtype);
       result[i] = r;
     }
     return result;
@@ -86,8 +94,9 @@ public:
 
 private:
   OpCode op_;
+  uint32_t uses_ = 0;
   Attrs attrs_;
-  std::vector<std::shared_ptr<TensorImpl>> meta_;
+  std::vector<std::pair<Shape, DType>> meta_; // each input's shape and dtype
   std::vector<autograd::SavedTensor> saved_;
   autograd::SavedTensor output_;
   bool released_ = false;
@@ -112,10 +121,58 @@ void recordAutograd(OpCode op, const Attrs& attrs, const std::vector<Tensor>& in
   node->saveOutput(out);
 }
 
+/// Whether `op` works along a dimension of its first input and that input is 0-d. PyTorch accepts
+/// dimension 0 (or -1) of a scalar there and treats it as the one-element 1-d tensor it is; the IR
+/// has no such dimension, so the op runs on that 1-d view.
+bool alongDimOfScalar(OpCode op, const std::vector<Tensor>& in, const Attrs& at) {
+  if (in.empty() || in[0].dim() != 0) return false;
+  switch (opInfo(op).kind) {
+  case OpKind::Reduce:
+  case OpKind::Flip:
+    return at.has("dims") && !at.ints("dims").empty();
+  case OpKind::ArgReduce:
+  case OpKind::Scan:
+  case OpKind::Sort:
+  case OpKind::Gather:
+  case OpKind::Scatter:
+  case OpKind::IndexSelect:
+  case OpKind::IndexAdd:
+    return true;
+  case OpKind::Unary:
+  case OpKind::Binary:
+  case OpKind::Cast:
+  case OpKind::Identity:
+  case OpKind::Where:
+  case OpKind::Reshape:
+  case OpKind::Permute:
+  case OpKind::Expand:
+  case OpKind::Slice:
+  case OpKind::Pad:
+  case OpKind::Cat:
+  case OpKind::MatMul:
+  case OpKind::Conv:
+  case OpKind::ConvInputGrad:
+  case OpKind::ConvWeightGrad:
+  case OpKind::Pool:
+  case OpKind::Full:
+  case OpKind::Random:
+    return false;
+  }
+  return false;
+}
+
 } // namespace
 
+int64_t checkedByteSize(const Shape& shape, DType dtype, const char* op) {
+  auto bytes = byteSize(shape, dtype);
+  WEFT_CHECK(bytes.has_value(), Shape, op, ": cannot make a ", dtypeName(dtype),
+             " tensor of shape ", shapeString(shape),
+             ": a negative size, or more elements than fit in memory");
+  return *bytes;
+}
+
 Tensor makeTensor(const Shape& shape, DType dtype, bool zero) {
-  size_t bytes = static_cast<size_t>(numel(shape)) * elementSize(dtype);
+  auto bytes = static_cast<size_t>(checkedByteSize(shape, dtype, "empty"));
   return Tensor(std::make_shared<TensorImpl>(Storage::allocate(bytes, zero), shape,
                                              contiguousStrides(shape), 0, dtype));
 }
@@ -135,6 +192,16 @@ Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs
   for (size_t i = 0; i < inputs.size(); ++i) {
     WEFT_CHECK(inputs[i].defined(), Value, info.name, ": input ", i, " is an undefined tensor");
     types.push_back(typeOf(inputs[i]));
+  }
+  if (alongDimOfScalar(op, inputs, attrs)) {
+    WEFT_CHECK(op != OpCode::IndexSelect || inputs[1].numel() == 1, Index, info.name,
+               ": an index into a 0-dimensional tensor can have only 1 value, got ",
+               inputs[1].numel());
+    std::vector<Tensor> lifted;
+    for (const Tensor& t : inputs)
+      lifted.push_back(t.dim() == 0 ? reshape(t, {1}) : t);
+    Tensor out = dispatch(op, lifted, attrs);
+    return out.dim() == 0 ? out : reshape(out, {});
   }
   auto inferred = ir::inferType(op, types, attrs);
   if (!inferred) throwError(inferred.diagnostic().kind, inferred.diagnostic().message);

@@ -97,13 +97,14 @@ std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vecto
 }
 
 void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
-                 const DynamicCall& dyn, Executable& exe, std::optional<OutputGradients>& og) {
+                 const DynamicCall& dyn, Executable& exe, std::optional<OutputGradients>& og,
+                 std::source_location loc) {
   TraceContext probe;
   probe.dynamicDim = true;
   std::vector<GradEffect> probeEffects;
   int64_t probeSize = 2 * dyn.bucket;
   try {
-    traceInto(probe, fn, dyn.typesAt(args, probeSize), probeEffects);
+    traceInto(probe, fn, dyn.typesAt(args, probeSize), probeEffects, loc);
   } catch (const Error& e) {
     throwError(e.kind(), std::string("compile: dynamic_dim: the function traces with ") +
                              std::to_string(dyn.bucket) + " rows but not with " +
@@ -123,8 +124,8 @@ void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<T
   if (!masked) throwError(masked.diagnostic().kind, masked.diagnostic().message);
   checkConstantsAgree(tc.state, probe.state); // the same state, as the pass checked
   const std::vector<ir::ValueId>& map = masked.value().valueMap;
-  for (auto& [value, gen] : tc.randoms)
-    value = map[static_cast<size_t>(value)];
+  for (GeneratorEvent& e : tc.generatorEvents)
+    if (e.draw != ir::kNoValue) e.draw = map[static_cast<size_t>(e.draw)];
   if (og) {
     for (ir::ValueId& v : og->seeds)
       v = map[static_cast<size_t>(v)];

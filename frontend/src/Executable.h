@@ -18,9 +18,11 @@ namespace weft {
 std::vector<ir::TensorType> typesOf(const std::vector<Tensor>& args);
 
 /// Records `fn` on traced stand-ins for arguments of `types`. On success the trace context holds
-/// the graph (user outputs first) and `effects` what each call must redo to leaves' .grad.
+/// the graph (user outputs first) and `effects` what each call must redo to leaves' .grad. `loc`:
+/// the call that traces, named by errors about what the function returned.
 size_t traceInto(TraceContext& tc, const TensorFunction& fn,
-                 const std::vector<ir::TensorType>& types, std::vector<GradEffect>& effects);
+                 const std::vector<ir::TensorType>& types, std::vector<GradEffect>& effects,
+                 std::source_location loc);
 
 /// A tensor over an interpreter buffer (sharing its memory).
 Tensor tensorOf(const Buffer& b);
@@ -48,18 +50,32 @@ std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vecto
 struct Executable {
   std::shared_ptr<ir::Graph> graph;
   Plan plan;
-  std::vector<Tensor> state;
+  /// The real tensors the state inputs read, in state order. Constants the trace made are owned
+  /// here (`ownedState`); the user's tensors (parameters, buffers, captured tensors) are held
+  /// weakly (`userState`): when one is gone, the handle the function read it through now holds
+  /// another tensor or none, so the executable is stale and the function is traced again.
+  std::vector<Tensor> ownedState;
+  std::vector<std::weak_ptr<TensorImpl>> userState;
   std::vector<GradEffect> gradEffects;
   size_t numOutputs = 0;
-  std::vector<std::pair<size_t, Generator>> randomSteps;
+  /// Random draws and manual_seed calls, in program order.
+  struct RandomEvent {
+    Generator generator;
+    std::optional<size_t> step; ///< the plan step of a draw (none if its numbers went unused)
+    uint64_t seed = 0;          ///< of a manual_seed
+    bool draw = true;
+  };
+  std::vector<RandomEvent> randomEvents;
   /// Whether each state tensor had a .grad when traced: backward() accumulates differently with and
   /// without one, so a call where this differs needs its own trace.
   std::vector<bool> gradDefined;
   double buildMs = 0;
   /// Generated kernels the plans run (forward and backward).
   size_t numKernels = 0;
-  /// Values the function read while traced (value specialization), and the plan computing them.
+  /// Values the function read while traced (value specialization), where each was read, and the
+  /// plan computing them.
   std::vector<Tensor> guardValues;
+  std::vector<std::string> guardSources;
   Plan guardPlan;
   /// With a dynamic dimension: where each output holds it (its padded rows are cut off).
   std::vector<passes::MaybeAxis> outputAxes;
@@ -80,13 +96,14 @@ struct Executable {
   };
   std::optional<Backward> backward;
 
-  /// Whether every value read during tracing has the same value now (run before anything writes).
-  bool guardsHold(const std::vector<Tensor>& args) const;
-  /// Whether each state tensor has a .grad exactly where it had one when traced.
-  bool gradsMatch() const;
-  /// Runs the plan on `args` and the state, redoes the .grad effects, and returns every output:
+  /// The state tensors, or nullopt when one the user owned is gone (`why` says which).
+  std::optional<std::vector<Tensor>> liveState(std::string& why) const;
+  /// Why this executable cannot run a call with `args` (of its signature) and `state` now: a
+  /// value read while tracing changed, grad mode, or which parameters have a .grad; "" if it can.
+  std::string mismatch(const std::vector<Tensor>& args, const std::vector<Tensor>& state) const;
+  /// Runs the plan on `args` and `state`, redoes the .grad effects, and returns every output:
   /// the user's, the new gradients, then what backward reads.
-  std::vector<Tensor> run(const std::vector<Tensor>& args) const;
+  std::vector<Tensor> run(const std::vector<Tensor>& args, const std::vector<Tensor>& state) const;
 };
 
 /// The gradients of a traced function's differentiable outputs, appended to its graph: one seed
@@ -109,12 +126,14 @@ void splitOutputGradients(TraceContext& tc, OutputGradients og, Executable& exe)
 /// plan. `in`: the executable's arguments (`args` padded, with the valid-row mask, under
 /// dynamic_dim); `all`: every output of the call.
 void attachBackward(const std::shared_ptr<Executable>& exe, const std::vector<Tensor>& args,
-                    const std::vector<Tensor>& in, const std::vector<Tensor>& all,
-                    std::vector<Tensor>& out, const std::optional<DynamicCall>& dyn);
+                    const std::vector<Tensor>& in, const std::vector<Tensor>& state,
+                    const std::vector<Tensor>& all, std::vector<Tensor>& out,
+                    const std::optional<DynamicCall>& dyn);
 
 /// Traces `fn` once more with the dynamic dimension at another size, and masks the padded rows of
 /// `tc`'s graph (see passes::maskPaddedRows); `og`, the output gradients, follow the masking.
 void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
-                 const DynamicCall& dyn, Executable& exe, std::optional<OutputGradients>& og);
+                 const DynamicCall& dyn, Executable& exe, std::optional<OutputGradients>& og,
+                 std::source_location loc);
 
 } // namespace weft

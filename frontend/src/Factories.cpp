@@ -9,9 +9,10 @@
 namespace weft {
 namespace {
 
-void checkShape(const Shape& shape, const char* op) {
+void checkShape(const Shape& shape, DType dtype, const char* op) {
   for (int64_t s : shape)
     WEFT_CHECK(s >= 0, Shape, op, ": negative dimension ", s, " in shape ", shapeString(shape));
+  checkedByteSize(shape, dtype, op);
 }
 
 Tensor finish(Tensor t, const TensorOptions& o) {
@@ -21,15 +22,16 @@ Tensor finish(Tensor t, const TensorOptions& o) {
 
 Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Generator> gen,
                 Attrs at) {
-  checkShape(shape, opName(op).data());
+  checkShape(shape, o.dtype_, opName(op).data());
   Generator& g = gen ? *gen : default_generator();
+  if (TraceContext* tc = currentTrace()) tc->rememberGenerator(g); // before this draw takes one
   at.set("shape", std::move(shape));
   at.set("dtype", o.dtype_);
   at.set("seed", static_cast<int64_t>(g.seed()));
   at.set("offset", static_cast<int64_t>(g.next_offset()));
   Tensor t = dispatch(op, {}, at);
   if (TraceContext* tc = currentTrace()) // each call draws at the generator's counter of that call
-    tc->randoms.emplace_back(t.impl()->traceValue, g);
+    tc->recordGenerator(g, t.impl()->traceValue);
   return finish(t, o);
 }
 
@@ -37,23 +39,25 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
 
 Tensor empty(Shape shape, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
-  checkShape(shape, "empty");
+  checkShape(shape, o.dtype_, "empty");
   return finish(makeTensor(shape, o.dtype_), o);
 }
 Tensor zeros(Shape shape, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
-  checkShape(shape, "zeros");
-  return full(std::move(shape), 0, o);
+  checkShape(shape, o.dtype_, "zeros");
+  return finish(fullOf(shape, 0, o.dtype_), o);
 }
 Tensor full(Shape shape, Scalar value, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
-  checkShape(shape, "full");
-  return finish(fullOf(shape, value, o.dtype_), o);
+  // As torch.full: without a dtype, the fill value's kind decides (int64, bool, float32).
+  DType t = o.has_dtype_ ? o.dtype_ : value.isFloatingPoint() ? kDefaultFloat : value.dtype();
+  checkShape(shape, t, "full");
+  return finish(fullOf(shape, value, t), o);
 }
 Tensor ones(Shape shape, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
-  checkShape(shape, "ones");
-  return full(std::move(shape), 1, o);
+  checkShape(shape, o.dtype_, "ones");
+  return finish(fullOf(shape, 1, o.dtype_), o);
 }
 Tensor zeros_like(const Tensor& t, std::source_location loc) {
   CallSite cs(loc);
@@ -70,11 +74,27 @@ Tensor full_like(const Tensor& t, Scalar value, std::source_location loc) {
 
 Tensor arange(Scalar end, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
-  return arange(0, end, 1, end.isFloatingPoint() ? std::optional<TensorOptions>(o) : std::nullopt);
+  return arange(0, end, 1, o);
 }
 
-Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<TensorOptions> o,
-              std::source_location loc) {
+namespace {
+
+/// A new 1-D tensor of `n` elements, element i set to `value(i)` (a double or an int64), converted.
+template <typename Fn> Tensor filled1d(int64_t n, DType dtype, Fn value) {
+  Tensor t = makeTensor({n}, dtype);
+  visitDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    using C = ComputeType<T>;
+    T* p = static_cast<T*>(t.data_ptr());
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<T>(static_cast<C>(value(i)));
+  });
+  return t;
+}
+
+} // namespace
+
+Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
   WEFT_CHECK(st != 0, Value, "arange: step must be nonzero");
@@ -83,28 +103,39 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<TensorOptions
   WEFT_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), Value,
              "arange: upper bound and larger bound inconsistent with step sign");
   bool integral = !start.isFloatingPoint() && !end.isFloatingPoint() && !step.isFloatingPoint();
-  TensorOptions opts = o.value_or(TensorOptions(integral ? DType::Int64 : kDefaultFloat));
-  auto n = static_cast<int64_t>(std::ceil((e - s) / st));
-  Tensor t = makeTensor({n}, opts.dtype_);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = s + static_cast<double>(i) * st;
-  if (n > 0) copyCast(TensorRef{v.data(), DType::Float64, {n}, {1}}, t.ref());
-  return finish(t, opts);
+  DType dtype = o.has_dtype_ ? o.dtype_ : integral ? DType::Int64 : kDefaultFloat;
+  WEFT_CHECK(dtype != DType::Bool, DType, "arange: not implemented for bool tensors");
+  double count = std::ceil((e - s) / st);
+  if (integral) { // exact: doubles lose the count of ranges far from 0
+    int64_t span = 0, by = step.toLong();
+    count = __builtin_sub_overflow(end.toLong(), start.toLong(), &span)
+                ? 0x1p63
+                : static_cast<double>(span / by + (span % by != 0 ? 1 : 0));
+  }
+  WEFT_CHECK(count < 0x1p62, Value, "arange: the range [", s, ", ", e, ") in steps of ", st,
+             " has too many elements (", count, ")");
+  auto n = static_cast<int64_t>(count);
+  Tensor t = integral
+                 ? filled1d(n, dtype,
+                            [&](int64_t i) { // exact beyond 2^53
+                              return start.toLong() + i * step.toLong();
+                            })
+                 : filled1d(n, dtype, [&](int64_t i) { return s + static_cast<double>(i) * st; });
+  return finish(t, o);
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions o,
                 std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(steps >= 0, Value, "linspace: number of steps must be non-negative, got ", steps);
-  std::vector<double> v(static_cast<size_t>(steps));
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-  for (int64_t i = 0; i < steps; ++i) // symmetric from both ends, as PyTorch computes it
-    v[static_cast<size_t>(i)] = i < steps / 2 ? start + step * static_cast<double>(i)
-                                              : end - step * static_cast<double>(steps - 1 - i);
-  Tensor t = makeTensor({steps}, o.dtype_);
-  if (steps > 0) copyCast(TensorRef{v.data(), DType::Float64, {steps}, {1}}, t.ref());
-  return finish(t, o);
+  // Symmetric from both ends, as PyTorch computes it.
+  return finish(filled1d(steps, o.dtype_,
+                         [&](int64_t i) {
+                           return i < steps / 2 ? start + step * static_cast<double>(i)
+                                                : end - step * static_cast<double>(steps - 1 - i);
+                         }),
+                o);
 }
 
 Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions o, std::source_location loc) {
@@ -123,8 +154,7 @@ Tensor from_blob(void* data, Shape shape, TensorOptions o, std::function<void(vo
                  std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(data != nullptr || numel(shape) == 0, Value, "from_blob: data is a null pointer");
-  checkShape(shape, "from_blob");
-  size_t bytes = static_cast<size_t>(numel(shape)) * elementSize(o.dtype_);
+  auto bytes = static_cast<size_t>(checkedByteSize(shape, o.dtype_, "from_blob"));
   auto impl = std::make_shared<TensorImpl>(Storage::borrow(data, bytes, std::move(deleter)), shape,
                                            contiguousStrides(shape), 0, o.dtype_);
   return finish(Tensor(impl), o);
@@ -134,7 +164,7 @@ template <typename T>
 Tensor from_vector(const std::vector<T>& values, Shape shape, std::source_location loc) {
   CallSite cs(loc);
   if (shape.empty() && values.size() != 1) shape = {static_cast<int64_t>(values.size())};
-  checkShape(shape, "from_vector");
+  checkShape(shape, DTypeOf<T>::value, "from_vector");
   WEFT_CHECK(numel(shape) == static_cast<int64_t>(values.size()), Shape,
              "from_vector: ", values.size(), " values do not fill shape ", shapeString(shape));
   Tensor t = makeTensor(shape, DTypeOf<T>::value);
@@ -173,6 +203,8 @@ Tensor tensor(std::initializer_list<bool> values, std::source_location loc) {
 // ---- random ----
 
 void Generator::manual_seed(uint64_t seed) {
+  if (TraceContext* tc = currentTrace()) // redone on every call, between the same draws
+    tc->recordGenerator(*this, ir::kNoValue, seed);
   state_->seed.store(seed);
   state_->offset.store(0);
 }

@@ -18,13 +18,18 @@ namespace {
 
 using indexing::TensorIndex;
 
+/// Whether an index tensor is a mask: bool, or uint8 as LibTorch still takes it.
+bool isMask(const Tensor& t) {
+  return t.dtype() == DType::Bool || t.dtype() == DType::UInt8;
+}
+
 /// Number of source dims an index entry consumes.
 int64_t consumed(const TensorIndex& ix) {
   if (std::holds_alternative<int64_t>(ix.value) ||
       std::holds_alternative<indexing::Slice>(ix.value))
     return 1;
   if (const Tensor* t = std::get_if<Tensor>(&ix.value))
-    return t->dtype() == DType::Bool ? std::max<int64_t>(t->dim(), 1) : 1;
+    return t->defined() && isMask(*t) ? t->dim() : 1;
   return 0;
 }
 
@@ -63,9 +68,10 @@ Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices,
       if (!*b) r = r.slice(d, 0, 0);
       ++d;
     } else {
-      const Tensor& t = std::get<Tensor>(ix.value);
+      Tensor t = std::get<Tensor>(ix.value);
       WEFT_CHECK(t.defined(), Index, "index: an index tensor is undefined");
-      if (t.dtype() == DType::Bool) {
+      if (isMask(t)) {
+        if (t.dtype() == DType::UInt8) t = t != 0;
         // A mask over the next t.dim() dims becomes one integer index per dim.
         for (int64_t k = 0; k < t.dim(); ++k)
           WEFT_CHECK(t.size(k) == r.size(d + k), Index, "index: the shape of the mask ",
@@ -82,10 +88,9 @@ Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices,
         }
         d += t.dim();
       } else {
-        WEFT_CHECK(
-            t.dtype() == DType::Int64 || t.dtype() == DType::Int32 || t.dtype() == DType::UInt8,
-            Index, "index: tensors used as indices must be long, int, byte or bool tensors, got ",
-            dtypeName(t.dtype()));
+        WEFT_CHECK(t.dtype() == DType::Int64 || t.dtype() == DType::Int32, Index,
+                   "index: tensors used as indices must be long, int, byte or bool tensors, got ",
+                   dtypeName(t.dtype()));
         adv.push_back({d, t.to(DType::Int64)});
         ++d;
       }
@@ -181,6 +186,7 @@ Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, co
                            std::source_location loc) {
   CallSite cs(loc);
   checkDefined("index_put_");
+  checkWritable(*this, "index_put_");
   WEFT_CHECK(values.defined(), Value, "index_put_: values is an undefined tensor");
   // Find the flat positions the index selects by indexing a tensor of positions, then scatter.
   Tensor positions = arange(numel()).reshape(sizes());

@@ -87,6 +87,21 @@ Tensor binaryOp(OpCode op, Scalar a, const Tensor& b) {
   return dispatch(op, {wrapScalar(a, t), b.dtype() == t ? b : cast(b, t)});
 }
 
+} // namespace
+
+void checkWritable(const Tensor& self, const char* op) {
+  const Shape &sizes = self.sizes(), &strides = self.strides();
+  for (size_t d = 0; d < sizes.size(); ++d)
+    WEFT_CHECK(sizes[d] <= 1 || strides[d] != 0, Value, op,
+               ": unsupported operation: more than one element of the written-to tensor refers to "
+               "a single memory location (an expanded tensor). Please clone() the tensor before "
+               "performing the operation.");
+  WEFT_CHECK(!(is_grad_enabled() && self.is_leaf() && self.requires_grad()), Value, op,
+             ": a leaf Variable that requires grad is being used in an in-place operation.");
+}
+
+namespace {
+
 /// Writes `result` into `self` (an in-place op): checks shape and dtype, bumps the version and,
 /// when grad mode is on, makes `result`'s history self's.
 Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
@@ -96,14 +111,13 @@ Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
   WEFT_CHECK(canCast(result.dtype(), self.dtype()), DType, op, ": result type ",
              dtypeName(result.dtype()), " can't be cast to the desired output type ",
              dtypeName(self.dtype()));
+  checkWritable(self, op);
   if (TraceContext* tc = currentTrace()) {
     tc->assign(self, result, op);
     return self;
   }
   bool grad = is_grad_enabled();
   if (grad && result.requires_grad()) {
-    WEFT_CHECK(!(self.is_leaf() && self.requires_grad()), Value, op,
-               ": a leaf Variable that requires grad is being used in an in-place operation.");
     WEFT_CHECK(self.impl()->viewBase == nullptr, Value, op,
                ": in-place operations on views of tensors that require grad are not supported; "
                "apply the op out "
@@ -215,13 +229,30 @@ WEFT_BINARY_API(logical_or, LogicalOr)
 WEFT_BINARY_API(logical_xor, LogicalXor)
 #undef WEFT_BINARY_API
 
+namespace {
+/// alpha of add/sub must not be of a higher category than the result, as in PyTorch.
+void checkAlpha(const Tensor& a, const Tensor& b, Scalar alpha, const char* op) {
+  WEFT_CHECK(a.defined() && b.defined(), Value, op, ": called with an undefined tensor");
+  DType t = result_type(a, b);
+  WEFT_CHECK(isFloating(t) || !alpha.isFloatingPoint(), DType, op,
+             ": for integral input tensors, argument alpha must not be a floating point number "
+             "(inputs ",
+             dtypeName(a.dtype()), " and ", dtypeName(b.dtype()), ", alpha ", alpha.toDouble(),
+             ")");
+  WEFT_CHECK(t == DType::Bool || alpha.dtype() != DType::Bool, DType, op,
+             ": boolean alpha only supported for boolean results");
+}
+} // namespace
+
 Tensor Tensor::add(const Tensor& other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
+  checkAlpha(*this, other, alpha, "add");
   if (alpha.toDouble() == 1.0) return binaryOp(OpCode::Add, *this, other);
   return binaryOp(OpCode::Add, *this, binaryOp(OpCode::Mul, other, alpha));
 }
 Tensor Tensor::sub(const Tensor& other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
+  checkAlpha(*this, other, alpha, "sub");
   WEFT_CHECK(dtype() != DType::Bool && other.dtype() != DType::Bool, DType,
              "sub: subtraction with two bool tensors is not supported; use logical_xor() instead");
   if (alpha.toDouble() == 1.0) return binaryOp(OpCode::Sub, *this, other);
@@ -394,8 +425,10 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
              std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(lo || hi, Value, "clamp: at least one of 'min' or 'max' must not be None");
-  Tensor r = x;
-  // where() keeps the gradient 1 inside [min, max] including the boundaries, as torch.clamp.
+  // where() keeps the gradient 1 inside [min, max] including the boundaries, as torch.clamp; a
+  // NaN stays NaN and, as in torch.clamp, gets no gradient.
+  bool grad = is_grad_enabled() && (x.requires_grad() || autograd::tracing(x));
+  Tensor r = grad ? where(x == x, x, x.detach()) : x;
   if (lo) r = where(r < *lo, wrapScalar(*lo, result_type(x, *lo)), r);
   if (hi) r = where(r > *hi, wrapScalar(*hi, result_type(r, *hi)), r);
   return r;
@@ -407,7 +440,8 @@ Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi,
 }
 Tensor relu(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
-  return where(x > 0, x, zeros_like(x));
+  // NaN stays NaN with gradient 1, 0 gets gradient 0: as torch.relu's threshold rule.
+  return where(x <= 0, zeros_like(x), x);
 }
 Tensor Tensor::relu(std::source_location loc) const {
   CallSite cs(loc);
@@ -464,13 +498,12 @@ Tensor& Tensor::zero_(std::source_location loc) {
 Tensor& Tensor::fill_(Scalar value, std::source_location loc) {
   CallSite cs(loc);
   checkDefined("fill_");
-  WEFT_CHECK(!(is_grad_enabled() && is_leaf() && requires_grad()), Value,
-             "fill_: a leaf Variable that requires grad is being used in an in-place operation.");
+  checkWritable(*this, "fill_");
   if (TraceContext* tc = currentTrace()) {
     tc->assign(*this, fullOf(sizes(), value, dtype()), "fill_");
     return *this;
   }
-  fill(ref(), value.toDouble());
+  copyCast(fullOf({}, value, dtype()).expand(sizes()).ref(), ref()); // checks the value fits
   impl_->storage->bumpVersion();
   if (is_grad_enabled())
     impl_->gradFn = nullptr; // a constant now: no gradient flows to what it was

@@ -25,6 +25,28 @@ Tensor argExtremum(OpCode op, const Tensor& x, std::optional<int64_t> d, bool ke
                   Attrs{{"dim", wrapDim(*d, x.dim(), opName(op).data())}, {"keepdim", keepdim}});
 }
 
+/// max(dim)/min(dim): the values at the chosen indices (kept dims), so the gradient reaches that
+/// one element as in torch.max(x, dim), not every tie.
+std::pair<Tensor, Tensor> valuesAt(const Tensor& x, const Tensor& index, int64_t d, bool keepdim) {
+  Tensor values = x.gather(d, index);
+  if (keepdim || x.dim() == 0) return {values, index};
+  return {values.squeeze(d), index.squeeze(d)};
+}
+
+/// What softmax-like composites subtract before exp() so it cannot overflow: the max of `x` over
+/// `dims` (kept, no gradient); zeros when a reduced dimension is empty (no max, nothing to shift).
+Tensor expShift(const Tensor& x, const Shape& dims) {
+  Shape kept = x.sizes();
+  bool empty = false;
+  for (size_t d = 0; d < kept.size(); ++d)
+    if (dims.empty() ||
+        std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end()) {
+      empty = empty || kept[d] == 0;
+      kept[d] = 1;
+    }
+  return empty ? zeros(kept, x.dtype()) : x.amax(dims, true).detach();
+}
+
 /// `total`, a sum of `x` over `dims`, divided by the number of elements summed less `correction`
 /// (clamped at 0). Inside a trace with a dynamic dimension the count is a graph value counted from
 /// x's shape, so that it counts only the valid rows once padded rows are masked.
@@ -120,11 +142,11 @@ Tensor Tensor::min(std::source_location loc) const {
 }
 std::pair<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
-  return {amax({d}, keepdim), argmax(d, keepdim)};
+  return valuesAt(*this, argmax(d, true), d, keepdim);
 }
 std::pair<Tensor, Tensor> Tensor::min(int64_t d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
-  return {amin({d}, keepdim), argmin(d, keepdim)};
+  return valuesAt(*this, argmin(d, true), d, keepdim);
 }
 Tensor Tensor::argmax(std::optional<int64_t> d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
@@ -153,7 +175,7 @@ Tensor Tensor::logsumexp(Shape dims, bool keepdim, std::source_location loc) con
   checkDefined("logsumexp");
   Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
   Shape wd = wrapDims(dims, dim(), "logsumexp");
-  Tensor m = x.amax(wd, true).detach();
+  Tensor m = expShift(x, wd);
   m = where(m.abs() == std::numeric_limits<double>::infinity(), zeros_like(m),
             m); // all -inf rows stay -inf
   Tensor r = (x - m).exp().sum(wd, true).log() + m;
@@ -176,32 +198,34 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::source_location loc) {
 Tensor Tensor::argsort(int64_t d, bool descending, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("argsort");
-  if (dim() == 0) return zeros({}, DType::Int64);
   return dispatch(OpCode::ArgSort, {*this},
                   Attrs{{"dim", wrapDim(d, dim(), "argsort")}, {"descending", descending}});
 }
 std::pair<Tensor, Tensor> Tensor::sort(int64_t d, bool descending, std::source_location loc) const {
   CallSite cs(loc);
   Tensor idx = argsort(d, descending);
-  return {dim() == 0 ? *this : gather(d, idx), idx};
+  return {gather(d, idx), idx};
 }
 std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest,
                                        std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("topk");
   d = wrapDim(d, dim(), "topk");
-  int64_t n = dim() == 0 ? 1 : size(d);
+  Tensor x = dim() == 0 ? reshape({1}) : *this; // a scalar's one dimension
+  int64_t n = x.size(d);
   WEFT_CHECK(k >= 0 && k <= n, Index, "topk: k (", k, ") is out of range for dimension ", d,
              " of size ", n);
-  Tensor idx = argsort(d, largest).narrow(d, 0, k);
-  return {gather(d, idx), idx};
+  Tensor idx = x.argsort(d, largest).narrow(d, 0, k);
+  Tensor values = x.gather(d, idx);
+  if (dim() == 0) return {values.reshape({}), idx.reshape({})};
+  return {values, idx};
 }
 Tensor Tensor::softmax(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("softmax");
   Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
   d = wrapDim(d, dim(), "softmax");
-  Tensor e = (x - x.amax({d}, true).detach()).exp(); // shifting by the max keeps exp() finite
+  Tensor e = (x - expShift(x, {d})).exp();
   return e / e.sum({d}, true);
 }
 Tensor softmax(const Tensor& x, int64_t dim, std::source_location loc) {
@@ -213,7 +237,7 @@ Tensor Tensor::log_softmax(int64_t d, std::source_location loc) const {
   checkDefined("log_softmax");
   Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
   d = wrapDim(d, dim(), "log_softmax");
-  Tensor z = x - x.amax({d}, true).detach();
+  Tensor z = x - expShift(x, {d});
   return z - z.exp().sum({d}, true).log();
 }
 Tensor log_softmax(const Tensor& x, int64_t dim, std::source_location loc) {

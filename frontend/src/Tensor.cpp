@@ -23,10 +23,13 @@ const Shape& Tensor::strides() const {
 }
 int64_t Tensor::size(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
+  WEFT_CHECK(dim() > 0, Index, "size: dimension specified as ", d, " but tensor has no dimensions");
   return sizes()[static_cast<size_t>(wrapDim(d, dim(), "size"))];
 }
 int64_t Tensor::stride(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
+  WEFT_CHECK(dim() > 0, Index, "stride: dimension specified as ", d,
+             " but tensor has no dimensions");
   return strides()[static_cast<size_t>(wrapDim(d, dim(), "stride"))];
 }
 int64_t Tensor::dim() const {
@@ -146,7 +149,10 @@ Shape inferSize(Shape shape, int64_t count, const char* op) {
     } else {
       WEFT_CHECK(shape[i] >= 0, Shape, op, ": invalid shape dimension ", shape[i], " in ",
                  shapeString(shape));
-      known *= shape[i];
+      auto product = checkedMul(known, shape[i]);
+      WEFT_CHECK(product.has_value(), Shape, op, ": shape ", shapeString(shape),
+                 " has more elements than fit in memory");
+      known = *product;
     }
   }
   if (infer >= 0) {
@@ -199,11 +205,12 @@ Tensor Tensor::permute(Shape dims, std::source_location loc) const {
 Tensor Tensor::transpose(int64_t d0, int64_t d1, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("transpose");
+  d0 = wrapDim(d0, dim(), "transpose");
+  d1 = wrapDim(d1, dim(), "transpose");
   if (dim() == 0) return *this;
   Shape dims(static_cast<size_t>(dim()));
   std::iota(dims.begin(), dims.end(), 0);
-  std::swap(dims[static_cast<size_t>(wrapDim(d0, dim(), "transpose"))],
-            dims[static_cast<size_t>(wrapDim(d1, dim(), "transpose"))]);
+  std::swap(dims[static_cast<size_t>(d0)], dims[static_cast<size_t>(d1)]);
   return weft::permute(*this, dims);
 }
 
@@ -306,9 +313,8 @@ Tensor Tensor::squeeze(std::source_location loc) const {
 Tensor Tensor::squeeze(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("squeeze");
-  if (dim() == 0) return *this;
   d = wrapDim(d, dim(), "squeeze");
-  if (sizes()[static_cast<size_t>(d)] != 1) return *this;
+  if (dim() == 0 || sizes()[static_cast<size_t>(d)] != 1) return *this;
   Shape s = sizes();
   s.erase(s.begin() + d);
   return weft::reshape(*this, s);
@@ -326,9 +332,9 @@ Tensor Tensor::unsqueeze(int64_t d, std::source_location loc) const {
 Tensor Tensor::flatten(int64_t start, int64_t end, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("flatten");
-  if (dim() == 0) return weft::reshape(*this, {1});
   start = wrapDim(start, dim(), "flatten");
   end = wrapDim(end, dim(), "flatten");
+  if (dim() == 0) return weft::reshape(*this, {1});
   WEFT_CHECK(start <= end, Value, "flatten: start_dim (", start, ") cannot come after end_dim (",
              end, ")");
   Shape s(sizes().begin(), sizes().begin() + start);
@@ -343,6 +349,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end, std::source_location loc) con
 Tensor Tensor::unflatten(int64_t d, Shape parts, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("unflatten");
+  WEFT_CHECK(dim() > 0, Index, "unflatten: cannot unflatten a 0-dimensional tensor");
   d = wrapDim(d, dim(), "unflatten");
   parts = inferSize(std::move(parts), sizes()[static_cast<size_t>(d)], "unflatten");
   WEFT_CHECK(weft::numel(parts) == sizes()[static_cast<size_t>(d)], Shape,
@@ -450,12 +457,13 @@ void Tensor::register_hook(GradHook hook, std::source_location loc) const {
   checkDefined("register_hook");
   WEFT_CHECK(requires_grad(), Value,
              "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  autograd::RegisteredHook entry{impl_->outputNr, std::move(hook), loc};
   if (impl_->gradFn) {
-    std::lock_guard<std::mutex> lock(impl_->gradFn->mutex);
-    impl_->gradFn->pre_hooks.emplace_back(impl_->outputNr, std::move(hook));
+    std::lock_guard<std::recursive_mutex> lock(impl_->gradFn->mutex);
+    impl_->gradFn->pre_hooks.push_back(std::move(entry));
   } else {
     std::lock_guard<std::mutex> lock(impl_->mutex);
-    impl_->hooks.push_back(std::move(hook));
+    impl_->hooks.push_back(std::move(entry));
   }
 }
 

@@ -37,7 +37,7 @@ struct TensorImpl {
   Tensor grad;
   bool retainsGrad = false;
   std::weak_ptr<autograd::Node> gradAccumulator;
-  std::vector<GradHook> hooks; // leaves: run by the accumulator
+  std::vector<autograd::RegisteredHook> hooks; // leaves: run by the accumulator
   std::mutex mutex;
 
   TensorImpl() = default;
@@ -53,6 +53,9 @@ struct TensorImpl {
   }
 };
 
+/// The bytes a contiguous tensor of `shape`/`dtype` takes; a ShapeError naming `op` for a negative
+/// size or one too large to address.
+int64_t checkedByteSize(const Shape& shape, DType dtype, const char* op);
 /// A fresh contiguous tensor of `shape`/`dtype` (uninitialised unless `zero`).
 Tensor makeTensor(const Shape& shape, DType dtype, bool zero = false);
 
@@ -63,7 +66,12 @@ Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs
 /// A tensor of `shape` filled with `value` (the Full primitive: a graph node when tracing).
 Tensor fullOf(const Shape& shape, Scalar value, DType dtype);
 
-/// Wraps a negative dim and checks it against `rank` (IndexError naming `op` otherwise).
+/// Checks that an in-place op named `op` may write `self`: no two of its elements share memory (an
+/// expanded view), and it is not a leaf requiring grad while grad mode is on.
+void checkWritable(const Tensor& self, const char* op);
+/// Wraps a negative dim and checks it against `rank` (IndexError naming `op` otherwise). As in
+/// PyTorch a 0-d tensor has one dimension here (0 or -1 wrap to 0), which does not index its
+/// sizes: callers that index sizes() handle rank 0 first; dispatch() runs primitives along it.
 int64_t wrapDim(int64_t dim, int64_t rank, const char* op);
 /// The vector-Jacobian product of input `i` of a recorded op (expanded from the op table).
 Tensor vjp(OpCode op, const Tensor& g, const std::vector<Tensor>& in, const Tensor& y,

@@ -87,10 +87,10 @@ Tensor readValue(const Tensor& t, const char* what) {
               "compiled program. Move the read out of the function, or compile with "
               "CompileOptions().specialize_on_values() to guard on it");
   }
-  return tc->evaluate(t);
+  return tc->evaluate(t, what);
 }
 
-Tensor TraceContext::evaluate(const Tensor& t) {
+Tensor TraceContext::evaluate(const Tensor& t, const char* what) {
   ir::ValueId v = valueOf(t);
   // The graph so far, with just this value as output; state is read, not written.
   ir::Graph g = graph;
@@ -104,7 +104,9 @@ Tensor TraceContext::evaluate(const Tensor& t) {
   TraceScope paused(nullptr); // the value is real, not another node
   Tensor value = zeros(out.ref.shape, out.ref.dtype);
   copyCast(out.ref, value.ref());
-  guards.emplace_back(v, value);
+  std::string source = std::string(what) + "()";
+  if (ir::Location loc = callerLocation(); loc.known()) source += " at " + loc.text();
+  guards.push_back({v, value, source});
   return value;
 }
 
@@ -290,11 +292,22 @@ std::vector<passes::CustomRule> TraceContext::customRules() {
   return rules;
 }
 
+void TraceContext::rememberGenerator(const Generator& g) {
+  for (const auto& [gen, seed, offset] : generatorsBefore)
+    if (gen == g) return;
+  generatorsBefore.emplace_back(g, g.seed(), g.offset());
+}
+
+void TraceContext::recordGenerator(const Generator& g, ir::ValueId v, uint64_t seed) {
+  rememberGenerator(g);
+  generatorEvents.push_back({g, v, seed});
+}
+
 std::vector<GradEffect> TraceContext::finish() {
-  // Tracing ran nothing: give back the random draws it reserved (the earliest per generator).
-  for (auto it = randoms.rbegin(); it != randoms.rend(); ++it) {
-    const Attrs& at = graph.nodes()[static_cast<size_t>(graph.value(it->first).producer)].attrs;
-    it->second.set_offset(static_cast<uint64_t>(at.i("offset")));
+  // Tracing ran nothing: give the generators back the draws and seeds it took.
+  for (auto& [gen, seed, offset] : generatorsBefore) {
+    gen.manual_seed(seed);
+    gen.set_offset(offset);
   }
   std::vector<GradEffect> effects;
   for (size_t i = 0; i < state.size(); ++i) {
@@ -303,9 +316,9 @@ std::vector<GradEffect> TraceContext::finish() {
     if (now.is_same(before) || (!now.defined() && !before.defined())) continue;
     if (now.defined()) {
       graph.addOutput(valueOf(now));
-      effects.push_back({state[i], static_cast<int32_t>(graph.outputs().size() - 1)});
+      effects.push_back({i, static_cast<int32_t>(graph.outputs().size() - 1)});
     } else {
-      effects.push_back({state[i], -1});
+      effects.push_back({i, -1});
     }
     state[i].set_grad(before); // tracing leaves real tensors as they were
   }

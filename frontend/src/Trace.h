@@ -14,8 +14,16 @@ namespace weft {
 
 /// What a leaf's .grad became during a trace, to be redone after every call.
 struct GradEffect {
-  Tensor leaf;
+  size_t state = 0;    // the leaf: which state tensor
   int32_t output = -1; // graph output holding the new gradient; -1: the gradient was cleared
+};
+
+/// What the traced code did to a random generator, in program order, redone on every call: a draw
+/// (a random node, which takes the generator's next offset) or a manual_seed.
+struct GeneratorEvent {
+  Generator generator;
+  ir::ValueId draw = ir::kNoValue; ///< the random node, for a draw
+  uint64_t seed = 0;               ///< the seed, for a manual_seed
 };
 
 /// The graph being recorded, and the real tensors it reads and writes.
@@ -28,21 +36,32 @@ struct TraceContext {
   std::unordered_map<const TensorImpl*, size_t> stateIndex;
   /// .grad of each captured leaf when it was captured (restored after tracing).
   std::vector<Tensor> gradBefore;
-  /// Random nodes and their generators: each call draws fresh numbers at the generator's counter.
-  std::vector<std::pair<ir::ValueId, Generator>> randoms;
+  /// Draws and reseeds in program order: each call draws fresh numbers at the generators' counters.
+  std::vector<GeneratorEvent> generatorEvents;
+  /// Each generator the trace touched, with its seed and offset before (restored by finish()).
+  std::vector<std::tuple<Generator, uint64_t, uint64_t>> generatorsBefore;
+  /// Remembers `g`'s seed and offset before the trace first changes it.
+  void rememberGenerator(const Generator& g);
+  /// Records a draw from `g` (random node `v`) or, without `v`, a manual_seed(seed) of `g`.
+  void recordGenerator(const Generator& g, ir::ValueId v, uint64_t seed = 0);
   /// With value specialization: the real arguments of the traced call, and each value read during
   /// the trace with what it was (the executable checks these before it runs).
   bool specialize = false;
   std::vector<Tensor> realArgs;
-  std::vector<std::pair<ir::ValueId, Tensor>> guards;
+  struct Guard {
+    ir::ValueId value;
+    Tensor expected;
+    std::string source; ///< "item() at train.cpp:12": what read it, for the recompile log
+  };
+  std::vector<Guard> guards;
   /// The arguments have a dynamic dimension padded to a bucket: averages count their elements
   /// with graph values (see compile's dynamic_dim).
   bool dynamicDim = false;
   /// backward() or autograd::grad ran inside the trace.
   bool usedAutodiff = false;
   /// The real value of traced `t`, computed by running the graph recorded so far on the real
-  /// arguments and state; recorded as a guard.
-  Tensor evaluate(const Tensor& t);
+  /// arguments and state; recorded as a guard read by `what`.
+  Tensor evaluate(const Tensor& t, const char* what);
   /// User-defined autograd functions called in the trace: differentiated by their own backward.
   struct CustomRegion {
     std::vector<ir::ValueId> inputs, outputs;

@@ -10,29 +10,33 @@
 namespace weft {
 namespace {
 
-constexpr std::array<uint32_t, kNumOps> kUses = {{
-#define WEFT_UNARY(N, s, d, k, v) detail::scanUses(#v),
-#define WEFT_BINARY(N, s, r, k, va, vb) detail::scanUses(#va " " #vb),
-#define WEFT_OP(N, s, kind, n, v) detail::scanUses(#v),
+/// Per op: what the rules for the gradients of inputs 0 and 1 read (other ops: one rule for all).
+constexpr std::array<std::array<uint32_t, 2>, kNumOps> kUses = {{
+#define WEFT_UNARY(N, s, d, k, v) {detail::scanUses(#v), detail::scanUses(#v)},
+#define WEFT_BINARY(N, s, r, k, va, vb) {detail::scanUses(#va), detail::scanUses(#vb)},
+#define WEFT_OP(N, s, kind, n, v) {detail::scanUses(#v), detail::scanUses(#v)},
 #include "weft/runtime/Ops.inc"
 #undef WEFT_UNARY
 #undef WEFT_BINARY
 #undef WEFT_OP
 }};
 
+constexpr uint32_t uses(OpCode op, size_t input) {
+  return kUses[static_cast<size_t>(op)][input];
+}
 // The scan must see through metadata helpers and member calls: spot-check a few rules.
-static_assert(kUses[static_cast<size_t>(OpCode::Add)] == 0);
-static_assert(kUses[static_cast<size_t>(OpCode::Exp)] == kUsesOutput);
-static_assert(kUses[static_cast<size_t>(OpCode::Mul)] == 3u);
-static_assert(kUses[static_cast<size_t>(OpCode::Sum)] == 0);
-static_assert(kUses[static_cast<size_t>(OpCode::Cast)] == 0);
-static_assert(kUses[static_cast<size_t>(OpCode::MatMul)] == 3u);
-static_assert(kUses[static_cast<size_t>(OpCode::Gather)] == 2u);
+static_assert(uses(OpCode::Add, 0) == 0 && uses(OpCode::Add, 1) == 0);
+static_assert(uses(OpCode::Exp, 0) == kUsesOutput);
+static_assert(uses(OpCode::Mul, 0) == 2u && uses(OpCode::Mul, 1) == 1u); // x * w saves only w
+static_assert(uses(OpCode::Sum, 0) == 0);
+static_assert(uses(OpCode::Cast, 0) == 0);
+static_assert(uses(OpCode::MatMul, 0) == 3u);
+static_assert(uses(OpCode::Gather, 0) == 2u);
 
 } // namespace
 
-uint32_t vjpUses(OpCode op) {
-  return kUses[static_cast<size_t>(op)];
+uint32_t vjpUses(OpCode op, size_t input) {
+  return uses(op, opInfo(op).kind == OpKind::Binary ? input : 0);
 }
 
 std::vector<Shape> shapes_of(const std::vector<Tensor>& ts) {

@@ -72,7 +72,8 @@ constexpr uint32_t scanUses(std::string_view e) {
 }
 } // namespace detail
 
-/// What `op`'s vjp rule reads, so its node saves nothing else.
-uint32_t vjpUses(OpCode op);
+/// What `op`'s vjp rule for the gradient of input `input` reads, so its node saves nothing else.
+/// (Binary ops have a rule per input; other ops one rule for all.)
+uint32_t vjpUses(OpCode op, size_t input);
 
 } // namespace weft

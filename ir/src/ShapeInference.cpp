@@ -16,9 +16,10 @@ std::string dt(DType t) {
   return std::string(dtypeName(t));
 }
 
-/// A diagnostic unless 0 <= d < rank.
+/// A diagnostic unless 0 <= d < rank. (A 0-d tensor has no dimension: the frontend runs ops along
+/// "dimension 0 of a scalar" on its one-element 1-d view.)
 std::optional<Diagnostic> checkDim(std::string_view op, int64_t d, size_t rank) {
-  if (d < 0 || d >= static_cast<int64_t>(std::max<size_t>(rank, 1)))
+  if (d < 0 || d >= static_cast<int64_t>(rank))
     return diag(ErrorKind::Index, op, ": dimension ", d, " is out of range for a tensor of rank ",
                 rank);
   return std::nullopt;
@@ -79,9 +80,9 @@ Result<TensorType> reduce(std::string_view op, In in, const Attrs& at) {
   std::vector<bool> seen(shape.size(), false);
   for (int64_t d : at.ints("dims")) {
     if (auto e = checkDim(op, d, shape.size())) return *e;
-    if (!shape.empty() && seen[static_cast<size_t>(d)])
+    if (seen[static_cast<size_t>(d)])
       return diag(ErrorKind::Value, op, ": dimension ", d, " appears more than once");
-    if (!shape.empty()) seen[static_cast<size_t>(d)] = true;
+    seen[static_cast<size_t>(d)] = true;
   }
   bool all = at.ints("dims").empty();
   bool keep = at.b("keepdim");
@@ -103,14 +104,12 @@ Result<TensorType> argReduce(std::string_view op, In in, const Attrs& at) {
   int64_t d = at.i("dim");
   if (auto e = checkDim(op, d, in[0].shape.size())) return *e;
   Shape out = in[0].shape;
-  if (!out.empty()) {
-    if (out[d] == 0)
-      return diag(ErrorKind::Value, op, ": cannot take the ", op, " of an empty dimension ", d);
-    if (at.b("keepdim"))
-      out[d] = 1;
-    else
-      out.erase(out.begin() + d);
-  }
+  if (out[d] == 0)
+    return diag(ErrorKind::Value, op, ": cannot take the ", op, " of an empty dimension ", d);
+  if (at.b("keepdim"))
+    out[d] = 1;
+  else
+    out.erase(out.begin() + d);
   return TensorType{DType::Int64, out};
 }
 
@@ -121,9 +120,9 @@ Result<TensorType> alongDim(std::string_view op, In in, const Attrs& at, DType r
 
 Result<TensorType> reshape(std::string_view op, In in, const Attrs& at) {
   const Shape& s = at.ints("shape");
-  for (int64_t v : s)
-    if (v < 0)
-      return diag(ErrorKind::Shape, op, ": invalid size ", v, " in shape ", shapeString(s));
+  if (!byteSize(s, in[0].dtype))
+    return diag(ErrorKind::Shape, op, ": invalid shape ", shapeString(s),
+                " (a negative size, or more elements than fit in memory)");
   if (numel(s) != numel(in[0].shape))
     return diag(ErrorKind::Shape, op, ": shape ", shapeString(s), " is invalid for input of shape ",
                 shapeString(in[0].shape), " (", numel(s), " vs ", numel(in[0].shape), " elements)");
@@ -168,15 +167,13 @@ Result<TensorType> expand(std::string_view op, In in, const Attrs& at) {
 Result<TensorType> slice(std::string_view op, In in, const Attrs& at) {
   int64_t d = at.i("dim"), start = at.i("start"), end = at.i("end"), step = at.i("step");
   if (auto e = checkDim(op, d, in[0].shape.size())) return *e;
-  if (in[0].shape.empty())
-    return diag(ErrorKind::Index, op, ": cannot slice a 0-dimensional tensor");
   int64_t n = in[0].shape[d];
   if (step <= 0) return diag(ErrorKind::Value, op, ": step must be positive, got ", step);
   if (start < 0 || start > n || end < start || end > n)
     return diag(ErrorKind::Index, op, ": range [", start, ", ", end,
                 ") is out of bounds for dimension ", d, " of size ", n);
   Shape out = in[0].shape;
-  out[d] = (end - start + step - 1) / step;
+  out[d] = sliceLength(start, end, step);
   return TensorType{in[0].dtype, out};
 }
 
@@ -194,7 +191,12 @@ Result<TensorType> pad(std::string_view op, In in, const Attrs& at) {
                 " padding values for a tensor of rank ", s.size(), ", got ", pads.size());
   Shape out = s;
   for (size_t d = 0; d < s.size(); ++d) {
-    out[d] = s[d] + pads[2 * d] + pads[2 * d + 1];
+    auto lo = checkedAdd(s[d], pads[2 * d]);
+    auto size = lo ? checkedAdd(*lo, pads[2 * d + 1]) : std::nullopt;
+    if (!size)
+      return diag(ErrorKind::Shape, op, ": padding ", shapeString(pads), " of ", shapeString(s),
+                  " overflows dimension ", d);
+    out[d] = *size;
     if (out[d] < 0)
       return diag(ErrorKind::Shape, op, ": padding ", shapeString(pads), " makes dimension ", d,
                   " of ", shapeString(s), " negative");
@@ -232,7 +234,9 @@ Result<TensorType> cat(std::string_view op, In in, const Attrs& at) {
         return diag(ErrorKind::Shape, op, ": sizes must match except in dimension ", d, ": tensor ",
                     i, " has shape ", shapeString(t.shape), ", tensor 0 has ",
                     shapeString(ref->shape));
-    out[d] += t.shape[d];
+    auto size = checkedAdd(out[d], t.shape[d]);
+    if (!size) return diag(ErrorKind::Shape, op, ": the result is too large along dimension ", d);
+    out[d] = *size;
   }
   return TensorType{ref->dtype, out};
 }
@@ -279,7 +283,7 @@ Result<TensorType> convGeometry(std::string_view op, const TensorType& xt, const
   if (groups <= 0 || w[0] % groups != 0)
     return diag(ErrorKind::Value, op, ": ", w[0],
                 " output channels are not divisible by groups=", groups);
-  if (x[1] != w[1] * groups)
+  if (checkedMul(w[1], groups) != x[1])
     return diag(ErrorKind::Shape, op, ": input ", shapeString(x), " has ", x[1],
                 " channels, but weight ", shapeString(w), " with groups=", groups, " expects ",
                 w[1] * groups);
@@ -288,6 +292,9 @@ Result<TensorType> convGeometry(std::string_view op, const TensorType& xt, const
     if (st[i] <= 0 || dl[i] <= 0 || pd[i] < 0)
       return diag(ErrorKind::Value, op,
                   ": stride and dilation must be positive and padding non-negative");
+    if (!windowFits(x[2 + i], w[2 + i], pd[i], dl[i]))
+      return diag(ErrorKind::Value, op, ": padding ", pd[i], " or dilation ", dl[i],
+                  " is too large");
     int64_t o = windowOutputSize(x[2 + i], w[2 + i], st[i], pd[i], dl[i]);
     if (o <= 0)
       return diag(ErrorKind::Shape, op, ": kernel ", shapeString(Shape(w.begin() + 2, w.end())),
@@ -367,7 +374,7 @@ Result<TensorType> indexSelect(std::string_view op, In in, const Attrs& at) {
   if (in[1].shape.size() > 1)
     return diag(ErrorKind::Shape, op, ": index must be 1-D, got ", shapeString(in[1].shape));
   Shape out = in[0].shape;
-  if (!out.empty()) out[d] = numel(in[1].shape);
+  out[d] = numel(in[1].shape);
   return TensorType{in[0].dtype, out};
 }
 
@@ -401,9 +408,12 @@ Result<TensorType> pool(std::string_view op, In in, const Attrs& at) {
     if (k[i] <= 0 || st[i] <= 0 || dl[i] <= 0 || pd[i] < 0)
       return diag(ErrorKind::Value, op,
                   ": kernel size, stride and dilation must be positive, padding non-negative");
-    if (pd[i] * 2 > k[i])
+    if (pd[i] > k[i] / 2)
       return diag(ErrorKind::Value, op, ": padding ", pd[i],
                   " must be at most half the kernel size ", k[i]);
+    if (!windowFits(x[2 + i], k[i], pd[i], dl[i]))
+      return diag(ErrorKind::Value, op, ": padding ", pd[i], " or dilation ", dl[i],
+                  " is too large");
     int64_t o = windowOutputSize(x[2 + i], k[i], st[i], pd[i], dl[i], at.b("ceil_mode"));
     if (o <= 0)
       return diag(ErrorKind::Shape, op, ": window ", shapeString(k),
@@ -418,7 +428,13 @@ Result<TensorType> full(std::string_view op, const Attrs& at) {
     if (s < 0)
       return diag(ErrorKind::Shape, op, ": invalid size ", s, " in ",
                   shapeString(at.ints("shape")));
-  return TensorType{at.dtype("dtype"), at.ints("shape")};
+  DType t = at.dtype("dtype");
+  // The value must convert to the dtype without overflow (an int64 value into int64 always does).
+  bool exact = std::holds_alternative<int64_t>(at.raw("value")) && t == DType::Int64;
+  if (!exact && !fitsDType(at.number("value"), t))
+    return diag(ErrorKind::Value, op, ": value ", at.number("value"), " cannot be converted to ",
+                dt(t), " without overflow");
+  return TensorType{t, at.ints("shape")};
 }
 
 Result<TensorType> random(std::string_view op, const Attrs& at) {
@@ -432,14 +448,8 @@ Result<TensorType> random(std::string_view op, const Attrs& at) {
   return TensorType{t, at.ints("shape")};
 }
 
-} // namespace
-
-Result<TensorType> inferType(OpCode op, std::span<const TensorType> in, const Attrs& at) {
-  const OpInfo& info = opInfo(op);
+Result<TensorType> inferKind(const OpInfo& info, std::span<const TensorType> in, const Attrs& at) {
   std::string_view name = info.name;
-  if (info.numInputs >= 0 && static_cast<int>(in.size()) != info.numInputs)
-    return diag(ErrorKind::Value, name, ": expected ", info.numInputs, " inputs, got ", in.size());
-  if (auto bad = checkAttrs(op, at)) return *bad;
   switch (info.kind) {
   case OpKind::Unary:
     return unary(name, info, in);
@@ -495,6 +505,21 @@ Result<TensorType> inferType(OpCode op, std::span<const TensorType> in, const At
     return random(name, at);
   }
   return diag(ErrorKind::Internal, name, ": no shape inference for this op kind");
+}
+
+} // namespace
+
+Result<TensorType> inferType(OpCode op, std::span<const TensorType> in, const Attrs& at) {
+  const OpInfo& info = opInfo(op);
+  if (info.numInputs >= 0 && static_cast<int>(in.size()) != info.numInputs)
+    return diag(ErrorKind::Value, info.name, ": expected ", info.numInputs, " inputs, got ",
+                in.size());
+  if (auto bad = checkAttrs(op, at)) return *bad;
+  auto type = inferKind(info, in, at);
+  if (type && !byteSize(type.value().shape, type.value().dtype))
+    return diag(ErrorKind::Shape, info.name, ": the result ", dt(type.value().dtype), " ",
+                shapeString(type.value().shape), " has more elements than fit in memory");
+  return type;
 }
 
 } // namespace weft::ir

@@ -82,6 +82,9 @@ GValue operator==(const GValue& a, const GValue& b) {
 GValue operator==(const GValue& a, double b) {
   return a == scalarLike(a, b);
 }
+GValue operator!=(const GValue& a, const GValue& b) {
+  return binary(OpCode::Ne, a, b);
+}
 GValue operator<(const GValue& a, const GValue& b) {
   return binary(OpCode::Lt, a, b);
 }

@@ -1,6 +1,9 @@
 // Element type facts and PyTorch's promote_types lattice.
 #include "weft/runtime/DType.h"
 
+#include <cmath>
+#include <limits>
+
 namespace weft {
 
 size_t elementSize(DType t) {
@@ -24,6 +27,27 @@ bool isFloating(DType t) {
 
 bool isIntegral(DType t) {
   return t == DType::UInt8 || t == DType::Int32 || t == DType::Int64;
+}
+
+bool fitsDType(double value, DType t) {
+  switch (t) {
+  case DType::Bool:
+    return true;
+  case DType::UInt8:
+    return value >= 0 && value <= 255;
+  case DType::Int32:
+    return value >= -0x1p31 && value < 0x1p31;
+  case DType::Int64:
+    return value >= -0x1p63 && value < 0x1p63;
+  case DType::Float16:
+    return !std::isfinite(value) || std::abs(value) <= 65504.0;
+  case DType::BFloat16:
+  case DType::Float32:
+    return !std::isfinite(value) || std::abs(value) <= std::numeric_limits<float>::max();
+  case DType::Float64:
+    return true;
+  }
+  return false;
 }
 
 DType promoteTypes(DType a, DType b) {

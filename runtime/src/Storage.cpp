@@ -120,8 +120,10 @@ void emptyCache() {
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, bool zero) {
-  size_t size = bucketSize(std::max<size_t>(nbytes, 1));
-  void* p = BlockCache::get().allocate(size);
+  // Larger requests cannot be met and would overflow the bucket rounding below.
+  constexpr size_t kMaxBytes = size_t{1} << 62;
+  size_t size = bucketSize(std::clamp<size_t>(nbytes, 1, kMaxBytes));
+  void* p = nbytes <= kMaxBytes ? BlockCache::get().allocate(size) : nullptr;
   WEFT_CHECK(p != nullptr, Value, "out of memory: cannot allocate ", nbytes, " bytes");
   if (zero) std::memset(p, 0, nbytes);
   track(static_cast<int64_t>(size));

@@ -1,6 +1,7 @@
 // Shape helpers shared by every room.
 #include "weft/runtime/TensorRef.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace weft {
@@ -10,6 +11,37 @@ int64_t numel(const Shape& shape) {
   for (int64_t s : shape)
     n *= s;
   return n;
+}
+
+std::optional<int64_t> checkedAdd(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
+std::optional<int64_t> checkedMul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+
+std::optional<int64_t> byteSize(const Shape& shape, DType dtype) {
+  // Sizes of 0 count as 1, as in contiguous strides: then no stride, offset or element count of
+  // the type (empty or not) can overflow either.
+  int64_t n = static_cast<int64_t>(elementSize(dtype));
+  bool empty = false;
+  for (int64_t s : shape) {
+    auto m = s < 0 ? std::nullopt : checkedMul(n, std::max<int64_t>(s, 1));
+    if (!m) return std::nullopt;
+    n = *m;
+    empty = empty || s == 0;
+  }
+  return empty ? 0 : n;
+}
+
+int64_t sliceLength(int64_t start, int64_t end, int64_t step) {
+  // (end - start + step - 1) / step overflows for steps near INT64_MAX; this form cannot.
+  return end > start ? (end - start - 1) / step + 1 : 0;
 }
 
 Shape contiguousStrides(const Shape& shape) {

@@ -79,7 +79,7 @@ std::optional<ViewGeometry> computeView(OpCode op, const Shape& shape, const Sha
     int64_t dim = at.i("dim"), start = at.i("start"), end = at.i("end"), step = at.i("step");
     v.shape = shape;
     v.strides = strides;
-    v.shape[dim] = end > start ? (end - start + step - 1) / step : 0;
+    v.shape[dim] = sliceLength(start, end, step);
     v.strides[dim] = strides[dim] * step;
     v.offset = start * strides[dim];
     return v;

@@ -70,11 +70,22 @@ private:
   bool isOutput_ = false;
 };
 
+/// A gradient hook and the line that registered it (its errors name that line).
+struct RegisteredHook {
+  uint32_t output = 0; ///< which output of the node (hooks on non-leaf tensors)
+  GradHook fn;
+  std::source_location where;
+  /// Runs the hook on `g`: its result if defined (it must keep g's shape and dtype), else `g`.
+  Tensor operator()(const Tensor& g) const;
+};
+
 /// One step of the backward graph: maps gradients of its outputs to gradients of its inputs.
 class Node : public std::enable_shared_from_this<Node> {
 public:
   Node();
-  virtual ~Node() = default;
+  /// Releases the nodes this one leads to without recursing, so freeing a long graph (200,000
+  /// recorded ops) does not need a stack frame per node.
+  virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
   /// "MulBackward0"-style name.
@@ -83,14 +94,18 @@ public:
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
   /// Frees saved tensors once the graph is no longer needed (retain_graph=false).
   virtual void release_saved() {}
+  /// What the engine calls: apply() and, unless `keepGraph`, release_saved(), as one step no other
+  /// thread's backward through this node can interleave with (it gets the "second time" error).
+  std::vector<Tensor> run(std::vector<Tensor>&& grads, bool keepGraph);
   /// Where each input's gradient goes (invalid edges for inputs that need none).
   std::vector<Edge> next_edges;
   /// Creation order; later nodes run first.
   uint64_t sequence_nr;
   uint32_t num_outputs = 1;
-  /// Hooks on the gradient of output `first`, run before apply().
-  std::vector<std::pair<uint32_t, GradHook>> pre_hooks;
-  std::mutex mutex;
+  /// Hooks on the gradients of its outputs, run before apply().
+  std::vector<RegisteredHook> pre_hooks;
+  /// Guards pre_hooks and run(); recursive, so user code inside backward may register hooks.
+  std::recursive_mutex mutex;
 };
 
 /// The gradient edge of `t`: its grad_fn, or its gradient accumulator if it is a leaf.
@@ -136,14 +151,14 @@ private:
 class CustomNode : public Node {
 public:
   using Backward = std::function<std::vector<Tensor>(AutogradContext*, std::vector<Tensor>)>;
-  CustomNode(std::string name, Backward backward)
-      : name_(std::move(name)), backward_(std::move(backward)) {}
+  /// `typeName`: the function type's mangled name (typeid), shown as "MyFunctionBackward".
+  CustomNode(const char* typeName, Backward backward);
   std::string name() const override { return name_; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   void release_saved() override;
   AutogradContext ctx;
-  std::vector<Shape> inputShapes;
-  std::vector<std::pair<Shape, DType>> outputTypes;
+  /// Shape and dtype of each tensor input and output (inputs' gradients are checked against them).
+  std::vector<std::pair<Shape, DType>> inputTypes, outputTypes;
 
 private:
   std::string name_;

@@ -87,10 +87,13 @@ TraceResult trace(const TensorFunction& fn, const std::vector<Tensor>& example_i
 /// The signature-keyed cache behind compile(); thread-safe, executables are immutable.
 class CompiledFunction {
 public:
-  explicit CompiledFunction(CompileOptions options);
+  /// Checks the options; `loc` is the compile() call errors name.
+  explicit CompiledFunction(CompileOptions options, WEFT_LOC);
   /// Runs the executable for `args`' signature, tracing and compiling `fn` on a new signature.
-  std::vector<Tensor> call(const std::vector<Tensor>& args, const TensorFunction& fn);
-  /// How many signatures have been compiled.
+  /// `loc`: the caller's line, which errors of compile() itself name.
+  std::vector<Tensor> call(const std::vector<Tensor>& args, const TensorFunction& fn, WEFT_LOC);
+  /// How many times the function was compiled (new signatures, and recompilations when a value it
+  /// read, grad mode, a .grad or a tensor it captured changed).
   size_t num_compiled() const;
   /// The optimized graph of the most recent compilation, in text form ("" before the first).
   std::string graph_text() const;
@@ -105,28 +108,50 @@ private:
   std::shared_ptr<State> state_;
 };
 
+/// The first argument of a call to a compiled function: a tensor, and the line of the call, which
+/// errors of compile() itself (the recompile limit, bad arguments) name.
+struct CompiledArg {
+  CompiledArg(const Tensor& t, // NOLINT: implicit, so a call looks like a plain call
+              std::source_location where = std::source_location::current())
+      : tensor(t), loc(where) {}
+  const Tensor& tensor;
+  std::source_location loc;
+};
+
 /// The callable compile() returns: call it like the function it wraps.
 template <typename F> class Compiled {
 public:
-  Compiled(F fn, CompileOptions options) : fn_(std::move(fn)), core_(std::move(options)) {}
+  Compiled(F fn, CompileOptions options, std::source_location loc)
+      : fn_(std::move(fn)), core_(std::move(options), loc) {}
 
-  template <typename... Args> auto operator()(const Args&... args) {
-    static_assert((std::is_convertible_v<const Args&, const Tensor&> && ...),
+  template <typename... Rest> auto operator()(CompiledArg first, const Rest&... rest) {
+    static_assert((std::is_convertible_v<const Rest&, const Tensor&> && ...),
                   "compiled functions take tensors");
-    using R = std::invoke_result_t<F&, const Args&...>;
-    TensorFunction traced = [this](const std::vector<Tensor>& in) {
-      return invokeUnpacked<R>(in, std::index_sequence_for<Args...>{});
-    };
-    std::vector<Tensor> out = core_.call({Tensor(args)...}, traced);
-    if constexpr (std::is_same_v<R, Tensor>)
-      return out.at(0);
-    else if constexpr (!std::is_void_v<R>)
-      return out;
+    return run<1 + sizeof...(Rest)>({first.tensor, Tensor(rest)...}, first.loc);
+  }
+  /// A call without arguments.
+  auto operator()(std::source_location loc = std::source_location::current()) {
+    return run<0>({}, loc);
   }
   /// The cache: how many signatures were compiled, and the latest graph.
   const CompiledFunction& compiled() const { return core_; }
 
 private:
+  template <size_t> using TensorAt = const Tensor&;
+  template <size_t... I>
+  static auto resultOf(std::index_sequence<I...>) -> std::invoke_result_t<F&, TensorAt<I>...>;
+
+  template <size_t N> auto run(std::vector<Tensor> args, std::source_location loc) {
+    using R = decltype(resultOf(std::make_index_sequence<N>{}));
+    TensorFunction traced = [this](const std::vector<Tensor>& in) {
+      return invokeUnpacked<R>(in, std::make_index_sequence<N>{});
+    };
+    std::vector<Tensor> out = core_.call(args, traced, loc);
+    if constexpr (std::is_same_v<R, Tensor>)
+      return out.at(0);
+    else if constexpr (!std::is_void_v<R>)
+      return out;
+  }
   template <typename R, size_t... I>
   std::vector<Tensor> invokeUnpacked(const std::vector<Tensor>& in, std::index_sequence<I...>) {
     if constexpr (std::is_void_v<R>) {
@@ -147,8 +172,8 @@ private:
 /// Parameters and optimizer state the function reads and updates become state the executable
 /// reads and writes back, so a whole train step compiles. WEFT_LOG_RECOMPILES=1 logs each
 /// recompilation and why.
-template <typename F> Compiled<F> compile(F fn, CompileOptions options = {}) {
-  return Compiled<F>(std::move(fn), std::move(options));
+template <typename F> Compiled<F> compile(F fn, CompileOptions options = {}, WEFT_LOC) {
+  return Compiled<F>(std::move(fn), std::move(options), loc);
 }
 
 } // namespace weft

@@ -17,10 +17,10 @@ Tensor full(Shape shape, Scalar value, TensorOptions options = {}, WEFT_LOC);
 Tensor zeros_like(const Tensor& t, WEFT_LOC);
 Tensor ones_like(const Tensor& t, WEFT_LOC);
 Tensor full_like(const Tensor& t, Scalar value, WEFT_LOC);
-/// [start, end) in steps of `step`; int64 unless a bound is floating or options say otherwise.
+/// [start, end) in steps of `step`: int64 when every bound is an integer, else float32, unless the
+/// options give a dtype.
 Tensor arange(Scalar end, TensorOptions options = {}, WEFT_LOC);
-Tensor arange(Scalar start, Scalar end, Scalar step = 1,
-              std::optional<TensorOptions> options = std::nullopt, WEFT_LOC);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions options = {}, WEFT_LOC);
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {}, WEFT_LOC);
 Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, TensorOptions options = {},
            WEFT_LOC);
@@ -50,6 +50,8 @@ public:
   uint64_t offset() const { return state_->offset.load(); }
   /// Moves the stream to `offset` (tracing rewinds what it drew, so compiled calls draw as eager).
   void set_offset(uint64_t offset) { state_->offset.store(offset); }
+  /// True if both handles are one stream.
+  bool operator==(const Generator& other) const { return state_ == other.state_; }
 
 private:
   struct State {

@@ -66,15 +66,18 @@ private:
   Kind kind_;
 };
 
-/// Options for factories, spelled like torch::TensorOptions.
+/// Options for factories, spelled like torch::TensorOptions. A factory whose dtype PyTorch infers
+/// from its arguments (arange, full) does so only when no dtype was given.
 struct TensorOptions {
   DType dtype_ = DType::Float32;
+  bool has_dtype_ = false;
   bool requires_grad_ = false;
   Device device_;
   TensorOptions() = default;
-  TensorOptions(DType t) : dtype_(t) {} // NOLINT: implicit like LibTorch's
+  TensorOptions(DType t) : dtype_(t), has_dtype_(true) {} // NOLINT: implicit like LibTorch's
   TensorOptions& dtype(DType t) {
     dtype_ = t;
+    has_dtype_ = true;
     return *this;
   }
   TensorOptions& requires_grad(bool r = true) {

@@ -25,9 +25,7 @@ template <typename T> T kabs(T v) {
     return v < T(0) ? T(-v) : v;
 }
 template <typename T> T ksign(T v) {
-  if constexpr (std::is_floating_point_v<T>)
-    if (std::isnan(v)) return v;
-  return static_cast<T>((T(0) < v) - (v < T(0)));
+  return static_cast<T>((T(0) < v) - (v < T(0))); // sign(NaN) is 0, as in PyTorch
 }
 template <typename T> T ksigmoid(T v) {
   // Never exponentiates a large positive number, so it saturates instead of overflowing.

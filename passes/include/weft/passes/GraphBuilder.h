@@ -51,6 +51,7 @@ GValue operator*(const GValue& a, double b);
 GValue operator-(double a, const GValue& b);
 GValue operator==(const GValue& a, const GValue& b);
 GValue operator==(const GValue& a, double b);
+GValue operator!=(const GValue& a, const GValue& b);
 GValue operator<(const GValue& a, const GValue& b);
 GValue operator>(const GValue& a, const GValue& b);
 GValue exp(const GValue& x);

@@ -5,6 +5,13 @@
 
 namespace weft {
 
+/// Whether windowOutputSize's arithmetic fits in int64 for these (non-negative) sizes.
+inline bool windowFits(int64_t n, int64_t k, int64_t pad, int64_t dilation) {
+  int64_t padded = 0, span = 0;
+  return !__builtin_mul_overflow(pad, 2, &padded) && !__builtin_add_overflow(n, padded, &padded) &&
+         !__builtin_mul_overflow(dilation, k - 1, &span);
+}
+
 /// Output length of a sliding window: input `n`, window `k`, `stride`, symmetric `pad`, `dilation`;
 /// `ceilMode` rounds up as pooling's ceil_mode does (a window may not start in the right padding).
 inline int64_t windowOutputSize(int64_t n, int64_t k, int64_t stride, int64_t pad, int64_t dilation,

@@ -38,6 +38,10 @@ std::string_view dtypeName(DType t);
 bool isFloating(DType t);
 /// True for uint8, int32 and int64 (not bool).
 bool isIntegral(DType t);
+/// Whether `value` converts to `t` without overflow, as PyTorch requires of fill values: integers
+/// take finite values in their range, floats any value up to their largest finite one (or a
+/// non-finite one), bool anything.
+bool fitsDType(double value, DType t);
 /// PyTorch's promote_types: the smallest dtype both values fit in.
 DType promoteTypes(DType a, DType b);
 /// The dtype a float-only op computes an integral or bool input in (the default float dtype).

@@ -4,6 +4,7 @@
 #include "weft/runtime/DType.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,8 +13,18 @@ namespace weft {
 /// Shape or strides: one entry per dimension.
 using Shape = std::vector<int64_t>;
 
-/// Number of elements of `shape` (1 for a scalar).
+/// Number of elements of `shape` (1 for a scalar). Unchecked: for shapes of existing tensors, whose
+/// sizes were checked with byteSize() when their type was made.
 int64_t numel(const Shape& shape);
+/// The number of bytes a contiguous tensor of `shape` and `dtype` takes, or nullopt when a size is
+/// negative or the bytes do not fit in int64 (sizes of 0 counting as 1). Every tensor type weft
+/// makes is checked this way, so element counts, strides and offsets never overflow.
+std::optional<int64_t> byteSize(const Shape& shape, DType dtype);
+/// `a + b` and `a * b`, or nullopt when the result does not fit in int64.
+std::optional<int64_t> checkedAdd(int64_t a, int64_t b);
+std::optional<int64_t> checkedMul(int64_t a, int64_t b);
+/// The length of the range [start, end) taken every `step` (> 0) elements, without overflow.
+int64_t sliceLength(int64_t start, int64_t end, int64_t step);
 /// Row-major strides (in elements) of a contiguous tensor of `shape`.
 Shape contiguousStrides(const Shape& shape);
 /// "[2, 3]".

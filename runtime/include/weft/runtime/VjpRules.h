@@ -1,10 +1,10 @@
 // The vector-Jacobian rules of the op table as templates over a tensor-like type T, so one rule
 // serves eager autograd (T = weft::Tensor) and graph autodiff (T = a graph value).
 //
-// T must provide, as free functions found by argument-dependent lookup: the arithmetic and
-// comparison operators (with T and double operands), exp, log, sin, cos, sign, pow, where,
-// zeros_like, ones_like, zeros_shaped(like, shape), cast, shape_of, shapes_of, dtype_of,
-// is_floating, reshape, permute, expand, flip, cumsum, pad_dims, slice_dim, reduce_op,
+// T must provide, as free functions found by argument-dependent lookup: the arithmetic operators
+// and ==, !=, <, > (with T and double operands where the rules use them), exp, log, sin, cos, sign,
+// pow, where, zeros_like, ones_like, zeros_shaped(like, shape), cast, shape_of, shapes_of,
+// dtype_of, is_floating, reshape, permute, expand, flip, cumsum, pad_dims, slice_dim, reduce_op,
 // matmul, mT, conv, conv_input_grad, conv_weight_grad, gather, scatter, scatter_add, index_select
 // and index_add; and be default-constructible as "no gradient".
 #pragma once
@@ -59,10 +59,11 @@ template <typename T> T expand_reduced(const T& g, const Shape& shape, const Att
   return expand(reshape(g, keptShape(shape, at)), shape);
 }
 
-/// amax/amin: ties share the gradient evenly, as torch.amax does.
+/// amax/amin: ties share the gradient evenly, as torch.amax does. A NaN extremum came from the
+/// NaN elements of its slice (they propagate), so those share it, as torch.max() routes it.
 template <typename T> T vjp_extremum(const T& g, const T& x, const T& y, const Attrs& at) {
   Shape k = keptShape(shape_of(x), at);
-  T mask = cast(x == reshape(y, k), dtype_of(x));
+  T mask = cast(x == reshape(y, k), dtype_of(x)) + cast(x != x, dtype_of(x));
   T count = reduce_op(OpCode::Sum, mask, at.ints("dims"), true);
   return reshape(g, k) * mask / count;
 }

@@ -1,0 +1,408 @@
+// What an adversarial user tried, and what each attempt must now give: a weft::Error with a clear
+// message or PyTorch's result, eagerly and inside compile(), never a crash or a silent wrong value.
+#include "TestUtil.h"
+
+#include <limits>
+#include <string>
+
+namespace weft::test {
+namespace {
+
+std::vector<double> vals(const Tensor& t) {
+  return t.to_vector<double>();
+}
+
+/// Runs `f` and returns the weft::Error's message; fails the test if nothing (or something other
+/// than a weft::Error) is thrown.
+template <typename F> std::string errorOf(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "a " << typeid(e).name() << " left weft: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "no error was thrown";
+  return "";
+}
+
+bool mentions(const std::string& message, const std::string& part) {
+  return message.find(part) != std::string::npos;
+}
+
+// ---- crashes ----
+
+TEST(Hardening, FreeingALongAutogradGraphNeedsNoDeepStack) {
+  // 200,000 recorded ops: freed one node at a time, not by 200,000 nested destructors.
+  constexpr int kOps = 200000;
+  {
+    Tensor y = ones({1}, TensorOptions().requires_grad());
+    for (int i = 0; i < kOps; ++i)
+      y = y + 0.0;
+  } // destroyed without backward
+  Tensor x = ones({1}, TensorOptions().requires_grad());
+  Tensor y = x;
+  for (int i = 0; i < kOps; ++i)
+    y = y * 1.0; // saves its inputs: the chain also runs through saved tensors
+  y.backward();
+  EXPECT_EQ(vals(x.grad()), std::vector<double>{1.0});
+}
+
+TEST(Hardening, ShapeArithmeticThatOverflowsIsAnError) {
+  constexpr int64_t k32 = int64_t{1} << 32, k62 = int64_t{1} << 62;
+  EXPECT_TRUE(mentions(errorOf([&] { (void)zeros({k32, k32}); }), "zeros"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)empty({k62, 4}); }), "empty"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)ones({1}).expand({k62}); }), "expand"));
+  EXPECT_TRUE(
+      mentions(errorOf([&] { (void)ones({1}, kFloat64).expand({k62 / 2}).sum(); }), "expand"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)ones({4}).reshape({-1, k62, k62}); }), "reshape"));
+  EXPECT_TRUE(mentions(errorOf([&] {
+                         (void)pad(ones({2}), {std::numeric_limits<int64_t>::max(), 1});
+                       }),
+                       "pad"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)full({k32, k32, 0, k32}, 1.0); }), "full"));
+  EXPECT_TRUE(
+      mentions(errorOf([&] { (void)linspace(0, 1, int64_t{1000000000000}); }), "out of memory"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)arange(0.0, 1e300, 1e-300); }), "too many"));
+  EXPECT_TRUE(mentions(errorOf([&] {
+                         (void)conv1d(ones({1, 1, 4}), ones({1, 1, 1}), {}, 1,
+                                      std::numeric_limits<int64_t>::max() / 2);
+                       }),
+                       "too large"));
+  // Empty shapes with huge sizes are fine: they hold nothing.
+  EXPECT_EQ(zeros({0, k32}).numel(), 0);
+}
+
+TEST(Hardening, SlicesWithExtremeBoundsHavePythonLengths) {
+  constexpr int64_t lo = std::numeric_limits<int64_t>::min(),
+                    hi = std::numeric_limits<int64_t>::max();
+  Tensor x = arange(10);
+  EXPECT_EQ(vals(x.slice(0, lo, hi, hi)), std::vector<double>{0});
+  EXPECT_EQ(x.slice(0, lo, hi, 3).numel(), 4); // [0, 3, 6, 9]
+  EXPECT_EQ(x.slice(0, hi, lo).numel(), 0);
+  EXPECT_EQ(x.slice(0, -3, hi, 2).numel(), 2); // [7, 9]
+  EXPECT_EQ(x.slice(0, lo, -9).numel(), 1);
+}
+
+TEST(Hardening, ZeroDimTensorsTakeDimensionZeroAndMinusOneEagerlyAndCompiled) {
+  // Every op along a dimension accepts 0 and -1 on a 0-d tensor and returns a 0-d tensor, as
+  // PyTorch does; other dimensions are IndexErrors.
+  using Op = std::function<Tensor(const Tensor&, int64_t)>;
+  std::vector<std::pair<const char*, Op>> ops = {
+      {"sum", [](const Tensor& x, int64_t d) { return x.sum({d}); }},
+      {"sum keepdim", [](const Tensor& x, int64_t d) { return x.sum({d}, true); }},
+      {"mean", [](const Tensor& x, int64_t d) { return x.mean({d}); }},
+      {"prod", [](const Tensor& x, int64_t d) { return x.prod(d); }},
+      {"amax", [](const Tensor& x, int64_t d) { return x.amax({d}); }},
+      {"amin", [](const Tensor& x, int64_t d) { return x.amin({d}, true); }},
+      {"max(dim)", [](const Tensor& x, int64_t d) { return x.max(d).first; }},
+      {"min(dim) index", [](const Tensor& x, int64_t d) { return x.min(d).second; }},
+      {"argmax", [](const Tensor& x, int64_t d) { return x.argmax(d); }},
+      {"argmin", [](const Tensor& x, int64_t d) { return x.argmin(d, true); }},
+      {"softmax", [](const Tensor& x, int64_t d) { return x.softmax(d); }},
+      {"log_softmax", [](const Tensor& x, int64_t d) { return x.log_softmax(d); }},
+      {"logsumexp", [](const Tensor& x, int64_t d) { return x.logsumexp({d}); }},
+      {"var", [](const Tensor& x, int64_t d) { return x.var({d}, 0); }},
+      {"cumsum", [](const Tensor& x, int64_t d) { return x.cumsum(d); }},
+      {"sort", [](const Tensor& x, int64_t d) { return x.sort(d).first; }},
+      {"argsort", [](const Tensor& x, int64_t d) { return x.argsort(d); }},
+      {"topk", [](const Tensor& x, int64_t d) { return x.topk(1, d).first; }},
+      {"flip", [](const Tensor& x, int64_t d) { return x.flip({d}); }},
+      {"transpose", [](const Tensor& x, int64_t d) { return x.transpose(d, 0); }},
+      {"squeeze", [](const Tensor& x, int64_t d) { return x.squeeze(d); }},
+      {"gather", [](const Tensor& x, int64_t d) { return x.gather(d, zeros({}, kInt64)); }},
+      {"scatter",
+       [](const Tensor& x, int64_t d) { return x.scatter(d, zeros({}, kInt64), x * 3); }},
+      {"scatter_add",
+       [](const Tensor& x, int64_t d) { return x.scatter_add(d, zeros({}, kInt64), x); }},
+      {"index_select",
+       [](const Tensor& x, int64_t d) { return x.index_select(d, zeros({1}, kInt64)); }},
+      {"index_add",
+       [](const Tensor& x, int64_t d) { return x.index_add(d, zeros({1}, kInt64), x); }},
+  };
+  Tensor x = scalar_tensor(2.5, kFloat64);
+  for (const auto& [name, op] : ops) {
+    SCOPED_TRACE(name);
+    for (int64_t d : {0, -1}) {
+      Tensor eager = op(x, d);
+      EXPECT_EQ(eager.dim(), 0);
+      auto compiled = compile([&](const Tensor& t) { return op(t, d); });
+      Tensor c = compiled(x);
+      EXPECT_EQ(c.dim(), 0);
+      EXPECT_TRUE(allClose(c, eager, 0, 0));
+    }
+    EXPECT_THROW((void)op(x, 1), IndexError);
+    EXPECT_THROW((void)op(x, -2), IndexError);
+  }
+  EXPECT_EQ(x.flatten(0, -1).sizes(), Shape{1}); // as torch.flatten: a scalar becomes 1-d
+  EXPECT_THROW((void)x.flatten(0, 1), IndexError);
+  // Sizes and strides of a 0-d tensor have no dimension to name; splitting needs one.
+  EXPECT_TRUE(mentions(errorOf([&] { (void)x.size(0); }), "no dimensions"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)x.stride(-1); }), "no dimensions"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)chunk(x, 1); }), "1-dimensional"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)split(x, 1); }), "1-dimensional"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)x.unflatten(0, {1}); }), "0-dimensional"));
+  EXPECT_THROW((void)x.index_select(0, zeros({2}, kInt64)), IndexError);
+}
+
+TEST(Hardening, SelfOverlappingTensorsCannotBeWrittenInPlace) {
+  // One rule for every in-place op: an expanded tensor's elements share memory.
+  Tensor base = zeros({1});
+  Tensor t = base.expand({3});
+  for (auto write : std::vector<std::function<void()>>{
+           [&] { t.add_(ones({3})); },
+           [&] { t.mul_(2.0); },
+           [&] { t.fill_(1.0); },
+           [&] { t.zero_(); },
+           [&] { t.copy_(ones({3})); },
+           [&] {
+             t.masked_fill_(tensor({true, false, true}), 1.0);
+           },
+           [&] { t.clamp_(0.5); },
+           [&] { t.index_put_({tensor({0})}, 5.0); },
+       })
+    EXPECT_TRUE(mentions(errorOf(write), "single memory location"));
+  EXPECT_EQ(vals(base), std::vector<double>{0}); // nothing was written
+  auto compiled = compile([&](const Tensor& x) {
+    Tensor e = x.expand({3});
+    e.add_(1.0);
+    return e;
+  });
+  EXPECT_TRUE(mentions(errorOf([&] { (void)compiled(ones({1})); }), "single memory location"));
+}
+
+// ---- wrong values and accepted bad input ----
+
+TEST(Hardening, FactoriesHonourTheirOptions) {
+  EXPECT_EQ(arange(6, kFloat32).dtype(), kFloat32);
+  EXPECT_EQ(arange(6).dtype(), kInt64);
+  Tensor r = arange(3, TensorOptions().dtype(kFloat64).requires_grad());
+  EXPECT_EQ(r.dtype(), kFloat64);
+  EXPECT_TRUE(r.requires_grad());
+  EXPECT_EQ(arange(0, 6, 2, kFloat64).dtype(), kFloat64);
+  EXPECT_EQ(arange(0.0, 2.0, 0.5).dtype(), kFloat32);
+  // int64 ranges are exact beyond 2^53.
+  int64_t big = (int64_t{1} << 60) + 1;
+  EXPECT_EQ(arange(big, big + 2).to_vector<int64_t>(), (std::vector<int64_t>{big, big + 1}));
+  EXPECT_EQ(full({2}, 3).dtype(), kInt64); // as torch.full infers from the value
+  EXPECT_EQ(full({2}, true).dtype(), kBool);
+  EXPECT_EQ(full({2}, 3.5).dtype(), kFloat32);
+  EXPECT_THROW((void)arange(3, kBool), DTypeError);
+  EXPECT_THROW((void)arange(3, TensorOptions().dtype(kInt64).requires_grad()), DTypeError);
+  // Fill values must fit the dtype, as in PyTorch.
+  EXPECT_TRUE(mentions(errorOf([&] { (void)full({2}, std::nan(""), kInt64); }), "int64"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)full({2}, 300, kUInt8); }), "uint8"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)full({2}, 1e6, kFloat16); }), "float16"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)zeros({2}, kUInt8).fill_(300); }), "uint8"));
+  EXPECT_EQ(vals(full({1}, std::numeric_limits<double>::infinity(), kFloat16)),
+            std::vector<double>{std::numeric_limits<double>::infinity()});
+  int64_t max = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(zeros({1}, kInt64).fill_(max).item<int64_t>(), max);
+}
+
+TEST(Hardening, IntegerAddWithAFloatAlphaIsAnError) {
+  EXPECT_TRUE(mentions(errorOf([&] { (void)arange(3).add(arange(3), 0.5); }), "alpha"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)arange(3).sub(arange(3), 0.5); }), "alpha"));
+  EXPECT_THROW((void)ones({2}).add(ones({2}), true), DTypeError);
+  EXPECT_EQ(vals(arange(3).add(arange(3), 2)), (std::vector<double>{0, 3, 6}));
+  EXPECT_EQ(vals(arange(3).add(ones({3}), 0.5)), (std::vector<double>{0.5, 1.5, 2.5}));
+}
+
+TEST(Hardening, EmptyReductionsGivePyTorchsResults) {
+  EXPECT_EQ(zeros({3, 0}).softmax(1).sizes(), (Shape{3, 0}));
+  EXPECT_EQ(zeros({3, 0}).log_softmax(1).sizes(), (Shape{3, 0}));
+  double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(vals(zeros({2, 0}).logsumexp({1})), (std::vector<double>{-inf, -inf}));
+  EXPECT_EQ(vals(zeros({0, 3}).softmax(1)), std::vector<double>{});
+  EXPECT_THROW((void)zeros({0}).max(), ValueError); // as torch: no identity
+  auto compiled = compile([](const Tensor& x) { return x.logsumexp({1}); });
+  EXPECT_EQ(vals(compiled(zeros({2, 0}))), (std::vector<double>{-inf, -inf}));
+}
+
+TEST(Hardening, Uint8IndicesAreMasks) {
+  Tensor x = arange(3);
+  EXPECT_EQ(vals(x.index({tensor({1, 0, 1}).to(kUInt8)})), (std::vector<double>{0, 2}));
+  EXPECT_THROW((void)x.index({tensor({1, 0}).to(kUInt8)}), IndexError);
+  EXPECT_THROW((void)x.index({tensor({true, false})}), IndexError);
+  Tensor y = zeros({3});
+  y.index_put_({tensor({0, 1, 1}).to(kUInt8)}, 7.0);
+  EXPECT_EQ(vals(y), (std::vector<double>{0, 7, 7}));
+}
+
+// ---- autograd: custom functions and hooks ----
+
+struct IntGradient : autograd::Function<IntGradient> {
+  static Tensor forward(autograd::AutogradContext*, const Tensor& x) { return x * 2; }
+  static std::vector<Tensor> backward(autograd::AutogradContext*, std::vector<Tensor> g) {
+    return {ones(g[0].sizes(), kInt64)};
+  }
+};
+struct WrongShape : autograd::Function<WrongShape> {
+  static Tensor forward(autograd::AutogradContext*, const Tensor& x) { return x * 2; }
+  static std::vector<Tensor> backward(autograd::AutogradContext*, std::vector<Tensor>) {
+    return {ones({5})};
+  }
+};
+struct BroadcastGradient : autograd::Function<BroadcastGradient> {
+  static Tensor forward(autograd::AutogradContext*, const Tensor& x) { return x * 2; }
+  static std::vector<Tensor> backward(autograd::AutogradContext*, std::vector<Tensor>) {
+    return {ones({4, 3}, kFloat64)}; // broadcasts to the input's [3]: summed, converted
+  }
+};
+struct UndefinedOutput : autograd::Function<UndefinedOutput> {
+  static Tensor forward(autograd::AutogradContext*, const Tensor&) { return {}; }
+  static std::vector<Tensor> backward(autograd::AutogradContext*, std::vector<Tensor> g) {
+    return g;
+  }
+};
+
+TEST(Hardening, CustomFunctionsReturningBadGradientsAreNamedErrors) {
+  Tensor x = ones({3}, TensorOptions().requires_grad());
+  std::string m = errorOf([&] { IntGradient::apply(x).sum().backward(); });
+  EXPECT_TRUE(mentions(m, "IntGradientBackward")) << m;
+  EXPECT_TRUE(mentions(m, "int64")) << m;
+  EXPECT_FALSE(x.grad().defined());
+  m = errorOf([&] { WrongShape::apply(x).sum().backward(); });
+  EXPECT_TRUE(mentions(m, "WrongShapeBackward")) << m;
+  EXPECT_TRUE(mentions(m, "[5]") && mentions(m, "[3]")) << m;
+  BroadcastGradient::apply(x).sum().backward();
+  EXPECT_EQ(x.grad().dtype(), kFloat32);
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{4, 4, 4}));
+  EXPECT_EQ(BroadcastGradient::apply(x).grad_fn()->name(),
+            "weft::test::(anonymous namespace)::BroadcastGradientBackward");
+  m = errorOf([&] { (void)UndefinedOutput::apply(x); });
+  EXPECT_TRUE(mentions(m, "UndefinedOutputBackward") && mentions(m, "undefined")) << m;
+}
+
+TEST(Hardening, HooksReturningBadGradientsNameTheHook) {
+  Tensor x = ones({2, 3}, TensorOptions().requires_grad());
+  const int line = __LINE__ + 1;
+  x.register_hook([](const Tensor&) { return ones({3}); });
+  std::string m = errorOf([&] { (x * 2).sum().backward(); });
+  EXPECT_TRUE(mentions(m, "HardeningTest.cpp:" + std::to_string(line))) << m;
+  EXPECT_TRUE(mentions(m, "[3]") && mentions(m, "[2, 3]")) << m;
+  Tensor y = ones({2}, TensorOptions().requires_grad());
+  Tensor z = y * 2;
+  z.register_hook([](const Tensor& g) { return g.to(kFloat64); });
+  m = errorOf([&] { z.sum().backward(); });
+  EXPECT_TRUE(mentions(m, "float64") && mentions(m, "float32")) << m;
+}
+
+// ---- compile() and eager agree ----
+
+TEST(Hardening, ACompiledFunctionFollowsAReassignedCapturedTensor) {
+  Tensor w = full({3}, 1.0);
+  auto f = compile([&](const Tensor& x) { return (x * w).sum(); });
+  Tensor x = ones({3});
+  EXPECT_EQ(f(x).item<float>(), 3.0f);
+  w = full({3}, 10.0); // the old tensor is gone: the function is traced again
+  ::testing::internal::CaptureStderr();
+  setenv("WEFT_LOG_RECOMPILES", "1", 1);
+  EXPECT_EQ(f(x).item<float>(), 30.0f);
+  unsetenv("WEFT_LOG_RECOMPILES");
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(mentions(log, "captured tensor s0 (float32 [3]) is gone")) << log;
+  EXPECT_EQ(f.compiled().num_compiled(), 2u);
+  EXPECT_EQ(f(x).item<float>(), 30.0f);
+  EXPECT_EQ(f.compiled().num_compiled(), 2u);
+  // In-place updates keep the tensor: no retrace.
+  w.mul_(2.0);
+  EXPECT_EQ(f(x).item<float>(), 60.0f);
+  EXPECT_EQ(f.compiled().num_compiled(), 2u);
+}
+
+TEST(Hardening, ManualSeedInsideACompiledFunctionIsReplayedEveryCall) {
+  auto body = [](const Tensor& x) {
+    Tensor a = x + rand({4}); // drawn at the generator's running counter
+    manual_seed(123);
+    return a + randn({4}) * 10; // drawn right after the reseed: the same numbers every call
+  };
+  auto f = compile(body);
+  manual_seed(7);
+  std::vector<std::vector<double>> eager;
+  for (int i = 0; i < 3; ++i)
+    eager.push_back(vals(body(zeros({4}))));
+  manual_seed(7);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(vals(f(zeros({4}))), eager[static_cast<size_t>(i)]) << "call " << i;
+  EXPECT_EQ(default_generator().seed(), 123u);
+}
+
+TEST(Hardening, InPlaceOnALeafRequiringGradIsAnErrorInsideCompileToo) {
+  Tensor w = ones({2}, TensorOptions().requires_grad());
+  auto f = compile([&](const Tensor& x) {
+    w.add_(x);
+    return w.sum();
+  });
+  EXPECT_TRUE(mentions(errorOf([&] { (void)f(ones({2})); }), "leaf Variable"));
+  auto g = compile([&](const Tensor& x) {
+    NoGradGuard noGrad; // as an optimizer step: allowed
+    w.add_(x);
+    return w.sum();
+  });
+  EXPECT_EQ(g(ones({2})).item<float>(), 4.0f);
+}
+
+TEST(Hardening, CompileErrorsNameTheCallersLine) {
+  auto f = compile([](const Tensor& x) { return x * 2; }, CompileOptions().recompile_limit(1));
+  (void)f(ones({2}));
+  const int line = __LINE__ + 1;
+  std::string m = errorOf([&] { (void)f(ones({3})); });
+  EXPECT_TRUE(mentions(m, "HardeningTest.cpp:" + std::to_string(line))) << m;
+  EXPECT_TRUE(mentions(m, "input 0 shape [2] -> [3]")) << m;
+  m = errorOf([&] { (void)f(Tensor()); });
+  EXPECT_TRUE(mentions(m, "HardeningTest.cpp:") && mentions(m, "undefined")) << m;
+  const int optionsLine = __LINE__ + 2;
+  m = errorOf([] {
+    (void)compile([](const Tensor& x) { return x; }, CompileOptions().buckets({4, 2}));
+  });
+  EXPECT_TRUE(mentions(m, "HardeningTest.cpp:" + std::to_string(optionsLine))) << m;
+  auto undefinedOut = compile([](const Tensor&) { return Tensor(); });
+  const int outLine = __LINE__ + 1;
+  m = errorOf([&] { (void)undefinedOut(ones({2})); });
+  EXPECT_TRUE(mentions(m, "undefined tensor")) << m;
+  EXPECT_TRUE(mentions(m, "HardeningTest.cpp:" + std::to_string(outLine))) << m;
+  auto nested = compile([&](const Tensor& x) { return f(x); });
+  m = errorOf([&] { (void)nested(ones({2})); });
+  EXPECT_TRUE(mentions(m, "inside a traced function")) << m;
+}
+
+TEST(Hardening, TheRecompileLogNamesTheOneThingThatChanged) {
+  setenv("WEFT_LOG_RECOMPILES", "1", 1);
+  Tensor w = ones({2}, TensorOptions().requires_grad());
+  auto step = compile([&](const Tensor& x) { return (x * w).sum(); });
+  ::testing::internal::CaptureStderr();
+  (void)step(ones({2}));
+  {
+    NoGradGuard noGrad;
+    (void)step(ones({2}));
+  }
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(mentions(log, "grad mode changed (traced with grad on, called with it off)")) << log;
+
+  auto train = compile([&](const Tensor& x) {
+    (x * w).sum().backward();
+    return w.grad();
+  });
+  ::testing::internal::CaptureStderr();
+  (void)train(ones({2})); // w has no .grad yet
+  (void)train(ones({2})); // now it has one: backward accumulates
+  log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(mentions(log, "captured tensor s0 (float32 [2]) has a .grad")) << log;
+
+  Tensor scale = full({}, 2.0);
+  auto read = compile([&](const Tensor& x) { return x * scale.item<double>(); },
+                      CompileOptions().specialize_on_values());
+  ::testing::internal::CaptureStderr();
+  (void)read(ones({2}));
+  scale.fill_(3.0);
+  EXPECT_EQ(vals(read(ones({2}))), (std::vector<double>{3, 3}));
+  log = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(mentions(log, "the value read by item() at ")) << log;
+  EXPECT_TRUE(mentions(log, "HardeningTest.cpp")) << log;
+  unsetenv("WEFT_LOG_RECOMPILES");
+}
+
+} // namespace
+} // namespace weft::test
