@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -141,6 +142,10 @@ private:
       if (!peek(']') && !expect(',')) return std::nullopt;
     }
     advance();
+    if (!byteSize(t.shape, t.dtype)) {
+      setError("type " + typeString(t) + " has more elements than fit in memory");
+      return std::nullopt;
+    }
     return t;
   }
   static bool dtypeFromName(std::string_view n, DType& out) {
@@ -277,8 +282,12 @@ private:
       keyword("loc");
       auto file = expect('(') ? stringLiteral() : std::nullopt;
       if (!file || !expect(':')) return false;
+      size_t ll = line_, lc = col_;
       auto ln = integer();
-      if (!ln || !expect(')')) return false;
+      if (!ln) return false;
+      if (*ln < 0 || *ln > std::numeric_limits<int>::max())
+        return setErrorAt(ll, lc, "line number " + std::to_string(*ln) + " in loc is out of range");
+      if (!expect(')')) return false;
       loc = Location{*file, static_cast<int>(*ln)};
     }
     ValueId v = g.addNode(*op, std::move(operands), std::move(attrs), *t, loc);

@@ -14,6 +14,15 @@ std::string where(const Node& n, size_t index) {
   return s + "%" + std::to_string(index) + " = " + std::string(opName(n.op)) + ": ";
 }
 
+/// "file:line: " of the node that computes `v`, when it has a location.
+std::string sourceOf(const Graph& g, ValueId v) {
+  if (v < 0 || static_cast<size_t>(v) >= g.values().size()) return "";
+  int32_t producer = g.value(v).producer;
+  if (producer < 0 || static_cast<size_t>(producer) >= g.nodes().size()) return "";
+  const Location& loc = g.nodes()[static_cast<size_t>(producer)].loc;
+  return loc.known() ? loc.text() + ": " : "";
+}
+
 } // namespace
 
 std::vector<Diagnostic> verify(const Graph& g) {
@@ -54,7 +63,8 @@ std::vector<Diagnostic> verify(const Graph& g) {
   }
   for (size_t k = 0; k < g.outputs().size(); ++k)
     if (!valid(g.outputs()[k]) || !defined[static_cast<size_t>(g.outputs()[k])])
-      out.push_back(diag(ErrorKind::Value, "return: output ", k, " is not a defined value"));
+      out.push_back(diag(ErrorKind::Value, sourceOf(g, g.outputs()[k]), "return: output ", k,
+                         " is not a defined value"));
   std::set<ValueId> updated;
   std::set<ValueId> state(g.state().begin(), g.state().end());
   for (const StateUpdate& u : g.stateUpdates()) {
@@ -66,10 +76,11 @@ std::vector<Diagnostic> verify(const Graph& g) {
     if (!updated.insert(u.state).second)
       out.push_back(diag(ErrorKind::Value, "updates: %", name, " is updated twice"));
     if (!valid(u.newValue) || !defined[static_cast<size_t>(u.newValue)])
-      out.push_back(diag(ErrorKind::Value, "updates: the new value of %", name, " is not defined"));
+      out.push_back(diag(ErrorKind::Value, sourceOf(g, u.newValue), "updates: the new value of %",
+                         name, " is not defined"));
     else if (!(g.type(u.newValue) == g.type(u.state)))
-      out.push_back(diag(ErrorKind::Shape, "updates: %", name, " has type ",
-                         typeString(g.type(u.state)), " but its new value has type ",
+      out.push_back(diag(ErrorKind::Shape, sourceOf(g, u.newValue), "updates: %", name,
+                         " has type ", typeString(g.type(u.state)), " but its new value has type ",
                          typeString(g.type(u.newValue))));
   }
   return out;
