@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -92,6 +93,14 @@ template <size_t N> struct LoopNest {
   }
 };
 
+/// A float converted to a signed integer type: as the x86 conversion instructions (so as PyTorch
+/// there), NaN and values out of range give the type's minimum, where C++ leaves them undefined.
+template <typename I, typename F> inline I floatToInt(F v) {
+  constexpr F lo = static_cast<F>(std::numeric_limits<I>::min()); // -2^(bits-1): exact
+  if (!(v >= lo && v < -lo)) return std::numeric_limits<I>::min();
+  return static_cast<I>(v);
+}
+
 /// Storage -> compute conversion and back, for every dtype pair (bool means != 0).
 template <typename D, typename S> inline D convert(S s) {
   using C = ComputeType<S>;
@@ -99,6 +108,10 @@ template <typename D, typename S> inline D convert(S s) {
     return static_cast<C>(s) != C(0);
   else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>)
     return D(static_cast<float>(static_cast<C>(s)));
+  else if constexpr (std::is_floating_point_v<C> && std::is_same_v<D, uint8_t>)
+    return static_cast<uint8_t>(floatToInt<int32_t>(static_cast<C>(s))); // wraps, as PyTorch
+  else if constexpr (std::is_floating_point_v<C> && std::is_integral_v<D>)
+    return floatToInt<D>(static_cast<C>(s));
   else
     return static_cast<D>(static_cast<C>(s));
 }
