@@ -274,8 +274,13 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim, std::sou
   CallSite cs(loc);
   WEFT_CHECK(x.defined() && x.dim() > 0, Value, "chunk: expects at least a 1-dimensional tensor");
   WEFT_CHECK(chunks > 0, Value, "chunk: number of chunks must be positive, got ", chunks);
-  int64_t d = wrapDim(dim, x.dim(), "chunk");
-  return split(x, std::max<int64_t>((x.size(d) + chunks - 1) / chunks, x.size(d) == 0 ? 0 : 1), d);
+  int64_t d = wrapDim(dim, x.dim(), "chunk"), n = x.size(d);
+  if (n == 0) { // as torch.chunk: `chunks` empty pieces
+    WEFT_CHECK(chunks <= (int64_t{1} << 20), Value, "chunk: ", chunks,
+               " chunks of an empty dimension is too many tensors to make");
+    return std::vector<Tensor>(static_cast<size_t>(chunks), x.narrow(d, 0, 0));
+  }
+  return split(x, n / chunks + (n % chunks != 0 ? 1 : 0), d);
 }
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, double value,

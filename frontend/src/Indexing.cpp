@@ -81,9 +81,9 @@ Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices,
         Tensor nz = nonzero(t);
         for (int64_t k = 0; k < t.dim(); ++k)
           adv.push_back({d + k, nz.select(1, k)});
-        if (t.dim() == 0) { // a 0-dim mask acts like a bool scalar
+        if (t.dim() == 0) { // a 0-dim mask acts like a bool scalar: a new dim, kept or emptied
           r = r.unsqueeze(d);
-          adv.push_back({d, nz.reshape({-1})});
+          adv.push_back({d, zeros({nz.size(0)}, DType::Int64)});
           ++d;
         }
         d += t.dim();

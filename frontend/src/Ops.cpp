@@ -258,9 +258,28 @@ Tensor Tensor::sub(const Tensor& other, Scalar alpha, std::source_location loc) 
   if (alpha.toDouble() == 1.0) return binaryOp(OpCode::Sub, *this, other);
   return binaryOp(OpCode::Sub, *this, binaryOp(OpCode::Mul, other, alpha));
 }
+namespace {
+/// x ** e for a number e: the exponents PyTorch computes as other ops are computed as those ops
+/// here too (so pow(-inf, 0.5) is sqrt's NaN, as in PyTorch, not C's pow's inf), and faster.
+Tensor powScalar(const Tensor& x, Scalar e) {
+  WEFT_CHECK(x.defined(), Value, "pow: called with an undefined tensor");
+  if (x.is_floating_point()) {
+    double v = e.toDouble();
+    if (v == 0.5) return x.sqrt();
+    if (v == -0.5) return x.rsqrt();
+    if (v == 1) return x.clone();
+    if (v == 2) return x * x;
+    if (v == 3) return x * x * x;
+    if (v == -1) return x.reciprocal();
+    if (v == -2) return (x * x).reciprocal();
+  }
+  return binaryOp(OpCode::Pow, x, e);
+}
+} // namespace
+
 Tensor Tensor::pow(Scalar e, std::source_location loc) const {
   CallSite cs(loc);
-  return binaryOp(OpCode::Pow, *this, e);
+  return powScalar(*this, e);
 }
 Tensor pow(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
@@ -268,7 +287,7 @@ Tensor pow(const Tensor& a, const Tensor& b, std::source_location loc) {
 }
 Tensor pow(const Tensor& a, Scalar b, std::source_location loc) {
   CallSite cs(loc);
-  return binaryOp(OpCode::Pow, a, b);
+  return powScalar(a, b);
 }
 Tensor maximum(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);

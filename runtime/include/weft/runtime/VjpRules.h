@@ -68,16 +68,22 @@ template <typename T> T vjp_extremum(const T& g, const T& x, const T& y, const A
   return reshape(g, k) * mask / count;
 }
 
-/// prod: d prod / d x_i is the product of the others, computed without dividing by zero.
+/// prod: d prod / d x_i is the product of the others. A slice of one element passes g on; a slice
+/// without zeros gives prod / x_i (as PyTorch); with one zero, the zero gets the product of the
+/// rest and the others 0; with more zeros, all get 0 (as PyTorch's full reduction). So no
+/// division by zero, and NaN/inf elements only spread where PyTorch's rule spreads them.
 template <typename T> T vjp_prod(const T& g, const T& x, const T& y, const Attrs& at) {
   Shape k = keptShape(shape_of(x), at);
+  if (numel(k) == numel(shape_of(x))) return expand(reshape(g, k), shape_of(x));
   const auto& dims = at.ints("dims");
   T isZero = x == 0.0;
   T nonzero = where(isZero, ones_like(x), x);
   T prodNonzero = reduce_op(OpCode::Prod, nonzero, dims, true);
   T zeroCount = reduce_op(OpCode::Sum, cast(isZero, dtype_of(x)), dims, true);
   T atZero = where(zeroCount == 1.0, prodNonzero, zeros_like(prodNonzero));
-  T others = where(isZero, expand(atZero, shape_of(x)), reshape(y, k) / nonzero);
+  T noZero = expand(zeroCount == 0.0, shape_of(x));
+  T others = where(isZero, expand(atZero, shape_of(x)),
+                   where(noZero, reshape(y, k) / nonzero, zeros_like(x)));
   return reshape(g, k) * others;
 }
 

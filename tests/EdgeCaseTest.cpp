@@ -1,0 +1,488 @@
+// Every op of the table below on 0-d, empty, NaN/Inf and huge inputs, eagerly and compiled: each
+// gives PyTorch's result (reference/edge_cases.txt, made once by reference/edge_cases.py) or,
+// where PyTorch raises, a weft::Error, never a crash or another exception.
+#include "TestUtil.h"
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace weft::test {
+namespace {
+
+using Outputs = std::vector<Tensor>;
+using OpFn = std::function<Outputs(const Tensor&)>;
+
+/// What an op does with its input's elements. Reduction: its work grows with the number of
+/// elements even when its result is small (reductions, scans, sorts, contractions, split).
+enum class Kind { Elementwise, Pairwise, Reduction, Movement, Indexing };
+
+struct EdgeOp {
+  Kind kind;
+  OpFn fn;
+  bool readsValues = false; ///< data-dependent shape: compiled with specialize_on_values
+};
+
+template <typename F> OpFn one(F f) {
+  return [f](const Tensor& x) { return Outputs{f(x)}; };
+}
+template <typename F> OpFn two(F f) {
+  return [f](const Tensor& x) {
+    auto [a, b] = f(x);
+    return Outputs{a, b};
+  };
+}
+/// A binary op on every pair of the input's elements: x as a column against x as a row.
+template <typename F> OpFn outer(F f) {
+  return [f](const Tensor& x) { return Outputs{f(x.reshape({-1, 1}), x.reshape({1, -1}))}; };
+}
+Shape reversedDims(const Tensor& x) {
+  Shape d;
+  for (int64_t i = x.dim() - 1; i >= 0; --i)
+    d.push_back(i);
+  return d;
+}
+
+/// The ops, named as in reference/edge_cases.py and meaning the same PyTorch call.
+const std::map<std::string, EdgeOp>& edgeOps() {
+  using K = Kind;
+  static const std::map<std::string, EdgeOp> ops = {
+      {"neg", {K::Elementwise, one([](const Tensor& x) { return x.neg(); })}},
+      {"abs", {K::Elementwise, one([](const Tensor& x) { return x.abs(); })}},
+      {"sign", {K::Elementwise, one([](const Tensor& x) { return x.sign(); })}},
+      {"exp", {K::Elementwise, one([](const Tensor& x) { return x.exp(); })}},
+      {"log", {K::Elementwise, one([](const Tensor& x) { return x.log(); })}},
+      {"log1p", {K::Elementwise, one([](const Tensor& x) { return x.log1p(); })}},
+      {"expm1", {K::Elementwise, one([](const Tensor& x) { return x.expm1(); })}},
+      {"sqrt", {K::Elementwise, one([](const Tensor& x) { return x.sqrt(); })}},
+      {"rsqrt", {K::Elementwise, one([](const Tensor& x) { return x.rsqrt(); })}},
+      {"sin", {K::Elementwise, one([](const Tensor& x) { return x.sin(); })}},
+      {"cos", {K::Elementwise, one([](const Tensor& x) { return x.cos(); })}},
+      {"tanh", {K::Elementwise, one([](const Tensor& x) { return x.tanh(); })}},
+      {"sigmoid", {K::Elementwise, one([](const Tensor& x) { return x.sigmoid(); })}},
+      {"erf", {K::Elementwise, one([](const Tensor& x) { return x.erf(); })}},
+      {"reciprocal", {K::Elementwise, one([](const Tensor& x) { return x.reciprocal(); })}},
+      {"floor", {K::Elementwise, one([](const Tensor& x) { return x.floor(); })}},
+      {"ceil", {K::Elementwise, one([](const Tensor& x) { return x.ceil(); })}},
+      {"round", {K::Elementwise, one([](const Tensor& x) { return x.round(); })}},
+      {"relu", {K::Elementwise, one([](const Tensor& x) { return x.relu(); })}},
+      {"gelu", {K::Elementwise, one([](const Tensor& x) { return gelu(x); })}},
+      {"gelu_tanh", {K::Elementwise, one([](const Tensor& x) { return gelu(x, true); })}},
+      {"logical_not", {K::Elementwise, one([](const Tensor& x) { return x.logical_not(); })}},
+      {"clamp", {K::Elementwise, one([](const Tensor& x) { return x.clamp(-1, 2); })}},
+      {"clamp_min", {K::Elementwise, one([](const Tensor& x) { return x.clamp(0.5); })}},
+      {"clamp_max",
+       {K::Elementwise, one([](const Tensor& x) { return x.clamp(std::nullopt, 1); })}},
+      {"square", {K::Elementwise, one([](const Tensor& x) { return x.pow(2); })}},
+      {"pow_half", {K::Elementwise, one([](const Tensor& x) { return x.pow(0.5); })}},
+      {"affine", {K::Elementwise, one([](const Tensor& x) { return x * 2 + 1; })}},
+      {"div_scalar", {K::Elementwise, one([](const Tensor& x) { return x / 0.5; })}},
+      {"rdiv_scalar", {K::Elementwise, one([](const Tensor& x) { return 1 / x; })}},
+      {"to_int64", {K::Elementwise, one([](const Tensor& x) { return x.to(kInt64); })}},
+      {"to_int32", {K::Elementwise, one([](const Tensor& x) { return x.to(kInt32); })}},
+      {"to_uint8", {K::Elementwise, one([](const Tensor& x) { return x.to(kUInt8); })}},
+      {"to_bool", {K::Elementwise, one([](const Tensor& x) { return x.to(kBool); })}},
+      {"to_float32", {K::Elementwise, one([](const Tensor& x) { return x.to(kFloat32); })}},
+      {"masked_fill",
+       {K::Elementwise, one([](const Tensor& x) { return x.masked_fill(x > 0, 7.0); })}},
+      {"where_sign", {K::Elementwise, one([](const Tensor& x) { return where(x > 0, x, -x); })}},
+      {"add", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a + b; })}},
+      {"sub", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a - b; })}},
+      {"mul", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a * b; })}},
+      {"div", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a / b; })}},
+      {"pow", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return pow(a, b); })}},
+      {"maximum",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return maximum(a, b); })}},
+      {"minimum",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return minimum(a, b); })}},
+      {"eq", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a == b; })}},
+      {"ne", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a != b; })}},
+      {"lt", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a < b; })}},
+      {"le", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a <= b; })}},
+      {"gt", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a > b; })}},
+      {"ge", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a >= b; })}},
+      {"logical_and",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.logical_and(b); })}},
+      {"logical_or",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.logical_or(b); })}},
+      {"logical_xor",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.logical_xor(b); })}},
+      {"where_max",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return where(a > b, a, b); })}},
+      {"sum", {K::Reduction, one([](const Tensor& x) { return x.sum(); })}},
+      {"sum0", {K::Reduction, one([](const Tensor& x) { return x.sum({0}); })}},
+      {"sum_1k", {K::Reduction, one([](const Tensor& x) { return x.sum({-1}, true); })}},
+      {"mean", {K::Reduction, one([](const Tensor& x) { return x.mean(); })}},
+      {"mean0", {K::Reduction, one([](const Tensor& x) { return x.mean({0}); })}},
+      {"prod", {K::Reduction, one([](const Tensor& x) { return x.prod(); })}},
+      {"prod0", {K::Reduction, one([](const Tensor& x) { return x.prod(0); })}},
+      {"amax", {K::Reduction, one([](const Tensor& x) { return x.amax(); })}},
+      {"amax0", {K::Reduction, one([](const Tensor& x) { return x.amax({0}); })}},
+      {"amin_1", {K::Reduction, one([](const Tensor& x) { return x.amin({-1}); })}},
+      {"max", {K::Reduction, one([](const Tensor& x) { return x.max(); })}},
+      {"min", {K::Reduction, one([](const Tensor& x) { return x.min(); })}},
+      {"max0", {K::Reduction, two([](const Tensor& x) { return x.max(0); })}},
+      {"min_1k", {K::Reduction, two([](const Tensor& x) { return x.min(-1, true); })}},
+      {"argmax", {K::Reduction, one([](const Tensor& x) { return x.argmax(); })}},
+      {"argmax0", {K::Reduction, one([](const Tensor& x) { return x.argmax(0); })}},
+      {"argmin_1", {K::Reduction, one([](const Tensor& x) { return x.argmin(-1); })}},
+      {"var", {K::Reduction, one([](const Tensor& x) { return x.var(); })}},
+      {"var0", {K::Reduction, one([](const Tensor& x) { return x.var({0}); })}},
+      {"std_1", {K::Reduction, one([](const Tensor& x) { return x.std({-1}); })}},
+      {"logsumexp0", {K::Reduction, one([](const Tensor& x) { return x.logsumexp({0}); })}},
+      {"logsumexp_1", {K::Reduction, one([](const Tensor& x) { return x.logsumexp({-1}); })}},
+      {"cumsum0", {K::Reduction, one([](const Tensor& x) { return x.cumsum(0); })}},
+      {"cumsum_1", {K::Reduction, one([](const Tensor& x) { return x.cumsum(-1); })}},
+      {"sort0", {K::Reduction, two([](const Tensor& x) { return x.sort(0); })}},
+      {"sort_desc", {K::Reduction, two([](const Tensor& x) { return x.sort(-1, true); })}},
+      {"argsort0", {K::Reduction, one([](const Tensor& x) { return x.argsort(0); })}},
+      {"topk1", {K::Reduction, two([](const Tensor& x) { return x.topk(1, 0); })}},
+      {"softmax0", {K::Reduction, one([](const Tensor& x) { return x.softmax(0); })}},
+      {"softmax_1", {K::Reduction, one([](const Tensor& x) { return x.softmax(-1); })}},
+      {"log_softmax_1", {K::Reduction, one([](const Tensor& x) { return x.log_softmax(-1); })}},
+      {"flip0", {K::Movement, one([](const Tensor& x) { return x.flip({0}); })}},
+      {"flip_all", {K::Movement, one([](const Tensor& x) { return x.flip(reversedDims(x)); })}},
+      {"transpose", {K::Movement, one([](const Tensor& x) { return x.transpose(0, -1); })}},
+      {"t", {K::Movement, one([](const Tensor& x) { return x.t(); })}},
+      {"squeeze", {K::Movement, one([](const Tensor& x) { return x.squeeze(); })}},
+      {"squeeze0", {K::Movement, one([](const Tensor& x) { return x.squeeze(0); })}},
+      {"unsqueeze0", {K::Movement, one([](const Tensor& x) { return x.unsqueeze(0); })}},
+      {"flatten", {K::Movement, one([](const Tensor& x) { return x.flatten(); })}},
+      {"reshape", {K::Movement, one([](const Tensor& x) { return x.reshape({-1}); })}},
+      {"view", {K::Movement, one([](const Tensor& x) { return x.view({-1}); })}},
+      {"permute", {K::Movement, one([](const Tensor& x) { return x.permute(reversedDims(x)); })}},
+      {"expand", {K::Movement, one([](const Tensor& x) {
+                    Shape s = x.sizes();
+                    s.insert(s.begin(), 2);
+                    return x.expand(s);
+                  })}},
+      {"slice_step",
+       {K::Movement, one([](const Tensor& x) { return x.slice(0, 1, std::nullopt, 2); })}},
+      {"narrow", {K::Movement, one([](const Tensor& x) { return x.narrow(0, 0, 1); })}},
+      {"select", {K::Movement, one([](const Tensor& x) { return x.select(0, -1); })}},
+      {"chunk", {K::Movement, [](const Tensor& x) { return chunk(x, 2, 0); }}},
+      {"split", {K::Reduction, [](const Tensor& x) { return split(x, 1, 0); }}},
+      {"cat", {K::Movement, one([](const Tensor& x) {
+                 return cat({x, x}, 0);
+               })}},
+      {"stack", {K::Movement, one([](const Tensor& x) {
+                   return stack({x, x}, 0);
+                 })}},
+      {"pad", {K::Movement, one([](const Tensor& x) {
+                 return pad(x, {1, 1});
+               })}},
+      {"gather0",
+       {K::Indexing, one([](const Tensor& x) { return x.gather(0, zeros(x.sizes(), kInt64)); })}},
+      {"scatter_add0", {K::Indexing, one([](const Tensor& x) {
+                          return x.scatter_add(0, zeros(x.sizes(), kInt64), x);
+                        })}},
+      {"index_select0",
+       {K::Indexing, one([](const Tensor& x) { return x.index_select(0, tensor({0})); })}},
+      {"index_add0", {K::Indexing, one([](const Tensor& x) {
+                        return x.index_add(0, tensor({0}), x.narrow(0, 0, 1));
+                      })}},
+      {"mask", {K::Indexing, one([](const Tensor& x) { return x.index({x > 0}); }), true}},
+      {"nonzero", {K::Indexing, one([](const Tensor& x) { return nonzero(x); }), true}},
+      {"matmul", {K::Reduction, one([](const Tensor& x) {
+                    return x.dim() == 2 ? x.matmul(x.t()) : x.matmul(x);
+                  })}},
+  };
+  return ops;
+}
+
+// ---- the reference ----
+
+struct Expected {
+  std::string dtype;
+  Shape shape;
+  std::vector<double> values;
+};
+
+struct Case {
+  std::string op, input;
+  bool error = false;
+  std::vector<Expected> outputs;
+  std::optional<std::vector<double>> grad; // of sum(output0 * w); none: not differentiable
+};
+
+std::vector<std::string> splitOn(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(s);
+  while (std::getline(in, part, sep))
+    parts.push_back(part);
+  if (!s.empty() && s.back() == sep) parts.emplace_back();
+  return parts;
+}
+
+std::vector<double> parseValues(const std::string& s) {
+  std::vector<double> v;
+  for (const std::string& p : splitOn(s, ','))
+    if (!p.empty()) v.push_back(std::strtod(p.c_str(), nullptr)); // reads nan, inf, -inf
+  return v;
+}
+
+std::vector<Case> loadCases() {
+  std::ifstream in(WEFT_EDGE_CASES);
+  EXPECT_TRUE(in.good()) << "cannot read " << WEFT_EDGE_CASES;
+  std::vector<Case> cases;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = splitOn(line, '|');
+    Case c{f.at(0), f.at(1), f.at(2) == "error"};
+    if (!c.error) {
+      for (const std::string& out : splitOn(f.at(3), ';')) {
+        std::vector<std::string> parts = splitOn(out, ':');
+        Shape shape;
+        for (double d : parseValues(parts.at(1)))
+          shape.push_back(static_cast<int64_t>(d));
+        c.outputs.push_back({parts.at(0), shape, parseValues(parts.at(2))});
+      }
+      if (f.at(4) != "-") c.grad = parseValues(f.at(4));
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = loadCases();
+  return all;
+}
+
+Tensor input(const std::string& name) {
+  double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  std::vector<double> specials{nan, inf, -inf, 0.0, -0.0, 1.5, -2.0, 3.0};
+  if (name == "scalar") return scalar_tensor(2.5, kFloat64);
+  if (name == "scalar_nan") return scalar_tensor(nan, kFloat64);
+  if (name == "specials") return from_vector(specials);
+  if (name == "specials2d") return from_vector(specials, {2, 4});
+  if (name == "ties") return from_vector(std::vector<double>{3, 1, 3, -1, -1, 2}, {2, 3});
+  if (name == "empty") return zeros({0}, kFloat64);
+  if (name == "empty30") return zeros({3, 0}, kFloat64);
+  if (name == "empty03") return zeros({0, 3}, kFloat64);
+  ADD_FAILURE() << "unknown input " << name;
+  return {};
+}
+
+/// The weights w of the reference's gradient: 1, 1.5, 2, 1, ... in row-major order.
+Tensor weightsLike(const Tensor& t) {
+  std::vector<double> w(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = 1.0 + 0.5 * static_cast<double>(i % 3);
+  return from_vector(w, t.sizes()).to(t.dtype());
+}
+
+/// Values agree: NaN with NaN, infinities exactly, the rest to 1e-12 relative and 1e-14 absolute
+/// (inputs are O(1); PyTorch's float64 exp/log/erf and the C library's differ by an ulp or two,
+/// and a gradient that is 0 exactly may come out as rounding noise of 1e-16; the sign of zero is
+/// not compared).
+::testing::AssertionResult sameValues(const std::vector<double>& got,
+                                      const std::vector<double>& want) {
+  return allClose(got, want, 1e-12, 1e-14);
+}
+
+::testing::AssertionResult matches(const Outputs& got, const Case& c) {
+  if (got.size() != c.outputs.size())
+    return ::testing::AssertionFailure()
+           << got.size() << " outputs, PyTorch gives " << c.outputs.size();
+  for (size_t k = 0; k < got.size(); ++k) {
+    const Expected& e = c.outputs[k];
+    if (std::string(dtypeName(got[k].dtype())) != e.dtype)
+      return ::testing::AssertionFailure()
+             << "output " << k << " is " << dtypeName(got[k].dtype()) << ", PyTorch's " << e.dtype;
+    if (got[k].sizes() != e.shape)
+      return ::testing::AssertionFailure()
+             << "output " << k << " has shape " << shapeString(got[k].sizes()) << ", PyTorch's "
+             << shapeString(e.shape);
+    auto r = sameValues(got[k].to_vector<double>(), e.values);
+    if (!r) return ::testing::AssertionFailure() << "output " << k << ": " << r.message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+/// Runs `f`, recording the weft::Error it throws; any other exception fails the test.
+template <typename F> bool throwsWeftError(F f, std::string& message) {
+  try {
+    f();
+    return false;
+  } catch (const Error& e) {
+    message = e.what();
+    return true;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "a non-weft exception left weft: " << e.what();
+    return true;
+  }
+}
+
+bool differentiable(const Tensor& t) {
+  return t.is_floating_point() && t.requires_grad();
+}
+
+/// The gradient the reference computes: of sum(output0 * w) with respect to `x`.
+Tensor gradientOf(const OpFn& op, const Tensor& x) {
+  Tensor y = op(x)[0];
+  Tensor g = autograd::grad({(y * weightsLike(y)).sum()}, {x}, {}, std::nullopt, false, true)[0];
+  return g.defined() ? g : zeros_like(x);
+}
+
+TEST(EdgeCases, TheTableAndTheReferenceListTheSameOps) {
+  std::set<std::string> referenced;
+  for (const Case& c : cases())
+    referenced.insert(c.op);
+  for (const auto& [name, op] : edgeOps())
+    EXPECT_TRUE(referenced.count(name)) << name << " has no reference results";
+  for (const std::string& name : referenced)
+    EXPECT_TRUE(edgeOps().count(name)) << name << " is not in the test's table";
+  EXPECT_GE(cases().size(), 800u);
+}
+
+TEST(EdgeCases, EagerGivesPyTorchsResultOrAWeftError) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.op + " on " + c.input);
+    const OpFn& op = edgeOps().at(c.op).fn;
+    Tensor x = input(c.input).requires_grad_();
+    std::string message;
+    Outputs out;
+    if (throwsWeftError([&] { out = op(x); }, message)) {
+      EXPECT_TRUE(c.error) << "PyTorch gives a result, weft raised: " << message;
+      continue;
+    }
+    ASSERT_FALSE(c.error) << "PyTorch raises, weft returned a result";
+    EXPECT_TRUE(matches(out, c));
+    EXPECT_EQ(differentiable(out[0]), c.grad.has_value());
+    if (c.grad && differentiable(out[0])) {
+      EXPECT_TRUE(sameValues(gradientOf(op, x).to_vector<double>(), *c.grad)) << "gradient";
+    }
+  }
+}
+
+/// Compiled: per input, one compiled function runs every op PyTorch accepts there and returns all
+/// their outputs, and another their gradients (autograd::grad inside the function); ops PyTorch
+/// rejects are compiled one by one and must raise a weft::Error.
+TEST(EdgeCases, CompiledGivesPyTorchsResultOrAWeftError) {
+  std::map<std::string, std::vector<const Case*>> byInput;
+  for (const Case& c : cases())
+    byInput[c.input].push_back(&c);
+  for (const auto& [name, all] : byInput) {
+    SCOPED_TRACE("input " + name);
+    Tensor x = input(name);
+    std::vector<const Case*> ok, diff;
+    for (const Case* c : all) {
+      const EdgeOp& op = edgeOps().at(c->op);
+      CompileOptions options;
+      if (op.readsValues) options.specialize_on_values();
+      if (c->error || op.readsValues) { // alone
+        SCOPED_TRACE(c->op);
+        auto f = compile([&](const Tensor& t) { return op.fn(t); }, options);
+        std::string message;
+        Outputs out;
+        bool raised = throwsWeftError([&] { out = f(x); }, message);
+        EXPECT_EQ(raised, c->error) << message;
+        if (!raised && !c->error) {
+          EXPECT_TRUE(matches(out, *c));
+        }
+        continue;
+      }
+      ok.push_back(c);
+      if (c->grad) diff.push_back(c);
+    }
+    std::vector<size_t> counts; // outputs per op, as traced
+    auto forward = compile([&](const Tensor& t) {
+      Outputs all;
+      counts.clear();
+      for (const Case* c : ok) {
+        Outputs mine = edgeOps().at(c->op).fn(t);
+        counts.push_back(mine.size());
+        all.insert(all.end(), mine.begin(), mine.end());
+      }
+      return all;
+    });
+    Outputs out = forward(x);
+    size_t k = 0;
+    for (size_t i = 0; i < ok.size(); ++i) {
+      SCOPED_TRACE(ok[i]->op);
+      auto first = out.begin() + static_cast<ptrdiff_t>(k);
+      k += counts[i];
+      EXPECT_TRUE(matches(Outputs(first, out.begin() + static_cast<ptrdiff_t>(k)), *ok[i]));
+    }
+    auto gradients = compile([&](const Tensor& t) {
+      Outputs grads;
+      for (const Case* c : diff)
+        grads.push_back(gradientOf(edgeOps().at(c->op).fn, t));
+      return grads;
+    });
+    Outputs grads = gradients(x);
+    for (size_t i = 0; i < diff.size(); ++i) {
+      SCOPED_TRACE(diff[i]->op);
+      EXPECT_TRUE(sameValues(grads[i].to_vector<double>(), *diff[i]->grad)) << "gradient";
+    }
+  }
+}
+
+/// A huge input (2^60 float32 elements as a view of one): ops that would make a tensor that
+/// large raise a weft::Error (out of memory or too large) at once; views give the right shape.
+/// Ops whose work grows with the elements are left out: summing 2^60 elements (or splitting them
+/// into 2^60 tensors) is legal, only endless.
+constexpr int64_t kHuge = int64_t{1} << 60;
+
+TEST(EdgeCases, HugeInputsGiveAWeftErrorOrAView) {
+  Tensor x = ones({1}).expand({kHuge});
+  for (const auto& [name, op] : edgeOps()) {
+    if (op.kind == Kind::Reduction || op.readsValues) continue;
+    SCOPED_TRACE(name);
+    for (bool compiled : {false, true}) {
+      Outputs out;
+      std::string message;
+      bool raised = throwsWeftError(
+          [&] {
+            if (compiled)
+              out = compile([&](const Tensor& t) { return op.fn(t); })(x);
+            else
+              out = op.fn(x);
+          },
+          message);
+      if (raised) continue;
+      for (const Tensor& o : out)
+        EXPECT_LE(o.numel(), 2 * kHuge) << "an implausible result shape";
+    }
+  }
+  // Shapes given as numbers overflow or exceed memory: errors, eagerly and compiled.
+  std::vector<std::pair<const char*, OpFn>> makers = {
+      {"zeros", one([](const Tensor&) {
+         return zeros({kHuge, kHuge});
+       })},
+      {"full", one([](const Tensor&) {
+         return full({kHuge, 16}, 1.0);
+       })},
+      {"rand", one([](const Tensor&) {
+         return rand({kHuge, kHuge});
+       })},
+      {"reshape", one([](const Tensor& t) {
+         return t.reshape({kHuge, kHuge, 0});
+       })},
+      {"expand", one([](const Tensor& t) {
+         return t.expand({kHuge, kHuge});
+       })},
+      {"pad", one([](const Tensor& t) {
+         return pad(t, {kHuge * 4, kHuge * 4});
+       })},
+      {"one_hot", one([](const Tensor&) {
+         return one_hot(tensor({0, 1}), kHuge * 4);
+       })},
+      {"arange", one([](const Tensor&) { return arange(0, kHuge * 4); })},
+      {"eye", one([](const Tensor&) { return eye(kHuge, kHuge); })},
+  };
+  for (const auto& [name, op] : makers) {
+    SCOPED_TRACE(name);
+    std::string message;
+    EXPECT_TRUE(throwsWeftError([&] { (void)op(ones({2})); }, message));
+    EXPECT_TRUE(throwsWeftError(
+        [&] { (void)compile([&](const Tensor& t) { return op(t); })(ones({2})); }, message));
+  }
+}
+
+} // namespace
+} // namespace weft::test

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+# Reference results for tests/EdgeCaseTest.cpp: every op of the table below on 0-d, empty and
+# NaN/Inf inputs, computed once with PyTorch (Debian's python3-torch 1.13, CPU, float64) and kept
+# in edge_cases.txt beside this script, so the test suite itself needs no PyTorch.
+#
+#   /usr/bin/python3 tests/reference/edge_cases.py > tests/reference/edge_cases.txt
+#
+# One line per (op, input): "op|input|error" when PyTorch raises, else
+# "op|input|ok|<output>;<output>...|<gradient>" with each output "dtype:shape:values" and the
+# gradient of sum(output0 * w) with respect to the input (w = 1, 1.5, 2, 1, ... in row-major
+# order), "-" when output 0 is not differentiable. The op names and their meaning must match the
+# table in EdgeCaseTest.cpp, which checks that both list the same ops.
+import math
+
+import torch
+import torch.nn.functional as F
+
+nan, inf = float("nan"), float("inf")
+specials = [nan, inf, -inf, 0.0, -0.0, 1.5, -2.0, 3.0]
+INPUTS = {
+    "scalar": lambda: torch.tensor(2.5, dtype=torch.float64),
+    "scalar_nan": lambda: torch.tensor(nan, dtype=torch.float64),
+    "specials": lambda: torch.tensor(specials, dtype=torch.float64),
+    "specials2d": lambda: torch.tensor(specials, dtype=torch.float64).reshape(2, 4),
+    "ties": lambda: torch.tensor([[3.0, 1.0, 3.0], [-1.0, -1.0, 2.0]], dtype=torch.float64),
+    "empty": lambda: torch.zeros(0, dtype=torch.float64),
+    "empty30": lambda: torch.zeros(3, 0, dtype=torch.float64),
+    "empty03": lambda: torch.zeros(0, 3, dtype=torch.float64),
+}
+
+
+def outer(f):
+    """A binary op on every pair of the input's elements: x as a column against x as a row."""
+    return lambda x: f(x.reshape(-1, 1), x.reshape(1, -1))
+
+
+def all_dims(x):
+    return list(range(x.dim()))
+
+
+OPS = {
+    # elementwise, one input
+    "neg": torch.neg, "abs": torch.abs, "sign": torch.sign, "exp": torch.exp, "log": torch.log,
+    "log1p": torch.log1p, "expm1": torch.expm1, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+    "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    "erf": torch.erf, "reciprocal": torch.reciprocal, "floor": torch.floor, "ceil": torch.ceil,
+    "round": torch.round, "relu": torch.relu, "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "logical_not": torch.logical_not,
+    "clamp": lambda x: x.clamp(-1, 2), "clamp_min": lambda x: x.clamp(min=0.5),
+    "clamp_max": lambda x: x.clamp(max=1), "square": lambda x: x.pow(2),
+    "pow_half": lambda x: x.pow(0.5), "affine": lambda x: x * 2 + 1,
+    "div_scalar": lambda x: x / 0.5, "rdiv_scalar": lambda x: 1 / x,
+    "to_int64": lambda x: x.to(torch.int64), "to_int32": lambda x: x.to(torch.int32),
+    "to_uint8": lambda x: x.to(torch.uint8), "to_bool": lambda x: x.to(torch.bool),
+    "to_float32": lambda x: x.to(torch.float32),
+    "masked_fill": lambda x: x.masked_fill(x > 0, 7.0),
+    "where_sign": lambda x: torch.where(x > 0, x, -x),
+    # elementwise, every pair of elements
+    "add": outer(torch.add), "sub": outer(torch.sub), "mul": outer(torch.mul),
+    "div": outer(torch.div), "pow": outer(torch.pow), "maximum": outer(torch.maximum),
+    "minimum": outer(torch.minimum), "eq": outer(torch.eq), "ne": outer(torch.ne),
+    "lt": outer(torch.lt), "le": outer(torch.le), "gt": outer(torch.gt), "ge": outer(torch.ge),
+    "logical_and": outer(torch.logical_and), "logical_or": outer(torch.logical_or),
+    "logical_xor": outer(torch.logical_xor),
+    "where_max": outer(lambda a, b: torch.where(a > b, a, b)),
+    # reductions and scans
+    "sum": lambda x: x.sum(), "sum0": lambda x: x.sum(0), "sum_1k": lambda x: x.sum(-1, True),
+    "mean": lambda x: x.mean(), "mean0": lambda x: x.mean(0), "prod": lambda x: x.prod(),
+    "prod0": lambda x: x.prod(0), "amax": lambda x: x.amax(all_dims(x)),
+    "amax0": lambda x: x.amax(0), "amin_1": lambda x: x.amin(-1),
+    "max": lambda x: x.max(), "min": lambda x: x.min(),
+    "max0": lambda x: x.max(0), "min_1k": lambda x: x.min(-1, True),
+    "argmax": lambda x: x.argmax(), "argmax0": lambda x: x.argmax(0),
+    "argmin_1": lambda x: x.argmin(-1),
+    "var": lambda x: x.var(), "var0": lambda x: x.var(0), "std_1": lambda x: x.std(-1),
+    "logsumexp0": lambda x: x.logsumexp(0), "logsumexp_1": lambda x: x.logsumexp(-1),
+    "cumsum0": lambda x: x.cumsum(0), "cumsum_1": lambda x: x.cumsum(-1),
+    "sort0": lambda x: x.sort(0), "sort_desc": lambda x: x.sort(-1, True),
+    "argsort0": lambda x: x.argsort(0), "topk1": lambda x: x.topk(1, 0),
+    "softmax0": lambda x: x.softmax(0), "softmax_1": lambda x: x.softmax(-1),
+    "log_softmax_1": lambda x: x.log_softmax(-1),
+    # movement
+    "flip0": lambda x: x.flip(0), "flip_all": lambda x: x.flip(all_dims(x)),
+    "transpose": lambda x: x.transpose(0, -1), "t": lambda x: x.t(),
+    "squeeze": lambda x: x.squeeze(), "squeeze0": lambda x: x.squeeze(0),
+    "unsqueeze0": lambda x: x.unsqueeze(0), "flatten": lambda x: x.flatten(),
+    "reshape": lambda x: x.reshape(-1), "view": lambda x: x.view(-1),
+    "permute": lambda x: x.permute(list(reversed(all_dims(x)))),
+    "expand": lambda x: x.expand(2, *x.shape),
+    "slice_step": lambda x: x[1::2], "narrow": lambda x: x.narrow(0, 0, 1),
+    "select": lambda x: x.select(0, -1), "chunk": lambda x: x.chunk(2, 0),
+    "split": lambda x: x.split(1, 0), "cat": lambda x: torch.cat([x, x], 0),
+    "stack": lambda x: torch.stack([x, x], 0), "pad": lambda x: F.pad(x, (1, 1)),
+    # indexing and contractions
+    "gather0": lambda x: x.gather(0, torch.zeros_like(x, dtype=torch.int64)),
+    "scatter_add0": lambda x: x.scatter_add(0, torch.zeros_like(x, dtype=torch.int64), x),
+    "index_select0": lambda x: x.index_select(0, torch.tensor([0])),
+    "index_add0": lambda x: x.index_add(0, torch.tensor([0]), x.narrow(0, 0, 1)),
+    "mask": lambda x: x[x > 0],
+    "nonzero": lambda x: x.nonzero(),
+    "matmul": lambda x: x @ x.t() if x.dim() == 2 else x @ x,
+}
+
+# Gradients where weft deliberately differs from PyTorch 1.13, each computed by the rule weft
+# documents. They differ only on NaN/inf inputs or degenerate sizes; for finite inputs the rules
+# agree with PyTorch's.
+
+
+def nan_routed(reduce, dims):
+    """torch.amax/amin's gradient is NaN everywhere when a slice's extremum is NaN (the mask
+    x == max is empty and 0/0 spreads); weft routes it to the NaN elements, as torch.max() does."""
+
+    def grad(x, w):
+        d = dims(x)
+        y = reduce(x, d, keepdim=True)
+        mask = ((x == y) | (x.isnan() & y.isnan())).double()
+        return w.reshape(y.shape) * mask / mask.sum(d, keepdim=True)
+
+    return grad
+
+
+def prod_rule(dims):
+    """PyTorch differentiates prod over a dim through exclusive cumulative products, so NaN/inf
+    elements spread into slices with zeros; weft uses PyTorch's full-reduction rule everywhere: a
+    slice without zeros gives prod / x_i, with one zero the zero gets the product of the rest and
+    the others 0, with more zeros all 0; a one-element slice passes the gradient on."""
+
+    def grad(x, w):
+        d = dims(x)
+        y = x.prod() if d is None else x.prod(d, keepdim=True)
+        kept = y.reshape([1] * x.dim()) if d is None else y
+        wk = w.reshape(kept.shape)
+        if x.numel() == kept.numel():
+            return wk.expand(x.shape).clone()
+        zero = x == 0
+        count = zero.sum() if d is None else zero.sum(d, keepdim=True)
+        nonzero = torch.where(zero, torch.ones_like(x), x)
+        rest = nonzero.prod() if d is None else nonzero.prod(d, keepdim=True)
+        at_zero = torch.where(count == 1, rest, torch.zeros_like(rest))
+        others = torch.where(zero, at_zero.expand(x.shape),
+                             torch.where((count == 0).expand(x.shape), kept / nonzero,
+                                         torch.zeros_like(x)))
+        return wk * others
+
+    return grad
+
+
+def var_composite(dims, root):
+    """PyTorch's closed-form var gradient 2 (x - mean) / (n - 1) drops the mean's term, which is 0
+    in exact arithmetic but NaN next to an infinity, and special-cases one element; weft
+    differentiates var's definition, mean((x - mean(x))^2) * n / (n - 1), as written."""
+
+    def grad(x, w):
+        x = x.clone().requires_grad_()
+        d = dims(x)
+        n = x.numel() if d is None else x.shape[d] if x.dim() else 1
+        dev = x - (x.mean() if d is None else x.mean(d, keepdim=True))
+        v = (dev * dev).sum() if d is None else (dev * dev).sum(d)
+        v = v / (n - 1)
+        out = v.sqrt() if root else v
+        (g,) = torch.autograd.grad((out * w.reshape(out.shape)).sum(), x)
+        return g
+
+    return grad
+
+
+GRADIENT_RULES = {
+    "amax": nan_routed(torch.amax, lambda x: list(range(x.dim()))),
+    "amax0": nan_routed(torch.amax, lambda x: 0),
+    "amin_1": nan_routed(torch.amin, lambda x: -1),
+    "prod": prod_rule(lambda x: None),
+    "prod0": prod_rule(lambda x: 0 if x.dim() else None),
+    "var": var_composite(lambda x: None, False),
+    "var0": var_composite(lambda x: 0 if x.dim() else None, False),
+    "std_1": var_composite(lambda x: -1 if x.dim() else None, True),
+}
+
+
+def weights(n):
+    return torch.tensor([1.0 + 0.5 * (i % 3) for i in range(n)], dtype=torch.float64)
+
+
+def fmt_values(t):
+    if t.dtype == torch.bool or not t.is_floating_point():
+        return ",".join(str(int(v)) for v in t.reshape(-1).tolist())
+    return ",".join(repr(float(v)) for v in t.reshape(-1).tolist())
+
+
+def fmt_tensor(t):
+    dtype = str(t.dtype).replace("torch.", "")
+    return "%s:%s:%s" % (dtype, ",".join(str(s) for s in t.shape), fmt_values(t))
+
+
+def main():
+    for op, f in OPS.items():
+        for name, make in INPUTS.items():
+            x = make().requires_grad_()
+            try:
+                out = f(x)
+            except Exception:  # noqa: BLE001 - any error PyTorch raises
+                print("%s|%s|error" % (op, name))
+                continue
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            grad = "-"
+            first = outs[0]
+            if first.requires_grad and first.is_floating_point():
+                w = weights(first.numel()).reshape(first.shape)
+                (g,) = torch.autograd.grad((first * w).sum(), x, allow_unused=True)
+                if op in GRADIENT_RULES:
+                    g = GRADIENT_RULES[op](x.detach(), w)
+                grad = fmt_values(g if g is not None else torch.zeros_like(x))
+            print("%s|%s|ok|%s|%s" % (op, name, ";".join(fmt_tensor(o.detach()) for o in outs), grad))
+
+
+if __name__ == "__main__":
+    main()
