@@ -8,6 +8,7 @@ packages=(
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers spirv-tools
   libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-22 libclang-rt-22-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -84,8 +84,11 @@ std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vecto
              "): a call with 0 rows has no row to pad with; skip empty batches");
   if (o.buckets_.empty()) {
     c.bucket = 1;
-    while (c.bucket < c.rows)
+    while (c.bucket < c.rows) {
+      WEFT_CHECK(c.bucket <= (int64_t{1} << 61), Value, "compile: dynamic_dim(", c.dim, "): ",
+                 c.rows, " rows have no power-of-two bucket that fits in memory");
       c.bucket *= 2;
+    }
   } else {
     auto it = std::lower_bound(o.buckets_.begin(), o.buckets_.end(), c.rows);
     WEFT_CHECK(it != o.buckets_.end(), Value, "compile: ", c.rows,

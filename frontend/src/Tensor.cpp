@@ -114,6 +114,9 @@ template <typename T> std::vector<T> Tensor::to_vector(std::source_location loc)
     std::vector<uint8_t> bytes = to_vector<uint8_t>();
     return std::vector<bool>(bytes.begin(), bytes.end());
   } else {
+    WEFT_CHECK(checkedMul(numel(), static_cast<int64_t>(sizeof(T))).value_or(INT64_MAX) <=
+                   (int64_t{1} << 40),
+               Value, "to_vector: ", numel(), " elements do not fit in a vector");
     std::vector<T> v(static_cast<size_t>(numel()));
     if (!v.empty())
       copyCast(ref(), TensorRef{v.data(), DTypeOf<T>::value, sizes(), contiguousStrides(sizes())});

@@ -1,10 +1,13 @@
 // The CPU kernel dispatcher: op code -> kernel, expanded from the op table.
 #include "weft/runtime/Kernels.h"
 
+#include <new>
+#include <stdexcept>
+
 namespace weft {
 
-void runKernel(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out,
-               const Attrs& attrs) {
+namespace {
+void runOp(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out, const Attrs& attrs) {
   switch (op) {
 #define WEFT_UNARY(N, s, d, k, v)                                                                  \
   case OpCode::N:                                                                                  \
@@ -21,6 +24,18 @@ void runKernel(OpCode op, std::span<const TensorRef> inputs, const TensorRef& ou
 #undef WEFT_OP
   }
   WEFT_INTERNAL_ASSERT(false, "unknown op code ", static_cast<int>(op));
+}
+} // namespace
+
+void runKernel(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out,
+               const Attrs& attrs) {
+  try {
+    runOp(op, inputs, out, attrs);
+  } catch (const std::bad_alloc&) { // a kernel's workspace (sorting, im2col) did not fit
+    WEFT_FAIL(Value, opName(op), ": out of memory for the kernel's workspace");
+  } catch (const std::length_error&) {
+    WEFT_FAIL(Value, opName(op), ": out of memory for the kernel's workspace");
+  }
 }
 
 } // namespace weft

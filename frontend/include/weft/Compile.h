@@ -171,7 +171,9 @@ private:
 /// dtypes, requires_grad) traces it into a graph and builds an executable; later calls reuse it.
 /// Parameters and optimizer state the function reads and updates become state the executable
 /// reads and writes back, so a whole train step compiles. WEFT_LOG_RECOMPILES=1 logs each
-/// recompilation and why.
+/// recompilation and why. Captured tensors are the ones the function read when traced: update them
+/// in place and the compiled code sees it; once one is gone (its handle was given another tensor),
+/// the next call traces again. A captured C++ number is frozen into the trace; pass a tensor.
 template <typename F> Compiled<F> compile(F fn, CompileOptions options = {}, WEFT_LOC) {
   return Compiled<F>(std::move(fn), std::move(options), loc);
 }
