@@ -2,8 +2,10 @@
 // message or PyTorch's result, eagerly and inside compile(), never a crash or a silent wrong value.
 #include "TestUtil.h"
 
+#include <atomic>
 #include <limits>
 #include <string>
+#include <thread>
 
 namespace weft::test {
 namespace {
@@ -310,6 +312,17 @@ TEST(Hardening, ACompiledFunctionFollowsAReassignedCapturedTensor) {
   w.mul_(2.0);
   EXPECT_EQ(f(x).item<float>(), 60.0f);
   EXPECT_EQ(f.compiled().num_compiled(), 2u);
+
+  // The old tensor may live on elsewhere (a list of parameters): the handle still moved on.
+  std::vector<Tensor> params{w};
+  auto g = compile([&](const Tensor& t) { return (t * w).sum(); });
+  EXPECT_EQ(g(x).item<float>(), 60.0f);
+  w = full({3}, 1.0);
+  EXPECT_EQ(g(x).item<float>(), 3.0f);
+  EXPECT_EQ(g.compiled().num_compiled(), 2u);
+  for (int i = 0; i < 5; ++i) // copies made and dropped between calls are no reason to retrace
+    (void)g(x * std::vector<Tensor>{w, w}[0].sum());
+  EXPECT_EQ(g.compiled().num_compiled(), 2u);
 }
 
 TEST(Hardening, ManualSeedInsideACompiledFunctionIsReplayedEveryCall) {
@@ -402,6 +415,172 @@ TEST(Hardening, TheRecompileLogNamesTheOneThingThatChanged) {
   EXPECT_TRUE(mentions(log, "the value read by item() at ")) << log;
   EXPECT_TRUE(mentions(log, "HardeningTest.cpp")) << log;
   unsetenv("WEFT_LOG_RECOMPILES");
+}
+
+} // namespace
+} // namespace weft::test
+
+namespace weft::test {
+namespace {
+
+// ---- found in review ----
+
+struct SavesAConstant : autograd::Function<SavesAConstant> {
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x) {
+    Tensor scale = tensor({2.0f}); // a real tensor made while the function is traced
+    ctx->save_for_backward({scale});
+    return x * scale;
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> g) {
+    return {g[0] * ctx->get_saved_variables()[0]};
+  }
+};
+
+TEST(Hardening, TensorsAFunctionMakesAreItsOwnOnEveryCall) {
+  // Made while traced (arange, tensor, eye, a custom function's saved constant): constants the
+  // executable owns, made anew by every eager call, so in-place writes do not carry over.
+  auto body = [](const Tensor& x) {
+    Tensor i = arange(3).to(kFloat32);
+    i.mul_(2);
+    return x + i + eye(3).sum({1}) + SavesAConstant::apply(x);
+  };
+  auto f = compile(body);
+  for (int call = 0; call < 3; ++call)
+    EXPECT_EQ(vals(f(ones({3}))), vals(body(ones({3})))) << "call " << call;
+  EXPECT_EQ(f.compiled().num_compiled(), 1u);
+}
+
+TEST(Hardening, ACompiledStepReadsGradientsThroughTheirLeaves) {
+  // Backward eager, the update compiled; the gradient is a new tensor after every set_grad({}).
+  Tensor w = ones({3}, TensorOptions().requires_grad());
+  auto update = compile([&](const Tensor& lr) {
+    NoGradGuard noGrad;
+    w.sub_(w.grad() * lr);
+    return w.sum();
+  });
+  Tensor expected = ones({3});
+  for (int step = 0; step < 4; ++step) {
+    (w * w).sum().backward();
+    expected = expected - expected * 2 * 0.1;
+    (void)update(full({}, 0.1));
+    w.set_grad({});
+    EXPECT_TRUE(allClose(w.detach(), expected, 1e-6, 0)) << "step " << step;
+  }
+  EXPECT_EQ(update.compiled().num_compiled(), 1u);
+}
+
+TEST(Hardening, GeneratorsMadeInsideACompiledFunctionStartAnewEachCall) {
+  auto body = [](const Tensor& x) {
+    Generator g(42);
+    Tensor a = x + randn({4}, {}, g);
+    g.set_offset(7);
+    return a + rand({4}, {}, g);
+  };
+  auto f = compile(body);
+  for (int call = 0; call < 3; ++call)
+    EXPECT_EQ(vals(f(zeros({4}))), vals(body(zeros({4})))) << "call " << call;
+}
+
+TEST(Hardening, ReadingARandomValueInsideACompiledFunctionIsAnError) {
+  auto f = compile([](const Tensor& x) { return (rand({}) > 0.5).item<bool>() ? x : -x; },
+                   CompileOptions().specialize_on_values());
+  EXPECT_TRUE(mentions(errorOf([&] { (void)f(ones({2})); }), "random numbers"));
+}
+
+TEST(Hardening, InPlaceWritesToCompiledArgumentsAreErrors) {
+  auto f = compile([](const Tensor& x) {
+    x.narrow(0, 0, 1).fill_(5.0); // eager would change the caller's tensor
+    return x * 2;
+  });
+  EXPECT_TRUE(mentions(errorOf([&] { (void)f(ones({2})); }), "argument of a compiled function"));
+  auto g = compile([](const Tensor& x) {
+    Tensor y = x;
+    y.add_(1.0);
+    return y;
+  });
+  std::string m = errorOf([&] { (void)g(ones({2}, TensorOptions().requires_grad())); });
+  EXPECT_TRUE(mentions(m, "leaf Variable")) << m; // as eager: the argument is a leaf needing grad
+  auto h = compile([](const Tensor& x) { return x.clone().add_(1.0); }); // a copy is fine
+  EXPECT_EQ(vals(h(ones({2}))), (std::vector<double>{2, 2}));
+}
+
+TEST(Hardening, ALosingConcurrentBackwardChangesNothing) {
+  // b's branch saves nothing: a thread that loses the race must not add to b.grad before failing.
+  for (int round = 0; round < 20; ++round) {
+    Tensor x = ones({3}), w = ones({3}, TensorOptions().requires_grad()),
+           b = ones({3}, TensorOptions().requires_grad());
+    Tensor loss = (x * w).tanh().sum() + b.sum();
+    std::atomic<int> ok{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&] {
+        try {
+          loss.backward();
+          ++ok;
+        } catch (const ValueError&) {
+        }
+      });
+    for (auto& th : threads)
+      th.join();
+    ASSERT_EQ(ok.load(), 1);
+    ASSERT_EQ(vals(b.grad()), (std::vector<double>{1, 1, 1})) << "round " << round;
+  }
+}
+
+TEST(Hardening, InPlaceOnAViewOfALeafRequiringGradIsAnError) {
+  Tensor w = ones({2}, TensorOptions().requires_grad());
+  EXPECT_TRUE(mentions(errorOf([&] { w.narrow(0, 0, 1).fill_(3.0); }), "view of a leaf"));
+  EXPECT_TRUE(mentions(errorOf([&] { w.select(0, 1).mul_(2.0); }), "view of a leaf"));
+  EXPECT_EQ(vals(w.detach()), (std::vector<double>{1, 1}));
+  NoGradGuard noGrad; // as an optimizer writes parameters
+  w.narrow(0, 0, 1).fill_(3.0);
+  EXPECT_EQ(vals(w.detach()), (std::vector<double>{3, 1}));
+}
+
+struct IndexGradient : autograd::Function<IndexGradient> {
+  static Tensor forward(autograd::AutogradContext*, const Tensor& x, const Tensor& index) {
+    return x.index_select(0, index);
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext*, std::vector<Tensor> g) {
+    return {g[0].sum().expand({3}), zeros({1}, kInt64)}; // a "gradient" for the index: ignored
+  }
+};
+
+TEST(Hardening, GradientsForInputsThatNeedNoneAreIgnored) {
+  Tensor x = ones({3}, TensorOptions().requires_grad());
+  IndexGradient::apply(x, tensor({0})).sum().backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{1, 1, 1}));
+}
+
+TEST(Hardening, GatherOnAScalarTakesItsIndexShape) {
+  Tensor s = scalar_tensor(2.0);
+  EXPECT_EQ(s.gather(0, tensor({0, 0})).sizes(), Shape{2}); // as torch.gather
+  EXPECT_EQ(s.gather(0, zeros({}, kInt64)).sizes(), Shape{});
+  EXPECT_EQ(s.topk(0).first.sizes(), Shape{}); // as torch.topk on a scalar
+}
+
+TEST(Hardening, IntegerOverflowWrapsAsInPyTorch) {
+  int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  Tensor t = from_vector(std::vector<int64_t>{lo, hi});
+  EXPECT_EQ(t.neg().to_vector<int64_t>(), (std::vector<int64_t>{lo, lo + 1}));
+  EXPECT_EQ(t.abs().to_vector<int64_t>(), (std::vector<int64_t>{lo, hi}));
+  EXPECT_EQ(from_vector(std::vector<int64_t>{hi, 1}).sum().item<int64_t>(), lo);
+  EXPECT_EQ(from_vector(std::vector<int64_t>{hi, 2}).prod().item<int64_t>(), -2);
+  EXPECT_EQ(from_vector(std::vector<int64_t>{hi, 1}).cumsum(0).to_vector<int64_t>(),
+            (std::vector<int64_t>{hi, lo}));
+}
+
+TEST(Hardening, FactoriesAndWindowsNeverOverflowOrTrap) {
+  int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  EXPECT_TRUE(mentions(errorOf([&] { (void)arange(0, lo, -1); }), "too many"));
+  EXPECT_TRUE(mentions(errorOf([&] { (void)arange(lo, hi); }), "too many"));
+  EXPECT_EQ(arange(hi - 2, hi).to_vector<int64_t>(), (std::vector<int64_t>{hi - 2, hi - 1}));
+  // Values out of an integer dtype's range convert as casts do (the minimum), not undefined.
+  EXPECT_EQ(linspace(0, 1e20, 3, kInt64).to_vector<int64_t>(), (std::vector<int64_t>{0, lo, lo}));
+  Tensor pooled = max_pool2d(ones({1, 1, 4, 4}), {2}, {hi / 2}, {0}, {1}, true);
+  EXPECT_EQ(pooled.sizes(), (Shape{1, 1, 1, 1}));
+  // More than memory and swap hold is refused up front, whatever the kernel's overcommit policy.
+  EXPECT_TRUE(mentions(errorOf([&] { (void)empty({int64_t{1} << 50}); }), "memory and swap"));
 }
 
 } // namespace

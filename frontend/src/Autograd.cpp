@@ -7,8 +7,10 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -33,6 +35,11 @@ EnableGradGuard::~EnableGradGuard() {
 }
 bool is_grad_enabled() {
   return tGradEnabled;
+}
+
+Tensor fitGradient(Tensor g, const Shape& shape, DType dtype) {
+  if (g.sizes() != shape) g = rules::sum_to(g, shape);
+  return g.dtype() == dtype ? g : cast(g, dtype);
 }
 
 namespace autograd {
@@ -95,53 +102,108 @@ std::shared_ptr<Node> gradAccumulator(const Tensor& leaf) {
 /// Gradients arriving at one node, one slot per node output.
 using InputBuffer = std::vector<Tensor>;
 
+/// Runs the hooks registered on the node's outputs on their gradients.
+void runHooks(Node& node, InputBuffer& grads) {
+  std::vector<RegisteredHook> hooks;
+  {
+    std::lock_guard<std::mutex> lock(node.mutex);
+    hooks = node.pre_hooks;
+  }
+  for (const RegisteredHook& hook : hooks)
+    if (grads[hook.output].defined()) grads[hook.output] = hook(grads[hook.output]);
+}
+
 void accumulate(InputBuffer& buf, uint32_t slot, const Tensor& g) {
   if (buf.size() <= slot) buf.resize(slot + 1);
   buf[slot] = buf[slot].defined() ? buf[slot] + g : g;
 }
+
+/// The part of the graph one backward call reaches.
+struct Reached {
+  std::unordered_map<Node*, int> deps; ///< edges inside the reached graph pointing at each node
+  std::vector<Node*> order;            ///< discovery order
+  /// With captures (autograd::grad): the nodes that lead to a captured edge, and where each
+  /// captured gradient is read.
+  std::unordered_set<Node*> needed;
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captureAt;
+  bool runs(Node* n, bool capturing) const { return !capturing || needed.count(n) > 0; }
+};
+
+Reached reach(const std::vector<Edge>& rootEdges, const std::vector<Edge>* captures) {
+  Reached r;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (const Edge& e : rootEdges)
+    if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    r.order.push_back(n);
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid()) continue;
+      ++r.deps[e.fn.get()];
+      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    }
+  }
+  if (!captures) return r;
+  for (size_t i = 0; i < captures->size(); ++i)
+    r.captureAt[(*captures)[i].fn.get()].emplace_back((*captures)[i].input_nr, i);
+  bool changed = true;
+  while (changed) { // fixed point; graphs are small relative to the work per node
+    changed = false;
+    for (Node* n : r.order) {
+      if (r.needed.count(n)) continue;
+      for (const Edge& e : n->next_edges)
+        if (e.valid() && (r.needed.count(e.fn.get()) || r.captureAt.count(e.fn.get()))) {
+          r.needed.insert(n);
+          changed = true;
+          break;
+        }
+    }
+  }
+  return r;
+}
+
+/// Claims, before anything runs, every node a backward without retain_graph will free: in one
+/// order for all threads, so of several backward calls through one graph exactly one gets them
+/// and the others fail before changing anything. Nodes claimed but not run are given back.
+class Claims {
+public:
+  Claims(const Reached& r, bool capturing) {
+    for (Node* n : r.order)
+      if (r.runs(n, capturing)) nodes_.push_back(n);
+    std::sort(nodes_.begin(), nodes_.end(),
+              [](Node* a, Node* b) { return a->sequence_nr > b->sequence_nr; });
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      if (!nodes_[i]->claim()) { // give back what this call claimed: it runs nothing
+        std::string name = nodes_[i]->name();
+        for (size_t k = 0; k < i; ++k)
+          nodes_[k]->unclaim();
+        nodes_.clear();
+        failSecondBackward(name);
+      }
+  }
+  ~Claims() {
+    for (Node* n : nodes_)
+      if (!ran_.count(n)) n->unclaim();
+  }
+  Claims(const Claims&) = delete;
+  Claims& operator=(const Claims&) = delete;
+  void ran(Node* n) { ran_.insert(n); }
+
+private:
+  std::vector<Node*> nodes_;
+  std::unordered_set<Node*> ran_;
+};
 
 /// Runs the backward graph from `rootEdges` with `rootGrads`. When `captures` is given, gradients
 /// reaching those edges are returned instead of accumulated, and only nodes leading there run.
 std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges,
                               const std::vector<Tensor>& rootGrads, bool keepGraph,
                               bool createGraph, const std::vector<Edge>* captures) {
-  // Dependencies: how many edges inside the reachable graph point at each node.
-  std::unordered_map<Node*, int> deps;
-  std::unordered_set<Node*> seen;
-  std::vector<Node*> stack;
-  for (const Edge& e : rootEdges)
-    if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
-  std::vector<Node*> order; // DFS discovery order, for the "needed" pass below
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    order.push_back(n);
-    for (const Edge& e : n->next_edges) {
-      if (!e.valid()) continue;
-      ++deps[e.fn.get()];
-      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
-    }
-  }
-  // With captures, a node runs only if a captured edge is reachable from it.
-  std::unordered_set<Node*> needed;
-  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captureAt;
-  if (captures) {
-    for (size_t i = 0; i < captures->size(); ++i)
-      captureAt[(*captures)[i].fn.get()].emplace_back((*captures)[i].input_nr, i);
-    bool changed = true;
-    while (changed) { // fixed point; graphs are small relative to the work per node
-      changed = false;
-      for (Node* n : order) {
-        if (needed.count(n)) continue;
-        for (const Edge& e : n->next_edges)
-          if (e.valid() && (needed.count(e.fn.get()) || captureAt.count(e.fn.get()))) {
-            needed.insert(n);
-            changed = true;
-            break;
-          }
-      }
-    }
-  }
+  Reached r = reach(rootEdges, captures);
+  std::optional<Claims> claims;
+  if (!keepGraph) claims.emplace(r, captures != nullptr);
   std::vector<Tensor> captured(captures ? captures->size() : 0);
 
   auto later = [](Node* a, Node* b) { return a->sequence_nr < b->sequence_nr; };
@@ -153,7 +215,7 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges,
     alive[rootEdges[i].fn.get()] = rootEdges[i].fn;
   }
   for (auto& [node, holder] : alive)
-    if (deps[node] == 0) ready.push(node);
+    if (r.deps[node] == 0) ready.push(node);
 
   GradModeScope mode(createGraph);
   while (!ready.empty()) {
@@ -164,25 +226,17 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges,
     InputBuffer grads = std::move(buffers[node]);
     buffers.erase(node);
     grads.resize(node->num_outputs);
-    bool anyGrad =
-        std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); });
     std::vector<Tensor> out;
-    if (anyGrad) {
-      std::vector<RegisteredHook> hooks;
-      {
-        std::lock_guard<std::recursive_mutex> lock(node->mutex);
-        hooks = node->pre_hooks;
+    if (std::any_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); })) {
+      runHooks(*node, grads);
+      if (auto it = r.captureAt.find(node); it != r.captureAt.end())
+        for (auto [slot, i] : it->second)
+          captured[i] = grads[slot];
+      // Nothing captured lies beyond nodes that are not needed.
+      if (r.runs(node, captures != nullptr)) {
+        out = node->run(std::move(grads), keepGraph);
+        if (claims) claims->ran(node);
       }
-      for (const RegisteredHook& hook : hooks)
-        if (grads[hook.output].defined()) grads[hook.output] = hook(grads[hook.output]);
-      bool run = true;
-      if (captures) {
-        if (auto it = captureAt.find(node); it != captureAt.end())
-          for (auto [slot, i] : it->second)
-            captured[i] = grads[slot];
-        run = needed.count(node) > 0; // nothing captured lies beyond nodes that are not needed
-      }
-      if (run) out = node->run(std::move(grads), keepGraph);
     }
     // Every successor hears from every predecessor, with or without a gradient, so that
     // dependency counts reach zero in topological order.
@@ -192,7 +246,7 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges,
       Node* next = e.fn.get();
       if (i < out.size() && out[i].defined()) accumulate(buffers[next], e.input_nr, out[i]);
       alive[next] = e.fn;
-      if (--deps[next] == 0) ready.push(next);
+      if (--r.deps[next] == 0) ready.push(next);
     }
   }
   return captured;
@@ -228,31 +282,47 @@ std::vector<Tensor> rootGradients(const std::vector<Tensor>& roots,
 Node::Node() : sequence_nr(gNextSequenceNr.fetch_add(1)) {}
 
 namespace {
-/// Nodes whose last reference a ~Node() on this thread is dropping, and whether one is doing so.
-thread_local std::vector<std::shared_ptr<Node>> tReleasing;
-thread_local bool tDraining = false;
+/// The nodes the outermost ~Node() on this thread is dropping (null when none is running). A
+/// plain pointer, so it is usable while thread_local and static objects are destroyed at exit.
+thread_local std::vector<std::shared_ptr<Node>>* tReleasing = nullptr;
 } // namespace
 
 Node::~Node() {
   // Hand the edges to the outermost ~Node() on this thread, which drops them one at a time: a
   // node freed there queues its own edges instead of freeing them from inside its destructor.
   // (Derived members are already gone: a node's saved inputs' grad_fns are also its edges.)
+  std::vector<std::shared_ptr<Node>> queue;
+  bool outermost = tReleasing == nullptr;
+  if (outermost) tReleasing = &queue;
   try {
     for (Edge& e : next_edges)
-      if (e.fn) tReleasing.push_back(std::move(e.fn));
+      if (e.fn) tReleasing->push_back(std::move(e.fn));
   } catch (...) { // out of memory: the remaining edges are freed recursively, as plain members
   }
-  if (tDraining) return;
-  tDraining = true;
-  while (!tReleasing.empty()) {
-    std::shared_ptr<Node> last = std::move(tReleasing.back());
-    tReleasing.pop_back();
+  if (!outermost) return;
+  while (!queue.empty()) {
+    std::shared_ptr<Node> last = std::move(queue.back());
+    queue.pop_back();
   }
-  tDraining = false;
+  tReleasing = nullptr;
+}
+
+bool Node::claim() {
+  return !saves_tensors || !claimed_.exchange(true);
+}
+
+void Node::unclaim() {
+  claimed_.store(false);
+}
+
+void failSecondBackward(const std::string& name) {
+  WEFT_FAIL(Value, name,
+            ": trying to backward through the graph a second time (or to read saved tensors after "
+            "they were freed). Saved values of the graph are freed when you call backward() or "
+            "autograd::grad(); specify retain_graph=true to backward through the graph again.");
 }
 
 std::vector<Tensor> Node::run(std::vector<Tensor>&& grads, bool keepGraph) {
-  std::lock_guard<std::recursive_mutex> lock(mutex);
   std::vector<Tensor> out = apply(std::move(grads));
   if (!keepGraph) release_saved();
   return out;
@@ -364,9 +434,8 @@ void AutogradContext::save_for_backward(std::vector<Tensor> tensors) {
 }
 
 std::vector<Tensor> AutogradContext::get_saved_variables() const {
-  WEFT_CHECK(!released_, Value,
-             "Trying to backward through the graph a second time (saved variables of a custom "
-             "function were freed). Specify retain_graph=true if you need to backward twice.");
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (released_) failSecondBackward("a custom function");
   std::vector<Tensor> out;
   for (const SavedTensor& s : saved_)
     out.push_back(s.defined() ? s.unpack("a custom function") : Tensor());
@@ -414,6 +483,7 @@ std::vector<Tensor> CustomNode::apply(std::vector<Tensor>&& grads) {
              result.size(), " gradients, but forward has ", next_edges.size(), " tensor inputs");
   for (size_t i = 0; i < result.size(); ++i) {
     Tensor& r = result[i];
+    if (!ctx.needs_input_grad(i)) r = Tensor(); // as PyTorch: ignored where none is needed
     if (!r.defined()) continue;
     const auto& [shape, dtype] = inputTypes[i];
     WEFT_CHECK(r.is_floating_point(), DType, name(), ": backward returned a ", dtypeName(r.dtype()),
@@ -425,8 +495,7 @@ std::vector<Tensor> CustomNode::apply(std::vector<Tensor>&& grads) {
     WEFT_CHECK(b && b.value() == r.sizes(), Shape, name(),
                ": backward returned a gradient of shape ", shapeString(r.sizes()), " for input ", i,
                " of shape ", shapeString(shape));
-    if (r.sizes() != shape) r = rules::sum_to(r, shape);
-    if (r.dtype() != dtype) r = cast(r, dtype);
+    r = fitGradient(r, shape, dtype);
   }
   return result;
 }
@@ -436,6 +505,7 @@ bool tracing(const Tensor& t) {
 }
 
 void CustomNode::release_saved() {
+  std::lock_guard<std::mutex> lock(ctx.mutex_);
   for (auto& s : ctx.saved_)
     s.reset();
   ctx.released_ = true;
@@ -498,6 +568,7 @@ std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node,
     }
   }
   node->ctx.finishForward(outputs); // after grad_fn is set: saved outputs refer to it weakly
+  node->saves_tensors = !node->ctx.saved_.empty();
   return outputs;
 }
 

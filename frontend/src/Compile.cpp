@@ -29,16 +29,18 @@ std::vector<ir::TensorType> typesOf(const std::vector<Tensor>& args) {
   return types;
 }
 
-/// Records `fn` on traced stand-ins for arguments of `types`. On success the trace context holds
-/// the graph (user outputs first) and `effects` what each call must redo to leaves' .grad.
 size_t traceInto(TraceContext& tc, const TensorFunction& fn,
-                 const std::vector<ir::TensorType>& types, std::vector<GradEffect>& effects,
-                 std::source_location loc) {
+                 const std::vector<ir::TensorType>& types, const std::vector<Tensor>& args,
+                 std::vector<GradEffect>& effects, std::source_location loc) {
   std::vector<Tensor> traced;
-  for (size_t i = 0; i < types.size(); ++i)
+  for (size_t i = 0; i < types.size(); ++i) {
     traced.push_back(tc.traced(tc.graph.addArgument(types[i], "a" + std::to_string(i))));
+    traced.back().impl()->requiresGrad = args[i].requires_grad(); // as the caller's tensor
+    tc.argumentImpls.insert(traced.back().impl().get());
+  }
   size_t numOutputs = 0;
   try {
+    TracedFunctionScope tracing;
     TraceScope scope(&tc);
     std::vector<Tensor> outs = fn(traced);
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -82,19 +84,45 @@ std::string stateName(const ir::Graph& g, size_t k) {
 } // namespace
 
 std::optional<std::vector<Tensor>> Executable::liveState(std::string& why) const {
-  std::vector<Tensor> state = ownedState;
-  for (size_t k = 0; k < state.size(); ++k) {
-    if (state[k].defined()) continue;
-    std::shared_ptr<TensorImpl> impl = userState[k].lock();
+  std::vector<Tensor> state;
+  for (size_t k = 0; k < stateRefs.size(); ++k) {
+    const StateRef& ref = stateRefs[k];
+    if (ref.owned.defined()) {
+      state.push_back(ref.owned);
+      continue;
+    }
+    if (!ref.gradOf.expired()) {
+      Tensor g = Tensor(ref.gradOf.lock()).grad();
+      const ir::TensorType& t = graph->type(graph->state()[k]);
+      if (!g.defined() || g.sizes() != t.shape || g.dtype() != t.dtype) {
+        why = stateName(*graph, k) + ", the .grad of a leaf the function reads, is " +
+              (g.defined() ? "another shape or dtype now" : "undefined now");
+        return std::nullopt;
+      }
+      state.push_back(g);
+      continue;
+    }
+    std::shared_ptr<TensorImpl> impl = ref.user.lock();
     if (!impl) {
       why = stateName(*graph, k) +
             " is gone: the handle the function read it through holds another tensor now, or "
             "went out of scope";
       return std::nullopt;
     }
-    state[k] = Tensor(std::move(impl));
+    if (impl.use_count() - 1 < ref.refs) { // not counting `impl`
+      why = stateName(*graph, k) +
+            " lost a reference since it was traced: a handle that held it (perhaps the one the "
+            "function reads) holds another tensor now, or went out of scope";
+      return std::nullopt;
+    }
+    state.emplace_back(std::move(impl));
   }
   return state;
+}
+
+void Executable::countUserRefs(const std::vector<Tensor>& state) {
+  for (size_t k = 0; k < state.size(); ++k)
+    if (!stateRefs[k].user.expired()) stateRefs[k].refs = state[k].impl().use_count() - 1;
 }
 
 std::string Executable::mismatch(const std::vector<Tensor>& args,
@@ -119,20 +147,26 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& args,
   std::vector<Attrs> drawn;
   drawn.reserve(randomEvents.size());
   std::vector<const Attrs*> overrides(randomEvents.empty() ? 0 : plan.steps.size(), nullptr);
-  for (const RandomEvent& e : randomEvents) { // as eager: fresh draws, and reseeds between them
+  for (const auto& [e, step] : randomEvents) { // as eager: fresh draws, reseeds between them
     Generator g = e.generator;
-    if (!e.draw) {
-      g.manual_seed(e.seed);
-      continue;
+    switch (e.kind) {
+    case GeneratorEvent::Kind::Seed:
+      g.manual_seed(e.value);
+      break;
+    case GeneratorEvent::Kind::Offset:
+      g.set_offset(e.value);
+      break;
+    case GeneratorEvent::Kind::Draw:
+      if (!step) { // numbers nothing uses still advance the stream, as eager draws them
+        g.next_offset();
+        break;
+      }
+      drawn.push_back(plan.steps[*step].attrs);
+      drawn.back().set("seed", static_cast<int64_t>(g.seed()));
+      drawn.back().set("offset", static_cast<int64_t>(g.next_offset()));
+      overrides[*step] = &drawn.back();
+      break;
     }
-    if (!e.step) { // numbers nothing uses still advance the stream, as eager draws them
-      g.next_offset();
-      continue;
-    }
-    drawn.push_back(plan.steps[*e.step].attrs);
-    drawn.back().set("seed", static_cast<int64_t>(g.seed()));
-    drawn.back().set("offset", static_cast<int64_t>(g.next_offset()));
-    overrides[*e.step] = &drawn.back();
   }
   std::vector<Buffer> out = runPlan(plan, buffersOf(args), buffersOf(state), overrides);
   for (const GradEffect& e : gradEffects) {
@@ -232,7 +266,7 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
   tc.realArgs = args;
   tc.dynamicDim = dyn.has_value();
   auto exe = std::make_shared<Executable>();
-  exe->numOutputs = traceInto(tc, fn, dyn ? dyn->typesAt(args, dyn->bucket) : typesOf(args),
+  exe->numOutputs = traceInto(tc, fn, dyn ? dyn->typesAt(args, dyn->bucket) : typesOf(args), args,
                               exe->gradEffects, loc);
   for (const Tensor& g : tc.gradBefore)
     exe->gradDefined.push_back(g.defined());
@@ -258,6 +292,12 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
   if (exe->gradMode && !tc.usedAutodiff) og = appendOutputGradients(tc, args, exe->numOutputs);
   if (dyn) maskPadding(tc, fn, args, *dyn, *exe, og, loc);
   if (og) splitOutputGradients(tc, std::move(*og), *exe);
+  // A constant the function made is made anew by every eager call: its writes do not carry over.
+  const std::vector<ir::ValueId>& states = tc.graph.state();
+  std::erase_if(tc.graph.mutableStateUpdates(), [&](const ir::StateUpdate& u) {
+    auto k = static_cast<size_t>(std::find(states.begin(), states.end(), u.state) - states.begin());
+    return tc.state[k].impl()->madeInTrace;
+  });
   optimize(tc.graph);
   exe->plan = lower(tc.graph, exe->numKernels);
   if (exe->backward) {
@@ -265,17 +305,21 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
     exe->backward->plan = lower(*exe->backward->graph, exe->numKernels);
   }
   for (const GeneratorEvent& e : tc.generatorEvents) {
-    Executable::RandomEvent r{e.generator, std::nullopt, e.seed, e.draw != ir::kNoValue};
-    for (size_t i = 0; r.draw && i < exe->plan.steps.size(); ++i)
-      if (exe->plan.steps[i].output == e.draw) r.step = i; // none if nothing used the numbers
-    exe->randomEvents.push_back(r);
+    std::optional<size_t> step;
+    for (size_t i = 0; e.draw != ir::kNoValue && i < exe->plan.steps.size(); ++i)
+      if (exe->plan.steps[i].output == e.draw) step = i;
+    exe->randomEvents.emplace_back(e, step);
   }
-  // A real tensor only the trace holds was made by it (a constant): the executable owns it. The
-  // others are the user's: held weakly, so a call after their handle moved on traces again.
-  for (const Tensor& t : tc.state) {
-    bool made = t.impl().use_count() == 1;
-    exe->ownedState.push_back(made ? t : Tensor());
-    exe->userState.push_back(made ? std::weak_ptr<TensorImpl>() : t.impl());
+  for (size_t k = 0; k < tc.state.size(); ++k) {
+    const Tensor& t = tc.state[k];
+    Executable::StateRef ref;
+    if (auto it = tc.stateGradOf.find(k); it != tc.stateGradOf.end())
+      ref.gradOf = it->second.impl();
+    else if (t.impl()->madeInTrace)
+      ref.owned = t;
+    else
+      ref.user = t.impl(); // its references are counted once the trace holds none
+    exe->stateRefs.push_back(std::move(ref));
   }
   exe->graph = std::make_shared<ir::Graph>(std::move(tc.graph));
   exe->buildMs =
@@ -289,7 +333,7 @@ TraceResult trace(const TensorFunction& fn, const std::vector<Tensor>& example_i
                   std::source_location loc) {
   TraceContext tc; // no CallSite: errors inside the function name the user's lines there
   std::vector<GradEffect> effects;
-  traceInto(tc, fn, typesOf(example_inputs), effects, loc);
+  traceInto(tc, fn, typesOf(example_inputs), example_inputs, effects, loc);
   return TraceResult{std::make_shared<ir::Graph>(std::move(tc.graph)), tc.state};
 }
 
@@ -399,8 +443,11 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
         site.reset();
         found.exe = build(fn, args, o.specialize_on_values_, dyn, loc);
         ++state_->builds;
-        std::string unused;
-        found.state = *found.exe->liveState(unused); // the function just read them all
+        std::string why;
+        std::optional<std::vector<Tensor>> state = found.exe->liveState(why);
+        WEFT_INTERNAL_ASSERT(state.has_value(), "a tensor the trace just read is gone: ", why);
+        found.state = std::move(*state);
+        found.exe->countUserRefs(found.state);
         if (found.stale != SIZE_MAX)
           state_->cache[found.stale] = {sig, found.exe};
         else

@@ -22,21 +22,23 @@ public:
       : exe_(std::move(exe)), saved_(std::move(saved)), outputs_(std::move(outputs)),
         dyn_(std::move(dyn)) {
     num_outputs = static_cast<uint32_t>(outputs_.size());
+    saves_tensors = !saved_.empty();
   }
   std::string name() const override { return "CompiledFunctionBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    WEFT_CHECK(!released_, Value,
-               "Trying to backward through a compiled function a second time: what it saved is "
-               "freed after backward. Specify retain_graph=true to backward twice");
     WEFT_CHECK(
         !is_grad_enabled(), Value,
         "backward with create_graph=true through a compiled function is not supported: its "
         "backward runs compiled and is not recorded. Differentiate twice inside the compiled "
         "function (autograd::grad with create_graph), or run it eagerly");
     std::vector<Tensor> in;
-    for (const autograd::SavedTensor& s : saved_)
-      in.push_back(s.unpack("CompiledFunctionBackward"));
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (released_) autograd::failSecondBackward(name());
+      for (const autograd::SavedTensor& s : saved_)
+        in.push_back(s.unpack("CompiledFunctionBackward"));
+    }
     for (size_t i = 0; i < outputs_.size(); ++i) {
       const TensorImpl& o = *outputs_[i];
       Tensor g = i < grads.size() ? grads[i] : Tensor();
@@ -67,6 +69,7 @@ public:
   }
 
   void release_saved() override {
+    std::lock_guard<std::mutex> lock(mutex);
     for (autograd::SavedTensor& s : saved_)
       s.reset();
     released_ = true;

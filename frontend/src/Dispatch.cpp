@@ -21,13 +21,18 @@ public:
     for (size_t i = 0; i < inputs.size(); ++i) {
       meta_.emplace_back(inputs[i].sizes(), inputs[i].dtype());
       saved_.emplace_back();
-      if (usesInput(uses_, i)) saved_.back() = autograd::SavedTensor(inputs[i], false);
+      if (usesInput(uses_, i)) {
+        saved_.back() = autograd::SavedTensor(inputs[i], false);
+        saves_tensors = true;
+      }
     }
   }
 
   /// Saves the output if the rule reads it; call after the output's grad_fn is this node.
   void saveOutput(const Tensor& output) {
-    if (uses_ & kUsesOutput) output_ = autograd::SavedTensor(output, true);
+    if (!(uses_ & kUsesOutput)) return;
+    output_ = autograd::SavedTensor(output, true);
+    saves_tensors = true;
   }
 
   std::string name() const override {
@@ -46,42 +51,22 @@ public:
   }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    WEFT_CHECK(
-        !released_, Value,
-        "Trying to backward through the graph a second time (or directly access saved tensors "
-        "after they "
-        "have already been freed). Saved intermediate values of the graph are freed when you call "
-        "backward() or autograd::grad(). Specify retain_graph=true if you need to backward through "
-        "the "
-        "graph a second time.");
     std::vector<Tensor> result(next_edges.size());
     const Tensor& g = grads[0];
     if (!g.defined()) return result;
-    std::string nm = name();
     std::vector<Tensor> in;
-    for (size_t i = 0; i < saved_.size(); ++i) {
-      if (saved_[i].defined()) {
-        in.push_back(saved_[i].unpack(nm.c_str()));
-        continue;
-      }
-      const auto& [shape, dtype] = meta_[i]; // what the rule may read of an input it did not save
-      in.emplace_back(
-          std::make_shared<TensorImpl>(nullptr, shape, contiguousStrides(shape), 0, dtype));
-    }
-    Tensor y = output_.defined() ? output_.unpack(nm.c_str()) : Tensor();
+    Tensor y;
+    unpack(in, y);
     for (size_t i = 0; i < result.size(); ++i) {
       if (!next_edges[i].valid()) continue;
       Tensor r = vjp(op_, g, in, y, attrs_, i);
-      if (!r.defined()) continue;
-      const auto& [shape, dtype] = meta_[i];
-      if (r.sizes() != shape) r = rules::sum_to(r, shape);
-      if (r.dtype() != dtype) r = cast(r, dtype);
-      result[i] = r;
+      if (r.defined()) result[i] = fitGradient(r, meta_[i].first, meta_[i].second);
     }
     return result;
   }
 
   void release_saved() override {
+    std::lock_guard<std::mutex> lock(mutex);
     // A node that saved nothing may run again; one whose tensors are freed may not.
     bool freed = output_.defined();
     for (auto& s : saved_) {
@@ -93,6 +78,23 @@ public:
   }
 
 private:
+  /// The inputs the rule reads (metadata-only tensors for those it did not save) and the output.
+  void unpack(std::vector<Tensor>& in, Tensor& y) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (released_) autograd::failSecondBackward(name());
+    std::string nm = name();
+    for (size_t i = 0; i < saved_.size(); ++i) {
+      if (saved_[i].defined()) {
+        in.push_back(saved_[i].unpack(nm.c_str()));
+        continue;
+      }
+      const auto& [shape, dtype] = meta_[i];
+      in.emplace_back(
+          std::make_shared<TensorImpl>(nullptr, shape, contiguousStrides(shape), 0, dtype));
+    }
+    if (output_.defined()) y = output_.unpack(nm.c_str());
+  }
+
   OpCode op_;
   uint32_t uses_ = 0;
   Attrs attrs_;
@@ -173,8 +175,10 @@ int64_t checkedByteSize(const Shape& shape, DType dtype, const char* op) {
 
 Tensor makeTensor(const Shape& shape, DType dtype, bool zero) {
   auto bytes = static_cast<size_t>(checkedByteSize(shape, dtype, "empty"));
-  return Tensor(std::make_shared<TensorImpl>(Storage::allocate(bytes, zero), shape,
-                                             contiguousStrides(shape), 0, dtype));
+  auto impl = std::make_shared<TensorImpl>(Storage::allocate(bytes, zero), shape,
+                                           contiguousStrides(shape), 0, dtype);
+  impl->madeInTrace = inTracedFunction();
+  return Tensor(std::move(impl));
 }
 
 int64_t wrapDim(int64_t dim, int64_t rank, const char* op) {
@@ -201,7 +205,9 @@ Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs
     for (const Tensor& t : inputs)
       lifted.push_back(t.dim() == 0 ? reshape(t, {1}) : t);
     Tensor out = dispatch(op, lifted, attrs);
-    return out.dim() == 0 ? out : reshape(out, {});
+    // The result has the scalar's shape, but gather's has its index's (which may be 1-d).
+    const Shape& shape = op == OpCode::Gather ? inputs[1].sizes() : Shape{};
+    return out.sizes() == shape ? out : reshape(out, shape);
   }
   auto inferred = ir::inferType(op, types, attrs);
   if (!inferred) throwError(inferred.diagnostic().kind, inferred.diagnostic().message);
@@ -215,6 +221,7 @@ Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs
       auto impl = std::make_shared<TensorImpl>(in.storage, view->shape, view->strides,
                                                in.offset + view->offset, in.dtype);
       impl->viewBase = in.viewBase ? in.viewBase : inputs[0].impl();
+      impl->madeInTrace = in.madeInTrace;
       out = Tensor(impl);
     }
   }

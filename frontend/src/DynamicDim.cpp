@@ -85,8 +85,8 @@ std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vecto
   if (o.buckets_.empty()) {
     c.bucket = 1;
     while (c.bucket < c.rows) {
-      WEFT_CHECK(c.bucket <= (int64_t{1} << 61), Value, "compile: dynamic_dim(", c.dim, "): ",
-                 c.rows, " rows have no power-of-two bucket that fits in memory");
+      WEFT_CHECK(c.bucket <= (int64_t{1} << 61), Value, "compile: dynamic_dim(", c.dim,
+                 "): ", c.rows, " rows have no power-of-two bucket that fits in memory");
       c.bucket *= 2;
     }
   } else {
@@ -107,7 +107,7 @@ void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<T
   std::vector<GradEffect> probeEffects;
   int64_t probeSize = 2 * dyn.bucket;
   try {
-    traceInto(probe, fn, dyn.typesAt(args, probeSize), probeEffects, loc);
+    traceInto(probe, fn, dyn.typesAt(args, probeSize), args, probeEffects, loc);
   } catch (const Error& e) {
     throwError(e.kind(), std::string("compile: dynamic_dim: the function traces with ") +
                              std::to_string(dyn.bucket) + " rows but not with " +

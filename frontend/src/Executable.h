@@ -17,12 +17,13 @@ namespace weft {
 /// The type of each tensor.
 std::vector<ir::TensorType> typesOf(const std::vector<Tensor>& args);
 
-/// Records `fn` on traced stand-ins for arguments of `types`. On success the trace context holds
-/// the graph (user outputs first) and `effects` what each call must redo to leaves' .grad. `loc`:
-/// the call that traces, named by errors about what the function returned.
+/// Records `fn` on traced stand-ins for arguments of `types` (requiring grad as `args` do). On
+/// success the trace context holds the graph (user outputs first) and `effects` what each call
+/// must redo to leaves' .grad. `loc`: the call that traces, named by errors about what the
+/// function returned.
 size_t traceInto(TraceContext& tc, const TensorFunction& fn,
-                 const std::vector<ir::TensorType>& types, std::vector<GradEffect>& effects,
-                 std::source_location loc);
+                 const std::vector<ir::TensorType>& types, const std::vector<Tensor>& args,
+                 std::vector<GradEffect>& effects, std::source_location loc);
 
 /// A tensor over an interpreter buffer (sharing its memory).
 Tensor tensorOf(const Buffer& b);
@@ -50,22 +51,25 @@ std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vecto
 struct Executable {
   std::shared_ptr<ir::Graph> graph;
   Plan plan;
-  /// The real tensors the state inputs read, in state order. Constants the trace made are owned
-  /// here (`ownedState`); the user's tensors (parameters, buffers, captured tensors) are held
-  /// weakly (`userState`): when one is gone, the handle the function read it through now holds
-  /// another tensor or none, so the executable is stale and the function is traced again.
-  std::vector<Tensor> ownedState;
-  std::vector<std::weak_ptr<TensorImpl>> userState;
+  /// How a call finds the real tensor a state input reads.
+  struct StateRef {
+    /// A constant the trace made (arange, tensor({...}) in the function): owned here.
+    Tensor owned;
+    /// The user's tensor (a parameter, buffer, captured tensor), held weakly, and how many
+    /// references the user held when the function was traced. When it is gone or has fewer, a
+    /// handle that held it (perhaps the one the function reads) was given another tensor or went
+    /// out of scope: the executable may be stale, and the function is traced again.
+    std::weak_ptr<TensorImpl> user;
+    long refs = 0;
+    /// Or the .grad of this leaf, whichever tensor it is on this call (the function read it).
+    std::weak_ptr<TensorImpl> gradOf;
+  };
+  std::vector<StateRef> stateRefs;
   std::vector<GradEffect> gradEffects;
   size_t numOutputs = 0;
-  /// Random draws and manual_seed calls, in program order.
-  struct RandomEvent {
-    Generator generator;
-    std::optional<size_t> step; ///< the plan step of a draw (none if its numbers went unused)
-    uint64_t seed = 0;          ///< of a manual_seed
-    bool draw = true;
-  };
-  std::vector<RandomEvent> randomEvents;
+  /// What the function does to random generators, in program order, with the plan step of each
+  /// draw (none if its numbers went unused).
+  std::vector<std::pair<GeneratorEvent, std::optional<size_t>>> randomEvents;
   /// Whether each state tensor had a .grad when traced: backward() accumulates differently with and
   /// without one, so a call where this differs needs its own trace.
   std::vector<bool> gradDefined;
@@ -96,8 +100,12 @@ struct Executable {
   };
   std::optional<Backward> backward;
 
-  /// The state tensors, or nullopt when one the user owned is gone (`why` says which).
+  /// The state tensors, or nullopt when one the user owned is gone or lost a reference since it
+  /// was traced (`why` says which).
   std::optional<std::vector<Tensor>> liveState(std::string& why) const;
+  /// Records how many references the user holds to each of `state` (this executable's, just
+  /// traced), for liveState() to compare with.
+  void countUserRefs(const std::vector<Tensor>& state);
   /// Why this executable cannot run a call with `args` (of its signature) and `state` now: a
   /// value read while tracing changed, grad mode, or which parameters have a .grad; "" if it can.
   std::string mismatch(const std::vector<Tensor>& args, const std::vector<Tensor>& state) const;

@@ -31,7 +31,7 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
   at.set("offset", static_cast<int64_t>(g.next_offset()));
   Tensor t = dispatch(op, {}, at);
   if (TraceContext* tc = currentTrace()) // each call draws at the generator's counter of that call
-    tc->recordGenerator(g, t.impl()->traceValue);
+    tc->recordDraw(g, t.impl()->traceValue);
   return finish(t, o);
 }
 
@@ -79,17 +79,26 @@ Tensor arange(Scalar end, TensorOptions o, std::source_location loc) {
 
 namespace {
 
-/// A new 1-D tensor of `n` elements, element i set to `value(i)` (a double or an int64), converted.
-template <typename Fn> Tensor filled1d(int64_t n, DType dtype, Fn value) {
-  Tensor t = makeTensor({n}, dtype);
-  visitDType(dtype, [&](auto zero) {
-    using T = decltype(zero);
-    using C = ComputeType<T>;
-    T* p = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = static_cast<T>(static_cast<C>(value(i)));
-  });
-  return t;
+/// A new 1-D tensor of `n` elements, element i set to `value(i)`: computed as V (double or int64),
+/// then converted to `dtype` as casts convert (defined for NaN and out-of-range values).
+template <typename V, typename Fn> Tensor filled1d(int64_t n, DType dtype, Fn value) {
+  Tensor t = makeTensor({n}, DTypeOf<V>::value);
+  V* p = t.data_ptr<V>();
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = value(i);
+  return t.to(dtype);
+}
+
+/// The number of elements of arange(start, end, step) over integers (step's sign agrees with the
+/// range's), exact where doubles would round, or 2^63 when the range does not fit in int64.
+double integerRangeCount(int64_t start, int64_t end, int64_t step) {
+  int64_t span = 0;
+  if (__builtin_sub_overflow(end, start, &span)) return 0x1p63;
+  auto magnitude = [](int64_t v) {
+    return v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  };
+  uint64_t length = magnitude(span), by = magnitude(step); // both < 2^64: no trap, no overflow
+  return static_cast<double>(length / by + (length % by != 0 ? 1 : 0));
 }
 
 } // namespace
@@ -105,22 +114,18 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o, std::sourc
   bool integral = !start.isFloatingPoint() && !end.isFloatingPoint() && !step.isFloatingPoint();
   DType dtype = o.has_dtype_ ? o.dtype_ : integral ? DType::Int64 : kDefaultFloat;
   WEFT_CHECK(dtype != DType::Bool, DType, "arange: not implemented for bool tensors");
-  double count = std::ceil((e - s) / st);
-  if (integral) { // exact: doubles lose the count of ranges far from 0
-    int64_t span = 0, by = step.toLong();
-    count = __builtin_sub_overflow(end.toLong(), start.toLong(), &span)
-                ? 0x1p63
-                : static_cast<double>(span / by + (span % by != 0 ? 1 : 0));
-  }
+  double count = integral ? integerRangeCount(start.toLong(), end.toLong(), step.toLong())
+                          : std::ceil((e - s) / st);
   WEFT_CHECK(count < 0x1p62, Value, "arange: the range [", s, ", ", e, ") in steps of ", st,
              " has too many elements (", count, ")");
   auto n = static_cast<int64_t>(count);
-  Tensor t = integral
-                 ? filled1d(n, dtype,
-                            [&](int64_t i) { // exact beyond 2^53
-                              return start.toLong() + i * step.toLong();
-                            })
-                 : filled1d(n, dtype, [&](int64_t i) { return s + static_cast<double>(i) * st; });
+  Tensor t =
+      integral
+          ? filled1d<int64_t>(n, dtype,
+                              [&](int64_t i) { // exact beyond 2^53
+                                return start.toLong() + i * step.toLong();
+                              })
+          : filled1d<double>(n, dtype, [&](int64_t i) { return s + static_cast<double>(i) * st; });
   return finish(t, o);
 }
 
@@ -130,11 +135,12 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o,
   WEFT_CHECK(steps >= 0, Value, "linspace: number of steps must be non-negative, got ", steps);
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   // Symmetric from both ends, as PyTorch computes it.
-  return finish(filled1d(steps, o.dtype_,
-                         [&](int64_t i) {
-                           return i < steps / 2 ? start + step * static_cast<double>(i)
-                                                : end - step * static_cast<double>(steps - 1 - i);
-                         }),
+  return finish(filled1d<double>(steps, o.dtype_,
+                                 [&](int64_t i) {
+                                   return i < steps / 2
+                                              ? start + step * static_cast<double>(i)
+                                              : end - step * static_cast<double>(steps - 1 - i);
+                                 }),
                 o);
 }
 
@@ -143,11 +149,8 @@ Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions o, std::source_loc
   int64_t cols = m.value_or(n);
   WEFT_CHECK(n >= 0 && cols >= 0, Value, "eye: n and m must be non-negative, got ", n, " and ",
              cols);
-  Tensor t = zeros({n, cols}, o.dtype_);
-  int64_t k = std::min(n, cols);
-  TensorRef diag{t.data_ptr(), o.dtype_, {k}, {cols + 1}};
-  fill(diag, 1.0);
-  return finish(t, o);
+  // Composed from ops, so it also works inside a traced function.
+  return finish((arange(n).unsqueeze(1) == arange(cols)).to(o.dtype_), o);
 }
 
 Tensor from_blob(void* data, Shape shape, TensorOptions o, std::function<void(void*)> deleter,
@@ -157,6 +160,7 @@ Tensor from_blob(void* data, Shape shape, TensorOptions o, std::function<void(vo
   auto bytes = static_cast<size_t>(checkedByteSize(shape, o.dtype_, "from_blob"));
   auto impl = std::make_shared<TensorImpl>(Storage::borrow(data, bytes, std::move(deleter)), shape,
                                            contiguousStrides(shape), 0, o.dtype_);
+  impl->madeInTrace = inTracedFunction();
   return finish(Tensor(impl), o);
 }
 
@@ -202,16 +206,29 @@ Tensor tensor(std::initializer_list<bool> values, std::source_location loc) {
 
 // ---- random ----
 
+Generator::Generator(uint64_t seed) : state_(std::make_shared<State>(seed)) {
+  if (TraceContext* tc = currentTrace()) // a stream made inside a compiled function starts anew
+    tc->recordGenerator(*this, GeneratorEvent::Kind::Seed, seed);
+}
+
 void Generator::manual_seed(uint64_t seed) {
   if (TraceContext* tc = currentTrace()) // redone on every call, between the same draws
-    tc->recordGenerator(*this, ir::kNoValue, seed);
-  state_->seed.store(seed);
-  state_->offset.store(0);
+    tc->recordGenerator(*this, GeneratorEvent::Kind::Seed, seed);
+  setState(seed, 0);
+}
+
+void Generator::set_offset(uint64_t offset) {
+  if (TraceContext* tc = currentTrace())
+    tc->recordGenerator(*this, GeneratorEvent::Kind::Offset, offset);
+  state_->offset.store(offset);
 }
 
 Generator& default_generator() {
-  static Generator gen(0x5eed);
-  return gen;
+  static Generator* gen = [] {
+    TraceScope outside(nullptr); // made once for the process, even when first used in a trace
+    return new Generator(0x5eed);
+  }();
+  return *gen;
 }
 
 void manual_seed(uint64_t seed) {

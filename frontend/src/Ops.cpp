@@ -96,8 +96,13 @@ void checkWritable(const Tensor& self, const char* op) {
                ": unsupported operation: more than one element of the written-to tensor refers to "
                "a single memory location (an expanded tensor). Please clone() the tensor before "
                "performing the operation.");
-  WEFT_CHECK(!(is_grad_enabled() && self.is_leaf() && self.requires_grad()), Value, op,
+  if (!is_grad_enabled()) return;
+  WEFT_CHECK(!(self.is_leaf() && self.requires_grad()), Value, op,
              ": a leaf Variable that requires grad is being used in an in-place operation.");
+  const std::shared_ptr<TensorImpl>& base = self.impl()->viewBase;
+  WEFT_CHECK(!(base && base->gradFn == nullptr && base->requiresGrad), Value, op,
+             ": a view of a leaf Variable that requires grad is being used in an in-place "
+             "operation.");
 }
 
 namespace {

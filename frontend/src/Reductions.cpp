@@ -215,6 +215,7 @@ std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest,
   int64_t n = x.size(d);
   WEFT_CHECK(k >= 0 && k <= n, Index, "topk: k (", k, ") is out of range for dimension ", d,
              " of size ", n);
+  if (dim() == 0) k = 1; // as torch.topk: a scalar's top 0 is the scalar too
   Tensor idx = x.argsort(d, largest).narrow(d, 0, k);
   Tensor values = x.gather(d, idx);
   if (dim() == 0) return {values.reshape({}), idx.reshape({})};

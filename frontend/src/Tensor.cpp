@@ -51,6 +51,8 @@ bool Tensor::is_contiguous() const {
 }
 void* Tensor::data_ptr() const {
   checkDefined("data_ptr");
+  checkNotTraced(*this, "data_ptr");
+  WEFT_CHECK(impl_->storage != nullptr, Value, "data_ptr: this tensor has metadata only");
   return static_cast<char*>(impl_->storage->data()) +
          impl_->offset * static_cast<int64_t>(elementSize(impl_->dtype));
 }
@@ -402,8 +404,15 @@ Tensor& Tensor::requires_grad_(bool r, std::source_location loc) {
 
 Tensor Tensor::grad() const {
   checkDefined("grad");
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->grad;
+  Tensor g;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    g = impl_->grad;
+  }
+  // Inside a trace, a real leaf's real gradient is read through the leaf on every call.
+  if (TraceContext* tc = currentTrace(); tc && g.defined() && !impl_->trace && !g.impl()->trace)
+    tc->gradOf.emplace(g.impl().get(), *this);
+  return g;
 }
 
 void Tensor::set_grad(const Tensor& g) {
@@ -462,7 +471,7 @@ void Tensor::register_hook(GradHook hook, std::source_location loc) const {
              "register_hook: cannot register a hook on a tensor that doesn't require gradient");
   autograd::RegisteredHook entry{impl_->outputNr, std::move(hook), loc};
   if (impl_->gradFn) {
-    std::lock_guard<std::recursive_mutex> lock(impl_->gradFn->mutex);
+    std::lock_guard<std::mutex> lock(impl_->gradFn->mutex);
     impl_->gradFn->pre_hooks.push_back(std::move(entry));
   } else {
     std::lock_guard<std::mutex> lock(impl_->mutex);

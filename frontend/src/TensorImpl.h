@@ -28,6 +28,10 @@ struct TensorImpl {
   /// A traced view: how many writes to its base `traceValue` has seen (TraceContext re-reads the
   /// view from its base after a write through another view or to the base itself).
   uint64_t traceVersion = 0;
+  /// A real tensor made while a function was being traced (a constant of its graph, such as
+  /// arange(n) or tensor({...}) in the function): the executable owns it, as eager code makes it
+  /// anew on each call.
+  bool madeInTrace = false;
 
   // Autograd. grad_fn/outputNr are set once when the op that makes the tensor runs (or by
   // in-place rebasing on the owning thread); grad and hooks are guarded by `mutex`.
@@ -49,6 +53,7 @@ struct TensorImpl {
     auto c = std::make_shared<TensorImpl>(storage, shape, strides, offset, dtype);
     c->trace = trace;
     c->traceValue = traceValue;
+    c->madeInTrace = madeInTrace;
     return c;
   }
 };
@@ -73,6 +78,12 @@ void checkWritable(const Tensor& self, const char* op);
 /// PyTorch a 0-d tensor has one dimension here (0 or -1 wrap to 0), which does not index its
 /// sizes: callers that index sizes() handle rank 0 first; dispatch() runs primitives along it.
 int64_t wrapDim(int64_t dim, int64_t rank, const char* op);
+/// A gradient made to fit its input: summed down to `shape` (it was broadcast), cast to `dtype`.
+Tensor fitGradient(Tensor g, const Shape& shape, DType dtype);
+namespace autograd {
+/// Throws the "backward through the graph a second time" error for node `name`.
+[[noreturn]] void failSecondBackward(const std::string& name);
+} // namespace autograd
 /// The vector-Jacobian product of input `i` of a recorded op (expanded from the op table).
 Tensor vjp(OpCode op, const Tensor& g, const std::vector<Tensor>& in, const Tensor& y,
            const Attrs& at, size_t i);

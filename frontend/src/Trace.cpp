@@ -51,6 +51,20 @@ TraceContext* currentTrace() {
   return tTrace;
 }
 
+namespace {
+thread_local int tTracingDepth = 0;
+} // namespace
+
+bool inTracedFunction() {
+  return tTracingDepth > 0;
+}
+TracedFunctionScope::TracedFunctionScope() {
+  ++tTracingDepth;
+}
+TracedFunctionScope::~TracedFunctionScope() {
+  --tTracingDepth;
+}
+
 TraceScope::TraceScope(TraceContext* tc) : prev_(tTrace) {
   tTrace = tc;
 }
@@ -90,8 +104,30 @@ Tensor readValue(const Tensor& t, const char* what) {
   return tc->evaluate(t, what);
 }
 
+namespace {
+/// Whether value `v` is computed from random numbers.
+bool drawnFromRandom(const ir::Graph& g, ir::ValueId v) {
+  std::vector<ir::ValueId> stack{v};
+  std::vector<bool> seen(g.values().size(), false);
+  while (!stack.empty()) {
+    ir::ValueId u = stack.back();
+    stack.pop_back();
+    int32_t producer = g.value(u).producer;
+    if (producer < 0 || seen[static_cast<size_t>(u)]) continue;
+    seen[static_cast<size_t>(u)] = true;
+    const ir::Node& n = g.nodes()[static_cast<size_t>(producer)];
+    if (opInfo(n.op).kind == OpKind::Random) return true;
+    stack.insert(stack.end(), n.operands.begin(), n.operands.end());
+  }
+  return false;
+}
+} // namespace
+
 Tensor TraceContext::evaluate(const Tensor& t, const char* what) {
   ir::ValueId v = valueOf(t);
+  WEFT_CHECK(!drawnFromRandom(graph, v), Value, what,
+             ": reading a value computed from random numbers inside a compiled function would "
+             "freeze the numbers drawn when it was traced; read it outside the function");
   // The graph so far, with just this value as output; state is read, not written.
   ir::Graph g = graph;
   g.mutableOutputs() = {v};
@@ -166,6 +202,7 @@ ir::ValueId TraceContext::valueOf(const Tensor& t) {
              "a metadata-only tensor was used inside a traced function");
   size_t index = state.size();
   ir::ValueId v = graph.addState({impl->dtype, impl->shape}, "s" + std::to_string(index));
+  if (auto it = gradOf.find(impl); it != gradOf.end()) stateGradOf[index] = it->second;
   state.push_back(t);
   current.push_back(v);
   stateIndex[impl] = index;
@@ -207,8 +244,11 @@ Tensor TraceContext::record(OpCode op, const std::vector<Tensor>& inputs, const 
 }
 
 void TraceContext::assign(Tensor& self, const Tensor& result, const char* op) {
-  Tensor r = result.dtype() == self.dtype() ? result : cast(result, self.dtype());
   TensorImpl* impl = self.impl().get();
+  WEFT_CHECK(!argumentImpls.count(impl->viewBase ? impl->viewBase.get() : impl), Value, op,
+             ": writing in place to an argument of a compiled function is not supported: the "
+             "caller's tensor would not change. Write to a clone() of it, or return the result");
+  Tensor r = result.dtype() == self.dtype() ? result : cast(result, self.dtype());
   if (impl->viewBase != nullptr) { // functionalized: the base takes the new elements
     writeView(self.impl(), r, op);
     uint64_t seen = writesTo(impl->viewBase.get());
@@ -298,17 +338,20 @@ void TraceContext::rememberGenerator(const Generator& g) {
   generatorsBefore.emplace_back(g, g.seed(), g.offset());
 }
 
-void TraceContext::recordGenerator(const Generator& g, ir::ValueId v, uint64_t seed) {
+void TraceContext::recordDraw(const Generator& g, ir::ValueId v) {
   rememberGenerator(g);
-  generatorEvents.push_back({g, v, seed});
+  generatorEvents.push_back({GeneratorEvent::Kind::Draw, g, v, 0});
+}
+
+void TraceContext::recordGenerator(const Generator& g, GeneratorEvent::Kind kind, uint64_t value) {
+  rememberGenerator(g);
+  generatorEvents.push_back({kind, g, ir::kNoValue, value});
 }
 
 std::vector<GradEffect> TraceContext::finish() {
   // Tracing ran nothing: give the generators back the draws and seeds it took.
-  for (auto& [gen, seed, offset] : generatorsBefore) {
-    gen.manual_seed(seed);
-    gen.set_offset(offset);
-  }
+  for (auto& [gen, seed, offset] : generatorsBefore)
+    gen.setState(seed, offset);
   std::vector<GradEffect> effects;
   for (size_t i = 0; i < state.size(); ++i) {
     Tensor now = state[i].grad();

@@ -7,7 +7,9 @@
 #include "weft/passes/Autodiff.h"
 #include "weft/runtime/Interpreter.h"
 
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace weft {
@@ -18,12 +20,15 @@ struct GradEffect {
   int32_t output = -1; // graph output holding the new gradient; -1: the gradient was cleared
 };
 
-/// What the traced code did to a random generator, in program order, redone on every call: a draw
-/// (a random node, which takes the generator's next offset) or a manual_seed.
+/// What the traced code did to a random generator, in program order, redone on every call.
 struct GeneratorEvent {
+  /// Draw: a random node took the next offset. Seed: made or manual_seed (offset 0). Offset:
+  /// set_offset.
+  enum class Kind : uint8_t { Draw, Seed, Offset };
+  Kind kind = Kind::Draw;
   Generator generator;
   ir::ValueId draw = ir::kNoValue; ///< the random node, for a draw
-  uint64_t seed = 0;               ///< the seed, for a manual_seed
+  uint64_t value = 0;              ///< the seed or the offset
 };
 
 /// The graph being recorded, and the real tensors it reads and writes.
@@ -42,8 +47,10 @@ struct TraceContext {
   std::vector<std::tuple<Generator, uint64_t, uint64_t>> generatorsBefore;
   /// Remembers `g`'s seed and offset before the trace first changes it.
   void rememberGenerator(const Generator& g);
-  /// Records a draw from `g` (random node `v`) or, without `v`, a manual_seed(seed) of `g`.
-  void recordGenerator(const Generator& g, ir::ValueId v, uint64_t seed = 0);
+  /// Records a draw from `g` by random node `v`.
+  void recordDraw(const Generator& g, ir::ValueId v);
+  /// Records a reseed or a move of `g` (`value`: the seed or offset).
+  void recordGenerator(const Generator& g, GeneratorEvent::Kind kind, uint64_t value);
   /// With value specialization: the real arguments of the traced call, and each value read during
   /// the trace with what it was (the executable checks these before it runs).
   bool specialize = false;
@@ -69,6 +76,14 @@ struct TraceContext {
   };
   std::vector<CustomRegion> customRegions;
 
+  /// The stand-ins of the function's arguments (in-place writes to them are errors: the caller's
+  /// tensors would not change).
+  std::unordered_set<const TensorImpl*> argumentImpls;
+  /// Each real gradient the function read from a real leaf (leaf.grad()): captured as state, it
+  /// is read through the leaf on every call.
+  std::unordered_map<const TensorImpl*, Tensor> gradOf;
+  /// The state tensors that are such gradients: state index -> the leaf.
+  std::unordered_map<size_t, Tensor> stateGradOf;
   /// Writes to each tensor so far; views of it whose value predates a write re-read it.
   std::unordered_map<const TensorImpl*, uint64_t> writes;
   /// Real views (made outside the trace) read inside it: their value, and the writes it reflects.
@@ -103,6 +118,18 @@ struct TraceContext {
 
 /// The trace active on this thread, or null.
 TraceContext* currentTrace();
+/// True while a function is being traced on this thread, even where a TraceScope(nullptr) pauses
+/// the recording (tensors made then are still the trace's).
+bool inTracedFunction();
+
+/// Marks this thread as tracing a function for its lifetime.
+class TracedFunctionScope {
+public:
+  TracedFunctionScope();
+  ~TracedFunctionScope();
+  TracedFunctionScope(const TracedFunctionScope&) = delete;
+  TracedFunctionScope& operator=(const TracedFunctionScope&) = delete;
+};
 
 /// Makes `tc` the active trace for its lifetime.
 class TraceScope {

@@ -286,7 +286,7 @@ Result<TensorType> convGeometry(std::string_view op, const TensorType& xt, const
   if (checkedMul(w[1], groups) != x[1])
     return diag(ErrorKind::Shape, op, ": input ", shapeString(x), " has ", x[1],
                 " channels, but weight ", shapeString(w), " with groups=", groups, " expects ",
-                w[1] * groups);
+                w[1], " x ", groups);
   Shape out{x[0], w[0]};
   for (size_t i = 0; i < sp; ++i) {
     if (st[i] <= 0 || dl[i] <= 0 || pd[i] < 0)

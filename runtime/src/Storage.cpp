@@ -5,6 +5,7 @@
 #include "weft/runtime/Error.h"
 
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <atomic>
@@ -95,6 +96,18 @@ private:
   size_t limit_ = size_t{2} << 30; // 2 GiB of idle blocks at most
 };
 
+/// The most one allocation may ask for: the machine's memory and swap. A larger request cannot be
+/// met; refusing it here makes the error the same whatever the kernel's overcommit policy (which
+/// may grant it and kill the process when the pages are touched).
+size_t allocationLimit() {
+  static const size_t limit = [] {
+    struct sysinfo info {};
+    if (sysinfo(&info) != 0) return size_t{1} << 62;
+    return (static_cast<size_t>(info.totalram) + info.totalswap) * info.mem_unit;
+  }();
+  return limit;
+}
+
 std::atomic<int64_t> gCurrentBytes{0};
 std::atomic<int64_t> gPeakBytes{0};
 
@@ -120,10 +133,10 @@ void emptyCache() {
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, bool zero) {
-  // Larger requests cannot be met and would overflow the bucket rounding below.
-  constexpr size_t kMaxBytes = size_t{1} << 62;
-  size_t size = bucketSize(std::clamp<size_t>(nbytes, 1, kMaxBytes));
-  void* p = nbytes <= kMaxBytes ? BlockCache::get().allocate(size) : nullptr;
+  WEFT_CHECK(nbytes <= allocationLimit(), Value, "out of memory: cannot allocate ", nbytes,
+             " bytes, more than this machine's memory and swap (", allocationLimit(), " bytes)");
+  size_t size = bucketSize(std::max<size_t>(nbytes, 1));
+  void* p = BlockCache::get().allocate(size);
   WEFT_CHECK(p != nullptr, Value, "out of memory: cannot allocate ", nbytes, " bytes");
   if (zero) std::memset(p, 0, nbytes);
   track(static_cast<int64_t>(size));

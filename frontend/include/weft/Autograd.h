@@ -5,6 +5,7 @@
 #include "weft/runtime/Attrs.h"
 
 #include <any>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -94,9 +95,18 @@ public:
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
   /// Frees saved tensors once the graph is no longer needed (retain_graph=false).
   virtual void release_saved() {}
-  /// What the engine calls: apply() and, unless `keepGraph`, release_saved(), as one step no other
-  /// thread's backward through this node can interleave with (it gets the "second time" error).
+  /// What the engine calls: apply() and, unless `keepGraph`, release_saved(). Nodes read what they
+  /// saved under `mutex`, so a release on another thread never frees it mid-read.
   std::vector<Tensor> run(std::vector<Tensor>&& grads, bool keepGraph);
+  /// Claims the node for a backward that will free what it saved: false if another backward
+  /// already did. The engine claims every such node before running any, so of several threads
+  /// running backward through one graph without retain_graph, one runs and the others change
+  /// nothing.
+  bool claim();
+  /// Gives a claim back (a backward that claimed the node ended without running it).
+  void unclaim();
+  /// Whether the node saved tensors that release_saved() frees; set when it is made.
+  bool saves_tensors = false;
   /// Where each input's gradient goes (invalid edges for inputs that need none).
   std::vector<Edge> next_edges;
   /// Creation order; later nodes run first.
@@ -104,8 +114,11 @@ public:
   uint32_t num_outputs = 1;
   /// Hooks on the gradients of its outputs, run before apply().
   std::vector<RegisteredHook> pre_hooks;
-  /// Guards pre_hooks and run(); recursive, so user code inside backward may register hooks.
-  std::recursive_mutex mutex;
+  /// Guards pre_hooks and what the node saved (never held while user code runs).
+  std::mutex mutex;
+
+private:
+  std::atomic<bool> claimed_{false};
 };
 
 /// The gradient edge of `t`: its grad_fn, or its gradient accumulator if it is a leaf.
@@ -145,6 +158,7 @@ private:
   std::vector<SavedTensor> saved_;
   std::vector<bool> needsInputGrad_;
   bool released_ = false;
+  mutable std::mutex mutex_; // guards saved_ and released_ once backward may run
 };
 
 /// The node of a custom function: calls the user's backward.

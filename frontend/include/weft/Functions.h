@@ -37,10 +37,12 @@ Tensor tensor(std::initializer_list<bool> values, WEFT_LOC);
 Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = std::nullopt, WEFT_LOC);
 
 // ---- random numbers (Philox 4x32-10: the same seed draws the same numbers everywhere) ----
-/// An explicit random stream: a seed and a counter of draws. Copies share the counter.
+/// An explicit random stream: a seed and a counter of draws. Copies share the counter. Inside a
+/// compiled function, making, reseeding or moving a generator is redone on every call, as eager
+/// code does it.
 class Generator {
 public:
-  explicit Generator(uint64_t seed = 0) : state_(std::make_shared<State>(seed)) {}
+  explicit Generator(uint64_t seed = 0);
   uint64_t seed() const { return state_->seed; }
   /// Restarts the stream at `seed`.
   void manual_seed(uint64_t seed);
@@ -48,12 +50,18 @@ public:
   uint64_t next_offset() { return state_->offset.fetch_add(1); }
   /// The offset the next draw will use.
   uint64_t offset() const { return state_->offset.load(); }
-  /// Moves the stream to `offset` (tracing rewinds what it drew, so compiled calls draw as eager).
-  void set_offset(uint64_t offset) { state_->offset.store(offset); }
+  /// Moves the stream to `offset`.
+  void set_offset(uint64_t offset);
   /// True if both handles are one stream.
   bool operator==(const Generator& other) const { return state_ == other.state_; }
 
 private:
+  friend struct TraceContext;
+  /// Moves the stream without recording it in a trace (tracing gives back what it drew).
+  void setState(uint64_t seed, uint64_t offset) {
+    state_->seed.store(seed);
+    state_->offset.store(offset);
+  }
   struct State {
     explicit State(uint64_t s) : seed(s) {}
     std::atomic<uint64_t> seed;

@@ -25,6 +25,14 @@ struct ConvShape {
   int64_t og() const { return o / groups; }
   int64_t colRows() const { return cg() * kh * kw; }
   int64_t colCols() const { return oh * ow; }
+  /// The im2col workspace of one sample and group, in bytes of `elem`-byte elements.
+  std::shared_ptr<Storage> workspace(size_t elem) const {
+    auto bytes = checkedMul(colRows(), colCols());
+    bytes = bytes ? checkedMul(*bytes, static_cast<int64_t>(elem)) : bytes;
+    WEFT_CHECK(bytes.has_value(), Value, "conv: the im2col workspace of ", colRows(), " x ",
+               colCols(), " elements does not fit in memory");
+    return Storage::allocate(static_cast<size_t>(*bytes));
+  }
   bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
 };
 
@@ -138,8 +146,7 @@ void Conv(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) 
     std::shared_ptr<Storage> hx, hw;
     TensorRef x = contiguous(args[0], hx), w = contiguous(args[1], hw);
     std::shared_ptr<Storage> ws;
-    if (!s.pointwise())
-      ws = Storage::allocate(static_cast<size_t>(s.colRows() * s.colCols()) * sizeof(T));
+    if (!s.pointwise()) ws = s.workspace(sizeof(T));
     for (int64_t n = 0; n < s.n; ++n)
       for (int64_t g = 0; g < s.groups; ++g) {
         const T* xs = x.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
@@ -165,7 +172,7 @@ void ConvInputGrad(std::span<const TensorRef> in, const TensorRef& out, const At
     std::shared_ptr<Storage> hg, hw;
     TensorRef gy = contiguous(args[0], hg), w = contiguous(args[1], hw);
     std::memset(gx.data, 0, static_cast<size_t>(gx.numel()) * sizeof(T));
-    auto ws = Storage::allocate(static_cast<size_t>(s.colRows() * s.colCols()) * sizeof(T));
+    auto ws = s.workspace(sizeof(T));
     T* col = static_cast<T*>(ws->data());
     for (int64_t n = 0; n < s.n; ++n)
       for (int64_t g = 0; g < s.groups; ++g) {
@@ -194,8 +201,7 @@ void ConvWeightGrad(std::span<const TensorRef> in, const TensorRef& out, const A
     TensorRef x = contiguous(args[0], hx), gy = contiguous(args[1], hg);
     std::memset(gw.data, 0, static_cast<size_t>(gw.numel()) * sizeof(T));
     std::shared_ptr<Storage> ws;
-    if (!s.pointwise())
-      ws = Storage::allocate(static_cast<size_t>(s.colRows() * s.colCols()) * sizeof(T));
+    if (!s.pointwise()) ws = s.workspace(sizeof(T));
     for (int64_t n = 0; n < s.n; ++n)
       for (int64_t g = 0; g < s.groups; ++g) {
         const T* xs = x.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;

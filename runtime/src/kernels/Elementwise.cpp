@@ -22,7 +22,7 @@ template <typename T> T kabs(T v) {
   if constexpr (std::is_unsigned_v<T>)
     return v;
   else
-    return v < T(0) ? T(-v) : v;
+    return v < T(0) ? kneg(v) : v; // abs(INT64_MIN) wraps to itself, as in PyTorch
 }
 template <typename T> T ksign(T v) {
   return static_cast<T>((T(0) < v) - (v < T(0))); // sign(NaN) is 0, as in PyTorch
@@ -55,29 +55,6 @@ template <typename T> bool ktruth(T v) {
   return v != T(0);
 }
 
-// Signed integer overflow wraps (two's complement) as in PyTorch instead of being undefined.
-template <typename T> T kadd(T a, T b) {
-  if constexpr (std::is_integral_v<T>)
-    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) +
-                          static_cast<std::make_unsigned_t<T>>(b));
-  else
-    return a + b;
-}
-template <typename T> T ksub(T a, T b) {
-  if constexpr (std::is_integral_v<T>)
-    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) -
-                          static_cast<std::make_unsigned_t<T>>(b));
-  else
-    return a - b;
-}
-template <typename T> T kmul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<std::conditional_t<sizeof(T) < 4, uint32_t, T>>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
 template <typename T> T kpow(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     return std::pow(a, b);

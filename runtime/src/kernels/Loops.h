@@ -93,6 +93,33 @@ template <size_t N> struct LoopNest {
   }
 };
 
+// Signed integer overflow wraps (two's complement) as in PyTorch instead of being undefined.
+template <typename T> T kadd(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) +
+                          static_cast<std::make_unsigned_t<T>>(b));
+  else
+    return a + b;
+}
+template <typename T> T ksub(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) -
+                          static_cast<std::make_unsigned_t<T>>(b));
+  else
+    return a - b;
+}
+template <typename T> T kmul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<std::conditional_t<sizeof(T) < 4, uint32_t, T>>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+template <typename T> T kneg(T v) {
+  return ksub(T(0), v);
+}
+
 /// A float converted to a signed integer type: as the x86 conversion instructions (so as PyTorch
 /// there), NaN and values out of range give the type's minimum, where C++ leaves them undefined.
 template <typename I, typename F> inline I floatToInt(F v) {

@@ -68,7 +68,8 @@ template <typename T> struct SumOp {
     Acc total = 0;
     for (int64_t b = 0; b < n; b += 1024) {
       int64_t e = std::min(n, b + 1024);
-      using Block = std::conditional_t<std::is_same_v<C, bool>, int64_t, C>; // bools count
+      // Integers wrap on overflow, as in PyTorch (unsigned arithmetic); bools count.
+      using Block = std::conditional_t<std::is_integral_v<C>, uint64_t, C>;
       Block acc = 0;
       if (stride == static_cast<int64_t>(sizeof(T))) {
         const T* q = reinterpret_cast<const T*>(p);
@@ -79,12 +80,12 @@ template <typename T> struct SumOp {
         for (int64_t j = b; j < e; ++j)
           acc += static_cast<Block>(static_cast<C>(*reinterpret_cast<const T*>(p + j * stride)));
       }
-      total += acc;
+      total = kadd(total, static_cast<Acc>(acc));
     }
     return total;
   }
   static Acc merge(Acc a, Acc b) {
-    return a + b;
+    return kadd(a, b);
   }
 };
 
@@ -95,10 +96,11 @@ template <typename T> struct ProdOp {
   static Acc run(const char* p, int64_t stride, int64_t n) {
     Acc acc = 1;
     for (int64_t j = 0; j < n; ++j)
-      acc *= static_cast<C>(*reinterpret_cast<const T*>(p + j * stride));
+      acc =
+          kmul(acc, static_cast<Acc>(static_cast<C>(*reinterpret_cast<const T*>(p + j * stride))));
     return acc;
   }
-  static Acc merge(Acc a, Acc b) { return a * b; }
+  static Acc merge(Acc a, Acc b) { return kmul(a, b); }
 };
 
 template <typename T, bool Max> struct ExtremumOp {
@@ -275,7 +277,8 @@ void CumSum(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at
                 [](const char* p, int64_t s, char* q, int64_t qs, int64_t n) {
                   Acc acc = 0;
                   for (int64_t j = 0; j < n; ++j) {
-                    acc += static_cast<ComputeType<T>>(*reinterpret_cast<const T*>(p + j * s));
+                    acc = kadd(acc, static_cast<Acc>(static_cast<ComputeType<T>>(
+                                        *reinterpret_cast<const T*>(p + j * s))));
                     *reinterpret_cast<T*>(q + j * qs) =
                         convert<T>(static_cast<ComputeType<T>>(acc));
                   }

@@ -18,8 +18,9 @@ inline int64_t windowOutputSize(int64_t n, int64_t k, int64_t stride, int64_t pa
                                 bool ceilMode = false) {
   int64_t span = n + 2 * pad - dilation * (k - 1) - 1;
   if (span < 0) return 0;
-  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceilMode && (out - 1) * stride >= n + pad) --out;
+  int64_t out = span / stride + (ceilMode && span % stride != 0 ? 1 : 0) + 1;
+  // The last window starts at (out - 1) * stride; written as a division, which cannot overflow.
+  if (ceilMode && out - 1 > (n + pad - 1) / stride) --out;
   return out;
 }
 
