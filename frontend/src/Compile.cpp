@@ -257,6 +257,53 @@ Plan lower(const ir::Graph& g, size_t& numKernels) {
   return ir::lowerToPlan(g, fused);
 }
 
+/// The values the function read while traced, computed alone before each call (guards).
+void planGuards(const TraceContext& tc, Executable& exe) {
+  ir::Graph guards = tc.graph;
+  guards.mutableOutputs().clear();
+  guards.mutableStateUpdates().clear();
+  for (const TraceContext::Guard& guard : tc.guards) {
+    guards.addOutput(guard.value);
+    exe.guardValues.push_back(guard.expected);
+    exe.guardSources.push_back(guard.source);
+  }
+  passes::PassManager gpm;
+  gpm.add(passes::createPass("dce"));
+  if (auto r = gpm.run(guards); !r) throwError(r.diagnostic().kind, r.diagnostic().message);
+  exe.guardPlan = ir::lowerToPlan(guards);
+}
+
+/// A constant the function made is made anew by every eager call: its writes do not carry over.
+void dropWritesToOwnConstants(TraceContext& tc) {
+  const std::vector<ir::ValueId>& states = tc.graph.state();
+  std::erase_if(tc.graph.mutableStateUpdates(), [&](const ir::StateUpdate& u) {
+    auto k = static_cast<size_t>(std::find(states.begin(), states.end(), u.state) - states.begin());
+    return tc.state[k].impl()->madeInTrace;
+  });
+}
+
+/// What each call redoes outside the plan: the generators' events (draws as plan steps), and where
+/// each state tensor comes from.
+void bindToCalls(const TraceContext& tc, Executable& exe) {
+  for (const GeneratorEvent& e : tc.generatorEvents) {
+    std::optional<size_t> step;
+    for (size_t i = 0; e.draw != ir::kNoValue && i < exe.plan.steps.size(); ++i)
+      if (exe.plan.steps[i].output == e.draw) step = i;
+    exe.randomEvents.emplace_back(e, step);
+  }
+  for (size_t k = 0; k < tc.state.size(); ++k) {
+    const Tensor& t = tc.state[k];
+    Executable::StateRef ref;
+    if (auto it = tc.stateGradOf.find(k); it != tc.stateGradOf.end())
+      ref.gradOf = it->second.impl();
+    else if (t.impl()->madeInTrace)
+      ref.owned = t;
+    else
+      ref.user = t.impl(); // its references are counted once the trace holds none
+    exe.stateRefs.push_back(std::move(ref));
+  }
+}
+
 std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args,
                                   bool specialize, const std::optional<DynamicCall>& dyn,
                                   std::source_location loc) {
@@ -273,54 +320,20 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
   std::vector<ir::Diagnostic> problems = ir::verify(tc.graph);
   WEFT_INTERNAL_ASSERT(problems.empty(), "the traced graph does not verify: ",
                        problems.empty() ? "" : problems[0].message);
-  if (!tc.guards.empty()) { // the values read while tracing, computed alone before each call
-    ir::Graph guards = tc.graph;
-    guards.mutableOutputs().clear();
-    guards.mutableStateUpdates().clear();
-    for (const TraceContext::Guard& guard : tc.guards) {
-      guards.addOutput(guard.value);
-      exe->guardValues.push_back(guard.expected);
-      exe->guardSources.push_back(guard.source);
-    }
-    passes::PassManager gpm;
-    gpm.add(passes::createPass("dce"));
-    if (auto r = gpm.run(guards); !r) throwError(r.diagnostic().kind, r.diagnostic().message);
-    exe->guardPlan = ir::lowerToPlan(guards);
-  }
+  if (!tc.guards.empty()) planGuards(tc, *exe);
   exe->gradMode = is_grad_enabled();
   std::optional<OutputGradients> og;
   if (exe->gradMode && !tc.usedAutodiff) og = appendOutputGradients(tc, args, exe->numOutputs);
   if (dyn) maskPadding(tc, fn, args, *dyn, *exe, og, loc);
   if (og) splitOutputGradients(tc, std::move(*og), *exe);
-  // A constant the function made is made anew by every eager call: its writes do not carry over.
-  const std::vector<ir::ValueId>& states = tc.graph.state();
-  std::erase_if(tc.graph.mutableStateUpdates(), [&](const ir::StateUpdate& u) {
-    auto k = static_cast<size_t>(std::find(states.begin(), states.end(), u.state) - states.begin());
-    return tc.state[k].impl()->madeInTrace;
-  });
+  dropWritesToOwnConstants(tc);
   optimize(tc.graph);
   exe->plan = lower(tc.graph, exe->numKernels);
   if (exe->backward) {
     optimize(*exe->backward->graph);
     exe->backward->plan = lower(*exe->backward->graph, exe->numKernels);
   }
-  for (const GeneratorEvent& e : tc.generatorEvents) {
-    std::optional<size_t> step;
-    for (size_t i = 0; e.draw != ir::kNoValue && i < exe->plan.steps.size(); ++i)
-      if (exe->plan.steps[i].output == e.draw) step = i;
-    exe->randomEvents.emplace_back(e, step);
-  }
-  for (size_t k = 0; k < tc.state.size(); ++k) {
-    const Tensor& t = tc.state[k];
-    Executable::StateRef ref;
-    if (auto it = tc.stateGradOf.find(k); it != tc.stateGradOf.end())
-      ref.gradOf = it->second.impl();
-    else if (t.impl()->madeInTrace)
-      ref.owned = t;
-    else
-      ref.user = t.impl(); // its references are counted once the trace holds none
-    exe->stateRefs.push_back(std::move(ref));
-  }
+  bindToCalls(tc, *exe);
   exe->graph = std::make_shared<ir::Graph>(std::move(tc.graph));
   exe->buildMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -337,6 +350,19 @@ TraceResult trace(const TensorFunction& fn, const std::vector<Tensor>& example_i
   return TraceResult{std::make_shared<ir::Graph>(std::move(tc.graph)), tc.state};
 }
 
+namespace {
+
+/// What one call runs: an executable and the state it reads, or why none in the cache fits.
+struct Lookup {
+  std::shared_ptr<Executable> exe;
+  std::vector<Tensor> state;
+  std::string why;           ///< the one thing that changed, when no executable fits
+  std::vector<size_t> stale; ///< entries whose captured tensors moved on: replaced by the next
+  bool empty() const { return !exe; }
+};
+
+} // namespace
+
 struct CompiledFunction::State {
   std::mutex mutex;
   CompileOptions options;
@@ -344,6 +370,68 @@ struct CompiledFunction::State {
   std::shared_ptr<Executable> latest;
   size_t builds = 0; ///< compilations so far, stale ones included: what the limit counts
   bool warnedEager = false;
+
+  /// The executable that can run a call with `args` (of signature `sig`) now, or why none can.
+  Lookup find(const std::vector<Tensor>& args, const Signature& sig) const {
+    Lookup r;
+    for (size_t i = 0; i < cache.size(); ++i) {
+      const auto& [s, e] = cache[i];
+      if (s != sig) continue;
+      std::string why;
+      std::optional<std::vector<Tensor>> state = e->liveState(why);
+      if (state) why = e->mismatch(args, *state);
+      if (why.empty()) return {e, std::move(*state), "", {}};
+      if (r.why.empty()) r.why = why;
+      if (!state) r.stale.push_back(i);
+    }
+    if (!r.why.empty() || cache.empty()) return r;
+    size_t best = SIZE_MAX; // a new signature: name what differs from the closest one compiled
+    for (const auto& [s, e] : cache) {
+      std::string d = describeChange(s, sig);
+      size_t n = static_cast<size_t>(std::count(d.begin(), d.end(), ';'));
+      if (n < best) {
+        best = n;
+        r.why = d;
+      }
+    }
+    return r;
+  }
+
+  /// Whether another compilation is allowed; past the limit, an error naming `found.why`, or (with
+  /// RecompileLimitAction::Eager) false after one warning.
+  bool mayCompile(const Lookup& found) {
+    if (static_cast<int>(builds) < options.recompile_limit_) return true;
+    std::string hint = found.stale.empty()
+                           ? ""
+                           : " (a captured tensor's handle moved on: update captured tensors in "
+                             "place, w.sub_(...), instead of giving their handles new tensors)";
+    WEFT_CHECK(options.on_limit_ == RecompileLimitAction::Eager, Value,
+               "compile: the recompile limit (", options.recompile_limit_,
+               " compilations) is reached and another is needed: ", found.why, hint,
+               ". Raise CompileOptions::recompile_limit, or allow eager execution with "
+               "on_recompile_limit");
+    if (!warnedEager)
+      std::fprintf(stderr,
+                   "[weft] compile: recompile limit (%d) reached (%s); running this function "
+                   "eagerly\n",
+                   options.recompile_limit_, found.why.c_str());
+    warnedEager = true;
+    return false;
+  }
+
+  /// Keeps a new executable for `sig`, dropping the stale ones it replaces; records how many
+  /// references the user holds to what it captured.
+  void keep(const Signature& sig, Lookup& found) {
+    ++builds;
+    std::string why;
+    std::optional<std::vector<Tensor>> state = found.exe->liveState(why);
+    WEFT_INTERNAL_ASSERT(state.has_value(), "a tensor the trace just read is gone: ", why);
+    found.state = std::move(*state);
+    found.exe->countUserRefs(found.state);
+    for (auto it = found.stale.rbegin(); it != found.stale.rend(); ++it)
+      cache.erase(cache.begin() + static_cast<ptrdiff_t>(*it));
+    cache.emplace_back(sig, found.exe);
+  }
 };
 
 CompiledFunction::CompiledFunction(CompileOptions options, std::source_location loc)
@@ -367,44 +455,6 @@ CompiledFunction::CompiledFunction(CompileOptions options, std::source_location 
   state_->options = std::move(options);
 }
 
-namespace {
-
-/// What one call runs: an executable and the state it reads, or why none in the cache fits.
-struct Lookup {
-  std::shared_ptr<Executable> exe;
-  std::vector<Tensor> state;
-  std::string why;         ///< the one thing that changed, when no executable fits
-  size_t stale = SIZE_MAX; ///< the cache entry whose captured tensors are gone, to replace
-};
-
-Lookup lookup(const Cache& cache, const std::vector<Tensor>& args, const Signature& sig) {
-  Lookup r;
-  for (size_t i = 0; i < cache.size(); ++i) {
-    const auto& [s, e] = cache[i];
-    if (s != sig) continue;
-    std::string why;
-    std::optional<std::vector<Tensor>> state = e->liveState(why);
-    if (state) why = e->mismatch(args, *state);
-    if (why.empty()) return {e, std::move(*state), "", SIZE_MAX};
-    if (r.why.empty()) r.why = why;
-    if (!state) r.stale = i;
-  }
-  if (!r.why.empty() || cache.empty()) return r;
-  // A new signature: name what differs from the closest one compiled.
-  size_t best = SIZE_MAX;
-  for (const auto& [s, e] : cache) {
-    std::string d = describeChange(s, sig);
-    size_t n = static_cast<size_t>(std::count(d.begin(), d.end(), ';'));
-    if (n < best) {
-      best = n;
-      r.why = d;
-    }
-  }
-  return r;
-}
-
-} // namespace
-
 std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
                                            const TensorFunction& fn, std::source_location loc) {
   // Errors of compile() itself name the caller's line; while tracing, the user's own calls inside
@@ -421,40 +471,16 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   Lookup found;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    found = lookup(state_->cache, args, sig);
-    if (!found.exe) {
-      const CompileOptions& o = state_->options;
-      if (static_cast<int>(state_->builds) >= o.recompile_limit_) {
-        WEFT_CHECK(o.on_limit_ == RecompileLimitAction::Eager, Value,
-                   "compile: the recompile limit (", o.recompile_limit_,
-                   " compilations) is reached and another is needed: ", found.why,
-                   ". Raise CompileOptions::recompile_limit, or allow eager execution with "
-                   "on_recompile_limit");
-        if (!state_->warnedEager)
-          std::fprintf(stderr,
-                       "[weft] compile: recompile limit (%d) reached (%s); running this function "
-                       "eagerly\n",
-                       o.recompile_limit_, found.why.c_str());
-        state_->warnedEager = true;
-      } else {
-        if (state_->builds > 0 && debugFlag("WEFT_LOG_RECOMPILES").value_or("0") == "1")
-          std::fprintf(stderr, "[weft] compile: recompiling (compilation %zu): %s\n",
-                       state_->builds + 1, found.why.c_str());
-        site.reset();
-        found.exe = build(fn, args, o.specialize_on_values_, dyn, loc);
-        ++state_->builds;
-        std::string why;
-        std::optional<std::vector<Tensor>> state = found.exe->liveState(why);
-        WEFT_INTERNAL_ASSERT(state.has_value(), "a tensor the trace just read is gone: ", why);
-        found.state = std::move(*state);
-        found.exe->countUserRefs(found.state);
-        if (found.stale != SIZE_MAX)
-          state_->cache[found.stale] = {sig, found.exe};
-        else
-          state_->cache.emplace_back(sig, found.exe);
-      }
+    found = state_->find(args, sig);
+    if (found.empty() && state_->mayCompile(found)) {
+      if (state_->builds > 0 && debugFlag("WEFT_LOG_RECOMPILES").value_or("0") == "1")
+        std::fprintf(stderr, "[weft] compile: recompiling (compilation %zu): %s\n",
+                     state_->builds + 1, found.why.c_str());
+      site.reset();
+      found.exe = build(fn, args, state_->options.specialize_on_values_, dyn, loc);
+      state_->keep(sig, found);
     }
-    if (found.exe) state_->latest = found.exe;
+    if (!found.empty()) state_->latest = found.exe;
   }
   site.reset();
   if (!found.exe) return fn(args); // past the limit, with RecompileLimitAction::Eager

@@ -237,9 +237,16 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, std::source_locati
   return cat(u, d);
 }
 
+namespace {
+/// split and chunk need a dimension to cut along.
+void checkSplittable(const Tensor& x, const char* op) {
+  WEFT_CHECK(x.defined() && x.dim() > 0, Value, op, ": expects at least a 1-dimensional tensor");
+}
+} // namespace
+
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(x.defined() && x.dim() > 0, Value, "split: expects at least a 1-dimensional tensor");
+  checkSplittable(x, "split");
   WEFT_CHECK(size > 0 || (size == 0 && x.size(dim) == 0), Value,
              "split: split_size must be positive, got ", size);
   int64_t d = wrapDim(dim, x.dim(), "split"), n = x.size(d);
@@ -253,7 +260,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim, std::sourc
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim,
                           std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(x.defined() && x.dim() > 0, Value, "split: expects at least a 1-dimensional tensor");
+  checkSplittable(x, "split");
   int64_t d = wrapDim(dim, x.dim(), "split"), total = 0;
   for (int64_t s : sizes) {
     WEFT_CHECK(s >= 0, Value, "split: split sizes must be non-negative, got ", s);
@@ -272,7 +279,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(x.defined() && x.dim() > 0, Value, "chunk: expects at least a 1-dimensional tensor");
+  checkSplittable(x, "chunk");
   WEFT_CHECK(chunks > 0, Value, "chunk: number of chunks must be positive, got ", chunks);
   int64_t d = wrapDim(dim, x.dim(), "chunk"), n = x.size(d);
   if (n == 0) { // as torch.chunk: `chunks` empty pieces

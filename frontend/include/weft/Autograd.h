@@ -73,9 +73,10 @@ private:
 
 /// A gradient hook and the line that registered it (its errors name that line).
 struct RegisteredHook {
-  uint32_t output = 0; ///< which output of the node (hooks on non-leaf tensors)
-  GradHook fn;
-  std::source_location where;
+  uint32_t output = 0;        ///< which output of the node (hooks on non-leaf tensors)
+  GradHook fn;                ///< the user's hook
+  std::source_location where; ///< the register_hook call
+
   /// Runs the hook on `g`: its result if defined (it must keep g's shape and dtype), else `g`.
   Tensor operator()(const Tensor& g) const;
 };

@@ -114,8 +114,8 @@ struct CompiledArg {
   CompiledArg(const Tensor& t, // NOLINT: implicit, so a call looks like a plain call
               std::source_location where = std::source_location::current())
       : tensor(t), loc(where) {}
-  const Tensor& tensor;
-  std::source_location loc;
+  const Tensor& tensor;     ///< the argument
+  std::source_location loc; ///< the line of the call
 };
 
 /// The callable compile() returns: call it like the function it wraps.

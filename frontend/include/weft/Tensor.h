@@ -69,10 +69,10 @@ private:
 /// Options for factories, spelled like torch::TensorOptions. A factory whose dtype PyTorch infers
 /// from its arguments (arange, full) does so only when no dtype was given.
 struct TensorOptions {
-  DType dtype_ = DType::Float32;
-  bool has_dtype_ = false;
-  bool requires_grad_ = false;
-  Device device_;
+  DType dtype_ = DType::Float32; ///< the dtype (float32 unless given)
+  bool has_dtype_ = false;       ///< whether a dtype was given
+  bool requires_grad_ = false;   ///< whether the tensor is a leaf requiring grad
+  Device device_;                ///< where the tensor lives
   TensorOptions() = default;
   TensorOptions(DType t) : dtype_(t), has_dtype_(true) {} // NOLINT: implicit like LibTorch's
   TensorOptions& dtype(DType t) {

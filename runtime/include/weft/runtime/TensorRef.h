@@ -20,8 +20,9 @@ int64_t numel(const Shape& shape);
 /// negative or the bytes do not fit in int64 (sizes of 0 counting as 1). Every tensor type weft
 /// makes is checked this way, so element counts, strides and offsets never overflow.
 std::optional<int64_t> byteSize(const Shape& shape, DType dtype);
-/// `a + b` and `a * b`, or nullopt when the result does not fit in int64.
+/// `a + b`, or nullopt when the sum does not fit in int64.
 std::optional<int64_t> checkedAdd(int64_t a, int64_t b);
+/// `a * b`, or nullopt when the product does not fit in int64.
 std::optional<int64_t> checkedMul(int64_t a, int64_t b);
 /// The length of the range [start, end) taken every `step` (> 0) elements, without overflow.
 int64_t sliceLength(int64_t start, int64_t end, int64_t step);
