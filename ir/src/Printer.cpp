@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 namespace weft::ir {
@@ -56,8 +57,16 @@ std::string printGraph(const Graph& g) {
     names[static_cast<size_t>(v)] = g.value(v).name;
   for (ValueId v : g.state())
     names[static_cast<size_t>(v)] = g.value(v).name;
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    names[static_cast<size_t>(g.nodes()[i].result)] = std::to_string(i);
+  // Node results are numbered in order, skipping numbers an input is already called ("%4: int64").
+  std::set<std::string> taken;
+  for (const std::string& n : names)
+    if (!n.empty()) taken.insert(n);
+  size_t next = 0;
+  for (const Node& n : g.nodes()) {
+    while (taken.count(std::to_string(next)))
+      ++next;
+    names[static_cast<size_t>(n.result)] = std::to_string(next++);
+  }
   auto name = [&](ValueId v) { // broken ids print visibly, for the verifier's sake
     std::ostringstream n;
     if (v < 0 || static_cast<size_t>(v) >= names.size() || names[static_cast<size_t>(v)].empty())
