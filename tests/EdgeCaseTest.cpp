@@ -188,6 +188,28 @@ const std::map<std::string, EdgeOp>& edgeOps() {
       {"matmul", {K::Reduction, one([](const Tensor& x) {
                     return x.dim() == 2 ? x.matmul(x.t()) : x.matmul(x);
                   })}},
+      {"mm", {K::Reduction, one([](const Tensor& x) {
+                return x.reshape({1, -1}).mm(x.reshape({-1, 1}));
+              })}},
+      {"index_put", {K::Indexing, one([](const Tensor& x) {
+                       Tensor y = x.clone();
+                       return y.index_put_({tensor({0})}, scalar_tensor(5.0, kFloat64));
+                     })}},
+      {"clone", {K::Elementwise, one([](const Tensor& x) { return x.clone(); })}},
+      {"contiguous", {K::Movement, one([](const Tensor& x) { return x.contiguous(); })}},
+      {"detach", {K::Movement, one([](const Tensor& x) { return x.detach(); })}},
+      {"conv1d", {K::Reduction, one([](const Tensor& x) {
+                    return conv1d(x.reshape({1, 1, -1}), full({1, 1, 1}, 0.5, kFloat64));
+                  })}},
+      {"max_pool1d", {K::Reduction, one([](const Tensor& x) {
+                        return max_pool1d(x.reshape({1, 1, -1}), 1);
+                      })}},
+      {"avg_pool1d", {K::Reduction, one([](const Tensor& x) {
+                        return avg_pool1d(x.reshape({1, 1, -1}), 1);
+                      })}},
+      {"embedding", {K::Indexing, one([](const Tensor& x) {
+                       return embedding(tensor({0, 0}), x.reshape({-1, 1}));
+                     })}},
   };
   return ops;
 }

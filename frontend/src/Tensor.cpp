@@ -47,7 +47,9 @@ int64_t Tensor::storage_offset() const {
   return impl_->offset;
 }
 bool Tensor::is_contiguous() const {
-  return ref().isContiguous();
+  checkDefined("is_contiguous");
+  // Geometry only, so it also answers for traced tensors (whose views have eager's strides).
+  return TensorRef{nullptr, impl_->dtype, impl_->shape, impl_->strides}.isContiguous();
 }
 void* Tensor::data_ptr() const {
   checkDefined("data_ptr");

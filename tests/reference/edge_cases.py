@@ -100,6 +100,14 @@ OPS = {
     "mask": lambda x: x[x > 0],
     "nonzero": lambda x: x.nonzero(),
     "matmul": lambda x: x @ x.t() if x.dim() == 2 else x @ x,
+    "mm": lambda x: x.reshape(1, -1).mm(x.reshape(-1, 1)),
+    "index_put": lambda x: x.clone().index_put_((torch.tensor([0]),), torch.tensor(5.0).double()),
+    "clone": lambda x: x.clone(), "contiguous": lambda x: x.contiguous(),
+    "detach": lambda x: x.detach(),
+    "conv1d": lambda x: F.conv1d(x.reshape(1, 1, -1), torch.full((1, 1, 1), 0.5).double()),
+    "max_pool1d": lambda x: F.max_pool1d(x.reshape(1, 1, -1), 1),
+    "avg_pool1d": lambda x: F.avg_pool1d(x.reshape(1, 1, -1), 1),
+    "embedding": lambda x: F.embedding(torch.tensor([0, 0]), x.reshape(-1, 1)),
 }
 
 # Gradients where weft deliberately differs from PyTorch 1.13, each computed by the rule weft
