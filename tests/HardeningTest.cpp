@@ -323,6 +323,16 @@ TEST(Hardening, ACompiledFunctionFollowsAReassignedCapturedTensor) {
   for (int i = 0; i < 5; ++i) // copies made and dropped between calls are no reason to retrace
     (void)g(x * std::vector<Tensor>{w, w}[0].sum());
   EXPECT_EQ(g.compiled().num_compiled(), 2u);
+
+  // Kept autograd graphs and views hold the old tensor too, but not as handles: still seen.
+  Tensor v = ones({3}, TensorOptions().requires_grad());
+  auto h = compile([&](const Tensor& t) { return (t * v).sum(); });
+  Tensor xg = ones({3}, TensorOptions().requires_grad());
+  std::vector<Tensor> kept{h(xg)}; // its compiled backward saved v
+  Tensor view = v.narrow(0, 0, 2);
+  v = full({3}, 2.0, TensorOptions().requires_grad());
+  EXPECT_EQ(h(xg).item<float>(), 6.0f);
+  EXPECT_EQ(h.compiled().num_compiled(), 2u);
 }
 
 TEST(Hardening, ManualSeedInsideACompiledFunctionIsReplayedEveryCall) {

@@ -87,7 +87,7 @@ public:
   }
 
 private:
-  std::shared_ptr<TensorImpl> leaf_;
+  detail::InternalRef leaf_;
 };
 
 std::shared_ptr<Node> gradAccumulator(const Tensor& leaf) {
@@ -347,11 +347,24 @@ Edge gradient_edge(const Tensor& t) {
   return Edge{};
 }
 
+namespace detail {
+InternalRef::InternalRef(std::shared_ptr<TensorImpl> p) : p_(std::move(p)) {
+  if (p_) p_->internalRefs.fetch_add(1, std::memory_order_relaxed);
+}
+InternalRef::InternalRef(const InternalRef& other) : p_(other.p_) {
+  if (p_) p_->internalRefs.fetch_add(1, std::memory_order_relaxed);
+}
+InternalRef::~InternalRef() {
+  if (p_) p_->internalRefs.fetch_sub(1, std::memory_order_relaxed);
+}
+} // namespace detail
+
 SavedTensor::SavedTensor(const Tensor& t, bool isOutput)
     : outputNr_(t.output_nr()), version_(t._version()), isOutput_(isOutput) {
   if (isOutput) { // break the cycle output -> grad_fn -> saved output
-    data_ = t.impl()->shallowCopy();
-    data_->requiresGrad = t.impl()->requiresGrad;
+    auto copy = t.impl()->shallowCopy();
+    copy->requiresGrad = t.impl()->requiresGrad;
+    data_ = std::move(copy);
     weakGradFn_ = t.grad_fn();
   } else {
     data_ = t.impl();
@@ -359,14 +372,14 @@ SavedTensor::SavedTensor(const Tensor& t, bool isOutput)
 }
 
 Tensor SavedTensor::unpack(const char* nodeName) const {
-  WEFT_INTERNAL_ASSERT(data_ != nullptr, "unpacking an empty saved tensor");
+  WEFT_INTERNAL_ASSERT(defined(), "unpacking an empty saved tensor");
   uint64_t now = data_->storage ? data_->storage->version() : 0;
   WEFT_CHECK(now == version_, Value,
              "one of the variables needed for gradient computation has been modified by an inplace "
              "operation: [",
              dtypeName(data_->dtype), " ", shapeString(data_->shape), "], which is output 0 of ",
              nodeName, ", is at version ", now, "; expected version ", version_, " instead.");
-  if (!isOutput_) return Tensor(data_);
+  if (!isOutput_) return Tensor(data_.shared());
   auto impl = data_->shallowCopy();
   impl->requiresGrad = data_->requiresGrad;
   impl->gradFn = weakGradFn_.lock();
@@ -375,7 +388,7 @@ Tensor SavedTensor::unpack(const char* nodeName) const {
 }
 
 void SavedTensor::reset() {
-  data_.reset();
+  data_ = detail::InternalRef();
 }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradRoots,

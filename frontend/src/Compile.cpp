@@ -75,6 +75,12 @@ bool sameValues(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
+/// Of `references` to `t`, those the user holds (handles), not weft itself (autograd graphs that
+/// saved it, views of it): a kept graph does not hide a handle that moved on.
+long userHandles(const TensorImpl& t, long references) {
+  return references - static_cast<long>(t.internalRefs.load(std::memory_order_relaxed));
+}
+
 /// "state s2 (float32 [3, 4])", as the recompile log names a captured tensor.
 std::string stateName(const ir::Graph& g, size_t k) {
   const ir::TensorType& t = g.type(g.state()[k]);
@@ -109,7 +115,7 @@ std::optional<std::vector<Tensor>> Executable::liveState(std::string& why) const
             "went out of scope";
       return std::nullopt;
     }
-    if (impl.use_count() - 1 < ref.refs) { // not counting `impl`
+    if (userHandles(*impl, impl.use_count() - 1) < ref.refs) { // not counting `impl`
       why = stateName(*graph, k) +
             " lost a reference since it was traced: a handle that held it (perhaps the one the "
             "function reads) holds another tensor now, or went out of scope";
@@ -122,7 +128,8 @@ std::optional<std::vector<Tensor>> Executable::liveState(std::string& why) const
 
 void Executable::countUserRefs(const std::vector<Tensor>& state) {
   for (size_t k = 0; k < state.size(); ++k)
-    if (!stateRefs[k].user.expired()) stateRefs[k].refs = state[k].impl().use_count() - 1;
+    if (!stateRefs[k].user.expired()) // not counting `state`
+      stateRefs[k].refs = userHandles(*state[k].impl(), state[k].impl().use_count() - 1);
 }
 
 std::string Executable::mismatch(const std::vector<Tensor>& args,

@@ -55,10 +55,11 @@ struct Executable {
   struct StateRef {
     /// A constant the trace made (arange, tensor({...}) in the function): owned here.
     Tensor owned;
-    /// The user's tensor (a parameter, buffer, captured tensor), held weakly, and how many
-    /// references the user held when the function was traced. When it is gone or has fewer, a
-    /// handle that held it (perhaps the one the function reads) was given another tensor or went
-    /// out of scope: the executable may be stale, and the function is traced again.
+    /// The user's tensor (a parameter, buffer, captured tensor), held weakly, and how many handles
+    /// the user held to it when the function was traced (references weft holds for itself, as a
+    /// kept autograd graph does, not counted). When it is gone or has fewer, a handle that held
+    /// it (perhaps the one the function reads) was given another tensor or went out of scope:
+    /// the executable may be stale, and the function is traced again.
     std::weak_ptr<TensorImpl> user;
     long refs = 0;
     /// Or the .grad of this leaf, whichever tensor it is on this call (the function read it).

@@ -99,7 +99,7 @@ void checkWritable(const Tensor& self, const char* op) {
   if (!is_grad_enabled()) return;
   WEFT_CHECK(!(self.is_leaf() && self.requires_grad()), Value, op,
              ": a leaf Variable that requires grad is being used in an in-place operation.");
-  const std::shared_ptr<TensorImpl>& base = self.impl()->viewBase;
+  const TensorImpl* base = self.impl()->viewBase.get();
   WEFT_CHECK(!(base && base->gradFn == nullptr && base->requiresGrad), Value, op,
              ": a view of a leaf Variable that requires grad is being used in an in-place "
              "operation.");
@@ -123,7 +123,7 @@ Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
   }
   bool grad = is_grad_enabled();
   if (grad && result.requires_grad()) {
-    WEFT_CHECK(self.impl()->viewBase == nullptr, Value, op,
+    WEFT_CHECK(!self.impl()->viewBase, Value, op,
                ": in-place operations on views of tensors that require grad are not supported; "
                "apply the op out "
                "of place, or to the base tensor");

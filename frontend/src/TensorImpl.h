@@ -20,7 +20,10 @@ struct TensorImpl {
   /// A number the user wrote (`x + 2`): ranks below tensors in type promotion.
   bool wrappedNumber = false;
   /// Set on views: the tensor whose storage this one looks into.
-  std::shared_ptr<TensorImpl> viewBase;
+  autograd::detail::InternalRef viewBase;
+  /// How many of the references to this tensor weft holds for itself (autograd::detail::
+  /// InternalRef); the others are the users' handles.
+  std::atomic<int64_t> internalRefs{0};
   /// Set while tracing: the trace this tensor belongs to and the graph value it stands for (such a
   /// tensor has no storage).
   struct TraceContext* trace = nullptr;

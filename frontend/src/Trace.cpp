@@ -153,15 +153,15 @@ uint64_t TraceContext::writesTo(const TensorImpl* base) const {
 
 ir::ValueId TraceContext::readView(const std::shared_ptr<TensorImpl>& view) {
   TraceScope scope(this); // also when reached after the traced function returned
-  Tensor idx = viewPositions(*view, *view->viewBase, "reading a view", false);
-  Tensor base(view->viewBase);
+  Tensor idx = viewPositions(*view, *view->viewBase.get(), "reading a view", false);
+  Tensor base(view->viewBase.shared());
   return valueOf(base.reshape({-1}).index_select(0, idx.reshape({-1})).reshape(view->shape));
 }
 
 void TraceContext::writeView(const std::shared_ptr<TensorImpl>& view, const Tensor& value,
                              const char* op) {
   TraceScope scope(this);
-  std::shared_ptr<TensorImpl> baseImpl = view->viewBase;
+  std::shared_ptr<TensorImpl> baseImpl = view->viewBase.shared();
   Tensor idx = viewPositions(*view, *baseImpl, op, true);
   Tensor base(baseImpl);
   Tensor updated = base.reshape({-1})
@@ -180,14 +180,14 @@ void TraceContext::writeView(const std::shared_ptr<TensorImpl>& view, const Tens
 ir::ValueId TraceContext::valueOf(const Tensor& t) {
   TensorImpl* impl = t.impl().get();
   if (impl->trace == this) {
-    if (impl->viewBase != nullptr && impl->traceVersion != writesTo(impl->viewBase.get())) {
+    if (impl->viewBase && impl->traceVersion != writesTo(impl->viewBase.get())) {
       impl->traceValue = readView(t.impl()); // its base was written since
       impl->traceVersion = writesTo(impl->viewBase.get());
     }
     return impl->traceValue;
   }
   WEFT_CHECK(impl->trace == nullptr, Value, "a tensor from another trace was used inside this one");
-  if (impl->viewBase != nullptr && writesTo(impl->viewBase.get()) > 0) {
+  if (impl->viewBase && writesTo(impl->viewBase.get()) > 0) {
     // A real view whose base the trace wrote: read it from the base's new value. (Until then it
     // is state of its own, so a leaf that happens to be a view is differentiated like any other.)
     uint64_t seen = writesTo(impl->viewBase.get());
@@ -249,7 +249,7 @@ void TraceContext::assign(Tensor& self, const Tensor& result, const char* op) {
              ": writing in place to an argument of a compiled function is not supported: the "
              "caller's tensor would not change. Write to a clone() of it, or return the result");
   Tensor r = result.dtype() == self.dtype() ? result : cast(result, self.dtype());
-  if (impl->viewBase != nullptr) { // functionalized: the base takes the new elements
+  if (impl->viewBase) { // functionalized: the base takes the new elements
     writeView(self.impl(), r, op);
     uint64_t seen = writesTo(impl->viewBase.get());
     ir::ValueId v = valueOf(r);

@@ -52,6 +52,33 @@ struct Edge {
   bool valid() const { return fn != nullptr; }
 };
 
+namespace detail {
+/// A reference weft holds to a tensor for its own bookkeeping (a view's base, a saved tensor, a
+/// gradient accumulator's leaf), counted apart from the references users hold: compile() watches
+/// those to tell when a captured tensor's handle moved on.
+class InternalRef {
+public:
+  InternalRef() = default;
+  InternalRef(std::shared_ptr<TensorImpl> p); // NOLINT: as a shared_ptr converts
+  InternalRef(const InternalRef& other);
+  InternalRef(InternalRef&& other) noexcept : p_(std::move(other.p_)) {}
+  InternalRef& operator=(InternalRef other) noexcept {
+    std::swap(p_, other.p_);
+    return *this;
+  }
+  ~InternalRef();
+  /// The tensor, or null.
+  TensorImpl* get() const { return p_.get(); }
+  TensorImpl* operator->() const { return p_.get(); }
+  /// The tensor as the shared pointer a Tensor handle holds.
+  const std::shared_ptr<TensorImpl>& shared() const { return p_; }
+  explicit operator bool() const { return p_ != nullptr; }
+
+private:
+  std::shared_ptr<TensorImpl> p_;
+};
+} // namespace detail
+
 /// A tensor kept for backward, with the version it had when saved.
 class SavedTensor {
 public:
@@ -61,10 +88,10 @@ public:
   /// The saved tensor; throws if it was modified in place since it was saved.
   Tensor unpack(const char* nodeName) const;
   void reset();
-  bool defined() const { return data_ != nullptr; }
+  bool defined() const { return static_cast<bool>(data_); }
 
 private:
-  std::shared_ptr<TensorImpl> data_;
+  detail::InternalRef data_;
   std::weak_ptr<Node> weakGradFn_;
   uint32_t outputNr_ = 0;
   uint64_t version_ = 0;
