@@ -547,6 +547,29 @@ TEST(Hardening, InPlaceOnAViewOfALeafRequiringGradIsAnError) {
   EXPECT_EQ(vals(w.detach()), (std::vector<double>{3, 1}));
 }
 
+TEST(Hardening, BackwardInsideACompiledFunctionReachesArgumentsLikeEager) {
+  // Gradients with respect to inputs (adversarial examples, saliency): backward inside the
+  // compiled function accumulates into the caller's tensors' .grad, as eager backward does.
+  Tensor w = from_vector(std::vector<double>{1, -2, 3}).requires_grad_();
+  auto body = [&](const Tensor& x) {
+    Tensor loss = (x * w).tanh().sum();
+    loss.backward();
+    return loss;
+  };
+  Tensor xe = from_vector(std::vector<double>{0.5, 0.1, -0.3}, {1, 3}).requires_grad_();
+  Tensor xc = xe.detach().clone().requires_grad_();
+  auto f = compile(body, CompileOptions().dynamic_dim(0));
+  for (int call = 0; call < 2; ++call) { // the second call accumulates
+    (void)body(xe);
+    (void)f(xc);
+    EXPECT_TRUE(allClose(xc.grad(), xe.grad(), 1e-12, 1e-12)) << "call " << call;
+  }
+  EXPECT_EQ(xc.grad().sizes(), (Shape{1, 3})); // the bucket's padded rows are cut off
+  // w's gradient: one share from each of the four calls, eager and compiled alike.
+  Tensor once = autograd::grad({(xe.detach() * w).tanh().sum()}, {w})[0];
+  EXPECT_TRUE(allClose(w.grad(), once * 4, 1e-12, 1e-12));
+}
+
 struct IndexGradient : autograd::Function<IndexGradient> {
   static Tensor forward(autograd::AutogradContext*, const Tensor& x, const Tensor& index) {
     return x.index_select(0, index);

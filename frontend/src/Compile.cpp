@@ -36,6 +36,7 @@ size_t traceInto(TraceContext& tc, const TensorFunction& fn,
   for (size_t i = 0; i < types.size(); ++i) {
     traced.push_back(tc.traced(tc.graph.addArgument(types[i], "a" + std::to_string(i))));
     traced.back().impl()->requiresGrad = args[i].requires_grad(); // as the caller's tensor
+    tc.arguments.push_back(traced.back());
     tc.argumentImpls.insert(traced.back().impl().get());
   }
   size_t numOutputs = 0;
@@ -75,6 +76,17 @@ bool sameValues(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
+/// Adds `g` to `leaf`'s .grad, as eager backward's gradient accumulator does.
+void accumulateGrad(const Tensor& leaf, const Tensor& g) {
+  Tensor current = leaf.grad();
+  if (!current.defined()) {
+    Tensor(leaf).set_grad(g.clone());
+    return;
+  }
+  NoGradGuard noGrad;
+  current.add_(g);
+}
+
 /// Of `references` to `t`, those the user holds (handles), not weft itself (autograd graphs that
 /// saved it, views of it): a kept graph does not hide a handle that moved on.
 long userHandles(const TensorImpl& t, long references) {
@@ -177,7 +189,8 @@ std::vector<Tensor> Executable::run(const std::vector<Tensor>& args,
   }
   std::vector<Buffer> out = runPlan(plan, buffersOf(args), buffersOf(state), overrides);
   for (const GradEffect& e : gradEffects) {
-    Tensor leaf = state[e.state];
+    if (e.of == GradEffect::Of::Argument) continue; // the caller's tensors: see call()
+    Tensor leaf = state[e.index];
     if (e.output < 0) {
       leaf.set_grad({});
       continue;
@@ -494,11 +507,16 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   const Executable& exe = *found.exe;
   std::vector<Tensor> in = dyn ? dyn->pad(args) : args;
   std::vector<Tensor> all = exe.run(in, found.state);
-  std::vector<Tensor> out(all.begin(), all.begin() + static_cast<ptrdiff_t>(exe.numOutputs));
-  if (dyn)
-    for (size_t i = 0; i < out.size(); ++i)
-      if (const passes::MaybeAxis& a = exe.outputAxes[i])
-        out[i] = out[i].narrow(a->axis, 0, dyn->rows * a->factor);
+  auto rowsOf = [&](size_t i) { // an output, its padded rows cut off
+    const passes::MaybeAxis& a = dyn ? exe.outputAxes[i] : passes::MaybeAxis();
+    return a ? all[i].narrow(a->axis, 0, dyn->rows * a->factor) : all[i];
+  };
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < exe.numOutputs; ++i)
+    out.push_back(rowsOf(i));
+  for (const GradEffect& e : exe.gradEffects) // backward inside adds to the caller's tensors
+    if (e.of == GradEffect::Of::Argument)
+      accumulateGrad(args[e.index], rowsOf(static_cast<size_t>(e.output)));
   if (exe.backward) attachBackward(found.exe, args, in, found.state, all, out, dyn);
   return out;
 }

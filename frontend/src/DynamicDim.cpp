@@ -138,7 +138,8 @@ void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<T
   tc.graph = std::move(masked.value().graph);
   exe.outputAxes = std::move(masked.value().outputs);
   for (const GradEffect& e : exe.gradEffects)
-    WEFT_INTERNAL_ASSERT(e.output < 0 || !exe.outputAxes[static_cast<size_t>(e.output)],
+    WEFT_INTERNAL_ASSERT(e.of == GradEffect::Of::Argument || e.output < 0 ||
+                             !exe.outputAxes[static_cast<size_t>(e.output)],
                          "a gradient of state has the dynamic dimension");
 }
 

@@ -279,13 +279,19 @@ void TraceContext::backward(const Tensor& root, const Tensor& gradient) {
              "grad can be implicitly created only for scalar outputs "
              "(output has shape ",
              shapeString(root.sizes()), ")");
-  // Differentiate with respect to every captured leaf that requires grad, at the value it has now.
-  std::vector<size_t> leaves;
+  // Differentiate with respect to every leaf that requires grad, captured or an argument, at the
+  // value it has now.
+  std::vector<Tensor> leaves;
   std::vector<ir::ValueId> wrt;
   for (size_t i = 0; i < state.size(); ++i)
     if (state[i].impl()->requiresGrad) {
-      leaves.push_back(i);
+      leaves.push_back(state[i]);
       wrt.push_back(current[i]);
+    }
+  for (const Tensor& a : arguments)
+    if (a.impl()->requiresGrad) {
+      leaves.push_back(a);
+      wrt.push_back(a.impl()->traceValue);
     }
   ir::ValueId seed = gradient.defined() ? valueOf(gradient) : ir::kNoValue;
   auto grads = passes::appendGradients(graph, valueOf(root), wrt, seed, customRules());
@@ -293,10 +299,9 @@ void TraceContext::backward(const Tensor& root, const Tensor& gradient) {
   for (size_t k = 0; k < leaves.size(); ++k) {
     ir::ValueId g = grads.value()[k];
     if (g == ir::kNoValue) continue;
-    Tensor leaf = state[leaves[k]]; // a handle: capturing `prev` below may grow `state`
-    Tensor prev = leaf.grad();
+    Tensor prev = leaves[k].grad();
     Tensor add = traced(g);
-    leaf.set_grad(prev.defined() ? prev + add : add); // accumulates, as eager backward does
+    leaves[k].set_grad(prev.defined() ? prev + add : add); // accumulates, as eager backward does
   }
 }
 
@@ -359,12 +364,19 @@ std::vector<GradEffect> TraceContext::finish() {
     if (now.is_same(before) || (!now.defined() && !before.defined())) continue;
     if (now.defined()) {
       graph.addOutput(valueOf(now));
-      effects.push_back({i, static_cast<int32_t>(graph.outputs().size() - 1)});
+      effects.push_back(
+          {GradEffect::Of::State, i, static_cast<int32_t>(graph.outputs().size() - 1)});
     } else {
-      effects.push_back({i, -1});
+      effects.push_back({GradEffect::Of::State, i, -1});
     }
     state[i].set_grad(before); // tracing leaves real tensors as they were
   }
+  for (size_t i = 0; i < arguments.size(); ++i) // what backward adds to the caller's tensors
+    if (Tensor g = arguments[i].grad(); g.defined()) {
+      graph.addOutput(valueOf(g));
+      effects.push_back(
+          {GradEffect::Of::Argument, i, static_cast<int32_t>(graph.outputs().size() - 1)});
+    }
   // Every real tensor written in place gets its new value back after each call.
   for (size_t i = 0; i < state.size(); ++i)
     if (current[i] != graph.state()[i]) graph.addStateUpdate(graph.state()[i], current[i]);

@@ -16,8 +16,12 @@ namespace weft {
 
 /// What a leaf's .grad became during a trace, to be redone after every call.
 struct GradEffect {
-  size_t state = 0;    // the leaf: which state tensor
-  int32_t output = -1; // graph output holding the new gradient; -1: the gradient was cleared
+  /// A state tensor's .grad becomes the output; an argument's .grad accumulates it (as an eager
+  /// backward accumulates into the caller's tensor).
+  enum class Of : uint8_t { State, Argument };
+  Of of = Of::State;
+  size_t index = 0;    ///< which state tensor or argument
+  int32_t output = -1; ///< graph output holding the gradient; -1: a state's gradient was cleared
 };
 
 /// What the traced code did to a random generator, in program order, redone on every call.
@@ -76,8 +80,9 @@ struct TraceContext {
   };
   std::vector<CustomRegion> customRegions;
 
-  /// The stand-ins of the function's arguments (in-place writes to them are errors: the caller's
-  /// tensors would not change).
+  /// The stand-ins of the function's arguments, and the set of them (in-place writes to them are
+  /// errors: the caller's tensors would not change).
+  std::vector<Tensor> arguments;
   std::unordered_set<const TensorImpl*> argumentImpls;
   /// Each real gradient the function read from a real leaf (leaf.grad()): captured as state, it
   /// is read through the leaf on every call.
