@@ -1,12 +1,14 @@
 // Eager CPU kernel benchmarks, each beside its baseline in the same run: elementwise and a chain
-// against memcpy of the same bytes, sum, matmul against a direct cblas_sgemm, and conv2d time and
-// peak workspace at batch 1 vs 64.
+// against memcpy of the same bytes, sum, matmul against a direct cblas_sgemm, conv2d time and
+// peak workspace at batch 1 vs 64, and the heap memory one recorded autograd op keeps alive.
 #include <weft/weft.h>
 
 #include "weft/runtime/Storage.h"
 
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+
+#include <malloc.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -123,6 +125,23 @@ void BM_Conv2d(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+/// Heap bytes one recorded op keeps alive (its node, saved tensors, metadata): a chain of 100,000
+/// ops on a one-element leaf, `y = y + 0` (saves nothing) or `y = y * 2` (saves the scalar).
+void BM_RecordedOpMemory(benchmark::State& state) {
+  constexpr int kOps = 100000;
+  Tensor x = ones({1}, TensorOptions().requires_grad());
+  double perOp = 0;
+  for (auto _ : state) {
+    size_t before = mallinfo2().uordblks;
+    Tensor y = x;
+    for (int i = 0; i < kOps; ++i)
+      y = state.range(0) == 0 ? y + 0.0 : y * 2.0;
+    perOp = static_cast<double>(mallinfo2().uordblks - before) / kOps;
+  }
+  state.counters["bytes_per_op"] = perOp;
+  state.SetLabel(state.range(0) == 0 ? "y = y + 0.0" : "y = y * 2.0");
+}
+
 } // namespace
 
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -139,6 +158,7 @@ BENCHMARK(BM_CblasSgemm)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_Conv2d)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RecordedOpMemory)->Arg(0)->Arg(1)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
