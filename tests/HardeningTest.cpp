@@ -460,6 +460,23 @@ TEST(Hardening, TensorsAFunctionMakesAreItsOwnOnEveryCall) {
   EXPECT_EQ(f.compiled().num_compiled(), 1u);
 }
 
+struct ConstantInBackward : autograd::Function<ConstantInBackward> {
+  static Tensor forward(autograd::AutogradContext*, const Tensor& x) { return x * 2; }
+  static std::vector<Tensor> backward(autograd::AutogradContext*, std::vector<Tensor> g) {
+    return {g[0] * tensor({2.0f})}; // a real tensor made while the compiled backward is traced
+  }
+};
+
+TEST(Hardening, TensorsMadeWhileTracingTheCompiledBackwardAreItsOwn) {
+  auto f = compile([](const Tensor& x) { return ConstantInBackward::apply(x).sum(); });
+  for (int call = 0; call < 2; ++call) {
+    Tensor x = ones({3}, TensorOptions().requires_grad());
+    f(x).backward(); // the backward graph was traced after the function returned
+    EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 2, 2})) << "call " << call;
+  }
+  EXPECT_EQ(f.compiled().num_compiled(), 1u);
+}
+
 TEST(Hardening, ACompiledStepReadsGradientsThroughTheirLeaves) {
   // Backward eager, the update compiled; the gradient is a new tensor after every set_grad({}).
   Tensor w = ones({3}, TensorOptions().requires_grad());

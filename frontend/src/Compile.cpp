@@ -41,7 +41,6 @@ size_t traceInto(TraceContext& tc, const TensorFunction& fn,
   }
   size_t numOutputs = 0;
   try {
-    TracedFunctionScope tracing;
     TraceScope scope(&tc);
     std::vector<Tensor> outs = fn(traced);
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -311,8 +310,9 @@ void bindToCalls(const TraceContext& tc, Executable& exe) {
       if (exe.plan.steps[i].output == e.draw) step = i;
     exe.randomEvents.emplace_back(e, step);
   }
-  for (size_t k = 0; k < tc.state.size(); ++k) {
+  for (size_t k = 0; k < tc.state.size(); ++k) { // state is final: traced backwards may add to it
     const Tensor& t = tc.state[k];
+    exe.gradDefined.push_back(tc.gradBefore[k].defined());
     Executable::StateRef ref;
     if (auto it = tc.stateGradOf.find(k); it != tc.stateGradOf.end())
       ref.gradOf = it->second.impl();
@@ -335,8 +335,6 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
   auto exe = std::make_shared<Executable>();
   exe->numOutputs = traceInto(tc, fn, dyn ? dyn->typesAt(args, dyn->bucket) : typesOf(args), args,
                               exe->gradEffects, loc);
-  for (const Tensor& g : tc.gradBefore)
-    exe->gradDefined.push_back(g.defined());
   std::vector<ir::Diagnostic> problems = ir::verify(tc.graph);
   WEFT_INTERNAL_ASSERT(problems.empty(), "the traced graph does not verify: ",
                        problems.empty() ? "" : problems[0].message);

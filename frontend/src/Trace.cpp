@@ -52,24 +52,21 @@ TraceContext* currentTrace() {
 }
 
 namespace {
+/// How many scopes with a trace are open on this thread (pausing ones do not count).
 thread_local int tTracingDepth = 0;
 } // namespace
 
 bool inTracedFunction() {
   return tTracingDepth > 0;
 }
-TracedFunctionScope::TracedFunctionScope() {
-  ++tTracingDepth;
-}
-TracedFunctionScope::~TracedFunctionScope() {
-  --tTracingDepth;
-}
 
-TraceScope::TraceScope(TraceContext* tc) : prev_(tTrace) {
+TraceScope::TraceScope(TraceContext* tc) : prev_(tTrace), records_(tc != nullptr) {
   tTrace = tc;
+  if (records_) ++tTracingDepth;
 }
 TraceScope::~TraceScope() {
   tTrace = prev_;
+  if (records_) --tTracingDepth;
 }
 
 void checkNotTraced(const Tensor& t, const char* what) {

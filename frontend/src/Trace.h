@@ -123,20 +123,11 @@ struct TraceContext {
 
 /// The trace active on this thread, or null.
 TraceContext* currentTrace();
-/// True while a function is being traced on this thread, even where a TraceScope(nullptr) pauses
-/// the recording (tensors made then are still the trace's).
+/// True while a trace is recorded on this thread (the function, or backward graphs traced after
+/// it), even where a TraceScope(nullptr) pauses the recording: tensors made then are the trace's.
 bool inTracedFunction();
 
-/// Marks this thread as tracing a function for its lifetime.
-class TracedFunctionScope {
-public:
-  TracedFunctionScope();
-  ~TracedFunctionScope();
-  TracedFunctionScope(const TracedFunctionScope&) = delete;
-  TracedFunctionScope& operator=(const TracedFunctionScope&) = delete;
-};
-
-/// Makes `tc` the active trace for its lifetime.
+/// Makes `tc` the active trace for its lifetime (null: pauses recording).
 class TraceScope {
 public:
   explicit TraceScope(TraceContext* tc);
@@ -146,6 +137,7 @@ public:
 
 private:
   TraceContext* prev_;
+  bool records_;
 };
 
 /// Throws the "cannot read a traced value" error if `t` is traced.
