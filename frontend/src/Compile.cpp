@@ -37,7 +37,6 @@ size_t traceInto(TraceContext& tc, const TensorFunction& fn,
     traced.push_back(tc.traced(tc.graph.addArgument(types[i], "a" + std::to_string(i))));
     traced.back().impl()->requiresGrad = args[i].requires_grad(); // as the caller's tensor
     tc.arguments.push_back(traced.back());
-    tc.argumentImpls.insert(traced.back().impl().get());
   }
   size_t numOutputs = 0;
   try {
@@ -314,8 +313,8 @@ void bindToCalls(const TraceContext& tc, Executable& exe) {
     const Tensor& t = tc.state[k];
     exe.gradDefined.push_back(tc.gradBefore[k].defined());
     Executable::StateRef ref;
-    if (auto it = tc.stateGradOf.find(k); it != tc.stateGradOf.end())
-      ref.gradOf = it->second.impl();
+    if (auto it = tc.gradOf.find(t.impl().get()); it != tc.gradOf.end())
+      ref.gradOf = it->second.second.impl();
     else if (t.impl()->madeInTrace)
       ref.owned = t;
     else

@@ -413,7 +413,7 @@ Tensor Tensor::grad() const {
   }
   // Inside a trace, a real leaf's real gradient is read through the leaf on every call.
   if (TraceContext* tc = currentTrace(); tc && g.defined() && !impl_->trace && !g.impl()->trace)
-    tc->gradOf.emplace(g.impl().get(), *this);
+    tc->gradOf.emplace(g.impl().get(), std::make_pair(g, *this));
   return g;
 }
 

@@ -199,7 +199,6 @@ ir::ValueId TraceContext::valueOf(const Tensor& t) {
              "a metadata-only tensor was used inside a traced function");
   size_t index = state.size();
   ir::ValueId v = graph.addState({impl->dtype, impl->shape}, "s" + std::to_string(index));
-  if (auto it = gradOf.find(impl); it != gradOf.end()) stateGradOf[index] = it->second;
   state.push_back(t);
   current.push_back(v);
   stateIndex[impl] = index;
@@ -242,7 +241,10 @@ Tensor TraceContext::record(OpCode op, const std::vector<Tensor>& inputs, const 
 
 void TraceContext::assign(Tensor& self, const Tensor& result, const char* op) {
   TensorImpl* impl = self.impl().get();
-  WEFT_CHECK(!argumentImpls.count(impl->viewBase ? impl->viewBase.get() : impl), Value, op,
+  const TensorImpl* target = impl->viewBase ? impl->viewBase.get() : impl;
+  WEFT_CHECK(std::none_of(arguments.begin(), arguments.end(),
+                          [&](const Tensor& a) { return a.impl().get() == target; }),
+             Value, op,
              ": writing in place to an argument of a compiled function is not supported: the "
              "caller's tensor would not change. Write to a clone() of it, or return the result");
   Tensor r = result.dtype() == self.dtype() ? result : cast(result, self.dtype());

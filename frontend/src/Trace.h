@@ -9,7 +9,6 @@
 
 #include <tuple>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace weft {
@@ -80,15 +79,13 @@ struct TraceContext {
   };
   std::vector<CustomRegion> customRegions;
 
-  /// The stand-ins of the function's arguments, and the set of them (in-place writes to them are
-  /// errors: the caller's tensors would not change).
+  /// The stand-ins of the function's arguments (in-place writes to them are errors: the caller's
+  /// tensors would not change).
   std::vector<Tensor> arguments;
-  std::unordered_set<const TensorImpl*> argumentImpls;
-  /// Each real gradient the function read from a real leaf (leaf.grad()): captured as state, it
-  /// is read through the leaf on every call.
-  std::unordered_map<const TensorImpl*, Tensor> gradOf;
-  /// The state tensors that are such gradients: state index -> the leaf.
-  std::unordered_map<size_t, Tensor> stateGradOf;
+  /// Each real gradient the function read from a real leaf (leaf.grad()) -> (the gradient, kept so
+  /// its address is not reused, and the leaf): captured as state, it is read through the leaf on
+  /// every call.
+  std::unordered_map<const TensorImpl*, std::pair<Tensor, Tensor>> gradOf;
   /// Writes to each tensor so far; views of it whose value predates a write re-read it.
   std::unordered_map<const TensorImpl*, uint64_t> writes;
   /// Real views (made outside the trace) read inside it: their value, and the writes it reflects.
