@@ -585,6 +585,11 @@ TEST(Hardening, BackwardInsideACompiledFunctionReachesArgumentsLikeEager) {
   // w's gradient: one share from each of the four calls, eager and compiled alike.
   Tensor once = autograd::grad({(xe.detach() * w).tanh().sum()}, {w})[0];
   EXPECT_TRUE(allClose(w.grad(), once * 4, 1e-12, 1e-12));
+  // An argument with a history passes the gradient on into it, as eager backward does.
+  Tensor be = xe.detach().clone().requires_grad_(), bc = be.detach().clone().requires_grad_();
+  (void)body(be * 3);
+  (void)f(bc * 3);
+  EXPECT_TRUE(allClose(bc.grad(), be.grad(), 1e-12, 1e-12));
 }
 
 struct IndexGradient : autograd::Function<IndexGradient> {

@@ -74,17 +74,6 @@ bool sameValues(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
-/// Adds `g` to `leaf`'s .grad, as eager backward's gradient accumulator does.
-void accumulateGrad(const Tensor& leaf, const Tensor& g) {
-  Tensor current = leaf.grad();
-  if (!current.defined()) {
-    Tensor(leaf).set_grad(g.clone());
-    return;
-  }
-  NoGradGuard noGrad;
-  current.add_(g);
-}
-
 /// Of `references` to `t`, those the user holds (handles), not weft itself (autograd graphs that
 /// saved it, views of it): a kept graph does not hide a handle that moved on.
 long userHandles(const TensorImpl& t, long references) {
@@ -511,9 +500,15 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   std::vector<Tensor> out;
   for (size_t i = 0; i < exe.numOutputs; ++i)
     out.push_back(rowsOf(i));
-  for (const GradEffect& e : exe.gradEffects) // backward inside adds to the caller's tensors
-    if (e.of == GradEffect::Of::Argument)
-      accumulateGrad(args[e.index], rowsOf(static_cast<size_t>(e.output)));
+  // Backward inside reaches the caller's tensors: the eager engine takes it on from them (a leaf's
+  // accumulator adds to .grad and runs its hooks; a non-leaf passes it into its own history).
+  std::vector<Tensor> reached, grads;
+  for (const GradEffect& e : exe.gradEffects)
+    if (e.of == GradEffect::Of::Argument) {
+      reached.push_back(args[e.index]);
+      grads.push_back(rowsOf(static_cast<size_t>(e.output)));
+    }
+  if (!reached.empty()) autograd::backward(reached, grads, std::nullopt, false, loc);
   if (exe.backward) attachBackward(found.exe, args, in, found.state, all, out, dyn);
   return out;
 }
