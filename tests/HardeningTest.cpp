@@ -58,6 +58,10 @@ TEST(Hardening, ShapeArithmeticThatOverflowsIsAnError) {
   EXPECT_TRUE(mentions(errorOf([&] { (void)ones({1}).expand({k62}); }), "expand"));
   EXPECT_TRUE(
       mentions(errorOf([&] { (void)ones({1}, kFloat64).expand({k62 / 2}).sum(); }), "expand"));
+  // A legal view larger than memory cannot be copied out (4 TiB here).
+  EXPECT_TRUE(
+      mentions(errorOf([&] { (void)ones({1}).expand({int64_t{1} << 40}).to_vector<float>(); }),
+               "to_vector"));
   EXPECT_TRUE(mentions(errorOf([&] { (void)ones({4}).reshape({-1, k62, k62}); }), "reshape"));
   EXPECT_TRUE(mentions(errorOf([&] {
                          (void)pad(ones({2}), {std::numeric_limits<int64_t>::max(), 1});

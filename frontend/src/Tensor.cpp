@@ -118,9 +118,10 @@ template <typename T> std::vector<T> Tensor::to_vector(std::source_location loc)
     std::vector<uint8_t> bytes = to_vector<uint8_t>();
     return std::vector<bool>(bytes.begin(), bytes.end());
   } else {
-    WEFT_CHECK(checkedMul(numel(), static_cast<int64_t>(sizeof(T))).value_or(INT64_MAX) <=
-                   (int64_t{1} << 40),
-               Value, "to_vector: ", numel(), " elements do not fit in a vector");
+    auto bytes = checkedMul(numel(), static_cast<int64_t>(sizeof(T))); // an expand() may be huge
+    WEFT_CHECK(bytes && static_cast<size_t>(*bytes) <= Storage::allocationLimit(), Value,
+               "to_vector: out of memory: ", numel(),
+               " elements do not fit in this machine's memory");
     std::vector<T> v(static_cast<size_t>(numel()));
     if (!v.empty())
       copyCast(ref(), TensorRef{v.data(), DTypeOf<T>::value, sizes(), contiguousStrides(sizes())});

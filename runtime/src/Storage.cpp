@@ -96,18 +96,6 @@ private:
   size_t limit_ = size_t{2} << 30; // 2 GiB of idle blocks at most
 };
 
-/// The most one allocation may ask for: the machine's memory and swap. A larger request cannot be
-/// met; refusing it here makes the error the same whatever the kernel's overcommit policy (which
-/// may grant it and kill the process when the pages are touched).
-size_t allocationLimit() {
-  static const size_t limit = [] {
-    struct sysinfo info {};
-    if (sysinfo(&info) != 0) return size_t{1} << 62;
-    return (static_cast<size_t>(info.totalram) + info.totalswap) * info.mem_unit;
-  }();
-  return limit;
-}
-
 std::atomic<int64_t> gCurrentBytes{0};
 std::atomic<int64_t> gPeakBytes{0};
 
@@ -130,6 +118,15 @@ void resetPeakMemory() {
 
 void emptyCache() {
   BlockCache::get().emptyCache();
+}
+
+size_t Storage::allocationLimit() {
+  static const size_t limit = [] {
+    struct sysinfo info {};
+    if (sysinfo(&info) != 0) return size_t{1} << 62;
+    return (static_cast<size_t>(info.totalram) + info.totalswap) * info.mem_unit;
+  }();
+  return limit;
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, bool zero) {

@@ -1,15 +1,16 @@
 // Output sizes of convolution and pooling windows, shared by shape inference and kernels.
 #pragma once
 
+#include "weft/runtime/TensorRef.h"
+
 #include <cstdint>
 
 namespace weft {
 
 /// Whether windowOutputSize's arithmetic fits in int64 for these (non-negative) sizes.
 inline bool windowFits(int64_t n, int64_t k, int64_t pad, int64_t dilation) {
-  int64_t padded = 0, span = 0;
-  return !__builtin_mul_overflow(pad, 2, &padded) && !__builtin_add_overflow(n, padded, &padded) &&
-         !__builtin_mul_overflow(dilation, k - 1, &span);
+  auto padding = checkedMul(pad, 2);
+  return padding && checkedAdd(n, *padding) && checkedMul(dilation, k - 1);
 }
 
 /// Output length of a sliding window: input `n`, window `k`, `stride`, symmetric `pad`, `dilation`;

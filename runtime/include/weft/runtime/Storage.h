@@ -15,6 +15,9 @@ class Storage {
 public:
   /// Allocates `nbytes` of 64-byte aligned memory; `zero` fills it with zeros.
   static std::shared_ptr<Storage> allocate(size_t nbytes, bool zero = false);
+  /// The most one allocation may ask for: the machine's memory and swap. allocate() refuses more
+  /// (whatever the kernel's overcommit policy, which may grant it and kill the process later).
+  static size_t allocationLimit();
   /// Wraps memory the user owns; `deleter` (if any) runs when the last reference goes.
   static std::shared_ptr<Storage> borrow(void* data, size_t nbytes,
                                          std::function<void(void*)> deleter = {});
