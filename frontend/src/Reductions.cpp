@@ -3,6 +3,7 @@
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
+#include "weft/runtime/VjpRules.h"
 
 #include <algorithm>
 #include <limits>
@@ -34,17 +35,10 @@ std::pair<Tensor, Tensor> valuesAt(const Tensor& x, const Tensor& index, int64_t
 }
 
 /// What softmax-like composites subtract before exp() so it cannot overflow: the max of `x` over
-/// `dims` (kept, no gradient); zeros when a reduced dimension is empty (no max, nothing to shift).
+/// `dims` (kept, no gradient); zeros for an empty `x` (no max, nothing to shift).
 Tensor expShift(const Tensor& x, const Shape& dims) {
-  Shape kept = x.sizes();
-  bool empty = false;
-  for (size_t d = 0; d < kept.size(); ++d)
-    if (dims.empty() ||
-        std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end()) {
-      empty = empty || kept[d] == 0;
-      kept[d] = 1;
-    }
-  return empty ? zeros(kept, x.dtype()) : x.amax(dims, true).detach();
+  if (x.numel() > 0) return x.amax(dims, true).detach();
+  return zeros(rules::keptShape(x.sizes(), Attrs{{"dims", dims}}), x.dtype());
 }
 
 /// `total`, a sum of `x` over `dims`, divided by the number of elements summed less `correction`
