@@ -166,7 +166,7 @@ Reached reach(const std::vector<Edge>& rootEdges, const std::vector<Edge>* captu
 
 /// Claims, before anything runs, every node a backward without retain_graph will free: in one
 /// order for all threads, so of several backward calls through one graph exactly one gets them
-/// and the others fail before changing anything. Nodes claimed but not run are given back.
+/// and the others fail before changing anything. Claims on nodes that did not run are given back.
 class Claims {
 public:
   Claims(const Reached& r, bool capturing) {
@@ -185,15 +185,13 @@ public:
   }
   ~Claims() {
     for (Node* n : nodes_)
-      if (!ran_.count(n)) n->unclaim();
+      n->unclaim();
   }
   Claims(const Claims&) = delete;
   Claims& operator=(const Claims&) = delete;
-  void ran(Node* n) { ran_.insert(n); }
 
 private:
   std::vector<Node*> nodes_;
-  std::unordered_set<Node*> ran_;
 };
 
 /// Runs the backward graph from `rootEdges` with `rootGrads`. When `captures` is given, gradients
@@ -202,7 +200,7 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges,
                               const std::vector<Tensor>& rootGrads, bool keepGraph,
                               bool createGraph, const std::vector<Edge>* captures) {
   Reached r = reach(rootEdges, captures);
-  std::optional<Claims> claims;
+  std::optional<Claims> claims; // given back on return: after the nodes that ran are spent
   if (!keepGraph) claims.emplace(r, captures != nullptr);
   std::vector<Tensor> captured(captures ? captures->size() : 0);
 
@@ -233,10 +231,7 @@ std::vector<Tensor> runEngine(const std::vector<Edge>& rootEdges,
         for (auto [slot, i] : it->second)
           captured[i] = grads[slot];
       // Nothing captured lies beyond nodes that are not needed.
-      if (r.runs(node, captures != nullptr)) {
-        out = node->run(std::move(grads), keepGraph);
-        if (claims) claims->ran(node);
-      }
+      if (r.runs(node, captures != nullptr)) out = node->run(std::move(grads), keepGraph);
     }
     // Every successor hears from every predecessor, with or without a gradient, so that
     // dependency counts reach zero in topological order.
@@ -308,11 +303,13 @@ Node::~Node() {
 }
 
 bool Node::claim() {
-  return !saves_tensors || !claimed_.exchange(true);
+  Claim free = Claim::Free;
+  return !saves_tensors || claim_.compare_exchange_strong(free, Claim::Claimed);
 }
 
 void Node::unclaim() {
-  claimed_.store(false);
+  Claim claimed = Claim::Claimed;
+  claim_.compare_exchange_strong(claimed, Claim::Free);
 }
 
 void failSecondBackward(const std::string& name) {
@@ -324,7 +321,10 @@ void failSecondBackward(const std::string& name) {
 
 std::vector<Tensor> Node::run(std::vector<Tensor>&& grads, bool keepGraph) {
   std::vector<Tensor> out = apply(std::move(grads));
-  if (!keepGraph) release_saved();
+  if (!keepGraph) {
+    release_saved();
+    claim_.store(Claim::Spent);
+  }
   return out;
 }
 

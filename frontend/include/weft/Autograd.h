@@ -127,11 +127,11 @@ public:
   /// saved under `mutex`, so a release on another thread never frees it mid-read.
   std::vector<Tensor> run(std::vector<Tensor>&& grads, bool keepGraph);
   /// Claims the node for a backward that will free what it saved: false if another backward
-  /// already did. The engine claims every such node before running any, so of several threads
-  /// running backward through one graph without retain_graph, one runs and the others change
-  /// nothing.
+  /// already did, or ran it and freed them. The engine claims every such node before running any,
+  /// so of several threads running backward through one graph without retain_graph, one runs and
+  /// the others change nothing.
   bool claim();
-  /// Gives a claim back (a backward that claimed the node ended without running it).
+  /// Gives back a claim on a node that did not run (a run without retain_graph keeps it).
   void unclaim();
   /// Whether the node saved tensors that release_saved() frees; set when it is made.
   bool saves_tensors = false;
@@ -146,7 +146,8 @@ public:
   std::mutex mutex;
 
 private:
-  std::atomic<bool> claimed_{false};
+  enum class Claim : uint8_t { Free, Claimed, Spent };
+  std::atomic<Claim> claim_{Claim::Free};
 };
 
 /// The gradient edge of `t`: its grad_fn, or its gradient accumulator if it is a leaf.
