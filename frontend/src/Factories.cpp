@@ -31,7 +31,7 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
   at.set("offset", static_cast<int64_t>(g.next_offset()));
   Tensor t = dispatch(op, {}, at);
   if (TraceContext* tc = currentTrace()) // each call draws at the generator's counter of that call
-    tc->recordDraw(g, t.impl()->traceValue);
+    tc->recordGenerator({GeneratorEvent::Kind::Draw, g, t.impl()->traceValue});
   return finish(t, o);
 }
 
@@ -208,18 +208,18 @@ Tensor tensor(std::initializer_list<bool> values, std::source_location loc) {
 
 Generator::Generator(uint64_t seed) : state_(std::make_shared<State>(seed)) {
   if (TraceContext* tc = currentTrace()) // a stream made inside a compiled function starts anew
-    tc->recordGenerator(*this, GeneratorEvent::Kind::Seed, seed);
+    tc->recordGenerator({GeneratorEvent::Kind::Seed, *this, ir::kNoValue, seed});
 }
 
 void Generator::manual_seed(uint64_t seed) {
   if (TraceContext* tc = currentTrace()) // redone on every call, between the same draws
-    tc->recordGenerator(*this, GeneratorEvent::Kind::Seed, seed);
+    tc->recordGenerator({GeneratorEvent::Kind::Seed, *this, ir::kNoValue, seed});
   setState(seed, 0);
 }
 
 void Generator::set_offset(uint64_t offset) {
   if (TraceContext* tc = currentTrace())
-    tc->recordGenerator(*this, GeneratorEvent::Kind::Offset, offset);
+    tc->recordGenerator({GeneratorEvent::Kind::Offset, *this, ir::kNoValue, offset});
   state_->offset.store(offset);
 }
 

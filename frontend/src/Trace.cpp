@@ -342,14 +342,9 @@ void TraceContext::rememberGenerator(const Generator& g) {
   generatorsBefore.emplace_back(g, g.seed(), g.offset());
 }
 
-void TraceContext::recordDraw(const Generator& g, ir::ValueId v) {
-  rememberGenerator(g);
-  generatorEvents.push_back({GeneratorEvent::Kind::Draw, g, v, 0});
-}
-
-void TraceContext::recordGenerator(const Generator& g, GeneratorEvent::Kind kind, uint64_t value) {
-  rememberGenerator(g);
-  generatorEvents.push_back({kind, g, ir::kNoValue, value});
+void TraceContext::recordGenerator(GeneratorEvent e) {
+  rememberGenerator(e.generator);
+  generatorEvents.push_back(std::move(e));
 }
 
 std::vector<GradEffect> TraceContext::finish() {

@@ -50,10 +50,8 @@ struct TraceContext {
   std::vector<std::tuple<Generator, uint64_t, uint64_t>> generatorsBefore;
   /// Remembers `g`'s seed and offset before the trace first changes it.
   void rememberGenerator(const Generator& g);
-  /// Records a draw from `g` by random node `v`.
-  void recordDraw(const Generator& g, ir::ValueId v);
-  /// Records a reseed or a move of `g` (`value`: the seed or offset).
-  void recordGenerator(const Generator& g, GeneratorEvent::Kind kind, uint64_t value);
+  /// Records a draw, reseed or move of a generator.
+  void recordGenerator(GeneratorEvent e);
   /// With value specialization: the real arguments of the traced call, and each value read during
   /// the trace with what it was (the executable checks these before it runs).
   bool specialize = false;
