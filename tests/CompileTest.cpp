@@ -467,7 +467,7 @@ TEST(Compile, RecompilesOncePerNewShapeAndLogsWhy) {
   EXPECT_NE(log.find("recompiling (compilation 3): input 0 dtype float32 -> float64"),
             std::string::npos)
       << log;
-  EXPECT_EQ(log.find("signature 4"), std::string::npos) << log;
+  EXPECT_EQ(log.find("compilation 4"), std::string::npos) << log;
 }
 
 TEST(Compile, SpecializingOnValuesGuardsOnTheExactValuesRead) {
