@@ -51,9 +51,11 @@ size_t traceInto(TraceContext& tc, const TensorFunction& fn,
     }
     numOutputs = outs.size();
   } catch (...) {
-    tc.finish(); // leave real tensors' .grad as they were
+    traced.clear();
+    tc.finish(true); // leave real tensors' .grad as they were
     throw;
   }
+  traced.clear(); // what the function still holds now is what it kept
   effects = tc.finish();
   return numOutputs;
 }
@@ -114,6 +116,11 @@ std::optional<std::vector<Tensor>> Executable::liveState(std::string& why) const
             "went out of scope";
       return std::nullopt;
     }
+    if (const ir::TensorType& t = graph->type(graph->state()[k]);
+        impl->shape != t.shape || impl->dtype != t.dtype) {
+      why = stateName(*graph, k) + " has another shape or dtype now (set_data, Module::to)";
+      return std::nullopt;
+    }
     if (userHandles(*impl, impl.use_count() - 1) < ref.refs) { // not counting `impl`
       why = stateName(*graph, k) +
             " lost a reference since it was traced: a handle that held it (perhaps the one the "
@@ -140,6 +147,11 @@ std::string Executable::mismatch(const std::vector<Tensor>& args,
     if (state[k].grad().defined() != gradDefined[k])
       return stateName(*graph, k) + (gradDefined[k] ? " no longer has" : " has") +
              " a .grad (backward accumulates differently)";
+  for (const auto& [flag, value] : flags)
+    if (auto f = flag.lock(); f && f->load() != value)
+      return std::string(
+                 "a flag the function read (such as a module's training mode) changed to ") +
+             (value ? "false" : "true");
   if (guardValues.empty()) return "";
   std::vector<Buffer> now = runPlan(guardPlan, buffersOf(args), buffersOf(state));
   for (size_t i = 0; i < guardValues.size(); ++i)
@@ -340,6 +352,8 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
     exe->backward->plan = lower(*exe->backward->graph, exe->numKernels);
   }
   bindToCalls(tc, *exe);
+  exe->keptTensors = tc.keptTensors;
+  exe->flags = tc.flags;
   exe->graph = std::make_shared<ir::Graph>(std::move(tc.graph));
   exe->buildMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -347,6 +361,12 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
 }
 
 } // namespace
+
+bool TracedFlag::read() const {
+  bool value = value_->load();
+  if (TraceContext* tc = currentTrace()) tc->flags.emplace_back(value_, value);
+  return value;
+}
 
 TraceResult trace(const TensorFunction& fn, const std::vector<Tensor>& example_inputs,
                   std::source_location loc) {
@@ -376,6 +396,8 @@ struct CompiledFunction::State {
   std::shared_ptr<Executable> latest;
   size_t builds = 0; ///< compilations so far, stale ones included: what the limit counts
   bool warnedEager = false;
+  /// Why the next call compiles again though its signature was compiled (see keptTensors).
+  std::string retraceWhy;
 
   /// The executable that can run a call with `args` (of signature `sig`) now, or why none can.
   Lookup find(const std::vector<Tensor>& args, const Signature& sig) const {
@@ -390,6 +412,7 @@ struct CompiledFunction::State {
       if (r.why.empty()) r.why = why;
       if (!state) r.stale.push_back(i);
     }
+    if (r.why.empty()) r.why = retraceWhy;
     if (!r.why.empty() || cache.empty()) return r;
     size_t best = SIZE_MAX; // a new signature: name what differs from the closest one compiled
     for (const auto& [s, e] : cache) {
@@ -487,6 +510,13 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
       state_->keep(sig, found);
     }
     if (!found.empty()) state_->latest = found.exe;
+    if (found.exe && found.exe->keptTensors) { // runs once: see Executable::keptTensors
+      std::erase_if(state_->cache, [&](const auto& entry) { return entry.second == found.exe; });
+      state_->retraceWhy = "the function kept tensors it made while traced (such as optimizer "
+                           "state made on the first step); tracing again to read them";
+    } else if (found.exe) {
+      state_->retraceWhy.clear();
+    }
   }
   site.reset();
   if (!found.exe) return fn(args); // past the limit, with RecompileLimitAction::Eager

@@ -74,6 +74,9 @@ struct Executable {
   /// Whether each state tensor had a .grad when traced: backward() accumulates differently with and
   /// without one, so a call where this differs needs its own trace.
   std::vector<bool> gradDefined;
+  /// The function kept tensors it made while traced (now state this executable writes): it runs
+  /// once, and the next call traces again, reading them as eager code would.
+  bool keptTensors = false;
   double buildMs = 0;
   /// Generated kernels the plans run (forward and backward).
   size_t numKernels = 0;
@@ -82,6 +85,8 @@ struct Executable {
   std::vector<Tensor> guardValues;
   std::vector<std::string> guardSources;
   Plan guardPlan;
+  /// TracedFlags the function read (module modes) and the values it saw.
+  std::vector<std::pair<std::weak_ptr<const std::atomic<bool>>, bool>> flags;
   /// With a dynamic dimension: where each output holds it (its padded rows are cut off).
   std::vector<passes::MaybeAxis> outputAxes;
   /// Grad mode when traced: with it on, outputs that depend on tensors requiring grad get a

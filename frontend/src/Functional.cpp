@@ -148,8 +148,8 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stri
   CallSite cs(loc);
   return convNd(x, w, bias, 1, {stride}, {padding}, {dilation}, groups, "conv1d");
 }
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, std::vector<int64_t> stride,
-              std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups,
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, ExpandingArray stride,
+              ExpandingArray padding, ExpandingArray dilation, int64_t groups,
               std::source_location loc) {
   CallSite cs(loc);
   return convNd(x, w, bias, 2, std::move(stride), std::move(padding), std::move(dilation), groups,
@@ -162,10 +162,9 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& bias, in
   return convTransposeNd(x, w, bias, 1, {stride}, {padding}, {output_padding}, groups, {dilation},
                          "conv_transpose1d");
 }
-Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias,
-                        std::vector<int64_t> stride, std::vector<int64_t> padding,
-                        std::vector<int64_t> output_padding, int64_t groups,
-                        std::vector<int64_t> dilation, std::source_location loc) {
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias, ExpandingArray stride,
+                        ExpandingArray padding, ExpandingArray output_padding, int64_t groups,
+                        ExpandingArray dilation, std::source_location loc) {
   CallSite cs(loc);
   return convTransposeNd(x, w, bias, 2, std::move(stride), std::move(padding),
                          std::move(output_padding), groups, std::move(dilation),
@@ -176,9 +175,8 @@ Tensor max_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int
   CallSite cs(loc);
   return maxPoolNd(x, 1, {k}, {stride.value_or(k)}, {padding}, {dilation}, ceil_mode, "max_pool1d");
 }
-Tensor max_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding, std::vector<int64_t> dilation, bool ceil_mode,
-                  std::source_location loc) {
+Tensor max_pool2d(const Tensor& x, ExpandingArray k, ExpandingArray stride, ExpandingArray padding,
+                  ExpandingArray dilation, bool ceil_mode, std::source_location loc) {
   CallSite cs(loc);
   return maxPoolNd(x, 2, std::move(k), std::move(stride), std::move(padding), std::move(dilation),
                    ceil_mode, "max_pool2d");
@@ -188,8 +186,8 @@ Tensor avg_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int
   CallSite cs(loc);
   return avgPoolNd(x, 1, {k}, {stride.value_or(k)}, {padding}, "avg_pool1d");
 }
-Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> k, std::vector<int64_t> stride,
-                  std::vector<int64_t> padding, std::source_location loc) {
+Tensor avg_pool2d(const Tensor& x, ExpandingArray k, ExpandingArray stride, ExpandingArray padding,
+                  std::source_location loc) {
   CallSite cs(loc);
   return avgPoolNd(x, 2, std::move(k), std::move(stride), std::move(padding), "avg_pool2d");
 }

@@ -303,116 +303,153 @@ Tensor minimum(const Tensor& a, const Tensor& b, std::source_location loc) {
   return binaryOp(OpCode::Minimum, a, b);
 }
 
-Tensor operator-(const Tensor& a) {
-  return unaryOp(OpCode::Neg, a);
+Tensor operator-(LocatedTensor a) {
+  CallSite cs(a.loc);
+  return unaryOp(OpCode::Neg, a.tensor);
 }
-Tensor operator+(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::Add, a, b);
+Tensor operator~(LocatedTensor a) {
+  CallSite cs(a.loc);
+  return unaryOp(OpCode::LogicalNot, a.tensor);
 }
-Tensor operator-(const Tensor& a, const Tensor& b) {
-  return a.sub(b);
+Tensor operator+(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Add, a.tensor, b);
 }
-Tensor operator*(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::Mul, a, b);
+Tensor operator-(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return a.tensor.sub(b);
 }
-Tensor operator/(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::Div, a, b);
+Tensor operator*(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Mul, a.tensor, b);
 }
-Tensor operator+(const Tensor& a, Scalar b) {
-  return binaryOp(OpCode::Add, a, b);
+Tensor operator/(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Div, a.tensor, b);
 }
-Tensor operator-(const Tensor& a, Scalar b) {
-  return binaryOp(OpCode::Sub, a, b);
+Tensor operator==(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Eq, a.tensor, b);
 }
-Tensor operator*(const Tensor& a, Scalar b) {
-  return binaryOp(OpCode::Mul, a, b);
+Tensor operator!=(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Ne, a.tensor, b);
 }
-Tensor operator/(const Tensor& a, Scalar b) {
-  return binaryOp(OpCode::Div, a, b);
+Tensor operator<(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Lt, a.tensor, b);
 }
-Tensor operator+(Scalar a, const Tensor& b) {
-  return binaryOp(OpCode::Add, a, b);
+Tensor operator<=(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Le, a.tensor, b);
 }
-Tensor operator-(Scalar a, const Tensor& b) {
-  return binaryOp(OpCode::Sub, a, b);
+Tensor operator>(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Gt, a.tensor, b);
 }
-Tensor operator*(Scalar a, const Tensor& b) {
-  return binaryOp(OpCode::Mul, a, b);
+Tensor operator>=(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Ge, a.tensor, b);
 }
-Tensor operator/(Scalar a, const Tensor& b) {
-  return binaryOp(OpCode::Div, a, b);
+Tensor operator&(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::LogicalAnd, a.tensor, b);
 }
-Tensor operator==(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::Eq, a, b);
+Tensor operator|(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::LogicalOr, a.tensor, b);
 }
-Tensor operator!=(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::Ne, a, b);
+Tensor operator^(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::LogicalXor, a.tensor, b);
 }
-Tensor operator<(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::Lt, a, b);
+Tensor operator+(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Add, a.tensor, b);
 }
-Tensor operator<=(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::Le, a, b);
+Tensor operator-(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Sub, a.tensor, b);
 }
-Tensor operator>(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::Gt, a, b);
+Tensor operator*(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Mul, a.tensor, b);
 }
-Tensor operator>=(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::Ge, a, b);
+Tensor operator/(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Div, a.tensor, b);
 }
-Tensor operator==(const Tensor& a, Scalar b) {
-  return binaryOp(OpCode::Eq, a, b);
+Tensor operator==(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Eq, a.tensor, b);
 }
-Tensor operator!=(const Tensor& a, Scalar b) {
-  return binaryOp(OpCode::Ne, a, b);
+Tensor operator!=(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Ne, a.tensor, b);
 }
-Tensor operator<(const Tensor& a, Scalar b) {
-  return binaryOp(OpCode::Lt, a, b);
+Tensor operator<(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Lt, a.tensor, b);
 }
-Tensor operator<=(const Tensor& a, Scalar b) {
-  return binaryOp(OpCode::Le, a, b);
+Tensor operator<=(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Le, a.tensor, b);
 }
-Tensor operator>(const Tensor& a, Scalar b) {
-  return binaryOp(OpCode::Gt, a, b);
+Tensor operator>(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Gt, a.tensor, b);
 }
-Tensor operator>=(const Tensor& a, Scalar b) {
-  return binaryOp(OpCode::Ge, a, b);
+Tensor operator>=(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::Ge, a.tensor, b);
 }
-Tensor operator&(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::LogicalAnd, a, b);
+Tensor operator+(Scalar a, LocatedTensor b) {
+  CallSite cs(b.loc);
+  return binaryOp(OpCode::Add, a, b.tensor);
 }
-Tensor operator|(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::LogicalOr, a, b);
+Tensor operator-(Scalar a, LocatedTensor b) {
+  CallSite cs(b.loc);
+  return binaryOp(OpCode::Sub, a, b.tensor);
 }
-Tensor operator^(const Tensor& a, const Tensor& b) {
-  return binaryOp(OpCode::LogicalXor, a, b);
+Tensor operator*(Scalar a, LocatedTensor b) {
+  CallSite cs(b.loc);
+  return binaryOp(OpCode::Mul, a, b.tensor);
 }
-Tensor operator~(const Tensor& a) {
-  return unaryOp(OpCode::LogicalNot, a);
+Tensor operator/(Scalar a, LocatedTensor b) {
+  CallSite cs(b.loc);
+  return binaryOp(OpCode::Div, a, b.tensor);
 }
-Tensor& operator+=(Tensor& a, const Tensor& b) {
-  return a.add_(b);
+Tensor& operator+=(LocatedTarget a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return a.tensor.add_(b);
 }
-Tensor& operator-=(Tensor& a, const Tensor& b) {
-  return a.sub_(b);
+Tensor& operator-=(LocatedTarget a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return a.tensor.sub_(b);
 }
-Tensor& operator*=(Tensor& a, const Tensor& b) {
-  return a.mul_(b);
+Tensor& operator*=(LocatedTarget a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return a.tensor.mul_(b);
 }
-Tensor& operator/=(Tensor& a, const Tensor& b) {
-  return a.div_(b);
+Tensor& operator/=(LocatedTarget a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return a.tensor.div_(b);
 }
-Tensor& operator+=(Tensor& a, Scalar b) {
-  return a.add_(b);
+Tensor& operator+=(LocatedTarget a, Scalar b) {
+  CallSite cs(a.loc);
+  return a.tensor.add_(b);
 }
-Tensor& operator-=(Tensor& a, Scalar b) {
-  return a.sub_(b);
+Tensor& operator-=(LocatedTarget a, Scalar b) {
+  CallSite cs(a.loc);
+  return a.tensor.sub_(b);
 }
-Tensor& operator*=(Tensor& a, Scalar b) {
-  return a.mul_(b);
+Tensor& operator*=(LocatedTarget a, Scalar b) {
+  CallSite cs(a.loc);
+  return a.tensor.mul_(b);
 }
-Tensor& operator/=(Tensor& a, Scalar b) {
-  return a.div_(b);
+Tensor& operator/=(LocatedTarget a, Scalar b) {
+  CallSite cs(a.loc);
+  return a.tensor.div_(b);
 }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, std::source_location loc) {

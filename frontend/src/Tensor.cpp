@@ -3,6 +3,7 @@
 #include "Trace.h"
 #include "weft/Functions.h"
 #include "weft/runtime/Kernels.h"
+#include "weft/runtime/View.h"
 
 #include <numeric>
 #include <sstream>
@@ -183,13 +184,16 @@ Tensor Tensor::view(Shape shape, std::source_location loc) const {
   shape = inferSize(std::move(shape), numel(), "view");
   WEFT_CHECK(weft::numel(shape) == numel(), Shape, "view: shape ", shapeString(shape),
              " is invalid for input of size ", numel());
-  Tensor r = weft::reshape(*this, shape);
-  WEFT_CHECK(r.impl()->storage == impl_->storage, Shape, "view: size ", shapeString(shape),
+  // Geometry decides, as for is_contiguous(): traced tensors carry eager's strides, no storage.
+  bool viewable =
+      computeView(OpCode::Reshape, impl_->shape, impl_->strides, Attrs{{"shape", shape}})
+          .has_value();
+  WEFT_CHECK(viewable, Shape, "view: size ", shapeString(shape),
              " is not compatible with input tensor's size and stride ", shapeString(sizes()), "/",
              shapeString(strides()),
              " (at least one dimension spans across two contiguous subspaces). Use .reshape(...) "
              "instead.");
-  return r;
+  return weft::reshape(*this, shape);
 }
 
 Tensor Tensor::reshape(Shape shape, std::source_location loc) const {
@@ -465,6 +469,25 @@ uint32_t Tensor::output_nr() const {
 uint64_t Tensor::_version() const {
   checkDefined("_version");
   return impl_->storage ? impl_->storage->version() : 0;
+}
+
+void Tensor::set_data(const Tensor& data, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("set_data");
+  WEFT_CHECK(data.defined(), Value, "set_data: the new data is an undefined tensor");
+  checkNotTraced(*this, "set_data");
+  checkNotTraced(data, "set_data");
+  WEFT_CHECK(!requires_grad() || !impl_->gradFn, Value,
+             "set_data: only leaves can take new data (this tensor has a grad_fn)");
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const TensorImpl& d = *data.impl();
+  impl_->storage = d.storage;
+  impl_->shape = d.shape;
+  impl_->strides = d.strides;
+  impl_->offset = d.offset;
+  impl_->dtype = d.dtype;
+  if (impl_->grad.defined() && (impl_->grad.sizes() != d.shape || impl_->grad.dtype() != d.dtype))
+    impl_->grad = Tensor(); // a gradient of the old shape or dtype no longer fits
 }
 
 void Tensor::register_hook(GradHook hook, std::source_location loc) const {

@@ -212,6 +212,7 @@ Tensor TraceContext::traced(ir::ValueId v) {
                                            type.dtype);
   impl->trace = this;
   impl->traceValue = v;
+  made.push_back(impl);
   return Tensor(impl);
 }
 
@@ -347,7 +348,46 @@ void TraceContext::recordGenerator(GeneratorEvent e) {
   generatorEvents.push_back(std::move(e));
 }
 
-std::vector<GradEffect> TraceContext::finish() {
+void TraceContext::keepEscapedTensors(bool failed) {
+  std::unordered_map<const TensorImpl*, long> ownRefs; // references the trace itself holds
+  for (const Tensor& a : arguments) {
+    ++ownRefs[a.impl().get()];
+    if (a.impl()->grad.defined()) ++ownRefs[a.impl()->grad.impl().get()];
+  }
+  for (const Tensor& t : state)
+    ++ownRefs[t.impl().get()];
+  auto kept = [&](const std::shared_ptr<TensorImpl>& p) { // not counting `p`
+    return p.use_count() - 1 - p->internalRefs.load() - ownRefs[p.get()] > 0;
+  };
+  for (size_t i = 0; i < state.size(); ++i)
+    if (state[i].impl()->madeInTrace && kept(state[i].impl())) {
+      state[i].impl()->madeInTrace = false; // the user's now: its writes are kept
+      keptTensors = !failed;
+    }
+  for (const std::weak_ptr<TensorImpl>& w : made) {
+    std::shared_ptr<TensorImpl> p = w.lock();
+    if (!p || p->trace != this || !kept(p)) continue;
+    ir::ValueId v = ir::kNoValue;
+    if (!failed) {
+      TraceScope scope(this);
+      v = valueOf(Tensor(p));
+    }
+    p->trace = nullptr;
+    p->traceValue = -1;
+    p->viewBase = {};
+    p->strides = contiguousStrides(p->shape);
+    p->offset = 0;
+    if (failed) continue; // no value: an eager op on it is an error, a later trace rejects it
+    p->storage =
+        Storage::allocate(static_cast<size_t>(checkedByteSize(p->shape, p->dtype, "keep")), true);
+    ir::ValueId s = valueOf(Tensor(p)); // a new state tensor; its value comes from the graph
+    current[stateIndex.at(p.get())] = v;
+    keptTensors = true;
+    (void)s;
+  }
+}
+
+std::vector<GradEffect> TraceContext::finish(bool failed) {
   // Tracing ran nothing: give the generators back the draws and seeds it took.
   for (auto& [gen, seed, offset] : generatorsBefore)
     gen.setState(seed, offset);
@@ -371,6 +411,7 @@ std::vector<GradEffect> TraceContext::finish() {
       effects.push_back(
           {GradEffect::Of::Argument, i, static_cast<int32_t>(graph.outputs().size() - 1)});
     }
+  keepEscapedTensors(failed);
   // Every real tensor written in place gets its new value back after each call.
   for (size_t i = 0; i < state.size(); ++i)
     if (current[i] != graph.state()[i]) graph.addStateUpdate(graph.state()[i], current[i]);

@@ -62,6 +62,8 @@ struct TraceContext {
     std::string source; ///< "item() at train.cpp:12": what read it, for the recompile log
   };
   std::vector<Guard> guards;
+  /// Each TracedFlag read, with the value the trace saw.
+  std::vector<std::pair<std::weak_ptr<const std::atomic<bool>>, bool>> flags;
   /// The arguments have a dynamic dimension padded to a bucket: averages count their elements
   /// with graph values (see compile's dynamic_dim).
   bool dynamicDim = false;
@@ -106,14 +108,23 @@ struct TraceContext {
                            const Tensor& gradOutput);
   /// The custom regions as autodiff rules that call back into the user's backward.
   std::vector<passes::CustomRule> customRules();
+  /// Makes each tensor the function made and kept (traced, or a constant) a real tensor that the
+  /// executable writes after every call (see keptTensors).
+  void keepEscapedTensors(bool failed);
   /// How many writes `base` has had in this trace.
   uint64_t writesTo(const TensorImpl* base) const;
   /// The value of `view`, gathered from its base's current value.
   ir::ValueId readView(const std::shared_ptr<TensorImpl>& view);
   /// Scatters `value` into `view`'s base, which takes the result as its new value.
   void writeView(const std::shared_ptr<TensorImpl>& view, const Tensor& value, const char* op);
-  /// Undoes what tracing did to real tensors' .grad and returns what each call must redo.
-  std::vector<GradEffect> finish();
+  /// Every traced tensor made, to find those the function kept after it returned.
+  std::vector<std::weak_ptr<TensorImpl>> made;
+  /// The function kept tensors it made (an optimizer's state made on its first step): they became
+  /// state the executable writes, and the next call traces again to read them.
+  bool keptTensors = false;
+  /// Undoes what tracing did to real tensors' .grad and returns what each call must redo. After a
+  /// trace that `failed`, kept traced tensors are left without a value instead of becoming state.
+  std::vector<GradEffect> finish(bool failed = false);
 };
 
 /// The trace active on this thread, or null.

@@ -59,11 +59,11 @@ bool mayDiffer(OpKind kind, const std::string& name) {
   return name == "input_shape" && kind == OpKind::ConvInputGrad;
 }
 
-/// For a constant without a location (made by an operator, which has no call site): the first op
-/// that reads it, so the message still points somewhere.
+/// For a constant (a number the user wrote, as in `x / n`): the first op that reads it, which is
+/// what the user sees in the source.
 std::string usedBy(const ir::Graph& g, size_t node) {
   const ir::Node& n = g.nodes()[node];
-  if (n.loc.known()) return "";
+  if (n.op != OpCode::Full) return "";
   for (size_t k = node + 1; k < g.nodes().size(); ++k) {
     const ir::Node& user = g.nodes()[k];
     if (std::find(user.operands.begin(), user.operands.end(), n.result) != user.operands.end())

@@ -4,6 +4,7 @@
 
 #include "weft/Tensor.h"
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -72,6 +73,20 @@ struct CompileOptions {
   }
 };
 
+/// A C++ boolean that compiled code may branch on, such as a module's training mode: reading it
+/// inside a traced function makes the compiled code valid only while it keeps that value, so a
+/// change traces again (a plain `bool` would be frozen into the trace). Copies share the value.
+class TracedFlag {
+public:
+  explicit TracedFlag(bool value) : value_(std::make_shared<std::atomic<bool>>(value)) {}
+  /// The value; inside a traced function, also a guard of the trace.
+  bool read() const;
+  void set(bool value) { value_->store(value); }
+
+private:
+  std::shared_ptr<std::atomic<bool>> value_;
+};
+
 /// A traced function: the graph, and the real tensors its state inputs read (parameters, buffers,
 /// optimizer state and constants), in state order.
 struct TraceResult {
@@ -108,23 +123,25 @@ private:
   std::shared_ptr<State> state_;
 };
 
-/// The first argument of a call to a compiled function: a tensor, and the line of the call, which
-/// errors of compile() itself (the recompile limit, bad arguments) name.
-struct CompiledArg {
-  CompiledArg(const Tensor& t, // NOLINT: implicit, so a call looks like a plain call
-              std::source_location where = std::source_location::current())
-      : tensor(t), loc(where) {}
-  const Tensor& tensor;     ///< the argument
-  std::source_location loc; ///< the line of the call
-};
-
-/// The callable compile() returns: call it like the function it wraps.
+/// The callable compile() returns: call it like the function it wraps. Its type names the
+/// wrapped function's; to store one where a type must be written (a class member, a container),
+/// convert it to `CompiledFn<Signature>`, e.g. `CompiledFn<Tensor(const Tensor&)> step =
+/// compile(...)`.
 template <typename F> class Compiled {
 public:
   Compiled(F fn, CompileOptions options, std::source_location loc)
       : fn_(std::move(fn)), core_(std::move(options), loc) {}
+  /// An empty compiled function (calling it is an error) to assign one to later.
+  Compiled() : core_(CompileOptions()) {}
+  /// Takes over another compiled function whose callable converts to F (its cache included).
+  template <typename G>
+  requires std::is_constructible_v<F, G&&>
+  Compiled(Compiled<G>&& other) // NOLINT: implicit, so `CompiledFn<...> f = compile(...)` reads
+      : fn_(std::move(other.fn_)), core_(std::move(other.core_)) {}
 
-  template <typename... Rest> auto operator()(CompiledArg first, const Rest&... rest) {
+  /// The first argument's implicit conversion records the line of the call, which errors of
+  /// compile() itself (the recompile limit, bad arguments) name.
+  template <typename... Rest> auto operator()(LocatedTensor first, const Rest&... rest) {
     static_assert((std::is_convertible_v<const Rest&, const Tensor&> && ...),
                   "compiled functions take tensors");
     return run<1 + sizeof...(Rest)>({first.tensor, Tensor(rest)...}, first.loc);
@@ -137,12 +154,18 @@ public:
   const CompiledFunction& compiled() const { return core_; }
 
 private:
+  template <typename> friend class Compiled;
   template <size_t> using TensorAt = const Tensor&;
   template <size_t... I>
   static auto resultOf(std::index_sequence<I...>) -> std::invoke_result_t<F&, TensorAt<I>...>;
 
   template <size_t N> auto run(std::vector<Tensor> args, std::source_location loc) {
     using R = decltype(resultOf(std::make_index_sequence<N>{}));
+    if constexpr (std::is_constructible_v<bool, const F&>) {
+      CallSite cs(loc);
+      WEFT_CHECK(static_cast<bool>(fn_), Value,
+                 "compile: this compiled function is empty (default-constructed or moved from)");
+    }
     TensorFunction traced = [this](const std::vector<Tensor>& in) {
       return invokeUnpacked<R>(in, std::make_index_sequence<N>{});
     };
@@ -166,6 +189,9 @@ private:
   F fn_;
   CompiledFunction core_;
 };
+
+/// A compiled function by signature: a type to name in a member or container.
+template <typename Signature> using CompiledFn = Compiled<std::function<Signature>>;
 
 /// Compiles `fn` (taking and returning tensors): the first call with a new signature (shapes,
 /// dtypes, requires_grad) traces it into a graph and builds an executable; later calls reuse it.

@@ -9,6 +9,16 @@
 
 namespace weft {
 
+/// A size per spatial dimension (kernel, stride, padding, dilation): one integer for every
+/// dimension, or a list, as LibTorch's ExpandingArray (`conv2d(x, w, b, 1, 1)`, `max_pool2d(x,
+/// 2)`).
+struct ExpandingArray : std::vector<int64_t> {
+  ExpandingArray() = default;
+  ExpandingArray(int64_t v) : std::vector<int64_t>{v} {} // NOLINT: implicit by design
+  ExpandingArray(std::initializer_list<int64_t> v) : std::vector<int64_t>(v) {}
+  ExpandingArray(std::vector<int64_t> v) : std::vector<int64_t>(std::move(v)) {} // NOLINT
+};
+
 // ---- factories ----
 Tensor empty(Shape shape, TensorOptions options = {}, WEFT_LOC);
 Tensor zeros(Shape shape, TensorOptions options = {}, WEFT_LOC);
@@ -145,27 +155,27 @@ Tensor matmul(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1,
               int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1, WEFT_LOC);
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
-              std::vector<int64_t> stride = {1}, std::vector<int64_t> padding = {0},
-              std::vector<int64_t> dilation = {1}, int64_t groups = 1, WEFT_LOC);
+              ExpandingArray stride = {1}, ExpandingArray padding = {0},
+              ExpandingArray dilation = {1}, int64_t groups = 1, WEFT_LOC);
 /// Transposed convolution with weight (C_in, C_out/groups, k...), as torch.nn.functional.
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
                         int64_t stride = 1, int64_t padding = 0, int64_t output_padding = 0,
                         int64_t groups = 1, int64_t dilation = 1, WEFT_LOC);
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
-                        std::vector<int64_t> stride = {1}, std::vector<int64_t> padding = {0},
-                        std::vector<int64_t> output_padding = {0}, int64_t groups = 1,
-                        std::vector<int64_t> dilation = {1}, WEFT_LOC);
+                        ExpandingArray stride = {1}, ExpandingArray padding = {0},
+                        ExpandingArray output_padding = {0}, int64_t groups = 1,
+                        ExpandingArray dilation = {1}, WEFT_LOC);
 Tensor max_pool1d(const Tensor& x, int64_t kernel_size,
                   std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
                   int64_t dilation = 1, bool ceil_mode = false, WEFT_LOC);
-Tensor max_pool2d(const Tensor& x, std::vector<int64_t> kernel_size,
-                  std::vector<int64_t> stride = {}, std::vector<int64_t> padding = {0},
-                  std::vector<int64_t> dilation = {1}, bool ceil_mode = false, WEFT_LOC);
+Tensor max_pool2d(const Tensor& x, ExpandingArray kernel_size, ExpandingArray stride = {},
+                  ExpandingArray padding = {0}, ExpandingArray dilation = {1},
+                  bool ceil_mode = false, WEFT_LOC);
 Tensor avg_pool1d(const Tensor& x, int64_t kernel_size,
                   std::optional<int64_t> stride = std::nullopt, int64_t padding = 0, WEFT_LOC);
 /// Average pooling; padded zeros count in the divisor (count_include_pad=true, PyTorch's default).
-Tensor avg_pool2d(const Tensor& x, std::vector<int64_t> kernel_size,
-                  std::vector<int64_t> stride = {}, std::vector<int64_t> padding = {0}, WEFT_LOC);
+Tensor avg_pool2d(const Tensor& x, ExpandingArray kernel_size, ExpandingArray stride = {},
+                  ExpandingArray padding = {0}, WEFT_LOC);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, WEFT_LOC);
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);

@@ -282,6 +282,9 @@ public:
   void retain_grad(WEFT_LOC) const;
   /// The in-place version counter of this tensor's storage.
   uint64_t _version() const;
+  /// Makes this tensor use `data`'s memory, shape and dtype, keeping its identity and autograd
+  /// state (LibTorch's set_data: nn::Module::to converts parameters with it).
+  void set_data(const Tensor& data, WEFT_LOC) const;
 
 private:
   void checkDefined(const char* what) const;
@@ -289,43 +292,60 @@ private:
 };
 
 // ---- operators ----
-Tensor operator-(const Tensor& a);
-Tensor operator+(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a, const Tensor& b);
-Tensor operator*(const Tensor& a, const Tensor& b);
-Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator+(const Tensor& a, Scalar b);
-Tensor operator-(const Tensor& a, Scalar b);
-Tensor operator*(const Tensor& a, Scalar b);
-Tensor operator/(const Tensor& a, Scalar b);
-Tensor operator+(Scalar a, const Tensor& b);
-Tensor operator-(Scalar a, const Tensor& b);
-Tensor operator*(Scalar a, const Tensor& b);
-Tensor operator/(Scalar a, const Tensor& b);
-Tensor operator==(const Tensor& a, const Tensor& b);
-Tensor operator!=(const Tensor& a, const Tensor& b);
-Tensor operator<(const Tensor& a, const Tensor& b);
-Tensor operator<=(const Tensor& a, const Tensor& b);
-Tensor operator>(const Tensor& a, const Tensor& b);
-Tensor operator>=(const Tensor& a, const Tensor& b);
-Tensor operator==(const Tensor& a, Scalar b);
-Tensor operator!=(const Tensor& a, Scalar b);
-Tensor operator<(const Tensor& a, Scalar b);
-Tensor operator<=(const Tensor& a, Scalar b);
-Tensor operator>(const Tensor& a, Scalar b);
-Tensor operator>=(const Tensor& a, Scalar b);
-Tensor operator&(const Tensor& a, const Tensor& b);
-Tensor operator|(const Tensor& a, const Tensor& b);
-Tensor operator^(const Tensor& a, const Tensor& b);
-Tensor operator~(const Tensor& a);
-Tensor& operator+=(Tensor& a, const Tensor& b);
-Tensor& operator-=(Tensor& a, const Tensor& b);
-Tensor& operator*=(Tensor& a, const Tensor& b);
-Tensor& operator/=(Tensor& a, const Tensor& b);
-Tensor& operator+=(Tensor& a, Scalar b);
-Tensor& operator-=(Tensor& a, Scalar b);
-Tensor& operator*=(Tensor& a, Scalar b);
-Tensor& operator/=(Tensor& a, Scalar b);
+/// A tensor operand and the line that wrote the operator: operators cannot take a location
+/// parameter, so the operand's implicit conversion records it (errors and traced graphs name it).
+struct LocatedTensor {
+  LocatedTensor(const Tensor& t, // NOLINT: implicit, so `a + b` reads as usual
+                std::source_location where = std::source_location::current())
+      : tensor(t), loc(where) {}
+  const Tensor& tensor;     ///< the operand
+  std::source_location loc; ///< the line of the expression
+};
+/// The left side of a compound assignment (`a += b`), with the line that wrote it.
+struct LocatedTarget {
+  LocatedTarget(Tensor& t, // NOLINT: implicit, as LocatedTensor
+                std::source_location where = std::source_location::current())
+      : tensor(t), loc(where) {}
+  Tensor& tensor;           ///< the tensor written
+  std::source_location loc; ///< the line of the expression
+};
+Tensor operator-(LocatedTensor a);
+Tensor operator~(LocatedTensor a);
+Tensor operator+(LocatedTensor a, const Tensor& b);
+Tensor operator-(LocatedTensor a, const Tensor& b);
+Tensor operator*(LocatedTensor a, const Tensor& b);
+Tensor operator/(LocatedTensor a, const Tensor& b);
+Tensor operator==(LocatedTensor a, const Tensor& b);
+Tensor operator!=(LocatedTensor a, const Tensor& b);
+Tensor operator<(LocatedTensor a, const Tensor& b);
+Tensor operator<=(LocatedTensor a, const Tensor& b);
+Tensor operator>(LocatedTensor a, const Tensor& b);
+Tensor operator>=(LocatedTensor a, const Tensor& b);
+Tensor operator&(LocatedTensor a, const Tensor& b);
+Tensor operator|(LocatedTensor a, const Tensor& b);
+Tensor operator^(LocatedTensor a, const Tensor& b);
+Tensor operator+(LocatedTensor a, Scalar b);
+Tensor operator-(LocatedTensor a, Scalar b);
+Tensor operator*(LocatedTensor a, Scalar b);
+Tensor operator/(LocatedTensor a, Scalar b);
+Tensor operator==(LocatedTensor a, Scalar b);
+Tensor operator!=(LocatedTensor a, Scalar b);
+Tensor operator<(LocatedTensor a, Scalar b);
+Tensor operator<=(LocatedTensor a, Scalar b);
+Tensor operator>(LocatedTensor a, Scalar b);
+Tensor operator>=(LocatedTensor a, Scalar b);
+Tensor operator+(Scalar a, LocatedTensor b);
+Tensor operator-(Scalar a, LocatedTensor b);
+Tensor operator*(Scalar a, LocatedTensor b);
+Tensor operator/(Scalar a, LocatedTensor b);
+Tensor& operator+=(LocatedTarget a, const Tensor& b);
+Tensor& operator-=(LocatedTarget a, const Tensor& b);
+Tensor& operator*=(LocatedTarget a, const Tensor& b);
+Tensor& operator/=(LocatedTarget a, const Tensor& b);
+Tensor& operator+=(LocatedTarget a, Scalar b);
+Tensor& operator-=(LocatedTarget a, Scalar b);
+Tensor& operator*=(LocatedTarget a, Scalar b);
+Tensor& operator/=(LocatedTarget a, Scalar b);
 /// Prints like PyTorch: "tensor([1., 2.], requires_grad=True)".
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
