@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds weft and runs the main demo: train a model with a compiled train step; its loss falls.
+# Builds weft and runs the main job: a CNN trained on Fashion-MNIST (Debian's dataset-fashion-mnist)
+# with a compiled train step; about 3 minutes on 2 cores, ending in "test accuracy: NN.NN%".
+# Arguments go to the example (`scripts/demo.sh --epochs 15` for the longer run, `--help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cmake --preset release >/dev/null
-cmake --build --preset release --target train_compiled
-build/release/examples/train_compiled
+cmake --build --preset release --target fashion_mnist
+build/release/examples/fashion_mnist "$@"

@@ -3,7 +3,8 @@
 set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
-  libopenblas-dev
+  libopenblas-dev zlib1g-dev
+  dataset-fashion-mnist fortunes-min
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers spirv-tools
   libprotobuf-dev protobuf-compiler

@@ -199,7 +199,11 @@ template <typename Signature> using CompiledFn = Compiled<std::function<Signatur
 /// reads and writes back, so a whole train step compiles. WEFT_LOG_RECOMPILES=1 logs each
 /// recompilation and why. Captured tensors are the ones the function read when traced: update them
 /// in place and the compiled code sees it; once one is gone (its handle was given another tensor),
-/// the next call traces again. A captured C++ number is frozen into the trace; pass a tensor.
+/// the next call traces again. A captured C++ number is frozen into the trace, silently (a
+/// captured `int step` keeps its traced value): keep it in a 0-d tensor updated in place
+/// (`step.add_(1)`), as optimizers keep their learning rate. A tensor the function makes and keeps
+/// (an optimizer's state made on the first step) becomes state the executable writes, and the
+/// next call traces once more to read it.
 template <typename F> Compiled<F> compile(F fn, CompileOptions options = {}, WEFT_LOC) {
   return Compiled<F>(std::move(fn), std::move(options), loc);
 }

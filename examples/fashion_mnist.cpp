@@ -1,0 +1,204 @@
+// The main example: a small CNN trained on Fashion-MNIST (Debian's dataset-fashion-mnist) with a
+// compiled train step (forward, backward, AdamW and zero_grad traced once into one executable),
+// evaluated on the test set after every epoch; writes a checkpoint (safetensors) and an SVG plot of
+// training loss and test accuracy per epoch.
+#include <weft/weft.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+using namespace weft;
+
+namespace {
+
+struct Args {
+  int epochs = 4;
+  bool eager = false;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string out = "fashion_mnist";
+  int64_t batch = 128;
+  double lr = 3e-3;
+};
+
+const char* kUsage =
+    "usage: fashion_mnist [--epochs N] [--device cpu] [--eager] [--data DIR] [--out PREFIX]\n"
+    "                     [--batch N] [--lr X]\n"
+    "Trains a CNN on Fashion-MNIST with a compiled train step and prints the test accuracy.\n"
+    "  --epochs N    epochs to train (default 4: about 91.5%; 15 epochs reach about 93%)\n"
+    "  --device D    where to train: cpu (vulkan comes later)\n"
+    "  --eager       run the train step eagerly instead of compiled\n"
+    "  --data DIR    the dataset (default /usr/share/datasets/fashion-mnist)\n"
+    "  --out PREFIX  writes PREFIX.safetensors (checkpoint) and PREFIX.svg (curves)\n";
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw ValueError("fashion_mnist: " + k + " needs a value\n" + kUsage);
+      return argv[++i];
+    };
+    if (k == "--help" || k == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (k == "--epochs") {
+      a.epochs = std::stoi(value());
+    } else if (k == "--eager") {
+      a.eager = true;
+    } else if (k == "--device") {
+      std::string d = value();
+      if (d != "cpu") throw ValueError("fashion_mnist: --device " + d + ": only cpu exists so far");
+    } else if (k == "--data") {
+      a.data = value();
+    } else if (k == "--out") {
+      a.out = value();
+    } else if (k == "--batch") {
+      a.batch = std::stoll(value());
+    } else if (k == "--lr") {
+      a.lr = std::stod(value());
+    } else {
+      throw ValueError("fashion_mnist: unknown option " + k + "\n" + kUsage);
+    }
+  }
+  if (a.epochs < 1 || a.batch < 1) throw ValueError("fashion_mnist: epochs and batch must be >= 1");
+  return a;
+}
+
+nn::Sequential makeModel() {
+  return nn::Sequential(
+      nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)), nn::BatchNorm2d(16),
+      nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1).bias(false)),
+      nn::BatchNorm2d(32), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(32 * 7 * 7, 128),
+      nn::ReLU(), nn::Dropout(0.2), nn::Linear(128, 10));
+}
+
+/// Test accuracy in percent, evaluated in batches with the model in eval mode.
+double evaluate(nn::Sequential& model, data::DataLoader& test) {
+  model->eval();
+  NoGradGuard guard;
+  int64_t correct = 0, total = 0;
+  for (data::Example& b : test) {
+    correct += (model(b.data).argmax(1) == b.target).sum().item<int64_t>();
+    total += b.target.size(0);
+  }
+  model->train();
+  return 100.0 * static_cast<double>(correct) / static_cast<double>(total);
+}
+
+void progress(int epoch, size_t done, size_t total, double loss, double samplesPerSecond) {
+  int width = 30, filled = static_cast<int>(width * done / std::max<size_t>(total, 1));
+  std::printf("\repoch %d [%s%s] %zu/%zu  loss %.4f  %.0f samples/s", epoch,
+              std::string(static_cast<size_t>(filled), '=').c_str(),
+              std::string(static_cast<size_t>(width - filled), ' ').c_str(), done, total, loss,
+              samplesPerSecond);
+  std::fflush(stdout);
+}
+
+/// Training loss and test accuracy per epoch as a two-panel SVG line chart.
+void writePlot(const std::string& path, const std::vector<double>& loss,
+               const std::vector<double>& acc) {
+  std::ofstream f(path);
+  f << "<svg xmlns='http://www.w3.org/2000/svg' width='640' height='280' font-family='sans-serif' "
+       "font-size='12'>\n";
+  auto panel = [&](const std::vector<double>& ys, int x0, const char* title, const char* color) {
+    double lo = *std::min_element(ys.begin(), ys.end()),
+           hi = *std::max_element(ys.begin(), ys.end());
+    if (hi - lo < 1e-9) hi = lo + 1;
+    f << "<text x='" << x0 + 10 << "' y='20'>" << title << " (" << lo << " .. " << hi
+      << ")</text>\n<rect x='" << x0 + 10 << "' y='30' width='280' height='220' fill='none' "
+      << "stroke='#999'/>\n<polyline fill='none' stroke='" << color
+      << "' stroke-width='2' points='";
+    for (size_t i = 0; i < ys.size(); ++i) {
+      double x = x0 + 10 + 280.0 * (ys.size() == 1 ? 0.5 : double(i) / double(ys.size() - 1));
+      double y = 250 - 220.0 * (ys[i] - lo) / (hi - lo);
+      f << x << "," << y << " ";
+    }
+    f << "'/>\n";
+  };
+  panel(loss, 0, "training loss per epoch", "#c03");
+  panel(acc, 320, "test accuracy % per epoch", "#06c");
+  f << "</svg>\n";
+}
+
+int run(const Args& args) {
+  manual_seed(0);
+  auto train = std::make_shared<data::FashionMNIST>(args.data, true);
+  auto testSet = std::make_shared<data::FashionMNIST>(args.data, false);
+  data::DataLoader loader(train, data::DataLoaderOptions(static_cast<size_t>(args.batch))
+                                     .shuffle()
+                                     .seed(1)
+                                     .drop_last()
+                                     .workers(1)
+                                     .transform(data::Normalize({0.2860}, {0.3530})));
+  data::DataLoader test(testSet, data::DataLoaderOptions(1000).workers(1).transform(
+                                     data::Normalize({0.2860}, {0.3530})));
+  nn::Sequential model = makeModel();
+  optim::AdamW opt(model->parameters(), optim::AdamWOptions(args.lr).weight_decay(1e-4));
+  optim::OneCycleLR schedule(opt, args.lr, args.epochs * static_cast<int64_t>(loader.size()));
+
+  auto step = [&](const Tensor& x, const Tensor& y) {
+    Tensor loss = nn::functional::cross_entropy(model(x), y);
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    return loss;
+  };
+  CompiledFn<Tensor(const Tensor&, const Tensor&)> compiled = compile(step);
+
+  std::printf("weft: Fashion-MNIST, %zu train / %zu test images, %s train step, %d threads\n",
+              train->size(), testSet->size(), args.eager ? "eager" : "compiled", getNumThreads());
+  std::vector<double> losses, accuracies;
+  double accuracy = 0;
+  for (int epoch = 1; epoch <= args.epochs; ++epoch) {
+    auto start = std::chrono::steady_clock::now();
+    double sum = 0;
+    size_t batches = 0;
+    for (data::Example& b : loader) {
+      Tensor loss = args.eager ? step(b.data, b.target) : compiled(b.data, b.target);
+      schedule.step();
+      sum += loss.item<double>();
+      if (++batches % 20 == 0 || batches == loader.size()) {
+        double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        progress(epoch, batches, loader.size(), sum / static_cast<double>(batches),
+                 static_cast<double>(batches * static_cast<size_t>(args.batch)) / secs);
+      }
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    accuracy = evaluate(model, test);
+    losses.push_back(sum / static_cast<double>(batches));
+    accuracies.push_back(accuracy);
+    std::printf("\nepoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s\n", epoch, losses.back(),
+                accuracy, secs);
+  }
+  if (!args.eager)
+    std::printf("compiled step: %zu compilations, last took %.0f ms\n",
+                compiled.compiled().num_compiled(), compiled.compiled().compile_ms());
+  safetensors::TensorMap checkpoint;
+  for (auto& [name, t] : model->state_dict())
+    checkpoint.emplace_back("model." + name, t);
+  for (auto& [name, t] : opt.state_dict())
+    checkpoint.emplace_back("optimizer." + name, t);
+  safetensors::save_file(checkpoint, args.out + ".safetensors",
+                         {{"epochs", std::to_string(args.epochs)}});
+  writePlot(args.out + ".svg", losses, accuracies);
+  std::printf("wrote %s.safetensors and %s.svg\n", args.out.c_str(), args.out.c_str());
+  std::printf("test accuracy: %.2f%%\n", accuracy);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+}

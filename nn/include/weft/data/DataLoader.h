@@ -1,0 +1,166 @@
+// The DataLoader: batches of a dataset, built ahead by worker threads and handed out in order.
+#pragma once
+
+#include "weft/data/Dataset.h"
+#include "weft/data/Samplers.h"
+#include "weft/data/Transforms.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace weft::data {
+
+/// Options for DataLoader, spelled like torch::data::DataLoaderOptions.
+struct DataLoaderOptions {
+  size_t batch_size_ = 1;   ///< samples per batch
+  bool shuffle_ = false;    ///< a fresh permutation every epoch
+  uint64_t seed_ = 0;       ///< seeds the permutation and the random transforms
+  bool drop_last_ = false;  ///< drop a last batch smaller than batch_size
+  size_t workers_ = 0;      ///< worker threads building batches (0: the calling thread)
+  size_t prefetch_ = 2;     ///< finished batches that may wait for the consumer
+  size_t num_replicas_ = 1; ///< shards of a distributed run
+  size_t rank_ = 0;         ///< this process's shard
+  std::vector<std::shared_ptr<const Transform>> transforms_; ///< applied in order to each batch
+
+  DataLoaderOptions() = default;
+  /// Starts with `batch_size` samples per batch.
+  explicit DataLoaderOptions(size_t batch_size) : batch_size_(batch_size) {}
+  /// Samples per batch.
+  DataLoaderOptions& batch_size(size_t n) { return set(batch_size_, n); }
+  /// Whether every epoch visits the samples in a fresh random order.
+  DataLoaderOptions& shuffle(bool on = true) { return set(shuffle_, on); }
+  /// The seed of the shuffling and of the random transforms.
+  DataLoaderOptions& seed(uint64_t s) { return set(seed_, s); }
+  /// Whether a last, smaller batch is dropped.
+  DataLoaderOptions& drop_last(bool on = true) { return set(drop_last_, on); }
+  /// The number of worker threads (0 builds batches on the iterating thread).
+  DataLoaderOptions& workers(size_t n) { return set(workers_, n); }
+  /// How many finished batches may wait for the consumer before workers block (at least 1).
+  DataLoaderOptions& prefetch(size_t n) { return set(prefetch_, n); }
+  /// Loads only shard `rank` of `num_replicas` (see DistributedSampler).
+  DataLoaderOptions& distributed(size_t num_replicas, size_t rank) {
+    num_replicas_ = num_replicas;
+    rank_ = rank;
+    return *this;
+  }
+  /// Appends a transform, applied by the workers after the previous ones.
+  template <typename T, typename = std::enable_if_t<std::is_base_of_v<Transform, T>>>
+  DataLoaderOptions& transform(T t) {
+    transforms_.push_back(std::make_shared<const T>(std::move(t)));
+    return *this;
+  }
+
+private:
+  template <typename V> DataLoaderOptions& set(V& field, V value) {
+    field = value;
+    return *this;
+  }
+};
+
+/// Where a loader is in its data order: enough to continue after a checkpoint.
+struct LoaderState {
+  uint64_t epoch = 0;   ///< the epoch in progress (or last finished)
+  uint64_t batches = 0; ///< batches handed out in that epoch
+  uint64_t seed = 0;    ///< the seed of the order
+  bool operator==(const LoaderState&) const = default;
+};
+
+namespace detail {
+class EpochRun;
+}
+
+/// Iterates a dataset in batches, epoch by epoch: `for (Example& batch : loader)`. Each begin()
+/// starts the next epoch (or the one set_epoch/restore chose). Worker threads build batches
+/// (get_batch, then transforms) at most prefetch + workers batches ahead of the consumer, and
+/// batches come out in sampler order whatever the workers' timing. Leaving the loop early, or
+/// destroying the loader, stops and joins the workers. An exception a worker throws is rethrown
+/// from the iterator that reaches its batch, and ends the epoch.
+class DataLoader {
+public:
+  class Iterator;
+  /// Loads `dataset` as `options` say.
+  DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options = {}, WEFT_LOC);
+  /// Loads a dataset held by value (moved into the loader).
+  template <typename D, typename = std::enable_if_t<std::is_base_of_v<Dataset, D>>>
+  DataLoader(D dataset, DataLoaderOptions options = {}, WEFT_LOC)
+      : DataLoader(std::make_shared<D>(std::move(dataset)), std::move(options), loc) {}
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  /// Starts an epoch and returns its first batch (stopping an epoch still in progress).
+  Iterator begin();
+  /// The end of any epoch.
+  Iterator end();
+  /// Makes the next begin() start epoch `epoch` (from its first batch).
+  void set_epoch(uint64_t epoch);
+  /// Batches per epoch.
+  size_t size() const;
+  /// The epoch and batches handed out so far, and the seed.
+  LoaderState state() const;
+  /// Makes the next begin() continue where `state` was taken (a finished epoch continues with
+  /// the next one). Also takes the state's seed.
+  void restore(const LoaderState& state, WEFT_LOC);
+  /// The dataset.
+  Dataset& dataset() const { return *dataset_; }
+  /// The options.
+  const DataLoaderOptions& options() const { return options_; }
+
+private:
+  friend class Iterator;
+  void stopRun();
+  std::optional<Example> fetch(uint64_t generation);
+  std::unique_ptr<Sampler> makeSampler() const;
+
+  std::shared_ptr<Dataset> dataset_;
+  DataLoaderOptions options_;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<detail::EpochRun> run_;
+  uint64_t epoch_ = 0, consumed_ = 0, skip_ = 0, generation_ = 0;
+  std::optional<uint64_t> nextEpoch_;
+  bool started_ = false;
+};
+
+/// An input iterator over one epoch's batches; moving it along fetches the next batch.
+class DataLoader::Iterator {
+public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = Example;
+  using difference_type = std::ptrdiff_t;
+  using pointer = Example*;
+  using reference = Example&;
+
+  Iterator() = default;
+  Iterator(Iterator&& other) noexcept;
+  Iterator& operator=(Iterator&& other) noexcept;
+  Iterator(const Iterator&) = delete;
+  Iterator& operator=(const Iterator&) = delete;
+  /// Stops the epoch's workers if this iterator was still walking it.
+  ~Iterator();
+  /// The current batch.
+  Example& operator*() { return *current_; }
+  /// The current batch.
+  Example* operator->() { return &*current_; }
+  /// Moves to the next batch; rethrows a worker's exception for it.
+  Iterator& operator++();
+  /// True when both are at the end (or both are not).
+  bool operator==(const Iterator& other) const {
+    return current_.has_value() == other.current_.has_value();
+  }
+
+private:
+  friend class DataLoader;
+  Iterator(DataLoader* loader, uint64_t generation) : loader_(loader), generation_(generation) {}
+  void advance();
+  DataLoader* loader_ = nullptr;
+  uint64_t generation_ = 0;
+  std::optional<Example> current_;
+};
+
+} // namespace weft::data

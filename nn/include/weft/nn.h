@@ -1,0 +1,12 @@
+// weft::nn: modules, layers, activations, losses, containers, initializers and functional ops.
+#pragma once
+
+#include "weft/nn/Activation.h"
+#include "weft/nn/Container.h"
+#include "weft/nn/Functional.h"
+#include "weft/nn/Init.h"
+#include "weft/nn/Layers.h"
+#include "weft/nn/Loss.h"
+#include "weft/nn/Module.h"
+#include "weft/optim/Optimizer.h"
+#include "weft/optim/Schedulers.h"

@@ -1,0 +1,150 @@
+// nn::functional: every layer's function and the losses, composed from weft's primitives.
+#pragma once
+
+#include "weft/Functions.h"
+#include "weft/nn/Options.h"
+
+#include <optional>
+#include <vector>
+
+namespace weft::nn {
+
+// ---- loss options (shared by the functional forms and the loss modules) ----
+
+/// Options of mse_loss / MSELoss, l1_loss / L1Loss and the other plain elementwise losses.
+struct LossOptions {
+  LossOptions(Reduction r = kMean) : reduction_(r) {} // NOLINT: implicit, as LibTorch's
+  WEFT_ARG(Reduction, reduction);
+};
+using MSELossOptions = LossOptions;
+using L1LossOptions = LossOptions;
+
+struct SmoothL1LossOptions {
+  WEFT_ARG(Reduction, reduction) = kMean;
+  WEFT_ARG(double, beta) = 1.0;
+};
+struct HuberLossOptions {
+  WEFT_ARG(Reduction, reduction) = kMean;
+  WEFT_ARG(double, delta) = 1.0;
+};
+struct CrossEntropyLossOptions {
+  /// A weight per class (empty: all 1).
+  WEFT_ARG(Tensor, weight);
+  /// Targets with this class index add nothing to the loss or the mean's count.
+  WEFT_ARG(int64_t, ignore_index) = -100;
+  WEFT_ARG(Reduction, reduction) = kMean;
+  WEFT_ARG(double, label_smoothing) = 0.0;
+};
+struct NLLLossOptions {
+  WEFT_ARG(Tensor, weight);
+  WEFT_ARG(int64_t, ignore_index) = -100;
+  WEFT_ARG(Reduction, reduction) = kMean;
+};
+struct BCELossOptions {
+  WEFT_ARG(Tensor, weight);
+  WEFT_ARG(Reduction, reduction) = kMean;
+};
+struct BCEWithLogitsLossOptions {
+  WEFT_ARG(Tensor, weight);
+  /// A weight for positive examples, per class (broadcast over the last dimension).
+  WEFT_ARG(Tensor, pos_weight);
+  WEFT_ARG(Reduction, reduction) = kMean;
+};
+/// KL divergence: `input` holds log-probabilities; `target` probabilities (log ones with
+/// log_target). Reduction "batchmean" is kMean with batchmean(true).
+struct KLDivLossOptions {
+  WEFT_ARG(Reduction, reduction) = kMean;
+  WEFT_ARG(bool, batchmean) = false;
+  WEFT_ARG(bool, log_target) = false;
+};
+struct CosineEmbeddingLossOptions {
+  WEFT_ARG(double, margin) = 0.0;
+  WEFT_ARG(Reduction, reduction) = kMean;
+};
+
+namespace functional {
+
+// ---- layers ----
+/// x @ weight^T + bias, weight (out, in).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, WEFT_LOC);
+/// x1^T W_k x2 + b_k for each output k, weight (out, in1, in2).
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = {},
+                WEFT_LOC);
+/// Zeroes elements with probability `p` and scales the rest by 1/(1-p) when `training`.
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, WEFT_LOC);
+/// Batch normalization over all dimensions but 1. In training, normalizes with the batch's
+/// statistics and updates the running ones in place (unbiased variance, `momentum`); otherwise
+/// uses the running ones.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
+                  double momentum = 0.1, double eps = 1e-5, WEFT_LOC);
+/// Normalizes over the trailing `normalized_shape` dimensions.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5, WEFT_LOC);
+/// Normalizes each of `num_groups` channel groups of (N, C, *).
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5, WEFT_LOC);
+/// x / sqrt(mean(x^2) + eps) over the trailing `normalized_shape` dimensions, times weight.
+/// Without `eps`, the dtype's machine epsilon (as PyTorch).
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = std::nullopt, WEFT_LOC);
+/// Rows of `weight`; rows picked by `padding_idx` get no gradient.
+Tensor embedding(const Tensor& indices, const Tensor& weight,
+                 std::optional<int64_t> padding_idx = std::nullopt, WEFT_LOC);
+/// Average pooling to an output of `output_size` (PyTorch's adaptive windows).
+Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray output_size, WEFT_LOC);
+/// (N, C*r*r, H, W) -> (N, C, H*r, W*r).
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor, WEFT_LOC);
+/// softmax(q k^T / sqrt(d) + mask) v; `attn_mask` is boolean (true: attend) or additive;
+/// `is_causal` masks future positions.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = {}, double dropout_p = 0.0,
+                                    bool is_causal = false, WEFT_LOC);
+
+using weft::avg_pool2d;
+using weft::conv1d;
+using weft::conv2d;
+using weft::conv_transpose2d;
+using weft::max_pool2d;
+using weft::one_hot;
+using weft::pad;
+
+// ---- activations ----
+using weft::gelu;
+using weft::log_softmax;
+using weft::relu;
+using weft::sigmoid;
+using weft::softmax;
+using weft::tanh;
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01, WEFT_LOC);
+Tensor elu(const Tensor& x, double alpha = 1.0, WEFT_LOC);
+Tensor silu(const Tensor& x, WEFT_LOC);
+Tensor mish(const Tensor& x, WEFT_LOC);
+/// log(1 + exp(beta x)) / beta, or x where beta x > threshold.
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0, WEFT_LOC);
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0, WEFT_LOC);
+
+// ---- losses ----
+Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossOptions& o = {}, WEFT_LOC);
+Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossOptions& o = {}, WEFT_LOC);
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1LossOptions& o = {},
+                      WEFT_LOC);
+Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOptions& o = {},
+                  WEFT_LOC);
+/// `input`: logits (N, C, *) or (C); `target`: class indices (N, *) as int64, or probabilities
+/// shaped like `input`.
+Tensor cross_entropy(const Tensor& input, const Tensor& target,
+                     const CrossEntropyLossOptions& o = {}, WEFT_LOC);
+/// `input`: log-probabilities (N, C, *) or (C); `target`: int64 class indices.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& o = {}, WEFT_LOC);
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCELossOptions& o = {},
+                            WEFT_LOC);
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const BCEWithLogitsLossOptions& o = {}, WEFT_LOC);
+Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions& o = {}, WEFT_LOC);
+/// 1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1.
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
+                             const CosineEmbeddingLossOptions& o = {}, WEFT_LOC);
+
+} // namespace functional
+} // namespace weft::nn

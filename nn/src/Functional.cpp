@@ -1,0 +1,451 @@
+// nn::functional: layers, activations and losses as compositions of primitives, so each gets its
+// gradient from the primitives' rules and compiles like any other code.
+#include "weft/nn/Functional.h"
+
+#include "weft/Autograd.h"
+
+#include <cmath>
+#include <limits>
+
+namespace weft::nn::functional {
+namespace {
+
+Tensor reduce(const Tensor& loss, Reduction r) {
+  switch (r) {
+  case Reduction::None:
+    return loss;
+  case Reduction::Mean:
+    return loss.mean();
+  case Reduction::Sum:
+    return loss.sum();
+  }
+  return loss;
+}
+
+void checkSameShape(const Tensor& input, const Tensor& target, const char* op) {
+  WEFT_CHECK(input.defined() && target.defined(), Value, op, ": undefined input or target");
+  WEFT_CHECK(input.sizes() == target.sizes(), Shape, op, ": input shape ",
+             shapeString(input.sizes()), " and target shape ", shapeString(target.sizes()),
+             " differ");
+}
+
+/// Shape with 1 everywhere but `dim` of a rank-`rank` tensor, where it is `size`.
+Shape alongDim(int64_t rank, int64_t dim, int64_t size) {
+  Shape s(static_cast<size_t>(rank), 1);
+  s[static_cast<size_t>(dim)] = size;
+  return s;
+}
+
+/// The trailing `n` dimensions of a rank-`rank` tensor.
+Shape trailingDims(int64_t rank, size_t n) {
+  Shape dims;
+  for (int64_t d = rank - static_cast<int64_t>(n); d < rank; ++d)
+    dims.push_back(d);
+  return dims;
+}
+
+void checkTrailing(const Tensor& x, const Shape& normalized, const char* op) {
+  WEFT_CHECK(x.defined(), Value, op, ": undefined input");
+  bool ok = normalized.size() <= static_cast<size_t>(x.dim());
+  for (size_t i = 0; ok && i < normalized.size(); ++i)
+    ok = x.sizes()[x.sizes().size() - normalized.size() + i] == normalized[i];
+  WEFT_CHECK(ok, Shape, op, ": normalized_shape ", shapeString(normalized),
+             " does not match the trailing dimensions of input ", shapeString(x.sizes()));
+}
+
+Tensor affine(Tensor y, const Tensor& weight, const Tensor& bias) {
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+/// Per-element class weights for `target` (1 where there are none) and the mask of targets that
+/// count (not ignore_index), for nll_loss and cross_entropy.
+struct Picked {
+  Tensor logp;   ///< -log p of each target's class (0 where ignored)
+  Tensor weight; ///< its class weight (0 where ignored)
+};
+Picked pickTargets(const Tensor& logp, const Tensor& target, const Tensor& weight,
+                   int64_t ignoreIndex, const char* op) {
+  WEFT_CHECK(target.dtype() == DType::Int64 || target.dtype() == DType::Int32, DType, op,
+             ": class-index targets must be int64, got ", dtypeName(target.dtype()));
+  bool batched = logp.dim() >= 2;
+  Shape expected = logp.sizes();
+  expected.erase(expected.begin() + (batched ? 1 : 0));
+  WEFT_CHECK(target.sizes() == expected, Shape, op, ": target shape ", shapeString(target.sizes()),
+             " does not fit input ", shapeString(logp.sizes()), " (expected ",
+             shapeString(expected), ")");
+  int64_t classDim = batched ? 1 : 0;
+  Tensor t = target.to(DType::Int64);
+  Tensor keep = t != ignoreIndex;
+  Tensor safe = where(keep, t, zeros_like(t));
+  Tensor picked = -logp.gather(classDim, safe.unsqueeze(classDim)).squeeze(classDim);
+  Tensor w = keep.to(logp.dtype());
+  if (weight.defined()) {
+    WEFT_CHECK(weight.dim() == 1 && weight.size(0) == logp.size(classDim), Shape, op,
+               ": weight must have one value per class (", logp.size(classDim), "), got ",
+               shapeString(weight.sizes()));
+    w = w * weight.index_select(0, safe.reshape({-1})).reshape(safe.sizes());
+  }
+  return {picked * w, w};
+}
+
+Tensor reduceWeighted(const Picked& p, Reduction r) {
+  if (r == Reduction::Mean) return p.logp.sum() / p.weight.sum();
+  return reduce(p.logp, r);
+}
+
+} // namespace
+
+// ---- layers ----
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined() && weight.defined() && weight.dim() == 2, Shape,
+             "linear: expected a 2-D weight (out_features, in_features)");
+  WEFT_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), Shape, "linear: input ",
+             shapeString(x.sizes()), " does not end in in_features = ", weight.size(1));
+  Tensor y = x.matmul(weight.t());
+  return bias.defined() ? y + bias : y;
+}
+
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias,
+                std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(weight.defined() && weight.dim() == 3, Shape,
+             "bilinear: expected a 3-D weight (out, in1, in2)");
+  int64_t out = weight.size(0), in1 = weight.size(1), in2 = weight.size(2);
+  WEFT_CHECK(x1.defined() && x2.defined() && x1.size(-1) == in1 && x2.size(-1) == in2, Shape,
+             "bilinear: inputs ", shapeString(x1.sizes()), " and ", shapeString(x2.sizes()),
+             " do not end in ", in1, " and ", in2);
+  // (.., in1) @ (in1, out * in2) -> (.., out, in2), then the dot product with x2.
+  Tensor t = x1.matmul(weight.permute({1, 0, 2}).reshape({in1, out * in2}));
+  Shape s = x1.sizes();
+  s.back() = out;
+  s.push_back(in2);
+  Tensor y = (t.reshape(s) * x2.unsqueeze(-2)).sum({-1});
+  return bias.defined() ? y + bias : y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(p >= 0 && p <= 1, Value, "dropout: probability has to be between 0 and 1, but got ",
+             p);
+  if (!training || p == 0) return x;
+  if (p == 1) return x * 0.0;
+  Tensor keep = bernoulli(x.sizes(), 1 - p, TensorOptions().dtype(x.dtype()));
+  return x * keep * (1.0 / (1 - p));
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& runningMean, const Tensor& runningVar,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined() && x.dim() >= 2, Shape, "batch_norm: expected input of 2 or more dims");
+  int64_t c = x.size(1);
+  Shape dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d)
+    dims.push_back(d);
+  Shape bshape = alongDim(x.dim(), 1, c);
+  Tensor mean, var;
+  if (training) {
+    int64_t n = x.numel() / std::max<int64_t>(c, 1);
+    WEFT_CHECK(n > 1, Value, "batch_norm: expected more than 1 value per channel when training, ",
+               "got input ", shapeString(x.sizes()));
+    mean = x.mean(dims, true);
+    var = (x - mean).pow(2).mean(dims, true);
+    if (runningMean.defined() && runningVar.defined()) {
+      NoGradGuard guard;
+      double unbias = static_cast<double>(n) / static_cast<double>(n - 1);
+      Tensor rm = runningMean, rv = runningVar; // handles to the same buffers, written in place
+      rm.mul_(1 - momentum).add_(mean.reshape({c}), momentum);
+      rv.mul_(1 - momentum).add_(var.reshape({c}) * unbias, momentum);
+    }
+  } else {
+    WEFT_CHECK(runningMean.defined() && runningVar.defined(), Value,
+               "batch_norm: evaluation needs running_mean and running_var");
+    mean = runningMean.reshape(bshape);
+    var = runningVar.reshape(bshape);
+  }
+  Tensor y = (x - mean) * (var + eps).rsqrt();
+  return affine(y, weight.defined() ? weight.reshape(bshape) : weight,
+                bias.defined() ? bias.reshape(bshape) : bias);
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized, const Tensor& weight,
+                  const Tensor& bias, double eps, std::source_location loc) {
+  CallSite cs(loc);
+  checkTrailing(x, normalized, "layer_norm");
+  Shape dims = trailingDims(x.dim(), normalized.size());
+  Tensor mean = x.mean(dims, true);
+  Tensor centered = x - mean;
+  Tensor var = (centered * centered).mean(dims, true);
+  return affine(centered * (var + eps).rsqrt(), weight, bias);
+}
+
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
+                  double eps, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined() && x.dim() >= 2, Shape, "group_norm: expected input of 2 or more dims");
+  int64_t c = x.size(1);
+  WEFT_CHECK(groups > 0 && c % groups == 0, Value, "group_norm: ", c,
+             " channels are not divisible into ", groups, " groups");
+  Tensor g = x.reshape({x.size(0), groups, -1});
+  Tensor mean = g.mean({2}, true);
+  Tensor centered = g - mean;
+  Tensor var = (centered * centered).mean({2}, true);
+  Tensor y = (centered * (var + eps).rsqrt()).reshape(x.sizes());
+  Shape bshape = alongDim(x.dim(), 1, c);
+  return affine(y, weight.defined() ? weight.reshape(bshape) : weight,
+                bias.defined() ? bias.reshape(bshape) : bias);
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized, const Tensor& weight,
+                std::optional<double> eps, std::source_location loc) {
+  CallSite cs(loc);
+  checkTrailing(x, normalized, "rms_norm");
+  double e = eps.value_or(x.dtype() == DType::Float64 ? std::numeric_limits<double>::epsilon()
+                                                      : std::numeric_limits<float>::epsilon());
+  Shape dims = trailingDims(x.dim(), normalized.size());
+  Tensor y = x * ((x * x).mean(dims, true) + e).rsqrt();
+  return weight.defined() ? y * weight : y;
+}
+
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> paddingIdx,
+                 std::source_location loc) {
+  CallSite cs(loc);
+  Tensor out = weft::embedding(indices, weight);
+  if (!paddingIdx) return out;
+  int64_t n = weight.size(0), pad = *paddingIdx;
+  WEFT_CHECK(pad >= -n && pad < n, Index, "embedding: padding_idx ", pad,
+             " must be within num_embeddings (", n, ")");
+  if (pad < 0) pad += n;
+  // The padding row's value, without a gradient path to it.
+  return where((indices == pad).unsqueeze(-1), out.detach(), out);
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray outputSize, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4), Shape,
+             "adaptive_avg_pool2d: expected a 3-D or 4-D input, got ",
+             x.defined() ? shapeString(x.sizes()) : "undefined");
+  if (outputSize.size() == 1) outputSize.push_back(outputSize[0]);
+  WEFT_CHECK(outputSize.size() == 2 && outputSize[0] > 0 && outputSize[1] > 0, Value,
+             "adaptive_avg_pool2d: output_size must be 1 or 2 positive values");
+  Tensor y = x;
+  for (int64_t axis : {-2, -1}) { // rows, then columns: PyTorch's windows [floor, ceil)
+    int64_t in = y.size(axis), out = outputSize[axis == -2 ? 0 : 1];
+    if (in == out) continue;
+    std::vector<Tensor> parts;
+    for (int64_t i = 0; i < out; ++i) {
+      int64_t start = i * in / out, end = ((i + 1) * in + out - 1) / out;
+      parts.push_back(y.narrow(axis, start, end - start).mean({axis}, true));
+    }
+    y = cat(parts, axis);
+  }
+  return y;
+}
+
+Tensor pixel_shuffle(const Tensor& x, int64_t r, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined() && x.dim() >= 3, Shape, "pixel_shuffle: expected at least 3 dims");
+  WEFT_CHECK(r > 0 && x.size(-3) % (r * r) == 0, Value, "pixel_shuffle: ", x.size(-3),
+             " channels are not divisible by upscale_factor^2 = ", r * r);
+  Shape batch(x.sizes().begin(), x.sizes().end() - 3);
+  int64_t c = x.size(-3) / (r * r), h = x.size(-2), w = x.size(-1);
+  int64_t b = x.numel() / std::max<int64_t>(c * r * r * h * w, 1);
+  Tensor y = x.reshape({b, c, r, r, h, w}).permute({0, 1, 4, 2, 5, 3});
+  Shape out = batch;
+  for (int64_t s : {c, h * r, w * r})
+    out.push_back(s);
+  return y.reshape(out);
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask, double dropoutP, bool causal,
+                                    std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(q.defined() && k.defined() && v.defined() && q.dim() >= 2 && k.dim() >= 2, Shape,
+             "scaled_dot_product_attention: expected q, k, v of at least 2 dims");
+  Tensor scores =
+      q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  int64_t l = q.size(-2), s = k.size(-2);
+  if (causal) {
+    Tensor allowed = arange(l).unsqueeze(1) >= arange(s).unsqueeze(0);
+    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  if (mask.defined())
+    scores = mask.dtype() == DType::Bool
+                 ? scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity())
+                 : scores + mask;
+  Tensor attn = scores.softmax(-1);
+  if (dropoutP > 0) attn = dropout(attn, dropoutP, true);
+  return attn.matmul(v);
+}
+
+// ---- activations ----
+
+Tensor leaky_relu(const Tensor& x, double slope, std::source_location loc) {
+  CallSite cs(loc);
+  return where(x > 0, x, x * slope);
+}
+
+Tensor elu(const Tensor& x, double alpha, std::source_location loc) {
+  CallSite cs(loc);
+  return where(x > 0, x, x.expm1() * alpha);
+}
+
+Tensor silu(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x * x.sigmoid();
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold, std::source_location loc) {
+  CallSite cs(loc);
+  Tensor bx = x * beta;
+  return where(bx > threshold, x, bx.exp().log1p() * (1.0 / beta));
+}
+
+Tensor mish(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x * softplus(x).tanh();
+}
+
+Tensor hardtanh(const Tensor& x, double lo, double hi, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(lo <= hi, Value, "hardtanh: min_val ", lo, " is larger than max_val ", hi);
+  return x.clamp(lo, hi);
+}
+
+// ---- losses ----
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossOptions& o,
+                std::source_location loc) {
+  CallSite cs(loc);
+  checkSameShape(input, target, "mse_loss");
+  Tensor d = input - target;
+  return reduce(d * d, o.reduction());
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossOptions& o,
+               std::source_location loc) {
+  CallSite cs(loc);
+  checkSameShape(input, target, "l1_loss");
+  return reduce((input - target).abs(), o.reduction());
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1LossOptions& o,
+                      std::source_location loc) {
+  CallSite cs(loc);
+  checkSameShape(input, target, "smooth_l1_loss");
+  WEFT_CHECK(o.beta() >= 0, Value, "smooth_l1_loss: beta must be non-negative, got ", o.beta());
+  Tensor d = (input - target).abs();
+  if (o.beta() == 0) return reduce(d, o.reduction());
+  return reduce(where(d < o.beta(), d * d * (0.5 / o.beta()), d - 0.5 * o.beta()), o.reduction());
+}
+
+Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOptions& o,
+                  std::source_location loc) {
+  CallSite cs(loc);
+  checkSameShape(input, target, "huber_loss");
+  WEFT_CHECK(o.delta() > 0, Value, "huber_loss: delta must be positive, got ", o.delta());
+  Tensor d = (input - target).abs();
+  return reduce(where(d < o.delta(), d * d * 0.5, (d - 0.5 * o.delta()) * o.delta()),
+                o.reduction());
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& o,
+                std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(input.defined() && target.defined() && input.dim() >= 1, Value,
+             "nll_loss: expected a defined input of at least 1 dim and a target");
+  return reduceWeighted(pickTargets(input, target, o.weight(), o.ignore_index(), "nll_loss"),
+                        o.reduction());
+}
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyLossOptions& o,
+                     std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(input.defined() && target.defined() && input.dim() >= 1, Value,
+             "cross_entropy: expected a defined input of at least 1 dim and a target");
+  double eps = o.label_smoothing();
+  WEFT_CHECK(eps >= 0 && eps <= 1, Value, "cross_entropy: label_smoothing must be in [0, 1], got ",
+             eps);
+  int64_t classDim = input.dim() >= 2 ? 1 : 0, classes = input.size(classDim);
+  Tensor logp = input.log_softmax(classDim);
+  Tensor w = o.weight().defined() ? o.weight().reshape(alongDim(input.dim(), classDim, classes))
+                                  : Tensor();
+  if (target.is_floating_point()) { // class probabilities
+    checkSameShape(input, target, "cross_entropy");
+    Tensor t = eps > 0 ? target * (1 - eps) + eps / static_cast<double>(classes) : target;
+    Tensor per = -(w.defined() ? logp * t * w : logp * t).sum({classDim});
+    if (o.reduction() == Reduction::Mean)
+      return per.sum() * (1.0 / static_cast<double>(std::max<int64_t>(per.numel(), 1)));
+    return reduce(per, o.reduction());
+  }
+  Picked p = pickTargets(logp, target, o.weight(), o.ignore_index(), "cross_entropy");
+  Tensor nll = reduceWeighted(p, o.reduction());
+  if (eps == 0) return nll;
+  // PyTorch's label smoothing: the mean of -log p over classes, counted like the nll part.
+  Tensor keep = target.to(DType::Int64) != o.ignore_index();
+  Tensor smooth = -(w.defined() ? logp * w : logp).sum({classDim});
+  smooth = where(keep, smooth, zeros_like(smooth));
+  Tensor s = o.reduction() == Reduction::Mean ? smooth.sum() / p.weight.sum()
+                                              : reduce(smooth, o.reduction());
+  return nll * (1 - eps) + s * (eps / static_cast<double>(classes));
+}
+
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCELossOptions& o,
+                            std::source_location loc) {
+  CallSite cs(loc);
+  checkSameShape(input, target, "binary_cross_entropy");
+  // PyTorch clamps each log at -100 so that a probability of exactly 0 or 1 stays finite.
+  Tensor logx = input.log().clamp(-100.0), log1mx = (1.0 - input).log().clamp(-100.0);
+  Tensor loss = -(target * logx + (1.0 - target) * log1mx);
+  if (o.weight().defined()) loss = loss * o.weight();
+  return reduce(loss, o.reduction());
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const BCEWithLogitsLossOptions& o,
+                                        std::source_location loc) {
+  CallSite cs(loc);
+  checkSameShape(input, target, "binary_cross_entropy_with_logits");
+  // log(1 + exp(-x)) computed without overflow: log1p(exp(-|x|)) + max(-x, 0).
+  Tensor softplusNeg = (-input.abs()).exp().log1p() + (-input).relu();
+  Tensor logWeight = o.pos_weight().defined() ? (o.pos_weight() - 1.0) * target + 1.0 : Tensor();
+  Tensor loss =
+      (1.0 - target) * input + (logWeight.defined() ? logWeight * softplusNeg : softplusNeg);
+  if (o.weight().defined()) loss = loss * o.weight();
+  return reduce(loss, o.reduction());
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions& o,
+              std::source_location loc) {
+  CallSite cs(loc);
+  checkSameShape(input, target, "kl_div");
+  Tensor loss = o.log_target()
+                    ? target.exp() * (target - input)
+                    : where(target > 0, target * target.log(), zeros_like(target)) - target * input;
+  if (o.batchmean() && o.reduction() == Reduction::Mean)
+    return loss.sum() * (1.0 / static_cast<double>(input.dim() > 0 ? input.size(0) : 1));
+  return reduce(loss, o.reduction());
+}
+
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
+                             const CosineEmbeddingLossOptions& o, std::source_location loc) {
+  CallSite cs(loc);
+  checkSameShape(x1, x2, "cosine_embedding_loss");
+  WEFT_CHECK(x1.dim() == 1 || x1.dim() == 2, Shape,
+             "cosine_embedding_loss: expected 1-D or 2-D inputs, got ", shapeString(x1.sizes()));
+  int64_t dim = x1.dim() - 1;
+  constexpr double kEps = 1e-12; // PyTorch's, keeps zero vectors finite
+  Tensor dot = (x1 * x2).sum({dim});
+  Tensor cos = dot / (((x1 * x1).sum({dim}) + kEps) * ((x2 * x2).sum({dim}) + kEps)).sqrt();
+  Tensor zero = zeros_like(cos);
+  Tensor loss = where(target == 1, 1.0 - cos, zero) +
+                where(target == -1, (cos - o.margin()).clamp(0.0), zero);
+  return reduce(loss, o.reduction());
+}
+
+} // namespace weft::nn::functional

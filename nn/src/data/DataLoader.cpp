@@ -1,0 +1,266 @@
+// The DataLoader: an epoch's workers, its bounded reorder buffer, and the iterator over it.
+#include "weft/data/DataLoader.h"
+
+#include "weft/Functions.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace weft::data {
+namespace detail {
+
+/// One epoch in progress. Workers claim batch indices in order, build them, and leave them in a
+/// map keyed by index; the consumer takes them out in index order. A worker may only claim a
+/// batch less than `window` ahead of the consumer, which bounds memory (backpressure).
+class EpochRun {
+public:
+  EpochRun(Dataset& dataset, const DataLoaderOptions& options, std::vector<size_t> order,
+           uint64_t epoch, size_t first)
+      : dataset_(dataset), options_(options), order_(std::move(order)), epoch_(epoch),
+        window_(options.prefetch_ + options.workers_), nextClaim_(first), nextOut_(first) {
+    const size_t n = order_.size(), bs = options.batch_size_;
+    numBatches_ = options.drop_last_ ? n / bs : (n + bs - 1) / bs;
+    try {
+      for (size_t w = 0; w < options.workers_; ++w)
+        threads_.emplace_back([this] { work(); });
+    } catch (...) {
+      stop();
+      throw;
+    }
+  }
+  ~EpochRun() { stop(); }
+  EpochRun(const EpochRun&) = delete;
+  EpochRun& operator=(const EpochRun&) = delete;
+
+  /// The next batch in order, or nullopt after the last; rethrows the exception that building it
+  /// threw.
+  std::optional<Example> next() {
+    if (threads_.empty()) { // workers(0): build on the calling thread
+      if (nextOut_ >= numBatches_) return std::nullopt;
+      return build(nextOut_++);
+    }
+    Slot slot;
+    {
+      std::unique_lock lock(mutex_);
+      if (nextOut_ >= numBatches_) return std::nullopt;
+      ready_.wait(lock, [&] { return done_.count(nextOut_) > 0; });
+      auto node = done_.extract(nextOut_++);
+      slot = std::move(node.mapped());
+    }
+    space_.notify_all();
+    if (slot.error) std::rethrow_exception(slot.error);
+    return std::move(slot.batch);
+  }
+
+private:
+  struct Slot {
+    Example batch;
+    std::exception_ptr error;
+  };
+
+  /// Tells the workers to stop claiming batches and joins them; a batch being built finishes.
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    space_.notify_all();
+    for (std::thread& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+  void work() {
+    for (;;) {
+      size_t b = 0;
+      {
+        std::unique_lock lock(mutex_);
+        space_.wait(lock, [&] {
+          return stopping_ || failed_ || nextClaim_ >= numBatches_ ||
+                 nextClaim_ < nextOut_ + window_;
+        });
+        if (stopping_ || failed_ || nextClaim_ >= numBatches_) return;
+        b = nextClaim_++;
+      }
+      Slot slot;
+      try {
+        slot.batch = build(b);
+      } catch (...) {
+        slot.error = std::current_exception();
+      }
+      const bool failed = slot.error != nullptr;
+      {
+        std::lock_guard lock(mutex_);
+        failed_ = failed_ || failed;
+        done_.emplace(b, std::move(slot));
+      }
+      ready_.notify_one();
+      if (failed) space_.notify_all(); // idle workers need not wait for batches nobody takes
+    }
+  }
+
+  /// Batch `b`: get_batch over its slice of the order, then the transforms with a generator that
+  /// depends only on (seed, rank, epoch, b), so any worker count draws the same numbers.
+  Example build(size_t b) const {
+    const size_t bs = options_.batch_size_;
+    const auto begin = order_.begin() + static_cast<std::ptrdiff_t>(b * bs);
+    const auto end =
+        order_.begin() + static_cast<std::ptrdiff_t>(std::min(order_.size(), b * bs + bs));
+    Example batch = dataset_.get_batch(std::vector<size_t>(begin, end));
+    if (options_.transforms_.empty()) return batch;
+    Generator gen(mix(mix(mix(options_.seed_, options_.rank_), epoch_), b));
+    for (const auto& t : options_.transforms_)
+      batch = (*t)(std::move(batch), gen);
+    return batch;
+  }
+
+  /// A splitmix64 step: well-spread seeds from small, structured inputs.
+  static uint64_t mix(uint64_t h, uint64_t v) {
+    uint64_t z = h + 0x9e3779b97f4a7c15ULL * (v + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+
+  Dataset& dataset_;
+  const DataLoaderOptions& options_;
+  const std::vector<size_t> order_;
+  const uint64_t epoch_;
+  const size_t window_;
+  size_t numBatches_ = 0;
+  std::mutex mutex_;
+  std::condition_variable ready_, space_;
+  std::map<size_t, Slot> done_;
+  size_t nextClaim_, nextOut_;
+  bool stopping_ = false, failed_ = false;
+  std::vector<std::thread> threads_;
+};
+
+} // namespace detail
+
+DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options,
+                       std::source_location loc)
+    : dataset_(std::move(dataset)), options_(std::move(options)) {
+  CallSite cs(loc);
+  WEFT_CHECK(dataset_ != nullptr, Value, "DataLoader: the dataset is null");
+  WEFT_CHECK(options_.batch_size_ >= 1, Value, "DataLoader: batch_size must be at least 1");
+  WEFT_CHECK(options_.prefetch_ >= 1, Value, "DataLoader: prefetch must be at least 1");
+  for (const auto& t : options_.transforms_)
+    WEFT_CHECK(t != nullptr, Value, "DataLoader: a transform is null");
+  sampler_ = makeSampler();
+}
+
+DataLoader::~DataLoader() = default;
+
+std::unique_ptr<Sampler> DataLoader::makeSampler() const {
+  if (options_.num_replicas_ != 1 || options_.rank_ != 0)
+    return std::make_unique<DistributedSampler>(options_.num_replicas_, options_.rank_,
+                                                options_.shuffle_, options_.seed_);
+  if (options_.shuffle_) return std::make_unique<RandomSampler>(options_.seed_);
+  return std::make_unique<SequentialSampler>();
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  stopRun();
+  epoch_ = nextEpoch_ ? *nextEpoch_ : started_ ? epoch_ + 1 : 0;
+  nextEpoch_.reset();
+  started_ = true;
+  consumed_ = skip_;
+  skip_ = 0;
+  run_ = std::make_unique<detail::EpochRun>(*dataset_, options_,
+                                            sampler_->indices(dataset_->size(), epoch_), epoch_,
+                                            static_cast<size_t>(consumed_));
+  Iterator it(this, ++generation_);
+  it.advance();
+  return it;
+}
+
+DataLoader::Iterator DataLoader::end() {
+  return {};
+}
+
+void DataLoader::set_epoch(uint64_t epoch) {
+  stopRun();
+  nextEpoch_ = epoch;
+  skip_ = 0;
+}
+
+size_t DataLoader::size() const {
+  const size_t n = dataset_->size(), r = options_.num_replicas_, bs = options_.batch_size_;
+  const size_t samples = r > 1 ? (n + r - 1) / r : n;
+  return options_.drop_last_ ? samples / bs : (samples + bs - 1) / bs;
+}
+
+LoaderState DataLoader::state() const {
+  if (nextEpoch_) return {*nextEpoch_, skip_, options_.seed_};
+  return {epoch_, consumed_, options_.seed_};
+}
+
+void DataLoader::restore(const LoaderState& state, std::source_location loc) {
+  CallSite cs(loc);
+  stopRun();
+  options_.seed_ = state.seed;
+  sampler_ = makeSampler();
+  const bool finished = state.batches >= size();
+  nextEpoch_ = finished ? state.epoch + 1 : state.epoch;
+  skip_ = finished ? 0 : state.batches;
+}
+
+void DataLoader::stopRun() {
+  run_.reset();
+  ++generation_; // iterators of the stopped epoch are now stale
+}
+
+std::optional<Example> DataLoader::fetch(uint64_t generation) {
+  WEFT_CHECK(generation == generation_ && run_ != nullptr, Value,
+             "DataLoader: this iterator's epoch has ended or a later begin() replaced it");
+  std::optional<Example> batch;
+  try {
+    batch = run_->next();
+  } catch (...) {
+    stopRun(); // a failed batch ends the epoch
+    throw;
+  }
+  if (batch)
+    ++consumed_;
+  else
+    run_.reset(); // the epoch is over: its workers have exited, join them
+  return batch;
+}
+
+DataLoader::Iterator::Iterator(Iterator&& other) noexcept
+    : loader_(std::exchange(other.loader_, nullptr)), generation_(other.generation_),
+      current_(std::move(other.current_)) {
+  other.current_.reset();
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator=(Iterator&& other) noexcept {
+  if (this == &other) return *this;
+  if (loader_ && loader_->generation_ == generation_) loader_->stopRun();
+  loader_ = std::exchange(other.loader_, nullptr);
+  generation_ = other.generation_;
+  current_ = std::move(other.current_);
+  other.current_.reset();
+  return *this;
+}
+
+DataLoader::Iterator::~Iterator() {
+  // Leaving a loop early ends the epoch: stop and join its workers now, not at the next begin().
+  if (loader_ && loader_->generation_ == generation_) loader_->stopRun();
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  advance();
+  return *this;
+}
+
+void DataLoader::Iterator::advance() {
+  current_.reset();
+  WEFT_CHECK(loader_ != nullptr, Value, "DataLoader: cannot advance an end iterator");
+  current_ = loader_->fetch(generation_);
+}
+
+} // namespace weft::data

@@ -1,0 +1,219 @@
+// nn: modules, state dicts, optimizers and schedules, eagerly and inside compile(); and what
+// models hit in compile() (views of captured tensors, state made on a first step, modes).
+#include "TestUtil.h"
+#include "weft/weft.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+using namespace weft;
+namespace F = weft::nn::functional;
+
+namespace {
+
+bool sameBits(const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() && a.to_vector<double>() == b.to_vector<double>();
+}
+
+nn::Sequential smallCnn() {
+  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1)), nn::BatchNorm2d(4),
+                        nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Dropout(0.1),
+                        nn::Linear(4 * 4 * 4, 3));
+}
+
+} // namespace
+
+TEST(Nn, ModulesRegisterNameAndPrintTheirTree) {
+  nn::Sequential m = smallCnn();
+  std::vector<std::string> names;
+  for (auto& [n, t] : m->named_parameters())
+    names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "6.weight",
+                                             "6.bias"}));
+  EXPECT_EQ(m->buffers().size(), 3u); // running_mean, running_var, num_batches_tracked
+  EXPECT_EQ(m->named_modules().size(), 8u);
+  std::ostringstream os;
+  os << *m;
+  EXPECT_NE(os.str().find("Sequential(\n  (0): Conv2d(1, 4, kernel_size=[3, 3]"), std::string::npos)
+      << os.str();
+  EXPECT_NE(os.str().find("(6): Linear(in_features=64, out_features=3, bias=true)"),
+            std::string::npos)
+      << os.str();
+  // PyTorch's default init bounds: U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+  nn::Linear lin(nn::LinearOptions(100, 50).bias(false));
+  EXPECT_FALSE(lin->bias.defined());
+  EXPECT_LE(lin->weight.abs().max().item<float>(), 0.1f);
+  EXPECT_GT(lin->weight.abs().max().item<float>(), 0.09f);
+}
+
+TEST(Nn, StateDictRoundTripsAndStrictLoadingNamesTheKey) {
+  nn::Sequential a = smallCnn(), b = smallCnn();
+  b->load_state_dict(a->state_dict());
+  for (auto& [name, t] : a->state_dict())
+    EXPECT_TRUE(sameBits(t, b->state_dict().at(name))) << name;
+  nn::StateDict missing = a->state_dict();
+  missing.erase("6.bias");
+  EXPECT_THROW(
+      {
+        try {
+          b->load_state_dict(missing);
+        } catch (const ValueError& e) {
+          EXPECT_NE(std::string(e.what()).find("missing key '6.bias'"), std::string::npos);
+          throw;
+        }
+      },
+      ValueError);
+  nn::StateDict wrong = a->state_dict();
+  wrong["6.weight"] = zeros({2, 2});
+  EXPECT_THROW(b->load_state_dict(wrong), ShapeError);
+  wrong = a->state_dict();
+  wrong["extra"] = zeros({1});
+  EXPECT_THROW(b->load_state_dict(wrong), ValueError);
+  b->load_state_dict(wrong, /*strict=*/false);
+}
+
+TEST(Nn, ToDtypeKeepsHandlesAndHooksRun) {
+  nn::Linear lin(3, 2);
+  Tensor w = lin->weight;
+  lin->to(kFloat64);
+  EXPECT_EQ(w.dtype(), DType::Float64); // the same tensor, converted in place
+  EXPECT_EQ(lin->parameters()[0].dtype(), DType::Float64);
+  int forwardCalls = 0, backwardCalls = 0;
+  lin->register_forward_hook([&](nn::Module&, const std::vector<Tensor>&, const Tensor&) {
+    ++forwardCalls;
+    return Tensor();
+  });
+  lin->register_full_backward_hook([&](nn::Module&, const Tensor& g) {
+    EXPECT_EQ(g.sizes(), (Shape{4, 2}));
+    ++backwardCalls;
+  });
+  lin(ones({4, 3}, kFloat64)).sum().backward();
+  EXPECT_EQ(forwardCalls, 1);
+  EXPECT_EQ(backwardCalls, 1);
+}
+
+/// A compiled train step (model, cross-entropy, backward, Adam with lazily made state, zero_grad)
+/// agrees with the same step run eagerly; the first step compiles twice (it makes the optimizer's
+/// state, then reads it), a schedule changing the learning rate never recompiles.
+TEST(Nn, CompiledTrainStepMatchesEagerAndSchedulesDoNotRecompile) {
+  manual_seed(3);
+  nn::Sequential eagerModel = smallCnn(), compiledModel = smallCnn();
+  compiledModel->load_state_dict(eagerModel->state_dict());
+  optim::Adam eagerOpt(eagerModel->parameters(), optim::AdamOptions(1e-2));
+  optim::Adam compiledOpt(compiledModel->parameters(), optim::AdamOptions(1e-2));
+  optim::StepLR eagerSchedule(eagerOpt, 2, 0.5), compiledSchedule(compiledOpt, 2, 0.5);
+  auto stepOf = [](nn::Sequential& m, optim::Optimizer& opt) {
+    return [&m, &opt](const Tensor& x, const Tensor& y) {
+      Tensor loss = F::cross_entropy(m(x), y);
+      loss.backward();
+      opt.step();
+      opt.zero_grad();
+      return loss;
+    };
+  };
+  auto eager = stepOf(eagerModel, eagerOpt);
+  CompiledFn<Tensor(const Tensor&, const Tensor&)> compiled =
+      compile(stepOf(compiledModel, compiledOpt));
+  Generator g(5);
+  for (int i = 0; i < 6; ++i) {
+    Tensor x = randn({8, 1, 8, 8}, {}, g), y = randint(0, 3, {8}, kInt64, g);
+    Generator before = default_generator();
+    uint64_t offset = before.offset();
+    Tensor le = eager(x, y);
+    default_generator().set_offset(offset); // dropout draws the same numbers in both
+    Tensor lc = compiled(x, y);
+    // The interpreter runs the same kernels; tolerance for the few reductions whose order differs.
+    EXPECT_NEAR(le.item<float>(), lc.item<float>(), 1e-4f) << "step " << i;
+    eagerSchedule.step();
+    compiledSchedule.step();
+  }
+  EXPECT_EQ(compiled.compiled().num_compiled(), 2u);
+  EXPECT_DOUBLE_EQ(compiledOpt.param_groups()[0].options().get_lr(), 1e-2 * 0.125);
+  for (auto& [name, t] : eagerModel->state_dict())
+    EXPECT_LT((t.to(kFloat64) - compiledModel->state_dict().at(name).to(kFloat64))
+                  .abs()
+                  .max()
+                  .item<double>(),
+              1e-4)
+        << name;
+}
+
+/// train()/eval() is part of what a compiled function is specialised on.
+TEST(Nn, ModeChangesTraceAgain) {
+  nn::Dropout drop(0.5);
+  auto f = compile([&](const Tensor& x) { return drop(x); });
+  Tensor x = ones({1000});
+  EXPECT_LT(f(x).eq(x).to(kFloat32).mean().item<float>(), 0.8f); // training: drops about half
+  drop->eval();
+  EXPECT_TRUE(sameBits(f(x), x));
+  EXPECT_EQ(f.compiled().num_compiled(), 2u);
+  drop->train();
+  f(x);
+  EXPECT_EQ(f.compiled().num_compiled(), 2u); // the train-mode executable is still cached
+}
+
+/// A view of a captured real tensor compiles; a view eager rejects is rejected compiled too.
+TEST(Nn, ViewsInsideCompileAgreeWithEager) {
+  Tensor bias = arange(6).to(kFloat32);
+  auto f = compile([&](const Tensor& x) { return x + bias.view({1, 6, 1}); });
+  Tensor x = ones({2, 6, 3});
+  EXPECT_TRUE(sameBits(f(x), x + bias.view({1, 6, 1})));
+  auto g = compile([](const Tensor& x) { return x.t().view({12}); });
+  EXPECT_THROW(ones({3, 4}).t().view({12}), ShapeError);
+  EXPECT_THROW(g(ones({3, 4})), ShapeError);
+  auto h = compile([](const Tensor& x) { return x.transpose(0, 1).contiguous().view({12}); });
+  EXPECT_TRUE(sameBits(h(arange(12).reshape({3, 4})),
+                       arange(12).reshape({3, 4}).t().contiguous().view({12})));
+}
+
+/// A tensor made inside a compiled function and kept after it returns becomes a real tensor the
+/// executable writes; it is never read as a value of a later trace.
+TEST(Nn, TensorsKeptFromATraceBecomeRealState) {
+  Tensor kept;
+  auto f = compile([&](const Tensor& x) {
+    if (!kept.defined())
+      kept = x * 2;
+    else
+      kept.add_(x);
+    return x.sum();
+  });
+  f(ones({3}));
+  EXPECT_TRUE(sameBits(kept, full({3}, 2.0)));
+  f(ones({3}));
+  f(ones({3}));
+  EXPECT_TRUE(sameBits(kept, full({3}, 4.0)));
+  EXPECT_EQ(f.compiled().num_compiled(), 2u);
+}
+
+/// Operators name the line that wrote them.
+TEST(Nn, OperatorsNameTheCallersLine) {
+  Tensor a = ones({2}), b = ones({3});
+  for (auto op : std::vector<std::function<void()>>{[&] { (void)(a - b); }, [&] { a += b; },
+                                                    [&] { a *= b; }}) {
+    try {
+      op();
+      FAIL() << "no error";
+    } catch (const ShapeError& e) {
+      EXPECT_NE(std::string(e.what()).find("NnTest.cpp"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(sameBits(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 3, 3}), {}, 1, 1),
+                       conv2d(ones({1, 1, 4, 4}), ones({1, 1, 3, 3}), {}, {1, 1}, {1, 1})));
+  EXPECT_EQ(max_pool2d(ones({1, 1, 4, 4}), 2).sizes(), (Shape{1, 1, 2, 2}));
+}
+
+/// Losses against values PyTorch 1.13 computed (float64).
+TEST(Nn, LossesMatchPyTorch) {
+  Tensor logits = tensor({0.5, -1.0, 2.0, 0.1, 0.2, -0.3}, kFloat64).reshape({2, 3});
+  Tensor y = tensor({2, 0});
+  // torch.nn.functional.cross_entropy(logits, y) and with label_smoothing=0.1 (PyTorch 1.13).
+  EXPECT_NEAR(F::cross_entropy(logits, y).item<double>(), 0.6310694761052082, 1e-12);
+  EXPECT_NEAR(F::cross_entropy(logits, y, nn::CrossEntropyLossOptions().label_smoothing(0.1))
+                  .item<double>(),
+              0.7110694761052082, 1e-12);
+  Tensor p = tensor({0.2, 0.7, 0.9}, kFloat64), t = tensor({0.0, 1.0, 1.0}, kFloat64);
+  // torch.nn.functional.binary_cross_entropy(p, t); 1e-12: float64, a few roundings apart.
+  EXPECT_NEAR(F::binary_cross_entropy(p, t).item<double>(), 0.22839300363692283, 1e-12);
+  EXPECT_NEAR(F::mse_loss(p, t).item<double>(), (0.04 + 0.09 + 0.01) / 3, 1e-12);
+}
