@@ -299,7 +299,7 @@ TEST(Idx, RawAndGzippedFilesParse) {
     EXPECT_EQ(t.sizes(), (Shape{2, 3, 4}));
     EXPECT_EQ(t.to_vector<int64_t>()[23], 230);
   }
-  // Big-endian multi-byte types: int32 -1 and 258, float32 1.5, int16 -2 widened to int32.
+  // Big-endian multi-byte types: int32 -1 and 258, float32 1.5; int16 and int8 widen to int32.
   Tensor i32 = data::read_idx(
       dir.write("i.idx", idxBytes(0x0C, {2}, std::string("\xff\xff\xff\xff\x00\x00\x01\x02", 8))));
   EXPECT_EQ(i32.to_vector<int32_t>(), (std::vector<int32_t>{-1, 258}));
@@ -308,6 +308,8 @@ TEST(Idx, RawAndGzippedFilesParse) {
   EXPECT_EQ(f32.to_vector<float>(), std::vector<float>{1.5f});
   Tensor i16 = data::read_idx(dir.write("s.idx", idxBytes(0x0B, {1}, "\xff\xfe")));
   EXPECT_EQ(i16.to_vector<int32_t>(), std::vector<int32_t>{-2});
+  Tensor i8 = data::read_idx(dir.write("b.idx", idxBytes(0x09, {2}, "\x05\xfb")));
+  EXPECT_EQ(i8.to_vector<int32_t>(), (std::vector<int32_t>{5, -5}));
 }
 
 TEST(Idx, MalformedFilesAreIOErrorsNamingTheFile) {

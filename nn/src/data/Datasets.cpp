@@ -13,10 +13,10 @@ namespace {
 
 /// `root/name`, or `root/name.gz` if only the compressed file exists.
 std::string idxPath(const std::string& root, const std::string& name) {
-  const std::string raw = root + "/" + name;
+  std::string raw = root + "/" + name;
   struct stat st {};
   if (::stat(raw.c_str(), &st) == 0) return raw;
-  const std::string gz = raw + ".gz";
+  std::string gz = raw + ".gz";
   WEFT_CHECK(::stat(gz.c_str(), &st) == 0, IO, "MNIST: neither '", raw, "' nor '", gz,
              "' exists; download the dataset's four IDX files into '", root, "'");
   return gz;

@@ -81,11 +81,11 @@ void decode(unsigned char code, const unsigned char* src, size_t count, void* ds
     break;
   case 0x09:
     for (size_t i = 0; i < count; ++i)
-      out32[i] = static_cast<int8_t>(src[i]);
+      out32[i] = src[i] < 0x80 ? src[i] : src[i] - 0x100; // two's complement byte
     break;
   case 0x0B:
     for (size_t i = 0; i < count; ++i)
-      out32[i] = static_cast<int16_t>((src[2 * i] << 8) | src[2 * i + 1]);
+      out32[i] = ((src[2 * i] << 8) | src[2 * i + 1]) - (src[2 * i] < 0x80 ? 0 : 0x10000);
     break;
   case 0x0C:
   case 0x0D:

@@ -23,11 +23,12 @@ struct DataLoaderOptions {
   uint64_t seed_ = 0;       ///< seeds the permutation and the random transforms
   bool drop_last_ = false;  ///< drop a last batch smaller than batch_size
   size_t workers_ = 0;      ///< worker threads building batches (0: the calling thread)
-  size_t prefetch_ = 2;     ///< finished batches that may wait for the consumer
+  size_t prefetch_ = 2;     ///< batches ahead of the consumer, besides one per worker
   size_t num_replicas_ = 1; ///< shards of a distributed run
   size_t rank_ = 0;         ///< this process's shard
   std::vector<std::shared_ptr<const Transform>> transforms_; ///< applied in order to each batch
 
+  /// Batches of 1, in order, built on the iterating thread.
   DataLoaderOptions() = default;
   /// Starts with `batch_size` samples per batch.
   explicit DataLoaderOptions(size_t batch_size) : batch_size_(batch_size) {}
@@ -41,7 +42,8 @@ struct DataLoaderOptions {
   DataLoaderOptions& drop_last(bool on = true) { return set(drop_last_, on); }
   /// The number of worker threads (0 builds batches on the iterating thread).
   DataLoaderOptions& workers(size_t n) { return set(workers_, n); }
-  /// How many finished batches may wait for the consumer before workers block (at least 1).
+  /// Backpressure: workers block once prefetch + workers batches are built or being built ahead
+  /// of the consumer (at least 1).
   DataLoaderOptions& prefetch(size_t n) { return set(prefetch_, n); }
   /// Loads only shard `rank` of `num_replicas` (see DistributedSampler).
   DataLoaderOptions& distributed(size_t num_replicas, size_t rank) {
@@ -90,6 +92,7 @@ public:
   template <typename D, typename = std::enable_if_t<std::is_base_of_v<Dataset, D>>>
   DataLoader(D dataset, DataLoaderOptions options = {}, WEFT_LOC)
       : DataLoader(std::make_shared<D>(std::move(dataset)), std::move(options), loc) {}
+  /// Stops and joins the workers of an epoch in progress.
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -136,8 +139,11 @@ public:
   using pointer = Example*;
   using reference = Example&;
 
+  /// The end iterator.
   Iterator() = default;
+  /// Takes over `other`'s place in the epoch (`other` becomes an end iterator).
   Iterator(Iterator&& other) noexcept;
+  /// Stops this iterator's epoch, if any, and takes over `other`'s.
   Iterator& operator=(Iterator&& other) noexcept;
   Iterator(const Iterator&) = delete;
   Iterator& operator=(const Iterator&) = delete;
