@@ -21,13 +21,6 @@ void initLikePyTorch(Tensor& weight, Tensor& bias, int64_t fanIn) {
   }
 }
 
-std::ostream& operator<<(std::ostream& os, const std::vector<int64_t>& v) {
-  os << "[";
-  for (size_t i = 0; i < v.size(); ++i)
-    os << (i ? ", " : "") << v[i];
-  return os << "]";
-}
-
 void checkPositive(int64_t v, const char* what, const char* layer) {
   WEFT_CHECK(v > 0, Value, "nn::", layer, ": ", what, " must be positive, got ", v);
 }
@@ -121,9 +114,9 @@ Tensor ConvImpl::forward(const Tensor& x) {
 
 void ConvImpl::pretty_print(std::ostream& os) const {
   os << (transposed_ ? "ConvTranspose" : "Conv") << dims_ << "d(" << options.in_channels() << ", "
-     << options.out_channels() << ", kernel_size=" << options.kernel_size()
-     << ", stride=" << options.stride();
-  if (options.padding() != ExpandingArray(0)) os << ", padding=" << options.padding();
+     << options.out_channels() << ", kernel_size=" << shapeString(options.kernel_size())
+     << ", stride=" << shapeString(options.stride());
+  if (options.padding() != ExpandingArray(0)) os << ", padding=" << shapeString(options.padding());
   if (options.groups() != 1) os << ", groups=" << options.groups();
   if (!options.bias()) os << ", bias=false";
   os << ")";
@@ -137,9 +130,9 @@ Tensor MaxPool2dImpl::forward(const Tensor& x) {
 }
 
 void MaxPool2dImpl::pretty_print(std::ostream& os) const {
-  os << "MaxPool2d(kernel_size=" << options.kernel_size()
-     << ", stride=" << (options.stride().empty() ? options.kernel_size() : options.stride())
-     << ", padding=" << options.padding() << ")";
+  os << "MaxPool2d(kernel_size=" << shapeString(options.kernel_size()) << ", stride="
+     << shapeString(options.stride().empty() ? options.kernel_size() : options.stride())
+     << ", padding=" << shapeString(options.padding()) << ")";
 }
 
 Tensor AvgPool2dImpl::forward(const Tensor& x) {
@@ -147,9 +140,9 @@ Tensor AvgPool2dImpl::forward(const Tensor& x) {
 }
 
 void AvgPool2dImpl::pretty_print(std::ostream& os) const {
-  os << "AvgPool2d(kernel_size=" << options.kernel_size()
-     << ", stride=" << (options.stride().empty() ? options.kernel_size() : options.stride())
-     << ", padding=" << options.padding() << ")";
+  os << "AvgPool2d(kernel_size=" << shapeString(options.kernel_size()) << ", stride="
+     << shapeString(options.stride().empty() ? options.kernel_size() : options.stride())
+     << ", padding=" << shapeString(options.padding()) << ")";
 }
 
 // ---- normalization ----
@@ -215,7 +208,7 @@ Tensor LayerNormImpl::forward(const Tensor& x) {
 }
 
 void LayerNormImpl::pretty_print(std::ostream& os) const {
-  os << "LayerNorm(" << options.normalized_shape() << ", eps=" << options.eps()
+  os << "LayerNorm(" << shapeString(options.normalized_shape()) << ", eps=" << options.eps()
      << ", elementwise_affine=" << (options.elementwise_affine() ? "true" : "false") << ")";
 }
 

@@ -156,27 +156,6 @@ std::vector<OptimizerParamGroup> oneGroup(std::vector<Tensor> params) {
   return {OptimizerParamGroup(std::move(params))};
 }
 
-/// One Adam/AdamW update of `p` with gradient `g` (PyTorch's formulas).
-struct AdamStep {
-  double beta1, beta2, eps;
-  bool amsgrad;
-  void apply(Tensor& p, const Tensor& g, const Tensor& lr, Tensor& m, Tensor& v, Tensor& step,
-             Tensor maxV) const {
-    step.add_(1);
-    m.mul_(beta1).add_(g, 1 - beta1);
-    v.mul_(beta2).add_(g * g, 1 - beta2);
-    Tensor bc1 = 1.0 - full({}, beta1, kFloat64).pow(step);
-    Tensor bc2 = 1.0 - full({}, beta2, kFloat64).pow(step);
-    Tensor second = v;
-    if (amsgrad) {
-      maxV.copy_(maximum(maxV, v));
-      second = maxV;
-    }
-    Tensor denom = second.sqrt() / bc2.sqrt() + eps;
-    p.sub_(m / denom * (lr / bc1));
-  }
-};
-
 } // namespace
 
 #define WEFT_OPTIMIZER_CONSTRUCTORS(Name)                                                          \
@@ -205,12 +184,10 @@ void SGD::step() {
       Tensor d = decayed(g, p, o.weight_decay());
       if (o.momentum() != 0) {
         Tensor buf = stateOr(p, "momentum_buffer");
-        if (!buf.defined()) {
-          setState(p, "momentum_buffer", d.clone()); // the first step, as PyTorch
-          buf = stateOr(p, "momentum_buffer");
-        } else {
+        if (buf.defined())
           buf.mul_(o.momentum()).add_(d, 1 - o.dampening());
-        }
+        else
+          setState(p, "momentum_buffer", buf = d.clone()); // the first step, as PyTorch
         d = o.nesterov() ? d + buf * o.momentum() : buf;
       }
       p.sub_(d * o.lr_tensor());
@@ -218,21 +195,40 @@ void SGD::step() {
   }
 }
 
+void Optimizer::adamUpdate(OptimizerParamGroup& group, const AdamHyper& h) {
+  const Tensor& lr = group.options().lr_tensor();
+  for (Tensor& p : group.params()) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    auto zeroState = [&] { return zeros_like(p); };
+    Tensor& m = state(p, "exp_avg", zeroState);
+    Tensor& v = state(p, "exp_avg_sq", zeroState);
+    Tensor& step = state(p, "step", [] { return zeros({}, kFloat64); });
+    if (h.decoupled && h.weightDecay != 0)
+      p.mul_(1.0 - lr * h.weightDecay); // AdamW
+    else
+      g = decayed(g, p, h.weightDecay);
+    step.add_(1);
+    m.mul_(h.beta1).add_(g, 1 - h.beta1);
+    v.mul_(h.beta2).add_(g * g, 1 - h.beta2);
+    Tensor bc1 = 1.0 - full({}, h.beta1, kFloat64).pow(step);
+    Tensor bc2 = 1.0 - full({}, h.beta2, kFloat64).pow(step);
+    Tensor second = v;
+    if (h.amsgrad) {
+      Tensor& maxV = state(p, "max_exp_avg_sq", zeroState);
+      maxV.copy_(maximum(maxV, v));
+      second = maxV;
+    }
+    p.sub_(m / (second.sqrt() / bc2.sqrt() + h.eps) * (lr / bc1));
+  }
+}
+
 void Adam::step() {
   NoGradGuard guard;
   for (OptimizerParamGroup& group : param_groups()) {
     const auto& o = static_cast<const AdamOptions&>(group.options());
-    AdamStep rule{std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.amsgrad()};
-    for (Tensor& p : group.params()) {
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      auto zeroState = [&] { return zeros_like(p); };
-      Tensor& m = state(p, "exp_avg", zeroState);
-      Tensor& v = state(p, "exp_avg_sq", zeroState);
-      Tensor& step = state(p, "step", [] { return zeros({}, kFloat64); });
-      Tensor maxV = o.amsgrad() ? state(p, "max_exp_avg_sq", zeroState) : Tensor();
-      rule.apply(p, decayed(g, p, o.weight_decay()), o.lr_tensor(), m, v, step, maxV);
-    }
+    adamUpdate(group, {std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(),
+                       o.amsgrad(), false});
   }
 }
 
@@ -240,18 +236,8 @@ void AdamW::step() {
   NoGradGuard guard;
   for (OptimizerParamGroup& group : param_groups()) {
     const auto& o = static_cast<const AdamWOptions&>(group.options());
-    AdamStep rule{std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.amsgrad()};
-    for (Tensor& p : group.params()) {
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      auto zeroState = [&] { return zeros_like(p); };
-      Tensor& m = state(p, "exp_avg", zeroState);
-      Tensor& v = state(p, "exp_avg_sq", zeroState);
-      Tensor& step = state(p, "step", [] { return zeros({}, kFloat64); });
-      Tensor maxV = o.amsgrad() ? state(p, "max_exp_avg_sq", zeroState) : Tensor();
-      if (o.weight_decay() != 0) p.mul_(1.0 - o.lr_tensor() * o.weight_decay()); // decoupled
-      rule.apply(p, g, o.lr_tensor(), m, v, step, maxV);
-    }
+    adamUpdate(group, {std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(),
+                       o.amsgrad(), true});
   }
 }
 

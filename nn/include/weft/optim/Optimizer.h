@@ -146,6 +146,13 @@ protected:
   /// `param`'s state tensor `key`, or undefined before it is made.
   Tensor stateOr(const Tensor& param, const std::string& key) const;
   void setState(const Tensor& param, const std::string& key, Tensor value);
+  /// Adam's hyperparameters; `decoupled`: AdamW's weight decay.
+  struct AdamHyper {
+    double beta1, beta2, eps, weightDecay;
+    bool amsgrad, decoupled;
+  };
+  /// One Adam or AdamW update of every parameter in `group` (PyTorch's formulas).
+  void adamUpdate(OptimizerParamGroup& group, const AdamHyper& h);
 
 private:
   std::vector<OptimizerParamGroup> groups_;
