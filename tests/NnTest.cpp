@@ -22,6 +22,16 @@ nn::Sequential smallCnn() {
                         nn::Linear(4 * 4 * 4, 3));
 }
 
+/// `f` throws an `E` whose message contains `text`.
+template <typename E> void expectThrows(const std::string& text, const std::function<void()>& f) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing '" << text << "'";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
 } // namespace
 
 TEST(Nn, ModulesRegisterNameAndPrintTheirTree) {
@@ -216,4 +226,65 @@ TEST(Nn, LossesMatchPyTorch) {
   // torch.nn.functional.binary_cross_entropy(p, t); 1e-12: float64, a few roundings apart.
   EXPECT_NEAR(F::binary_cross_entropy(p, t).item<double>(), 0.22839300363692283, 1e-12);
   EXPECT_NEAR(F::mse_loss(p, t).item<double>(), (0.04 + 0.09 + 0.01) / 3, 1e-12);
+}
+
+/// Recurrent and attention layers: PyTorch's parameter names and shapes, unbatched inputs, and
+/// clear errors for wrong shapes. (Their values are checked against PyTorch in
+/// NnReferenceTest.cpp.)
+TEST(Nn, RecurrentAndAttentionLayersHavePyTorchsShapesAndErrors) {
+  nn::LSTM lstm(nn::LSTMOptions(4, 6).num_layers(2).bidirectional(true).batch_first(true));
+  auto named = lstm->named_parameters();
+  ASSERT_EQ(named.size(), 16u);
+  EXPECT_EQ(named[0].first, "weight_ih_l0");
+  EXPECT_EQ(named[0].second.sizes(), (Shape{24, 4}));
+  EXPECT_EQ(named[4].first, "weight_ih_l0_reverse");
+  EXPECT_EQ(named[8].second.sizes(), (Shape{24, 12})); // layer 1 reads both directions
+  auto [y, hc] = lstm(randn({3, 5, 4}));
+  EXPECT_EQ(y.sizes(), (Shape{3, 5, 12}));
+  EXPECT_EQ(std::get<0>(hc).sizes(), (Shape{4, 3, 6}));
+  EXPECT_EQ(std::get<1>(hc).sizes(), (Shape{4, 3, 6}));
+  // Unbatched: (seq, feature) in, states without the batch dimension.
+  nn::GRU gru(3, 5);
+  auto [yu, hu] = gru(randn({7, 3}), zeros({1, 5}));
+  EXPECT_EQ(yu.sizes(), (Shape{7, 5}));
+  EXPECT_EQ(hu.sizes(), (Shape{1, 5}));
+  // The last output of a one-layer unidirectional GRU is its final state.
+  EXPECT_TRUE(sameBits(yu.select(0, 6), hu.select(0, 0)));
+  expectThrows<ShapeError>("does not end in input_size = 3", [&] { gru(randn({7, 2, 4})); });
+  expectThrows<ShapeError>("expected an initial state of [1, 2, 5]", [&] {
+    gru(randn({7, 2, 3}), zeros({2, 2, 5}));
+  });
+  expectThrows<ValueError>("nonlinearity must be",
+                           [] { nn::RNN(nn::RNNOptions(2, 2).nonlinearity("sigmoid")); });
+
+  nn::MultiheadAttention mha(nn::MultiheadAttentionOptions(8, 2).batch_first(true));
+  std::vector<std::string> names;
+  for (auto& [n, p] : mha->named_parameters())
+    names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight",
+                                             "out_proj.bias"}));
+  Tensor q = randn({2, 5, 8});
+  auto [out, w] = mha(q, q, q);
+  EXPECT_EQ(out.sizes(), (Shape{2, 5, 8}));
+  EXPECT_EQ(w.sizes(), (Shape{2, 5, 5}));
+  // Causal: no weight on later positions, and each row sums to 1.
+  auto [outc, wc] = mha->forward(q, q, q, {}, true, {}, true, true);
+  EXPECT_EQ(wc.triu(1).abs().sum().item<float>(), 0.0f);
+  EXPECT_NEAR(wc.sum({2}).sub(ones({2, 5})).abs().max().item<float>(), 0.0f, 1e-6f);
+  expectThrows<ValueError>("must be a positive multiple of num_heads",
+                           [] { nn::MultiheadAttention(10, 3); });
+  expectThrows<ShapeError>("attn_mask must be [5, 5] or [4, 5, 5]", [&] {
+    mha->forward(q, q, q, {}, true, ones({5, 4}, kBool));
+  });
+
+  nn::TransformerEncoderLayer enc(
+      nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).norm_first(true));
+  EXPECT_EQ(enc->named_parameters().size(), 12u);
+  EXPECT_EQ(enc(randn({5, 2, 8})).sizes(), (Shape{5, 2, 8}));
+  nn::TransformerDecoderLayer dec(nn::TransformerDecoderLayerOptions(8, 2).dim_feedforward(16));
+  EXPECT_EQ(dec->named_parameters().size(), 18u);
+  EXPECT_EQ(dec(randn({5, 2, 8}), randn({7, 2, 8})).sizes(), (Shape{5, 2, 8}));
+  std::ostringstream printed;
+  printed << *lstm;
+  EXPECT_EQ(printed.str(), "LSTM(4, 6, num_layers=2, batch_first=true, bidirectional=true)");
 }

@@ -482,6 +482,36 @@ Tensor Tensor::masked_fill(const Tensor& mask, Scalar value, std::source_locatio
   return r;
 }
 
+namespace {
+/// Keeps the elements of the last two dimensions where column - row compares with `diagonal` as
+/// `upper` says, zeroes the rest.
+Tensor triangle(const Tensor& x, int64_t diagonal, bool upper) {
+  WEFT_CHECK(x.defined() && x.dim() >= 2, Shape, upper ? "triu" : "tril",
+             ": expected a tensor of at least 2 dimensions, got ",
+             x.defined() ? shapeString(x.sizes()) : "an undefined tensor");
+  Tensor offset = arange(x.size(-1)).unsqueeze(0) - arange(x.size(-2)).unsqueeze(1);
+  Tensor outside = upper ? offset < diagonal : offset > diagonal;
+  return x.masked_fill(outside, 0);
+}
+} // namespace
+
+Tensor Tensor::triu(int64_t diagonal, std::source_location loc) const {
+  CallSite cs(loc);
+  return triangle(*this, diagonal, true);
+}
+Tensor Tensor::tril(int64_t diagonal, std::source_location loc) const {
+  CallSite cs(loc);
+  return triangle(*this, diagonal, false);
+}
+Tensor triu(const Tensor& x, int64_t diagonal, std::source_location loc) {
+  CallSite cs(loc);
+  return triangle(x, diagonal, true);
+}
+Tensor tril(const Tensor& x, int64_t diagonal, std::source_location loc) {
+  CallSite cs(loc);
+  return triangle(x, diagonal, false);
+}
+
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi,
              std::source_location loc) {
   CallSite cs(loc);

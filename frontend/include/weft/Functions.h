@@ -126,6 +126,9 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor where(const Tensor& condition, Scalar a, const Tensor& b, WEFT_LOC);
 Tensor where(const Tensor& condition, const Tensor& a, Scalar b, WEFT_LOC);
+/// x.triu(diagonal), x.tril(diagonal).
+Tensor triu(const Tensor& x, int64_t diagonal = 0, WEFT_LOC);
+Tensor tril(const Tensor& x, int64_t diagonal = 0, WEFT_LOC);
 /// Elementwise `a` or `b` converted to `dtype`, recorded for autograd.
 Tensor cast(const Tensor& x, DType dtype, WEFT_LOC);
 

@@ -205,6 +205,10 @@ public:
   Tensor logical_or(const Tensor& other, WEFT_LOC) const;
   Tensor logical_xor(const Tensor& other, WEFT_LOC) const;
   Tensor masked_fill(const Tensor& mask, Scalar value, WEFT_LOC) const;
+  /// The upper (lower) triangle of the last two dimensions: elements with column - row >=
+  /// `diagonal` (<= `diagonal`) are kept, the rest are zero.
+  Tensor triu(int64_t diagonal = 0, WEFT_LOC) const;
+  Tensor tril(int64_t diagonal = 0, WEFT_LOC) const;
 
   // ---- reductions (empty dims = all) ----
   Tensor sum(WEFT_LOC) const;

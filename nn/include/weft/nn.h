@@ -8,5 +8,7 @@
 #include "weft/nn/Layers.h"
 #include "weft/nn/Loss.h"
 #include "weft/nn/Module.h"
+#include "weft/nn/Recurrent.h"
+#include "weft/nn/Transformer.h"
 #include "weft/optim/Optimizer.h"
 #include "weft/optim/Schedulers.h"

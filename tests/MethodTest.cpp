@@ -1,0 +1,232 @@
+// Every Tensor method a user calls, inside compile() as well as eagerly: each is applied to a
+// traced argument and to a real tensor the function captures, and must give eager's result (or
+// eager's error). The op-table suites check the primitives; this checks the methods built on them
+// (views, contiguous(), composites, in-place forms, pairs of results).
+#include "TestUtil.h"
+#include "weft/weft.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+namespace weft::test {
+namespace {
+
+using Method = std::function<Tensor(const Tensor& x, const Tensor& y)>;
+
+struct MethodCase {
+  std::string name;
+  Method f;
+};
+
+/// `x` is (2, 3, 4) float32 in [-1.5, 1.5) with no ties, `y` is (3, 4).
+std::vector<MethodCase> methods() {
+  Tensor idx = tensor({2, 0, 1}); // int64
+  return {
+      // views and layout
+      {"view",
+       [](auto& x, auto&) {
+         return x.view({6, 4});
+       }},
+      {"view_of_transpose_is_an_error",
+       [](auto& x, auto&) { return x.transpose(0, 2).view({24}); }},
+      {"view_of_captured_bias_shape",
+       [](auto& x, auto& y) {
+         return x + y.view({1, 3, 4});
+       }},
+      {"reshape_of_transpose", [](auto& x, auto&) { return x.transpose(0, 2).reshape({24}); }},
+      {"contiguous", [](auto& x, auto&) { return x.transpose(1, 2).contiguous(); }},
+      {"is_contiguous",
+       [](auto& x, auto&) {
+         bool a = x.is_contiguous(), b = x.transpose(1, 2).is_contiguous();
+         return x * (a ? 2.0 : 3.0) + (b ? 1.0 : 0.0);
+       }},
+      {"permute",
+       [](auto& x, auto&) {
+         return x.permute({2, 0, 1});
+       }},
+      {"t_mT", [](auto& x, auto& y) { return x.mT() + y.t(); }},
+      {"slice_step", [](auto& x, auto&) { return x.slice(2, 1, std::nullopt, 2); }},
+      {"narrow_select", [](auto& x, auto&) { return x.narrow(1, 1, 2).select(0, 1); }},
+      {"expand",
+       [](auto& x, auto& y) {
+         return y.unsqueeze(0).expand({2, 3, 4}) * x;
+       }},
+      {"expand_as", [](auto& x, auto& y) { return y.expand_as(x) - x; }},
+      {"squeeze_unsqueeze", [](auto& x, auto&) { return x.unsqueeze(1).squeeze(1).squeeze(); }},
+      {"flatten_unflatten",
+       [](auto& x, auto&) {
+         return x.flatten(1).unflatten(1, {4, 3});
+       }},
+      {"flip",
+       [](auto& x, auto&) {
+         return x.flip({0, 2});
+       }},
+      {"index",
+       [](auto& x, auto&) {
+         using namespace indexing;
+         return x.index({Slice(), 1, Slice(std::nullopt, std::nullopt, 2)});
+       }},
+      {"index_put_",
+       [](auto& x, auto&) {
+         Tensor c = x.clone();
+         c.index_put_({indexing::Slice(), 0}, 5.0);
+         return c;
+       }},
+      {"to_float64", [](auto& x, auto&) { return x.to(kFloat64) * 3.0; }},
+      {"clone", [](auto& x, auto&) { return x.clone() + 1.0; }},
+      // elementwise
+      {"unary_chain",
+       [](auto& x, auto&) {
+         return x.neg().abs().sqrt().exp().log().log1p().expm1().rsqrt().reciprocal();
+       }},
+      {"trig_and_friends",
+       [](auto& x, auto&) { return x.sin() + x.cos() + x.tanh() + x.sigmoid() + x.erf(); }},
+      {"rounding",
+       [](auto& x, auto&) { return (x * 3.0).floor() + (x * 3.0).ceil() + (x * 3.0).round(); }},
+      {"sign_relu", [](auto& x, auto&) { return x.sign() * x.relu(); }},
+      {"clamp", [](auto& x, auto&) { return x.clamp(-0.5, 0.5) + x.clamp(0.2); }},
+      {"arith", [](auto& x, auto& y) { return x.add(y, 2).sub(y, 0.5).mul(y).div(y.abs() + 1.0); }},
+      {"pow", [](auto& x, auto& y) { return x.abs().pow(y) + x.pow(2); }},
+      {"maximum_minimum", [](auto& x, auto& y) { return x.maximum(y) - x.minimum(y); }},
+      {"comparisons",
+       [](auto& x, auto& y) {
+         return x.eq(y).logical_or(x.lt(y)).logical_and(x.le(y)).logical_xor(x.gt(y)).logical_or(
+             x.ge(y).logical_not().logical_and(x.ne(y)));
+       }},
+      {"masked_fill", [](auto& x, auto& y) { return x.masked_fill(y > 0, -2.0); }},
+      {"triu_tril", [](auto& x, auto&) { return x.triu(1) + x.tril(-1) * 2.0; }},
+      // reductions
+      {"sum_mean", [](auto& x, auto&) { return x.sum({1}) + x.mean({1}) + x.sum() + x.mean(); }},
+      {"sum_keepdim_dtype",
+       [](auto& x, auto&) {
+         return x.sum({0, 2}, true, kFloat64);
+       }},
+      {"prod", [](auto& x, auto&) { return x.prod(2) + x.prod(); }},
+      {"amax_amin",
+       [](auto& x, auto&) {
+         return x.amax({2}) - x.amin({0, 1}, false).sum();
+       }},
+      {"max_min", [](auto& x, auto&) { return x.max() - x.min(); }},
+      {"max_dim_values",
+       [](auto& x, auto&) { return x.max(1).first + x.min(2, true).first.sum(); }},
+      {"max_dim_indices", [](auto& x, auto&) { return x.max(1, true).second; }},
+      {"argmax_argmin", [](auto& x, auto&) { return x.argmax(2) + x.argmin(); }},
+      {"var_std", [](auto& x, auto&) { return x.var({2}) + x.std({1}, 0, true).sum(); }},
+      {"logsumexp", [](auto& x, auto&) { return x.logsumexp({2}); }},
+      {"cumsum", [](auto& x, auto&) { return x.cumsum(1); }},
+      {"sort_values", [](auto& x, auto&) { return x.sort(2, true).first; }},
+      {"sort_indices", [](auto& x, auto&) { return x.sort(1).second; }},
+      {"argsort", [](auto& x, auto&) { return x.argsort(0, true); }},
+      {"topk", [](auto& x, auto&) { return x.topk(2).first + x.topk(2, 1, false).first.sum(); }},
+      {"softmax_log_softmax", [](auto& x, auto&) { return x.softmax(2) + x.log_softmax(1); }},
+      // linear algebra and indexing
+      {"matmul", [](auto& x, auto& y) { return x.matmul(y.t()); }},
+      {"mm", [](auto&, auto& y) { return y.mm(y.t()); }},
+      {"bmm", [](auto& x, auto&) { return x.bmm(x.transpose(1, 2)); }},
+      {"gather",
+       [idx](auto& x, auto&) {
+         return x.gather(1, idx.view({1, 3, 1}).expand({2, 3, 4}));
+       }},
+      {"scatter",
+       [idx](auto& x, auto& y) {
+         return y.scatter(0, idx.view({3, 1}).expand({3, 4}), x.select(0, 0));
+       }},
+      {"scatter_add",
+       [idx](auto& x, auto& y) {
+         return y.scatter_add(0, idx.view({3, 1}).expand({3, 4}), x.select(0, 1));
+       }},
+      {"index_select", [idx](auto& x, auto&) { return x.index_select(1, idx); }},
+      {"index_add", [idx](auto& x, auto& y) { return y.index_add(0, idx, x.select(0, 0)); }},
+      // in place, on a fresh copy
+      {"inplace_arith",
+       [](auto& x, auto& y) {
+         Tensor c = x.clone();
+         c.add_(y, 2).sub_(0.5).mul_(y).div_(3.0).add_(1.0).sub_(y).mul_(2.0).div_(y.abs() + 1.0);
+         return c;
+       }},
+      {"inplace_fill",
+       [](auto& x, auto& y) {
+         Tensor c = x.clone(), d = x.clone(), e = x.clone();
+         c.clamp_(-0.25, 0.25);
+         d.zero_().fill_(1.5);
+         e.copy_(y).masked_fill_(y < 0, 7.0);
+         return c + d + e;
+       }},
+      {"inplace_through_view",
+       [](auto& x, auto&) {
+         Tensor c = x.clone();
+         c.select(1, 0).mul_(10.0);
+         c.transpose(0, 2).narrow(0, 1, 1).fill_(-1.0);
+         return c;
+       }},
+      {"detach", [](auto& x, auto&) { return x.detach() * 2.0; }},
+  };
+}
+
+/// The same values, or the same kind of error.
+struct Outcome {
+  Tensor value;
+  std::string error;
+};
+
+Outcome run(const std::function<Tensor()>& f) {
+  try {
+    return {f(), ""};
+  } catch (const Error& e) {
+    return {Tensor(), std::to_string(static_cast<int>(e.kind()))};
+  }
+}
+
+::testing::AssertionResult same(const Outcome& eager, const Outcome& compiled) {
+  if (eager.error != compiled.error)
+    return ::testing::AssertionFailure()
+           << "eager error '" << eager.error << "', compiled error '" << compiled.error << "'";
+  if (!eager.error.empty()) return ::testing::AssertionSuccess();
+  if (eager.value.sizes() != compiled.value.sizes() ||
+      eager.value.dtype() != compiled.value.dtype())
+    return ::testing::AssertionFailure()
+           << "eager " << shapeString(eager.value.sizes()) << " " << dtypeName(eager.value.dtype())
+           << ", compiled " << shapeString(compiled.value.sizes()) << " "
+           << dtypeName(compiled.value.dtype());
+  std::vector<double> a = eager.value.to_vector<double>(), b = compiled.value.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i)
+    // The compiled function runs the same kernels on the same values in the same order (fusion
+    // of elementwise chains calls the same scalar functions): exact, with NaN equal to NaN.
+    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))))
+      return ::testing::AssertionFailure()
+             << "element " << i << ": eager " << a[i] << ", compiled " << b[i];
+  return ::testing::AssertionSuccess();
+}
+
+class CompiledMethod : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(CompiledMethod, OnArgumentsAndCapturedTensorsEqualsEager) {
+  MethodCase m = methods()[GetParam()];
+  // Distinct values (no ties for sort/argmax), some negative, none zero.
+  std::vector<float> xs;
+  for (int i = 0; i < 24; ++i)
+    xs.push_back(static_cast<float>((i * 7) % 24 - 11.5) / 8);
+  Tensor x = from_vector(xs, {2, 3, 4});
+  Tensor y = (arange(12, kFloat32) - 5.5).reshape({3, 4}) * (1.0 / 4);
+  Outcome eager = run([&] { return m.f(x, y); });
+  // Only the cases named so are errors: the others must not agree by both failing.
+  ASSERT_EQ(eager.error.empty(), !m.name.ends_with("_is_an_error")) << eager.error;
+
+  // Both as arguments.
+  auto onArgs = compile([&](const Tensor& a, const Tensor& b) { return m.f(a, b); });
+  EXPECT_TRUE(same(eager, run([&] { return onArgs(x, y); }))) << "arguments";
+  // Both captured: the function reads real tensors it did not receive.
+  auto captured = compile([&](const Tensor& /*unused*/) { return m.f(x, y); });
+  Outcome cap = run([&] { return captured(zeros({1})); });
+  EXPECT_TRUE(same(eager, cap)) << "captured";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMethods, CompiledMethod, ::testing::Range<size_t>(0, methods().size()),
+                         [](const ::testing::TestParamInfo<size_t>& i) {
+                           return methods()[i.param].name;
+                         });
+
+} // namespace
+} // namespace weft::test
