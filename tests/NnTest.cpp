@@ -288,3 +288,91 @@ TEST(Nn, RecurrentAndAttentionLayersHavePyTorchsShapesAndErrors) {
   printed << *lstm;
   EXPECT_EQ(printed.str(), "LSTM(4, 6, num_layers=2, batch_first=true, bidirectional=true)");
 }
+
+namespace {
+
+/// A model, its optimizer and schedule, a shuffling loader with random augmentation, and a train
+/// step (eager or compiled): all the state a checkpoint must carry.
+struct Trainer {
+  nn::Sequential model = smallCnn();
+  optim::AdamW opt{model->parameters(), optim::AdamWOptions(1e-2)};
+  optim::OneCycleLR schedule{opt, 1e-2, 15};
+  data::DataLoader loader;
+  std::function<Tensor(const Tensor&, const Tensor&)> step;
+
+  Trainer(const Tensor& x, const Tensor& y, bool compiled)
+      : loader(data::TensorDataset(x, y),
+               data::DataLoaderOptions(8).shuffle().seed(5).workers(2).transform(
+                   data::RandomHorizontalFlip())) {
+    auto f = [this](const Tensor& xb, const Tensor& yb) {
+      Tensor loss = F::cross_entropy(model(xb), yb);
+      loss.backward();
+      opt.step();
+      opt.zero_grad();
+      return loss;
+    };
+    if (compiled)
+      step = compile(f);
+    else
+      step = f;
+  }
+  /// Trains until `losses` holds `steps` losses, stepping the schedule after every batch.
+  void train(size_t steps, std::vector<float>& losses) {
+    while (losses.size() < steps)
+      for (data::Example& b : loader) {
+        losses.push_back(step(b.data, b.target).item<float>());
+        schedule.step();
+        if (losses.size() == steps) break;
+      }
+  }
+};
+
+} // namespace
+
+/// A run stopped mid-epoch, saved, and resumed in fresh objects (differently initialised) ends
+/// with the same losses and parameters, bit for bit, as a run that never stopped.
+TEST(Nn, ResumingFromACheckpointContinuesBitForBit) {
+  Generator g(11);
+  Tensor x = randn({40, 1, 8, 8}, {}, g), y = randint(0, 3, {40}, kInt64, g); // 5 batches/epoch
+  std::string path = ::testing::TempDir() + "weft_resume.safetensors";
+  for (bool compiled : {false, true}) {
+    SCOPED_TRACE(compiled ? "compiled" : "eager");
+    manual_seed(3);
+    Trainer straight(x, y, compiled);
+    std::vector<float> expected;
+    straight.train(15, expected);
+
+    manual_seed(3);
+    std::vector<float> losses;
+    {
+      Trainer first(x, y, compiled);
+      first.train(7, losses); // all of epoch 0, two batches of epoch 1
+      Checkpoint()
+          .set("model", first.model->state_dict())
+          .set("optimizer", first.opt.state_dict())
+          .set("scheduler", first.schedule.state_dict())
+          .set(first.loader)
+          .set(default_generator())
+          .save(path);
+    }
+    manual_seed(99); // other initial weights and random stream: all must come from the file
+    Trainer resumed(x, y, compiled);
+    Checkpoint ck = Checkpoint::load(path);
+    resumed.model->load_state_dict(ck.get("model"));
+    resumed.opt.load_state_dict(ck.get("optimizer"));
+    resumed.schedule.load_state_dict(ck.get("scheduler"));
+    ck.restore(resumed.loader);
+    ck.restore(default_generator());
+    resumed.train(15, losses);
+
+    ASSERT_EQ(losses.size(), expected.size());
+    for (size_t i = 7; i < losses.size(); ++i)
+      EXPECT_EQ(losses[i], expected[i]) << "step " << i;
+    for (auto& [name, t] : straight.model->state_dict())
+      EXPECT_TRUE(sameBits(t, resumed.model->state_dict().at(name))) << name;
+    for (auto& [name, t] : straight.opt.state_dict())
+      EXPECT_TRUE(sameBits(t, resumed.opt.state_dict().at(name))) << name;
+  }
+  std::remove(path.c_str());
+  EXPECT_THROW(Checkpoint().get("model"), IOError);
+}

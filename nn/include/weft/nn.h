@@ -1,6 +1,7 @@
 // weft::nn: modules, layers, activations, losses, containers, initializers and functional ops.
 #pragma once
 
+#include "weft/Checkpoint.h"
 #include "weft/nn/Activation.h"
 #include "weft/nn/Container.h"
 #include "weft/nn/Functional.h"
