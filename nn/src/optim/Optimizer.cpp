@@ -29,8 +29,10 @@ void OptimizerOptions::set_lr(double lr) {
 }
 
 OptimizerParamGroup::OptimizerParamGroup(const OptimizerParamGroup& other)
-    : params_(other.params_), options_(other.options_ ? other.options_->clone() : nullptr) {}
+    : initial_lr(other.initial_lr), params_(other.params_),
+      options_(other.options_ ? other.options_->clone() : nullptr) {}
 OptimizerParamGroup& OptimizerParamGroup::operator=(const OptimizerParamGroup& other) {
+  initial_lr = other.initial_lr;
   params_ = other.params_;
   options_ = other.options_ ? other.options_->clone() : nullptr;
   return *this;

@@ -7,8 +7,12 @@
 namespace weft::optim {
 
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
-  for (const OptimizerParamGroup& g : optimizer.param_groups())
-    baseLrs_.push_back(g.options().get_lr());
+  // Schedules built one after another (SequentialLR's parts) all start from the rate the group
+  // had before the first of them changed it.
+  for (OptimizerParamGroup& g : optimizer.param_groups()) {
+    if (!g.initial_lr) g.initial_lr = g.options().get_lr();
+    baseLrs_.push_back(*g.initial_lr);
+  }
 }
 
 void LRScheduler::apply() {
@@ -116,7 +120,8 @@ double OneCycleLR::lrAt(double, int64_t step) const {
   };
   auto s = static_cast<double>(step);
   if (s <= upEnd) return cosine(initial, maxLr_, s / upEnd);
-  return cosine(maxLr_, minLr, std::min(1.0, (s - upEnd) / (downEnd - upEnd)));
+  // Past total_steps the cosine continues (and rises again), as PyTorch's does.
+  return cosine(maxLr_, minLr, (s - upEnd) / (downEnd - upEnd));
 }
 
 SequentialLR::SequentialLR(Optimizer& o, std::vector<std::shared_ptr<LRScheduler>> schedulers,

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -109,6 +110,9 @@ public:
   OptimizerOptions& options();
   const OptimizerOptions& options() const;
   void set_options(std::unique_ptr<OptimizerOptions> options) { options_ = std::move(options); }
+  /// The learning rate before any schedule changed it: set by the first schedule made on the
+  /// group, the base of every later one (PyTorch's `initial_lr`).
+  std::optional<double> initial_lr;
 
 private:
   std::vector<Tensor> params_;
@@ -201,3 +205,9 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm,
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value, WEFT_LOC);
 
 } // namespace weft::optim
+
+/// LibTorch's spelling: torch::nn::utils::clip_grad_norm_.
+namespace weft::nn::utils {
+using optim::clip_grad_norm_;
+using optim::clip_grad_value_;
+} // namespace weft::nn::utils
