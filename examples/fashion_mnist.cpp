@@ -2,12 +2,10 @@
 // compiled train step (forward, backward, AdamW and zero_grad traced once into one executable),
 // evaluated on the test set after every epoch; writes a checkpoint (safetensors) and an SVG plot of
 // training loss and test accuracy per epoch.
-#include <weft/weft.h>
+#include "ExampleUtil.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -35,40 +33,6 @@ const char* kUsage =
     "  --data DIR    the dataset (default /usr/share/datasets/fashion-mnist)\n"
     "  --out PREFIX  writes PREFIX.safetensors (checkpoint) and PREFIX.svg (curves)\n";
 
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw ValueError("fashion_mnist: " + k + " needs a value\n" + kUsage);
-      return argv[++i];
-    };
-    if (k == "--help" || k == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (k == "--epochs") {
-      a.epochs = std::stoi(value());
-    } else if (k == "--eager") {
-      a.eager = true;
-    } else if (k == "--device") {
-      std::string d = value();
-      if (d != "cpu") throw ValueError("fashion_mnist: --device " + d + ": only cpu exists so far");
-    } else if (k == "--data") {
-      a.data = value();
-    } else if (k == "--out") {
-      a.out = value();
-    } else if (k == "--batch") {
-      a.batch = std::stoll(value());
-    } else if (k == "--lr") {
-      a.lr = std::stod(value());
-    } else {
-      throw ValueError("fashion_mnist: unknown option " + k + "\n" + kUsage);
-    }
-  }
-  if (a.epochs < 1 || a.batch < 1) throw ValueError("fashion_mnist: epochs and batch must be >= 1");
-  return a;
-}
-
 nn::Sequential makeModel() {
   return nn::Sequential(
       nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)), nn::BatchNorm2d(16),
@@ -88,15 +52,6 @@ double evaluate(nn::Sequential& model, data::DataLoader& test) {
   }
   model->train();
   return 100.0 * static_cast<double>(correct) / static_cast<double>(total);
-}
-
-void progress(int epoch, size_t done, size_t total, double loss, double samplesPerSecond) {
-  int width = 30, filled = static_cast<int>(width * done / std::max<size_t>(total, 1));
-  std::printf("\repoch %d [%s%s] %zu/%zu  loss %.4f  %.0f samples/s", epoch,
-              std::string(static_cast<size_t>(filled), '=').c_str(),
-              std::string(static_cast<size_t>(width - filled), ' ').c_str(), done, total, loss,
-              samplesPerSecond);
-  std::fflush(stdout);
 }
 
 /// Training loss and test accuracy per epoch as a two-panel SVG line chart.
@@ -125,7 +80,20 @@ void writePlot(const std::string& path, const std::vector<double>& loss,
   f << "</svg>\n";
 }
 
-int run(const Args& args) {
+int run(int argc, char** argv) {
+  Args args;
+  std::string device = "cpu";
+  examples::Options opts("fashion_mnist", kUsage);
+  opts.value("--epochs", args.epochs)
+      .flag("--eager", args.eager)
+      .value("--device", device)
+      .value("--data", args.data)
+      .value("--out", args.out)
+      .value("--batch", args.batch)
+      .value("--lr", args.lr)
+      .parse(argc, argv);
+  if (device != "cpu") opts.fail("--device " + device + ": only cpu exists so far");
+  if (args.epochs < 1 || args.batch < 1) opts.fail("--epochs and --batch must be >= 1");
   manual_seed(0);
   auto train = std::make_shared<data::FashionMNIST>(args.data, true);
   auto testSet = std::make_shared<data::FashionMNIST>(args.data, false);
@@ -155,21 +123,21 @@ int run(const Args& args) {
   std::vector<double> losses, accuracies;
   double accuracy = 0;
   for (int epoch = 1; epoch <= args.epochs; ++epoch) {
-    auto start = std::chrono::steady_clock::now();
+    examples::Stopwatch clock;
     double sum = 0;
     size_t batches = 0;
     for (data::Example& b : loader) {
       Tensor loss = args.eager ? step(b.data, b.target) : compiled(b.data, b.target);
       schedule.step();
       sum += loss.item<double>();
-      if (++batches % 20 == 0 || batches == loader.size()) {
-        double secs =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        progress(epoch, batches, loader.size(), sum / static_cast<double>(batches),
-                 static_cast<double>(batches * static_cast<size_t>(args.batch)) / secs);
-      }
+      if (++batches % 20 == 0 || batches == loader.size())
+        examples::progress("epoch " + std::to_string(epoch), batches, loader.size(),
+                           sum / static_cast<double>(batches),
+                           static_cast<double>(batches * static_cast<size_t>(args.batch)) /
+                               clock.seconds(),
+                           "samples");
     }
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double secs = clock.seconds();
     accuracy = evaluate(model, test);
     losses.push_back(sum / static_cast<double>(batches));
     accuracies.push_back(accuracy);
@@ -179,13 +147,14 @@ int run(const Args& args) {
   if (!args.eager)
     std::printf("compiled step: %zu compilations, last took %.0f ms\n",
                 compiled.compiled().num_compiled(), compiled.compiled().compile_ms());
-  safetensors::TensorMap checkpoint;
-  for (auto& [name, t] : model->state_dict())
-    checkpoint.emplace_back("model." + name, t);
-  for (auto& [name, t] : opt.state_dict())
-    checkpoint.emplace_back("optimizer." + name, t);
-  safetensors::save_file(checkpoint, args.out + ".safetensors",
-                         {{"epochs", std::to_string(args.epochs)}});
+  // Everything a run needs to continue: see weft/Checkpoint.h.
+  Checkpoint()
+      .set("model", model->state_dict())
+      .set("optimizer", opt.state_dict())
+      .set("scheduler", schedule.state_dict())
+      .set(loader)
+      .set(default_generator())
+      .save(args.out + ".safetensors", {{"epochs", std::to_string(args.epochs)}});
   writePlot(args.out + ".svg", losses, accuracies);
   std::printf("wrote %s.safetensors and %s.svg\n", args.out.c_str(), args.out.c_str());
   std::printf("test accuracy: %.2f%%\n", accuracy);
@@ -195,10 +164,5 @@ int run(const Args& args) {
 } // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(parse(argc, argv));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 1;
-  }
+  return examples::guardedMain([&] { return run(argc, argv); });
 }
