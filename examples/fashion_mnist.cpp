@@ -17,6 +17,8 @@ namespace {
 struct Args {
   int epochs = 5;
   bool eager = false;
+  bool augment = false;
+  int64_t width = 1;
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string out = "fashion_mnist";
   int64_t batch = 128;
@@ -24,21 +26,26 @@ struct Args {
 };
 
 const char* kUsage =
-    "usage: fashion_mnist [--epochs N] [--device cpu] [--eager] [--data DIR] [--out PREFIX]\n"
-    "                     [--batch N] [--lr X]\n"
+    "usage: fashion_mnist [--epochs N] [--augment] [--width N] [--device cpu] [--eager]\n"
+    "                     [--data DIR] [--out PREFIX] [--batch N] [--lr X]\n"
     "Trains a CNN on Fashion-MNIST with a compiled train step and prints the test accuracy.\n"
     "  --epochs N    epochs to train (default 5: about 91.5%, under 4 minutes on 2 cores)\n"
+    "  --augment     random 2-pixel shifts and mirror images of the training images\n"
+    "  --width N     multiplies the model's channels and hidden units (default 1)\n"
+    "                (the longer run: --epochs 15 --width 2 --augment)\n"
     "  --device D    where to train: cpu (vulkan comes later)\n"
     "  --eager       run the train step eagerly instead of compiled\n"
     "  --data DIR    the dataset (default /usr/share/datasets/fashion-mnist)\n"
     "  --out PREFIX  writes PREFIX.safetensors (checkpoint) and PREFIX.svg (curves)\n";
 
-nn::Sequential makeModel() {
+/// Two conv-BN-ReLU-pool stages and a two-layer head; `width` multiplies every layer's size.
+nn::Sequential makeModel(int64_t width) {
+  int64_t c1 = 16 * width, c2 = 32 * width, hidden = 128 * width;
   return nn::Sequential(
-      nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)), nn::BatchNorm2d(16),
-      nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1).bias(false)),
-      nn::BatchNorm2d(32), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(32 * 7 * 7, 128),
-      nn::ReLU(), nn::Dropout(0.2), nn::Linear(128, 10));
+      nn::Conv2d(nn::Conv2dOptions(1, c1, 3).padding(1).bias(false)), nn::BatchNorm2d(c1),
+      nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(c1, c2, 3).padding(1).bias(false)),
+      nn::BatchNorm2d(c2), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
+      nn::Linear(c2 * 7 * 7, hidden), nn::ReLU(), nn::Dropout(0.2), nn::Linear(hidden, 10));
 }
 
 /// Test accuracy in percent, evaluated in batches with the model in eval mode.
@@ -86,6 +93,8 @@ int run(int argc, char** argv) {
   examples::Options opts("fashion_mnist", kUsage);
   opts.value("--epochs", args.epochs)
       .flag("--eager", args.eager)
+      .flag("--augment", args.augment)
+      .value("--width", args.width)
       .value("--device", device)
       .value("--data", args.data)
       .value("--out", args.out)
@@ -93,19 +102,22 @@ int run(int argc, char** argv) {
       .value("--lr", args.lr)
       .parse(argc, argv);
   if (device != "cpu") opts.fail("--device " + device + ": only cpu exists so far");
-  if (args.epochs < 1 || args.batch < 1) opts.fail("--epochs and --batch must be >= 1");
+  if (args.epochs < 1 || args.batch < 1 || args.width < 1)
+    opts.fail("--epochs, --batch and --width must be >= 1");
   manual_seed(0);
   auto train = std::make_shared<data::FashionMNIST>(args.data, true);
   auto testSet = std::make_shared<data::FashionMNIST>(args.data, false);
-  data::DataLoader loader(train, data::DataLoaderOptions(static_cast<size_t>(args.batch))
-                                     .shuffle()
-                                     .seed(1)
-                                     .drop_last()
-                                     .workers(1)
-                                     .transform(data::Normalize({0.2860}, {0.3530})));
+  data::DataLoaderOptions trainOptions = data::DataLoaderOptions(static_cast<size_t>(args.batch))
+                                             .shuffle()
+                                             .seed(1)
+                                             .drop_last()
+                                             .workers(1);
+  if (args.augment) // shifts of up to 2 pixels and mirror images: less overfitting in long runs
+    trainOptions.transform(data::RandomCrop(28, 2)).transform(data::RandomHorizontalFlip());
+  data::DataLoader loader(train, trainOptions.transform(data::Normalize({0.2860}, {0.3530})));
   data::DataLoader test(testSet, data::DataLoaderOptions(1000).workers(1).transform(
                                      data::Normalize({0.2860}, {0.3530})));
-  nn::Sequential model = makeModel();
+  nn::Sequential model = makeModel(args.width);
   optim::AdamW opt(model->parameters(), optim::AdamWOptions(args.lr).weight_decay(1e-4));
   optim::OneCycleLR schedule(opt, args.lr, args.epochs * static_cast<int64_t>(loader.size()));
 
