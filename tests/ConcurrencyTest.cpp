@@ -3,6 +3,7 @@
 #include "TestUtil.h"
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 namespace weft::test {
@@ -126,6 +127,39 @@ TEST(Concurrency, OneCompiledFunctionCalledFromManyThreads) {
     th.join();
   EXPECT_EQ(parallel, serial);
   EXPECT_EQ(predict.compiled().num_compiled(), 1u);
+}
+
+/// A signature being compiled does not hold up callers of other signatures, and callers of the
+/// same signature wait for that one compilation instead of starting their own.
+TEST(Concurrency, CompilingOneSignatureDoesNotBlockOthers) {
+  std::atomic<bool> otherDone{false}, tracingSlow{false}, timedOut{false};
+  std::atomic<int> traces{0};
+  auto f = compile([&](const Tensor& x) {
+    ++traces;
+    if (x.size(0) == 7) { // the slow compilation: traces until the other caller got through
+      tracingSlow = true;
+      for (int i = 0; i < 2000 && !otherDone; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      timedOut = !otherDone; // the other callers were held up for 10 s
+    }
+    return x * 2.0 + 1.0;
+  });
+  f(ones({3})); // compiled before
+  std::thread slow([&] { f(ones({7})); });
+  while (!tracingSlow)
+    std::this_thread::yield();
+  // While the 7-row signature compiles: a compiled signature runs, a new one compiles.
+  EXPECT_EQ(f(ones({3})).to_vector<float>(), std::vector<float>(3, 3.0f));
+  EXPECT_EQ(f(ones({5})).to_vector<float>(), std::vector<float>(5, 3.0f));
+  otherDone = true;
+  // A second caller of the signature in flight waits for it and compiles nothing.
+  std::thread same(
+      [&] { EXPECT_EQ(f(ones({7})).to_vector<float>(), std::vector<float>(7, 3.0f)); });
+  slow.join();
+  same.join();
+  EXPECT_FALSE(timedOut.load());
+  EXPECT_EQ(f.compiled().num_compiled(), 3u);
+  EXPECT_EQ(traces.load(), 3);
 }
 
 TEST(Concurrency, ParallelForIsReentrantAcrossThreads) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -383,7 +384,7 @@ struct Lookup {
   std::shared_ptr<Executable> exe;
   std::vector<Tensor> state;
   std::string why;           ///< the one thing that changed, when no executable fits
-  std::vector<size_t> stale; ///< entries whose captured tensors moved on: replaced by the next
+  std::vector<size_t> stale; ///< entries whose captured tensors moved on (for the limit's hint)
   bool empty() const { return !exe; }
 };
 
@@ -394,8 +395,11 @@ struct CompiledFunction::State {
   CompileOptions options;
   Cache cache;
   std::shared_ptr<Executable> latest;
-  size_t builds = 0; ///< compilations so far, stale ones included: what the limit counts
+  size_t builds = 0; ///< compilations so far (and in flight), stale ones included: the limit
   bool warnedEager = false;
+  /// Signatures being compiled now, outside the lock: a caller of the same signature waits for
+  /// that build instead of starting another; callers of other signatures are not held up.
+  std::vector<std::pair<Signature, std::shared_future<void>>> building;
   /// Why the next call compiles again though its signature was compiled (see keptTensors).
   std::string retraceWhy;
 
@@ -448,17 +452,19 @@ struct CompiledFunction::State {
     return false;
   }
 
-  /// Keeps a new executable for `sig`, dropping the stale ones it replaces; records how many
-  /// references the user holds to what it captured.
+  /// Keeps a new executable for `sig`, dropping the stale ones of `sig` it replaces; records how
+  /// many references the user holds to what it captured.
   void keep(const Signature& sig, Lookup& found) {
-    ++builds;
     std::string why;
     std::optional<std::vector<Tensor>> state = found.exe->liveState(why);
     WEFT_INTERNAL_ASSERT(state.has_value(), "a tensor the trace just read is gone: ", why);
     found.state = std::move(*state);
     found.exe->countUserRefs(found.state);
-    for (auto it = found.stale.rbegin(); it != found.stale.rend(); ++it)
-      cache.erase(cache.begin() + static_cast<ptrdiff_t>(*it));
+    // Found again here: other signatures may have changed the cache while this one compiled.
+    std::erase_if(cache, [&](const auto& entry) {
+      std::string ignored;
+      return entry.first == sig && !entry.second->liveState(ignored);
+    });
     cache.emplace_back(sig, found.exe);
   }
 };
@@ -498,26 +504,56 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     for (size_t i : dyn->args)
       sig[i].shape[static_cast<size_t>(dyn->dim)] = dyn->bucket;
   Lookup found;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    found = state_->find(args, sig);
-    if (found.empty() && state_->mayCompile(found)) {
-      if (state_->builds > 0 && debugFlag("WEFT_LOG_RECOMPILES").value_or("0") == "1")
-        std::fprintf(stderr, "[weft] compile: recompiling (compilation %zu): %s\n",
-                     state_->builds + 1, found.why.c_str());
-      site.reset();
-      found.exe = build(fn, args, state_->options.specialize_on_values_, dyn, loc);
-      state_->keep(sig, found);
+  State& st = *state_;
+  std::unique_lock<std::mutex> lock(st.mutex);
+  for (;;) {
+    found = st.find(args, sig);
+    if (!found.empty()) break;
+    auto inFlight = std::find_if(st.building.begin(), st.building.end(),
+                                 [&](const auto& b) { return b.first == sig; });
+    if (inFlight != st.building.end()) { // another caller is compiling this signature: wait
+      std::shared_future<void> done = inFlight->second;
+      lock.unlock();
+      done.wait();
+      lock.lock();
+      continue;
     }
-    if (!found.empty()) state_->latest = found.exe;
-    if (found.exe && found.exe->keptTensors) { // runs once: see Executable::keptTensors
-      std::erase_if(state_->cache, [&](const auto& entry) { return entry.second == found.exe; });
-      state_->retraceWhy = "the function kept tensors it made while traced (such as optimizer "
-                           "state made on the first step); tracing again to read them";
-    } else if (found.exe) {
-      state_->retraceWhy.clear();
+    if (!st.mayCompile(found)) break; // past the limit, running eagerly
+    if (st.builds > 0 && debugFlag("WEFT_LOG_RECOMPILES").value_or("0") == "1")
+      std::fprintf(stderr, "[weft] compile: recompiling (compilation %zu): %s\n", st.builds + 1,
+                   found.why.c_str());
+    // Compile without the lock: tracing runs the user's function, and LLVM takes seconds.
+    ++st.builds;
+    std::promise<void> built;
+    st.building.emplace_back(sig, built.get_future().share());
+    auto finish = [&] { // under the lock again: no longer in flight, wake the waiters
+      std::erase_if(st.building, [&](const auto& b) { return b.first == sig; });
+      built.set_value();
+    };
+    lock.unlock();
+    site.reset();
+    try {
+      found.exe = build(fn, args, st.options.specialize_on_values_, dyn, loc);
+    } catch (...) {
+      lock.lock();
+      --st.builds;
+      finish();
+      throw;
     }
+    lock.lock();
+    st.keep(sig, found);
+    finish();
+    break;
   }
+  if (!found.empty()) st.latest = found.exe;
+  if (found.exe && found.exe->keptTensors) { // runs once: see Executable::keptTensors
+    std::erase_if(st.cache, [&](const auto& entry) { return entry.second == found.exe; });
+    st.retraceWhy = "the function kept tensors it made while traced (such as optimizer state "
+                    "made on the first step); tracing again to read them";
+  } else if (found.exe) {
+    st.retraceWhy.clear();
+  }
+  lock.unlock();
   site.reset();
   if (!found.exe) return fn(args); // past the limit, with RecompileLimitAction::Eager
   const Executable& exe = *found.exe;
