@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds weft and runs the main job: a CNN trained on Fashion-MNIST (Debian's dataset-fashion-mnist)
-# with a compiled train step; about 4 minutes on 2 cores, ending in "test accuracy: NN.NN%".
+# with a compiled train step; about 2.5 minutes on 2 cores once built, ending in
+# "test accuracy: NN.NN%" (91.82% measured).
 # Arguments go to the example (`--epochs N`, `--eager`, `--help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
