@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace examples {
 
@@ -42,6 +43,12 @@ public:
              ", got '" + *v + "'");
       }
     };
+    switches_[name] = false;
+    return *this;
+  }
+  /// A `--name value` option that may repeat: each value is appended to `target`.
+  Options& values(const std::string& name, std::vector<std::string>& target) {
+    handlers_[name] = [&target](const std::string* v) { target.push_back(*v); };
     switches_[name] = false;
     return *this;
   }

@@ -30,7 +30,7 @@ struct Args {
   int64_t steps = 1000, block = 64, batch = 32, dim = 128, layers = 3, heads = 4;
   double lr = 2e-3;
   bool eager = false;
-  std::string device = "cpu", corpus;
+  std::string device = "cpu";
 };
 
 /// Token and position embeddings, pre-norm transformer blocks with a causal mask, a final norm
@@ -127,7 +127,6 @@ std::string sample(Gpt& model, const std::string& prompt, int64_t length, Genera
 int run(int argc, char** argv) {
   Args a;
   std::vector<std::string> corpus;
-  std::string oneCorpus;
   examples::Options opts("char_transformer", kUsage);
   opts.value("--steps", a.steps)
       .flag("--eager", a.eager)
@@ -137,17 +136,9 @@ int run(int argc, char** argv) {
       .value("--dim", a.dim)
       .value("--layers", a.layers)
       .value("--heads", a.heads)
-      .value("--lr", a.lr);
-  // --corpus may repeat: collect each value.
-  std::vector<char*> rest{argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--corpus" && i + 1 < argc) {
-      corpus.emplace_back(argv[++i]);
-      continue;
-    }
-    rest.push_back(argv[i]);
-  }
-  opts.parse(static_cast<int>(rest.size()), rest.data());
+      .value("--lr", a.lr)
+      .values("--corpus", corpus)
+      .parse(argc, argv);
   if (a.device != "cpu") opts.fail("--device " + a.device + ": only cpu exists so far");
   if (a.steps < 1 || a.block < 2 || a.batch < 1 || a.dim < 1 || a.layers < 1 || a.heads < 1)
     opts.fail("--steps, --batch, --dim, --layers and --heads must be >= 1, --block >= 2");

@@ -270,10 +270,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor scores =
       q.matmul(k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   int64_t l = q.size(-2), s = k.size(-2);
-  if (causal) {
-    Tensor allowed = arange(l).unsqueeze(1) >= arange(s).unsqueeze(0);
-    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
-  }
+  if (causal) // position i attends to keys 0..i
+    scores =
+        scores.masked_fill(ones({l, s}, kBool).triu(1), -std::numeric_limits<double>::infinity());
   if (mask.defined())
     scores = mask.dtype() == DType::Bool
                  ? scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity())

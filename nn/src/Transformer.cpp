@@ -111,9 +111,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
                "nn::MultiheadAttention: attn_mask must be ", shapeString(two), " or ",
                shapeString(three), ", got ", shapeString(attnMask.sizes()));
     scores = applyMask(scores, attnMask.dim() == 2 ? attnMask : attnMask.reshape({n, heads, l, s}));
-  } else if (isCausal) {
-    Tensor future = arange(s).unsqueeze(0) > arange(l).unsqueeze(1);
-    scores = scores.masked_fill(future, -kInf);
+  } else if (isCausal) { // position i attends to keys 0..i
+    scores = scores.masked_fill(ones({l, s}, kBool).triu(1), -kInf);
   }
   if (keyPaddingMask.defined()) {
     Shape expected = batched ? Shape{n, s} : Shape{s};
