@@ -5,7 +5,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   libopenblas-dev zlib1g-dev
   dataset-fashion-mnist fortunes-min
-  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools liblld-22-dev
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers spirv-tools
   libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev

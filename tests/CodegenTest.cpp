@@ -1,27 +1,203 @@
-// The MLIR toolchain works end to end: a kernel built with OpBuilder is JIT-compiled and runs.
-#include "weft/codegen/Jit.h"
+// Generated CPU code end to end: fused groups become kernels in one shared object that the
+// runtime's CPU device loads and launches; the disk cache serves kernels compiled before, and
+// rejects damaged entries.
+#include "weft/codegen/Elementwise.h"
+#include "weft/codegen/KernelCache.h"
+#include "weft/ir/Lower.h"
+#include "weft/ir/TextFormat.h"
+#include "weft/passes/Fusion.h"
+#include "weft/runtime/Device.h"
+#include "weft/runtime/Error.h"
+#include "weft/runtime/Interpreter.h"
 
 #include <gtest/gtest.h>
 
-#include <vector>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
-TEST(Codegen, JitCompiledAddKernelComputesElementwiseSum) {
-  auto kernel = weft::codegen::jitAddKernel();
-  ASSERT_TRUE(static_cast<bool>(kernel)) << kernel.diagnostic().message;
-  std::vector<float> a(1000), b(1000), out(1000, -1.0f);
-  for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = static_cast<float>(i) * 0.5f;
-    b[i] = 3.0f - static_cast<float>(i);
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A private cache directory for one test, removed afterwards.
+class CacheDir {
+public:
+  CacheDir() {
+    path_ = fs::temp_directory_path() /
+            ("weft-cache-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    fs::remove_all(path_);
+    ::setenv("WEFT_CACHE_DIR", path_.c_str(), 1);
+    codegen::resetKernelCacheStats();
   }
-  kernel.value()(a.data(), b.data(), out.data(), 1000);
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_EQ(out[i], a[i] + b[i]) << "at " << i; // one float add: bit-exact
+  ~CacheDir() {
+    ::unsetenv("WEFT_CACHE_DIR");
+    fs::remove_all(path_);
+  }
+  std::vector<fs::path> entries() const {
+    std::vector<fs::path> r;
+    for (const auto& e : fs::directory_iterator(path_ / "kernels"))
+      r.push_back(e.path());
+    return r;
+  }
+
+private:
+  fs::path path_;
+  static inline int counter_ = 0;
+};
+
+/// y = exp(x) * 2 + x over float32[rows, 3]: one fused group.
+ir::Graph expGraph(int rows) {
+  std::string n = std::to_string(rows);
+  auto parsed =
+      ir::parseGraph("graph @g(%x: float32[" + n +
+                     ", 3]) {\n"
+                     "  %e = exp(%x) : float32[" +
+                     n +
+                     ", 3]\n"
+                     "  %two = full() {shape = [], dtype = float32, value = 2} : float32[]\n"
+                     "  %t = expand(%two) {shape = [" +
+                     n + ", 3]} : float32[" + n +
+                     ", 3]\n"
+                     "  %m = mul(%e, %t) : float32[" +
+                     n +
+                     ", 3]\n"
+                     "  %y = add(%m, %x) : float32[" +
+                     n +
+                     ", 3]\n"
+                     "  return(%y)\n}\n");
+  EXPECT_TRUE(static_cast<bool>(parsed)) << parsed.diagnostic().message;
+  return std::move(parsed.value());
 }
 
-TEST(Codegen, JitKernelRespectsLength) {
-  auto kernel = weft::codegen::jitAddKernel();
-  ASSERT_TRUE(static_cast<bool>(kernel));
-  std::vector<float> a{1, 2, 3, 4}, b{10, 20, 30, 40}, out{0, 0, 0, 0};
-  kernel.value()(a.data(), b.data(), out.data(), 2);
-  EXPECT_EQ(out, (std::vector<float>{11, 22, 0, 0}));
+/// Compiles `g`'s groups, loads them on the CPU and runs the graph's plan (its groups as kernel
+/// launches) on `x`.
+std::vector<float> runKernel(const ir::Graph& g, std::vector<float> x) {
+  std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
+  EXPECT_FALSE(groups.empty());
+  auto table = codegen::compileElementwise(g, groups);
+  EXPECT_TRUE(static_cast<bool>(table)) << table.diagnostic().message;
+  table.value().loaded = hal::cpu().load(table.value().code);
+  std::vector<ir::FusedKernel> fused;
+  for (size_t k = 0; k < groups.size(); ++k)
+    fused.push_back({groups[k], static_cast<int32_t>(k)});
+  Plan plan = ir::lowerToPlan(g, fused, std::move(table.value()));
+  size_t launches = 0;
+  for (const PlanStep& s : plan.steps)
+    launches += s.kernel >= 0 ? 1 : 0;
+  EXPECT_EQ(launches, groups.size());
+  Shape shape = g.type(g.arguments()[0]).shape;
+  Buffer in = allocateBuffer(shape, DType::Float32);
+  std::copy(x.begin(), x.end(), in.ref.ptr<float>());
+  std::vector<Buffer> out = runPlan(plan, std::span(&in, 1), {});
+  const float* y = out.at(0).ref.ptr<float>();
+  return std::vector<float>(y, y + x.size());
 }
+
+std::vector<float> input(size_t n) {
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(i) * 0.25f - 3.0f;
+  return x;
+}
+
+TEST(Codegen, FusedKernelRunsThroughTheCpuDevice) {
+  CacheDir cache;
+  std::vector<float> x = input(3000);
+  std::vector<float> y = runKernel(expGraph(1000), x);
+  for (size_t i = 0; i < x.size(); ++i) // the C library's expf, as the eager kernel: bit-exact
+    ASSERT_EQ(y[i], std::exp(x[i]) * 2.0f + x[i]) << "at " << i;
+}
+
+TEST(Codegen, SecondCompilationReadsTheDiskCache) {
+  CacheDir cache;
+  std::vector<float> x = input(30);
+  std::vector<float> first = runKernel(expGraph(10), x);
+  EXPECT_EQ(codegen::kernelCacheStats().misses, 1);
+  EXPECT_EQ(codegen::kernelCacheStats().hits, 0);
+  ASSERT_EQ(cache.entries().size(), 1u);
+  std::vector<float> second = runKernel(expGraph(10), x);
+  EXPECT_EQ(codegen::kernelCacheStats().hits, 1);
+  EXPECT_EQ(codegen::kernelCacheStats().misses, 1); // nothing compiled the second time
+  EXPECT_EQ(first, second);
+  runKernel(expGraph(11), input(33)); // another shape is another kernel
+  EXPECT_EQ(codegen::kernelCacheStats().misses, 2);
+}
+
+TEST(Codegen, DamagedCacheEntryIsRejectedAndRebuilt) {
+  CacheDir cache;
+  std::vector<float> x = input(30);
+  std::vector<float> good = runKernel(expGraph(10), x);
+  fs::path entry = cache.entries().at(0);
+  { // flip one byte in the middle of the object
+    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(entry) / 2));
+    f.put('\x5a');
+  }
+  EXPECT_EQ(runKernel(expGraph(10), x), good);
+  EXPECT_EQ(codegen::kernelCacheStats().rejected, 1);
+  EXPECT_EQ(codegen::kernelCacheStats().misses, 2);
+  fs::resize_file(entry, 20); // truncated
+  EXPECT_EQ(runKernel(expGraph(10), x), good);
+  EXPECT_EQ(codegen::kernelCacheStats().rejected, 2);
+  EXPECT_EQ(runKernel(expGraph(10), x), good); // rebuilt entries are good again
+  EXPECT_EQ(codegen::kernelCacheStats().hits, 1);
+}
+
+TEST(Codegen, CacheCanBeTurnedOff) {
+  CacheDir cache;
+  ::setenv("WEFT_KERNEL_CACHE", "0", 1);
+  runKernel(expGraph(4), input(12));
+  runKernel(expGraph(4), input(12));
+  ::unsetenv("WEFT_KERNEL_CACHE");
+  EXPECT_EQ(codegen::kernelCacheStats().misses, 2);
+  EXPECT_FALSE(fs::exists(codegen::kernelCacheDir()));
+}
+
+TEST(Codegen, CodeForAnotherTargetIsRefused) {
+  auto g = expGraph(2);
+  auto groups = passes::findElementwiseGroups(g);
+  auto table = codegen::compileElementwise(g, groups);
+  ASSERT_TRUE(static_cast<bool>(table));
+  hal::CodeObject code = table.value().code;
+  code.target = "aarch64 neoverse-v2 +neon";
+  try {
+    hal::cpu().load(code);
+    FAIL() << "loaded code for another architecture";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("built for aarch64"), std::string::npos) << e.what();
+  }
+  code = table.value().code;
+  code.bytes.resize(100); // not a loadable shared object
+  EXPECT_THROW(hal::cpu().load(code), DeviceError);
+  code.format = "spirv";
+  EXPECT_THROW(hal::cpu().load(code), DeviceError);
+}
+
+TEST(Codegen, NamedCpuTargetsCarryTheirFeatures) {
+  auto v3 = codegen::CpuTarget::named("x86-64-v3");
+  ASSERT_TRUE(static_cast<bool>(v3)) << v3.diagnostic().message;
+  EXPECT_NE(v3.value().features.find("+avx2"), std::string::npos);
+  EXPECT_EQ(v3.value().features.find("+avx512f"), std::string::npos);
+  EXPECT_EQ(v3.value().codeTarget().rfind("x86_64 x86-64-v3 ", 0), 0u);
+  EXPECT_FALSE(static_cast<bool>(codegen::CpuTarget::named("no-such-cpu")));
+  // Code for a level below the host's runs here, and computes the same.
+  auto g = expGraph(5);
+  auto groups = passes::findElementwiseGroups(g);
+  auto v2 = codegen::CpuTarget::named("x86-64-v2");
+  ASSERT_TRUE(static_cast<bool>(v2));
+  auto table = codegen::compileElementwise(g, groups, v2.value());
+  ASSERT_TRUE(static_cast<bool>(table)) << table.diagnostic().message;
+  EXPECT_NO_THROW(hal::cpu().load(table.value().code));
+}
+
+TEST(Codegen, CpuTargetMismatchNamesMissingFeatures) {
+  EXPECT_EQ(hal::cpuTargetMismatch(hal::hostArchitecture() + " generic"), "");
+  EXPECT_NE(hal::cpuTargetMismatch("riscv64 generic +m").find("built for riscv64"),
+            std::string::npos);
+}
+
+} // namespace
+} // namespace weft

@@ -177,8 +177,8 @@ TEST(Passes, ElementwiseGroupsNeverWaitOnTheirOwnConsumers) {
   EXPECT_EQ(groups[1].outputs, (std::vector<ValueId>{e}));
   // Lowered: kernel, sum, kernel; the constant needs no step of its own.
   std::vector<FusedKernel> fused;
-  for (const FusionGroup& grp : groups)
-    fused.push_back({grp, nullptr});
+  for (size_t k = 0; k < groups.size(); ++k)
+    fused.push_back({groups[k], static_cast<int32_t>(k)});
   Plan plan = lowerToPlan(g, fused);
   ASSERT_EQ(plan.steps.size(), 3u);
   EXPECT_EQ(plan.steps[0].kernelOutputs, (std::vector<int32_t>{b, a}));

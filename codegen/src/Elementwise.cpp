@@ -4,6 +4,7 @@
 #include "weft/codegen/Elementwise.h"
 
 #include "JitInternal.h"
+#include "weft/codegen/KernelCache.h"
 #include "weft/runtime/ThreadPool.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -15,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <array>
@@ -312,70 +314,87 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
   return mlir::success(ok);
 }
 
-/// One group's entry in the JIT-compiled module: descriptors for flat memrefs, the outer loop
-/// split over the thread pool.
-class JitKernel final : public CompiledKernel {
-public:
-  JitKernel(std::shared_ptr<JitModule> module, void (*fn)(void**), int64_t rows, int64_t rowSize)
-      : module_(std::move(module)), fn_(fn), rows_(rows), rowSize_(rowSize) {}
+/// The module of one group's kernel, as function "kernel".
+mlir::OwningOpRef<mlir::ModuleOp> kernelModule(mlir::MLIRContext& ctx, const ir::Graph& g,
+                                               const ir::FusionGroup& grp) {
+  mlir::OpBuilder b(&ctx);
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
+  if (mlir::failed(buildKernel(b, *module, g, grp, "kernel"))) return {};
+  return module;
+}
 
-  void run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) const override {
-    size_t n = inputs.size() + outputs.size();
-    std::vector<std::array<int64_t, 5>> desc(n); // allocated, aligned, offset, size, stride
-    std::vector<void*> descPtr(n);
-    auto fill = [&](size_t i, const TensorRef& r) {
-      auto p = reinterpret_cast<int64_t>(r.data);
-      desc[i] = {p, p, 0, r.numel(), 1};
-      descPtr[i] = desc[i].data();
-    };
-    for (size_t i = 0; i < inputs.size(); ++i)
-      fill(i, inputs[i]);
-    for (size_t i = 0; i < outputs.size(); ++i)
-      fill(inputs.size() + i, outputs[i]);
-    // About 64K elements per chunk keep the threads busy without splitting small tensors.
-    int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(rowSize_, 1));
-    parallelFor(rows_, grain, [&](int64_t lo, int64_t hi) {
-      std::vector<void*> args(n + 2);
-      for (size_t i = 0; i < n; ++i)
-        args[i] = &descPtr[i];
-      args[n] = &lo;
-      args[n + 1] = &hi;
-      fn_(args.data());
-    });
-  }
-
-private:
-  std::shared_ptr<JitModule> module_;
-  void (*fn_)(void**);
-  int64_t rows_, rowSize_;
-};
+/// What identifies a kernel's object: the codegen and LLVM versions, the target, and its MLIR.
+/// Bump the first line whenever generated code changes for the same MLIR (the ABI, the pipeline).
+std::string kernelKey(mlir::ModuleOp module, const CpuTarget& target) {
+  std::string text =
+      "weft-codegen 1\nllvm " LLVM_VERSION_STRING "\ntarget " + target.codeTarget() + "\n";
+  llvm::raw_string_ostream os(text);
+  module.print(os);
+  return text;
+}
 
 } // namespace
 
-ir::Result<std::vector<std::shared_ptr<const CompiledKernel>>>
-compileElementwise(const ir::Graph& g, std::span<const ir::FusionGroup> groups) {
-  std::vector<std::shared_ptr<const CompiledKernel>> kernels;
-  if (groups.empty()) return kernels;
-  std::unique_ptr<JitModule::Impl> impl = newJitContext();
-  mlir::OpBuilder b(impl->context.get());
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
-  for (size_t k = 0; k < groups.size(); ++k)
-    if (mlir::failed(buildKernel(b, *module, g, groups[k], "k" + std::to_string(k))))
-      return failure("group " + std::to_string(k) + " holds an op without a lowering");
-  if (auto r = jitCompile(std::move(impl), std::move(module)); !r) {
-    return r.diagnostic();
-  } else {
+ir::Result<KernelTable> compileElementwise(const ir::Graph& g,
+                                           std::span<const ir::FusionGroup> groups,
+                                           const CpuTarget& target) {
+  KernelTable table;
+  if (groups.empty()) return table;
+  // Each kernel's key and symbol (its hash: identical kernels share one), from its MLIR.
+  std::vector<std::string> keys, symbols;
+  {
+    std::unique_ptr<mlir::MLIRContext> ctx = newContext();
     for (size_t k = 0; k < groups.size(); ++k) {
-      void* fn = r.value()->lookupPacked(("_mlir_ciface_k" + std::to_string(k)).c_str());
-      if (fn == nullptr) return failure("the compiled module lacks kernel " + std::to_string(k));
-      const Shape& s = groups[k].shape;
-      int64_t rows = s.empty() ? 1 : s[0];
-      int64_t rowSize = s.empty() ? 1 : numel(s) / std::max<int64_t>(s[0], 1);
-      kernels.push_back(std::make_shared<JitKernel>(
-          r.value(), reinterpret_cast<void (*)(void**)>(fn), rows, rowSize));
+      mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k]);
+      if (!module) return failure("group " + std::to_string(k) + " holds an op without a lowering");
+      keys.push_back(kernelKey(*module, target));
+      symbols.push_back("weft_" + hashHex(keys.back()));
     }
   }
-  return kernels;
+  // Distinct kernels: from the disk cache, or compiled in parallel (each in its own context).
+  std::vector<size_t> distinct;
+  for (size_t k = 0; k < groups.size(); ++k)
+    if (std::find(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(k), symbols[k]) ==
+        symbols.begin() + static_cast<std::ptrdiff_t>(k))
+      distinct.push_back(k);
+  std::vector<std::vector<uint8_t>> objects(distinct.size());
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    if (auto cached = readCachedKernel(keys[distinct[i]]))
+      objects[i] = std::move(*cached);
+    else
+      missing.push_back(i);
+  }
+  std::vector<std::string> errors(missing.size());
+  parallelFor(static_cast<int64_t>(missing.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (auto m = static_cast<size_t>(lo); m < static_cast<size_t>(hi); ++m) {
+      size_t i = missing[m], k = distinct[i];
+      std::unique_ptr<mlir::MLIRContext> ctx = newContext();
+      mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k]);
+      KernelEntry entry{"kernel", symbols[k]};
+      auto object = compileToObject(*module, target, std::span(&entry, 1));
+      if (!object) {
+        errors[m] = object.diagnostic().message;
+        continue;
+      }
+      objects[i] = std::move(object.value());
+      writeCachedKernel(keys[k], objects[i]);
+    }
+  });
+  for (const std::string& e : errors)
+    if (!e.empty()) return failure(e);
+  auto shared = linkSharedObject(objects);
+  if (!shared) return shared.diagnostic();
+  table.code = hal::CodeObject{"elf-shared-object", target.codeTarget(), std::move(shared.value())};
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const Shape& s = groups[k].shape;
+    int64_t rows = s.empty() ? 1 : s[0];
+    int64_t rowSize = s.empty() ? 1 : numel(s) / std::max<int64_t>(s[0], 1);
+    // About 64K elements per chunk keep the threads busy without splitting small tensors.
+    int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(rowSize, 1));
+    table.kernels.push_back(hal::KernelInfo{symbols[k], rows, grain});
+  }
+  return table;
 }
 
 } // namespace weft::codegen

@@ -1,7 +1,10 @@
-// Builds a trivial elementwise kernel with OpBuilder, lowers it to LLVM and JIT-compiles it.
+// From an MLIR module of kernels to CPU machine code: lowering to the LLVM dialect, LLVM IR with a
+// packed entry per kernel, O2 for the chosen CPU, a position-independent object, and lld to link
+// objects into the shared object the runtime loads.
 #include "JitInternal.h"
 #include "weft/runtime/DebugFlags.h"
 
+#include "lld/Common/Driver.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
@@ -10,57 +13,34 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/X86TargetParser.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <unistd.h>
+
+LLD_HAS_DRIVER(elf)
 
 namespace weft::codegen {
-
-JitModule::JitModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-JitModule::~JitModule() = default;
-
-void* JitModule::lookupPacked(const char* name) const {
-  auto sym = impl_->engine->lookupPacked(name);
-  if (!sym) {
-    llvm::consumeError(sym.takeError());
-    return nullptr;
-  }
-  return reinterpret_cast<void*>(*sym);
-}
-
-void* JitModule::lookup(const char* name) const {
-  auto sym = impl_->engine->lookup(std::string("_mlir_ciface_") + name);
-  if (!sym) {
-    llvm::consumeError(sym.takeError());
-    return nullptr;
-  }
-  return *sym;
-}
-
 namespace {
-
-/// The ABI of a rank-1 memref argument of the C interface.
-struct MemRef1D {
-  const float* allocated;
-  const float* aligned;
-  int64_t offset;
-  int64_t size;
-  int64_t stride;
-};
-using AddCInterface = void (*)(MemRef1D*, MemRef1D*, MemRef1D*);
 
 void initNativeTarget() {
   static std::once_flag once;
@@ -70,59 +50,10 @@ void initNativeTarget() {
   });
 }
 
-/// func.func @weft_add(%a, %b, %out: memref<?xf32>): a loop of load, addf, store.
-mlir::OwningOpRef<mlir::ModuleOp> buildAddModule(mlir::MLIRContext& ctx) {
-  mlir::OpBuilder b(&ctx);
-  mlir::Location loc = b.getUnknownLoc();
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(loc);
-  b.setInsertionPointToEnd(module->getBody());
-  auto vec = mlir::MemRefType::get({mlir::ShapedType::kDynamic}, b.getF32Type());
-  auto fn = mlir::func::FuncOp::create(b, loc, "weft_add", b.getFunctionType({vec, vec, vec}, {}));
-  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-  mlir::Block* entry = fn.addEntryBlock();
-  b.setInsertionPointToStart(entry);
-  mlir::Value zero = mlir::arith::ConstantIndexOp::create(b, loc, 0);
-  mlir::Value one = mlir::arith::ConstantIndexOp::create(b, loc, 1);
-  mlir::Value n = mlir::memref::DimOp::create(b, loc, entry->getArgument(2), zero);
-  mlir::scf::ForOp::create(
-      b, loc, zero, n, one, mlir::ValueRange{},
-      [&](mlir::OpBuilder& nb, mlir::Location l, mlir::Value i, mlir::ValueRange) {
-        mlir::Value x =
-            mlir::memref::LoadOp::create(nb, l, entry->getArgument(0), mlir::ValueRange{i});
-        mlir::Value y =
-            mlir::memref::LoadOp::create(nb, l, entry->getArgument(1), mlir::ValueRange{i});
-        mlir::Value s = mlir::arith::AddFOp::create(nb, l, x, y);
-        mlir::memref::StoreOp::create(nb, l, s, entry->getArgument(2), mlir::ValueRange{i});
-        mlir::scf::YieldOp::create(nb, l);
-      });
-  mlir::func::ReturnOp::create(b, loc);
-  return module;
+/// The first word of a code target: the runtime's name for the triple's architecture.
+std::string archWord(const std::string& triple) {
+  return triple.substr(0, triple.find('-'));
 }
-
-} // namespace
-
-ir::Diagnostic failure(const std::string& what) {
-  return ir::diag(ErrorKind::Internal, "codegen: ", what);
-}
-
-std::unique_ptr<JitModule::Impl> newJitContext() {
-  initNativeTarget();
-  auto impl = std::make_unique<JitModule::Impl>();
-  mlir::DialectRegistry registry;
-  registry.insert<mlir::arith::ArithDialect, mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
-                  mlir::LLVM::LLVMDialect, mlir::math::MathDialect, mlir::memref::MemRefDialect,
-                  mlir::scf::SCFDialect>();
-  mlir::registerBuiltinDialectTranslation(registry);
-  mlir::registerLLVMDialectTranslation(registry);
-  // One thread: compile() runs under its own lock, and LLVM worker threads would only add
-  // startup cost for kernels this small.
-  impl->context =
-      std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
-  impl->context->loadAllAvailableDialects();
-  return impl;
-}
-
-namespace {
 
 /// With WEFT_DUMP_DIR set: writes `module` to <dir>/kernels-<n>.<tag>.mlir.
 void dumpModule(mlir::ModuleOp module, int n, const char* tag) {
@@ -134,15 +65,98 @@ void dumpModule(mlir::ModuleOp module, int n, const char* tag) {
   std::ofstream(dir + "/kernels-" + std::to_string(n) + "." + tag + ".mlir") << text;
 }
 
+/// Adds `void symbol(void** args)` calling `_mlir_ciface_<func>` with the values args[i] point
+/// to, and hides every other definition, so that kernels from many objects link side by side.
+bool addPackedEntries(llvm::Module& m, std::span<const KernelEntry> entries) {
+  llvm::LLVMContext& ctx = m.getContext();
+  std::vector<llvm::Function*> wrappers;
+  for (const KernelEntry& e : entries) {
+    llvm::Function* body = m.getFunction("_mlir_ciface_" + e.function);
+    if (body == nullptr) return false;
+    auto* ptr = llvm::PointerType::getUnqual(ctx);
+    auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr}, false);
+    auto* w = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, e.symbol, m);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", w));
+    std::vector<llvm::Value*> args;
+    for (unsigned i = 0; i < body->arg_size(); ++i) {
+      llvm::Value* slot = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, w->getArg(0), i));
+      args.push_back(b.CreateLoad(body->getArg(i)->getType(), slot));
+    }
+    b.CreateCall(body, args);
+    b.CreateRetVoid();
+    wrappers.push_back(w);
+  }
+  for (llvm::Function& f : m.functions())
+    if (!f.isDeclaration() && std::find(wrappers.begin(), wrappers.end(), &f) == wrappers.end())
+      f.setLinkage(llvm::GlobalValue::InternalLinkage);
+  return true;
+}
+
 } // namespace
 
-ir::Result<std::shared_ptr<JitModule>> jitCompile(std::unique_ptr<JitModule::Impl> impl,
-                                                  mlir::OwningOpRef<mlir::ModuleOp> module) {
+ir::Diagnostic failure(const std::string& what) {
+  return ir::diag(ErrorKind::Internal, "codegen: ", what);
+}
+
+std::unique_ptr<mlir::MLIRContext> newContext() {
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::arith::ArithDialect, mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
+                  mlir::LLVM::LLVMDialect, mlir::math::MathDialect, mlir::memref::MemRefDialect,
+                  mlir::scf::SCFDialect>();
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+  // One thread per context: kernels are compiled in parallel, each in its own context.
+  auto context =
+      std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
+  context->loadAllAvailableDialects();
+  return context;
+}
+
+CpuTarget CpuTarget::host() {
+  initNativeTarget();
+  CpuTarget t;
+  t.triple = llvm::sys::getProcessTriple();
+  t.cpu = llvm::sys::getHostCPUName().str();
+  std::vector<std::string> on;
+  for (const auto& f : llvm::sys::getHostCPUFeatures())
+    if (f.second) on.push_back(f.first().str());
+  std::sort(on.begin(), on.end()); // a StringMap's order is not stable
+  for (const std::string& f : on)
+    t.features += (t.features.empty() ? "+" : ",+") + f;
+  return t;
+}
+
+ir::Result<CpuTarget> CpuTarget::named(const std::string& cpu) {
+  initNativeTarget();
+  CpuTarget t;
+  t.triple = llvm::sys::getProcessTriple();
+  t.cpu = cpu;
+  if (archWord(t.triple) != "x86_64")
+    return ir::diag(ErrorKind::Value, "codegen: named CPU targets are x86-64 only so far");
+  llvm::SmallVector<llvm::StringRef, 64> features;
+  if (llvm::X86::parseArchX86(cpu, true) != llvm::X86::CK_None)
+    llvm::X86::getFeaturesForCPU(cpu, features, true);
+  if (features.empty())
+    return ir::diag(ErrorKind::Value, "codegen: LLVM knows no x86-64 CPU called '", cpu,
+                    "' (try x86-64-v2, x86-64-v3, x86-64-v4 or a CPU name such as znver4)");
+  std::vector<std::string> on(features.begin(), features.end());
+  std::sort(on.begin(), on.end());
+  for (const std::string& f : on)
+    t.features += (t.features.empty() ? "" : ",") + f;
+  return t;
+}
+
+std::string CpuTarget::codeTarget() const {
+  return archWord(triple) + " " + cpu + " " + features;
+}
+
+ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const CpuTarget& target,
+                                                 std::span<const KernelEntry> entries) {
   static std::atomic<int> counter{0};
   int n = counter++;
-  dumpModule(*module, n, "input");
-  if (mlir::failed(mlir::verify(*module))) return failure("the generated module does not verify");
-  mlir::PassManager pm(impl->context.get());
+  dumpModule(module, n, "input");
+  if (mlir::failed(mlir::verify(module))) return failure("the generated module does not verify");
+  mlir::PassManager pm(module->getContext());
   pm.addPass(mlir::createConvertMathToLibmPass()); // the C library's functions, as eager calls
   pm.addPass(mlir::createConvertMathToLLVMPass());
   pm.addPass(mlir::createSCFToControlFlowPass());
@@ -151,50 +165,84 @@ ir::Result<std::shared_ptr<JitModule>> jitCompile(std::unique_ptr<JitModule::Imp
   pm.addPass(mlir::createConvertFuncToLLVMPass());
   pm.addPass(mlir::createConvertControlFlowToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
-  if (mlir::failed(pm.run(*module))) return failure("lowering to the LLVM dialect failed");
-  dumpModule(*module, n, "llvm");
+  if (mlir::failed(pm.run(module))) return failure("lowering to the LLVM dialect failed");
+  dumpModule(module, n, "llvm");
 
-  // Optimized and compiled for this CPU: without the target machine LLVM's cost model knows no
-  // vector registers and leaves every loop scalar.
-  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!builder) {
-    llvm::consumeError(builder.takeError());
-    return failure("cannot describe the host CPU to LLVM");
-  }
-  auto machine = builder->createTargetMachine();
-  if (!machine) {
-    llvm::consumeError(machine.takeError());
-    return failure("cannot create a target machine for the host CPU");
-  }
-  // `transformer` is a function_ref: the function it refers to must outlive create().
-  std::function<llvm::Error(llvm::Module*)> optimize =
-      mlir::makeOptimizingTransformer(2, 0, machine->get());
-  mlir::ExecutionEngineOptions options;
-  options.transformer = optimize;
-  auto engine = mlir::ExecutionEngine::create(*module, options, std::move(*machine));
-  if (!engine) {
+  initNativeTarget();
+  std::string error;
+  llvm::Triple triple(target.triple);
+  const llvm::Target* llvmTarget = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (llvmTarget == nullptr) return failure("no LLVM target for " + target.triple + ": " + error);
+  // Position-independent, for a shared object; without the CPU and its features LLVM's cost model
+  // knows no vector registers and leaves every loop scalar.
+  std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
+      triple, target.cpu, target.features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Default));
+  if (!machine) return failure("cannot create a target machine for " + target.codeTarget());
+
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule = mlir::translateModuleToLLVMIR(module, llvmContext);
+  if (!llvmModule) return failure("translation to LLVM IR failed");
+  llvmModule->setDataLayout(machine->createDataLayout());
+  llvmModule->setTargetTriple(triple);
+  if (!addPackedEntries(*llvmModule, entries))
+    return failure("a kernel's C interface is missing after lowering");
+  if (llvm::Error e = mlir::makeOptimizingTransformer(2, 0, machine.get())(llvmModule.get())) {
     std::string msg;
     llvm::raw_string_ostream os(msg);
-    os << engine.takeError();
-    return failure("JIT compilation failed: " + msg);
+    os << e;
+    return failure("LLVM optimization failed: " + msg);
   }
-  impl->engine = std::move(*engine);
-  return std::make_shared<JitModule>(std::move(impl));
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager emit;
+  if (machine->addPassesToEmitFile(emit, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    return failure("the target machine cannot emit object files");
+  emit.run(*llvmModule);
+  return std::vector<uint8_t>(object.begin(), object.end());
 }
 
-ir::Result<AddKernel> jitAddKernel() {
-  std::unique_ptr<JitModule::Impl> impl = newJitContext();
-  mlir::OwningOpRef<mlir::ModuleOp> module = buildAddModule(*impl->context);
-  auto jit = jitCompile(std::move(impl), std::move(module));
-  if (!jit) return jit.diagnostic();
-  void* entry = jit.value()->lookup("weft_add");
-  if (entry == nullptr) return failure("the compiled module has no C interface for weft_add");
-  return AddKernel(jit.value(), entry);
-}
-
-void AddKernel::operator()(const float* a, const float* b, float* out, int64_t n) const {
-  MemRef1D ma{a, a, 0, n, 1}, mb{b, b, 0, n, 1}, mo{out, out, 0, n, 1};
-  reinterpret_cast<AddCInterface>(entry_)(&ma, &mb, &mo);
+ir::Result<std::vector<uint8_t>> linkSharedObject(std::span<const std::vector<uint8_t>> objects) {
+  // lld reads and writes files: a private directory for this link, removed afterwards.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/weft-link-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) return failure("cannot create a directory to link in");
+  std::vector<std::string> paths;
+  bool written = true;
+  for (size_t i = 0; i < objects.size() && written; ++i) {
+    paths.push_back(dir + "/k" + std::to_string(i) + ".o");
+    std::ofstream out(paths.back(), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(objects[i].data()),
+              static_cast<std::streamsize>(objects[i].size()));
+    written = static_cast<bool>(out);
+  }
+  std::string output = dir + "/kernels.so";
+  std::vector<const char*> args = {"ld.lld",      "-shared", "--build-id=none", "-z",
+                                   "noexecstack", "-o",      output.c_str()};
+  for (const std::string& p : paths)
+    args.push_back(p.c_str());
+  std::string messages;
+  lld::Result result{1, true};
+  if (written) {
+    static std::mutex lldMutex; // lld keeps global state: one link at a time
+    std::lock_guard<std::mutex> lock(lldMutex);
+    llvm::raw_string_ostream out(messages), err(messages);
+    result = lld::lldMain(args, out, err, {{lld::Gnu, &lld::elf::link}});
+  }
+  std::vector<uint8_t> bytes;
+  if (written && result.retCode == 0) {
+    std::ifstream in(output, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  for (const std::string& p : paths)
+    unlink(p.c_str());
+  unlink(output.c_str());
+  rmdir(dir.c_str());
+  if (!written) return failure("cannot write kernel objects to " + dir);
+  if (result.retCode != 0) return failure("linking kernels failed: " + messages);
+  if (bytes.empty()) return failure("the linker wrote no shared object");
+  return bytes;
 }
 
 } // namespace weft::codegen

@@ -1,31 +1,36 @@
-// What the codegen sources share about JIT compilation (MLIR types; never in a public header).
+// What the codegen sources share about compiling to machine code (MLIR types; never in a public
+// header).
 #pragma once
 
 #include "weft/codegen/Jit.h"
 
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/OwningOpRef.h"
 
 #include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 namespace weft::codegen {
-
-struct JitModule::Impl {
-  std::unique_ptr<mlir::MLIRContext> context;
-  std::unique_ptr<mlir::ExecutionEngine> engine;
-};
 
 /// A codegen failure as a diagnostic.
 ir::Diagnostic failure(const std::string& what);
 
-/// A context with the dialects generated kernels use (func, scf, memref, arith, math, cf, llvm).
-std::unique_ptr<JitModule::Impl> newJitContext();
+/// A single-threaded context with the dialects generated kernels use (func, scf, memref, arith,
+/// math, cf, llvm).
+std::unique_ptr<mlir::MLIRContext> newContext();
 
-/// Lowers `module` (built in `impl`'s context) to the LLVM dialect, calling the C library for
-/// transcendental math, and JIT-compiles it at O2 for this CPU.
-ir::Result<std::shared_ptr<JitModule>> jitCompile(std::unique_ptr<JitModule::Impl> impl,
-                                                  mlir::OwningOpRef<mlir::ModuleOp> module);
+/// A function of a module (with llvm.emit_c_interface) and the symbol of its packed entry
+/// (`void symbol(void** args)`, hal::KernelInfo's ABI).
+struct KernelEntry {
+  std::string function, symbol;
+};
+
+/// Lowers `module` to the LLVM dialect (transcendental math calls the C library, as the eager
+/// kernels do), adds the packed entries, optimizes at O2 for `target` and emits a
+/// position-independent relocatable object. Only the entries are visible outside the object.
+ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const CpuTarget& target,
+                                                 std::span<const KernelEntry> entries);
 
 } // namespace weft::codegen

@@ -263,18 +263,22 @@ void optimize(ir::Graph& g) {
   if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);
 }
 
-/// `g`'s plan: elementwise groups run as generated kernels (unless WEFT_CODEGEN=0 or codegen
-/// cannot lower a group, when the interpreter runs every node).
+/// `g`'s plan: elementwise groups run as generated kernels, loaded on the CPU (unless
+/// WEFT_CODEGEN=0 or codegen cannot lower a group, when the interpreter runs every node).
 Plan lower(const ir::Graph& g, size_t& numKernels) {
   std::vector<ir::FusedKernel> fused;
+  KernelTable table;
   if (debugFlag("WEFT_CODEGEN").value_or("1") != "0") {
     std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
-    if (auto kernels = codegen::compileElementwise(g, groups))
+    if (auto kernels = codegen::compileElementwise(g, groups); kernels && !groups.empty()) {
+      table = std::move(kernels.value());
+      table.loaded = hal::cpu().load(table.code);
       for (size_t k = 0; k < groups.size(); ++k)
-        fused.push_back({std::move(groups[k]), kernels.value()[k]});
+        fused.push_back({std::move(groups[k]), static_cast<int32_t>(k)});
+    }
   }
   numKernels += fused.size();
-  return ir::lowerToPlan(g, fused);
+  return ir::lowerToPlan(g, fused, std::move(table));
 }
 
 /// The values the function read while traced, computed alone before each call (guards).

@@ -4,6 +4,7 @@
 #include "Vjp.h"
 #include "weft/Functions.h"
 #include "weft/ir/ShapeInference.h"
+#include "weft/runtime/Device.h"
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/View.h"
 #include "weft/runtime/VjpRules.h"
@@ -175,7 +176,7 @@ int64_t checkedByteSize(const Shape& shape, DType dtype, const char* op) {
 
 Tensor makeTensor(const Shape& shape, DType dtype, bool zero) {
   auto bytes = static_cast<size_t>(checkedByteSize(shape, dtype, "empty"));
-  auto impl = std::make_shared<TensorImpl>(Storage::allocate(bytes, zero), shape,
+  auto impl = std::make_shared<TensorImpl>(hal::cpu().allocate(bytes, zero), shape,
                                            contiguousStrides(shape), 0, dtype);
   impl->madeInTrace = inTracedFunction();
   return Tensor(std::move(impl));

@@ -62,8 +62,9 @@ std::vector<Unit> unitsOf(const Graph& g, std::span<const FusedKernel> fused) {
 
 } // namespace
 
-Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused) {
+Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused, KernelTable kernels) {
   Plan plan;
+  plan.kernels = std::move(kernels);
   plan.numSlots = static_cast<int32_t>(g.values().size());
   plan.argumentSlots.assign(g.arguments().begin(), g.arguments().end());
   plan.stateSlots.assign(g.state().begin(), g.state().end());

@@ -1,6 +1,7 @@
 // The plan interpreter.
 #include "weft/runtime/Interpreter.h"
 
+#include "weft/runtime/Device.h"
 #include "weft/runtime/Error.h"
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/View.h"
@@ -8,14 +9,15 @@
 namespace weft {
 
 Buffer allocateBuffer(const Shape& shape, DType dtype) {
-  auto storage = Storage::allocate(static_cast<size_t>(numel(shape)) * elementSize(dtype));
+  auto storage = hal::cpu().allocate(static_cast<size_t>(numel(shape)) * elementSize(dtype));
   return Buffer{storage, TensorRef{storage->data(), dtype, shape, contiguousStrides(shape)}};
 }
 
 namespace {
 
 /// A fused step: inputs made contiguous where they are views, fresh outputs, the generated code.
-void runKernelStep(const PlanStep& step, std::vector<TensorRef>& refs, std::vector<Buffer>& slots) {
+void runKernelStep(const Plan& plan, const PlanStep& step, std::vector<TensorRef>& refs,
+                   std::vector<Buffer>& slots) {
   std::vector<Buffer> copies; // keeps contiguous copies alive for the call
   for (TensorRef& r : refs)
     if (!r.isContiguous()) {
@@ -29,7 +31,11 @@ void runKernelStep(const PlanStep& step, std::vector<TensorRef>& refs, std::vect
     outs.push_back(b.ref);
     slots[static_cast<size_t>(step.kernelOutputs[i])] = std::move(b);
   }
-  step.kernel->run(refs, outs);
+  const KernelTable& table = plan.kernels;
+  WEFT_INTERNAL_ASSERT(table.loaded != nullptr &&
+                           static_cast<size_t>(step.kernel) < table.kernels.size(),
+                       "a kernel step without loaded code");
+  hal::cpu().launch(*table.loaded, table.kernels[static_cast<size_t>(step.kernel)], refs, outs);
   for (int32_t s : step.release)
     slots[static_cast<size_t>(s)] = Buffer{};
 }
@@ -61,8 +67,8 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
                            " before it is written or after it is freed");
       refs.push_back(b.ref);
     }
-    if (step.kernel) {
-      runKernelStep(step, refs, slots);
+    if (step.kernel >= 0) {
+      runKernelStep(plan, step, refs, slots);
       continue;
     }
     Buffer out;

@@ -64,6 +64,7 @@ std::string shapeString(const Shape& shape) {
 }
 
 bool TensorRef::isContiguous() const {
+  if (numel() == 0) return true; // as PyTorch: no element is out of place
   int64_t expected = 1;
   for (size_t d = shape.size(); d-- > 0;) {
     if (shape[d] != 1 && strides[d] != expected) return false;

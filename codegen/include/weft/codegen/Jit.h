@@ -1,45 +1,33 @@
-// JIT compilation through MLIR, behind a header with no MLIR or LLVM types.
+// CPU code generation behind a header with no MLIR or LLVM types: the target code is built for,
+// and linking kernel objects into one shared object that the runtime's CPU device loads.
 #pragma once
 
 #include "weft/ir/Types.h"
 
 #include <cstdint>
-#include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 namespace weft::codegen {
 
-/// An in-process compiled module; owns the machine code its function pointers point into.
-class JitModule {
-public:
-  ~JitModule();
-  JitModule(const JitModule&) = delete;
-  JitModule& operator=(const JitModule&) = delete;
-  /// The address of the C-interface entry of function `name`, or null if there is none.
-  void* lookup(const char* name) const;
-  /// The address of the packed wrapper of function `name` (`void(void** args)`), or null.
-  void* lookupPacked(const char* name) const;
+/// The CPU code is built for, in LLVM's spelling.
+struct CpuTarget {
+  std::string triple;   ///< "x86_64-unknown-linux-gnu"
+  std::string cpu;      ///< "znver4", "x86-64-v3"
+  std::string features; ///< "+avx2,+fma,-avx512f,..."
 
-  struct Impl;
-  explicit JitModule(std::unique_ptr<Impl> impl);
-
-private:
-  std::unique_ptr<Impl> impl_;
+  /// This machine's CPU with every feature it has (what JIT compilation uses).
+  static CpuTarget host();
+  /// A CPU LLVM knows by name: a feature level ("x86-64-v2", "x86-64-v3", "x86-64-v4") or a CPU
+  /// ("skylake-avx512", "znver4"), with the features it implies; a diagnostic for an unknown one.
+  static ir::Result<CpuTarget> named(const std::string& cpu);
+  /// The target string a code object carries and the runtime checks ("x86_64 znver4 +avx,...").
+  std::string codeTarget() const;
 };
 
-/// The day-one kernel: out[i] = a[i] + b[i] for i < n (float32). Keeps its module alive.
-class AddKernel {
-public:
-  AddKernel(std::shared_ptr<JitModule> module, void* entry)
-      : module_(std::move(module)), entry_(entry) {}
-  void operator()(const float* a, const float* b, float* out, int64_t n) const;
-
-private:
-  std::shared_ptr<JitModule> module_;
-  void* entry_;
-};
-
-/// Builds `out = a + b` over float32 vectors with MLIR's OpBuilder (func/scf/memref/arith), lowers
-/// it to the LLVM dialect and JIT-compiles it: the proof that the MLIR toolchain works end to end.
-ir::Result<AddKernel> jitAddKernel();
+/// Links relocatable objects (built with position-independent code) into one ELF shared object,
+/// in process with lld. Undefined symbols (the C math library) are left to the loader.
+ir::Result<std::vector<uint8_t>> linkSharedObject(std::span<const std::vector<uint8_t>> objects);
 
 } // namespace weft::codegen

@@ -21,13 +21,15 @@ struct FusionGroup {
   Shape shape;
 };
 
-/// A group and the code that computes it.
+/// A group and the kernel of the plan's table that computes it.
 struct FusedKernel {
   FusionGroup group;
-  std::shared_ptr<const CompiledKernel> kernel;
+  int32_t kernel = -1;
 };
 
-/// The plan that runs `g` step by step, each group in `fused` as one kernel step. `g` must verify.
-Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused = {});
+/// The plan that runs `g` step by step, each group in `fused` as one launch of its kernel in
+/// `kernels` (the plan keeps the table). `g` must verify.
+Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused = {},
+                 KernelTable kernels = {});
 
 } // namespace weft::ir

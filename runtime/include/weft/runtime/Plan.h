@@ -3,6 +3,7 @@
 #pragma once
 
 #include "weft/runtime/Attrs.h"
+#include "weft/runtime/Device.h"
 #include "weft/runtime/OpTable.h"
 #include "weft/runtime/TensorRef.h"
 
@@ -13,13 +14,12 @@
 
 namespace weft {
 
-/// Generated code for a group of fused ops (what codegen produces, in runtime terms).
-class CompiledKernel {
-public:
-  virtual ~CompiledKernel() = default;
-  /// Computes `outputs` (fresh contiguous buffers of the shapes the kernel was built for) from
-  /// `inputs` (contiguous, of the shapes it was built for).
-  virtual void run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) const = 0;
+/// The generated kernels a plan launches: one code object holding them all, and each kernel's
+/// entry. `loaded` is the code loaded on the device that runs the plan (not part of what is saved).
+struct KernelTable {
+  hal::CodeObject code;
+  std::vector<hal::KernelInfo> kernels;
+  std::shared_ptr<const hal::LoadedCode> loaded;
 };
 
 /// One op over slots: reads `inputs`, writes `output` (a fresh buffer, or a view for movement
@@ -32,9 +32,10 @@ struct PlanStep {
   DType dtype = DType::Float32;
   Shape shape;
   std::vector<int32_t> release;
-  /// A fused step: `kernel` runs instead of `op`'s kernel and writes each slot of
-  /// `kernelOutputs` (fresh buffers of `kernelTypes`); `output`, `dtype` and `shape` are unused.
-  std::shared_ptr<const CompiledKernel> kernel;
+  /// A fused step: kernel `kernel` of the plan's table runs instead of `op`'s kernel and writes
+  /// each slot of `kernelOutputs` (fresh buffers of `kernelTypes`); `output`, `dtype` and `shape`
+  /// are unused. -1 for an interpreter step.
+  int32_t kernel = -1;
   std::vector<int32_t> kernelOutputs;
   std::vector<std::pair<DType, Shape>> kernelTypes;
 };
@@ -49,6 +50,7 @@ struct Plan {
   std::vector<int32_t> outputSlots;
   /// (index into stateSlots, slot holding the new value)
   std::vector<std::pair<int32_t, int32_t>> stateUpdates;
+  KernelTable kernels;
 };
 
 } // namespace weft

@@ -1,0 +1,35 @@
+// The on-disk cache of compiled kernel objects: a kernel whose IR, target and compiler were
+// compiled before, by this process or another, is read back instead of compiled again.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft::codegen {
+
+/// What the kernel cache did since the process started (or resetKernelCacheStats()).
+struct KernelCacheStats {
+  int64_t hits = 0;     ///< kernels read from the cache
+  int64_t misses = 0;   ///< kernels compiled (absent, or the cache is off)
+  int64_t rejected = 0; ///< entries found damaged or for another key, then rebuilt
+  int64_t writeFailures = 0;
+};
+KernelCacheStats kernelCacheStats();
+void resetKernelCacheStats();
+
+/// The cache directory: WEFT_CACHE_DIR, else $XDG_CACHE_HOME/weft, else $HOME/.cache/weft; empty
+/// when WEFT_KERNEL_CACHE=0 or no directory can be named.
+std::string kernelCacheDir();
+
+/// The object cached under `key` (the kernel's MLIR, its target and the compiler's version), or
+/// nullopt; a damaged entry, or one for another key with the same hash, is counted as rejected.
+std::optional<std::vector<uint8_t>> readCachedKernel(const std::string& key);
+/// Stores `object` under `key` (atomically: readers see the old entry or the whole new one).
+void writeCachedKernel(const std::string& key, const std::vector<uint8_t>& object);
+
+/// A 64-bit FNV-1a hash of `text` as 16 hex digits: cache file names and kernel symbols.
+std::string hashHex(const std::string& text);
+
+} // namespace weft::codegen

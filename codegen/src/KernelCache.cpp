@@ -1,0 +1,154 @@
+// The kernel cache: one file per kernel, named by the hash of its key. A file holds "WEFTKRN1",
+// the whole key, the object and a checksum of both, so a damaged file, a truncated write or a
+// hash collision is detected and the kernel is compiled again.
+#include "weft/codegen/KernelCache.h"
+
+#include "weft/runtime/DebugFlags.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace weft::codegen {
+namespace {
+
+constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'K', 'R', 'N', '1'};
+
+std::atomic<int64_t> hits{0}, misses{0}, rejected{0}, writeFailures{0};
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ULL) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+/// Creates `dir` and its parents (mkdir -p); false if it cannot.
+bool makeDirs(const std::string& dir) {
+  for (size_t at = 1; at <= dir.size(); ++at)
+    if (at == dir.size() || dir[at] == '/') {
+      std::string part = dir.substr(0, at);
+      if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return false;
+    }
+  struct stat st {};
+  return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string entryPath(const std::string& dir, const std::string& key) {
+  return dir + "/" + hashHex(key) + ".wk";
+}
+
+void putU64(std::string& out, uint64_t v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+} // namespace
+
+std::string hashHex(const std::string& text) {
+  uint64_t h = fnv1a(text.data(), text.size());
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+KernelCacheStats kernelCacheStats() {
+  return {hits.load(), misses.load(), rejected.load(), writeFailures.load()};
+}
+
+void resetKernelCacheStats() {
+  hits = 0;
+  misses = 0;
+  rejected = 0;
+  writeFailures = 0;
+}
+
+std::string kernelCacheDir() {
+  if (debugFlag("WEFT_KERNEL_CACHE").value_or("1") == "0") return "";
+  if (auto dir = debugFlag("WEFT_CACHE_DIR"); dir && !dir->empty()) return *dir + "/kernels";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/')
+    return std::string(xdg) + "/weft/kernels";
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/')
+    return std::string(home) + "/.cache/weft/kernels";
+  return "";
+}
+
+std::optional<std::vector<uint8_t>> readCachedKernel(const std::string& key) {
+  std::string dir = kernelCacheDir();
+  if (dir.empty()) {
+    ++misses;
+    return std::nullopt;
+  }
+  std::ifstream in(entryPath(dir, key), std::ios::binary);
+  if (!in) {
+    ++misses;
+    return std::nullopt;
+  }
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // magic, key length, key, object length, object, checksum
+  auto reject = [&] {
+    ++rejected;
+    ++misses;
+    return std::nullopt;
+  };
+  size_t at = sizeof kMagic;
+  auto u64 = [&](uint64_t& v) {
+    if (bytes.size() - at < sizeof v) return false;
+    std::memcpy(&v, bytes.data() + at, sizeof v);
+    at += sizeof v;
+    return true;
+  };
+  uint64_t keyLen = 0, objLen = 0, sum = 0;
+  if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0 ||
+      !u64(keyLen) || keyLen > bytes.size() - at)
+    return reject();
+  if (bytes.compare(at, keyLen, key) != 0 || keyLen != key.size()) return reject();
+  at += keyLen;
+  if (!u64(objLen) || objLen > bytes.size() - at) return reject();
+  size_t objAt = at;
+  at += objLen;
+  uint64_t expected = fnv1a(bytes.data(), at);
+  if (!u64(sum) || sum != expected || at != bytes.size()) return reject();
+  ++hits;
+  return std::vector<uint8_t>(bytes.begin() + static_cast<std::ptrdiff_t>(objAt),
+                              bytes.begin() + static_cast<std::ptrdiff_t>(objAt + objLen));
+}
+
+void writeCachedKernel(const std::string& key, const std::vector<uint8_t>& object) {
+  std::string dir = kernelCacheDir();
+  if (dir.empty()) return;
+  if (!makeDirs(dir)) {
+    ++writeFailures;
+    return;
+  }
+  std::string bytes(kMagic, sizeof kMagic);
+  putU64(bytes, key.size());
+  bytes += key;
+  putU64(bytes, object.size());
+  bytes.append(reinterpret_cast<const char*>(object.data()), object.size());
+  putU64(bytes, fnv1a(bytes.data(), bytes.size()));
+  std::string path = entryPath(dir, key);
+  std::string tmp = path + ".tmp-" + std::to_string(getpid()) + "-" +
+                    std::to_string(reinterpret_cast<uintptr_t>(&bytes));
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) {
+      out.close();
+      unlink(tmp.c_str());
+      ++writeFailures;
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    ++writeFailures;
+  }
+}
+
+} // namespace weft::codegen

@@ -1,0 +1,50 @@
+// A compiled program in runtime terms, complete and saveable: its signature, its named state, and
+// the plan (interpreter steps with op codes and attributes, kernel launches by index into a kernel
+// table with the generated code, buffer lifetimes). Loading and running one needs only the runtime.
+#pragma once
+
+#include "weft/runtime/Interpreter.h"
+#include "weft/runtime/Plan.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace weft {
+
+/// A named, typed value of an executable's signature.
+struct ExecutableValue {
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+  bool operator==(const ExecutableValue&) const = default;
+};
+
+class Executable {
+public:
+  /// The arguments each call passes, in order.
+  std::vector<ExecutableValue> arguments;
+  /// The state each call passes after the arguments (parameters, buffers, optimizer state,
+  /// constants): read, and for those the plan updates, written in place.
+  std::vector<ExecutableValue> state;
+  /// What it returns, in order.
+  std::vector<ExecutableValue> outputs;
+  Plan plan;
+
+  /// The executable as bytes (format version 1): everything above except loaded code.
+  std::vector<uint8_t> save() const;
+  /// An executable from save()'s bytes, its code loaded on `device`. Damaged or truncated bytes,
+  /// another format version, or code built for another target are a weft::Error.
+  static Executable load(std::span<const uint8_t> bytes, hal::Device& device = hal::cpu());
+
+  /// Loads the kernel table's code on `device` unless it is loaded.
+  void loadCode(hal::Device& device = hal::cpu());
+
+  /// Runs it on `args` and `stateValues` of the signature's types (an error naming the first
+  /// mismatch); returns the outputs. `attrOverrides` as for runPlan().
+  std::vector<Buffer> run(std::span<const Buffer> args, std::span<const Buffer> stateValues,
+                          std::span<const Attrs* const> attrOverrides = {}) const;
+};
+
+} // namespace weft
