@@ -1,7 +1,7 @@
 // compile(): a per-signature cache of executables built by tracing, optimizing and lowering.
 #include "weft/Compile.h"
 
-#include "Executable.h"
+#include "CompiledSignature.h"
 #include "weft/Autograd.h"
 #include "weft/codegen/Elementwise.h"
 #include "weft/ir/Lower.h"
@@ -91,7 +91,7 @@ std::string stateName(const ir::Graph& g, size_t k) {
 }
 } // namespace
 
-std::optional<std::vector<Tensor>> Executable::liveState(std::string& why) const {
+std::optional<std::vector<Tensor>> CompiledSignature::liveState(std::string& why) const {
   std::vector<Tensor> state;
   for (size_t k = 0; k < stateRefs.size(); ++k) {
     const StateRef& ref = stateRefs[k];
@@ -133,14 +133,14 @@ std::optional<std::vector<Tensor>> Executable::liveState(std::string& why) const
   return state;
 }
 
-void Executable::countUserRefs(const std::vector<Tensor>& state) {
+void CompiledSignature::countUserRefs(const std::vector<Tensor>& state) {
   for (size_t k = 0; k < state.size(); ++k)
     if (!stateRefs[k].user.expired()) // not counting `state`
       stateRefs[k].refs = userHandles(*state[k].impl(), state[k].impl().use_count() - 1);
 }
 
-std::string Executable::mismatch(const std::vector<Tensor>& args,
-                                 const std::vector<Tensor>& state) const {
+std::string CompiledSignature::mismatch(const std::vector<Tensor>& args,
+                                        const std::vector<Tensor>& state) const {
   if (gradMode != is_grad_enabled())
     return std::string("grad mode changed (traced with grad ") + (gradMode ? "on" : "off") +
            ", called with it " + (gradMode ? "off" : "on") + ")";
@@ -161,10 +161,11 @@ std::string Executable::mismatch(const std::vector<Tensor>& args,
   return "";
 }
 
-std::vector<Tensor> Executable::run(const std::vector<Tensor>& args,
-                                    const std::vector<Tensor>& state) const {
+std::vector<Tensor> CompiledSignature::run(const std::vector<Tensor>& args,
+                                           const std::vector<Tensor>& state) const {
   std::vector<Attrs> drawn;
   drawn.reserve(randomEvents.size());
+  const Plan& plan = program.plan;
   std::vector<const Attrs*> overrides(randomEvents.empty() ? 0 : plan.steps.size(), nullptr);
   for (const auto& [e, step] : randomEvents) { // as eager: fresh draws, reseeds between them
     Generator g = e.generator;
@@ -219,7 +220,7 @@ struct ArgSignature {
   bool operator==(const ArgSignature&) const = default;
 };
 using Signature = std::vector<ArgSignature>;
-using Cache = std::vector<std::pair<Signature, std::shared_ptr<Executable>>>;
+using Cache = std::vector<std::pair<Signature, std::shared_ptr<CompiledSignature>>>;
 
 Signature signatureOf(const std::vector<Tensor>& args) {
   Signature s;
@@ -263,9 +264,9 @@ void optimize(ir::Graph& g) {
   if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);
 }
 
-/// `g`'s plan: elementwise groups run as generated kernels, loaded on the CPU (unless
-/// WEFT_CODEGEN=0 or codegen cannot lower a group, when the interpreter runs every node).
-Plan lower(const ir::Graph& g, size_t& numKernels) {
+/// `g` as a runtime executable: elementwise groups run as generated kernels, loaded on the CPU
+/// (unless WEFT_CODEGEN=0 or codegen cannot lower a group, when the interpreter runs every node).
+Executable lower(const ir::Graph& g, size_t& numKernels) {
   std::vector<ir::FusedKernel> fused;
   KernelTable table;
   if (debugFlag("WEFT_CODEGEN").value_or("1") != "0") {
@@ -278,11 +279,25 @@ Plan lower(const ir::Graph& g, size_t& numKernels) {
     }
   }
   numKernels += fused.size();
-  return ir::lowerToPlan(g, fused, std::move(table));
+  Executable e;
+  auto describe = [&](const std::vector<ir::ValueId>& values, const char* prefix) {
+    std::vector<ExecutableValue> r;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const ir::Value& v = g.value(values[i]);
+      r.push_back(
+          {v.name.empty() ? prefix + std::to_string(i) : v.name, v.type.dtype, v.type.shape});
+    }
+    return r;
+  };
+  e.arguments = describe(g.arguments(), "a");
+  e.state = describe(g.state(), "s");
+  e.outputs = describe(g.outputs(), "out");
+  e.plan = ir::lowerToPlan(g, fused, std::move(table));
+  return e;
 }
 
 /// The values the function read while traced, computed alone before each call (guards).
-void planGuards(const TraceContext& tc, Executable& exe) {
+void planGuards(const TraceContext& tc, CompiledSignature& exe) {
   ir::Graph guards = tc.graph;
   guards.mutableOutputs().clear();
   guards.mutableStateUpdates().clear();
@@ -308,17 +323,18 @@ void dropWritesToOwnConstants(TraceContext& tc) {
 
 /// What each call redoes outside the plan: the generators' events (draws as plan steps), and where
 /// each state tensor comes from.
-void bindToCalls(const TraceContext& tc, Executable& exe) {
+void bindToCalls(const TraceContext& tc, CompiledSignature& exe) {
   for (const GeneratorEvent& e : tc.generatorEvents) {
     std::optional<size_t> step;
-    for (size_t i = 0; e.draw != ir::kNoValue && i < exe.plan.steps.size(); ++i)
-      if (exe.plan.steps[i].output == e.draw) step = i;
+    const std::vector<PlanStep>& steps = exe.program.plan.steps;
+    for (size_t i = 0; e.draw != ir::kNoValue && i < steps.size(); ++i)
+      if (steps[i].output == e.draw) step = i;
     exe.randomEvents.emplace_back(e, step);
   }
   for (size_t k = 0; k < tc.state.size(); ++k) { // state is final: traced backwards may add to it
     const Tensor& t = tc.state[k];
     exe.gradDefined.push_back(tc.gradBefore[k].defined());
-    Executable::StateRef ref;
+    CompiledSignature::StateRef ref;
     if (auto it = tc.gradOf.find(t.impl().get()); it != tc.gradOf.end())
       ref.gradOf = it->second.second.impl();
     else if (t.impl()->madeInTrace)
@@ -329,15 +345,15 @@ void bindToCalls(const TraceContext& tc, Executable& exe) {
   }
 }
 
-std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Tensor>& args,
-                                  bool specialize, const std::optional<DynamicCall>& dyn,
-                                  std::source_location loc) {
+std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::vector<Tensor>& args,
+                                         bool specialize, const std::optional<DynamicCall>& dyn,
+                                         std::source_location loc) {
   auto start = std::chrono::steady_clock::now();
   TraceContext tc;
   tc.specialize = specialize;
   tc.realArgs = args;
   tc.dynamicDim = dyn.has_value();
-  auto exe = std::make_shared<Executable>();
+  auto exe = std::make_shared<CompiledSignature>();
   exe->numOutputs = traceInto(tc, fn, dyn ? dyn->typesAt(args, dyn->bucket) : typesOf(args), args,
                               exe->gradEffects, loc);
   std::vector<ir::Diagnostic> problems = ir::verify(tc.graph);
@@ -351,10 +367,10 @@ std::shared_ptr<Executable> build(const TensorFunction& fn, const std::vector<Te
   if (og) splitOutputGradients(tc, std::move(*og), *exe);
   dropWritesToOwnConstants(tc);
   optimize(tc.graph);
-  exe->plan = lower(tc.graph, exe->numKernels);
+  exe->program = lower(tc.graph, exe->numKernels);
   if (exe->backward) {
     optimize(*exe->backward->graph);
-    exe->backward->plan = lower(*exe->backward->graph, exe->numKernels);
+    exe->backward->program = lower(*exe->backward->graph, exe->numKernels);
   }
   bindToCalls(tc, *exe);
   exe->keptTensors = tc.keptTensors;
@@ -385,7 +401,7 @@ namespace {
 
 /// What one call runs: an executable and the state it reads, or why none in the cache fits.
 struct Lookup {
-  std::shared_ptr<Executable> exe;
+  std::shared_ptr<CompiledSignature> exe;
   std::vector<Tensor> state;
   std::string why;           ///< the one thing that changed, when no executable fits
   std::vector<size_t> stale; ///< entries whose captured tensors moved on (for the limit's hint)
@@ -398,7 +414,7 @@ struct CompiledFunction::State {
   std::mutex mutex;
   CompileOptions options;
   Cache cache;
-  std::shared_ptr<Executable> latest;
+  std::shared_ptr<CompiledSignature> latest;
   size_t builds = 0; ///< compilations so far (and in flight), stale ones included: the limit
   bool warnedEager = false;
   /// Signatures being compiled now, outside the lock: a caller of the same signature waits for
@@ -550,7 +566,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     break;
   }
   if (!found.empty()) st.latest = found.exe;
-  if (found.exe && found.exe->keptTensors) { // runs once: see Executable::keptTensors
+  if (found.exe && found.exe->keptTensors) { // runs once: see CompiledSignature::keptTensors
     std::erase_if(st.cache, [&](const auto& entry) { return entry.second == found.exe; });
     st.retraceWhy = "the function kept tensors it made while traced (such as optimizer state "
                     "made on the first step); tracing again to read them";
@@ -560,7 +576,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   lock.unlock();
   site.reset();
   if (!found.exe) return fn(args); // past the limit, with RecompileLimitAction::Eager
-  const Executable& exe = *found.exe;
+  const CompiledSignature& exe = *found.exe;
   std::vector<Tensor> in = dyn ? dyn->pad(args) : args;
   std::vector<Tensor> all = exe.run(in, found.state);
   auto rowsOf = [&](size_t i) { // an output, its padded rows cut off
@@ -596,6 +612,12 @@ size_t CompiledFunction::num_kernels() const {
 double CompiledFunction::compile_ms() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->latest ? state_->latest->buildMs : 0.0;
+}
+
+std::shared_ptr<const Executable> CompiledFunction::executable() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (!state_->latest) return nullptr;
+  return std::shared_ptr<const Executable>(state_->latest, &state_->latest->program);
 }
 
 std::string CompiledFunction::graph_text() const {

@@ -1,7 +1,7 @@
 // Eager autograd through compiled outputs: the outputs' gradients appended to the traced graph,
 // split into forward and backward (as AOTAutograd does), and the autograd node that runs the
 // backward plan.
-#include "Executable.h"
+#include "CompiledSignature.h"
 #include "weft/Autograd.h"
 #include "weft/Functions.h"
 #include "weft/passes/Autodiff.h"
@@ -17,7 +17,7 @@ namespace {
 /// what the forward saved and the outputs' gradients.
 class CompiledBackward : public autograd::Node {
 public:
-  CompiledBackward(std::shared_ptr<const Executable> exe, std::vector<autograd::SavedTensor> saved,
+  CompiledBackward(std::shared_ptr<const CompiledSignature> exe, std::vector<autograd::SavedTensor> saved,
                    std::vector<std::shared_ptr<TensorImpl>> outputs, std::optional<DynamicCall> dyn)
       : exe_(std::move(exe)), saved_(std::move(saved)), outputs_(std::move(outputs)),
         dyn_(std::move(dyn)) {
@@ -53,8 +53,8 @@ public:
       }
       in.push_back(g);
     }
-    std::vector<Buffer> out = runPlan(exe_->backward->plan, buffersOf(in), {});
-    const Executable::Backward& bw = *exe_->backward;
+    std::vector<Buffer> out = runPlan(exe_->backward->program.plan, buffersOf(in), {});
+    const CompiledSignature::Backward& bw = *exe_->backward;
     std::vector<Tensor> result(next_edges.size());
     size_t k = 0;
     for (size_t e = 0; e < result.size(); ++e) {
@@ -76,7 +76,7 @@ public:
   }
 
 private:
-  std::shared_ptr<const Executable> exe_;
+  std::shared_ptr<const CompiledSignature> exe_;
   std::vector<autograd::SavedTensor> saved_;
   std::vector<std::shared_ptr<TensorImpl>> outputs_; // shape and dtype only
   std::optional<DynamicCall> dyn_;                   // the call's rows and bucket
@@ -89,7 +89,7 @@ std::optional<OutputGradients>
 appendOutputGradients(TraceContext& tc, const std::vector<Tensor>& args, size_t numOutputs) {
   ir::Graph& g = tc.graph;
   OutputGradients og;
-  Executable::Backward& bw = og.backward;
+  CompiledSignature::Backward& bw = og.backward;
   std::vector<ir::ValueId> wrt;
   for (size_t i = 0; i < args.size(); ++i)
     if (args[i].requires_grad()) {
@@ -125,24 +125,24 @@ appendOutputGradients(TraceContext& tc, const std::vector<Tensor>& args, size_t 
   return og;
 }
 
-void splitOutputGradients(TraceContext& tc, OutputGradients og, Executable& exe) {
+void splitOutputGradients(TraceContext& tc, OutputGradients og, CompiledSignature& exe) {
   ir::Graph& g = tc.graph;
-  Executable::Backward& bw = og.backward;
+  CompiledSignature::Backward& bw = og.backward;
   auto split = passes::splitForwardBackward(g, og.seeds, og.grads);
   if (!split) throwError(split.diagnostic().kind, split.diagnostic().message);
   size_t next = g.outputs().size(); // forward outputs: the joint graph's, then the saved values
   for (ir::ValueId v : split.value().saved) {
     if (!g.isInput(v)) {
-      bw.saved.emplace_back(Executable::Backward::From::Output, next++);
+      bw.saved.emplace_back(CompiledSignature::Backward::From::Output, next++);
       continue;
     }
     const auto& argsV = g.arguments();
     auto a = std::find(argsV.begin(), argsV.end(), v);
     if (a != argsV.end()) {
-      bw.saved.emplace_back(Executable::Backward::From::Argument, a - argsV.begin());
+      bw.saved.emplace_back(CompiledSignature::Backward::From::Argument, a - argsV.begin());
     } else {
       auto st = std::find(g.state().begin(), g.state().end(), v);
-      bw.saved.emplace_back(Executable::Backward::From::State, st - g.state().begin());
+      bw.saved.emplace_back(CompiledSignature::Backward::From::State, st - g.state().begin());
     }
   }
   for (GeneratorEvent& e : tc.generatorEvents)
@@ -152,12 +152,12 @@ void splitOutputGradients(TraceContext& tc, OutputGradients og, Executable& exe)
   exe.backward = std::move(bw);
 }
 
-void attachBackward(const std::shared_ptr<Executable>& exe, const std::vector<Tensor>& args,
+void attachBackward(const std::shared_ptr<CompiledSignature>& exe, const std::vector<Tensor>& args,
                     const std::vector<Tensor>& in, const std::vector<Tensor>& state,
                     const std::vector<Tensor>& all, std::vector<Tensor>& out,
                     const std::optional<DynamicCall>& dyn) {
-  const Executable::Backward& bw = *exe->backward;
-  using From = Executable::Backward::From;
+  const CompiledSignature::Backward& bw = *exe->backward;
+  using From = CompiledSignature::Backward::From;
   std::vector<autograd::SavedTensor> saved;
   for (const auto& [from, i] : bw.saved)
     saved.emplace_back(from == From::Argument ? in[i]

@@ -1,6 +1,6 @@
 // compile()'s dynamic dimension: which rows a call has, its bucket, padding, and masking the
 // padded rows out of the bucket's graph.
-#include "Executable.h"
+#include "CompiledSignature.h"
 #include "weft/Autograd.h"
 #include "weft/Functions.h"
 
@@ -100,7 +100,7 @@ std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vecto
 }
 
 void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
-                 const DynamicCall& dyn, Executable& exe, std::optional<OutputGradients>& og,
+                 const DynamicCall& dyn, CompiledSignature& exe, std::optional<OutputGradients>& og,
                  std::source_location loc) {
   TraceContext probe;
   probe.dynamicDim = true;

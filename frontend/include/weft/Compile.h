@@ -3,6 +3,7 @@
 #pragma once
 
 #include "weft/Tensor.h"
+#include "weft/runtime/Executable.h"
 
 #include <atomic>
 #include <functional>
@@ -117,6 +118,10 @@ public:
   double compile_ms() const;
   /// Generated (fused) kernels in the most recent compilation; the interpreter runs the rest.
   size_t num_kernels() const;
+  /// The runtime executable of the most recent compilation (its forward program: arguments, then
+  /// the state tensors the function reads, in the order of the graph's state), which save()
+  /// writes as bytes that Executable::load() runs with the runtime alone; null before the first.
+  std::shared_ptr<const Executable> executable() const;
 
 private:
   struct State;

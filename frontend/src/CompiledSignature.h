@@ -6,6 +6,7 @@
 #include "Trace.h"
 #include "weft/Compile.h"
 #include "weft/passes/PaddedRows.h"
+#include "weft/runtime/Executable.h"
 #include "weft/runtime/Interpreter.h"
 
 #include <memory>
@@ -48,9 +49,10 @@ struct DynamicCall {
 std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vector<Tensor>& args);
 
 /// One compiled signature: the optimized graph, its plan and the real tensors it reads and writes.
-struct Executable {
+struct CompiledSignature {
   std::shared_ptr<ir::Graph> graph;
-  Plan plan;
+  /// The graph in runtime terms: signature, steps and kernels (what save() writes).
+  Executable program;
   /// How a call finds the real tensor a state input reads.
   struct StateRef {
     /// A constant the trace made (arange, tensor({...}) in the function): owned here.
@@ -102,7 +104,7 @@ struct Executable {
     enum class From { Argument, State, Output };
     std::vector<std::pair<From, size_t>> saved;
     std::shared_ptr<ir::Graph> graph;
-    Plan plan;
+    Executable program;
   };
   std::optional<Backward> backward;
 
@@ -124,7 +126,7 @@ struct Executable {
 /// argument per such output, and the gradient of each argument and state tensor requiring grad.
 struct OutputGradients {
   std::vector<ir::ValueId> seeds, grads;
-  Executable::Backward backward;
+  CompiledSignature::Backward backward;
 };
 
 /// Lets eager autograd differentiate through the compiled function: when user outputs depend on
@@ -134,12 +136,12 @@ appendOutputGradients(TraceContext& tc, const std::vector<Tensor>& args, size_t 
 
 /// Splits `tc`'s graph into a forward that also returns what the gradients read, and the backward
 /// graph an autograd node runs when backward reaches the outputs.
-void splitOutputGradients(TraceContext& tc, OutputGradients og, Executable& exe);
+void splitOutputGradients(TraceContext& tc, OutputGradients og, CompiledSignature& exe);
 
 /// Makes the differentiable outputs of one call outputs of an autograd node running the backward
 /// plan. `in`: the executable's arguments (`args` padded, with the valid-row mask, under
 /// dynamic_dim); `all`: every output of the call.
-void attachBackward(const std::shared_ptr<Executable>& exe, const std::vector<Tensor>& args,
+void attachBackward(const std::shared_ptr<CompiledSignature>& exe, const std::vector<Tensor>& args,
                     const std::vector<Tensor>& in, const std::vector<Tensor>& state,
                     const std::vector<Tensor>& all, std::vector<Tensor>& out,
                     const std::optional<DynamicCall>& dyn);
@@ -147,7 +149,7 @@ void attachBackward(const std::shared_ptr<Executable>& exe, const std::vector<Te
 /// Traces `fn` once more with the dynamic dimension at another size, and masks the padded rows of
 /// `tc`'s graph (see passes::maskPaddedRows); `og`, the output gradients, follow the masking.
 void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
-                 const DynamicCall& dyn, Executable& exe, std::optional<OutputGradients>& og,
+                 const DynamicCall& dyn, CompiledSignature& exe, std::optional<OutputGradients>& og,
                  std::source_location loc);
 
 } // namespace weft

@@ -1,0 +1,117 @@
+// The runtime executable is complete: saved to bytes and loaded into a fresh object, it runs to
+// the same bits as the compiled function it came from, state updates included; damaged bytes and
+// wrong arguments are errors, never crashes.
+#include "weft/runtime/Executable.h"
+#include "TestUtil.h"
+#include "Trace.h"
+
+#include <gtest/gtest.h>
+
+namespace weft {
+namespace {
+
+/// A tensor over one output buffer.
+std::vector<float> valuesOf(const Buffer& b) {
+  const float* p = b.ref.ptr<float>();
+  return std::vector<float>(p, p + b.ref.numel());
+}
+
+TEST(Executable, SavedAndLoadedRunsToTheSameBits) {
+  manual_seed(3);
+  Tensor w = randn({8, 5}), bias = randn({5});
+  auto f = compile([&](const Tensor& x) {
+    Tensor h = (x.matmul(w) + bias).relu();     // interpreter matmul, fused add + relu
+    return (h.tanh() * 0.5 + h.exp()).sum({1}); // fused elementwise, interpreter sum
+  });
+  Tensor x = randn({4, 8});
+  Tensor expected = f(x);
+  std::shared_ptr<const Executable> exe = f.compiled().executable();
+  ASSERT_NE(exe, nullptr);
+  EXPECT_GE(f.compiled().num_kernels(), 1u);
+  std::vector<uint8_t> bytes = exe->save();
+  Executable loaded = Executable::load(bytes);
+  EXPECT_EQ(loaded.arguments, exe->arguments);
+  EXPECT_EQ(loaded.state.size(), 2u); // w and bias, captured
+  EXPECT_EQ(loaded.plan.kernels.code, exe->plan.kernels.code);
+  EXPECT_NE(loaded.plan.kernels.loaded, exe->plan.kernels.loaded); // loaded anew
+  std::vector<Buffer> out = loaded.run(buffersOf({x}), buffersOf({w, bias}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(valuesOf(out[0]), expected.to_vector<float>()); // bit for bit
+  EXPECT_EQ(loaded.save(), bytes);                          // and saves to the same bytes
+}
+
+TEST(Executable, LoadedStepUpdatesStateLikeTheCompiledOne) {
+  manual_seed(4);
+  Tensor w = randn({6, 3}).requires_grad_(), w2 = w.detach().clone().requires_grad_();
+  auto stepOf = [](Tensor& param) {
+    return [&param](const Tensor& x, const Tensor& y) {
+      Tensor loss = ((x.matmul(param) - y).pow(2)).mean();
+      loss.backward();
+      {
+        NoGradGuard ng;
+        param.sub_(param.grad() * 0.1);
+        param.grad().zero_();
+      }
+      return loss;
+    };
+  };
+  auto step = compile(stepOf(w));
+  Tensor x = randn({10, 6}), y = randn({10, 3});
+  step(x, y); // traced with no .grad yet: runs once, then traced again with one
+  Tensor expected = step(x, y);
+  std::shared_ptr<const Executable> exe = step.compiled().executable();
+  Executable loaded = Executable::load(exe->save());
+  // Run the loaded program on w2 (the same values w had before the last call) and its .grad.
+  auto step2 = compile(stepOf(w2));
+  step2(x, y);
+  Tensor wBefore = w2.detach().clone();
+  std::vector<Tensor> state;
+  ASSERT_EQ(loaded.state.size(), 2u); // the parameter and its .grad
+  for (const ExecutableValue& v : loaded.state)
+    state.push_back(v.shape == w2.sizes() && state.empty() ? w2.detach() : w2.grad());
+  std::vector<Buffer> out = loaded.run(buffersOf({x, y}), buffersOf(state));
+  EXPECT_EQ(valuesOf(out[0]), expected.to_vector<float>());
+  EXPECT_EQ(w2.detach().to_vector<float>(), w.detach().to_vector<float>()); // updated in place
+  EXPECT_NE(w2.detach().to_vector<float>(), wBefore.to_vector<float>());
+}
+
+TEST(Executable, DamagedBytesAndWrongArgumentsAreErrors) {
+  auto f = compile([](const Tensor& x) { return (x * 2).exp(); });
+  Tensor x = ones({3});
+  f(x);
+  std::vector<uint8_t> bytes = f.compiled().executable()->save();
+  EXPECT_THROW(Executable::load(std::vector<uint8_t>(bytes.begin(), bytes.begin() + 30)), IOError);
+  std::vector<uint8_t> flipped = bytes;
+  flipped[bytes.size() / 2] ^= 0x40;
+  EXPECT_THROW(Executable::load(flipped), IOError); // the checksum catches it
+  std::vector<uint8_t> version = bytes;
+  version[8] = 99;
+  try {
+    Executable::load(version);
+    FAIL() << "loaded another format version";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("version 99"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Executable::load(std::vector<uint8_t>{}), IOError);
+  Executable e = Executable::load(bytes);
+  try {
+    e.run(buffersOf({ones({4})}), {});
+    FAIL() << "ran on the wrong shape";
+  } catch (const ValueError& err) {
+    EXPECT_NE(std::string(err.what()).find("float32 [3]"), std::string::npos) << err.what();
+  }
+  EXPECT_THROW(e.run({}, {}), ValueError);
+}
+
+/// Every truncation of a saved executable is an error, never a crash or a partial load.
+TEST(Executable, EveryTruncationIsAnError) {
+  auto f = compile([](const Tensor& x) { return x.matmul(x.t()).relu() + 1; });
+  f(ones({2, 3}));
+  std::vector<uint8_t> bytes = f.compiled().executable()->save();
+  for (size_t n = 0; n < bytes.size(); n += std::max<size_t>(1, bytes.size() / 200))
+    EXPECT_THROW(Executable::load(std::vector<uint8_t>(bytes.begin(), bytes.begin() + n)), Error)
+        << "at " << n;
+}
+
+} // namespace
+} // namespace weft

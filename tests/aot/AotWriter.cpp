@@ -1,0 +1,60 @@
+// Writes what the AOT runner checks: a compiled function's saved executable, the inputs of one
+// call and that call's outputs, each as raw little-endian bytes. With --expect-cached, it also
+// checks that every kernel came from the disk cache (a second process compiles nothing).
+// Usage: weft_aot_writer DIR [--expect-cached]
+#include "weft/codegen/KernelCache.h"
+
+#include <weft/weft.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace {
+
+void writeFile(const std::string& path, const void* data, size_t n) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+  WEFT_CHECK(static_cast<bool>(out), IO, "cannot write ", path);
+}
+
+void writeTensors(const std::string& path, const std::vector<weft::Tensor>& tensors) {
+  std::vector<float> all;
+  for (const weft::Tensor& t : tensors) {
+    std::vector<float> v = t.to_vector<float>();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  writeFile(path, all.data(), all.size() * sizeof(float));
+}
+
+} // namespace
+
+int main(int argc, char** argv) try {
+  using namespace weft;
+  bool expectCached = argc == 3 && std::string(argv[2]) == "--expect-cached";
+  WEFT_CHECK(argc == 2 || expectCached, Value, "usage: weft_aot_writer DIR [--expect-cached]");
+  std::string dir = argv[1];
+  manual_seed(7);
+  // A small MLP forward: matmuls run in the interpreter, bias + GELU-like chains as kernels.
+  auto mlp = compile([](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
+    Tensor h = x.matmul(w1) + b1;
+    h = h * (h * 1.702).sigmoid();
+    return (h.matmul(w2).tanh() * 3).exp();
+  });
+  std::vector<Tensor> in = {randn({16, 32}), randn({32, 64}) * 0.2, randn({64}),
+                            randn({64, 8}) * 0.1};
+  Tensor out = mlp(in[0], in[1], in[2], in[3]);
+  WEFT_CHECK(mlp.compiled().num_kernels() >= 2, Value, "expected generated kernels, got ",
+             mlp.compiled().num_kernels());
+  std::vector<uint8_t> bytes = mlp.compiled().executable()->save();
+  writeFile(dir + "/mlp.wexe", bytes.data(), bytes.size());
+  writeTensors(dir + "/inputs.bin", in);
+  writeTensors(dir + "/expected.bin", {out});
+  codegen::KernelCacheStats cache = codegen::kernelCacheStats();
+  std::printf("wrote %s/mlp.wexe (%zu bytes, %zu kernels: %lld compiled, %lld from the cache)\n",
+              dir.c_str(), bytes.size(), mlp.compiled().num_kernels(),
+              static_cast<long long>(cache.misses), static_cast<long long>(cache.hits));
+  return !expectCached || (cache.misses == 0 && cache.hits > 0) ? 0 : 1;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "weft_aot_writer: %s\n", e.what());
+  return 1;
+}
