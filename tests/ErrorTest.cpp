@@ -31,6 +31,18 @@ std::vector<Mistake> mistakes() {
        ErrorKind::Shape,
        {"mul", "[2, 3]", "[2]"},
        false},
+      {"a tensor on a device this build lacks",
+       [] {
+         (void)zeros({2}, TensorOptions().device({Device::Type::Vulkan, 0}));
+       },
+       ErrorKind::Device,
+       {"vulkan:0", "cpu:0 only"}},
+      {"a tensor on a CPU index other than 0",
+       [] {
+         (void)ones({2}, TensorOptions().device({Device::Type::CPU, 3}));
+       },
+       ErrorKind::Device,
+       {"cpu:3"}},
       {"matmul inner dims differ",
        [=] { (void)m23.matmul(m45); },
        ErrorKind::Shape,

@@ -16,6 +16,11 @@ void checkShape(const Shape& shape, DType dtype, const char* op) {
 }
 
 Tensor finish(Tensor t, const TensorOptions& o) {
+  // The options' device is read, not ignored: only the CPU holds tensors so far.
+  WEFT_CHECK(o.device_.type == Device::Type::CPU && o.device_.index == 0, Device,
+             "cannot make a tensor on ",
+             o.device_.type == Device::Type::CPU ? "cpu:" : "vulkan:", o.device_.index,
+             ": this build keeps tensors on cpu:0 only (Vulkan devices are not available yet)");
   if (o.requires_grad_) t.requires_grad_(true);
   return t;
 }
