@@ -4,6 +4,7 @@
 #include "weft/codegen/KernelCache.h"
 
 #include "weft/runtime/DebugFlags.h"
+#include "weft/runtime/Hash.h"
 
 #include <atomic>
 #include <cstdio>
@@ -19,15 +20,6 @@ namespace {
 constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'K', 'R', 'N', '1'};
 
 std::atomic<int64_t> hits{0}, misses{0}, rejected{0}, writeFailures{0};
-
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ULL) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 /// Creates `dir` and its parents (mkdir -p); false if it cannot.
 bool makeDirs(const std::string& dir) {
@@ -51,7 +43,7 @@ void putU64(std::string& out, uint64_t v) {
 } // namespace
 
 std::string hashHex(const std::string& text) {
-  uint64_t h = fnv1a(text.data(), text.size());
+  uint64_t h = fnv1a64(text.data(), text.size());
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
@@ -112,7 +104,7 @@ std::optional<std::vector<uint8_t>> readCachedKernel(const std::string& key) {
   if (!u64(objLen) || objLen > bytes.size() - at) return reject();
   size_t objAt = at;
   at += objLen;
-  uint64_t expected = fnv1a(bytes.data(), at);
+  uint64_t expected = fnv1a64(bytes.data(), at);
   if (!u64(sum) || sum != expected || at != bytes.size()) return reject();
   ++hits;
   return std::vector<uint8_t>(bytes.begin() + static_cast<std::ptrdiff_t>(objAt),
@@ -131,7 +123,7 @@ void writeCachedKernel(const std::string& key, const std::vector<uint8_t>& objec
   bytes += key;
   putU64(bytes, object.size());
   bytes.append(reinterpret_cast<const char*>(object.data()), object.size());
-  putU64(bytes, fnv1a(bytes.data(), bytes.size()));
+  putU64(bytes, fnv1a64(bytes.data(), bytes.size()));
   std::string path = entryPath(dir, key);
   std::string tmp = path + ".tmp-" + std::to_string(getpid()) + "-" +
                     std::to_string(reinterpret_cast<uintptr_t>(&bytes));

@@ -4,6 +4,7 @@
 #include "weft/runtime/Executable.h"
 
 #include "weft/runtime/Error.h"
+#include "weft/runtime/Hash.h"
 
 #include <bit>
 #include <cstring>
@@ -17,12 +18,7 @@ constexpr uint32_t kVersion = 1;
 static_assert(std::endian::native == std::endian::little, "the format is little-endian");
 
 uint64_t fnv1a(std::span<const uint8_t> bytes) {
-  uint64_t h = 1469598103934665603ULL;
-  for (uint8_t b : bytes) {
-    h ^= b;
-    h *= 1099511628211ULL;
-  }
-  return h;
+  return fnv1a64(bytes.data(), bytes.size());
 }
 
 class Writer {
