@@ -1,6 +1,7 @@
-// Fused elementwise kernels: one loop nest per group, built with OpBuilder, lowered to LLVM and
-// JIT-compiled. Transcendental functions call the C library, as the eager kernels do, so fused
-// and eager results agree bit for bit.
+// Fused elementwise kernels: one loop nest per group, built with OpBuilder, one module per kernel
+// compiled to an object (or read from the disk cache), all linked into one shared object.
+// Transcendental functions call the C library, as the eager kernels do, so fused and eager
+// results agree bit for bit.
 #include "weft/codegen/Elementwise.h"
 
 #include "JitInternal.h"
