@@ -79,7 +79,7 @@ std::vector<float> runKernel(const ir::Graph& g, std::vector<float> x) {
   EXPECT_FALSE(groups.empty());
   auto table = codegen::compileElementwise(g, groups);
   EXPECT_TRUE(static_cast<bool>(table)) << table.diagnostic().message;
-  table.value().loaded = hal::cpu().load(table.value().code);
+  table.value().loaded = hal::cpu().load(table.value().code, table.value().kernels);
   std::vector<ir::FusedKernel> fused;
   for (size_t k = 0; k < groups.size(); ++k)
     fused.push_back({groups[k], static_cast<int32_t>(k)});
@@ -164,16 +164,23 @@ TEST(Codegen, CodeForAnotherTargetIsRefused) {
   hal::CodeObject code = table.value().code;
   code.target = "aarch64 neoverse-v2 +neon";
   try {
-    hal::cpu().load(code);
+    hal::cpu().load(code, table.value().kernels);
     FAIL() << "loaded code for another architecture";
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("built for aarch64"), std::string::npos) << e.what();
   }
   code = table.value().code;
   code.bytes.resize(100); // not a loadable shared object
-  EXPECT_THROW(hal::cpu().load(code), DeviceError);
+  EXPECT_THROW(hal::cpu().load(code, table.value().kernels), DeviceError);
+  std::vector<hal::KernelInfo> absent = {{"weft_no_such_kernel", 1, 1}};
+  try {
+    hal::cpu().load(table.value().code, absent);
+    FAIL() << "loaded code lacking a kernel";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("weft_no_such_kernel"), std::string::npos) << e.what();
+  }
   code.format = "spirv";
-  EXPECT_THROW(hal::cpu().load(code), DeviceError);
+  EXPECT_THROW(hal::cpu().load(code, table.value().kernels), DeviceError);
 }
 
 TEST(Codegen, NamedCpuTargetsCarryTheirFeatures) {
@@ -190,7 +197,7 @@ TEST(Codegen, NamedCpuTargetsCarryTheirFeatures) {
   ASSERT_TRUE(static_cast<bool>(v2));
   auto table = codegen::compileElementwise(g, groups, v2.value());
   ASSERT_TRUE(static_cast<bool>(table)) << table.diagnostic().message;
-  EXPECT_NO_THROW(hal::cpu().load(table.value().code));
+  EXPECT_NO_THROW(hal::cpu().load(table.value().code, table.value().kernels));
 }
 
 TEST(Codegen, CpuTargetMismatchNamesMissingFeatures) {

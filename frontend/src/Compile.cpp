@@ -273,7 +273,6 @@ Executable lower(const ir::Graph& g, size_t& numKernels) {
     std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
     if (auto kernels = codegen::compileElementwise(g, groups); kernels && !groups.empty()) {
       table = std::move(kernels.value());
-      table.loaded = hal::cpu().load(table.code);
       for (size_t k = 0; k < groups.size(); ++k)
         fused.push_back({std::move(groups[k]), static_cast<int32_t>(k)});
     }
@@ -293,6 +292,7 @@ Executable lower(const ir::Graph& g, size_t& numKernels) {
   e.state = describe(g.state(), "s");
   e.outputs = describe(g.outputs(), "out");
   e.plan = ir::lowerToPlan(g, fused, std::move(table));
+  e.loadCode(hal::cpu());
   return e;
 }
 

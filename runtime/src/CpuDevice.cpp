@@ -83,17 +83,31 @@ namespace {
 /// loaded: the loader knows objects by path, and a reused descriptor number would name another.
 class SharedObject final : public LoadedCode {
 public:
+  using Entry = void (*)(void**);
   SharedObject(void* handle, int fd) : handle_(handle), fd_(fd) {}
   ~SharedObject() override {
     dlclose(handle_);
     close(fd_);
   }
-  bool has(const std::string& symbol) const override { return entry(symbol) != nullptr; }
-  void* entry(const std::string& symbol) const { return dlsym(handle_, symbol.c_str()); }
+  size_t numKernels() const override { return kernels_.size(); }
+  /// Resolves the entry of each kernel; false (naming the missing symbol) if one is absent.
+  bool resolve(std::span<const KernelInfo> kernels, std::string& missing) {
+    for (const KernelInfo& k : kernels) {
+      auto fn = reinterpret_cast<Entry>(dlsym(handle_, k.symbol.c_str()));
+      if (fn == nullptr) {
+        missing = k.symbol;
+        return false;
+      }
+      kernels_.emplace_back(k, fn);
+    }
+    return true;
+  }
+  const std::pair<KernelInfo, Entry>& kernel(size_t i) const { return kernels_.at(i); }
 
 private:
   void* handle_;
   int fd_;
+  std::vector<std::pair<KernelInfo, Entry>> kernels_;
 };
 
 class CpuDevice final : public Device {
@@ -122,7 +136,8 @@ public:
                  static_cast<const char*>(src.data()) + srcOffset, nbytes);
   }
 
-  std::shared_ptr<const LoadedCode> load(const CodeObject& code) override {
+  std::shared_ptr<const LoadedCode> load(const CodeObject& code,
+                                         std::span<const KernelInfo> kernels) override {
     WEFT_CHECK(code.format == "elf-shared-object", Device, "cpu: cannot load code of format '",
                code.format, "' (the CPU runs elf-shared-object code)");
     std::string why = cpuTargetMismatch(code.target);
@@ -156,16 +171,19 @@ public:
       close(fd);
       WEFT_FAIL(Device, "cpu: cannot load generated code: ", error);
     }
-    return std::make_shared<SharedObject>(handle, fd);
+    auto loaded = std::make_shared<SharedObject>(handle, fd);
+    std::string missing;
+    WEFT_CHECK(loaded->resolve(kernels, missing), Device, "cpu: the generated code has no kernel '",
+               missing, "'");
+    return loaded;
   }
 
-  void launch(const LoadedCode& code, const KernelInfo& kernel, std::span<const TensorRef> inputs,
+  void launch(const LoadedCode& code, size_t index, std::span<const TensorRef> inputs,
               std::span<const TensorRef> outputs) override {
     const auto* so = dynamic_cast<const SharedObject*>(&code);
-    WEFT_INTERNAL_ASSERT(so != nullptr, "cpu: launching code loaded on another device");
-    auto fn = reinterpret_cast<void (*)(void**)>(so->entry(kernel.symbol));
-    WEFT_CHECK(fn != nullptr, Device, "cpu: the generated code has no kernel '", kernel.symbol,
-               "'");
+    WEFT_INTERNAL_ASSERT(so != nullptr && index < so->numKernels(),
+                         "cpu: launching a kernel not loaded on this device");
+    const auto& [kernel, fn] = so->kernel(index);
     size_t n = inputs.size() + outputs.size();
     std::vector<std::array<int64_t, 5>> desc(n); // allocated, aligned, offset, size, stride
     std::vector<void*> descPtr(n);

@@ -346,10 +346,7 @@ Executable Executable::load(std::span<const uint8_t> bytes, hal::Device& device)
 void Executable::loadCode(hal::Device& device) {
   KernelTable& t = plan.kernels;
   if (t.loaded || t.kernels.empty()) return;
-  t.loaded = device.load(t.code);
-  for (const hal::KernelInfo& k : t.kernels)
-    WEFT_CHECK(t.loaded->has(k.symbol), Device, "executable: the generated code has no kernel '",
-               k.symbol, "'");
+  t.loaded = device.load(t.code, t.kernels);
 }
 
 std::vector<Buffer> Executable::run(std::span<const Buffer> args,

@@ -35,7 +35,7 @@ void runKernelStep(const Plan& plan, const PlanStep& step, std::vector<TensorRef
   WEFT_INTERNAL_ASSERT(table.loaded != nullptr &&
                            static_cast<size_t>(step.kernel) < table.kernels.size(),
                        "a kernel step without loaded code");
-  hal::cpu().launch(*table.loaded, table.kernels[static_cast<size_t>(step.kernel)], refs, outs);
+  hal::cpu().launch(*table.loaded, static_cast<size_t>(step.kernel), refs, outs);
   for (int32_t s : step.release)
     slots[static_cast<size_t>(s)] = Buffer{};
 }

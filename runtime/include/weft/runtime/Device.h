@@ -37,12 +37,13 @@ struct KernelInfo {
   bool operator==(const KernelInfo&) const = default;
 };
 
-/// Code loaded on a device, ready to launch; unloaded when the last reference goes.
+/// Code loaded on a device with its kernels' entries resolved, ready to launch; unloaded when the
+/// last reference goes.
 class LoadedCode {
 public:
   virtual ~LoadedCode() = default;
-  /// Whether the code holds `symbol`.
-  virtual bool has(const std::string& symbol) const = 0;
+  /// How many kernels it was loaded with.
+  virtual size_t numKernels() const = 0;
 };
 
 /// What a device offers.
@@ -63,12 +64,15 @@ public:
   /// Copies `nbytes` between two buffers of this device.
   virtual void copy(const Storage& src, size_t srcOffset, Storage& dst, size_t dstOffset,
                     size_t nbytes) = 0;
-  /// Loads `code`; a weft::Error (DeviceError) when it was built for another target or format,
-  /// or cannot be loaded.
-  virtual std::shared_ptr<const LoadedCode> load(const CodeObject& code) = 0;
-  /// Runs `kernel` of `code` (loaded on this device) over contiguous `inputs`, writing `outputs`.
-  virtual void launch(const LoadedCode& code, const KernelInfo& kernel,
-                      std::span<const TensorRef> inputs, std::span<const TensorRef> outputs) = 0;
+  /// Loads `code` and resolves the entry of each of `kernels` once, so launches look nothing up;
+  /// a weft::Error (DeviceError) when it was built for another target or format, cannot be
+  /// loaded, or lacks one of the kernels.
+  virtual std::shared_ptr<const LoadedCode> load(const CodeObject& code,
+                                                 std::span<const KernelInfo> kernels) = 0;
+  /// Runs kernel `kernel` (an index into the kernels `code` was loaded with) over contiguous
+  /// `inputs`, writing `outputs`.
+  virtual void launch(const LoadedCode& code, size_t kernel, std::span<const TensorRef> inputs,
+                      std::span<const TensorRef> outputs) = 0;
   /// Waits for everything launched so far (the CPU runs launches synchronously).
   virtual void synchronize() = 0;
 };
