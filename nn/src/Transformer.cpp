@@ -143,6 +143,14 @@ Tensor feedForwardBlock(const TransformerLayerOptions& o, Linear& linear1, Dropo
   return linear2(dropout(h));
 }
 
+/// Registers the feed-forward block's modules under PyTorch's names, in its order.
+void registerFeedForward(Module& layer, const TransformerLayerOptions& o, Linear& linear1,
+                         Dropout& dropout, Linear& linear2) {
+  linear1 = layer.register_module("linear1", Linear(o.d_model(), o.dim_feedforward()));
+  dropout = layer.register_module("dropout", Dropout(o.dropout()));
+  linear2 = layer.register_module("linear2", Linear(o.dim_feedforward(), o.d_model()));
+}
+
 void checkLayerOptions(const TransformerLayerOptions& o, const char* name) {
   WEFT_CHECK(o.activation() == "relu" || o.activation() == "gelu", Value, "nn::", name,
              ": activation must be \"relu\" or \"gelu\", got \"", o.activation(), "\"");
@@ -162,9 +170,7 @@ TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const TransformerEncode
     : options(o) {
   checkLayerOptions(o, "TransformerEncoderLayer");
   self_attn = register_module("self_attn", MultiheadAttention(attentionOptions(o)));
-  linear1 = register_module("linear1", Linear(o.d_model(), o.dim_feedforward()));
-  dropout = register_module("dropout", Dropout(o.dropout()));
-  linear2 = register_module("linear2", Linear(o.dim_feedforward(), o.d_model()));
+  registerFeedForward(*this, o, linear1, dropout, linear2);
   LayerNormOptions norm = LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps());
   norm1 = register_module("norm1", LayerNorm(norm));
   norm2 = register_module("norm2", LayerNorm(norm));
@@ -197,9 +203,7 @@ TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const TransformerDecode
   checkLayerOptions(o, "TransformerDecoderLayer");
   self_attn = register_module("self_attn", MultiheadAttention(attentionOptions(o)));
   multihead_attn = register_module("multihead_attn", MultiheadAttention(attentionOptions(o)));
-  linear1 = register_module("linear1", Linear(o.d_model(), o.dim_feedforward()));
-  dropout = register_module("dropout", Dropout(o.dropout()));
-  linear2 = register_module("linear2", Linear(o.dim_feedforward(), o.d_model()));
+  registerFeedForward(*this, o, linear1, dropout, linear2);
   LayerNormOptions norm = LayerNormOptions({o.d_model()}).eps(o.layer_norm_eps());
   norm1 = register_module("norm1", LayerNorm(norm));
   norm2 = register_module("norm2", LayerNorm(norm));
