@@ -190,6 +190,56 @@ TEST(Ops, ReductionsSortsAndComposites) {
   EXPECT_EQ(vals(tensor({true, true, false}).sum()), (std::vector<double>{2}));
 }
 
+/// sum(x, dims) in double, from x's elements by their multi-index: the reference for the kernels'
+/// layouts (reductions over inner, outer and mixed dims, transposed and sliced inputs).
+std::vector<double> naiveSum(const Tensor& x, const Shape& dims) {
+  std::vector<double> v = x.contiguous().to_vector<double>();
+  Shape shape = x.sizes(), keptShape;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) keptShape.push_back(shape[d]);
+  std::vector<double> out(static_cast<size_t>(numel(keptShape)), 0.0);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t rem = i, o = 0, scale = 1;
+    for (int64_t d = x.dim(); d-- > 0;) {
+      int64_t idx = rem % shape[d];
+      rem /= shape[d];
+      if (std::find(dims.begin(), dims.end(), d) != dims.end()) continue;
+      o += idx * scale;
+      scale *= shape[d];
+    }
+    out[static_cast<size_t>(o)] += v[static_cast<size_t>(i)];
+  }
+  return out;
+}
+
+TEST(Ops, SumMatchesAReferenceInEveryLayout) {
+  // Float sums accumulate in double past blocks of 1024 float additions, so a float result is
+  // within a few float ulps of the exact sum: rtol 1e-5 with atol for cancellation.
+  Generator g(7);
+  struct Case {
+    Shape shape;
+    Shape dims;
+  };
+  std::vector<Case> cases = {{{1500, 300}, {0}},      {{1500, 300}, {1}},   {{40, 7, 300}, {0, 1}},
+                             {{40, 7, 300}, {1}},     {{6, 9, 33}, {0, 2}}, {{3, 2100, 12}, {1}},
+                             {{2, 5000, 16}, {0, 1}}, {{70000, 9}, {0}},    {{9, 70000}, {1}}};
+  for (const Case& c : cases) {
+    Tensor x = randn(c.shape, kFloat32, g);
+    EXPECT_TRUE(allClose(x.sum(c.dims).to_vector<double>(), naiveSum(x, c.dims), 1e-5, 1e-3))
+        << shapeString(c.shape) << " over " << shapeString(c.dims);
+    Tensor t = x.transpose(0, x.dim() - 1); // the reduced dims now sit elsewhere in memory
+    EXPECT_TRUE(allClose(t.sum(c.dims).to_vector<double>(), naiveSum(t, c.dims), 1e-5, 1e-3))
+        << "transposed " << shapeString(c.shape) << " over " << shapeString(c.dims);
+  }
+  Tensor big = randn({64, 512}, kFloat64, g);
+  Tensor stepped = big.slice(1, 0, 512, 2); // a row stride of 512 with 256 columns
+  EXPECT_TRUE(allClose(stepped.sum({0}).to_vector<double>(), naiveSum(stepped, {0}), 1e-12, 1e-12));
+  Tensor ints = randint(-1000, 1000, {3000, 40}, kInt64, g);
+  EXPECT_EQ(ints.sum({0}).to_vector<double>(), naiveSum(ints, {0})); // exact
+  Tensor halves = randn({2000, 64}, kFloat32, g).to(kBFloat16);
+  EXPECT_TRUE(allClose(halves.sum({0}).to_vector<double>(), naiveSum(halves, {0}), 1e-2, 0.5));
+}
+
 TEST(Ops, SoftmaxAndLogSumExpAreStableForLargeInputs) {
   Tensor x = tensor({1000.0, 1001.0, 1002.0});
   EXPECT_TRUE(allClose(vals(x.softmax(0)), {0.09003057, 0.24472847, 0.66524096}, 1e-5, 0));

@@ -62,10 +62,7 @@ public:
   }
 
   int threads() const { return threads_.load(); }
-  void setThreads(int n) {
-    threads_.store(std::max(1, n));
-    openblas_set_num_threads(std::max(1, n));
-  }
+  void setThreads(int n) { threads_.store(std::max(1, n)); }
 
   void run(const std::shared_ptr<Job>& job, int helpers) {
     {
@@ -81,11 +78,11 @@ public:
 private:
   Pool() {
     int n = static_cast<int>(std::thread::hardware_concurrency());
-    if (auto env = debugFlag("WEFT_NUM_THREADS")) {
-      n = std::max(1, std::atoi(env->c_str()));
-      openblas_set_num_threads(n); // one knob for weft's kernels and the GEMMs they call
-    }
+    if (auto env = debugFlag("WEFT_NUM_THREADS")) n = std::max(1, std::atoi(env->c_str()));
     threads_.store(std::max(1, n));
+    // GEMMs run inside this pool (kernels/Gemm.h splits them), so OpenBLAS keeps to the thread
+    // that calls it instead of starting workers of its own that would compete for the cores.
+    openblas_set_num_threads(1);
   }
 
   void loop() {

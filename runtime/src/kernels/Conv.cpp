@@ -1,12 +1,12 @@
 // Convolution forward, input gradient and weight gradient (1-D and 2-D, strided, padded, dilated,
-// grouped) by per-sample im2col + GEMM, and max-pool argmax. The im2col workspace holds one sample,
-// so memory does not grow with the batch.
+// grouped) by per-sample im2col + GEMM, and max-pool argmax. Samples are spread over the threads,
+// each with an im2col workspace of one sample, so memory does not grow with the batch.
+#include "Gemm.h"
 #include "Loops.h"
 #include "weft/runtime/ConvGeometry.h"
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/Storage.h"
 
-#include <cblas.h>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -66,16 +66,6 @@ TensorRef contiguous(const TensorRef& ref, std::shared_ptr<Storage>& holder) {
   TensorRef c{holder->data(), ref.dtype, ref.shape, contiguousStrides(ref.shape)};
   copyCast(ref, c);
   return c;
-}
-
-template <typename T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, T* c, int64_t ldc) {
-  auto A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, A, B, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, A, B, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
 
 /// col[(ci, ky, kx), (oy, ox)] = x[ci, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside).
@@ -145,21 +135,23 @@ void Conv(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) 
     using T = decltype(tag);
     std::shared_ptr<Storage> hx, hw;
     TensorRef x = contiguous(args[0], hx), w = contiguous(args[1], hw);
-    std::shared_ptr<Storage> ws;
-    if (!s.pointwise()) ws = s.workspace(sizeof(T));
-    for (int64_t n = 0; n < s.n; ++n)
-      for (int64_t g = 0; g < s.groups; ++g) {
-        const T* xs = x.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
-        const T* col = xs;
-        if (ws) {
-          im2col(s, xs, static_cast<T*>(ws->data()));
-          col = static_cast<T*>(ws->data());
+    parallelFor(s.n, 1, [&](int64_t n0, int64_t n1) {
+      std::shared_ptr<Storage> ws;
+      if (!s.pointwise()) ws = s.workspace(sizeof(T));
+      for (int64_t n = n0; n < n1; ++n)
+        for (int64_t g = 0; g < s.groups; ++g) {
+          const T* xs = x.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
+          const T* col = xs;
+          if (ws) {
+            im2col(s, xs, static_cast<T*>(ws->data()));
+            col = static_cast<T*>(ws->data());
+          }
+          const T* wg = w.ptr<T>() + g * s.og() * s.colRows();
+          T* yg = y.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
+          parallelGemm<T>(false, false, s.og(), s.colCols(), s.colRows(), wg, s.colRows(), col,
+                          s.colCols(), T(0), yg, s.colCols());
         }
-        const T* wg = w.ptr<T>() + g * s.og() * s.colRows();
-        T* yg = y.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
-        gemm<T>(false, false, s.og(), s.colCols(), s.colRows(), wg, s.colRows(), col, s.colCols(),
-                T(0), yg, s.colCols());
-      }
+    });
   });
 }
 
@@ -172,22 +164,25 @@ void ConvInputGrad(std::span<const TensorRef> in, const TensorRef& out, const At
     std::shared_ptr<Storage> hg, hw;
     TensorRef gy = contiguous(args[0], hg), w = contiguous(args[1], hw);
     std::memset(gx.data, 0, static_cast<size_t>(gx.numel()) * sizeof(T));
-    auto ws = s.workspace(sizeof(T));
-    T* col = static_cast<T*>(ws->data());
-    for (int64_t n = 0; n < s.n; ++n)
-      for (int64_t g = 0; g < s.groups; ++g) {
-        const T* wg = w.ptr<T>() + g * s.og() * s.colRows();
-        const T* gyg = gy.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
-        T* xg = gx.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
-        if (s.pointwise()) { // the column matrix is the input itself: accumulate straight into it
-          gemm<T>(true, false, s.colRows(), s.colCols(), s.og(), wg, s.colRows(), gyg, s.colCols(),
-                  T(1), xg, s.colCols());
-          continue;
+    parallelFor(s.n, 1, [&](int64_t n0, int64_t n1) {
+      std::shared_ptr<Storage> ws;
+      if (!s.pointwise()) ws = s.workspace(sizeof(T));
+      for (int64_t n = n0; n < n1; ++n)
+        for (int64_t g = 0; g < s.groups; ++g) {
+          const T* wg = w.ptr<T>() + g * s.og() * s.colRows();
+          const T* gyg = gy.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
+          T* xg = gx.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
+          if (!ws) { // the column matrix is the input itself: accumulate straight into it
+            parallelGemm<T>(true, false, s.colRows(), s.colCols(), s.og(), wg, s.colRows(), gyg,
+                            s.colCols(), T(1), xg, s.colCols());
+            continue;
+          }
+          T* col = static_cast<T*>(ws->data());
+          parallelGemm<T>(true, false, s.colRows(), s.colCols(), s.og(), wg, s.colRows(), gyg,
+                          s.colCols(), T(0), col, s.colCols());
+          col2im(s, col, xg);
         }
-        gemm<T>(true, false, s.colRows(), s.colCols(), s.og(), wg, s.colRows(), gyg, s.colCols(),
-                T(0), col, s.colCols());
-        col2im(s, col, xg);
-      }
+    });
   });
 }
 
@@ -199,22 +194,42 @@ void ConvWeightGrad(std::span<const TensorRef> in, const TensorRef& out, const A
     using T = decltype(tag);
     std::shared_ptr<Storage> hx, hg;
     TensorRef x = contiguous(args[0], hx), gy = contiguous(args[1], hg);
-    std::memset(gw.data, 0, static_cast<size_t>(gw.numel()) * sizeof(T));
-    std::shared_ptr<Storage> ws;
-    if (!s.pointwise()) ws = s.workspace(sizeof(T));
-    for (int64_t n = 0; n < s.n; ++n)
-      for (int64_t g = 0; g < s.groups; ++g) {
-        const T* xs = x.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
-        const T* col = xs;
-        if (ws) {
-          im2col(s, xs, static_cast<T*>(ws->data()));
-          col = static_cast<T*>(ws->data());
+    // Each thread sums its samples' products into a partial gradient of its own; the partials
+    // are added at the end (the first thread's is the output itself).
+    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(getNumThreads(), s.n));
+    const int64_t per = (s.n + chunks - 1) / chunks;
+    const size_t wbytes = static_cast<size_t>(gw.numel()) * sizeof(T);
+    std::vector<std::shared_ptr<Storage>> partials(static_cast<size_t>(chunks));
+    parallelFor(chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        T* acc = gw.ptr<T>();
+        if (c > 0) {
+          partials[static_cast<size_t>(c)] = Storage::allocate(wbytes);
+          acc = static_cast<T*>(partials[static_cast<size_t>(c)]->data());
         }
-        const T* gyg = gy.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
-        T* wg = gw.ptr<T>() + g * s.og() * s.colRows();
-        gemm<T>(false, true, s.og(), s.colRows(), s.colCols(), gyg, s.colCols(), col, s.colCols(),
-                T(1), wg, s.colRows());
+        std::memset(acc, 0, wbytes);
+        std::shared_ptr<Storage> ws;
+        if (!s.pointwise()) ws = s.workspace(sizeof(T));
+        for (int64_t n = c * per; n < std::min(s.n, (c + 1) * per); ++n)
+          for (int64_t g = 0; g < s.groups; ++g) {
+            const T* xs = x.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
+            const T* col = xs;
+            if (ws) {
+              im2col(s, xs, static_cast<T*>(ws->data()));
+              col = static_cast<T*>(ws->data());
+            }
+            const T* gyg = gy.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
+            parallelGemm<T>(false, true, s.og(), s.colRows(), s.colCols(), gyg, s.colCols(), col,
+                            s.colCols(), T(1), acc + g * s.og() * s.colRows(), s.colRows());
+          }
       }
+    });
+    for (int64_t c = 1; c < chunks; ++c) {
+      const T* p = static_cast<const T*>(partials[static_cast<size_t>(c)]->data());
+      T* o = gw.ptr<T>();
+      for (int64_t j = 0; j < gw.numel(); ++j)
+        o[j] += p[j];
+    }
   });
 }
 

@@ -1,10 +1,10 @@
 // Batched matrix multiply with broadcast batch dims: OpenBLAS for floats, a plain loop for
 // integers.
+#include "Gemm.h"
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/Storage.h"
 
-#include <cblas.h>
 #include <optional>
 
 namespace weft::kernels {
@@ -32,18 +32,6 @@ std::optional<BlasMatrix> blasLayout(const void* p, int64_t rows, int64_t cols, 
   return std::nullopt;
 }
 
-template <typename T>
-void gemm(int64_t m, int64_t n, int64_t k, const BlasMatrix& a, const BlasMatrix& b, T* c,
-          int64_t ldc, T beta) {
-  auto ta = a.transposed ? CblasTrans : CblasNoTrans, tb = b.transposed ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, static_cast<const float*>(a.data), a.ld,
-                static_cast<const float*>(b.data), b.ld, beta, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, static_cast<const double*>(a.data), a.ld,
-                static_cast<const double*>(b.data), b.ld, beta, c, ldc);
-}
-
 /// A contiguous float/double copy of `ref` (any dtype), kept alive by the returned storage.
 std::shared_ptr<Storage> contiguousAs(const TensorRef& ref, DType dtype, TensorRef& result) {
   auto s = Storage::allocate(static_cast<size_t>(ref.numel()) * elementSize(dtype));
@@ -62,25 +50,32 @@ void matmulBlas(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
   bb.shape.resize(b.shape.size() - 2);
   Shape as = broadcastStrides(ab, batch), bs = broadcastStrides(bb, batch);
   const int64_t numBatch = numel(batch);
-  for (int64_t i = 0; i < numBatch; ++i) {
+  // One product at a time, each split across the threads; or, with several, one per thread.
+  auto product = [&](int64_t i, bool split) {
     int64_t aoff = 0, boff = 0, rem = i;
     for (size_t d = batch.size(); d-- > 0;) {
       aoff += (rem % batch[d]) * as[d];
       boff += (rem % batch[d]) * bs[d];
       rem /= batch[d];
     }
-    const T* ap = a.ptr<T>() + aoff;
-    const T* bp = b.ptr<T>() + boff;
-    auto la = blasLayout(ap, m, k, a.strides[a.dim() - 2], a.strides[a.dim() - 1]);
-    auto lb = blasLayout(bp, k, n, b.strides[b.dim() - 2], b.strides[b.dim() - 1]);
+    auto la = blasLayout(a.ptr<T>() + aoff, m, k, a.strides[a.dim() - 2], a.strides[a.dim() - 1]);
+    auto lb = blasLayout(b.ptr<T>() + boff, k, n, b.strides[b.dim() - 2], b.strides[b.dim() - 1]);
     WEFT_INTERNAL_ASSERT(la && lb, "matmul operands must be made BLAS-compatible by the caller");
     T* cp = out.ptr<T>() + i * m * n;
     if (k == 0) {
       std::fill(cp, cp + m * n, T(0));
-      continue;
+      return;
     }
-    gemm<T>(m, n, k, *la, *lb, cp, n, T(0));
-  }
+    auto run = split ? &parallelGemm<T> : &gemm<T>;
+    run(la->transposed, lb->transposed, m, n, k, static_cast<const T*>(la->data), la->ld,
+        static_cast<const T*>(lb->data), lb->ld, T(0), cp, n);
+  };
+  if (numBatch == 1) return product(0, true);
+  parallelFor(numBatch, std::max<int64_t>(1, kGemmSplitWork / std::max<int64_t>(1, m * n * k)),
+              [&](int64_t b0, int64_t e0) {
+                for (int64_t i = b0; i < e0; ++i)
+                  product(i, false);
+              });
 }
 
 template <typename T>

@@ -126,6 +126,92 @@ template <typename T, bool Max> struct ExtremumOp {
   }
 };
 
+/// Sums where the innermost kept dim is contiguous in the input and every reduced dim lies outside
+/// it (a bias gradient: [rows, n] -> [n]): whole rows are added into a row of accumulators, which
+/// vectorises and reads memory in order, instead of one strided walk per output. Rows are summed
+/// in blocks of 1024 in the compute type and the blocks in the accumulation type, as SumOp::run
+/// does. Returns false where the layout does not fit.
+template <typename T>
+bool sumAcrossRows(const TensorRef& in, const TensorRef& out, const ReduceSplit& s) {
+  using C = ComputeType<T>;
+  using Acc = typename SumOp<T>::Acc;
+  using Block = std::conditional_t<std::is_integral_v<C>, uint64_t, C>;
+  if (s.keptShape.empty() || s.redShape.empty() || s.keptStrides.back() != 1) return false;
+  for (int64_t st : s.redStrides)
+    if (st == 1 || st == 0) return false;
+  const int64_t width = s.keptShape.back(), numRed = numel(s.redShape);
+  if (width < 8 || numRed < 2) return false;
+  const Shape outerShape(s.keptShape.begin(), s.keptShape.end() - 1);
+  const Shape outerStrides(s.keptStrides.begin(), s.keptStrides.end() - 1);
+  const Shape outerOutStrides(s.keptOutStrides.begin(), s.keptOutStrides.end() - 1);
+  const int64_t outStride = s.keptOutStrides.back();
+  constexpr int64_t kTile = 256, kRowBlock = 1024;
+  const int64_t tiles = (width + kTile - 1) / kTile, numOuter = numel(outerShape);
+  // Work items: (outer index, tile, part of the reduced rows). With fewer items than threads,
+  // the rows are split too and the parts' partial sums added at the end.
+  const int64_t threads = getNumThreads();
+  const int64_t parts =
+      numOuter * tiles >= threads || numRed * width < 65536 ? 1 : std::min(threads, numRed);
+  const int64_t rowsPerPart = (numRed + parts - 1) / parts;
+  std::vector<Acc> partial(static_cast<size_t>(parts > 1 ? parts * numOuter * width : 0));
+  const T* base = static_cast<const T*>(in.data);
+  parallelFor(numOuter * tiles * parts, 1, [&](int64_t b, int64_t e) {
+    Acc acc[kTile];
+    Block block[kTile];
+    Shape idx(s.redShape.size());
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t part = item % parts, tile = (item / parts) % tiles, o = item / parts / tiles;
+      const int64_t w0 = tile * kTile, w = std::min(kTile, width - w0);
+      const int64_t r0 = part * rowsPerPart, r1 = std::min(numRed, r0 + rowsPerPart);
+      const T* p = base + offsetOf(o, outerShape, outerStrides, 1) + w0;
+      std::fill(acc, acc + w, Acc(0));
+      // The reduced index as an odometer, starting at r0.
+      for (size_t d = s.redShape.size(), rem = static_cast<size_t>(r0); d-- > 0;) {
+        idx[d] = static_cast<int64_t>(rem) % s.redShape[d];
+        rem /= static_cast<size_t>(s.redShape[d]);
+      }
+      int64_t off = 0;
+      for (size_t d = 0; d < idx.size(); ++d)
+        off += idx[d] * s.redStrides[d];
+      for (int64_t r = r0; r < r1;) {
+        std::fill(block, block + w, Block(0));
+        for (int64_t end = std::min(r1, r + kRowBlock); r < end; ++r) {
+          const T* row = p + off;
+#pragma omp simd
+          for (int64_t j = 0; j < w; ++j)
+            block[j] += static_cast<Block>(static_cast<C>(row[j]));
+          for (size_t d = idx.size(); d-- > 0;) { // next reduced index
+            off += s.redStrides[d];
+            if (++idx[d] < s.redShape[d]) break;
+            off -= idx[d] * s.redStrides[d];
+            idx[d] = 0;
+          }
+        }
+        for (int64_t j = 0; j < w; ++j)
+          acc[j] = kadd(acc[j], static_cast<Acc>(block[j]));
+      }
+      if (parts > 1) {
+        std::copy(acc, acc + w, partial.begin() + (part * numOuter + o) * width + w0);
+        continue;
+      }
+      T* dst = static_cast<T*>(out.data) + offsetOf(o, outerShape, outerOutStrides, 1);
+      for (int64_t j = 0; j < w; ++j)
+        dst[(w0 + j) * outStride] = convert<T>(static_cast<C>(acc[j]));
+    }
+  });
+  if (parts > 1)
+    for (int64_t o = 0; o < numOuter; ++o) {
+      T* dst = static_cast<T*>(out.data) + offsetOf(o, outerShape, outerOutStrides, 1);
+      for (int64_t j = 0; j < width; ++j) {
+        Acc total = 0;
+        for (int64_t part = 0; part < parts; ++part)
+          total = kadd(total, partial[static_cast<size_t>((part * numOuter + o) * width + j)]);
+        dst[j * outStride] = convert<T>(static_cast<C>(total));
+      }
+    }
+  return true;
+}
+
 template <template <typename> class Op>
 void reduce(const TensorRef& in, const TensorRef& out, const Attrs& at) {
   WEFT_INTERNAL_ASSERT(in.dtype == out.dtype, "reduction changes dtype");
@@ -158,11 +244,19 @@ void reduce(const TensorRef& in, const TensorRef& out, const Attrs& at) {
       });
       return;
     }
+    if constexpr (std::is_same_v<R, SumOp<T>>)
+      if (sumAcrossRows<T>(in, out, s)) return;
     if (numOut >= getNumThreads() * 4 || numRed < 65536) {
+      // The reduced dims as one nest, built once: each output only moves its base pointer.
+      std::array<Shape, 1> st{s.redStrides};
+      LoopNest<1> nest(s.redShape, st, {nullptr}, {es});
+      const bool oneRun = nest.shape.size() == 1;
       parallelFor(
           numOut, std::max<int64_t>(1, kElementwiseGrain / numRed), [&](int64_t b, int64_t e) {
-            for (int64_t o = b; o < e; ++o)
-              store(o, reduceRange(base + offsetOf(o, s.keptShape, s.keptStrides, es), 0, numRed));
+            for (int64_t o = b; o < e; ++o) {
+              const char* p = base + offsetOf(o, s.keptShape, s.keptStrides, es);
+              store(o, oneRun ? R::run(p, nest.strides[0][0], numRed) : reduceRange(p, 0, numRed));
+            }
           });
       return;
     }

@@ -8,8 +8,8 @@ namespace weft {
 
 /// Threads kernels use: WEFT_NUM_THREADS if set, else the machine's hardware threads.
 int getNumThreads();
-/// Sets the number of threads kernels use, OpenBLAS's included (1 runs everything on the calling
-/// thread).
+/// Sets the number of threads kernels use, GEMMs included: OpenBLAS runs single-threaded inside
+/// this pool (1 runs everything on the calling thread).
 void setNumThreads(int n);
 
 /// Runs `fn(begin, end)` over [0, n) split into chunks of at least `grain` elements, on the pool
