@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -20,6 +21,18 @@ namespace weft {
 namespace {
 
 thread_local bool tInsideParallel = false;
+
+/// Polls `ready` for up to about 50 microseconds; true once it holds.
+template <typename Ready> bool spinUntil(Ready ready) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return false;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
 
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn;
@@ -65,14 +78,17 @@ public:
   void setThreads(int n) { threads_.store(std::max(1, n)); }
 
   void run(const std::shared_ptr<Job>& job, int helpers) {
+    bool sleeping = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       while (static_cast<int>(workers_.size()) < helpers)
         workers_.emplace_back([this] { loop(); });
       for (int h = 0; h < helpers; ++h)
         queue_.push_back(job);
+      queued_.fetch_add(helpers, std::memory_order_release);
+      sleeping = sleepers_ > 0;
     }
-    wake_.notify_all();
+    if (sleeping) wake_.notify_all(); // spinning workers see the queue without a system call
   }
 
 private:
@@ -88,18 +104,26 @@ private:
   void loop() {
     tInsideParallel = true;
     for (;;) {
+      // Eager steps launch kernels back to back: a worker that just finished one spins briefly
+      // for the next instead of sleeping, which would cost a futex wake per kernel.
+      spinUntil([this] { return queued_.load(std::memory_order_acquire) > 0; });
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mu_);
+        ++sleepers_;
         wake_.wait(lock, [this] { return !queue_.empty(); });
+        --sleepers_;
         job = std::move(queue_.front());
         queue_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
       }
       job->work();
     }
   }
 
   std::atomic<int> threads_;
+  std::atomic<int> queued_{0};
+  int sleepers_ = 0; // guarded by mu_
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;
@@ -130,6 +154,7 @@ void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int
   auto job = std::make_shared<Job>(&fn, n, chunk, numChunks);
   Pool::get().run(job, static_cast<int>(numChunks - 1));
   job->work();
+  spinUntil([&] { return job->remaining.load() == 0; });
   std::unique_lock<std::mutex> lock(job->mu);
   job->done.wait(lock, [&] { return job->remaining.load() == 0; });
   if (job->error) std::rethrow_exception(job->error);
