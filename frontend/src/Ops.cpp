@@ -532,7 +532,7 @@ Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi,
 Tensor relu(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
   // NaN stays NaN with gradient 1, 0 gets gradient 0: as torch.relu's threshold rule.
-  return where(x <= 0, zeros_like(x), x);
+  return where(x <= 0, zeros({}, x.dtype()), x); // a 0-dim zero broadcasts: nothing to fill
 }
 Tensor Tensor::relu(std::source_location loc) const {
   CallSite cs(loc);

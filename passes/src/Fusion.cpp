@@ -30,13 +30,14 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g, size_t mi
   auto before = [&](ValueId v, const ir::FusionGroup& grp) {
     return producer(v) < grp.nodes.front();
   };
-  // A scalar constant, or a broadcast of a value computed before the group, to `shape`.
+  // A constant (one value at every index, whatever its shape: the kernel computes it instead of
+  // reading a filled buffer), or a broadcast of a value computed before the group, to `shape`.
   auto leafFor = [&](ValueId v, const ir::FusionGroup& grp) {
     int32_t p = producer(v);
     if (p < 0) return false;
     const ir::Node& node = g.nodes()[static_cast<size_t>(p)];
     if (!fusibleTypes(g, node)) return false;
-    if (node.op == OpCode::Full) return g.type(v).shape.empty();
+    if (node.op == OpCode::Full) return true;
     return node.op == OpCode::Expand && g.type(v).shape == grp.shape &&
            before(node.operands[0], grp);
   };

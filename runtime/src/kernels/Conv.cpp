@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace weft::kernels {
@@ -68,19 +69,40 @@ TensorRef contiguous(const TensorRef& ref, std::shared_ptr<Storage>& holder) {
   return c;
 }
 
+/// The output columns [lo, hi) of a row whose input index ix = ox * stride - pad + k * dil lies in
+/// [0, size): the rest read zero padding.
+std::pair<int64_t, int64_t> insideRange(int64_t outSize, int64_t size, int64_t stride, int64_t pad,
+                                        int64_t k, int64_t dil) {
+  int64_t first = pad - k * dil; // ix >= 0  <=>  ox * stride >= first
+  int64_t lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+  int64_t last = size - 1 + pad - k * dil; // ix < size  <=>  ox * stride <= last
+  int64_t hi = last < 0 ? 0 : last / stride + 1;
+  lo = std::min(lo, outSize);
+  return {lo, std::max(lo, std::min(hi, outSize))};
+}
+
 /// col[(ci, ky, kx), (oy, ox)] = x[ci, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside).
 template <typename T> void im2col(const ConvShape& s, const T* x, T* col) {
   parallelFor(s.colRows(), 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      int64_t ci = r / (s.kh * s.kw), ky = (r / s.kw) % s.kh, kx = r % s.kw;
-      T* dst = col + r * s.colCols();
+      const int64_t ci = r / (s.kh * s.kw), ky = (r / s.kw) % s.kh, kx = r % s.kw;
+      const auto [lo, hi] = insideRange(s.ow, s.w, s.sw, s.pw, kx, s.dw);
+      const int64_t sw = s.sw, shift = kx * s.dw - s.pw;
       for (int64_t oy = 0; oy < s.oh; ++oy) {
-        int64_t iy = oy * s.sh - s.ph + ky * s.dh;
-        for (int64_t ox = 0; ox < s.ow; ++ox) {
-          int64_t ix = ox * s.sw - s.pw + kx * s.dw;
-          bool inside = iy >= 0 && iy < s.h && ix >= 0 && ix < s.w;
-          dst[oy * s.ow + ox] = inside ? x[(ci * s.h + iy) * s.w + ix] : T(0);
+        T* dst = col + r * s.colCols() + oy * s.ow;
+        const int64_t iy = oy * s.sh - s.ph + ky * s.dh;
+        if (iy < 0 || iy >= s.h) {
+          std::fill(dst, dst + s.ow, T(0));
+          continue;
         }
+        const T* src = x + (ci * s.h + iy) * s.w + shift;
+        std::fill(dst, dst + lo, T(0));
+        if (sw == 1)
+          std::copy(src + lo, src + hi, dst + lo);
+        else
+          for (int64_t ox = lo; ox < hi; ++ox)
+            dst[ox] = src[ox * sw];
+        std::fill(dst + hi, dst + s.ow, T(0));
       }
     }
   });
@@ -92,14 +114,16 @@ template <typename T> void col2im(const ConvShape& s, const T* col, T* x) {
     for (int64_t ci = b; ci < e; ++ci)
       for (int64_t ky = 0; ky < s.kh; ++ky)
         for (int64_t kx = 0; kx < s.kw; ++kx) {
-          const T* src = col + ((ci * s.kh + ky) * s.kw + kx) * s.colCols();
+          const T* row = col + ((ci * s.kh + ky) * s.kw + kx) * s.colCols();
+          const auto [lo, hi] = insideRange(s.ow, s.w, s.sw, s.pw, kx, s.dw);
+          const int64_t sw = s.sw, shift = kx * s.dw - s.pw;
           for (int64_t oy = 0; oy < s.oh; ++oy) {
-            int64_t iy = oy * s.sh - s.ph + ky * s.dh;
+            const int64_t iy = oy * s.sh - s.ph + ky * s.dh;
             if (iy < 0 || iy >= s.h) continue;
-            for (int64_t ox = 0; ox < s.ow; ++ox) {
-              int64_t ix = ox * s.sw - s.pw + kx * s.dw;
-              if (ix >= 0 && ix < s.w) x[(ci * s.h + iy) * s.w + ix] += src[oy * s.ow + ox];
-            }
+            T* dst = x + (ci * s.h + iy) * s.w + shift;
+            const T* src = row + oy * s.ow;
+            for (int64_t ox = lo; ox < hi; ++ox)
+              dst[ox * sw] += src[ox];
           }
         }
   });
@@ -250,24 +274,27 @@ void MaxPoolArgmax(std::span<const TensorRef> in, const TensorRef& out, const At
     if constexpr (!std::is_same_v<T, bool>) {
       int64_t* o = out.ptr<int64_t>();
       const int64_t s0 = x.strides[0], s1 = x.strides[1], sy = one ? 0 : x.strides[2],
-                    sx = x.strides.back();
-      parallelFor(planes, 1, [&](int64_t b, int64_t e) {
+                    sx = x.strides.back(), channels = x.shape[1];
+      const T* data = x.ptr<T>();
+      parallelFor(planes, 1, [=](int64_t b, int64_t e) {
         for (int64_t pl = b; pl < e; ++pl) {
-          const T* base = x.ptr<T>() + (pl / x.shape[1]) * s0 + (pl % x.shape[1]) * s1;
-          for (int64_t oy = 0; oy < oh; ++oy)
+          const T* base = data + (pl / channels) * s0 + (pl % channels) * s1;
+          int64_t* dst = o + pl * oh * ow;
+          for (int64_t oy = 0; oy < oh; ++oy) {
+            const int64_t y0 = oy * sh - ph;
             for (int64_t ox = 0; ox < ow; ++ox) {
+              const int64_t x0 = ox * sw - pw;
               int64_t best = -1;
-              C bv = -std::numeric_limits<C>::infinity();
-              if constexpr (!std::is_floating_point_v<C>) bv = std::numeric_limits<C>::lowest();
+              C bv{};
               for (int64_t ky = 0; ky < kh; ++ky) {
-                int64_t iy = oy * sh - ph + ky * dh;
+                const int64_t iy = y0 + ky * dh;
                 if (iy < 0 || iy >= h) continue;
                 for (int64_t kx = 0; kx < kw; ++kx) {
-                  int64_t ix = ox * sw - pw + kx * dw;
+                  const int64_t ix = x0 + kx * dw;
                   if (ix < 0 || ix >= w) continue;
-                  C v = static_cast<C>(base[iy * sy + ix * sx]);
+                  const C v = static_cast<C>(base[iy * sy + ix * sx]);
                   bool nan = false;
-                  if constexpr (std::is_floating_point_v<C>) nan = std::isnan(v);
+                  if constexpr (std::is_floating_point_v<C>) nan = v != v;
                   if (best < 0 || v > bv || nan) {
                     best = iy * w + ix;
                     bv = v;
@@ -276,8 +303,9 @@ void MaxPoolArgmax(std::span<const TensorRef> in, const TensorRef& out, const At
                 }
               }
             done:
-              o[(pl * oh + oy) * ow + ox] = best;
+              dst[oy * ow + ox] = best;
             }
+          }
         }
       });
     } else {

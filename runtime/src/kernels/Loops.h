@@ -5,8 +5,10 @@
 #include "weft/runtime/TensorRef.h"
 #include "weft/runtime/ThreadPool.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <tuple>
 #include <type_traits>
@@ -143,6 +145,23 @@ template <typename D, typename S> inline D convert(S s) {
     return static_cast<D>(static_cast<C>(s));
 }
 
+/// `len` elements of type T at `p`, `stride` bytes apart, as a contiguous array: `p` itself when
+/// they already are, else a copy in `buffer` (at least len * sizeof(T) bytes, suitably aligned).
+template <typename T>
+const T* contiguousRun(const char* p, int64_t stride, int64_t len, unsigned char* buffer) {
+  if (stride == static_cast<int64_t>(sizeof(T))) return reinterpret_cast<const T*>(p);
+  T* dst = reinterpret_cast<T*>(buffer);
+  if (stride == 0) {
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    std::fill(dst, dst + len, v);
+  } else {
+    for (int64_t j = 0; j < len; ++j)
+      std::memcpy(&dst[j], p + j * stride, sizeof(T));
+  }
+  return dst;
+}
+
 /// Runs `fn(out, in...)` elementwise: `fn` receives compute-typed inputs and returns the value.
 /// OutT and InT... are storage types; inputs broadcast against `out`.
 template <typename OutT, typename... InT, typename Fn>
@@ -163,20 +182,25 @@ void mapElementwise(const TensorRef& out, std::array<const TensorRef*, sizeof...
   LoopNest<N> nest(out.shape, strides, ptrs, sizes);
   nest.parallel(kElementwiseGrain, [&](const std::array<char*, N>& p,
                                        const std::array<int64_t, N>& s, int64_t count) {
-    bool contiguous = s[0] == static_cast<int64_t>(sizeof(OutT));
-    for (size_t k = 0; k + 1 < N; ++k)
-      contiguous = contiguous && s[k + 1] == elemSizes[k];
     [&]<size_t... I>(std::index_sequence<I...>) {
-      if (contiguous) { // plain indexing lets the compiler vectorise
-        OutT* o = reinterpret_cast<OutT*>(p[0]);
-        std::tuple<const InT*...> in{reinterpret_cast<const InT*>(p[I + 1])...};
-        for (int64_t j = 0; j < count; ++j)
+      // Runs are processed in tiles: an operand that is not contiguous along the run (a broadcast
+      // scalar, a transposed view) is first copied into a small contiguous buffer, so the loop
+      // below always indexes plain arrays and the compiler vectorises it.
+      constexpr int64_t kTile = 256;
+      alignas(64) unsigned char scratch[sizeof...(InT) + 1][kTile * 8];
+      for (int64_t j0 = 0; j0 < count; j0 += kTile) {
+        const int64_t len = std::min(kTile, count - j0);
+        std::tuple<const InT*...> in{
+            contiguousRun<InT>(p[I + 1] + j0 * s[I + 1], s[I + 1], len, scratch[I + 1])...};
+        const bool direct = s[0] == static_cast<int64_t>(sizeof(OutT));
+        OutT* o = direct ? reinterpret_cast<OutT*>(p[0] + j0 * s[0])
+                         : reinterpret_cast<OutT*>(scratch[0]);
+        for (int64_t j = 0; j < len; ++j)
           o[j] = convert<OutT>(fn(static_cast<ComputeType<InT>>(std::get<I>(in)[j])...));
-        return;
+        if (!direct)
+          for (int64_t j = 0; j < len; ++j)
+            std::memcpy(p[0] + (j0 + j) * s[0], &o[j], sizeof(OutT));
       }
-      for (int64_t j = 0; j < count; ++j)
-        *reinterpret_cast<OutT*>(p[0] + j * s[0]) = convert<OutT>(fn(static_cast<ComputeType<InT>>(
-            *reinterpret_cast<const InT*>(p[I + 1] + j * s[I + 1]))...));
     }
     (std::index_sequence_for<InT...>{});
   });
