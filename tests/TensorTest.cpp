@@ -1,6 +1,8 @@
 // Tensors: dtypes and promotion, views sharing storage, factories, in-place ops, printing.
 #include "TestUtil.h"
 
+#include <array>
+#include <cmath>
 #include <sstream>
 
 namespace weft::test {
@@ -276,6 +278,56 @@ TEST(Ops, ConvolutionAndPoolingShapesAndValues) {
   double lhs = (conv2d(a, k, {}, {2}, {1}) * b).sum().item<double>();
   double rhs = (a * conv_transpose2d(b, k, {}, {2}, {1}, {1})).sum().item<double>();
   EXPECT_NEAR(lhs, rhs, 1e-10);
+}
+
+/// The gradient max_pool2d sends back for an all-ones upstream gradient: 1 (or the number of
+/// windows choosing it) at each window's argmax, by PyTorch's rule (the first largest value, or
+/// the last NaN), counted by plain loops.
+std::vector<double> naiveMaxPoolGrad(const Tensor& x, int64_t k, int64_t stride, int64_t pad) {
+  std::vector<double> v = x.contiguous().to_vector<double>(), grad(v.size(), 0.0);
+  const int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3);
+  const int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (w + 2 * pad - k) / stride + 1;
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        int64_t best = -1;
+        for (int64_t iy = oy * stride - pad; iy < oy * stride - pad + k; ++iy)
+          for (int64_t ix = ox * stride - pad; ix < ox * stride - pad + k; ++ix) {
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            int64_t at = (pl * h + iy) * w + ix;
+            double val = v[static_cast<size_t>(at)];
+            if (best < 0 || val > v[static_cast<size_t>(best)] || std::isnan(val)) best = at;
+          }
+        grad[static_cast<size_t>(best)] += 1;
+      }
+  return grad;
+}
+
+TEST(Ops, MaxPoolPicksPyTorchsArgmax) {
+  // Reference values from torch 1.13 (max_pool2d(..., 2, return_indices=True)): ties keep the
+  // first index, NaNs the last.
+  auto gradOf = [](const Tensor& x, int64_t k, int64_t stride, int64_t pad) {
+    Tensor leaf = x.detach().requires_grad_();
+    max_pool2d(leaf, {k}, {stride}, {pad}).sum().backward();
+    return leaf.grad().to_vector<double>();
+  };
+  EXPECT_EQ(gradOf(tensor({NAN, 1.0, NAN, 2.0}).reshape({1, 1, 2, 2}), 2, 2, 0),
+            (std::vector<double>{0, 0, 1, 0}));
+  EXPECT_EQ(gradOf(tensor({3.0, 3.0, 1.0, 3.0}).reshape({1, 1, 2, 2}), 2, 2, 0),
+            (std::vector<double>{1, 0, 0, 0}));
+  EXPECT_EQ(gradOf(tensor({1.0, NAN, 5.0, NAN}).reshape({1, 1, 2, 2}), 2, 2, 0),
+            (std::vector<double>{0, 0, 0, 1}));
+  // Every path of the kernel (windows inside with a step of 1, 2 or 3; padded windows), in float
+  // and double, with ties (values rounded to halves) and NaNs sprinkled in.
+  Generator g(11);
+  for (DType dtype : {kFloat32, kFloat64})
+    for (auto [k, stride, pad] : std::vector<std::array<int64_t, 3>>{
+             {2, 2, 0}, {3, 1, 0}, {3, 3, 0}, {3, 2, 1}, {2, 1, 1}}) {
+      Tensor x = (randn({2, 3, 11, 13}, dtype, g) * 2).round() / 2;
+      x = where(rand({2, 3, 11, 13}, dtype, g) < 0.03, full({}, NAN, dtype), x);
+      EXPECT_EQ(gradOf(x, k, stride, pad), naiveMaxPoolGrad(x, k, stride, pad))
+          << dtypeName(dtype) << " k " << k << " stride " << stride << " pad " << pad;
+    }
 }
 
 TEST(Ops, ShapeOps) {

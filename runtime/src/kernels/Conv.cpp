@@ -7,6 +7,7 @@
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/Storage.h"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -127,6 +128,42 @@ template <typename T> void col2im(const ConvShape& s, const T* col, T* x) {
           }
         }
   });
+}
+
+/// `c ? a : b` through bit masks for floats: GCC turns a data-dependent ?: back into a branch,
+/// which mispredicts half the time on data like max-pool windows.
+template <typename C> C select(bool c, C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    using U = std::conditional_t<sizeof(C) == 4, uint32_t, uint64_t>;
+    U m = U(0) - static_cast<U>(c);
+    return std::bit_cast<C>((std::bit_cast<U>(a) & m) | (std::bit_cast<U>(b) & ~m));
+  } else {
+    return c ? a : b;
+  }
+}
+
+/// One window element of max-pool argmax for `n` outputs side by side: the element `q[j * step]`
+/// (`Step` is `step` as a constant when nonzero) replaces output j's best so far where it is
+/// larger or NaN (so ties keep the first, NaNs the last, as PyTorch's kernel); `first` starts the
+/// search.
+template <typename T, typename C, typename Offset, int64_t Step>
+void windowStep(const T* q, int64_t step, int64_t n, Offset k, bool first, C* bv, Offset* bk) {
+  const int64_t st = Step != 0 ? Step : step;
+  if (first) {
+    for (int64_t j = 0; j < n; ++j) {
+      bv[j] = static_cast<C>(q[j * st]);
+      bk[j] = 0;
+    }
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const C v = static_cast<C>(q[j * st]);
+    bool better = v > bv[j]; // bitwise |: || would branch
+    if constexpr (std::is_floating_point_v<C>) better = better | (v != v);
+    const Offset mask = -static_cast<Offset>(better);
+    bk[j] ^= (bk[j] ^ k) & mask;
+    bv[j] = select(better, v, bv[j]);
+  }
 }
 
 /// Runs `fn(tag, inputs, out)` in float32 or float64. 16-bit floats compute in float32 (as
@@ -272,14 +309,50 @@ void MaxPoolArgmax(std::span<const TensorRef> in, const TensorRef& out, const At
     using T = decltype(tag);
     using C = ComputeType<T>;
     if constexpr (!std::is_same_v<T, bool>) {
+      // Window offsets as wide as the values, so masks and values vectorise together.
+      using Offset = std::conditional_t<sizeof(C) == 8, int64_t, int32_t>;
       int64_t* o = out.ptr<int64_t>();
       const int64_t s0 = x.strides[0], s1 = x.strides[1], sy = one ? 0 : x.strides[2],
                     sx = x.strides.back(), channels = x.shape[1];
       const T* data = x.ptr<T>();
+      // Every window inside the input (no padding, and ceil mode adding no partial window): no
+      // bounds tests, and the first element starts the search.
+      const bool inside = ph == 0 && pw == 0 && (oh - 1) * sh + (kh - 1) * dh < h &&
+                          (ow - 1) * sw + (kw - 1) * dw < w &&
+                          (kh - 1) * dh * w + (kw - 1) * dw <= std::numeric_limits<Offset>::max();
       parallelFor(planes, 1, [=](int64_t b, int64_t e) {
         for (int64_t pl = b; pl < e; ++pl) {
           const T* base = data + (pl / channels) * s0 + (pl % channels) * s1;
           int64_t* dst = o + pl * oh * ow;
+          if (inside) {
+            // Window element by window element over a row of outputs: the outputs are
+            // independent, so the inner loop vectorises (with the window step a constant where
+            // it is 1 or 2, so the loads need no gather).
+            constexpr int64_t kRow = 128;
+            C bv[kRow];
+            Offset bk[kRow]; // the winner's offset from its window's corner, in input elements
+            const int64_t step = sw * sx;
+            for (int64_t oy = 0; oy < oh; ++oy)
+              for (int64_t ox0 = 0; ox0 < ow; ox0 += kRow) {
+                const int64_t n = std::min(kRow, ow - ox0);
+                const T* p = base + oy * sh * sy + ox0 * step;
+                for (int64_t ky = 0; ky < kh; ++ky)
+                  for (int64_t kx = 0; kx < kw; ++kx) {
+                    const T* q = p + ky * dh * sy + kx * dw * sx;
+                    const auto k = static_cast<Offset>(ky * dh * w + kx * dw);
+                    const bool first = ky == 0 && kx == 0;
+                    if (step == 1)
+                      windowStep<T, C, Offset, 1>(q, 1, n, k, first, bv, bk);
+                    else if (step == 2)
+                      windowStep<T, C, Offset, 2>(q, 2, n, k, first, bv, bk);
+                    else
+                      windowStep<T, C, Offset, 0>(q, step, n, k, first, bv, bk);
+                  }
+                for (int64_t j = 0; j < n; ++j)
+                  dst[oy * ow + ox0 + j] = oy * sh * w + (ox0 + j) * sw + bk[j];
+              }
+            continue;
+          }
           for (int64_t oy = 0; oy < oh; ++oy) {
             const int64_t y0 = oy * sh - ph;
             for (int64_t ox = 0; ox < ow; ++ox) {
@@ -293,16 +366,13 @@ void MaxPoolArgmax(std::span<const TensorRef> in, const TensorRef& out, const At
                   const int64_t ix = x0 + kx * dw;
                   if (ix < 0 || ix >= w) continue;
                   const C v = static_cast<C>(base[iy * sy + ix * sx]);
-                  bool nan = false;
-                  if constexpr (std::is_floating_point_v<C>) nan = v != v;
-                  if (best < 0 || v > bv || nan) {
-                    best = iy * w + ix;
-                    bv = v;
-                    if (nan) goto done; // NaN propagates: the first NaN is the max
-                  }
+                  // As windowStep: the larger value or a NaN wins.
+                  bool better = best < 0 || v > bv;
+                  if constexpr (std::is_floating_point_v<C>) better = better || v != v;
+                  best = better ? iy * w + ix : best;
+                  bv = better ? v : bv;
                 }
               }
-            done:
               dst[oy * ow + ox] = best;
             }
           }
