@@ -6,6 +6,7 @@
 #include "weft/ir/Graph.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
+#include "weft/passes/Pass.h"
 
 #include <cstdlib>
 
@@ -23,6 +24,10 @@ std::vector<double> vals(const Tensor& t) {
   if (!parsed) return ::testing::AssertionFailure() << parsed.diagnostic().message << "\n" << text;
   if (!ir::verify(parsed.value()).empty())
     return ::testing::AssertionFailure() << ir::verify(parsed.value())[0].message;
+  // The kernels print as comments, which the parser skips: fusing the parsed graph again must
+  // find the same ones.
+  if (!passes::createPass("fuse")->run(parsed.value()))
+    return ::testing::AssertionFailure() << "fuse failed";
   if (ir::printGraph(parsed.value()) != text)
     return ::testing::AssertionFailure() << "printed differently after parsing:\n" << text;
   return ::testing::AssertionSuccess();

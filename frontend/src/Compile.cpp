@@ -7,7 +7,6 @@
 #include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
-#include "weft/passes/Fusion.h"
 #include "weft/passes/Pass.h"
 #include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Interpreter.h"
@@ -254,23 +253,23 @@ std::string describeChange(const Signature& before, const Signature& now) {
   return os.str();
 }
 
-/// The pass pipeline every compiled graph runs: simplify, fold, share, then drop what no output
-/// needs.
+/// The pass pipeline every compiled graph runs: simplify, fold, share, drop what no output needs,
+/// then group elementwise nodes into kernels.
 void optimize(ir::Graph& g) {
   passes::PassManager pm;
-  for (const char* name : {"simplify", "fold", "simplify", "cse", "dce"})
+  for (const char* name : {"simplify", "fold", "simplify", "cse", "dce", "fuse"})
     pm.add(passes::createPass(name));
   auto r = pm.run(g);
   if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);
 }
 
-/// `g` as a runtime executable: elementwise groups run as generated kernels, loaded on the CPU
+/// `g` as a runtime executable: the fuse pass's kernels run as generated code, loaded on the CPU
 /// (unless WEFT_CODEGEN=0 or codegen cannot lower a group, when the interpreter runs every node).
 Executable lower(const ir::Graph& g, size_t& numKernels) {
   std::vector<ir::FusedKernel> fused;
   KernelTable table;
   if (debugFlag("WEFT_CODEGEN").value_or("1") != "0") {
-    std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
+    std::vector<ir::FusionGroup> groups = g.kernels();
     if (auto kernels = codegen::compileElementwise(g, groups); kernels && !groups.empty()) {
       table = std::move(kernels.value());
       for (size_t k = 0; k < groups.size(); ++k)

@@ -19,6 +19,7 @@ ValueId Graph::addState(const TensorType& type, std::string name) {
 
 ValueId Graph::addNode(OpCode op, std::vector<ValueId> operands, Attrs attrs,
                        const TensorType& type, Location loc) {
+  kernels_.clear();
   values_.push_back({type, static_cast<int32_t>(nodes_.size()), {}});
   auto id = static_cast<ValueId>(values_.size() - 1);
   nodes_.push_back({op, std::move(operands), std::move(attrs), id, std::move(loc)});
@@ -26,6 +27,7 @@ ValueId Graph::addNode(OpCode op, std::vector<ValueId> operands, Attrs attrs,
 }
 
 void Graph::replaceAllUses(ValueId from, ValueId to) {
+  kernels_.clear();
   for (Node& n : nodes_)
     for (ValueId& v : n.operands)
       if (v == from) v = to;
@@ -36,6 +38,7 @@ void Graph::replaceAllUses(ValueId from, ValueId to) {
 }
 
 void Graph::eraseNodes(const std::vector<bool>& dead) {
+  kernels_.clear();
   std::vector<Node> kept;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (dead[i]) {

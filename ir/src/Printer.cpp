@@ -106,6 +106,30 @@ std::string printGraph(const Graph& g) {
     printLoc(os, n.loc);
     os << "\n";
   }
+  // Kernels (after the fuse pass) as comments: the parser skips them, and any change drops them.
+  for (size_t k = 0; k < g.kernels().size(); ++k) {
+    const FusionGroup& grp = g.kernels()[k];
+    auto list = [&](const char* label, const std::vector<ValueId>& ids) {
+      os << " " << label << "(";
+      for (size_t i = 0; i < ids.size(); ++i)
+        os << (i ? ", " : "") << name(ids[i]);
+      os << ")";
+    };
+    auto results = [&](const std::vector<int32_t>& nodes) {
+      std::vector<ValueId> r;
+      for (int32_t i : nodes)
+        r.push_back(i >= 0 && static_cast<size_t>(i) < g.nodes().size()
+                        ? g.nodes()[static_cast<size_t>(i)].result
+                        : kNoValue);
+      return r;
+    };
+    os << "  // kernel " << k << " " << shapeString(grp.shape) << ":";
+    list("nodes", results(grp.nodes));
+    if (!grp.leaves.empty()) list("leaves", results(grp.leaves));
+    list("reads", grp.inputs);
+    list("writes", grp.outputs);
+    os << "\n";
+  }
   os << "  return(";
   for (size_t i = 0; i < g.outputs().size(); ++i)
     os << (i ? ", " : "") << name(g.outputs()[i]);

@@ -1,5 +1,8 @@
-// Elementwise fusion groups, grown greedily in topological order.
+// Elementwise fusion groups, grown greedily in topological order, and the fuse pass that records
+// them in the graph for lowering.
 #include "weft/passes/Fusion.h"
+
+#include "weft/passes/Pass.h"
 
 #include <algorithm>
 
@@ -118,6 +121,25 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g, size_t mi
   for (const ir::StateUpdate& u : g.stateUpdates())
     addOutput(u.newValue, -1);
   return result;
+}
+
+namespace {
+
+class Fuse : public Pass {
+public:
+  std::string_view name() const override { return "fuse"; }
+  ir::Result<bool> run(ir::Graph& g) override {
+    std::vector<ir::FusionGroup> groups = findElementwiseGroups(g);
+    bool changed = !groups.empty() || !g.kernels().empty();
+    g.setKernels(std::move(groups));
+    return changed;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createFuse() {
+  return std::make_unique<Fuse>();
 }
 
 } // namespace weft::passes

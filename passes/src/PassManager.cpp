@@ -20,6 +20,7 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
       {"cse", createCommonSubexpressionElimination},
       {"dce", createDeadCodeElimination},
       {"fold", createConstantFolding},
+      {"fuse", createFuse},
       {"simplify", createAlgebraicSimplification},
   };
   return r;

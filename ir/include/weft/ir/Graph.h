@@ -42,6 +42,17 @@ struct Node {
   Location loc;
 };
 
+/// Nodes that one generated kernel computes (the fuse pass finds them). `nodes` (ascending) write
+/// values of the same shape; `leaves` are scalar constants and broadcasts the kernel computes
+/// inline (they may also run on their own for other readers). `inputs` are read, `outputs` are the
+/// values others need. The kernel runs where the group's first node is, so every input is computed
+/// before it.
+struct FusionGroup {
+  std::vector<int32_t> nodes, leaves;
+  std::vector<ValueId> inputs, outputs;
+  Shape shape;
+};
+
 /// A state input whose new value the graph produces (an optimizer step, running statistics).
 struct StateUpdate {
   ValueId state;    // the state input
@@ -62,21 +73,40 @@ public:
   ValueId addNode(OpCode op, std::vector<ValueId> operands, Attrs attrs, const TensorType& type,
                   Location loc = {});
   /// Marks `v` as the next output.
-  void addOutput(ValueId v) { outputs_.push_back(v); }
+  void addOutput(ValueId v) {
+    kernels_.clear();
+    outputs_.push_back(v);
+  }
   /// Records that state input `state` takes the value `newValue` after a call.
-  void addStateUpdate(ValueId state, ValueId newValue) { updates_.push_back({state, newValue}); }
+  void addStateUpdate(ValueId state, ValueId newValue) {
+    kernels_.clear();
+    updates_.push_back({state, newValue});
+  }
 
   const std::vector<Value>& values() const { return values_; }
   const Value& value(ValueId v) const { return values_[static_cast<size_t>(v)]; }
   const TensorType& type(ValueId v) const { return value(v).type; }
   const std::vector<Node>& nodes() const { return nodes_; }
-  std::vector<Node>& mutableNodes() { return nodes_; }
+  std::vector<Node>& mutableNodes() {
+    kernels_.clear();
+    return nodes_;
+  }
   const std::vector<ValueId>& arguments() const { return arguments_; }
   const std::vector<ValueId>& state() const { return state_; }
   const std::vector<ValueId>& outputs() const { return outputs_; }
-  std::vector<ValueId>& mutableOutputs() { return outputs_; }
+  std::vector<ValueId>& mutableOutputs() {
+    kernels_.clear();
+    return outputs_;
+  }
   const std::vector<StateUpdate>& stateUpdates() const { return updates_; }
-  std::vector<StateUpdate>& mutableStateUpdates() { return updates_; }
+  std::vector<StateUpdate>& mutableStateUpdates() {
+    kernels_.clear();
+    return updates_;
+  }
+  /// The kernels the fuse pass grouped nodes into; empty before it runs. They name nodes by
+  /// position and values by who reads them, so every change to the graph drops them.
+  const std::vector<FusionGroup>& kernels() const { return kernels_; }
+  void setKernels(std::vector<FusionGroup> kernels) { kernels_ = std::move(kernels); }
   /// True if `v` is an argument or state input.
   bool isInput(ValueId v) const { return value(v).producer == -1; }
 
@@ -92,6 +122,7 @@ private:
   std::vector<Node> nodes_;
   std::vector<ValueId> arguments_, state_, outputs_;
   std::vector<StateUpdate> updates_;
+  std::vector<FusionGroup> kernels_;
 };
 
 } // namespace weft::ir

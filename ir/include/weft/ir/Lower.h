@@ -11,16 +11,6 @@
 
 namespace weft::ir {
 
-/// Nodes that one generated kernel computes. `nodes` (ascending) write values of the same shape;
-/// `leaves` are scalar constants and broadcasts the kernel computes inline (they may also run on
-/// their own for other readers). `inputs` are read, `outputs` are the values others need. The
-/// kernel runs where the group's first node is, so every input is computed before it.
-struct FusionGroup {
-  std::vector<int32_t> nodes, leaves;
-  std::vector<ValueId> inputs, outputs;
-  Shape shape;
-};
-
 /// A group and the kernel of the plan's table that computes it.
 struct FusedKernel {
   FusionGroup group;
@@ -29,7 +19,6 @@ struct FusedKernel {
 
 /// The plan that runs `g` step by step, each group in `fused` as one launch of its kernel in
 /// `kernels` (the plan keeps the table). `g` must verify.
-Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused = {},
-                 KernelTable kernels = {});
+Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused = {}, KernelTable kernels = {});
 
 } // namespace weft::ir

@@ -29,6 +29,9 @@ std::unique_ptr<Pass> createConstantFolding();
 /// expands before broadcasting ops.
 std::unique_ptr<Pass> createAlgebraicSimplification();
 
+/// Groups elementwise nodes into the kernels codegen generates (findElementwiseGroups) and
+/// records them in the graph (Graph::kernels); it must run last, as any later change drops them.
+std::unique_ptr<Pass> createFuse();
 /// The pass called `name`, or null if there is none.
 std::unique_ptr<Pass> createPass(std::string_view name);
 /// Names of every registered pass.
