@@ -154,8 +154,9 @@ void row(const char* name, const std::function<Tensor()>& eagerStep,
   eagerStep();    // warm up the allocator and the thread pool
   compiledStep(); // traces, runs the pipeline, lowers, runs once
   std::string text = cf.graph_text();
-  auto nodes = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) -
-               3; // minus header, return, brace
+  size_t nodes = 0; // lines "  %N = op(...)"; kernels print as comments
+  for (size_t at = text.find("\n  %"); at != std::string::npos; at = text.find("\n  %", at + 1))
+    ++nodes;
   double eager = medianMs([&] { eagerStep(); }, 30);
   double compiled = medianMs([&] { compiledStep(); }, 30);
   std::printf("| %-26s | %6zu | %13.2f | %9.3f | %12.3f | %6.2f |\n", name, nodes, cf.compile_ms(),
