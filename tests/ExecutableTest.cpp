@@ -40,6 +40,35 @@ TEST(Executable, SavedAndLoadedRunsToTheSameBits) {
   EXPECT_EQ(loaded.save(), bytes);                          // and saves to the same bytes
 }
 
+TEST(Executable, BuiltForANamedCpuLevel) {
+  manual_seed(5);
+  Tensor w = randn({8, 5});
+  auto body = [&](const Tensor& x) { return ((x.matmul(w)).tanh() * 0.5 + 1.0).exp(); };
+  auto host = compile(body);
+  auto portable = compile(body, CompileOptions().cpu_target("x86-64-v2"));
+  Tensor x = randn({4, 8});
+  Tensor expected = host(x);
+  Tensor got = portable(x);
+  // Without fast-math flags LLVM neither contracts nor reassociates, and both call the C
+  // library's tanh and exp: the SSE4.2-level code computes the same bits.
+  EXPECT_EQ(got.to_vector<float>(), expected.to_vector<float>());
+  std::shared_ptr<const Executable> exe = portable.compiled().executable();
+  ASSERT_NE(exe, nullptr);
+  EXPECT_EQ(exe->plan.kernels.code.target.rfind("x86_64 x86-64-v2 ", 0), 0u)
+      << exe->plan.kernels.code.target;
+  EXPECT_EQ(exe->plan.kernels.code.target.find("avx2"), std::string::npos);
+  Executable loaded = Executable::load(exe->save());
+  std::vector<Buffer> out = loaded.run(buffersOf({x}), buffersOf({w}));
+  EXPECT_EQ(valuesOf(out[0]), expected.to_vector<float>());
+  try {
+    compile(body, CompileOptions().cpu_target("pentium-9000"));
+    ADD_FAILURE() << "an unknown CPU was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Value);
+    EXPECT_NE(std::string(e.what()).find("pentium-9000"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Executable, LoadedStepUpdatesStateLikeTheCompiledOne) {
   manual_seed(4);
   Tensor w = randn({6, 3}).requires_grad_(), w2 = w.detach().clone().requires_grad_();

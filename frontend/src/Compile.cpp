@@ -265,12 +265,12 @@ void optimize(ir::Graph& g) {
 
 /// `g` as a runtime executable: the fuse pass's kernels run as generated code, loaded on the CPU
 /// (unless WEFT_CODEGEN=0 or codegen cannot lower a group, when the interpreter runs every node).
-Executable lower(const ir::Graph& g, size_t& numKernels) {
+Executable lower(const ir::Graph& g, const codegen::CpuTarget& target, size_t& numKernels) {
   std::vector<ir::FusedKernel> fused;
   KernelTable table;
   if (debugFlag("WEFT_CODEGEN").value_or("1") != "0") {
     std::vector<ir::FusionGroup> groups = g.kernels();
-    if (auto kernels = codegen::compileElementwise(g, groups); kernels && !groups.empty()) {
+    if (auto kernels = codegen::compileElementwise(g, groups, target); kernels && !groups.empty()) {
       table = std::move(kernels.value());
       for (size_t k = 0; k < groups.size(); ++k)
         fused.push_back({std::move(groups[k]), static_cast<int32_t>(k)});
@@ -346,6 +346,7 @@ void bindToCalls(const TraceContext& tc, CompiledSignature& exe) {
 
 std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::vector<Tensor>& args,
                                          bool specialize, const std::optional<DynamicCall>& dyn,
+                                         const codegen::CpuTarget& target,
                                          std::source_location loc) {
   auto start = std::chrono::steady_clock::now();
   TraceContext tc;
@@ -366,10 +367,10 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   if (og) splitOutputGradients(tc, std::move(*og), *exe);
   dropWritesToOwnConstants(tc);
   optimize(tc.graph);
-  exe->program = lower(tc.graph, exe->numKernels);
+  exe->program = lower(tc.graph, target, exe->numKernels);
   if (exe->backward) {
     optimize(*exe->backward->graph);
-    exe->backward->program = lower(*exe->backward->graph, exe->numKernels);
+    exe->backward->program = lower(*exe->backward->graph, target, exe->numKernels);
   }
   bindToCalls(tc, *exe);
   exe->keptTensors = tc.keptTensors;
@@ -412,6 +413,7 @@ struct Lookup {
 struct CompiledFunction::State {
   std::mutex mutex;
   CompileOptions options;
+  codegen::CpuTarget target; ///< options.cpu_target_, resolved
   Cache cache;
   std::shared_ptr<CompiledSignature> latest;
   size_t builds = 0; ///< compilations so far (and in flight), stale ones included: the limit
@@ -506,7 +508,15 @@ CompiledFunction::CompiledFunction(CompileOptions options, std::source_location 
     WEFT_CHECK(options.buckets_[i] > 0 && (i == 0 || options.buckets_[i] > options.buckets_[i - 1]),
                Value, "compile: buckets must be positive and ascending, got ",
                shapeString(options.buckets_));
+  codegen::CpuTarget target = codegen::CpuTarget::host();
+  if (options.cpu_target_ != "host") {
+    auto named = codegen::CpuTarget::named(options.cpu_target_);
+    WEFT_CHECK(static_cast<bool>(named), Value,
+               "compile: cpu_target: ", named ? "" : named.diagnostic().message);
+    target = named.value();
+  }
   state_->options = std::move(options);
+  state_->target = std::move(target);
 }
 
 std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
@@ -552,7 +562,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     lock.unlock();
     site.reset();
     try {
-      found.exe = build(fn, args, st.options.specialize_on_values_, dyn, loc);
+      found.exe = build(fn, args, st.options.specialize_on_values_, dyn, st.target, loc);
     } catch (...) {
       lock.lock();
       --st.builds;

@@ -72,6 +72,15 @@ struct CompileOptions {
     device_ = d;
     return *this;
   }
+  /// The CPU generated code is built for: "host" (the default: this machine, every feature it
+  /// has), a feature level ("x86-64-v2", "x86-64-v3", "x86-64-v4") or a CPU LLVM knows ("znver4"),
+  /// so that a saved executable runs on every machine of that level. An unknown name is a
+  /// ValueError here; code needing features this machine lacks is a DeviceError when it loads.
+  CompileOptions& cpu_target(std::string name) {
+    cpu_target_ = std::move(name);
+    return *this;
+  }
+  std::string cpu_target_ = "host";
 };
 
 /// A C++ boolean that compiled code may branch on, such as a module's training mode: reading it
