@@ -221,7 +221,13 @@ void Optimizer::adamUpdate(OptimizerParamGroup& group, const AdamHyper& h) {
       maxV.copy_(maximum(maxV, v));
       second = maxV;
     }
-    p.sub_(m / (second.sqrt() / bc2.sqrt() + h.eps) * (lr / bc1));
+    // Step by step, in place where possible: one expression would keep all five parameter-sized
+    // temporaries alive until its end (two at a time here; same operations, same bits).
+    Tensor update = second.sqrt();
+    update.div_(bc2.sqrt()).add_(h.eps);
+    update = m / update;
+    update.mul_(lr / bc1);
+    p.sub_(update);
   }
 }
 
