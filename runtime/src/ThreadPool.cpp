@@ -22,12 +22,18 @@ namespace {
 
 thread_local bool tInsideParallel = false;
 
-/// Polls `ready` for up to about 50 microseconds; true once it holds.
+/// Polls `ready` for up to about 50 microseconds; true once it holds. Every 64 polls it yields
+/// the core: the scheduler may have put the thread this one waits for (or the caller that will
+/// hand it work) on the same core, and a spin that never yields would hold it off for the whole
+/// 50 us (a GEMM split over two threads then ran at one thread's speed).
 template <typename Ready> bool spinUntil(Ready ready) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
   for (int i = 0;; ++i) {
     if (ready()) return true;
-    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return false;
+    if ((i & 63) == 63) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
