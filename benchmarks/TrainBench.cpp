@@ -118,24 +118,8 @@ public:
 };
 WEFT_MODULE(Gpt);
 
-template <typename Step> Result timeSteps(Step&& step, int warmup, int steps) {
-  Result r;
-  for (int i = 0; i < warmup; ++i) {
-    double l = step();
-    if (i == 0) r.firstLoss = l;
-  }
-  weft::resetPeakMemory();
-  std::vector<double> ms;
-  for (int i = 0; i < steps; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    r.lastLoss = step();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
-  std::sort(ms.begin(), ms.end());
-  r.medianMs = ms[ms.size() / 2];
-  r.peakMb = static_cast<double>(weft::memoryStats().peakBytes) / (1 << 20);
-  return r;
+int64_t peakBytes() {
+  return weft::memoryStats().peakBytes;
 }
 
 template <typename Model, typename Optimizer>
@@ -150,7 +134,8 @@ Result train(Model& model, Optimizer& opt, const Tensor& x, const Tensor& y, boo
     return loss;
   };
   if (!compiled)
-    return timeSteps([&] { return body(x, y).template item<double>(); }, warmup, steps);
+    return timeSteps([&] { return body(x, y).template item<double>(); }, warmup, steps,
+                     weft::resetPeakMemory, peakBytes);
   auto step = weft::compile(body);
   double compileMs = 0;
   size_t seen = 0;
@@ -163,7 +148,7 @@ Result train(Model& model, Optimizer& opt, const Tensor& x, const Tensor& y, boo
         }
         return l;
       },
-      warmup, steps);
+      warmup, steps, weft::resetPeakMemory, peakBytes);
   r.compileMs = compileMs;
   return r;
 }

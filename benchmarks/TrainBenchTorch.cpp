@@ -151,26 +151,6 @@ struct GptImpl : torch::nn::Module {
 };
 TORCH_MODULE(Gpt);
 
-template <typename Step> Result timeSteps(Step&& step, int warmup, int steps) {
-  Result r;
-  for (int i = 0; i < warmup; ++i) {
-    double l = step();
-    if (i == 0) r.firstLoss = l;
-  }
-  counter().resetPeak();
-  std::vector<double> ms;
-  for (int i = 0; i < steps; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    r.lastLoss = step();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                     .count());
-  }
-  std::sort(ms.begin(), ms.end());
-  r.medianMs = ms[ms.size() / 2];
-  r.peakMb = static_cast<double>(counter().peak()) / (1 << 20);
-  return r;
-}
-
 template <typename Model, typename Optimizer>
 Result train(Model& model, Optimizer& opt, const torch::Tensor& x, const torch::Tensor& y,
              int warmup, int steps) {
@@ -184,7 +164,7 @@ Result train(Model& model, Optimizer& opt, const torch::Tensor& x, const torch::
         opt.step();
         return loss.item<double>();
       },
-      warmup, steps);
+      warmup, steps, [] { counter().resetPeak(); }, [] { return counter().peak(); });
 }
 
 } // namespace

@@ -7,7 +7,6 @@
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/Storage.h"
 
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -109,6 +108,16 @@ template <typename T> void im2col(const ConvShape& s, const T* x, T* col) {
   });
 }
 
+/// The column matrix of sample `n`, group `g` of input `x`: the input itself for a pointwise
+/// convolution (no workspace), else its im2col in `ws`.
+template <typename T>
+const T* columns(const ConvShape& s, const T* x, int64_t n, int64_t g, Storage* ws) {
+  const T* xs = x + (n * s.c + g * s.cg()) * s.h * s.w;
+  if (ws == nullptr) return xs;
+  im2col(s, xs, static_cast<T*>(ws->data()));
+  return static_cast<T*>(ws->data());
+}
+
 /// The adjoint of im2col: x[...] += col[...]. Channels are independent, so they run in parallel.
 template <typename T> void col2im(const ConvShape& s, const T* col, T* x) {
   parallelFor(s.cg(), 1, [&](int64_t b, int64_t e) {
@@ -128,18 +137,6 @@ template <typename T> void col2im(const ConvShape& s, const T* col, T* x) {
           }
         }
   });
-}
-
-/// `c ? a : b` through bit masks for floats: GCC turns a data-dependent ?: back into a branch,
-/// which mispredicts half the time on data like max-pool windows.
-template <typename C> C select(bool c, C a, C b) {
-  if constexpr (std::is_floating_point_v<C>) {
-    using U = std::conditional_t<sizeof(C) == 4, uint32_t, uint64_t>;
-    U m = U(0) - static_cast<U>(c);
-    return std::bit_cast<C>((std::bit_cast<U>(a) & m) | (std::bit_cast<U>(b) & ~m));
-  } else {
-    return c ? a : b;
-  }
 }
 
 /// One window element of max-pool argmax for `n` outputs side by side: the element `q[j * step]`
@@ -162,7 +159,7 @@ void windowStep(const T* q, int64_t step, int64_t n, Offset k, bool first, C* bv
     if constexpr (std::is_floating_point_v<C>) better = better | (v != v);
     const Offset mask = -static_cast<Offset>(better);
     bk[j] ^= (bk[j] ^ k) & mask;
-    bv[j] = select(better, v, bv[j]);
+    bv[j] = bitSelect(better, v, bv[j]);
   }
 }
 
@@ -201,12 +198,7 @@ void Conv(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) 
       if (!s.pointwise()) ws = s.workspace(sizeof(T));
       for (int64_t n = n0; n < n1; ++n)
         for (int64_t g = 0; g < s.groups; ++g) {
-          const T* xs = x.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
-          const T* col = xs;
-          if (ws) {
-            im2col(s, xs, static_cast<T*>(ws->data()));
-            col = static_cast<T*>(ws->data());
-          }
+          const T* col = columns(s, x.ptr<T>(), n, g, ws.get());
           const T* wg = w.ptr<T>() + g * s.og() * s.colRows();
           T* yg = y.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
           parallelGemm<T>(false, false, s.og(), s.colCols(), s.colRows(), wg, s.colRows(), col,
@@ -273,12 +265,7 @@ void ConvWeightGrad(std::span<const TensorRef> in, const TensorRef& out, const A
         if (!s.pointwise()) ws = s.workspace(sizeof(T));
         for (int64_t n = c * per; n < std::min(s.n, (c + 1) * per); ++n)
           for (int64_t g = 0; g < s.groups; ++g) {
-            const T* xs = x.ptr<T>() + (n * s.c + g * s.cg()) * s.h * s.w;
-            const T* col = xs;
-            if (ws) {
-              im2col(s, xs, static_cast<T*>(ws->data()));
-              col = static_cast<T*>(ws->data());
-            }
+            const T* col = columns(s, x.ptr<T>(), n, g, ws.get());
             const T* gyg = gy.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
             parallelGemm<T>(false, true, s.og(), s.colRows(), s.colCols(), gyg, s.colCols(), col,
                             s.colCols(), T(1), acc + g * s.og() * s.colRows(), s.colRows());

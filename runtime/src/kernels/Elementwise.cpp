@@ -2,7 +2,6 @@
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
 
-#include <bit>
 #include <cmath>
 #include <type_traits>
 
@@ -167,17 +166,8 @@ void Where(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
   visitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     using C = ComputeType<T>;
-    mapElementwise<T, bool, T, T>(out, {&in[0], &in[1], &in[2]}, [](bool c, C a, C b) {
-      // As bit masks: a branch on a data-dependent condition mispredicts half the time, and the
-      // compiler does not if-convert it on its own.
-      if constexpr (std::is_floating_point_v<C>) {
-        using U = std::conditional_t<sizeof(C) == 4, uint32_t, uint64_t>;
-        U m = U(0) - static_cast<U>(c);
-        return std::bit_cast<C>((std::bit_cast<U>(a) & m) | (std::bit_cast<U>(b) & ~m));
-      } else {
-        return c ? a : b;
-      }
-    });
+    mapElementwise<T, bool, T, T>(out, {&in[0], &in[1], &in[2]},
+                                  [](bool c, C a, C b) { return bitSelect(c, a, b); });
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -143,6 +144,19 @@ template <typename D, typename S> inline D convert(S s) {
     return floatToInt<D>(static_cast<C>(s));
   else
     return static_cast<D>(static_cast<C>(s));
+}
+
+/// `c ? a : b`, through bit masks for floats: GCC keeps a data-dependent ?: on floats as a
+/// branch, which mispredicts half the time on data like where() masks or max-pool windows, and
+/// blocks vectorisation.
+template <typename C> C bitSelect(bool c, C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    using U = std::conditional_t<sizeof(C) == 4, uint32_t, uint64_t>;
+    U m = U(0) - static_cast<U>(c);
+    return std::bit_cast<C>((std::bit_cast<U>(a) & m) | (std::bit_cast<U>(b) & ~m));
+  } else {
+    return c ? a : b;
+  }
 }
 
 /// `len` elements of type T at `p`, `stride` bytes apart, as a contiguous array: `p` itself when
