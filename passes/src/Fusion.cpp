@@ -130,9 +130,9 @@ public:
   std::string_view name() const override { return "fuse"; }
   ir::Result<bool> run(ir::Graph& g) override {
     std::vector<ir::FusionGroup> groups = findElementwiseGroups(g);
-    bool changed = !groups.empty() || !g.kernels().empty();
+    if (groups == g.kernels()) return false;
     g.setKernels(std::move(groups));
-    return changed;
+    return true;
   }
 };
 

@@ -31,6 +31,7 @@ struct CompileOptions {
   std::optional<int64_t> dynamic_dim_;
   std::vector<size_t> dynamic_arguments_;
   std::vector<int64_t> buckets_;
+  std::string cpu_target_ = "host";
   /// Lets the function read tensor values (item(), to_vector(), branches on them): each value read
   /// becomes a constant of the compiled graph, guarded on every call; a different value compiles
   /// another version (counted against the recompile limit). Without it such reads are errors.
@@ -80,7 +81,6 @@ struct CompileOptions {
     cpu_target_ = std::move(name);
     return *this;
   }
-  std::string cpu_target_ = "host";
 };
 
 /// A C++ boolean that compiled code may branch on, such as a module's training mode: reading it

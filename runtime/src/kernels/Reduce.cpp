@@ -155,41 +155,38 @@ bool sumAcrossRows(const TensorRef& in, const TensorRef& out, const ReduceSplit&
   const int64_t rowsPerPart = (numRed + parts - 1) / parts;
   std::vector<Acc> partial(static_cast<size_t>(parts > 1 ? parts * numOuter * width : 0));
   const T* base = static_cast<const T*>(in.data);
+  const std::array<Shape, 1> redStrides{s.redStrides};
   parallelFor(numOuter * tiles * parts, 1, [&](int64_t b, int64_t e) {
     Acc acc[kTile];
     Block block[kTile];
-    Shape idx(s.redShape.size());
     for (int64_t item = b; item < e; ++item) {
       const int64_t part = item % parts, tile = (item / parts) % tiles, o = item / parts / tiles;
       const int64_t w0 = tile * kTile, w = std::min(kTile, width - w0);
-      const int64_t r0 = part * rowsPerPart, r1 = std::min(numRed, r0 + rowsPerPart);
       const T* p = base + offsetOf(o, outerShape, outerStrides, 1) + w0;
       std::fill(acc, acc + w, Acc(0));
-      // The reduced index as an odometer, starting at r0.
-      for (size_t d = s.redShape.size(), rem = static_cast<size_t>(r0); d-- > 0;) {
-        idx[d] = static_cast<int64_t>(rem) % s.redShape[d];
-        rem /= static_cast<size_t>(s.redShape[d]);
-      }
-      int64_t off = 0;
-      for (size_t d = 0; d < idx.size(); ++d)
-        off += idx[d] * s.redStrides[d];
-      for (int64_t r = r0; r < r1;) {
-        std::fill(block, block + w, Block(0));
-        for (int64_t end = std::min(r1, r + kRowBlock); r < end; ++r) {
-          const T* row = p + off;
-#pragma omp simd
-          for (int64_t j = 0; j < w; ++j)
-            block[j] += static_cast<Block>(static_cast<C>(row[j]));
-          for (size_t d = idx.size(); d-- > 0;) { // next reduced index
-            off += s.redStrides[d];
-            if (++idx[d] < s.redShape[d]) break;
-            off -= idx[d] * s.redStrides[d];
-            idx[d] = 0;
-          }
-        }
+      std::fill(block, block + w, Block(0));
+      int64_t inBlock = 0;
+      auto flush = [&] {
         for (int64_t j = 0; j < w; ++j)
           acc[j] = kadd(acc[j], static_cast<Acc>(block[j]));
-      }
+        std::fill(block, block + w, Block(0));
+        inBlock = 0;
+      };
+      // The reduced rows as a loop nest: runs of rows `stride` bytes apart.
+      LoopNest<1> rows(s.redShape, redStrides, {reinterpret_cast<char*>(const_cast<T*>(p))},
+                       {sizeof(T)});
+      rows.forRange(
+          part * rowsPerPart, std::min(numRed, (part + 1) * rowsPerPart),
+          [&](const std::array<char*, 1>& q, const std::array<int64_t, 1>& stride, int64_t count) {
+            for (int64_t r = 0; r < count; ++r) {
+              const T* row = reinterpret_cast<const T*>(q[0] + r * stride[0]);
+#pragma omp simd
+              for (int64_t j = 0; j < w; ++j)
+                block[j] += static_cast<Block>(static_cast<C>(row[j]));
+              if (++inBlock == kRowBlock) flush();
+            }
+          });
+      flush();
       if (parts > 1) {
         std::copy(acc, acc + w, partial.begin() + (part * numOuter + o) * width + w0);
         continue;

@@ -51,6 +51,7 @@ struct FusionGroup {
   std::vector<int32_t> nodes, leaves;
   std::vector<ValueId> inputs, outputs;
   Shape shape;
+  bool operator==(const FusionGroup&) const = default;
 };
 
 /// A state input whose new value the graph produces (an optimizer step, running statistics).
