@@ -104,8 +104,9 @@ INSTANTIATE_TEST_SUITE_P(AllOps, CompiledOp, ::testing::Range(0, kNumOps),
 class FusedOp : public ::testing::TestWithParam<int> {};
 
 /// Every elementwise primitive inside a generated (fused) kernel equals eager exactly, in float32
-/// and float64, on contiguous, strided and broadcast inputs: the kernel calls the same C library
-/// functions and rounds the same operations the eager kernels do.
+/// and float64, on contiguous, strided and broadcast inputs: the kernel calls the same libm and
+/// libmvec functions (see weft/runtime/VectorMathFunctions.h) and rounds the same operations the
+/// eager kernels do.
 TEST_P(FusedOp, EqualsEagerExactly) {
   auto op = static_cast<OpCode>(GetParam());
   if (!isElementwise(op)) GTEST_SKIP() << "not elementwise";

@@ -49,9 +49,13 @@ TEST(Executable, BuiltForANamedCpuLevel) {
   Tensor x = randn({4, 8});
   Tensor expected = host(x);
   Tensor got = portable(x);
-  // Without fast-math flags LLVM neither contracts nor reassociates, and both call the C
-  // library's tanh and exp: the SSE4.2-level code computes the same bits.
-  EXPECT_EQ(got.to_vector<float>(), expected.to_vector<float>());
+  // Without fast-math flags LLVM neither contracts nor reassociates, but tanh and exp come from
+  // libmvec's SSE2 forms at this level and its AVX2 forms on an AVX2 host: those differ by up to
+  // 3 ulps (measured over 2M inputs per function), about 4e-7 relative.
+  std::vector<float> g = got.to_vector<float>(), e = expected.to_vector<float>();
+  ASSERT_EQ(g.size(), e.size());
+  for (size_t i = 0; i < g.size(); ++i)
+    EXPECT_NEAR(g[i], e[i], 1e-6 * std::abs(e[i])) << "at " << i;
   std::shared_ptr<const Executable> exe = portable.compiled().executable();
   ASSERT_NE(exe, nullptr);
   EXPECT_EQ(exe->plan.kernels.code.target.rfind("x86_64 x86-64-v2 ", 0), 0u)
@@ -59,7 +63,7 @@ TEST(Executable, BuiltForANamedCpuLevel) {
   EXPECT_EQ(exe->plan.kernels.code.target.find("avx2"), std::string::npos);
   Executable loaded = Executable::load(exe->save());
   std::vector<Buffer> out = loaded.run(buffersOf({x}), buffersOf({w}));
-  EXPECT_EQ(valuesOf(out[0]), expected.to_vector<float>());
+  EXPECT_EQ(valuesOf(out[0]), got.to_vector<float>()); // the loaded code: the same bits
   try {
     compile(body, CompileOptions().cpu_target("pentium-9000"));
     ADD_FAILURE() << "an unknown CPU was accepted";

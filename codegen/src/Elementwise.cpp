@@ -328,7 +328,7 @@ mlir::OwningOpRef<mlir::ModuleOp> kernelModule(mlir::MLIRContext& ctx, const ir:
 /// Bump the first line whenever generated code changes for the same MLIR (the ABI, the pipeline).
 std::string kernelKey(mlir::ModuleOp module, const CpuTarget& target) {
   std::string text =
-      "weft-codegen 1\nllvm " LLVM_VERSION_STRING "\ntarget " + target.codeTarget() + "\n";
+      "weft-codegen 2\nllvm " LLVM_VERSION_STRING "\ntarget " + target.codeTarget() + "\n";
   llvm::raw_string_ostream os(text);
   module.print(os);
   return text;

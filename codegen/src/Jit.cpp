@@ -33,7 +33,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <dlfcn.h>
 #include <fstream>
+#include <link.h>
 #include <mutex>
 #include <unistd.h>
 
@@ -185,6 +187,7 @@ ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const Cp
   if (!llvmModule) return failure("translation to LLVM IR failed");
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(triple);
+  useVectorMath(*llvmModule, target);
   if (!addPackedEntries(*llvmModule, entries))
     return failure("a kernel's C interface is missing after lowering");
   if (llvm::Error e = mlir::makeOptimizingTransformer(2, 0, machine.get())(llvmModule.get())) {
@@ -201,6 +204,24 @@ ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const Cp
   emit.run(*llvmModule);
   return std::vector<uint8_t>(object.begin(), object.end());
 }
+
+namespace {
+/// The file of glibc's libmvec, which generated kernels call (see VectorMath.cpp): the shared
+/// object names it as a dependency, so it loads wherever the kernels do. Empty if there is none.
+const std::string& libmvecPath() {
+  static const std::string path = [] {
+    std::string p;
+    void* handle = dlopen("libmvec.so.1", RTLD_LAZY);
+    link_map* map = nullptr;
+    if (handle != nullptr && dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr &&
+        map->l_name != nullptr)
+      p = map->l_name;
+    if (handle != nullptr) dlclose(handle);
+    return p;
+  }();
+  return path;
+}
+} // namespace
 
 ir::Result<std::vector<uint8_t>> linkSharedObject(std::span<const std::vector<uint8_t>> objects) {
   // lld reads and writes files: a private directory for this link, removed afterwards.
@@ -222,6 +243,10 @@ ir::Result<std::vector<uint8_t>> linkSharedObject(std::span<const std::vector<ui
                                    "noexecstack", "-o",      output.c_str()};
   for (const std::string& p : paths)
     args.push_back(p.c_str());
+  if (!libmvecPath().empty()) {
+    args.push_back("--no-as-needed");
+    args.push_back(libmvecPath().c_str());
+  }
   std::string messages;
   lld::Result result{1, true};
   if (written) {

@@ -12,6 +12,10 @@
 #include <string>
 #include <vector>
 
+namespace llvm {
+class Module;
+}
+
 namespace weft::codegen {
 
 /// A codegen failure as a diagnostic.
@@ -27,10 +31,15 @@ struct KernelEntry {
   std::string function, symbol;
 };
 
-/// Lowers `module` to the LLVM dialect (transcendental math calls the C library, as the eager
-/// kernels do), adds the packed entries, optimizes at O2 for `target` and emits a
-/// position-independent relocatable object. Only the entries are visible outside the object.
+/// Lowers `module` to the LLVM dialect (transcendental math calls the C library, or libmvec for
+/// the functions the eager kernels compute there: see useVectorMath), adds the packed entries,
+/// optimizes at O2 for `target` and emits a position-independent relocatable object. Only the
+/// entries are visible outside the object.
 ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const CpuTarget& target,
                                                  std::span<const KernelEntry> entries);
+
+/// Makes the calls of `m` to the functions of weft/runtime/VectorMathFunctions.h compute through
+/// libmvec's forms for `target`, as the eager kernels do on that CPU, vectorizable by LLVM.
+void useVectorMath(llvm::Module& m, const CpuTarget& target);
 
 } // namespace weft::codegen

@@ -1,6 +1,7 @@
 // Elementwise kernels: the op table's unary and binary expressions, cast, where, copy and fill.
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
+#include "weft/runtime/VectorMath.h"
 
 #include <cmath>
 #include <type_traits>
@@ -125,6 +126,15 @@ void binaryTyped(const TensorRef& a, const TensorRef& b, const TensorRef& out, F
 } // namespace
 
 void unary(OpCode op, const TensorRef& in, const TensorRef& out) {
+  if (hasVectorMath(op) && in.dtype == out.dtype &&
+      (in.dtype == DType::Float32 || in.dtype == DType::Float64)) {
+    auto tiles = [&](auto tag) {
+      using T = decltype(tag);
+      forEachTile<T, T>(out, {&in},
+                        [op](T* y, const T* x, int64_t len) { vectorMath(op, x, y, len); });
+    };
+    return in.dtype == DType::Float32 ? tiles(float()) : tiles(double());
+  }
   switch (op) {
 #define WEFT_UNARY(N, s, d, k, vjp)                                                                \
   case OpCode::N:                                                                                  \

@@ -176,10 +176,14 @@ const T* contiguousRun(const char* p, int64_t stride, int64_t len, unsigned char
   return dst;
 }
 
-/// Runs `fn(out, in...)` elementwise: `fn` receives compute-typed inputs and returns the value.
-/// OutT and InT... are storage types; inputs broadcast against `out`.
-template <typename OutT, typename... InT, typename Fn>
-void mapElementwise(const TensorRef& out, std::array<const TensorRef*, sizeof...(InT)> ins, Fn fn) {
+/// Calls `tile(out, in..., len)` over `out` in tiles of at most 256 elements, split across the
+/// thread pool: `out` and each `in` are plain arrays of storage type. An operand that is not
+/// contiguous along a run (a broadcast scalar, a transposed view) is first copied into a small
+/// contiguous buffer, and an output that is not is written back from one, so the tile always
+/// indexes plain arrays (the compiler vectorises its loop, or it calls a vector function).
+template <typename OutT, typename... InT, typename Tile>
+void forEachTile(const TensorRef& out, std::array<const TensorRef*, sizeof...(InT)> ins,
+                 Tile tile) {
   constexpr size_t N = sizeof...(InT) + 1;
   std::array<Shape, N> strides;
   std::array<char*, N> ptrs;
@@ -197,26 +201,31 @@ void mapElementwise(const TensorRef& out, std::array<const TensorRef*, sizeof...
   nest.parallel(kElementwiseGrain, [&](const std::array<char*, N>& p,
                                        const std::array<int64_t, N>& s, int64_t count) {
     [&]<size_t... I>(std::index_sequence<I...>) {
-      // Runs are processed in tiles: an operand that is not contiguous along the run (a broadcast
-      // scalar, a transposed view) is first copied into a small contiguous buffer, so the loop
-      // below always indexes plain arrays and the compiler vectorises it.
       constexpr int64_t kTile = 256;
       alignas(64) unsigned char scratch[sizeof...(InT) + 1][kTile * 8];
       for (int64_t j0 = 0; j0 < count; j0 += kTile) {
         const int64_t len = std::min(kTile, count - j0);
-        std::tuple<const InT*...> in{
-            contiguousRun<InT>(p[I + 1] + j0 * s[I + 1], s[I + 1], len, scratch[I + 1])...};
         const bool direct = s[0] == static_cast<int64_t>(sizeof(OutT));
         OutT* o = direct ? reinterpret_cast<OutT*>(p[0] + j0 * s[0])
                          : reinterpret_cast<OutT*>(scratch[0]);
-        for (int64_t j = 0; j < len; ++j)
-          o[j] = convert<OutT>(fn(static_cast<ComputeType<InT>>(std::get<I>(in)[j])...));
+        tile(o, contiguousRun<InT>(p[I + 1] + j0 * s[I + 1], s[I + 1], len, scratch[I + 1])...,
+             len);
         if (!direct)
           for (int64_t j = 0; j < len; ++j)
             std::memcpy(p[0] + (j0 + j) * s[0], &o[j], sizeof(OutT));
       }
     }
     (std::index_sequence_for<InT...>{});
+  });
+}
+
+/// Runs `fn(out, in...)` elementwise: `fn` receives compute-typed inputs and returns the value.
+/// OutT and InT... are storage types; inputs broadcast against `out`.
+template <typename OutT, typename... InT, typename Fn>
+void mapElementwise(const TensorRef& out, std::array<const TensorRef*, sizeof...(InT)> ins, Fn fn) {
+  forEachTile<OutT, InT...>(out, ins, [&](OutT* o, const InT*... in, int64_t len) {
+    for (int64_t j = 0; j < len; ++j)
+      o[j] = convert<OutT>(fn(static_cast<ComputeType<InT>>(in[j])...));
   });
 }
 

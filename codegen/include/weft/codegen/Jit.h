@@ -27,7 +27,8 @@ struct CpuTarget {
 };
 
 /// Links relocatable objects (built with position-independent code) into one ELF shared object,
-/// in process with lld. Undefined symbols (the C math library) are left to the loader.
+/// in process with lld. It names glibc's libmvec (generated kernels' vector math) as a
+/// dependency; the C math library's symbols are left to the loader.
 ir::Result<std::vector<uint8_t>> linkSharedObject(std::span<const std::vector<uint8_t>> objects);
 
 } // namespace weft::codegen

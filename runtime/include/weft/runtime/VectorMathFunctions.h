@@ -1,0 +1,12 @@
+// The transcendental functions both eager kernels and generated code compute through glibc's
+// libmvec (the x86-64 vector function ABI), so the two agree bit for bit: an element's result
+// depends only on its value, never on where in a vector it sits. The runtime calls the AVX2 forms
+// ("d", 8 floats or 4 doubles) where the CPU has AVX2 and FMA, else the SSE2 forms ("b", 4 or 2);
+// codegen calls the forms of its target's features, scalar leftovers included. C only: included
+// by code built for AVX2.
+#pragma once
+
+// X(OpCode name, libm name of the double function; the float one adds "f").
+#define WEFT_VECTOR_MATH_FUNCTIONS(X)                                                              \
+  X(Exp, exp)                                                                                      \
+  X(Log, log) X(Log1p, log1p) X(Expm1, expm1) X(Sin, sin) X(Cos, cos) X(Tanh, tanh) X(Erf, erf)

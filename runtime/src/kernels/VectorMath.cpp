@@ -1,0 +1,123 @@
+// Eager vector math through libmvec: the SSE2 forms here, the AVX2 forms in VectorMathAvx2.cpp,
+// chosen once by what the CPU has.
+#include "weft/runtime/VectorMath.h"
+
+#include "Loops.h"
+#include "VectorMathLibrary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <immintrin.h>
+
+extern "C" {
+#define WEFT_DECLARE(op, name)                                                                     \
+  __m128 _ZGVbN4v_##name##f(__m128);                                                               \
+  __m128d _ZGVbN2v_##name(__m128d);
+WEFT_VECTOR_MATH_FUNCTIONS(WEFT_DECLARE)
+#undef WEFT_DECLARE
+}
+
+namespace weft::kernels {
+namespace vmath {
+namespace {
+
+template <__m128 (*F)(__m128)> void arrayF32(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    _mm_storeu_ps(y + i, F(_mm_loadu_ps(x + i)));
+  if (i < n) {
+    alignas(16) float lanes[4] = {};
+    std::memcpy(lanes, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    _mm_store_ps(lanes, F(_mm_load_ps(lanes)));
+    std::memcpy(y + i, lanes, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
+template <__m128d (*F)(__m128d)> void arrayF64(const double* x, double* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 2 <= n; i += 2)
+    _mm_storeu_pd(y + i, F(_mm_loadu_pd(x + i)));
+  if (i < n) {
+    alignas(16) double lanes[2] = {};
+    lanes[0] = x[i];
+    _mm_store_pd(lanes, F(_mm_load_pd(lanes)));
+    y[i] = lanes[0];
+  }
+}
+
+} // namespace
+
+const Table& sse2Table() {
+  static const Table table = {
+#define WEFT_F32(op, name) arrayF32<_ZGVbN4v_##name##f>,
+#define WEFT_F64(op, name) arrayF64<_ZGVbN2v_##name>,
+      {WEFT_VECTOR_MATH_FUNCTIONS(WEFT_F32)},
+      {WEFT_VECTOR_MATH_FUNCTIONS(WEFT_F64)},
+#undef WEFT_F32
+#undef WEFT_F64
+  };
+  return table;
+}
+
+} // namespace vmath
+
+namespace {
+
+const vmath::Table& table() {
+  static const vmath::Table& t = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                                     ? vmath::avx2Table()
+                                     : vmath::sse2Table();
+  return t;
+}
+
+/// The library function computing `op`, if there is one.
+int functionOf(OpCode op) {
+  switch (op) {
+#define WEFT_CASE(o, f)                                                                            \
+  case OpCode::o:                                                                                  \
+    return static_cast<int>(vmath::VectorFn::o);
+    WEFT_VECTOR_MATH_FUNCTIONS(WEFT_CASE)
+#undef WEFT_CASE
+  default:
+    return -1;
+  }
+}
+
+/// sigmoid(x) as the scalar kernel computes it, 1 / (1 + e) or e / (1 + e) with e = exp(-|x|),
+/// so it never exponentiates a large positive number; the exponentials go through the library.
+template <typename T, typename ExpFn> void sigmoid(ExpFn expFn, const T* x, T* y, int64_t n) {
+  constexpr int64_t kChunk = 256;
+  alignas(64) T e[kChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t len = std::min(kChunk, n - i0);
+    for (int64_t j = 0; j < len; ++j)
+      e[j] = -std::fabs(x[i0 + j]);
+    expFn(e, e, len);
+    for (int64_t j = 0; j < len; ++j)
+      y[i0 + j] = bitSelect(x[i0 + j] >= T(0), T(1), e[j]) / (T(1) + e[j]);
+  }
+}
+
+} // namespace
+
+bool hasVectorMath(OpCode op) {
+  return op == OpCode::Sigmoid || functionOf(op) >= 0;
+}
+
+void vectorMath(OpCode op, const float* x, float* y, int64_t n) {
+  if (op == OpCode::Sigmoid)
+    return sigmoid(table().f32[static_cast<int>(vmath::VectorFn::Exp)], x, y, n);
+  int f = functionOf(op);
+  WEFT_INTERNAL_ASSERT(f >= 0, "no vector math for ", opName(op));
+  table().f32[f](x, y, n);
+}
+
+void vectorMath(OpCode op, const double* x, double* y, int64_t n) {
+  if (op == OpCode::Sigmoid)
+    return sigmoid(table().f64[static_cast<int>(vmath::VectorFn::Exp)], x, y, n);
+  int f = functionOf(op);
+  WEFT_INTERNAL_ASSERT(f >= 0, "no vector math for ", opName(op));
+  table().f64[f](x, y, n);
+}
+
+} // namespace weft::kernels
