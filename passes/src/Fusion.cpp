@@ -5,6 +5,7 @@
 #include "weft/passes/Pass.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace weft::passes {
 namespace {
@@ -24,59 +25,108 @@ bool fusibleDType(DType dtype) {
   return dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::Bool;
 }
 
-std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g, size_t minNodes) {
+std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
   size_t n = g.nodes().size();
   std::vector<int32_t> groupOf(n, -1);
   std::vector<ir::FusionGroup> groups;
   auto producer = [&](ValueId v) { return g.value(v).producer; };
-  // Computed before the group starts (or an input): the group may read it.
-  auto before = [&](ValueId v, const ir::FusionGroup& grp) {
-    return producer(v) < grp.nodes.front();
+  // Where `v` is computed: a group computes all its values where it runs, at its first node
+  // (merging only ever moves that earlier); -1 for inputs.
+  auto computedAt = [&](ValueId v) {
+    int32_t p = producer(v);
+    int32_t k = p < 0 ? -1 : groupOf[static_cast<size_t>(p)];
+    return k < 0 ? p : groups[static_cast<size_t>(k)].nodes.front();
   };
   // A constant (one value at every index, whatever its shape: the kernel computes it instead of
-  // reading a filled buffer), or a broadcast of a value computed before the group, to `shape`.
-  auto leafFor = [&](ValueId v, const ir::FusionGroup& grp) {
+  // reading a filled buffer), or a broadcast to `shape`: the kernel reads the broadcast's operand.
+  auto isLeaf = [&](ValueId v, const Shape& shape) {
     int32_t p = producer(v);
     if (p < 0) return false;
     const ir::Node& node = g.nodes()[static_cast<size_t>(p)];
-    if (!fusibleTypes(g, node)) return false;
-    if (node.op == OpCode::Full) return true;
-    return node.op == OpCode::Expand && g.type(v).shape == grp.shape &&
-           before(node.operands[0], grp);
+    return fusibleTypes(g, node) &&
+           (node.op == OpCode::Full || (node.op == OpCode::Expand && g.type(v).shape == shape));
   };
+  // Where what a group reads as `v` from outside is computed: for a broadcast leaf, its operand;
+  // a constant needs nothing.
+  auto needs = [&](ValueId v, const Shape& shape) -> int32_t {
+    if (!isLeaf(v, shape)) return computedAt(v);
+    const ir::Node& node = g.nodes()[static_cast<size_t>(producer(v))];
+    return node.op == OpCode::Full ? -1 : computedAt(node.operands[0]);
+  };
+  auto leafFor = [&](ValueId v, const ir::FusionGroup& grp) {
+    return isLeaf(v, grp.shape) && needs(v, grp.shape) < grp.nodes.front();
+  };
+  std::vector<int32_t> readyAfter; // per group: the latest of its needs
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes()[i];
     if (!isElementwise(node.op) || !fusibleTypes(g, node)) continue;
     const Shape& shape = g.type(node.result).shape;
-    int32_t chosen = -1;
+    // The groups of this shape that compute its operands: the node joins them, and they merge
+    // into one group running where the earliest starts, if everything any of them reads from
+    // outside is computed before that.
+    std::vector<int32_t> joined;
     for (ValueId v : node.operands) {
       int32_t p = producer(v);
-      if (p < 0 || groupOf[static_cast<size_t>(p)] < 0) continue;
-      const ir::FusionGroup& grp = groups[static_cast<size_t>(groupOf[static_cast<size_t>(p)])];
-      if (grp.shape != shape) continue;
-      bool ok = std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId o) {
+      int32_t k = p < 0 ? -1 : groupOf[static_cast<size_t>(p)];
+      if (k >= 0 && groups[static_cast<size_t>(k)].shape == shape &&
+          std::find(joined.begin(), joined.end(), k) == joined.end())
+        joined.push_back(k);
+    }
+    auto canJoin = [&](const std::vector<int32_t>& ks) {
+      int32_t start = INT32_MAX;
+      for (int32_t k : ks)
+        start = std::min(start, groups[static_cast<size_t>(k)].nodes.front());
+      for (int32_t k : ks)
+        if (readyAfter[static_cast<size_t>(k)] >= start) return false;
+      return std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId o) {
         int32_t q = producer(o);
-        return (q >= 0 && groupOf[static_cast<size_t>(q)] == groupOf[static_cast<size_t>(p)]) ||
-               before(o, grp) || leafFor(o, grp);
+        int32_t k = q < 0 ? -1 : groupOf[static_cast<size_t>(q)];
+        return std::find(ks.begin(), ks.end(), k) != ks.end() || needs(o, shape) < start;
       });
-      if (ok) {
-        chosen = groupOf[static_cast<size_t>(p)];
-        break;
+    };
+    int32_t chosen = -1;
+    if (joined.size() > 1 && canJoin(joined)) {
+      chosen = *std::min_element(joined.begin(), joined.end());
+      ir::FusionGroup& into = groups[static_cast<size_t>(chosen)];
+      for (int32_t k : joined) {
+        if (k == chosen) continue;
+        ir::FusionGroup& from = groups[static_cast<size_t>(k)];
+        for (int32_t j : from.nodes)
+          groupOf[static_cast<size_t>(j)] = chosen;
+        into.nodes.insert(into.nodes.end(), from.nodes.begin(), from.nodes.end());
+        readyAfter[static_cast<size_t>(chosen)] =
+            std::max(readyAfter[static_cast<size_t>(chosen)], readyAfter[static_cast<size_t>(k)]);
+        from.nodes.clear();
       }
+      std::sort(into.nodes.begin(), into.nodes.end());
+    } else {
+      for (int32_t k : joined)
+        if (canJoin({k})) {
+          chosen = k;
+          break;
+        }
     }
     if (chosen < 0) {
       chosen = static_cast<int32_t>(groups.size());
       groups.push_back(ir::FusionGroup{{}, {}, {}, {}, shape});
+      readyAfter.push_back(-1);
     }
     groups[static_cast<size_t>(chosen)].nodes.push_back(static_cast<int32_t>(i));
     groupOf[i] = chosen;
+    for (ValueId o : node.operands) {
+      int32_t q = producer(o);
+      if (q < 0 || groupOf[static_cast<size_t>(q)] != chosen)
+        readyAfter[static_cast<size_t>(chosen)] =
+            std::max(readyAfter[static_cast<size_t>(chosen)], needs(o, shape));
+    }
   }
   // Leaves, inputs and outputs of each group.
   std::vector<ir::FusionGroup> result;
   std::vector<int32_t> keptAs(groups.size(), -1); // index in `result`
   for (size_t k = 0; k < groups.size(); ++k) {
     ir::FusionGroup& grp = groups[k];
-    if (grp.nodes.size() < minNodes) {
+    if (grp.nodes.empty()) continue; // merged into another
+    if (grp.nodes.size() < 2) {
       for (int32_t i : grp.nodes)
         groupOf[static_cast<size_t>(i)] = -1;
       continue;

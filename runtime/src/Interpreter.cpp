@@ -1,10 +1,17 @@
 // The plan interpreter.
 #include "weft/runtime/Interpreter.h"
 
+#include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Device.h"
 #include "weft/runtime/Error.h"
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/View.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
 
 namespace weft {
 
@@ -14,6 +21,49 @@ Buffer allocateBuffer(const Shape& shape, DType dtype) {
 }
 
 namespace {
+
+/// With WEFT_PROFILE=1: the time plan steps took, by op (generated kernels as "kernel"), summed
+/// over every run in the process and printed at exit, largest first.
+class StepProfile {
+public:
+  static StepProfile* get() {
+    static StepProfile* p =
+        debugFlag("WEFT_PROFILE").value_or("0") == "1" ? new StepProfile : nullptr;
+    return p;
+  }
+  void add(std::string_view what, double ms) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& e = entries_[std::string(what)];
+    e.ms += ms;
+    ++e.count;
+  }
+
+private:
+  struct Entry {
+    double ms = 0;
+    int64_t count = 0;
+  };
+  StepProfile() {
+    std::atexit([] { get()->print(); });
+  }
+  void print() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::pair<std::string, Entry>> rows(entries_.begin(), entries_.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+    double total = 0;
+    for (const auto& r : rows)
+      total += r.second.ms;
+    std::fprintf(stderr, "[weft] plan steps by op (WEFT_PROFILE), %.1f ms in all\n", total);
+    std::fprintf(stderr, "  %-22s %10s %6s %10s %10s\n", "op", "ms", "%", "calls", "us/call");
+    for (const auto& [name, e] : rows)
+      std::fprintf(stderr, "  %-22s %10.2f %6.1f %10lld %10.1f\n", name.c_str(), e.ms,
+                   total > 0 ? 100 * e.ms / total : 0.0, static_cast<long long>(e.count),
+                   1000 * e.ms / static_cast<double>(e.count));
+  }
+  std::mutex mutex_;
+  std::map<std::string, Entry> entries_;
+};
 
 /// A fused step: inputs made contiguous where they are views, fresh outputs, the generated code.
 void runKernelStep(const Plan& plan, const PlanStep& step, std::vector<TensorRef>& refs,
@@ -56,6 +106,14 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     slots[static_cast<size_t>(plan.stateSlots[i])] = state[i];
 
   std::vector<TensorRef> refs;
+  StepProfile* profile = StepProfile::get();
+  auto started = std::chrono::steady_clock::now();
+  auto timed = [&](std::string_view what) {
+    if (profile == nullptr) return;
+    auto now = std::chrono::steady_clock::now();
+    profile->add(what, std::chrono::duration<double, std::milli>(now - started).count());
+    started = now;
+  };
   for (size_t index = 0; index < plan.steps.size(); ++index) {
     const PlanStep& step = plan.steps[index];
     const Attrs& attrs =
@@ -69,6 +127,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     }
     if (step.kernel >= 0) {
       runKernelStep(plan, step, refs, slots);
+      timed(profile != nullptr ? "kernel " + shapeString(step.kernelTypes.at(0).second) : "");
       continue;
     }
     Buffer out;
@@ -84,6 +143,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     slots[static_cast<size_t>(step.output)] = std::move(out);
     for (int32_t s : step.release)
       slots[static_cast<size_t>(s)] = Buffer{};
+    timed(opName(step.op));
   }
 
   std::vector<Buffer> outputs;
@@ -117,6 +177,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     copyCast(staged[i].ref, target.ref);
     target.storage->bumpVersion();
   }
+  timed("(outputs, state writes)");
   return outputs;
 }
 

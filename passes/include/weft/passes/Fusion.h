@@ -12,9 +12,10 @@ bool fusibleDType(DType dtype);
 
 /// Groups of elementwise nodes (unary, binary, where, cast, stop_gradient) of one result shape and
 /// fusible dtypes, with scalar constants and broadcasts of values computed outside inlined as
-/// leaves. A node joins the group of an operand's producer when each of its other operands is in
-/// the group, an input, or computed before the group's first node, so the group can run as one
-/// step there. Groups with fewer than `minNodes` nodes are left out.
-std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g, size_t minNodes = 2);
+/// leaves. A node joins the groups of its operands' producers, merging them into one, when each
+/// value any of them reads from outside is an input or computed before the earliest of them
+/// starts, so the group can run as one step there (else it joins one group where that holds, or
+/// starts its own). A group computes all its values where it runs. Groups of one node are left out.
+std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g);
 
 } // namespace weft::passes

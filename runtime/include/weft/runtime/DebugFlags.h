@@ -18,8 +18,9 @@ namespace weft {
   X(WEFT_LOG_RECOMPILES, "log every compile() recompilation with its reason (1 to enable)")        \
   X(WEFT_CODEGEN, "0: compiled functions run every op in the interpreter, without generated code") \
   X(WEFT_CACHE_DIR,                                                                                \
-    "where compiled kernels are cached (default $XDG_CACHE_HOME/weft or ~/.cache/weft)")          \
-  X(WEFT_KERNEL_CACHE, "0: compile every kernel anew, neither reading nor writing the disk cache")
+    "where compiled kernels are cached (default $XDG_CACHE_HOME/weft or ~/.cache/weft)")           \
+  X(WEFT_KERNEL_CACHE, "0: compile every kernel anew, neither reading nor writing the disk cache") \
+  X(WEFT_PROFILE, "1: time every step of compiled plans by op; a table on stderr at exit")
 
 /// The value of a WEFT_* environment variable, if set.
 std::optional<std::string> debugFlag(std::string_view name);
