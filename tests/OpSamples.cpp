@@ -588,6 +588,20 @@ std::vector<OpSample> samplesFor(OpCode op) {
              {},
              {},
              [](const std::vector<NdArray>& in, const Attrs&) { return matmulNd(in[0], in[1]); }},
+            // A 2-D b shared by every batch: one product with the batch folded into the rows.
+            {"shared 2-D weight",
+             {normal({2, 3, 4, 5}, 90), normal({5, 6}, 91)},
+             {},
+             {},
+             [](const std::vector<NdArray>& in, const Attrs&) { return matmulNd(in[0], in[1]); }},
+            // ... and with batches that do not follow one another in memory: one per batch.
+            {"shared 2-D weight, permuted batches",
+             {normal({3, 2, 4, 5}, 92), normal({6, 5}, 93)},
+             {},
+             [](const std::vector<Tensor>& in) {
+               return std::vector<Tensor>{in[0].transpose(0, 1), in[1].t()};
+             },
+             [](const std::vector<NdArray>& in, const Attrs&) { return matmulNd(in[0], in[1]); }},
             {"transposed operands",
              {normal({4, 3}, 28), normal({5, 4}, 29)},
              {},

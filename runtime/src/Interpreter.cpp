@@ -22,7 +22,8 @@ Buffer allocateBuffer(const Shape& shape, DType dtype) {
 
 namespace {
 
-/// With WEFT_PROFILE=1: the time plan steps took, by op (generated kernels as "kernel"), summed
+/// With WEFT_PROFILE=1: the time plan steps took, by op and result shape (generated kernels as
+/// "kernel" and their first output's shape), summed
 /// over every run in the process and printed at exit, largest first.
 class StepProfile {
 public:
@@ -55,9 +56,9 @@ private:
     for (const auto& r : rows)
       total += r.second.ms;
     std::fprintf(stderr, "[weft] plan steps by op (WEFT_PROFILE), %.1f ms in all\n", total);
-    std::fprintf(stderr, "  %-22s %10s %6s %10s %10s\n", "op", "ms", "%", "calls", "us/call");
+    std::fprintf(stderr, "  %-30s %10s %6s %10s %10s\n", "op", "ms", "%", "calls", "us/call");
     for (const auto& [name, e] : rows)
-      std::fprintf(stderr, "  %-22s %10.2f %6.1f %10lld %10.1f\n", name.c_str(), e.ms,
+      std::fprintf(stderr, "  %-30s %10.2f %6.1f %10lld %10.1f\n", name.c_str(), e.ms,
                    total > 0 ? 100 * e.ms / total : 0.0, static_cast<long long>(e.count),
                    1000 * e.ms / static_cast<double>(e.count));
   }
@@ -143,7 +144,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     slots[static_cast<size_t>(step.output)] = std::move(out);
     for (int32_t s : step.release)
       slots[static_cast<size_t>(s)] = Buffer{};
-    timed(opName(step.op));
+    timed(profile != nullptr ? std::string(opName(step.op)) + " " + shapeString(step.shape) : "");
   }
 
   std::vector<Buffer> outputs;

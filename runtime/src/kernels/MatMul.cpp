@@ -50,6 +50,25 @@ void matmulBlas(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
   bb.shape.resize(b.shape.size() - 2);
   Shape as = broadcastStrides(ab, batch), bs = broadcastStrides(bb, batch);
   const int64_t numBatch = numel(batch);
+  // A b shared by every batch (a linear layer on [batch, ..., features]) and an a whose batches
+  // follow one another row after row: one product with the batch folded into the rows.
+  const int64_t lda = a.strides[a.dim() - 2];
+  bool foldRows = numBatch > 1 && k > 0 && a.strides[a.dim() - 1] == 1 && lda >= k;
+  for (int64_t d = static_cast<int64_t>(batch.size()) - 1, next = m * lda; foldRows && d >= 0;
+       --d) {
+    auto u = static_cast<size_t>(d);
+    if (batch[u] == 1) continue;
+    foldRows = bs[u] == 0 && as[u] == next;
+    next *= batch[u];
+  }
+  if (foldRows) {
+    auto lb = blasLayout(b.data, k, n, b.strides[b.dim() - 2], b.strides[b.dim() - 1]);
+    WEFT_INTERNAL_ASSERT(lb.has_value(),
+                         "matmul operands must be made BLAS-compatible by the caller");
+    parallelGemm<T>(false, lb->transposed, numBatch * m, n, k, a.ptr<T>(), lda,
+                    static_cast<const T*>(lb->data), lb->ld, T(0), out.ptr<T>(), n);
+    return;
+  }
   // One product at a time, each split across the threads; or, with several, one per thread.
   auto product = [&](int64_t i, bool split) {
     int64_t aoff = 0, boff = 0, rem = i;

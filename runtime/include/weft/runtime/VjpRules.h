@@ -54,6 +54,20 @@ template <typename T> T sum_to(const T& g, const Shape& shape) {
   return shape_of(r) == shape ? r : reshape(r, shape);
 }
 
+/// matmul: g @ b^T for a, a^T @ g for b, each summed over the batch dims it was broadcast along.
+/// A 2-D b shared by every batch of a (a linear layer on [batch, ..., features]) gets its gradient
+/// from one product with the batch folded into the rows, instead of one product per batch and a
+/// sum over them.
+template <typename T> T vjp_matmul(const T& g, const T& a, const T& b, size_t i) {
+  Shape as = shape_of(a), bs = shape_of(b);
+  if (i == 0) return sum_to(matmul(g, mT(b)), as);
+  if (bs.size() == 2 && as.size() > 2 && as.back() > 0) {
+    int64_t k = as.back(), rows = numel(as) / k;
+    return matmul(mT(reshape(a, Shape{rows, k})), reshape(g, Shape{rows, bs.back()}));
+  }
+  return sum_to(matmul(mT(a), g), bs);
+}
+
 /// Gradient of a reduction: the output gradient broadcast back over the reduced dims.
 template <typename T> T expand_reduced(const T& g, const Shape& shape, const Attrs& at) {
   return expand(reshape(g, keptShape(shape, at)), shape);
