@@ -108,6 +108,34 @@ TEST(Executable, LoadedStepUpdatesStateLikeTheCompiledOne) {
   EXPECT_NE(w2.detach().to_vector<float>(), wBefore.to_vector<float>());
 }
 
+/// A state update the fuse pass writes over its state (a = a * 2 + c, nothing reads a after) goes
+/// straight into the state's memory; where that memory is shared with another state tensor the
+/// runtime writes a private copy instead, so c, read after the update, still holds the old values.
+TEST(Executable, StateUpdatesWrittenInPlaceUnlessTheMemoryIsShared) {
+  Tensor a = full({64}, 1.0f), c = full({64}, 5.0f);
+  auto f = compile([&](const Tensor& x) {
+    a.mul_(2).add_(c);
+    return (c.flip({0}) * x).sum(); // flip: read by a step of its own, after the update
+  });
+  Tensor x = ones({64});
+  EXPECT_EQ(f(x).item<float>(), 320.0f);
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>(64, 7.0f));
+  std::shared_ptr<const Executable> exe = f.compiled().executable();
+  ASSERT_NE(exe, nullptr);
+  bool inPlace = false;
+  for (const PlanStep& s : exe->plan.steps)
+    for (int32_t j : s.kernelInPlace)
+      inPlace = inPlace || j >= 0;
+  EXPECT_TRUE(inPlace) << f.compiled().graph_text();
+  Executable loaded = Executable::load(exe->save()); // the in-place outputs are saved too
+  ASSERT_EQ(loaded.state.size(), 2u);
+  Tensor shared = full({64}, 3.0f);
+  std::vector<Buffer> state(2, buffersOf({shared})[0]); // a and c are one memory
+  std::vector<Buffer> out = loaded.run(buffersOf({x}), state);
+  EXPECT_EQ(valuesOf(out[0]), std::vector<float>{192.0f}); // c = 3, not the new a = 9
+  EXPECT_EQ(shared.to_vector<float>(), std::vector<float>(64, 9.0f));
+}
+
 TEST(Executable, DamagedBytesAndWrongArgumentsAreErrors) {
   auto f = compile([](const Tensor& x) { return (x * 2).exp(); });
   Tensor x = ones({3});

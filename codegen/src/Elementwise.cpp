@@ -286,8 +286,11 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
       mlir::Value r = values.at(v);
       if (g.type(v).dtype == DType::Bool)
         r = mlir::arith::ExtUIOp::create(nb, loc, nb.getI8Type(), r);
-      mlir::memref::StoreOp::create(
-          nb, loc, r, entry->getArgument(static_cast<unsigned>(numIn + k)), mlir::ValueRange{at});
+      // An output written over an input goes through that input's memref: the same address as
+      // the load above, so LLVM vectorizes without a runtime overlap check failing on it.
+      int32_t over = k < grp.inPlace.size() ? grp.inPlace[k] : -1;
+      auto arg = static_cast<unsigned>(over >= 0 ? over : static_cast<int32_t>(numIn + k));
+      mlir::memref::StoreOp::create(nb, loc, r, entry->getArgument(arg), mlir::ValueRange{at});
     }
   };
   // Loops: dim 0 over [lo, hi), the others over their whole extent.

@@ -95,6 +95,8 @@ Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused, KernelTable
         step.kernelOutputs.push_back(v);
         step.kernelTypes.emplace_back(g.type(v).dtype, g.type(v).shape);
       }
+      step.kernelInPlace = u.fused->group.inPlace;
+      step.kernelInPlace.resize(step.kernelOutputs.size(), -1);
     } else {
       const Node& n = g.nodes()[static_cast<size_t>(u.node)];
       step.op = n.op;

@@ -127,7 +127,14 @@ std::string printGraph(const Graph& g) {
     list("nodes", results(grp.nodes));
     if (!grp.leaves.empty()) list("leaves", results(grp.leaves));
     list("reads", grp.inputs);
-    list("writes", grp.outputs);
+    os << " writes(";
+    for (size_t i = 0; i < grp.outputs.size(); ++i) {
+      os << (i ? ", " : "") << name(grp.outputs[i]);
+      int32_t over = i < grp.inPlace.size() ? grp.inPlace[i] : -1;
+      if (over >= 0 && static_cast<size_t>(over) < grp.inputs.size())
+        os << " over " << name(grp.inputs[static_cast<size_t>(over)]);
+    }
+    os << ")";
     os << "\n";
   }
   os << "  return(";

@@ -3,6 +3,7 @@
 #include "weft/passes/Fusion.h"
 
 #include "weft/passes/Pass.h"
+#include "weft/runtime/View.h"
 
 #include <algorithm>
 #include <climits>
@@ -17,6 +18,49 @@ bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
   if (!fusibleDType(g.type(n.result).dtype)) return false;
   return std::all_of(n.operands.begin(), n.operands.end(),
                      [&](ValueId v) { return fusibleDType(g.type(v).dtype); });
+}
+
+/// Sets FusionGroup::inPlace: a group's output that is the new value of a state input the group
+/// reads is written over it, when nothing reads the old value (or a view of it) after the group
+/// runs and no output of the graph is a view of it. `runsAt` gives where a node runs.
+template <typename RunsAt>
+void markInPlace(const ir::Graph& g, std::vector<ir::FusionGroup>& groups, RunsAt runsAt) {
+  // Per value: the state input whose memory it is or views, or -1.
+  std::vector<int32_t> memoryOf(g.values().size(), -1);
+  for (size_t k = 0; k < g.state().size(); ++k)
+    memoryOf[static_cast<size_t>(g.state()[k])] = static_cast<int32_t>(k);
+  for (const ir::Node& node : g.nodes())
+    if (isViewOp(node.op) && !node.operands.empty())
+      memoryOf[static_cast<size_t>(node.result)] = memoryOf[static_cast<size_t>(node.operands[0])];
+  auto viewsOf = [&](ValueId v, int32_t k) { return memoryOf[static_cast<size_t>(v)] == k; };
+  for (ir::FusionGroup& grp : groups) {
+    grp.inPlace.assign(grp.outputs.size(), -1);
+    for (const ir::StateUpdate& u : g.stateUpdates()) {
+      auto out = std::find(grp.outputs.begin(), grp.outputs.end(), u.newValue);
+      auto in = std::find(grp.inputs.begin(), grp.inputs.end(), u.state);
+      if (out == grp.outputs.end() || in == grp.inputs.end() ||
+          g.type(u.state) != g.type(u.newValue))
+        continue;
+      const int32_t k = memoryOf[static_cast<size_t>(u.state)];
+      const int32_t start = grp.nodes.front();
+      bool ok = std::none_of(grp.inputs.begin(), grp.inputs.end(),
+                             [&](ValueId v) { return v != u.state && viewsOf(v, k); });
+      for (size_t j = 0; ok && j < g.nodes().size(); ++j) {
+        if (std::binary_search(grp.nodes.begin(), grp.nodes.end(), static_cast<int32_t>(j)))
+          continue;
+        if (runsAt(static_cast<int32_t>(j)) > start)
+          for (ValueId v : g.nodes()[j].operands)
+            ok = ok && !viewsOf(v, k);
+      }
+      for (ValueId v : g.outputs())
+        ok = ok && !viewsOf(v, k);
+      for (const ir::StateUpdate& other : g.stateUpdates())
+        ok = ok && !viewsOf(other.newValue, k);
+      if (ok)
+        grp.inPlace[static_cast<size_t>(out - grp.outputs.begin())] =
+            static_cast<int32_t>(in - grp.inputs.begin());
+    }
+  }
 }
 
 } // namespace
@@ -108,7 +152,7 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
     }
     if (chosen < 0) {
       chosen = static_cast<int32_t>(groups.size());
-      groups.push_back(ir::FusionGroup{{}, {}, {}, {}, shape});
+      groups.push_back(ir::FusionGroup{{}, {}, {}, {}, shape, {}});
       readyAfter.push_back(-1);
     }
     groups[static_cast<size_t>(chosen)].nodes.push_back(static_cast<int32_t>(i));
@@ -170,6 +214,10 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
     addOutput(v, -1);
   for (const ir::StateUpdate& u : g.stateUpdates())
     addOutput(u.newValue, -1);
+  markInPlace(g, result, [&](int32_t node) {
+    int32_t k = ownerOf(node);
+    return k < 0 ? node : result[static_cast<size_t>(k)].nodes.front();
+  });
   return result;
 }
 

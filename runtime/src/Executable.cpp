@@ -13,7 +13,7 @@ namespace weft {
 namespace {
 
 constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'E', 'X', 'E', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 static_assert(std::endian::native == std::endian::little, "the format is little-endian");
 
@@ -254,6 +254,7 @@ std::vector<uint8_t> Executable::save() const {
       w.dtype(t);
       w.ints(shape);
     }
+    w.ints(Shape(s.kernelInPlace.begin(), s.kernelInPlace.end()));
   }
   std::vector<uint8_t> out(kMagic, kMagic + sizeof kMagic);
   Writer head;
@@ -329,9 +330,16 @@ Executable Executable::load(std::span<const uint8_t> bytes, hal::Device& device)
       DType t = r.dtype("kernel output dtype");
       s.kernelTypes.emplace_back(t, r.shape("kernel output shape"));
     }
+    Shape inPlace = r.ints("kernel in-place outputs");
+    for (int64_t j : inPlace)
+      WEFT_CHECK(j >= -1 && j < static_cast<int64_t>(s.inputs.size()), IO,
+                 "executable: damaged bytes (a kernel writes over input ", j, " of ",
+                 s.inputs.size(), ")");
+    s.kernelInPlace.assign(inPlace.begin(), inPlace.end());
     bool fused = s.kernel >= 0;
     WEFT_CHECK(fused ? static_cast<size_t>(s.kernel) < p.kernels.kernels.size() &&
-                           s.kernelTypes.size() == s.kernelOutputs.size()
+                           s.kernelTypes.size() == s.kernelOutputs.size() &&
+                           s.kernelInPlace.size() == s.kernelOutputs.size()
                      : s.kernel == -1 && s.output >= 0 && s.output < p.numSlots,
                IO, "executable: damaged bytes (step ", opName(s.op), " writes nothing valid)");
     int arity = opInfo(s.op).numInputs;

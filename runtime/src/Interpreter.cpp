@@ -23,8 +23,8 @@ Buffer allocateBuffer(const Shape& shape, DType dtype) {
 namespace {
 
 /// With WEFT_PROFILE=1: the time plan steps took, by op and result shape (generated kernels as
-/// "kernel" and their first output's shape), summed
-/// over every run in the process and printed at exit, largest first.
+/// "kernel" with their first output's shape), summed over every run in the process and printed at
+/// exit, largest first.
 class StepProfile {
 public:
   static StepProfile* get() {
@@ -66,19 +66,29 @@ private:
   std::map<std::string, Entry> entries_;
 };
 
-/// A fused step: inputs made contiguous where they are views, fresh outputs, the generated code.
+/// A fused step: inputs made contiguous where they are views, fresh outputs (or an input the
+/// kernel writes over: the state's own memory where `writable` says no one else sees it, else a
+/// private copy), the generated code.
 void runKernelStep(const Plan& plan, const PlanStep& step, std::vector<TensorRef>& refs,
-                   std::vector<Buffer>& slots) {
-  std::vector<Buffer> copies; // keeps contiguous copies alive for the call
-  for (TensorRef& r : refs)
-    if (!r.isContiguous()) {
-      copies.push_back(allocateBuffer(r.shape, r.dtype));
-      copyCast(r, copies.back().ref);
-      r = copies.back().ref;
-    }
+                   std::vector<Buffer>& slots, const std::vector<bool>& writable) {
+  std::vector<Buffer> inputs; // the buffers behind refs; contiguous copies stay alive for the call
+  std::vector<bool> isCopy(refs.size(), false);
+  for (size_t j = 0; j < refs.size(); ++j) {
+    inputs.push_back(slots[static_cast<size_t>(step.inputs[j])]);
+    bool overwritten = std::find(step.kernelInPlace.begin(), step.kernelInPlace.end(),
+                                 static_cast<int32_t>(j)) != step.kernelInPlace.end();
+    if (refs[j].isContiguous() && (!overwritten || writable[static_cast<size_t>(step.inputs[j])]))
+      continue;
+    inputs[j] = allocateBuffer(refs[j].shape, refs[j].dtype);
+    copyCast(refs[j], inputs[j].ref);
+    refs[j] = inputs[j].ref;
+    isCopy[j] = true;
+  }
   std::vector<TensorRef> outs;
   for (size_t i = 0; i < step.kernelOutputs.size(); ++i) {
-    Buffer b = allocateBuffer(step.kernelTypes[i].second, step.kernelTypes[i].first);
+    int32_t over = i < step.kernelInPlace.size() ? step.kernelInPlace[i] : -1;
+    Buffer b = over >= 0 ? inputs[static_cast<size_t>(over)]
+                         : allocateBuffer(step.kernelTypes[i].second, step.kernelTypes[i].first);
     outs.push_back(b.ref);
     slots[static_cast<size_t>(step.kernelOutputs[i])] = std::move(b);
   }
@@ -105,6 +115,18 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     slots[static_cast<size_t>(plan.argumentSlots[i])] = args[i];
   for (size_t i = 0; i < state.size(); ++i)
     slots[static_cast<size_t>(plan.stateSlots[i])] = state[i];
+  // State a kernel may write its update over in place: contiguous, and sharing memory with no
+  // other argument or state tensor (which would see the new values too early).
+  std::vector<bool> writable(static_cast<size_t>(plan.numSlots), false);
+  for (size_t i = 0; i < state.size(); ++i) {
+    bool alone = state[i].ref.isContiguous();
+    auto shares = [&](const Buffer& b) { return &b != &state[i] && b.storage == state[i].storage; };
+    for (const Buffer& b : args)
+      alone = alone && !shares(b);
+    for (const Buffer& b : state)
+      alone = alone && !shares(b);
+    writable[static_cast<size_t>(plan.stateSlots[i])] = alone;
+  }
 
   std::vector<TensorRef> refs;
   StepProfile* profile = StepProfile::get();
@@ -127,7 +149,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
       refs.push_back(b.ref);
     }
     if (step.kernel >= 0) {
-      runKernelStep(plan, step, refs, slots);
+      runKernelStep(plan, step, refs, slots, writable);
       timed(profile != nullptr ? "kernel " + shapeString(step.kernelTypes.at(0).second) : "");
       continue;
     }
@@ -162,6 +184,11 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   std::vector<Buffer> staged;
   for (const auto& [stateIndex, slot] : plan.stateUpdates) {
     const Buffer& v = slots[static_cast<size_t>(slot)];
+    if (v.ref.data == state[static_cast<size_t>(stateIndex)].ref.data &&
+        v.ref.strides == state[static_cast<size_t>(stateIndex)].ref.strides) {
+      staged.push_back(Buffer{}); // written in place by its kernel
+      continue;
+    }
     bool aliasesState = false;
     for (const Buffer& s : state)
       aliasesState = aliasesState || v.storage == s.storage;
@@ -175,7 +202,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   }
   for (size_t i = 0; i < plan.stateUpdates.size(); ++i) {
     const Buffer& target = state[static_cast<size_t>(plan.stateUpdates[i].first)];
-    copyCast(staged[i].ref, target.ref);
+    if (staged[i].storage != nullptr) copyCast(staged[i].ref, target.ref);
     target.storage->bumpVersion();
   }
   timed("(outputs, state writes)");

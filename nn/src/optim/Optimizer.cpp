@@ -206,15 +206,16 @@ void Optimizer::adamUpdate(OptimizerParamGroup& group, const AdamHyper& h) {
     Tensor& m = state(p, "exp_avg", zeroState);
     Tensor& v = state(p, "exp_avg_sq", zeroState);
     Tensor& step = state(p, "step", [] { return zeros({}, kFloat64); });
+    // The scalars first: compiled, everything below is then one kernel over the parameter.
+    step.add_(1);
+    Tensor bc1 = 1.0 - full({}, h.beta1, kFloat64).pow(step);
+    Tensor bc2 = 1.0 - full({}, h.beta2, kFloat64).pow(step);
     if (h.decoupled && h.weightDecay != 0)
       p.mul_(1.0 - lr * h.weightDecay); // AdamW
     else
       g = decayed(g, p, h.weightDecay);
-    step.add_(1);
     m.mul_(h.beta1).add_(g, 1 - h.beta1);
     v.mul_(h.beta2).add_(g * g, 1 - h.beta2);
-    Tensor bc1 = 1.0 - full({}, h.beta1, kFloat64).pow(step);
-    Tensor bc2 = 1.0 - full({}, h.beta2, kFloat64).pow(step);
     Tensor second = v;
     if (h.amsgrad) {
       Tensor& maxV = state(p, "max_exp_avg_sq", zeroState);

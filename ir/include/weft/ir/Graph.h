@@ -46,11 +46,14 @@ struct Node {
 /// values of the same shape; `leaves` are scalar constants and broadcasts the kernel computes
 /// inline (they may also run on their own for other readers). `inputs` are read, `outputs` are the
 /// values others need. The kernel runs where the group's first node is, so every input is computed
-/// before it.
+/// before it. `inPlace` has, per output, the index in `inputs` of a state input the kernel writes
+/// that output over (the state's new value, where nothing reads the old one after the kernel), or
+/// -1 for an output of its own.
 struct FusionGroup {
   std::vector<int32_t> nodes, leaves;
   std::vector<ValueId> inputs, outputs;
   Shape shape;
+  std::vector<int32_t> inPlace;
   bool operator==(const FusionGroup&) const = default;
 };
 

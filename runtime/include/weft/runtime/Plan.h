@@ -38,6 +38,10 @@ struct PlanStep {
   int32_t kernel = -1;
   std::vector<int32_t> kernelOutputs;
   std::vector<std::pair<DType, Shape>> kernelTypes;
+  /// Per kernel output: the index in `inputs` of the input the kernel writes it over (a state
+  /// tensor's update; the runtime passes a private copy where the state's memory is shared or
+  /// strided), or -1 for a fresh buffer.
+  std::vector<int32_t> kernelInPlace;
 };
 
 /// A whole program: which slots hold the arguments and state on entry, the steps, which slots
