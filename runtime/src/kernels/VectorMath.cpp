@@ -19,38 +19,11 @@ WEFT_VECTOR_MATH_FUNCTIONS(WEFT_DECLARE)
 
 namespace weft::kernels {
 namespace vmath {
-namespace {
-
-template <__m128 (*F)(__m128)> void arrayF32(const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    _mm_storeu_ps(y + i, F(_mm_loadu_ps(x + i)));
-  if (i < n) {
-    alignas(16) float lanes[4] = {};
-    std::memcpy(lanes, x + i, static_cast<size_t>(n - i) * sizeof(float));
-    _mm_store_ps(lanes, F(_mm_load_ps(lanes)));
-    std::memcpy(y + i, lanes, static_cast<size_t>(n - i) * sizeof(float));
-  }
-}
-
-template <__m128d (*F)(__m128d)> void arrayF64(const double* x, double* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 2 <= n; i += 2)
-    _mm_storeu_pd(y + i, F(_mm_loadu_pd(x + i)));
-  if (i < n) {
-    alignas(16) double lanes[2] = {};
-    lanes[0] = x[i];
-    _mm_store_pd(lanes, F(_mm_load_pd(lanes)));
-    y[i] = lanes[0];
-  }
-}
-
-} // namespace
 
 const Table& sse2Table() {
   static const Table table = {
-#define WEFT_F32(op, name) arrayF32<_ZGVbN4v_##name##f>,
-#define WEFT_F64(op, name) arrayF64<_ZGVbN2v_##name>,
+#define WEFT_F32(op, name) overArray<__m128, float, _ZGVbN4v_##name##f>,
+#define WEFT_F64(op, name) overArray<__m128d, double, _ZGVbN2v_##name>,
       {WEFT_VECTOR_MATH_FUNCTIONS(WEFT_F32)},
       {WEFT_VECTOR_MATH_FUNCTIONS(WEFT_F64)},
 #undef WEFT_F32

@@ -27,4 +27,27 @@ struct Table {
 const Table& sse2Table();
 const Table& avx2Table();
 
+namespace {
+
+/// `f` over an array, a vector of V at a time, the tail padded with zeros to a full vector.
+/// Internal to each file that instantiates it, so each gets the instruction set it is built for.
+template <typename V, typename T, V (*F)(V)> void overArray(const T* x, T* y, int64_t n) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(T);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    V v;
+    __builtin_memcpy(&v, x + i, sizeof v);
+    v = F(v);
+    __builtin_memcpy(y + i, &v, sizeof v);
+  }
+  if (i < n) {
+    V v{};
+    __builtin_memcpy(&v, x + i, static_cast<unsigned long>(n - i) * sizeof(T));
+    v = F(v);
+    __builtin_memcpy(y + i, &v, static_cast<unsigned long>(n - i) * sizeof(T));
+  }
+}
+
+} // namespace
+
 } // namespace weft::kernels::vmath
