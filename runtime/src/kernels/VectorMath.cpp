@@ -71,6 +71,17 @@ template <typename T, typename ExpFn> void sigmoid(ExpFn expFn, const T* x, T* y
   }
 }
 
+/// `op` over an array with one instruction set's functions for T.
+template <typename T>
+void apply(OpCode op, void (*const* functions)(const T*, T*, int64_t), const T* x, T* y,
+           int64_t n) {
+  if (op == OpCode::Sigmoid)
+    return sigmoid(functions[static_cast<int>(vmath::VectorFn::Exp)], x, y, n);
+  int f = functionOf(op);
+  WEFT_INTERNAL_ASSERT(f >= 0, "no vector math for ", opName(op));
+  functions[f](x, y, n);
+}
+
 } // namespace
 
 bool hasVectorMath(OpCode op) {
@@ -78,19 +89,11 @@ bool hasVectorMath(OpCode op) {
 }
 
 void vectorMath(OpCode op, const float* x, float* y, int64_t n) {
-  if (op == OpCode::Sigmoid)
-    return sigmoid(table().f32[static_cast<int>(vmath::VectorFn::Exp)], x, y, n);
-  int f = functionOf(op);
-  WEFT_INTERNAL_ASSERT(f >= 0, "no vector math for ", opName(op));
-  table().f32[f](x, y, n);
+  apply(op, table().f32, x, y, n);
 }
 
 void vectorMath(OpCode op, const double* x, double* y, int64_t n) {
-  if (op == OpCode::Sigmoid)
-    return sigmoid(table().f64[static_cast<int>(vmath::VectorFn::Exp)], x, y, n);
-  int f = functionOf(op);
-  WEFT_INTERNAL_ASSERT(f >= 0, "no vector math for ", opName(op));
-  table().f64[f](x, y, n);
+  apply(op, table().f64, x, y, n);
 }
 
 } // namespace weft::kernels
