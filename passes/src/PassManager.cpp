@@ -21,6 +21,7 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
       {"dce", createDeadCodeElimination},
       {"fold", createConstantFolding},
       {"fuse", createFuse},
+      {"remat", createRematerialize},
       {"simplify", createAlgebraicSimplification},
   };
   return r;
@@ -47,6 +48,9 @@ PassManager::PassManager()
       timePasses_(debugFlag("WEFT_TIME_PASSES").value_or("0") == "1") {}
 
 PassManager& PassManager::add(std::unique_ptr<Pass> pass) {
+  // WEFT_SKIP_PASSES names passes to leave out, separated by commas.
+  std::string skip = "," + debugFlag("WEFT_SKIP_PASSES").value_or("") + ",";
+  if (skip.find("," + std::string(pass->name()) + ",") != std::string::npos) return *this;
   passes_.push_back(std::move(pass));
   return *this;
 }

@@ -38,6 +38,17 @@ public:
     e.ms += ms;
     ++e.count;
   }
+  /// The buffers a plan holds after a step (bytes, what made them), kept if their total is the
+  /// largest seen.
+  void memory(std::vector<std::pair<int64_t, std::string>> live) {
+    int64_t total = 0;
+    for (const auto& b : live)
+      total += b.first;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (total <= peakBytes_) return;
+    peakBytes_ = total;
+    peak_ = std::move(live);
+  }
 
 private:
   struct Entry {
@@ -61,9 +72,27 @@ private:
       std::fprintf(stderr, "  %-30s %10.2f %6.1f %10lld %10.1f\n", name.c_str(), e.ms,
                    total > 0 ? 100 * e.ms / total : 0.0, static_cast<long long>(e.count),
                    1000 * e.ms / static_cast<double>(e.count));
+    // Buffers of one kind summed, largest first.
+    std::map<std::string, std::pair<int64_t, int64_t>> byKind; // bytes, count
+    for (const auto& [bytes, what] : peak_) {
+      byKind[what].first += bytes;
+      ++byKind[what].second;
+    }
+    std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> kinds(byKind.begin(),
+                                                                           byKind.end());
+    std::sort(kinds.begin(), kinds.end(),
+              [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    std::fprintf(stderr, "[weft] buffers held at a plan's peak (not counting arguments and state): "
+                         "%.2f MB\n", static_cast<double>(peakBytes_) / 1e6);
+    std::fprintf(stderr, "  %-30s %10s %6s\n", "made by", "MB", "count");
+    for (const auto& [what, e] : kinds)
+      std::fprintf(stderr, "  %-30s %10.2f %6lld\n", what.c_str(),
+                   static_cast<double>(e.first) / 1e6, static_cast<long long>(e.second));
   }
   std::mutex mutex_;
   std::map<std::string, Entry> entries_;
+  int64_t peakBytes_ = 0;
+  std::vector<std::pair<int64_t, std::string>> peak_;
 };
 
 /// A fused step: inputs made contiguous where they are views, fresh outputs (or an input the
@@ -131,11 +160,27 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   std::vector<TensorRef> refs;
   StepProfile* profile = StepProfile::get();
   auto started = std::chrono::steady_clock::now();
+  std::vector<std::string> madeBy; // per slot, with WEFT_PROFILE
+  if (profile != nullptr) madeBy.resize(slots.size());
   auto timed = [&](std::string_view what) {
     if (profile == nullptr) return;
     auto now = std::chrono::steady_clock::now();
     profile->add(what, std::chrono::duration<double, std::milli>(now - started).count());
-    started = now;
+    std::vector<std::pair<int64_t, std::string>> live;
+    std::vector<const Storage*> counted;
+    for (const Buffer& b : args)
+      counted.push_back(b.storage.get());
+    for (const Buffer& b : state)
+      counted.push_back(b.storage.get());
+    for (size_t s = 0; s < slots.size(); ++s) {
+      const Storage* st = slots[s].storage.get();
+      if (st == nullptr || std::find(counted.begin(), counted.end(), st) != counted.end())
+        continue;
+      counted.push_back(st);
+      live.emplace_back(static_cast<int64_t>(st->nbytes()), madeBy[s]);
+    }
+    profile->memory(std::move(live));
+    started = std::chrono::steady_clock::now();
   };
   for (size_t index = 0; index < plan.steps.size(); ++index) {
     const PlanStep& step = plan.steps[index];
@@ -150,6 +195,10 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     }
     if (step.kernel >= 0) {
       runKernelStep(plan, step, refs, slots, writable);
+      if (profile != nullptr)
+        for (size_t i = 0; i < step.kernelOutputs.size(); ++i)
+          madeBy[static_cast<size_t>(step.kernelOutputs[i])] =
+              "kernel " + shapeString(step.kernelTypes[i].second);
       timed(profile != nullptr ? "kernel " + shapeString(step.kernelTypes.at(0).second) : "");
       continue;
     }
@@ -166,7 +215,10 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     slots[static_cast<size_t>(step.output)] = std::move(out);
     for (int32_t s : step.release)
       slots[static_cast<size_t>(s)] = Buffer{};
-    timed(profile != nullptr ? std::string(opName(step.op)) + " " + shapeString(step.shape) : "");
+    if (profile != nullptr)
+      madeBy[static_cast<size_t>(step.output)] =
+          std::string(opName(step.op)) + " " + shapeString(step.shape);
+    timed(profile != nullptr ? madeBy[static_cast<size_t>(step.output)] : "");
   }
 
   std::vector<Buffer> outputs;

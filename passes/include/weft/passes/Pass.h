@@ -29,6 +29,10 @@ std::unique_ptr<Pass> createConstantFolding();
 /// expands before broadcasting ops.
 std::unique_ptr<Pass> createAlgebraicSimplification();
 
+/// Recomputes an elementwise value inside a later kernel that reads it across a heavy op (a
+/// forward value the backward reads), from values alive there anyway, where that keeps fewer bytes
+/// alive than storing it. Runs after CSE, before fusion.
+std::unique_ptr<Pass> createRematerialize();
 /// Groups elementwise nodes into the kernels codegen generates (findElementwiseGroups) and
 /// records them in the graph (Graph::kernels); it must run last, as any later change drops them.
 std::unique_ptr<Pass> createFuse();
@@ -38,7 +42,8 @@ std::unique_ptr<Pass> createPass(std::string_view name);
 std::vector<std::string> passNames();
 
 /// Runs passes in order, verifying the graph after each. Honors WEFT_PRINT_IR_AFTER (a pass name
-/// or "all"), WEFT_DUMP_DIR (writes NN-<pass>.weft files) and WEFT_TIME_PASSES=1.
+/// or "all"), WEFT_DUMP_DIR (writes NN-<pass>.weft files), WEFT_TIME_PASSES=1 and
+/// WEFT_SKIP_PASSES (passes add() leaves out).
 class PassManager {
 public:
   PassManager();

@@ -15,12 +15,15 @@ namespace weft {
   X(WEFT_DUMP_DIR,                                                                                 \
     "write the graph before and after every pass, and generated MLIR, into this dir")              \
   X(WEFT_TIME_PASSES, "print how long each pass took (1 to enable)")                               \
+  X(WEFT_SKIP_PASSES, "comma-separated passes the pipeline leaves out (to bisect a problem)")      \
   X(WEFT_LOG_RECOMPILES, "log every compile() recompilation with its reason (1 to enable)")        \
   X(WEFT_CODEGEN, "0: compiled functions run every op in the interpreter, without generated code") \
   X(WEFT_CACHE_DIR,                                                                                \
     "where compiled kernels are cached (default $XDG_CACHE_HOME/weft or ~/.cache/weft)")           \
   X(WEFT_KERNEL_CACHE, "0: compile every kernel anew, neither reading nor writing the disk cache") \
-  X(WEFT_PROFILE, "1: time every step of compiled plans by op; a table on stderr at exit")
+  X(WEFT_PROFILE,                                                                                  \
+    "1: time every step of compiled plans by op, and the buffers held at their peak; tables on "   \
+    "stderr at exit")
 
 /// The value of a WEFT_* environment variable, if set.
 std::optional<std::string> debugFlag(std::string_view name);
