@@ -254,10 +254,11 @@ std::string describeChange(const Signature& before, const Signature& now) {
 }
 
 /// The pass pipeline every compiled graph runs: simplify, fold, share, drop what no output needs,
-/// then group elementwise nodes into kernels.
+/// recompute in the backward what is cheaper than keeping, then group elementwise nodes into
+/// kernels.
 void optimize(ir::Graph& g) {
   passes::PassManager pm;
-  for (const char* name : {"simplify", "fold", "simplify", "cse", "dce", "fuse"})
+  for (const char* name : {"simplify", "fold", "simplify", "cse", "dce", "remat", "dce", "fuse"})
     pm.add(passes::createPass(name));
   auto r = pm.run(g);
   if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);

@@ -52,4 +52,15 @@ void Graph::eraseNodes(const std::vector<bool>& dead) {
     values_[static_cast<size_t>(nodes_[i].result)].producer = static_cast<int32_t>(i);
 }
 
+void Graph::reorderNodes(const std::vector<int32_t>& order) {
+  kernels_.clear();
+  std::vector<Node> reordered;
+  reordered.reserve(order.size());
+  for (int32_t i : order)
+    reordered.push_back(std::move(nodes_[static_cast<size_t>(i)]));
+  nodes_ = std::move(reordered);
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    values_[static_cast<size_t>(nodes_[i].result)].producer = static_cast<int32_t>(i);
+}
+
 } // namespace weft::ir

@@ -65,6 +65,10 @@ void markInPlace(const ir::Graph& g, std::vector<ir::FusionGroup>& groups, RunsA
 
 } // namespace
 
+bool isHeavy(OpCode op) {
+  return !isElementwise(op) && !isViewOp(op) && op != OpCode::Full && op != OpCode::Expand;
+}
+
 bool fusibleDType(DType dtype) {
   return dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::Bool;
 }
@@ -101,6 +105,9 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
     return isLeaf(v, grp.shape) && needs(v, grp.shape) < grp.nodes.front();
   };
   std::vector<int32_t> readyAfter; // per group: the latest of its needs
+  std::vector<int32_t> heavyBefore(n + 1, 0); // heavy nodes before each position
+  for (size_t i = 0; i < n; ++i)
+    heavyBefore[i + 1] = heavyBefore[i] + (isHeavy(g.nodes()[i].op) ? 1 : 0);
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes()[i];
     if (!isElementwise(node.op) || !fusibleTypes(g, node)) continue;
@@ -122,6 +129,7 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
         start = std::min(start, groups[static_cast<size_t>(k)].nodes.front());
       for (int32_t k : ks)
         if (readyAfter[static_cast<size_t>(k)] >= start) return false;
+      if (heavyBefore[static_cast<size_t>(start)] != heavyBefore[i]) return false;
       return std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId o) {
         int32_t q = producer(o);
         int32_t k = q < 0 ? -1 : groupOf[static_cast<size_t>(q)];

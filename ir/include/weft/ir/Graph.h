@@ -119,6 +119,9 @@ public:
   /// Drops nodes for which `dead[i]` is true and renumbers nothing: value ids stay valid, but
   /// values of dropped nodes no longer have a producer and must not be used.
   void eraseNodes(const std::vector<bool>& dead);
+  /// Puts the nodes in `order` (a permutation of their positions, which the caller keeps
+  /// topological); value ids stay valid.
+  void reorderNodes(const std::vector<int32_t>& order);
 
 private:
   std::string name_;

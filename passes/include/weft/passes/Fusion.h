@@ -10,12 +10,19 @@ namespace weft::passes {
 /// Whether codegen can compute `dtype` inside a fused kernel.
 bool fusibleDType(DType dtype);
 
+/// Whether `op` is one no elementwise kernel can contain (a reduction, matmul, gather...): a value
+/// read across one is stored between kernels. Elementwise ops, views, constants and broadcasts
+/// are not.
+bool isHeavy(OpCode op);
+
 /// Groups of elementwise nodes (unary, binary, where, cast, stop_gradient) of one result shape and
 /// fusible dtypes, with scalar constants and broadcasts of values computed outside inlined as
 /// leaves. A node joins the groups of its operands' producers, merging them into one, when each
 /// value any of them reads from outside is an input or computed before the earliest of them
 /// starts, so the group can run as one step there (else it joins one group where that holds, or
-/// starts its own). A group computes all its values where it runs. Groups of one node are left out.
+/// starts its own), and no heavy node lies between where they start and the node (which would then
+/// be stored across it: the remat pass moved it there on purpose). A group computes all its values
+/// where it runs. Groups of one node are left out.
 std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g);
 
 } // namespace weft::passes
