@@ -103,7 +103,9 @@ TEST(DynamicDim, OutputsKeepTheValidRowsAndReductionsIgnoreThePadding) {
                                x.reshape({-1}) * 2.0,  // rows flattened with their columns
                                x.reshape({-1}).mean(), // a mean over rows and columns
                                z.std({0}),             // unbiased: divides by rows - 1
-                               x.cumsum(0)};           // prefix sums along rows
+                               x.cumsum(0),            // prefix sums along rows
+                               z.softmax(0),           // normalized over the rows
+                               z.log_softmax(0)};
   };
   auto cf = compile([&](const Tensor& x) { return f(x); }, CompileOptions().dynamic_dim(0));
   Generator g(6);

@@ -451,6 +451,39 @@ std::vector<OpSample> samplesFor(OpCode op) {
                });
                return r;
              }}};
+  case OpCode::Softmax:
+  case OpCode::LogSoftmax: {
+    auto ref = [op](const std::vector<NdArray>& in, const Attrs& at) {
+      NdArray r = in[0];
+      int64_t dim = at.i("dim");
+      forLines(r.shape, dim, [&](Shape idx) {
+        const int64_t n = r.shape[static_cast<size_t>(dim)];
+        double m = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < n; ++k) {
+          idx[static_cast<size_t>(dim)] = k;
+          m = std::max(m, in[0].at(idx));
+        }
+        for (int64_t k = 0; k < n; ++k) {
+          idx[static_cast<size_t>(dim)] = k;
+          sum += std::exp(in[0].at(idx) - m);
+        }
+        for (int64_t k = 0; k < n; ++k) {
+          idx[static_cast<size_t>(dim)] = k;
+          double z = in[0].at(idx) - m;
+          r.at(idx) = op == OpCode::Softmax ? std::exp(z) / sum : z - std::log(sum);
+        }
+      });
+      return r;
+    };
+    return {
+        {"last dim", {normal({3, 7}, 14)}, Attrs{{"dim", int64_t{1}}}, {}, ref},
+        {"dim 0 of 3-d", {normal({4, 3, 2}, 15)}, Attrs{{"dim", int64_t{0}}}, {}, ref},
+        {"dim 1 of transposed",
+         {normal({5, 4}, 16)},
+         Attrs{{"dim", int64_t{1}}},
+         [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].transpose(0, 1)}; },
+         ref}};
+  }
   case OpCode::ArgSort:
     return {{"descending",
              {normal({4, 6}, 13)},

@@ -219,9 +219,7 @@ Tensor Tensor::softmax(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("softmax");
   Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
-  d = wrapDim(d, dim(), "softmax");
-  Tensor e = (x - expShift(x, {d})).exp();
-  return e / e.sum({d}, true);
+  return dispatch(OpCode::Softmax, {x}, Attrs{{"dim", wrapDim(d, dim(), "softmax")}});
 }
 Tensor softmax(const Tensor& x, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
@@ -231,9 +229,7 @@ Tensor Tensor::log_softmax(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("log_softmax");
   Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
-  d = wrapDim(d, dim(), "log_softmax");
-  Tensor z = x - expShift(x, {d});
-  return z - z.exp().sum({d}, true).log();
+  return dispatch(OpCode::LogSoftmax, {x}, Attrs{{"dim", wrapDim(d, dim(), "log_softmax")}});
 }
 Tensor log_softmax(const Tensor& x, int64_t dim, std::source_location loc) {
   CallSite cs(loc);

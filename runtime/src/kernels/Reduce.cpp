@@ -1,9 +1,12 @@
-// Reductions (sum, prod, amax, amin, argmax, argmin), cumsum and argsort along dimensions.
+// Reductions (sum, prod, amax, amin, argmax, argmin), cumsum, softmax, log-softmax and argsort
+// along dimensions.
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
+#include "weft/runtime/VectorMath.h"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <type_traits>
 #include <vector>
@@ -375,6 +378,69 @@ void CumSum(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at
                   }
                 });
   });
+}
+
+namespace {
+
+/// softmax (or, with Log, log_softmax) along `dim`: per line the max, then exp(x - max) summed
+/// (vector exp where the line is contiguous float32/float64), then one pass writing the result.
+/// A line of only -inf gives NaN, as exp(x - max) does in PyTorch.
+template <bool Log> void softmaxAlong(const TensorRef& in, const TensorRef& out, int64_t dim) {
+  WEFT_CHECK(isFloating(in.dtype) && in.dtype == out.dtype, DType, Log ? "log_softmax" : "softmax",
+             ": expected a floating-point input, got ", dtypeName(in.dtype));
+  visitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = ComputeType<T>;
+    if constexpr (std::is_floating_point_v<C>) {
+      using Acc = typename SumOp<T>::Acc;
+      forEachLine(in, out, dim, sizeof(T), sizeof(T),
+                  [](const char* p, int64_t s, char* q, int64_t qs, int64_t n) {
+                    auto x = [&](int64_t j) {
+                      return static_cast<C>(*reinterpret_cast<const T*>(p + j * s));
+                    };
+                    auto y = [&](int64_t j) -> T& { return *reinterpret_cast<T*>(q + j * qs); };
+                    C m = -std::numeric_limits<C>::infinity();
+                    for (int64_t j = 0; j < n; ++j)
+                      if (std::isnan(x(j)) || x(j) > m) m = x(j);
+                    // y holds exp(x - max) first.
+                    Acc sum = 0;
+                    if constexpr (std::is_same_v<T, C>) {
+                      if (s == static_cast<int64_t>(sizeof(T)) && qs == s) {
+                        for (int64_t j = 0; j < n; ++j)
+                          y(j) = x(j) - m;
+                        vectorMath(OpCode::Exp, &y(0), &y(0), n);
+                      } else {
+                        for (int64_t j = 0; j < n; ++j)
+                          y(j) = std::exp(x(j) - m);
+                      }
+                    } else {
+                      for (int64_t j = 0; j < n; ++j)
+                        y(j) = static_cast<T>(std::exp(x(j) - m));
+                    }
+                    for (int64_t j = 0; j < n; ++j)
+                      sum += static_cast<Acc>(static_cast<C>(y(j)));
+                    if constexpr (Log) {
+                      // (x - max) - lse, not x - (max + lse), which rounds for large x
+                      const C lse = static_cast<C>(std::log(sum));
+                      for (int64_t j = 0; j < n; ++j)
+                        y(j) = static_cast<T>((x(j) - m) - lse);
+                    } else {
+                      const C total = static_cast<C>(sum);
+                      for (int64_t j = 0; j < n; ++j)
+                        y(j) = static_cast<T>(static_cast<C>(y(j)) / total);
+                    }
+                  });
+    }
+  });
+}
+
+} // namespace
+
+void Softmax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  softmaxAlong<false>(in[0], out, at.i("dim"));
+}
+void LogSoftmax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  softmaxAlong<true>(in[0], out, at.i("dim"));
 }
 
 void ArgSort(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
