@@ -178,7 +178,17 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
   for (size_t k = 0; k < groups.size(); ++k) {
     ir::FusionGroup& grp = groups[k];
     if (grp.nodes.empty()) continue; // merged into another
-    if (grp.nodes.size() < 2) {
+    // One node is worth a kernel only where that spares filling a constant tensor it reads
+    // (relu's backward: where(mask, zeros, g)).
+    auto readsFilledConstant = [&](int32_t i) {
+      const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
+      return std::any_of(node.operands.begin(), node.operands.end(), [&](ValueId v) {
+        int32_t p = producer(v);
+        return p >= 0 && g.nodes()[static_cast<size_t>(p)].op == OpCode::Full &&
+               numel(g.type(v).shape) > 1 && leafFor(v, grp);
+      });
+    };
+    if (grp.nodes.size() < 2 && !readsFilledConstant(grp.nodes[0])) {
       for (int32_t i : grp.nodes)
         groupOf[static_cast<size_t>(i)] = -1;
       continue;

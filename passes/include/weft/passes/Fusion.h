@@ -22,7 +22,8 @@ bool isHeavy(OpCode op);
 /// starts, so the group can run as one step there (else it joins one group where that holds, or
 /// starts its own), and no heavy node lies between where they start and the node (which would then
 /// be stored across it: the remat pass moved it there on purpose). A group computes all its values
-/// where it runs. Groups of one node are left out.
+/// where it runs. Groups of one node are left out, unless the node reads a constant of more than
+/// one element (the kernel computes it instead of reading a filled buffer).
 std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g);
 
 } // namespace weft::passes
