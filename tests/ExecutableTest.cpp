@@ -136,6 +136,33 @@ TEST(Executable, StateUpdatesWrittenInPlaceUnlessTheMemoryIsShared) {
   EXPECT_EQ(shared.to_vector<float>(), std::vector<float>(64, 9.0f));
 }
 
+TEST(Executable, AStepWritesOverAnInputItReadsLast) {
+  // int64 is not fused: every op is an interpreter step. z = y * 3 writes over y (read last
+  // there), so the call holds x and one intermediate, never three buffers; x, the caller's, is
+  // never written.
+  auto f = compile([](const Tensor& x) { return ((x + 1) * 3 - 2).neg(); });
+  Tensor x = arange(int64_t{1} << 16, kInt64);
+  Tensor expected = ((x + 1) * 3 - 2).neg();
+  f(x); // compiles
+  const int64_t bytes = x.numel() * 8;
+  resetPeakMemory();
+  const int64_t before = memoryStats().currentBytes;
+  Tensor z = f(x);
+  EXPECT_LE(memoryStats().peakBytes - before, bytes + 4096) << "each step allocated its own";
+  EXPECT_EQ(z.to_vector<int64_t>(), expected.to_vector<int64_t>());
+  EXPECT_EQ(x.to_vector<int64_t>()[5], 5); // the argument is untouched
+  // scatter_add starts from a copy of a zero tensor that nothing else reads: it adds into it.
+  auto g = compile([](const Tensor& i, const Tensor& v) {
+    return zeros({4, 6}).scatter_add(1, i, v) * 2.0;
+  });
+  Tensor i = tensor({0, 5, 5, 1}, kInt64).reshape({4, 1}),
+         v = tensor({1.0f, 2.0f, 3.0f, 4.0f}).reshape({4, 1});
+  Tensor want = zeros({4, 6}).scatter_add(1, i, v) * 2.0;
+  EXPECT_EQ(g(i, v).to_vector<float>(), want.to_vector<float>());
+  EXPECT_EQ(g(i, v).to_vector<float>(),
+            want.to_vector<float>()); // the filled constant is made anew each call
+}
+
 TEST(Executable, DamagedBytesAndWrongArgumentsAreErrors) {
   auto f = compile([](const Tensor& x) { return (x * 2).exp(); });
   Tensor x = ones({3});

@@ -38,6 +38,14 @@ public:
     e.ms += ms;
     ++e.count;
   }
+  /// A step that raised the process's peak tensor memory (memoryStats) to `bytes`: the last one
+  /// is where the peak was reached, kernel workspaces included.
+  void processPeak(int64_t bytes, std::string_view what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (bytes <= processPeakBytes_) return;
+    processPeakBytes_ = bytes;
+    processPeakAt_ = what;
+  }
   /// The buffers a plan holds after a step (bytes, what made them), kept if their total is the
   /// largest seen.
   void memory(std::vector<std::pair<int64_t, std::string>> live) {
@@ -88,11 +96,17 @@ private:
     for (const auto& [what, e] : kinds)
       std::fprintf(stderr, "  %-30s %10.2f %6lld\n", what.c_str(),
                    static_cast<double>(e.first) / 1e6, static_cast<long long>(e.second));
+    if (!processPeakAt_.empty())
+      std::fprintf(stderr,
+                   "[weft] the process's tensor memory peaked at %.2f MB (arguments, state and "
+                   "kernel workspaces included) in step: %s\n",
+                   static_cast<double>(processPeakBytes_) / 1e6, processPeakAt_.c_str());
   }
   std::mutex mutex_;
   std::map<std::string, Entry> entries_;
-  int64_t peakBytes_ = 0;
+  int64_t peakBytes_ = 0, processPeakBytes_ = 0;
   std::vector<std::pair<int64_t, std::string>> peak_;
+  std::string processPeakAt_;
 };
 
 /// A fused step: inputs made contiguous where they are views, fresh outputs (or an input the
@@ -130,6 +144,30 @@ void runKernelStep(const Plan& plan, const PlanStep& step, std::vector<TensorRef
     slots[static_cast<size_t>(s)] = Buffer{};
 }
 
+/// An input of `step` its output can be written over: read here for the last time, held by no
+/// one else (not an argument, state or another slot's view), contiguous with the output's type,
+/// for an op that reads each element before writing it (elementwise) or starts from a copy of it
+/// (scatter_add and friends, input 0). -1 if none.
+int32_t reusableInput(const PlanStep& step, const std::vector<Buffer>& slots) {
+  const OpKind kind = opInfo(step.op).kind;
+  const bool elementwise = isElementwise(step.op) && kind != OpKind::Identity;
+  const bool intoFirst = step.op == OpCode::ScatterAdd || step.op == OpCode::Scatter ||
+                         step.op == OpCode::IndexAdd;
+  if (!elementwise && !intoFirst) return -1;
+  for (size_t j = 0; j < step.inputs.size() && (elementwise || j == 0); ++j) {
+    const int32_t s = step.inputs[j];
+    const Buffer& b = slots[static_cast<size_t>(s)];
+    if (std::find(step.release.begin(), step.release.end(), s) == step.release.end()) continue;
+    if (b.storage.use_count() != 1 || b.ref.dtype != step.dtype || b.ref.shape != step.shape ||
+        !b.ref.isContiguous())
+      continue;
+    // Another input of an index op must not be the same memory (it is a distinct slot, and the
+    // storage has one owner, so it is not).
+    return s;
+  }
+  return -1;
+}
+
 } // namespace
 
 std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
@@ -162,10 +200,15 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   auto started = std::chrono::steady_clock::now();
   std::vector<std::string> madeBy; // per slot, with WEFT_PROFILE
   if (profile != nullptr) madeBy.resize(slots.size());
+  int64_t processPeak = memoryStats().peakBytes;
   auto timed = [&](std::string_view what) {
     if (profile == nullptr) return;
     auto now = std::chrono::steady_clock::now();
     profile->add(what, std::chrono::duration<double, std::milli>(now - started).count());
+    if (int64_t p = memoryStats().peakBytes; p > processPeak) {
+      processPeak = p;
+      profile->processPeak(p, what);
+    }
     std::vector<std::pair<int64_t, std::string>> live;
     std::vector<const Storage*> counted;
     for (const Buffer& b : args)
@@ -209,7 +252,10 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
         out = Buffer{in.storage, applyView(in.ref, *view)};
     }
     if (out.storage == nullptr) {
-      out = allocateBuffer(step.shape, step.dtype);
+      if (int32_t over = reusableInput(step, slots); over >= 0)
+        out = slots[static_cast<size_t>(over)]; // released below: `out` becomes its one owner
+      else
+        out = allocateBuffer(step.shape, step.dtype);
       if (out.ref.numel() > 0) runKernel(step.op, refs, out.ref, attrs);
     }
     slots[static_cast<size_t>(step.output)] = std::move(out);
