@@ -7,6 +7,7 @@
 
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <cmath>
 
 #include <malloc.h>
 
@@ -125,6 +126,19 @@ void BM_Conv2d(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void BM_Softmax(benchmark::State& state) {
+  // Attention scores of the GPT benchmark: [16, 4, 64, 64] over the last dim, plain (0) or with a
+  // causal mask of -inf above the diagonal (1).
+  Tensor x = randn({16, 4, 64, 64});
+  if (state.range(0) == 1) x = x.masked_fill(ones({64, 64}, kBool).triu(1), -INFINITY);
+  for (auto _ : state) {
+    Tensor y = x.softmax(-1);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.counters["elements/s"] = benchmark::Counter(static_cast<double>(x.numel()),
+                                                    benchmark::Counter::kIsIterationInvariantRate);
+}
+
 /// Heap bytes one recorded op keeps alive (its node, saved tensors, metadata): a chain of 100,000
 /// ops on a one-element leaf, `y = y + 0` (saves nothing) or `y = y * 2` (saves the scalar).
 void BM_RecordedOpMemory(benchmark::State& state) {
@@ -149,6 +163,7 @@ BENCHMARK(BM_Add)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MulAddChain)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MulAddChainCompiled)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GeluCompiled)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Softmax)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Sum)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul)->Arg(256)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CblasSgemm)

@@ -382,9 +382,61 @@ void CumSum(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at
 
 namespace {
 
-/// softmax (or, with Log, log_softmax) along `dim`: per line the max, then exp(x - max) summed
-/// (vector exp where the line is contiguous float32/float64), then one pass writing the result.
-/// A line of only -inf gives NaN, as exp(x - max) does in PyTorch.
+/// softmax (or, with Log, log_softmax) of one contiguous float32/float64 row: loops the compiler
+/// vectorizes and libmvec's exp. A NaN makes the row NaN (through the sum), a row of only -inf
+/// too, as in PyTorch.
+template <bool Log, typename T> void softmaxRow(const T* x, T* y, int64_t n) {
+  // The max in 8 independent lanes (a vector register; one running max would wait on each
+  // compare).
+  T lanes[8];
+  std::fill(lanes, lanes + 8, -std::numeric_limits<T>::infinity());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k)
+      lanes[k] = x[i + k] > lanes[k] ? x[i + k] : lanes[k];
+  for (; i < n; ++i)
+    lanes[0] = x[i] > lanes[0] ? x[i] : lanes[0];
+  T m = lanes[0];
+  for (int k = 1; k < 8; ++k)
+    m = lanes[k] > m ? lanes[k] : m;
+  // exp(x - max) is 0 below `low` (a masked -inf, say); libmvec would take its slow scalar path
+  // for those lanes, so they go in as 0 and are zeroed after.
+  constexpr T low = sizeof(T) == 4 ? T(-87) : T(-708);
+  int anyLow = 0;
+#pragma omp simd reduction(| : anyLow)
+  for (int64_t j = 0; j < n; ++j) {
+    T z = x[j] - m;
+    anyLow |= z < low;
+    y[j] = z < low ? T(0) : z;
+  }
+  vectorMath(OpCode::Exp, y, y, n);
+  if (anyLow)
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = x[j] - m < low ? T(0) : y[j];
+  // Blocks of 1024 summed in T (vectorized), blocks in double, as SumOp does.
+  double sum = 0;
+  for (int64_t b = 0; b < n; b += 1024) {
+    const int64_t e = std::min(n, b + 1024);
+    T acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t j = b; j < e; ++j)
+      acc += y[j];
+    sum += static_cast<double>(acc);
+  }
+  if constexpr (Log) {
+    // (x - max) - lse, not x - (max + lse), which rounds for large x
+    const T lse = static_cast<T>(std::log(sum));
+    for (int64_t k = 0; k < n; ++k)
+      y[k] = (x[k] - m) - lse;
+  } else {
+    const T scale = static_cast<T>(1.0 / sum);
+    for (int64_t k = 0; k < n; ++k)
+      y[k] *= scale;
+  }
+}
+
+/// softmax (or log_softmax) along `dim`: per line the max, exp(x - max) summed, one pass out;
+/// contiguous float32/float64 lines through softmaxRow.
 template <bool Log> void softmaxAlong(const TensorRef& in, const TensorRef& out, int64_t dim) {
   WEFT_CHECK(isFloating(in.dtype) && in.dtype == out.dtype, DType, Log ? "log_softmax" : "softmax",
              ": expected a floating-point input, got ", dtypeName(in.dtype));
@@ -392,43 +444,27 @@ template <bool Log> void softmaxAlong(const TensorRef& in, const TensorRef& out,
     using T = decltype(tag);
     using C = ComputeType<T>;
     if constexpr (std::is_floating_point_v<C>) {
-      using Acc = typename SumOp<T>::Acc;
       forEachLine(in, out, dim, sizeof(T), sizeof(T),
                   [](const char* p, int64_t s, char* q, int64_t qs, int64_t n) {
+                    if constexpr (std::is_same_v<T, C>)
+                      if (s == static_cast<int64_t>(sizeof(T)) && qs == s)
+                        return softmaxRow<Log>(reinterpret_cast<const T*>(p),
+                                               reinterpret_cast<T*>(q), n);
                     auto x = [&](int64_t j) {
                       return static_cast<C>(*reinterpret_cast<const T*>(p + j * s));
                     };
                     auto y = [&](int64_t j) -> T& { return *reinterpret_cast<T*>(q + j * qs); };
                     C m = -std::numeric_limits<C>::infinity();
                     for (int64_t j = 0; j < n; ++j)
-                      if (std::isnan(x(j)) || x(j) > m) m = x(j);
-                    // y holds exp(x - max) first.
-                    Acc sum = 0;
-                    if constexpr (std::is_same_v<T, C>) {
-                      if (s == static_cast<int64_t>(sizeof(T)) && qs == s) {
-                        for (int64_t j = 0; j < n; ++j)
-                          y(j) = x(j) - m;
-                        vectorMath(OpCode::Exp, &y(0), &y(0), n);
-                      } else {
-                        for (int64_t j = 0; j < n; ++j)
-                          y(j) = std::exp(x(j) - m);
-                      }
-                    } else {
-                      for (int64_t j = 0; j < n; ++j)
-                        y(j) = static_cast<T>(std::exp(x(j) - m));
+                      m = x(j) > m ? x(j) : m;
+                    double sum = 0;
+                    for (int64_t j = 0; j < n; ++j) {
+                      y(j) = static_cast<T>(std::exp(x(j) - m));
+                      sum += static_cast<double>(static_cast<C>(y(j)));
                     }
+                    const C lse = static_cast<C>(std::log(sum)), scale = static_cast<C>(1.0 / sum);
                     for (int64_t j = 0; j < n; ++j)
-                      sum += static_cast<Acc>(static_cast<C>(y(j)));
-                    if constexpr (Log) {
-                      // (x - max) - lse, not x - (max + lse), which rounds for large x
-                      const C lse = static_cast<C>(std::log(sum));
-                      for (int64_t j = 0; j < n; ++j)
-                        y(j) = static_cast<T>((x(j) - m) - lse);
-                    } else {
-                      const C total = static_cast<C>(sum);
-                      for (int64_t j = 0; j < n; ++j)
-                        y(j) = static_cast<T>(static_cast<C>(y(j)) / total);
-                    }
+                      y(j) = static_cast<T>(Log ? (x(j) - m) - lse : static_cast<C>(y(j)) * scale);
                   });
     }
   });
