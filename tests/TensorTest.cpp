@@ -308,6 +308,41 @@ TEST(Ops, SoftmaxAndLogSumExpAreStableForLargeInputs) {
   EXPECT_TRUE(std::isinf(neg.logsumexp({0}).item<float>()));
 }
 
+TEST(Ops, LongRowsOfSoftmaxAndMaxKeepNaNAndInfinities) {
+  // Rows long enough for the vectorized paths (8 lanes and a tail): a NaN anywhere makes amax,
+  // amin and the softmax row NaN; -inf entries (a causal mask) get probability 0 exactly.
+  for (int64_t at : {0, 13, 37}) {
+    std::vector<float> v(38);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<float>(i % 7) - 3.0f;
+    v[static_cast<size_t>(at)] = NAN;
+    Tensor x = from_blob(v.data(), {38}).clone();
+    EXPECT_TRUE(std::isnan(x.amax().item<float>())) << at;
+    EXPECT_TRUE(std::isnan(x.amin({0}).item<float>())) << at;
+    for (float p : x.softmax(0).to_vector<float>())
+      EXPECT_TRUE(std::isnan(p)) << at;
+  }
+  Tensor scores = arange(40, kFloat32).reshape({2, 20}) * 0.25;
+  Tensor masked = scores.masked_fill(arange(20) >= 15, -INFINITY); // columns 15.. masked
+  std::vector<float> p = masked.softmax(1).to_vector<float>(),
+                     want = scores.narrow(1, 0, 15).softmax(1).to_vector<float>();
+  std::vector<float> lp = masked.log_softmax(1).to_vector<float>();
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t c = 0; c < 20; ++c) {
+      float got = p[static_cast<size_t>(r * 20 + c)];
+      if (c >= 15) {
+        EXPECT_EQ(got, 0.0f);
+        EXPECT_EQ(lp[static_cast<size_t>(r * 20 + c)], -INFINITY);
+      } else {
+        // 1e-6 relative: float32 exp and sum over 15 terms, the same in both
+        EXPECT_NEAR(got, want[static_cast<size_t>(r * 15 + c)],
+                    1e-6f * want[static_cast<size_t>(r * 15 + c)]);
+      }
+    }
+  EXPECT_EQ(scores.amax({1}).to_vector<float>(), (std::vector<float>{4.75f, 9.75f}));
+  EXPECT_EQ(scores.amin({1}).to_vector<float>(), (std::vector<float>{0.0f, 5.0f}));
+}
+
 TEST(Ops, MatmulShapes) {
   EXPECT_EQ(matmul(ones({3}), ones({3})).sizes(), Shape{});
   EXPECT_EQ(matmul(ones({2, 3}), ones({3})).sizes(), (Shape{2}));

@@ -122,9 +122,33 @@ template <typename T, bool Max> struct ExtremumOp {
     return (Max ? a > b : a < b) ? a : b;
   }
   static Acc run(const char* p, int64_t stride, int64_t n) {
+    if constexpr (std::is_floating_point_v<C> && std::is_same_v<T, C>)
+      if (stride == static_cast<int64_t>(sizeof(T)) && n >= 16)
+        return runContiguous(reinterpret_cast<const T*>(p), n);
     Acc acc = init();
     for (int64_t j = 0; j < n; ++j)
       acc = merge(acc, static_cast<C>(*reinterpret_cast<const T*>(p + j * stride)));
+    return acc;
+  }
+  /// A contiguous float run in 8 independent lanes (one running extremum waits on every
+  /// compare), NaNs noted on the side.
+  static Acc runContiguous(const T* x, int64_t n) {
+    T lanes[8];
+    std::fill(lanes, lanes + 8, init());
+    int nan = 0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int k = 0; k < 8; ++k) {
+        const T v = x[i + k];
+        nan |= v != v;
+        lanes[k] = (Max ? v > lanes[k] : v < lanes[k]) ? v : lanes[k];
+      }
+    Acc acc = init();
+    for (; i < n; ++i)
+      acc = merge(acc, x[i]);
+    if (nan) return std::numeric_limits<T>::quiet_NaN();
+    for (int k = 0; k < 8; ++k)
+      acc = merge(acc, lanes[k]);
     return acc;
   }
 };
