@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <optional>
 
 namespace weft::passes {
 namespace {
@@ -94,25 +95,22 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
     keptUntil[v] = firstFar == uses.begin() ? p : *(firstFar - 1);
   }
 
-  // The cone of each candidate: its producer and the producers of what that reads, back to values
+  // The cone of a candidate: its producer and the producers of what that reads, back to values
   // that are alive at the last far reader anyway, of another shape, or not elementwise. Scalar
-  // constants and broadcasts are copied too (the kernel computes them inline).
-  std::map<ValueId, Cone> cones;
-  for (size_t v = 0; v < numValues; ++v) {
-    if (farUses[v].empty()) continue;
+  // constants and broadcasts are copied too (the kernel computes them inline). None if too big.
+  auto coneOf = [&](size_t v) -> std::optional<Cone> {
     const int32_t last = farUses[v].back();
     const Shape& shape = g.type(static_cast<ValueId>(v)).shape;
     Cone cone;
     std::vector<bool> seen(numValues, false);
-    bool small = true;
     std::vector<ValueId> stack{static_cast<ValueId>(v)};
     seen[v] = true;
-    while (!stack.empty() && small) {
+    while (!stack.empty()) {
       ValueId x = stack.back();
       stack.pop_back();
       const int32_t p = producer(x);
       cone.nodes.push_back(p);
-      small = cone.nodes.size() <= kMaxCone;
+      if (cone.nodes.size() > kMaxCone) return std::nullopt;
       for (ValueId o : nodes[static_cast<size_t>(p)].operands) {
         if (seen[static_cast<size_t>(o)]) continue;
         seen[static_cast<size_t>(o)] = true;
@@ -128,84 +126,109 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
           cone.anchors.push_back(o);
       }
     }
-    if (!small) continue;
     std::sort(cone.nodes.begin(), cone.nodes.end());
-    cones.emplace(static_cast<ValueId>(v), std::move(cone));
-  }
+    return cone;
+  };
 
   // Which candidates to recompute: a value whose copies read only what is alive there anyway
   // costs nothing; otherwise the copies keep some anchors alive longer (`ext`), worth it for a
   // set of anchors when the candidates needing no more than those stop keeping more bytes than
   // the anchors hold (GELU's three intermediates against its one input). Sets are tried largest
-  // gain first; anchors kept for one set are free for the next.
-  std::vector<ValueId> ids;
-  for (const auto& [v, cone] : cones)
-    ids.push_back(v);
-  std::vector<std::vector<ValueId>> ext(ids.size());
-  std::map<ValueId, std::vector<size_t>> withAnchor;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    for (ValueId a : cones[ids[i]].anchors)
-      if (keptUntil[static_cast<size_t>(a)] < farUses[static_cast<size_t>(ids[i])].back())
-        ext[i].push_back(a);
-    std::sort(ext[i].begin(), ext[i].end());
-    for (ValueId a : ext[i])
-      withAnchor[a].push_back(i);
-  }
-  std::vector<bool> chosen(ids.size(), false), kept(numValues, false);
-  auto covered = [&](size_t i, const std::vector<ValueId>& set) {
-    return std::all_of(ext[i].begin(), ext[i].end(), [&](ValueId a) {
-      return kept[static_cast<size_t>(a)] || std::binary_search(set.begin(), set.end(), a);
-    });
-  };
-  // The candidates a set of anchors would let go, and the bytes that saves.
-  auto evaluate = [&](const std::vector<ValueId>& set, std::vector<size_t>* members) {
-    int64_t gain = 0;
-    for (ValueId a : set)
-      if (!kept[static_cast<size_t>(a)]) gain -= bytes(a);
-    std::vector<size_t> found;
-    for (ValueId a : set)
-      for (size_t i : withAnchor[a])
-        if (!chosen[i] && covered(i, set) &&
-            std::find(found.begin(), found.end(), i) == found.end()) {
-          found.push_back(i);
-          gain += bytes(ids[i]);
-        }
-    if (members != nullptr) *members = std::move(found);
-    return gain;
-  };
-  for (size_t i = 0; i < ids.size(); ++i)
-    chosen[i] = ext[i].empty();
-  std::vector<std::vector<ValueId>> sets;
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (!ext[i].empty() && std::find(sets.begin(), sets.end(), ext[i]) == sets.end())
-      sets.push_back(ext[i]);
-  std::vector<std::pair<int64_t, size_t>> byGain;
-  for (size_t k = 0; k < sets.size(); ++k)
-    byGain.emplace_back(-evaluate(sets[k], nullptr), k);
-  std::sort(byGain.begin(), byGain.end());
-  for (const auto& [negGain, k] : byGain) {
-    std::vector<size_t> members;
-    if (evaluate(sets[k], &members) <= 0) continue;
-    for (size_t i : members)
-      chosen[i] = true;
-    for (ValueId a : sets[k])
-      kept[static_cast<size_t>(a)] = true;
+  // gain first; anchors kept for one set are free for the next. A candidate not chosen stays
+  // stored until its last reader, which can make recomputing others free: a second round decides
+  // the rest knowing that (layer norm's x - mean, from an x that stays anyway).
+  std::map<ValueId, Cone> cones;
+  std::vector<bool> kept(numValues, false); // anchors whose life the chosen copies extend
+  std::vector<ValueId> chosenValues;
+  std::vector<ValueId> open;
+  for (size_t v = 0; v < numValues; ++v)
+    if (!farUses[v].empty()) open.push_back(static_cast<ValueId>(v));
+  for (int round = 0; round < 2 && !open.empty(); ++round) {
+    std::vector<ValueId> ids;
+    for (ValueId v : open)
+      if (auto cone = coneOf(static_cast<size_t>(v))) {
+        cones[v] = std::move(*cone);
+        ids.push_back(v);
+      }
+    std::vector<std::vector<ValueId>> ext(ids.size());
+    std::map<ValueId, std::vector<size_t>> withAnchor;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      for (ValueId a : cones[ids[i]].anchors)
+        if (keptUntil[static_cast<size_t>(a)] < farUses[static_cast<size_t>(ids[i])].back() &&
+            !kept[static_cast<size_t>(a)])
+          ext[i].push_back(a);
+      std::sort(ext[i].begin(), ext[i].end());
+      for (ValueId a : ext[i])
+        withAnchor[a].push_back(i);
+    }
+    std::vector<bool> chosen(ids.size(), false);
+    auto covered = [&](size_t i, const std::vector<ValueId>& set) {
+      return std::all_of(ext[i].begin(), ext[i].end(), [&](ValueId a) {
+        return kept[static_cast<size_t>(a)] || std::binary_search(set.begin(), set.end(), a);
+      });
+    };
+    // The candidates a set of anchors would let go, and the bytes that saves.
+    auto evaluate = [&](const std::vector<ValueId>& set, std::vector<size_t>* members) {
+      int64_t gain = 0;
+      for (ValueId a : set)
+        if (!kept[static_cast<size_t>(a)]) gain -= bytes(a);
+      std::vector<size_t> found;
+      for (ValueId a : set)
+        for (size_t i : withAnchor[a])
+          if (!chosen[i] && covered(i, set) &&
+              std::find(found.begin(), found.end(), i) == found.end()) {
+            found.push_back(i);
+            gain += bytes(ids[i]);
+          }
+      if (members != nullptr) *members = std::move(found);
+      return gain;
+    };
+    for (size_t i = 0; i < ids.size(); ++i)
+      chosen[i] = ext[i].empty();
+    std::vector<std::vector<ValueId>> sets;
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (!ext[i].empty() && std::find(sets.begin(), sets.end(), ext[i]) == sets.end())
+        sets.push_back(ext[i]);
+    std::vector<std::pair<int64_t, size_t>> byGain;
+    for (size_t k = 0; k < sets.size(); ++k)
+      byGain.emplace_back(-evaluate(sets[k], nullptr), k);
+    std::sort(byGain.begin(), byGain.end());
+    for (const auto& [negGain, k] : byGain) {
+      std::vector<size_t> members;
+      if (evaluate(sets[k], &members) <= 0) continue;
+      for (size_t i : members)
+        chosen[i] = true;
+      for (ValueId a : sets[k])
+        kept[static_cast<size_t>(a)] = true;
+    }
+    open.clear();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (chosen[i]) {
+        chosenValues.push_back(ids[i]);
+        continue;
+      }
+      // Stays stored to its last reader; decided again next round.
+      keptUntil[static_cast<size_t>(ids[i])] = usesOf[static_cast<size_t>(ids[i])].back();
+      open.push_back(ids[i]);
+    }
   }
 
   // Copy each chosen cone before its far readers, in the order they run; readers with no heavy
   // node between them share one copy (they end up in one kernel).
   std::vector<std::pair<int32_t, ValueId>> readers; // (position, value read)
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (chosen[i])
-      for (int32_t at : farUses[static_cast<size_t>(ids[i])])
-        readers.emplace_back(at, ids[i]);
+  for (ValueId v : chosenValues)
+    for (int32_t at : farUses[static_cast<size_t>(v)])
+      readers.emplace_back(at, v);
   std::sort(readers.begin(), readers.end());
+  // Copies are made of the nodes as they were: readers are rewritten to read copies as we go,
+  // and a cone node can itself be such a reader (x - mean reads x, copied before it).
+  const std::vector<ir::Node> original = g.nodes();
   std::vector<std::vector<int32_t>> insertBefore(n);
   std::map<std::pair<ValueId, int32_t>, ValueId> copies; // (value, heavyBefore) -> copy
   for (const auto& [at, v] : readers) {
     const int32_t stretch = heavyBefore[static_cast<size_t>(at)];
     for (int32_t p : cones[v].nodes) {
-      const ir::Node node = nodes[static_cast<size_t>(p)]; // addNode may move the nodes
+      const ir::Node& node = original[static_cast<size_t>(p)];
       if (copies.count({node.result, stretch})) continue;
       std::vector<ValueId> operands = node.operands;
       for (ValueId& o : operands)
