@@ -7,8 +7,11 @@
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
 #include "weft/passes/Pass.h"
+#include "weft/runtime/Executable.h"
+#include "weft/runtime/View.h"
 
 #include <cstdlib>
+#include <numeric>
 
 namespace weft::test {
 namespace {
@@ -183,6 +186,63 @@ struct MlpTrainer {
   }
 };
 
+/// An independent check of a compiled program's memory plan: each planned buffer lies inside the
+/// arena, and two planned buffers alive at the same step never share bytes, except an output
+/// written where an input read for the last time by that step was (same offset, same size).
+::testing::AssertionResult arenaIsSound(const CompiledFunction& cf) {
+  const Plan& plan = cf.executable()->plan;
+  const auto n = static_cast<size_t>(plan.numSlots);
+  if (plan.arenaOffset.size() != n) return ::testing::AssertionFailure() << "no memory plan";
+  std::vector<int64_t> def(n, -1), last(n, -1), bytes(n, 0);
+  std::vector<int32_t> base(n);
+  std::iota(base.begin(), base.end(), 0);
+  auto write = [&](int32_t s, int64_t at, DType t, const Shape& shape) {
+    def[static_cast<size_t>(s)] = last[static_cast<size_t>(s)] = at;
+    bytes[static_cast<size_t>(s)] = numel(shape) * static_cast<int64_t>(elementSize(t));
+  };
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& st = plan.steps[i];
+    const auto at = static_cast<int64_t>(i);
+    for (int32_t s : st.inputs)
+      last[static_cast<size_t>(base[static_cast<size_t>(s)])] =
+          std::max(last[static_cast<size_t>(base[static_cast<size_t>(s)])], at);
+    if (st.kernel >= 0)
+      for (size_t k = 0; k < st.kernelOutputs.size(); ++k)
+        write(st.kernelOutputs[k], at, st.kernelTypes[k].first, st.kernelTypes[k].second);
+    else if (isViewOp(st.op))
+      base[static_cast<size_t>(st.output)] = base[static_cast<size_t>(st.inputs[0])];
+    else
+      write(st.output, at, st.dtype, st.shape);
+  }
+  for (const auto& [index, slot] : plan.stateUpdates)
+    last[static_cast<size_t>(base[static_cast<size_t>(slot)])] =
+        static_cast<int64_t>(plan.steps.size());
+  std::vector<size_t> planned;
+  int64_t total = 0;
+  for (size_t s = 0; s < n; ++s)
+    if (plan.arenaOffset[s] >= 0) {
+      planned.push_back(s);
+      total += bytes[s];
+      if (plan.arenaOffset[s] + bytes[s] > plan.arenaBytes)
+        return ::testing::AssertionFailure() << "slot " << s << " ends past the arena";
+    }
+  for (size_t a : planned)
+    for (size_t b : planned) {
+      if (a >= b || def[a] > last[b] || def[b] > last[a]) continue; // not alive together
+      int64_t oa = plan.arenaOffset[a], ob = plan.arenaOffset[b];
+      if (oa + bytes[a] <= ob || ob + bytes[b] <= oa) continue; // apart
+      bool handOff = oa == ob && bytes[a] == bytes[b] && (def[b] == last[a] || def[a] == last[b]);
+      if (!handOff)
+        return ::testing::AssertionFailure() << "slots " << a << " and " << b << " overlap";
+    }
+  if (cf.planned_bytes() != plan.arenaBytes)
+    return ::testing::AssertionFailure() << "planned_bytes() is not the arena's size";
+  if (planned.empty() || plan.arenaBytes >= total)
+    return ::testing::AssertionFailure()
+           << "no buffer shares memory (" << plan.arenaBytes << " of " << total << " bytes)";
+  return ::testing::AssertionSuccess();
+}
+
 TEST(Compile, MlpAdamTrainStepMatchesEagerFor100Steps) {
   MlpTrainer eager(3), compiled(3);
   auto step = compile([&](const Tensor& x, const Tensor& y) { return compiled.step(x, y); });
@@ -195,6 +255,7 @@ TEST(Compile, MlpAdamTrainStepMatchesEagerFor100Steps) {
   }
   EXPECT_EQ(step.compiled().num_compiled(), 1u);
   EXPECT_TRUE(roundTrips(step.compiled()));
+  EXPECT_TRUE(arenaIsSound(step.compiled()));
   // Same kernels, same order: the parameters agree to float rounding (1e-6 absolute).
   for (size_t i = 0; i < 4; ++i)
     EXPECT_TRUE(allClose(vals(compiled.params()[i]), vals(eager.params()[i]), 0, 1e-6))
@@ -348,6 +409,7 @@ TEST(Compile, TransformerBlockAndCnnGradientsMatchEager) {
   });
   step(x, img);
   EXPECT_TRUE(roundTrips(step.compiled()));
+  EXPECT_TRUE(arenaIsSound(step.compiled()));
   for (size_t i = 0; i < ps.size(); ++i)
     EXPECT_TRUE(allClose(vals(ps[i].grad()), eagerGrads[i], 1e-10, 1e-12)) << "parameter " << i;
 }

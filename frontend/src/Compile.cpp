@@ -624,6 +624,11 @@ double CompiledFunction::compile_ms() const {
   return state_->latest ? state_->latest->buildMs : 0.0;
 }
 
+int64_t CompiledFunction::planned_bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->latest ? state_->latest->program.plan.arenaBytes : 0;
+}
+
 std::shared_ptr<const Executable> CompiledFunction::executable() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (!state_->latest) return nullptr;

@@ -115,6 +115,7 @@ Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused, KernelTable
         step.release.push_back(v); // never read: free at once
     plan.steps.push_back(std::move(step));
   }
+  planMemory(plan);
   return plan;
 }
 

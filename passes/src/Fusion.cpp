@@ -20,6 +20,48 @@ bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
                      [&](ValueId v) { return fusibleDType(g.type(v).dtype); });
 }
 
+/// The value whose memory `v` is: itself, or for a view what it views (transitively).
+std::vector<ValueId> memoryRoots(const ir::Graph& g) {
+  std::vector<ValueId> root(g.values().size());
+  for (size_t v = 0; v < root.size(); ++v)
+    root[v] = static_cast<ValueId>(v);
+  for (const ir::Node& node : g.nodes())
+    if (isViewOp(node.op) && !node.operands.empty())
+      root[static_cast<size_t>(node.result)] = root[static_cast<size_t>(node.operands[0])];
+  return root;
+}
+
+/// Outputs not written over state go over an input the group reads for the last time, where one
+/// fits: computed by a node (not an argument, state or view), of the output's dtype and shape,
+/// its memory read by nothing after the group runs, not an output of the graph or a state's new
+/// value, and read by the group through no other input (a view of it). The kernel reads element i
+/// of it where it writes element i of the output, so its memory serves both.
+void markOverDeadInputs(const ir::Graph& g, ir::FusionGroup& grp, const std::vector<ValueId>& root,
+                        const std::vector<int32_t>& lastReadAt) {
+  const int32_t start = grp.nodes.front();
+  std::vector<bool> taken(grp.inputs.size(), false);
+  for (int32_t over : grp.inPlace)
+    if (over >= 0) taken[static_cast<size_t>(over)] = true;
+  for (size_t k = 0; k < grp.outputs.size(); ++k) {
+    if (grp.inPlace[k] >= 0) continue;
+    const ir::TensorType& type = g.type(grp.outputs[k]);
+    for (size_t j = 0; j < grp.inputs.size(); ++j) {
+      const ValueId v = grp.inputs[j];
+      const int32_t p = g.value(v).producer;
+      if (taken[j] || p < 0 || isViewOp(g.nodes()[static_cast<size_t>(p)].op) ||
+          g.type(v) != type || lastReadAt[static_cast<size_t>(v)] > start)
+        continue;
+      bool ok = true;
+      for (size_t i = 0; ok && i < grp.inputs.size(); ++i)
+        ok = i == j || root[static_cast<size_t>(grp.inputs[i])] != v;
+      if (!ok) continue;
+      grp.inPlace[k] = static_cast<int32_t>(j);
+      taken[j] = true;
+      break;
+    }
+  }
+}
+
 /// Sets FusionGroup::inPlace: a group's output that is the new value of a state input the group
 /// reads is written over it, when nothing reads the old value (or a view of it) after the group
 /// runs and no output of the graph is a view of it. `runsAt` gives where a node runs.
@@ -61,6 +103,21 @@ void markInPlace(const ir::Graph& g, std::vector<ir::FusionGroup>& groups, RunsA
             static_cast<int32_t>(in - grp.inputs.begin());
     }
   }
+  // Intermediates: per memory, where its last reader runs (outputs and state updates read it
+  // after everything).
+  const std::vector<ValueId> root = memoryRoots(g);
+  std::vector<int32_t> lastReadAt(g.values().size(), -1);
+  for (size_t n = 0; n < g.nodes().size(); ++n)
+    for (ValueId o : g.nodes()[n].operands) {
+      int32_t& at = lastReadAt[static_cast<size_t>(root[static_cast<size_t>(o)])];
+      at = std::max(at, runsAt(static_cast<int32_t>(n)));
+    }
+  for (ValueId o : g.outputs())
+    lastReadAt[static_cast<size_t>(root[static_cast<size_t>(o)])] = INT32_MAX;
+  for (const ir::StateUpdate& u : g.stateUpdates())
+    lastReadAt[static_cast<size_t>(root[static_cast<size_t>(u.newValue)])] = INT32_MAX;
+  for (ir::FusionGroup& grp : groups)
+    markOverDeadInputs(g, grp, root, lastReadAt);
 }
 
 } // namespace
@@ -104,7 +161,7 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
   auto leafFor = [&](ValueId v, const ir::FusionGroup& grp) {
     return isLeaf(v, grp.shape) && needs(v, grp.shape) < grp.nodes.front();
   };
-  std::vector<int32_t> readyAfter; // per group: the latest of its needs
+  std::vector<int32_t> readyAfter;            // per group: the latest of its needs
   std::vector<int32_t> heavyBefore(n + 1, 0); // heavy nodes before each position
   for (size_t i = 0; i < n; ++i)
     heavyBefore[i + 1] = heavyBefore[i] + (isHeavy(g.nodes()[i].op) ? 1 : 0);

@@ -347,6 +347,7 @@ Executable Executable::load(std::span<const uint8_t> bytes, hal::Device& device)
                "executable: damaged bytes (", opName(s.op), " with ", s.inputs.size(), " inputs)");
   }
   WEFT_CHECK(r.atEnd(), IO, "executable: damaged bytes (data after the end)");
+  planMemory(p); // derived from the steps, not saved
   e.loadCode(device);
   return e;
 }

@@ -90,8 +90,10 @@ private:
                                                                            byKind.end());
     std::sort(kinds.begin(), kinds.end(),
               [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-    std::fprintf(stderr, "[weft] buffers held at a plan's peak (not counting arguments and state): "
-                         "%.2f MB\n", static_cast<double>(peakBytes_) / 1e6);
+    std::fprintf(stderr,
+                 "[weft] buffers held at a plan's peak (not counting arguments and state): "
+                 "%.2f MB\n",
+                 static_cast<double>(peakBytes_) / 1e6);
     std::fprintf(stderr, "  %-30s %10s %6s\n", "made by", "MB", "count");
     for (const auto& [what, e] : kinds)
       std::fprintf(stderr, "  %-30s %10.2f %6lld\n", what.c_str(),
@@ -112,8 +114,31 @@ private:
 /// A fused step: inputs made contiguous where they are views, fresh outputs (or an input the
 /// kernel writes over: the state's own memory where `writable` says no one else sees it, else a
 /// private copy), the generated code.
+/// Where a step's output `slot` goes: its place in the call's arena where the memory plan has
+/// one, else a buffer of its own.
+class SlotMemory {
+public:
+  explicit SlotMemory(const Plan& plan)
+      : plan_(plan),
+        arena_(plan.arenaBytes > 0 && plan.arenaOffset.size() == static_cast<size_t>(plan.numSlots)
+                   ? hal::cpu().allocate(static_cast<size_t>(plan.arenaBytes))
+                   : nullptr) {}
+  Buffer operator()(int32_t slot, DType dtype, const Shape& shape) const {
+    int64_t at = arena_ != nullptr ? plan_.arenaOffset[static_cast<size_t>(slot)] : -1;
+    if (at < 0) return allocateBuffer(shape, dtype);
+    return Buffer{arena_, TensorRef{static_cast<char*>(arena_->data()) + at, dtype, shape,
+                                    contiguousStrides(shape)}};
+  }
+  const Storage* arena() const { return arena_.get(); }
+
+private:
+  const Plan& plan_;
+  std::shared_ptr<Storage> arena_;
+};
+
 void runKernelStep(const Plan& plan, const PlanStep& step, std::vector<TensorRef>& refs,
-                   std::vector<Buffer>& slots, const std::vector<bool>& writable) {
+                   std::vector<Buffer>& slots, const std::vector<bool>& writable,
+                   const SlotMemory& memory) {
   std::vector<Buffer> inputs; // the buffers behind refs; contiguous copies stay alive for the call
   std::vector<bool> isCopy(refs.size(), false);
   for (size_t j = 0; j < refs.size(); ++j) {
@@ -131,7 +156,8 @@ void runKernelStep(const Plan& plan, const PlanStep& step, std::vector<TensorRef
   for (size_t i = 0; i < step.kernelOutputs.size(); ++i) {
     int32_t over = i < step.kernelInPlace.size() ? step.kernelInPlace[i] : -1;
     Buffer b = over >= 0 ? inputs[static_cast<size_t>(over)]
-                         : allocateBuffer(step.kernelTypes[i].second, step.kernelTypes[i].first);
+                         : memory(step.kernelOutputs[i], step.kernelTypes[i].first,
+                                  step.kernelTypes[i].second);
     outs.push_back(b.ref);
     slots[static_cast<size_t>(step.kernelOutputs[i])] = std::move(b);
   }
@@ -144,17 +170,12 @@ void runKernelStep(const Plan& plan, const PlanStep& step, std::vector<TensorRef
     slots[static_cast<size_t>(s)] = Buffer{};
 }
 
-/// An input of `step` its output can be written over: read here for the last time, held by no
-/// one else (not an argument, state or another slot's view), contiguous with the output's type,
-/// for an op that reads each element before writing it (elementwise) or starts from a copy of it
-/// (scatter_add and friends, input 0). -1 if none.
+/// An input of `step` its output can be written over (canWriteOverInput): read here for the last
+/// time, held by no one else (not an argument, state, the arena or another slot's view),
+/// contiguous with the output's type. -1 if none. (The memory plan does this for arena buffers.)
 int32_t reusableInput(const PlanStep& step, const std::vector<Buffer>& slots) {
-  const OpKind kind = opInfo(step.op).kind;
-  const bool elementwise = isElementwise(step.op) && kind != OpKind::Identity;
-  const bool intoFirst = step.op == OpCode::ScatterAdd || step.op == OpCode::Scatter ||
-                         step.op == OpCode::IndexAdd;
-  if (!elementwise && !intoFirst) return -1;
-  for (size_t j = 0; j < step.inputs.size() && (elementwise || j == 0); ++j) {
+  for (size_t j = 0; j < step.inputs.size(); ++j) {
+    if (!canWriteOverInput(step, j)) continue;
     const int32_t s = step.inputs[j];
     const Buffer& b = slots[static_cast<size_t>(s)];
     if (std::find(step.release.begin(), step.release.end(), s) == step.release.end()) continue;
@@ -182,9 +203,12 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     slots[static_cast<size_t>(plan.argumentSlots[i])] = args[i];
   for (size_t i = 0; i < state.size(); ++i)
     slots[static_cast<size_t>(plan.stateSlots[i])] = state[i];
-  // State a kernel may write its update over in place: contiguous, and sharing memory with no
-  // other argument or state tensor (which would see the new values too early).
-  std::vector<bool> writable(static_cast<size_t>(plan.numSlots), false);
+  // What a kernel may write over in place: every value the plan computes (the fuse pass proved
+  // no one reads it later), and state that is contiguous and shares memory with no other argument
+  // or state tensor (which would see the new values too early).
+  std::vector<bool> writable(static_cast<size_t>(plan.numSlots), true);
+  for (int32_t s : plan.argumentSlots)
+    writable[static_cast<size_t>(s)] = false;
   for (size_t i = 0; i < state.size(); ++i) {
     bool alone = state[i].ref.isContiguous();
     auto shares = [&](const Buffer& b) { return &b != &state[i] && b.storage == state[i].storage; };
@@ -195,6 +219,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     writable[static_cast<size_t>(plan.stateSlots[i])] = alone;
   }
 
+  const SlotMemory memory(plan);
   std::vector<TensorRef> refs;
   StepProfile* profile = StepProfile::get();
   auto started = std::chrono::steady_clock::now();
@@ -211,14 +236,17 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     }
     std::vector<std::pair<int64_t, std::string>> live;
     std::vector<const Storage*> counted;
+    if (memory.arena() != nullptr) {
+      counted.push_back(memory.arena());
+      live.emplace_back(static_cast<int64_t>(memory.arena()->nbytes()), "arena (planned)");
+    }
     for (const Buffer& b : args)
       counted.push_back(b.storage.get());
     for (const Buffer& b : state)
       counted.push_back(b.storage.get());
     for (size_t s = 0; s < slots.size(); ++s) {
       const Storage* st = slots[s].storage.get();
-      if (st == nullptr || std::find(counted.begin(), counted.end(), st) != counted.end())
-        continue;
+      if (st == nullptr || std::find(counted.begin(), counted.end(), st) != counted.end()) continue;
       counted.push_back(st);
       live.emplace_back(static_cast<int64_t>(st->nbytes()), madeBy[s]);
     }
@@ -237,7 +265,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
       refs.push_back(b.ref);
     }
     if (step.kernel >= 0) {
-      runKernelStep(plan, step, refs, slots, writable);
+      runKernelStep(plan, step, refs, slots, writable, memory);
       if (profile != nullptr)
         for (size_t i = 0; i < step.kernelOutputs.size(); ++i)
           madeBy[static_cast<size_t>(step.kernelOutputs[i])] =
@@ -255,7 +283,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
       if (int32_t over = reusableInput(step, slots); over >= 0)
         out = slots[static_cast<size_t>(over)]; // released below: `out` becomes its one owner
       else
-        out = allocateBuffer(step.shape, step.dtype);
+        out = memory(step.output, step.dtype, step.shape);
       if (out.ref.numel() > 0) runKernel(step.op, refs, out.ref, attrs);
     }
     slots[static_cast<size_t>(step.output)] = std::move(out);

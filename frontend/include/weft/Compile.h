@@ -127,6 +127,10 @@ public:
   double compile_ms() const;
   /// Generated (fused) kernels in the most recent compilation; the interpreter runs the rest.
   size_t num_kernels() const;
+  /// Bytes of the most recent compilation's memory plan: the one arena a call allocates for the
+  /// intermediate buffers it plans (the planned peak; outputs and the buffers the plan leaves to
+  /// the allocator come on top).
+  int64_t planned_bytes() const;
   /// The runtime executable of the most recent compilation (its forward program: arguments, then
   /// the state tensors the function reads, in the order of the graph's state), which save()
   /// writes as bytes that Executable::load() runs with the runtime alone; null before the first.

@@ -55,6 +55,23 @@ struct Plan {
   /// (index into stateSlots, slot holding the new value)
   std::vector<std::pair<int32_t, int32_t>> stateUpdates;
   KernelTable kernels;
+  /// The memory plan (planMemory(); derived from the above, so not saved): every call allocates
+  /// one arena of `arenaBytes` and each planned slot's buffer lies at `arenaOffset[slot]` in it;
+  /// -1 for slots the runtime allocates on their own (arguments, state, views, outputs and what
+  /// they view, kernel outputs written over state).
+  int64_t arenaBytes = 0;
+  std::vector<int64_t> arenaOffset;
 };
+
+/// Whether `step` may write an output over input `j` of the same shape once nothing else reads
+/// that: elementwise ops and generated kernels read each element before writing it; scatter_add,
+/// scatter and index_add start from a copy of input 0.
+bool canWriteOverInput(const PlanStep& step, size_t j);
+
+/// Fills plan.arenaBytes and plan.arenaOffset: the buffers steps write (and the views of them)
+/// live from the step that writes them to the last step that reads them; buffers whose lives do
+/// not overlap share memory, and a step's output takes the memory of an input it reads for the
+/// last time where canWriteOverInput allows (placed largest first at the lowest offset that fits).
+void planMemory(Plan& plan);
 
 } // namespace weft
