@@ -253,12 +253,12 @@ std::string describeChange(const Signature& before, const Signature& now) {
   return os.str();
 }
 
-/// The pass pipeline every compiled graph runs: simplify, fold, share, drop what no output needs,
-/// recompute in the backward what is cheaper than keeping, then group elementwise nodes into
-/// kernels.
+/// The pass pipeline every compiled graph runs (passes::compilePipeline): simplify, fold, share,
+/// drop what no output needs, recompute in the backward what is cheaper than keeping, then group
+/// elementwise nodes into kernels.
 void optimize(ir::Graph& g) {
   passes::PassManager pm;
-  for (const char* name : {"simplify", "fold", "simplify", "cse", "dce", "remat", "dce", "fuse"})
+  for (const std::string& name : passes::compilePipeline())
     pm.add(passes::createPass(name));
   auto r = pm.run(g);
   if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);

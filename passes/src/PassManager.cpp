@@ -29,6 +29,12 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
 
 } // namespace
 
+const std::vector<std::string>& compilePipeline() {
+  static const std::vector<std::string> names = {"simplify", "fold",  "simplify", "cse",
+                                                 "dce",      "remat", "dce",      "fuse"};
+  return names;
+}
+
 std::unique_ptr<Pass> createPass(std::string_view name) {
   for (const auto& [n, make] : registry())
     if (n == name) return make();

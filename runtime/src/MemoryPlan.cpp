@@ -9,8 +9,8 @@
 namespace weft {
 
 bool canWriteOverInput(const PlanStep& step, size_t j) {
-  // Generated kernels are elementwise: an input of an output's shape is read at element i where
-  // the output is written at element i.
+  // Generated kernels write over an input only where the fuse pass marked it (kernelInPlace):
+  // their code stores through that input's memref.
   if (step.kernel >= 0) return false;
   if (isElementwise(step.op) && opInfo(step.op).kind != OpKind::Identity) return true;
   return j == 0 && (step.op == OpCode::ScatterAdd || step.op == OpCode::Scatter ||
@@ -79,8 +79,8 @@ void planMemory(Plan& plan) {
         unitOf[static_cast<size_t>(step.output)] = unitOf[static_cast<size_t>(step.inputs[0])];
       continue;
     }
-    // Written over an input read here for the last time: the output continues that buffer.
-    // Whether it is read later is known only once every step is seen, so this is decided below.
+    // A buffer of its own; whether it continues an input's (in place) is decided below, once
+    // every reader is known.
     fresh(step.output, step.dtype, step.shape);
   }
   for (int32_t s : plan.outputSlots)
@@ -179,16 +179,16 @@ void planMemory(Plan& plan) {
                              offset[static_cast<size_t>(p)] + q.bytes);
       }
       std::sort(taken.begin(), taken.end());
-      int64_t at = -1, gap = INT64_MAX, free = 0;
+      int64_t at = -1, gap = INT64_MAX, clear = 0; // `clear`: the end of what is taken so far
       for (const auto& [b, e] : taken) {
-        if (b - free >= u.bytes && (!bestFit || b - free < gap)) {
-          at = free;
-          gap = b - free;
+        if (b - clear >= u.bytes && (!bestFit || b - clear < gap)) {
+          at = clear;
+          gap = b - clear;
           if (!bestFit) break;
         }
-        free = std::max(free, e);
+        clear = std::max(clear, e);
       }
-      if (at < 0) at = free; // after everything
+      if (at < 0) at = clear; // after everything
       offset[static_cast<size_t>(r)] = at;
       arena = std::max(arena, at + u.bytes);
       placed.push_back(r);
@@ -214,10 +214,13 @@ void planMemory(Plan& plan) {
       offset.swap(candidate);
     }
   };
-  tryOrder(bySize, true);
-  tryOrder(byStart, false);
-  tryOrder(byStart, true);
-  tryOrder(byArea, true);
+  // Each placement is quadratic in the buffers: the alternatives only where that stays cheap.
+  if (roots.size() <= 4096) {
+    tryOrder(bySize, true);
+    tryOrder(byStart, false);
+    tryOrder(byStart, true);
+    tryOrder(byArea, true);
+  }
   plan.arenaBytes = arena;
   plan.arenaOffset.assign(numSlots, -1);
   for (size_t i = 0; i < plan.steps.size(); ++i) { // the slots steps write, not views

@@ -36,6 +36,9 @@ std::unique_ptr<Pass> createRematerialize();
 /// Groups elementwise nodes into the kernels codegen generates (findElementwiseGroups) and
 /// records them in the graph (Graph::kernels); it must run last, as any later change drops them.
 std::unique_ptr<Pass> createFuse();
+/// The passes compile() runs on every graph, in order: simplify, fold, simplify, cse, dce,
+/// remat, dce, fuse.
+const std::vector<std::string>& compilePipeline();
 /// The pass called `name`, or null if there is none.
 std::unique_ptr<Pass> createPass(std::string_view name);
 /// Names of every registered pass.
