@@ -37,12 +37,14 @@ public:
     ::unsetenv("WEFT_CACHE_DIR");
     fs::remove_all(path_);
   }
-  std::vector<fs::path> entries() const {
+  std::vector<fs::path> entries(const char* kind = "kernels") const {
     std::vector<fs::path> r;
-    for (const auto& e : fs::directory_iterator(path_ / "kernels"))
+    for (const auto& e : fs::directory_iterator(path_ / kind))
       r.push_back(e.path());
     return r;
   }
+  /// Forgets the linked sets, so the next compilation reads (or compiles) each kernel.
+  void dropLinked() const { fs::remove_all(path_ / "linked"); }
 
 private:
   fs::path path_;
@@ -123,7 +125,8 @@ TEST(Codegen, SecondCompilationReadsTheDiskCache) {
   ASSERT_EQ(cache.entries().size(), 1u);
   std::vector<float> second = runKernel(expGraph(10), x);
   EXPECT_EQ(codegen::kernelCacheStats().hits, 1);
-  EXPECT_EQ(codegen::kernelCacheStats().misses, 1); // nothing compiled the second time
+  EXPECT_EQ(codegen::kernelCacheStats().misses, 1);     // nothing compiled the second time
+  EXPECT_EQ(codegen::kernelCacheStats().linkedHits, 1); // nor linked: the set was cached whole
   EXPECT_EQ(first, second);
   runKernel(expGraph(11), input(33)); // another shape is another kernel
   EXPECT_EQ(codegen::kernelCacheStats().misses, 2);
@@ -133,6 +136,7 @@ TEST(Codegen, DamagedCacheEntryIsRejectedAndRebuilt) {
   CacheDir cache;
   std::vector<float> x = input(30);
   std::vector<float> good = runKernel(expGraph(10), x);
+  cache.dropLinked(); // each run below reads the kernel's own entry
   fs::path entry = cache.entries().at(0);
   { // flip one byte in the middle of the object
     std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
@@ -142,11 +146,32 @@ TEST(Codegen, DamagedCacheEntryIsRejectedAndRebuilt) {
   EXPECT_EQ(runKernel(expGraph(10), x), good);
   EXPECT_EQ(codegen::kernelCacheStats().rejected, 1);
   EXPECT_EQ(codegen::kernelCacheStats().misses, 2);
+  cache.dropLinked();
   fs::resize_file(entry, 20); // truncated
   EXPECT_EQ(runKernel(expGraph(10), x), good);
   EXPECT_EQ(codegen::kernelCacheStats().rejected, 2);
+  cache.dropLinked();
   EXPECT_EQ(runKernel(expGraph(10), x), good); // rebuilt entries are good again
   EXPECT_EQ(codegen::kernelCacheStats().hits, 1);
+}
+
+TEST(Codegen, DamagedLinkedSetIsRejectedAndRebuilt) {
+  CacheDir cache;
+  std::vector<float> x = input(30);
+  std::vector<float> good = runKernel(expGraph(10), x);
+  ASSERT_EQ(cache.entries("linked").size(), 1u);
+  fs::path entry = cache.entries("linked").at(0);
+  { // flip one byte in the middle of the shared object
+    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(entry) / 2));
+    f.put('\x5a');
+  }
+  EXPECT_EQ(runKernel(expGraph(10), x), good); // linked again from the kernel's entry
+  EXPECT_EQ(codegen::kernelCacheStats().rejected, 1);
+  EXPECT_EQ(codegen::kernelCacheStats().linkedHits, 0);
+  EXPECT_EQ(codegen::kernelCacheStats().misses, 1); // the kernel itself was not compiled again
+  EXPECT_EQ(runKernel(expGraph(10), x), good);
+  EXPECT_EQ(codegen::kernelCacheStats().linkedHits, 1); // the rebuilt entry is good
 }
 
 TEST(Codegen, CacheCanBeTurnedOff) {

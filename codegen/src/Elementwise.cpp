@@ -22,6 +22,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 
 namespace weft::codegen {
 namespace {
@@ -344,26 +345,40 @@ ir::Result<KernelTable> compileElementwise(const ir::Graph& g,
                                            const CpuTarget& target) {
   KernelTable table;
   if (groups.empty()) return table;
-  // Each kernel's key and symbol (its hash: identical kernels share one), from its MLIR.
-  std::vector<std::string> keys, symbols;
-  {
-    std::unique_ptr<mlir::MLIRContext> ctx = newContext();
-    for (size_t k = 0; k < groups.size(); ++k) {
-      mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k]);
-      if (!module) return failure("group " + std::to_string(k) + " holds an op without a lowering");
-      keys.push_back(kernelKey(*module, target));
-      symbols.push_back("weft_" + hashHex(keys.back()));
-    }
-  }
+  // Each kernel's key and symbol (its hash: identical kernels share one), from its MLIR, built in
+  // parallel: one share of the kernels and one context per thread.
+  const auto n = static_cast<int64_t>(groups.size());
+  std::vector<std::string> keys(groups.size()), symbols(groups.size());
+  std::vector<char> lowered(groups.size(), 0); // not vector<bool>: threads write neighbours
+  parallelFor(n, std::max<int64_t>(1, (n + getNumThreads() - 1) / getNumThreads()),
+              [&](int64_t lo, int64_t hi) {
+                std::unique_ptr<mlir::MLIRContext> ctx = newContext();
+                for (auto k = static_cast<size_t>(lo); k < static_cast<size_t>(hi); ++k) {
+                  mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k]);
+                  if (!module) continue;
+                  lowered[k] = 1;
+                  keys[k] = kernelKey(*module, target);
+                  symbols[k] = "weft_" + hashHex(keys[k]);
+                }
+              });
+  for (size_t k = 0; k < groups.size(); ++k)
+    if (!lowered[k])
+      return failure("group " + std::to_string(k) + " holds an op without a lowering");
   // Distinct kernels: from the disk cache, or compiled in parallel (each in its own context).
   std::vector<size_t> distinct;
   for (size_t k = 0; k < groups.size(); ++k)
     if (std::find(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(k), symbols[k]) ==
         symbols.begin() + static_cast<std::ptrdiff_t>(k))
       distinct.push_back(k);
-  std::vector<std::vector<uint8_t>> objects(distinct.size());
+  // The linked set, when these kernels were linked before: no objects to read, no link.
+  std::string linkedKey = "weft-linked 1\n" + target.codeTarget() + "\n";
+  for (size_t i : distinct)
+    linkedKey += symbols[i] + "\n";
+  std::optional<std::vector<uint8_t>> linked =
+      readCachedLinked(linkedKey, static_cast<int64_t>(distinct.size()));
+  std::vector<std::vector<uint8_t>> objects(linked ? 0 : distinct.size());
   std::vector<size_t> missing;
-  for (size_t i = 0; i < distinct.size(); ++i) {
+  for (size_t i = 0; i < objects.size(); ++i) {
     if (auto cached = readCachedKernel(keys[distinct[i]]))
       objects[i] = std::move(*cached);
     else
@@ -387,9 +402,13 @@ ir::Result<KernelTable> compileElementwise(const ir::Graph& g,
   });
   for (const std::string& e : errors)
     if (!e.empty()) return failure(e);
-  auto shared = linkSharedObject(objects);
-  if (!shared) return shared.diagnostic();
-  table.code = hal::CodeObject{"elf-shared-object", target.codeTarget(), std::move(shared.value())};
+  if (!linked) {
+    auto shared = linkSharedObject(objects);
+    if (!shared) return shared.diagnostic();
+    writeCachedLinked(linkedKey, shared.value());
+    linked = std::move(shared.value());
+  }
+  table.code = hal::CodeObject{"elf-shared-object", target.codeTarget(), std::move(*linked)};
   for (size_t k = 0; k < groups.size(); ++k) {
     const Shape& s = groups[k].shape;
     int64_t rows = s.empty() ? 1 : s[0];

@@ -1,6 +1,7 @@
-// The kernel cache: one file per kernel, named by the hash of its key. A file holds "WEFTKRN1",
-// the whole key, the object and a checksum of both, so a damaged file, a truncated write or a
-// hash collision is detected and the kernel is compiled again.
+// The kernel cache: one file per kernel, named by the hash of its key, and one per linked set of
+// kernels (the shared object a compilation loads, keyed by its kernels' symbols). A file holds
+// "WEFTKRN1", the whole key, the bytes and a checksum of all, so a damaged file, a truncated write
+// or a hash collision is detected and the entry is built again.
 #include "weft/codegen/KernelCache.h"
 
 #include "weft/runtime/DebugFlags.h"
@@ -19,7 +20,7 @@ namespace {
 
 constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'K', 'R', 'N', '1'};
 
-std::atomic<int64_t> hits{0}, misses{0}, rejected{0}, writeFailures{0};
+std::atomic<int64_t> hits{0}, misses{0}, rejected{0}, writeFailures{0}, linkedHits{0};
 
 /// Creates `dir` and its parents (mkdir -p); false if it cannot.
 bool makeDirs(const std::string& dir) {
@@ -32,8 +33,8 @@ bool makeDirs(const std::string& dir) {
   return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-std::string entryPath(const std::string& dir, const std::string& key) {
-  return dir + "/" + hashHex(key) + ".wk";
+std::string entryPath(const std::string& dir, const std::string& key, const char* ext) {
+  return dir + "/" + hashHex(key) + ext;
 }
 
 void putU64(std::string& out, uint64_t v) {
@@ -50,7 +51,7 @@ std::string hashHex(const std::string& text) {
 }
 
 KernelCacheStats kernelCacheStats() {
-  return {hits.load(), misses.load(), rejected.load(), writeFailures.load()};
+  return {hits.load(), misses.load(), rejected.load(), writeFailures.load(), linkedHits.load()};
 }
 
 void resetKernelCacheStats() {
@@ -58,6 +59,7 @@ void resetKernelCacheStats() {
   misses = 0;
   rejected = 0;
   writeFailures = 0;
+  linkedHits = 0;
 }
 
 std::string kernelCacheDir() {
@@ -70,22 +72,26 @@ std::string kernelCacheDir() {
   return "";
 }
 
-std::optional<std::vector<uint8_t>> readCachedKernel(const std::string& key) {
-  std::string dir = kernelCacheDir();
+namespace {
+
+/// Reads the entry for `key` in `dir` (files named <hash><ext>); counts a hit or miss where
+/// `count` says, and a damaged entry always.
+std::optional<std::vector<uint8_t>> readEntry(const std::string& dir, const char* ext,
+                                              const std::string& key, bool count) {
   if (dir.empty()) {
-    ++misses;
+    if (count) ++misses;
     return std::nullopt;
   }
-  std::ifstream in(entryPath(dir, key), std::ios::binary);
+  std::ifstream in(entryPath(dir, key, ext), std::ios::binary);
   if (!in) {
-    ++misses;
+    if (count) ++misses;
     return std::nullopt;
   }
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // magic, key length, key, object length, object, checksum
   auto reject = [&] {
     ++rejected;
-    ++misses;
+    if (count) ++misses;
     return std::nullopt;
   };
   size_t at = sizeof kMagic;
@@ -106,13 +112,13 @@ std::optional<std::vector<uint8_t>> readCachedKernel(const std::string& key) {
   at += objLen;
   uint64_t expected = fnv1a64(bytes.data(), at);
   if (!u64(sum) || sum != expected || at != bytes.size()) return reject();
-  ++hits;
+  if (count) ++hits;
   return std::vector<uint8_t>(bytes.begin() + static_cast<std::ptrdiff_t>(objAt),
                               bytes.begin() + static_cast<std::ptrdiff_t>(objAt + objLen));
 }
 
-void writeCachedKernel(const std::string& key, const std::vector<uint8_t>& object) {
-  std::string dir = kernelCacheDir();
+void writeEntry(const std::string& dir, const char* ext, const std::string& key,
+                const std::vector<uint8_t>& object) {
   if (dir.empty()) return;
   if (!makeDirs(dir)) {
     ++writeFailures;
@@ -124,7 +130,7 @@ void writeCachedKernel(const std::string& key, const std::vector<uint8_t>& objec
   putU64(bytes, object.size());
   bytes.append(reinterpret_cast<const char*>(object.data()), object.size());
   putU64(bytes, fnv1a64(bytes.data(), bytes.size()));
-  std::string path = entryPath(dir, key);
+  std::string path = entryPath(dir, key, ext);
   std::string tmp = path + ".tmp-" + std::to_string(getpid()) + "-" +
                     std::to_string(reinterpret_cast<uintptr_t>(&bytes));
   {
@@ -141,6 +147,35 @@ void writeCachedKernel(const std::string& key, const std::vector<uint8_t>& objec
     unlink(tmp.c_str());
     ++writeFailures;
   }
+}
+
+/// Where linked sets of kernels go: beside kernelCacheDir(), in `linked`.
+std::string linkedCacheDir() {
+  std::string dir = kernelCacheDir(); // .../kernels
+  return dir.empty() ? dir : dir.substr(0, dir.size() - std::string("kernels").size()) + "linked";
+}
+
+} // namespace
+
+std::optional<std::vector<uint8_t>> readCachedKernel(const std::string& key) {
+  return readEntry(kernelCacheDir(), ".wk", key, true);
+}
+
+void writeCachedKernel(const std::string& key, const std::vector<uint8_t>& object) {
+  writeEntry(kernelCacheDir(), ".wk", key, object);
+}
+
+std::optional<std::vector<uint8_t>> readCachedLinked(const std::string& key, int64_t kernels) {
+  auto entry = readEntry(linkedCacheDir(), ".wl", key, false);
+  if (entry) { // counted per kernel (kernels read from the cache), not per file
+    hits += kernels;
+    ++linkedHits;
+  }
+  return entry;
+}
+
+void writeCachedLinked(const std::string& key, const std::vector<uint8_t>& sharedObject) {
+  writeEntry(linkedCacheDir(), ".wl", key, sharedObject);
 }
 
 } // namespace weft::codegen

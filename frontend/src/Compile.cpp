@@ -367,12 +367,27 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   if (dyn) maskPadding(tc, fn, args, *dyn, *exe, og, loc);
   if (og) splitOutputGradients(tc, std::move(*og), *exe);
   dropWritesToOwnConstants(tc);
-  optimize(tc.graph);
-  exe->program = lower(tc.graph, target, exe->numKernels);
-  if (exe->backward) {
-    optimize(*exe->backward->graph);
-    exe->backward->program = lower(*exe->backward->graph, target, exe->numKernels);
-  }
+  // With WEFT_TIME_PASSES=1: how long tracing, the pass pipelines and code generation took.
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  double traced = since(start), passesMs = 0, codegenMs = 0;
+  auto optimizeAndLower = [&](ir::Graph& g, Executable& program) {
+    auto t = Clock::now();
+    optimize(g);
+    passesMs += since(t);
+    t = Clock::now();
+    program = lower(g, target, exe->numKernels);
+    codegenMs += since(t);
+  };
+  optimizeAndLower(tc.graph, exe->program);
+  if (exe->backward) optimizeAndLower(*exe->backward->graph, exe->backward->program);
+  if (debugFlag("WEFT_TIME_PASSES").value_or("0") == "1")
+    std::fprintf(stderr,
+                 "[weft] compile: trace %.1f ms, passes %.1f ms, codegen and lowering %.1f ms "
+                 "(%zu kernels)\n",
+                 traced, passesMs, codegenMs, exe->numKernels);
   bindToCalls(tc, *exe);
   exe->keptTensors = tc.keptTensors;
   exe->flags = tc.flags;

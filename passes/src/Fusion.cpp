@@ -64,47 +64,12 @@ void markOverDeadInputs(const ir::Graph& g, ir::FusionGroup& grp, const std::vec
 
 /// Sets FusionGroup::inPlace: a group's output that is the new value of a state input the group
 /// reads is written over it, when nothing reads the old value (or a view of it) after the group
-/// runs and no output of the graph is a view of it. `runsAt` gives where a node runs.
+/// runs and no output of the graph is a view of it; then the other outputs go over dead inputs
+/// where one fits (markOverDeadInputs). `runsAt` gives where a node runs.
 template <typename RunsAt>
 void markInPlace(const ir::Graph& g, std::vector<ir::FusionGroup>& groups, RunsAt runsAt) {
-  // Per value: the state input whose memory it is or views, or -1.
-  std::vector<int32_t> memoryOf(g.values().size(), -1);
-  for (size_t k = 0; k < g.state().size(); ++k)
-    memoryOf[static_cast<size_t>(g.state()[k])] = static_cast<int32_t>(k);
-  for (const ir::Node& node : g.nodes())
-    if (isViewOp(node.op) && !node.operands.empty())
-      memoryOf[static_cast<size_t>(node.result)] = memoryOf[static_cast<size_t>(node.operands[0])];
-  auto viewsOf = [&](ValueId v, int32_t k) { return memoryOf[static_cast<size_t>(v)] == k; };
-  for (ir::FusionGroup& grp : groups) {
-    grp.inPlace.assign(grp.outputs.size(), -1);
-    for (const ir::StateUpdate& u : g.stateUpdates()) {
-      auto out = std::find(grp.outputs.begin(), grp.outputs.end(), u.newValue);
-      auto in = std::find(grp.inputs.begin(), grp.inputs.end(), u.state);
-      if (out == grp.outputs.end() || in == grp.inputs.end() ||
-          g.type(u.state) != g.type(u.newValue))
-        continue;
-      const int32_t k = memoryOf[static_cast<size_t>(u.state)];
-      const int32_t start = grp.nodes.front();
-      bool ok = std::none_of(grp.inputs.begin(), grp.inputs.end(),
-                             [&](ValueId v) { return v != u.state && viewsOf(v, k); });
-      for (size_t j = 0; ok && j < g.nodes().size(); ++j) {
-        if (std::binary_search(grp.nodes.begin(), grp.nodes.end(), static_cast<int32_t>(j)))
-          continue;
-        if (runsAt(static_cast<int32_t>(j)) > start)
-          for (ValueId v : g.nodes()[j].operands)
-            ok = ok && !viewsOf(v, k);
-      }
-      for (ValueId v : g.outputs())
-        ok = ok && !viewsOf(v, k);
-      for (const ir::StateUpdate& other : g.stateUpdates())
-        ok = ok && !viewsOf(other.newValue, k);
-      if (ok)
-        grp.inPlace[static_cast<size_t>(out - grp.outputs.begin())] =
-            static_cast<int32_t>(in - grp.inputs.begin());
-    }
-  }
-  // Intermediates: per memory, where its last reader runs (outputs and state updates read it
-  // after everything).
+  // Per memory (the value a view's chain starts from): where its last reader runs; outputs and
+  // state updates read it after everything.
   const std::vector<ValueId> root = memoryRoots(g);
   std::vector<int32_t> lastReadAt(g.values().size(), -1);
   for (size_t n = 0; n < g.nodes().size(); ++n)
@@ -116,6 +81,27 @@ void markInPlace(const ir::Graph& g, std::vector<ir::FusionGroup>& groups, RunsA
     lastReadAt[static_cast<size_t>(root[static_cast<size_t>(o)])] = INT32_MAX;
   for (const ir::StateUpdate& u : g.stateUpdates())
     lastReadAt[static_cast<size_t>(root[static_cast<size_t>(u.newValue)])] = INT32_MAX;
+  for (ir::FusionGroup& grp : groups) {
+    grp.inPlace.assign(grp.outputs.size(), -1);
+    const int32_t start = grp.nodes.front();
+    for (const ir::StateUpdate& u : g.stateUpdates()) {
+      auto out = std::find(grp.outputs.begin(), grp.outputs.end(), u.newValue);
+      auto in = std::find(grp.inputs.begin(), grp.inputs.end(), u.state);
+      if (out == grp.outputs.end() || in == grp.inputs.end() ||
+          g.type(u.state) != g.type(u.newValue))
+        continue;
+      // Nothing reads the state's memory after the group (the group's own nodes run at its
+      // start), no output or new state value is a view of it, and the group reads it through no
+      // other input.
+      bool ok = lastReadAt[static_cast<size_t>(u.state)] <= start &&
+                std::none_of(grp.inputs.begin(), grp.inputs.end(), [&](ValueId v) {
+                  return v != u.state && root[static_cast<size_t>(v)] == u.state;
+                });
+      if (ok)
+        grp.inPlace[static_cast<size_t>(out - grp.outputs.begin())] =
+            static_cast<int32_t>(in - grp.inputs.begin());
+    }
+  }
   for (ir::FusionGroup& grp : groups)
     markOverDeadInputs(g, grp, root, lastReadAt);
 }

@@ -15,6 +15,7 @@ struct KernelCacheStats {
   int64_t misses = 0;   ///< kernels compiled (absent, or the cache is off)
   int64_t rejected = 0; ///< entries found damaged or for another key, then rebuilt
   int64_t writeFailures = 0;
+  int64_t linkedHits = 0; ///< compilations whose linked kernels came whole from the cache
 };
 KernelCacheStats kernelCacheStats();
 void resetKernelCacheStats();
@@ -28,6 +29,12 @@ std::string kernelCacheDir();
 std::optional<std::vector<uint8_t>> readCachedKernel(const std::string& key);
 /// Stores `object` under `key` (atomically: readers see the old entry or the whole new one).
 void writeCachedKernel(const std::string& key, const std::vector<uint8_t>& object);
+
+/// The linked shared object of a set of kernels cached under `key` (their symbols and the
+/// target), or nullopt; a hit counts `kernels` hits. Damaged entries count as rejected.
+std::optional<std::vector<uint8_t>> readCachedLinked(const std::string& key, int64_t kernels);
+/// Stores a linked shared object under `key`, as writeCachedKernel does.
+void writeCachedLinked(const std::string& key, const std::vector<uint8_t>& sharedObject);
 
 /// A 64-bit FNV-1a hash of `text` as 16 hex digits: cache file names and kernel symbols.
 std::string hashHex(const std::string& text);
