@@ -14,7 +14,8 @@ namespace weft {
   X(WEFT_PRINT_IR_AFTER, "print the graph after the named pass, or after every pass with 'all'")   \
   X(WEFT_DUMP_DIR,                                                                                 \
     "write the graph before and after every pass, and generated MLIR, into this dir")              \
-  X(WEFT_TIME_PASSES, "print how long each pass took (1 to enable)")                               \
+  X(WEFT_TIME_PASSES,                                                                              \
+    "1: print how long each pass took, and tracing, passes and codegen per compilation")           \
   X(WEFT_SKIP_PASSES, "comma-separated passes the pipeline leaves out (to bisect a problem)")      \
   X(WEFT_LOG_RECOMPILES, "log every compile() recompilation with its reason (1 to enable)")        \
   X(WEFT_CODEGEN, "0: compiled functions run every op in the interpreter, without generated code") \
