@@ -370,7 +370,8 @@ ir::Result<KernelTable> compileElementwise(const ir::Graph& g,
     if (std::find(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(k), symbols[k]) ==
         symbols.begin() + static_cast<std::ptrdiff_t>(k))
       distinct.push_back(k);
-  // The linked set, when these kernels were linked before: no objects to read, no link.
+  // The linked set, when these kernels were linked before: no objects to read, no link. (The
+  // version in the key changes with how kernels are linked, e.g. what linkSharedObject adds.)
   std::string linkedKey = "weft-linked 1\n" + target.codeTarget() + "\n";
   for (size_t i : distinct)
     linkedKey += symbols[i] + "\n";
