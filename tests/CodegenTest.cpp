@@ -174,6 +174,35 @@ TEST(Codegen, DamagedLinkedSetIsRejectedAndRebuilt) {
   EXPECT_EQ(codegen::kernelCacheStats().linkedHits, 1); // the rebuilt entry is good
 }
 
+TEST(Codegen, AMalformedGroupIsADiagnosticNotACrash) {
+  // Codegen is built without exceptions: a group that reads a value it is not given (or a
+  // constant without its value) must come back as a diagnostic, not abort the process.
+  CacheDir cache;
+  ir::Graph g = expGraph(4);
+  std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
+  ASSERT_EQ(groups.size(), 1u);
+  std::vector<ir::FusionGroup> noInputs = groups;
+  noInputs[0].inputs.clear();
+  auto r = codegen::compileElementwise(g, noInputs);
+  ASSERT_FALSE(static_cast<bool>(r));
+  EXPECT_NE(r.diagnostic().message.find("without a lowering"), std::string::npos)
+      << r.diagnostic().message;
+  // A constant leaf whose value attribute is missing.
+  ir::ValueId x = g.arguments()[0];
+  ir::ValueId c = g.addNode(OpCode::Full, {}, Attrs{{"shape", Shape{}}}, {DType::Float32, {}});
+  ir::ValueId y = g.addNode(OpCode::Mul, {x, c}, {}, g.type(x));
+  ir::ValueId z = g.addNode(OpCode::Exp, {y}, {}, g.type(x));
+  g.addOutput(z);
+  ir::FusionGroup bad;
+  bad.nodes = {g.value(y).producer, g.value(z).producer};
+  bad.leaves = {g.value(c).producer};
+  bad.inputs = {x};
+  bad.outputs = {z};
+  bad.shape = g.type(x).shape;
+  bad.inPlace = {-1};
+  EXPECT_FALSE(static_cast<bool>(codegen::compileElementwise(g, std::vector{bad})));
+}
+
 TEST(Codegen, CacheCanBeTurnedOff) {
   CacheDir cache;
   ::setenv("WEFT_KERNEL_CACHE", "0", 1);

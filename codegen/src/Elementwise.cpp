@@ -20,6 +20,7 @@
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <optional>
@@ -184,8 +185,10 @@ public:
       return in[0];
     case OpCode::Where:
       return mlir::arith::SelectOp::create(b, l, in[0], in[1], in[2]);
-    case OpCode::Full:
-      return constantFloat(rt, n.attrs.number("value"));
+    case OpCode::Full: {
+      std::optional<double> value = n.attrs.tryNumber("value"); // codegen never throws
+      return value ? constantFloat(rt, *value) : mlir::Value{};
+    }
     default:
       return {};
     }
@@ -262,18 +265,25 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
             mlir::arith::ConstantOp::create(nb, loc, nb.getIntegerAttr(nb.getI8Type(), 0)));
       values[v] = x;
     }
+    // A value the group neither reads nor computes is a malformed group: the kernel fails (and
+    // the interpreter runs the graph) rather than anything throwing.
+    auto valueOf = [&](ValueId v) {
+      auto it = values.find(v);
+      return it == values.end() ? mlir::Value{} : it->second;
+    };
     std::vector<int32_t> order = grp.leaves; // leaves first: they read only inputs
     order.insert(order.end(), grp.nodes.begin(), grp.nodes.end());
     for (int32_t i : order) {
       const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
-      if (n.op == OpCode::Expand) { // a broadcast input: read at this index like any input
-        values[n.result] = values.at(n.operands[0]);
-        continue;
-      }
       std::vector<mlir::Value> in;
       for (ValueId o : n.operands)
-        in.push_back(values.at(o));
-      mlir::Value r = bb.node(n, in);
+        in.push_back(valueOf(o));
+      if (std::any_of(in.begin(), in.end(), [](mlir::Value x) { return !x; })) {
+        ok = false;
+        return;
+      }
+      // A broadcast input is read at this index like any input.
+      mlir::Value r = n.op != OpCode::Expand ? bb.node(n, in) : in.empty() ? mlir::Value{} : in[0];
       if (!r) {
         ok = false;
         return;
@@ -284,7 +294,11 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
     mlir::Value at = linear(outStrides);
     for (size_t k = 0; k < numOut; ++k) {
       ValueId v = grp.outputs[k];
-      mlir::Value r = values.at(v);
+      mlir::Value r = valueOf(v);
+      if (!r) {
+        ok = false;
+        return;
+      }
       if (g.type(v).dtype == DType::Bool)
         r = mlir::arith::ExtUIOp::create(nb, loc, nb.getI8Type(), r);
       // An output written over an input goes through that input's memref: the same address as

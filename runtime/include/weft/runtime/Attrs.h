@@ -5,6 +5,7 @@
 #include "weft/runtime/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -60,6 +61,15 @@ public:
     const AttrValue& v = raw(name);
     if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
     return get<double>(name);
+  }
+  /// A Number attribute as a double, or nullopt where it is missing or not a number (for code
+  /// that must not throw, such as codegen).
+  std::optional<double> tryNumber(const std::string& name) const {
+    const AttrValue* v = find(name);
+    if (v == nullptr) return std::nullopt;
+    if (const auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
+    if (const auto* d = std::get_if<double>(v)) return *d;
+    return std::nullopt;
   }
   /// All attributes in insertion order.
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
