@@ -40,6 +40,7 @@ double float32Tolerance(OpKind k) {
   switch (k) {
   case OpKind::Reduce:
   case OpKind::Scan:
+  case OpKind::Normalize:
   case OpKind::MatMul:
   case OpKind::Conv:
   case OpKind::ConvInputGrad:

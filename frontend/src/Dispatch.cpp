@@ -135,6 +135,7 @@ bool alongDimOfScalar(OpCode op, const std::vector<Tensor>& in, const Attrs& at)
     return at.has("dims") && !at.ints("dims").empty();
   case OpKind::ArgReduce:
   case OpKind::Scan:
+  case OpKind::Normalize:
   case OpKind::Sort:
   case OpKind::Gather:
   case OpKind::Scatter:

@@ -466,8 +466,9 @@ Result<TensorType> inferKind(const OpInfo& info, std::span<const TensorType> in,
   case OpKind::ArgReduce:
     return argReduce(name, in, at);
   case OpKind::Scan:
-    if ((info.code == OpCode::Softmax || info.code == OpCode::LogSoftmax) &&
-        !isFloating(in[0].dtype))
+    return alongDim(name, in, at, in[0].dtype);
+  case OpKind::Normalize:
+    if (!isFloating(in[0].dtype))
       return diag(ErrorKind::DType, name, ": expected a floating-point input, got ",
                   dt(in[0].dtype));
     return alongDim(name, in, at, in[0].dtype);

@@ -245,19 +245,20 @@ private:
     const Attrs& at = n.attrs;
     Rule rule;
     switch (info.kind) {
+    case OpKind::Normalize:
+      if (ax[0] && at.i("dim") == ax[0]->axis) {
+        // normalizes over the rows: padded ones must add nothing (exp(lowest - max) is 0)
+        rule.masks.emplace_back(0, Fill::Lowest);
+        rule.result = ax[0];
+        return rule;
+      }
+      [[fallthrough]]; // along another axis, rows stay rows
     case OpKind::Unary:
     case OpKind::Binary:
     case OpKind::Cast:
     case OpKind::Identity:
     case OpKind::Where:
     case OpKind::Scan: // a prefix sum along the rows: valid rows never read later ones
-      if ((n.op == OpCode::Softmax || n.op == OpCode::LogSoftmax) && ax[0] &&
-          at.i("dim") == ax[0]->axis) {
-        // normalizes over the rows: padded ones must add nothing (exp(lowest - max) is 0)
-        rule.masks.emplace_back(0, Fill::Lowest);
-        rule.result = ax[0];
-        return rule;
-      }
       for (size_t i = 0; i < ax.size(); ++i) {
         if (!ax[i]) continue;
         DynamicAxis aligned{ax[i]->axis + r - rank(i), ax[i]->factor};

@@ -28,6 +28,7 @@ enum class OpKind : uint8_t {
   Reduce,
   ArgReduce,
   Scan,
+  Normalize, // along `dim` of a floating input, each element depends on its whole line
   Sort,
   Reshape,
   Permute,
