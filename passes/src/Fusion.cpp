@@ -13,13 +13,6 @@ namespace {
 
 using ir::ValueId;
 
-/// A node computing fusible dtypes from fusible dtypes.
-bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
-  if (!fusibleDType(g.type(n.result).dtype)) return false;
-  return std::all_of(n.operands.begin(), n.operands.end(),
-                     [&](ValueId v) { return fusibleDType(g.type(v).dtype); });
-}
-
 /// The value whose memory `v` is: itself, or for a view what it views (transitively).
 std::vector<ValueId> memoryRoots(const ir::Graph& g) {
   std::vector<ValueId> root(g.values().size());
@@ -112,6 +105,19 @@ bool isHeavy(OpCode op) {
   return !isElementwise(op) && !isViewOp(op) && op != OpCode::Full && op != OpCode::Expand;
 }
 
+std::vector<int32_t> heavyBefore(const ir::Graph& g) {
+  std::vector<int32_t> count(g.nodes().size() + 1, 0);
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    count[i + 1] = count[i] + (isHeavy(g.nodes()[i].op) ? 1 : 0);
+  return count;
+}
+
+bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
+  if (!fusibleDType(g.type(n.result).dtype)) return false;
+  return std::all_of(n.operands.begin(), n.operands.end(),
+                     [&](ValueId v) { return fusibleDType(g.type(v).dtype); });
+}
+
 bool fusibleDType(DType dtype) {
   return dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::Bool;
 }
@@ -147,10 +153,8 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
   auto leafFor = [&](ValueId v, const ir::FusionGroup& grp) {
     return isLeaf(v, grp.shape) && needs(v, grp.shape) < grp.nodes.front();
   };
-  std::vector<int32_t> readyAfter;            // per group: the latest of its needs
-  std::vector<int32_t> heavyBefore(n + 1, 0); // heavy nodes before each position
-  for (size_t i = 0; i < n; ++i)
-    heavyBefore[i + 1] = heavyBefore[i] + (isHeavy(g.nodes()[i].op) ? 1 : 0);
+  std::vector<int32_t> readyAfter; // per group: the latest of its needs
+  const std::vector<int32_t> heavy = heavyBefore(g);
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes()[i];
     if (!isElementwise(node.op) || !fusibleTypes(g, node)) continue;
@@ -172,7 +176,7 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
         start = std::min(start, groups[static_cast<size_t>(k)].nodes.front());
       for (int32_t k : ks)
         if (readyAfter[static_cast<size_t>(k)] >= start) return false;
-      if (heavyBefore[static_cast<size_t>(start)] != heavyBefore[i]) return false;
+      if (heavy[static_cast<size_t>(start)] != heavy[i]) return false;
       return std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId o) {
         int32_t q = producer(o);
         int32_t k = q < 0 ? -1 : groupOf[static_cast<size_t>(q)];

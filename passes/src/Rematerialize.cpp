@@ -25,12 +25,6 @@ public:
   ir::Result<bool> run(ir::Graph& g) override;
 };
 
-bool fusible(const ir::Graph& g, const ir::Node& n) {
-  if (!fusibleDType(g.type(n.result).dtype)) return false;
-  return std::all_of(n.operands.begin(), n.operands.end(),
-                     [&](ValueId v) { return fusibleDType(g.type(v).dtype); });
-}
-
 /// What one value recomputed at its far readers needs: the nodes to copy (ascending) and the
 /// values they read from outside.
 struct Cone {
@@ -47,10 +41,7 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
     const ir::TensorType& t = g.type(v);
     return numel(t.shape) * static_cast<int64_t>(elementSize(t.dtype));
   };
-  // heavyBefore[i]: the heavy nodes (isHeavy) before node i.
-  std::vector<int32_t> heavyBefore(n + 1, 0);
-  for (size_t i = 0; i < n; ++i)
-    heavyBefore[i + 1] = heavyBefore[i] + (isHeavy(nodes[i].op) ? 1 : 0);
+  const std::vector<int32_t> heavy = heavyBefore(g);
   // Every position a value is read at; INT_MAX for outputs and state updates.
   std::vector<std::vector<int32_t>> usesOf(numValues);
   for (size_t i = 0; i < n; ++i)
@@ -69,8 +60,8 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
     int32_t p = producer(v);
     if (at == INT_MAX || p < 0) return false;
     const ir::Node& u = nodes[static_cast<size_t>(at)];
-    return isElementwise(u.op) && fusible(g, u) && g.type(u.result).shape == g.type(v).shape &&
-           heavyBefore[static_cast<size_t>(at)] > heavyBefore[static_cast<size_t>(p) + 1];
+    return isElementwise(u.op) && fusibleTypes(g, u) && g.type(u.result).shape == g.type(v).shape &&
+           heavy[static_cast<size_t>(at)] > heavy[static_cast<size_t>(p) + 1];
   };
   // Candidates: values of elementwise nodes with far readers and no other reader after the first
   // far one (or keeping the value stored would still be needed). `keptUntil` is where a
@@ -82,7 +73,7 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
     keptUntil[v] = g.isInput(static_cast<ValueId>(v)) ? INT_MAX : (uses.empty() ? -1 : uses.back());
     int32_t p = producer(static_cast<ValueId>(v));
     if (p < 0 || !isElementwise(nodes[static_cast<size_t>(p)].op) ||
-        !fusible(g, nodes[static_cast<size_t>(p)]))
+        !fusibleTypes(g, nodes[static_cast<size_t>(p)]))
       continue;
     auto firstFar = std::find_if(uses.begin(), uses.end(), [&](int32_t at) {
       return isFarReader(static_cast<ValueId>(v), at);
@@ -116,7 +107,7 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
         seen[static_cast<size_t>(o)] = true;
         const int32_t q = producer(o);
         const ir::Node* def = q < 0 ? nullptr : &nodes[static_cast<size_t>(q)];
-        bool copy = def != nullptr && fusible(g, *def) &&
+        bool copy = def != nullptr && fusibleTypes(g, *def) &&
                     (def->op == OpCode::Full ||
                      (g.type(o).shape == shape && keptUntil[static_cast<size_t>(o)] < last &&
                       (isElementwise(def->op) || def->op == OpCode::Expand)));
@@ -226,7 +217,7 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
   std::vector<std::vector<int32_t>> insertBefore(n);
   std::map<std::pair<ValueId, int32_t>, ValueId> copies; // (value, heavyBefore) -> copy
   for (const auto& [at, v] : readers) {
-    const int32_t stretch = heavyBefore[static_cast<size_t>(at)];
+    const int32_t stretch = heavy[static_cast<size_t>(at)];
     for (int32_t p : cones[v].nodes) {
       const ir::Node& node = original[static_cast<size_t>(p)];
       if (copies.count({node.result, stretch})) continue;

@@ -14,6 +14,12 @@ bool fusibleDType(DType dtype);
 /// read across one is stored between kernels. Elementwise ops, views, constants and broadcasts
 /// are not.
 bool isHeavy(OpCode op);
+/// Per position i in g's nodes (and one past the end): how many heavy nodes come before it. Two
+/// positions with the same count have only light nodes between them.
+std::vector<int32_t> heavyBefore(const ir::Graph& g);
+
+/// A node computing fusible dtypes from fusible dtypes.
+bool fusibleTypes(const ir::Graph& g, const ir::Node& n);
 
 /// Groups of elementwise nodes (unary, binary, where, cast, stop_gradient) of one result shape and
 /// fusible dtypes, with scalar constants and broadcasts of values computed outside inlined as
