@@ -40,6 +40,7 @@ void planMemory(Plan& plan) {
     size_t elementBytes = 0;
   };
   std::vector<Unit> units;
+  std::vector<bool> written(numSlots, false); // slots a step writes (a whole buffer, not a view)
   auto use = [&](int32_t slot, int64_t at) {
     if (slot < 0 || static_cast<size_t>(slot) >= numSlots) return;
     int32_t u = unitOf[static_cast<size_t>(slot)];
@@ -53,6 +54,7 @@ void planMemory(Plan& plan) {
       use(s, at);
     auto fresh = [&](int32_t slot, DType dtype, const Shape& shape) {
       if (slot < 0 || static_cast<size_t>(slot) >= numSlots) return;
+      written[static_cast<size_t>(slot)] = true;
       unitOf[static_cast<size_t>(slot)] = static_cast<int32_t>(units.size());
       units.push_back({alignedBytes(dtype, shape), at, at, false, shape, elementSize(dtype)});
     };
@@ -92,14 +94,6 @@ void planMemory(Plan& plan) {
   // In place: a step's output shares the buffer of an input whose unit ends at this step, has the
   // same shape and element size and is planned (units merged: the input's unit takes the output's
   // lifetime).
-  std::vector<bool> written(numSlots, false); // slots a step writes (a whole buffer, not a view)
-  for (const PlanStep& step : plan.steps) {
-    for (int32_t s : step.kernelOutputs)
-      if (s >= 0 && static_cast<size_t>(s) < numSlots) written[static_cast<size_t>(s)] = true;
-    if (step.kernel < 0 && !isViewOp(step.op) && step.output >= 0 &&
-        static_cast<size_t>(step.output) < numSlots)
-      written[static_cast<size_t>(step.output)] = true;
-  }
   std::vector<int32_t> mergedInto(units.size());
   std::iota(mergedInto.begin(), mergedInto.end(), 0);
   auto rootOf = [&](int32_t u) {
@@ -223,23 +217,11 @@ void planMemory(Plan& plan) {
   }
   plan.arenaBytes = arena;
   plan.arenaOffset.assign(numSlots, -1);
-  for (size_t i = 0; i < plan.steps.size(); ++i) { // the slots steps write, not views
-    const PlanStep& step = plan.steps[i];
-    auto assign = [&](int32_t s) {
-      if (s < 0 || static_cast<size_t>(s) >= numSlots) return;
-      int32_t u = unitOf[static_cast<size_t>(s)];
-      if (u < 0) return;
-      int32_t r = rootOf(u);
-      if (!units[static_cast<size_t>(r)].escapes && !units[static_cast<size_t>(u)].escapes)
-        plan.arenaOffset[static_cast<size_t>(s)] = offset[static_cast<size_t>(r)];
-    };
-    if (step.kernel >= 0) {
-      for (size_t k = 0; k < step.kernelOutputs.size() && k < step.kernelTypes.size(); ++k)
-        if (k >= step.kernelInPlace.size() || step.kernelInPlace[k] < 0)
-          assign(step.kernelOutputs[k]);
-    } else if (!isViewOp(step.op)) {
-      assign(step.output);
-    }
+  for (size_t s = 0; s < numSlots; ++s) {       // the buffers steps write (views follow their base)
+    if (!written[s] || unitOf[s] < 0) continue; // (a crafted plan may write a slot twice)
+    const int32_t u = unitOf[s], r = rootOf(u);
+    if (!units[static_cast<size_t>(r)].escapes && !units[static_cast<size_t>(u)].escapes)
+      plan.arenaOffset[s] = offset[static_cast<size_t>(r)];
   }
 }
 
