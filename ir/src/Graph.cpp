@@ -38,21 +38,21 @@ void Graph::replaceAllUses(ValueId from, ValueId to) {
 }
 
 void Graph::eraseNodes(const std::vector<bool>& dead) {
-  kernels_.clear();
-  std::vector<Node> kept;
+  std::vector<int32_t> kept;
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (dead[i]) {
+    if (dead[i])
       values_[static_cast<size_t>(nodes_[i].result)].producer = -2; // erased
-      continue;
-    }
-    kept.push_back(std::move(nodes_[i]));
+    else
+      kept.push_back(static_cast<int32_t>(i));
   }
-  nodes_ = std::move(kept);
-  for (size_t i = 0; i < nodes_.size(); ++i)
-    values_[static_cast<size_t>(nodes_[i].result)].producer = static_cast<int32_t>(i);
+  placeNodes(kept);
 }
 
 void Graph::reorderNodes(const std::vector<int32_t>& order) {
+  placeNodes(order);
+}
+
+void Graph::placeNodes(const std::vector<int32_t>& order) {
   kernels_.clear();
   std::vector<Node> reordered;
   reordered.reserve(order.size());

@@ -124,6 +124,9 @@ public:
   void reorderNodes(const std::vector<int32_t>& order);
 
 private:
+  /// Keeps the nodes at the positions in `order`, in that order, and renumbers producers.
+  void placeNodes(const std::vector<int32_t>& order);
+
   std::string name_;
   std::vector<Value> values_;
   std::vector<Node> nodes_;
