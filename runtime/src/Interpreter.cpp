@@ -111,9 +111,6 @@ private:
   std::string processPeakAt_;
 };
 
-/// A fused step: inputs made contiguous where they are views, fresh outputs (or an input the
-/// kernel writes over: the state's own memory where `writable` says no one else sees it, else a
-/// private copy), the generated code.
 /// Where a step's output `slot` goes: its place in the call's arena where the memory plan has
 /// one, else a buffer of its own.
 class SlotMemory {
@@ -136,6 +133,9 @@ private:
   std::shared_ptr<Storage> arena_;
 };
 
+/// A fused step: inputs made contiguous where they are views, outputs where `memory` puts them
+/// (or over an input the kernel writes over: its own memory where `writable` says no one else
+/// sees it, else a private copy), the generated code.
 void runKernelStep(const Plan& plan, const PlanStep& step, std::vector<TensorRef>& refs,
                    std::vector<Buffer>& slots, const std::vector<bool>& writable,
                    const SlotMemory& memory) {
@@ -225,7 +225,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   auto started = std::chrono::steady_clock::now();
   std::vector<std::string> madeBy; // per slot, with WEFT_PROFILE
   if (profile != nullptr) madeBy.resize(slots.size());
-  int64_t processPeak = memoryStats().peakBytes;
+  int64_t processPeak = profile != nullptr ? memoryStats().peakBytes : 0;
   auto timed = [&](std::string_view what) {
     if (profile == nullptr) return;
     auto now = std::chrono::steady_clock::now();
