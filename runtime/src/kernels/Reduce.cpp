@@ -106,6 +106,25 @@ template <typename T> struct ProdOp {
   static Acc merge(Acc a, Acc b) { return kmul(a, b); }
 };
 
+/// The max (or min) of a contiguous float run in 8 independent lanes (a vector register; one
+/// running extremum would wait on every compare). NaNs are skipped: callers that must see them
+/// look for them apart.
+template <bool Max, typename T> T laneExtremum(const T* x, int64_t n) {
+  T lanes[8];
+  std::fill(lanes, lanes + 8,
+            Max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k)
+      lanes[k] = (Max ? x[i + k] > lanes[k] : x[i + k] < lanes[k]) ? x[i + k] : lanes[k];
+  for (; i < n; ++i)
+    lanes[0] = (Max ? x[i] > lanes[0] : x[i] < lanes[0]) ? x[i] : lanes[0];
+  T m = lanes[0];
+  for (int k = 1; k < 8; ++k)
+    m = (Max ? lanes[k] > m : lanes[k] < m) ? lanes[k] : m;
+  return m;
+}
+
 template <typename T, bool Max> struct ExtremumOp {
   using C = ComputeType<T>;
   using Acc = C;
@@ -130,26 +149,13 @@ template <typename T, bool Max> struct ExtremumOp {
       acc = merge(acc, static_cast<C>(*reinterpret_cast<const T*>(p + j * stride)));
     return acc;
   }
-  /// A contiguous float run in 8 independent lanes (one running extremum waits on every
-  /// compare), NaNs noted on the side.
+  /// A contiguous float run: laneExtremum, and NaNs looked for apart (one propagates).
   static Acc runContiguous(const T* x, int64_t n) {
-    T lanes[8];
-    std::fill(lanes, lanes + 8, init());
     int nan = 0;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int k = 0; k < 8; ++k) {
-        const T v = x[i + k];
-        nan |= v != v;
-        lanes[k] = (Max ? v > lanes[k] : v < lanes[k]) ? v : lanes[k];
-      }
-    Acc acc = init();
-    for (; i < n; ++i)
-      acc = merge(acc, x[i]);
-    if (nan) return std::numeric_limits<T>::quiet_NaN();
-    for (int k = 0; k < 8; ++k)
-      acc = merge(acc, lanes[k]);
-    return acc;
+#pragma omp simd reduction(| : nan)
+    for (int64_t j = 0; j < n; ++j)
+      nan |= x[j] != x[j];
+    return nan ? std::numeric_limits<T>::quiet_NaN() : laneExtremum<Max>(x, n);
   }
 };
 
@@ -410,19 +416,8 @@ namespace {
 /// vectorizes and libmvec's exp. A NaN makes the row NaN (through the sum), a row of only -inf
 /// too, as in PyTorch.
 template <bool Log, typename T> void softmaxRow(const T* x, T* y, int64_t n) {
-  // The max in 8 independent lanes (a vector register; one running max would wait on each
-  // compare).
-  T lanes[8];
-  std::fill(lanes, lanes + 8, -std::numeric_limits<T>::infinity());
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k)
-      lanes[k] = x[i + k] > lanes[k] ? x[i + k] : lanes[k];
-  for (; i < n; ++i)
-    lanes[0] = x[i] > lanes[0] ? x[i] : lanes[0];
-  T m = lanes[0];
-  for (int k = 1; k < 8; ++k)
-    m = lanes[k] > m ? lanes[k] : m;
+  // A NaN is skipped here, but x - max spreads it to the sum and so to the whole row.
+  const T m = laneExtremum<true>(x, n);
   // exp(x - max) is 0 below `low` (a masked -inf, say); libmvec would take its slow scalar path
   // for those lanes, so they go in as 0 and are zeroed after.
   constexpr T low = sizeof(T) == 4 ? T(-87) : T(-708);
@@ -478,9 +473,7 @@ template <bool Log> void softmaxAlong(const TensorRef& in, const TensorRef& out,
                       return static_cast<C>(*reinterpret_cast<const T*>(p + j * s));
                     };
                     auto y = [&](int64_t j) -> T& { return *reinterpret_cast<T*>(q + j * qs); };
-                    C m = -std::numeric_limits<C>::infinity();
-                    for (int64_t j = 0; j < n; ++j)
-                      m = x(j) > m ? x(j) : m;
+                    const C m = ExtremumOp<T, true>::run(p, s, n);
                     double sum = 0;
                     for (int64_t j = 0; j < n; ++j) {
                       y(j) = static_cast<T>(std::exp(x(j) - m));
