@@ -363,20 +363,18 @@ ir::Result<KernelTable> compileElementwise(const ir::Graph& g,
   // parallel: one share of the kernels and one context per thread.
   const auto n = static_cast<int64_t>(groups.size());
   std::vector<std::string> keys(groups.size()), symbols(groups.size());
-  std::vector<char> lowered(groups.size(), 0); // not vector<bool>: threads write neighbours
   parallelFor(n, std::max<int64_t>(1, (n + getNumThreads() - 1) / getNumThreads()),
               [&](int64_t lo, int64_t hi) {
                 std::unique_ptr<mlir::MLIRContext> ctx = newContext();
                 for (auto k = static_cast<size_t>(lo); k < static_cast<size_t>(hi); ++k) {
                   mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k]);
-                  if (!module) continue;
-                  lowered[k] = 1;
+                  if (!module) continue; // its key stays empty
                   keys[k] = kernelKey(*module, target);
                   symbols[k] = "weft_" + hashHex(keys[k]);
                 }
               });
   for (size_t k = 0; k < groups.size(); ++k)
-    if (!lowered[k])
+    if (keys[k].empty())
       return failure("group " + std::to_string(k) + " holds an op without a lowering");
   // Distinct kernels: from the disk cache, or compiled in parallel (each in its own context).
   std::vector<size_t> distinct;
