@@ -63,15 +63,17 @@ struct Plan {
   std::vector<int64_t> arenaOffset;
 };
 
-/// Whether `step` may write an output over input `j` of the same shape once nothing else reads
-/// that: elementwise ops and generated kernels read each element before writing it; scatter_add,
-/// scatter and index_add start from a copy of input 0.
+/// Whether interpreter step `step` may write its output over input `j` of the same shape once
+/// nothing else reads that: elementwise ops read each element before writing it; scatter_add,
+/// scatter and index_add start from a copy of input 0. (Generated kernels write over an input
+/// only where the fuse pass marked it: PlanStep::kernelInPlace.)
 bool canWriteOverInput(const PlanStep& step, size_t j);
 
 /// Fills plan.arenaBytes and plan.arenaOffset: the buffers steps write (and the views of them)
 /// live from the step that writes them to the last step that reads them; buffers whose lives do
 /// not overlap share memory, and a step's output takes the memory of an input it reads for the
-/// last time where canWriteOverInput allows (placed largest first at the lowest offset that fits).
+/// last time where canWriteOverInput allows (or a kernel's kernelInPlace says). Lifetimes are
+/// packed by a few greedy orders and fits; the smallest arena wins.
 void planMemory(Plan& plan);
 
 } // namespace weft
