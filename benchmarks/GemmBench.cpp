@@ -19,7 +19,11 @@
 namespace {
 
 double medianSeconds(const std::function<void()>& f, int reps) {
-  f(); // warm up: caches, pages, thread start
+  // Warm up for a tenth of a second: caches, pages, the pool's workers and OpenBLAS's buffer per
+  // thread (one call was too few: weft at 256 read 0.62x of OpenBLAS, 1.2x once warm).
+  auto warm = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  for (int i = 0; i < 3 || std::chrono::steady_clock::now() < warm; ++i)
+    f();
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     auto start = std::chrono::steady_clock::now();
@@ -54,26 +58,36 @@ int main(int argc, char** argv) {
               "weft / BLAS");
   std::printf("|-------|--------------|------------------|-------------|\n");
   weft::Generator g(1);
-  for (int64_t n : {256, 512, 1024}) {
-    weft::Tensor a = weft::randn({n, n}, weft::kFloat32, g);
-    weft::Tensor b = weft::randn({n, n}, weft::kFloat32, g);
-    std::vector<float> c(static_cast<size_t>(n * n));
-    const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * n;
-    // weft sets OpenBLAS to one thread and splits GEMMs itself; OpenBLAS alone gets its threads
-    // back for its own row, and weft's setting is restored for weft's.
-    double weftS = medianSeconds([&] { (void)a.matmul(b); }, reps);
-    openblas_set_num_threads(threads);
-    double blasS = medianSeconds(
+  const std::vector<int64_t> sizes = {256, 512, 1024};
+  std::vector<weft::Tensor> as, bs;
+  for (int64_t n : sizes) {
+    as.push_back(weft::randn({n, n}, weft::kFloat32, g));
+    bs.push_back(weft::randn({n, n}, weft::kFloat32, g));
+  }
+  // Every weft size first, then every OpenBLAS size: OpenBLAS's own workers keep spinning on the
+  // cores for a while after each call, and measured in between they took a core from weft's next
+  // size (weft at 512 read 0.52x of OpenBLAS that way, 0.9-1.0x measured alone).
+  std::vector<double> weftS, blasS;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    weftS.push_back(medianSeconds([&] { (void)as[i].matmul(bs[i]); }, reps));
+  // weft sets OpenBLAS to one thread and splits GEMMs itself; OpenBLAS alone gets its threads
+  // back for its own rows.
+  openblas_set_num_threads(threads);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int n = static_cast<int>(sizes[i]);
+    std::vector<float> c(static_cast<size_t>(n) * static_cast<size_t>(n));
+    blasS.push_back(medianSeconds(
         [&] {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n),
-                      static_cast<int>(n), static_cast<int>(n), 1.0f, a.data_ptr<float>(),
-                      static_cast<int>(n), b.data_ptr<float>(), static_cast<int>(n), 0.0f, c.data(),
-                      static_cast<int>(n));
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f,
+                      as[i].data_ptr<float>(), n, bs[i].data_ptr<float>(), n, 0.0f, c.data(), n);
         },
-        reps);
-    openblas_set_num_threads(1);
-    std::printf("| %5lld | %12.1f | %16.1f | %10.2fx |\n", static_cast<long long>(n),
-                flops / weftS / 1e9, flops / blasS / 1e9, blasS / weftS);
+        reps));
+  }
+  openblas_set_num_threads(1);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const double n = static_cast<double>(sizes[i]), flops = 2.0 * n * n * n;
+    std::printf("| %5lld | %12.1f | %16.1f | %10.2fx |\n", static_cast<long long>(sizes[i]),
+                flops / weftS[i] / 1e9, flops / blasS[i] / 1e9, blasS[i] / weftS[i]);
   }
   return 0;
 }
