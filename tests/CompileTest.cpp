@@ -414,6 +414,80 @@ TEST(Compile, TransformerBlockAndCnnGradientsMatchEager) {
     EXPECT_TRUE(allClose(vals(ps[i].grad()), eagerGrads[i], 1e-10, 1e-12)) << "parameter " << i;
 }
 
+/// Row kernels: reductions along the last dim run inside generated kernels together with the
+/// elementwise work around them (layer norm forward and backward, a softmax and a log-softmax
+/// written out, amax/amin and their backward), on rows shorter and longer than the kernels'
+/// 1024-element sum blocks, in float32 and float64. A kernel adds a row in another order than the
+/// eager sum (other vector lanes), so compiled and eager agree to rounding: relative 1e-4 in
+/// float32 (sums of up to 2500 terms, then divided through layer norm's backward), 1e-10 in
+/// float64.
+TEST(Compile, RowReductionsRunInKernelsAndMatchEager) {
+  for (DType dt : {kFloat32, kFloat64})
+    for (const Shape& shape : {Shape{6, 5, 24}, Shape{3, 2500}}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " rows of " + std::to_string(shape.back()));
+      Generator g(11);
+      Tensor x = randn(shape, dt, g).requires_grad_();
+      Tensor w = (randn({shape.back()}, dt, g) * 0.5 + 1.0).requires_grad_();
+      Tensor target = randn(shape, dt, g);
+      auto loss = [&](const Tensor& t) {
+        Tensor mu = x.mean({-1}, true);
+        Tensor var = (x - mu).pow(2).mean({-1}, true);
+        Tensor h = (x - mu) / (var + 1e-5).sqrt() * w;
+        Tensor m = h.amax({-1}, true);
+        Tensor e = (h - m).exp();
+        Tensor p = e / e.sum({-1}, true);
+        Tensor logp = h - m - e.sum({-1}, true).log();
+        return (p * t).sum() - (logp * t).mean() + h.amin({-1}, true).sum() * 0.1;
+      };
+      Tensor eagerLoss = loss(target);
+      eagerLoss.backward();
+      std::vector<double> gx = vals(x.grad()), gw = vals(w.grad());
+      x.set_grad({});
+      w.set_grad({});
+      auto step = compile([&](const Tensor& t) {
+        Tensor l = loss(t);
+        l.backward();
+        return l;
+      });
+      Tensor l = step(target);
+      const double rtol = dt == kFloat32 ? 1e-4 : 1e-10, atol = dt == kFloat32 ? 1e-5 : 1e-12;
+      EXPECT_TRUE(allClose(vals(l), vals(eagerLoss), rtol, atol));
+      EXPECT_TRUE(allClose(vals(x.grad()), gx, rtol, atol));
+      EXPECT_TRUE(allClose(vals(w.grad()), gw, rtol, atol));
+      EXPECT_TRUE(arenaIsSound(step.compiled()));
+      // No reduction along the rows is left to the interpreter.
+      const Plan& plan = step.compiled().executable()->plan;
+      int rowReductions = 0, kernels = 0;
+      for (const PlanStep& st : plan.steps) {
+        kernels += st.kernel >= 0 ? 1 : 0;
+        bool reduction = st.op == OpCode::Sum || st.op == OpCode::AMax || st.op == OpCode::AMin;
+        if (st.kernel < 0 && reduction && st.shape.size() == shape.size() && st.shape.back() == 1)
+          ++rowReductions;
+      }
+      EXPECT_EQ(rowReductions, 0);
+      EXPECT_GT(kernels, 0);
+    }
+}
+
+/// A row kernel that stores `e` in its first pass over a row and reads `h` again in its second
+/// (to recompute `e` for `p`) must not write `e` over `h`, though nothing reads `h` afterwards.
+TEST(Compile, RowKernelKeepsInputsItsLaterPassesRead) {
+  Generator g(5);
+  Tensor a = randn({4, 8}, kFloat32, g), w = randn({8, 8}, kFloat32, g);
+  auto f = [](const Tensor& x, const Tensor& m) {
+    Tensor e = x.matmul(m).exp();
+    return std::vector<Tensor>{e, e / e.amax({-1}, true)};
+  };
+  std::vector<Tensor> eager = f(a, w);
+  CompiledFunction cf{CompileOptions()};
+  std::vector<Tensor> out = cf.call({a, w}, [&](const std::vector<Tensor>& in) {
+    return f(in[0], in[1]);
+  });
+  EXPECT_EQ(cf.num_kernels(), 1u);
+  for (size_t i = 0; i < 2; ++i) // the same libm exp and one max: equal exactly
+    EXPECT_TRUE(allClose(vals(out[i]), vals(eager[i]), 0, 0)) << "output " << i;
+}
+
 /// Rounds in forward, passes the gradient straight through in backward (scaled, to tell it apart).
 struct StraightThrough : autograd::Function<StraightThrough> {
   static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x, double scale) {

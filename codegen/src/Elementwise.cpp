@@ -6,6 +6,7 @@
 
 #include "JitInternal.h"
 #include "weft/codegen/KernelCache.h"
+#include "weft/passes/Fusion.h"
 #include "weft/runtime/ThreadPool.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -22,6 +23,8 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -211,10 +214,10 @@ std::vector<int64_t> broadcastStrides(const Shape& shape, const Shape& out) {
   return strides;
 }
 
-/// func @k<i>(inputs..., outputs..., lo, hi): the loop nest of one group, its outer loop over
-/// [lo, hi).
-mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
-                                const ir::FusionGroup& grp, const std::string& name) {
+/// The function of one group's kernel: func @name(inputs..., outputs..., lo, hi), each a flat
+/// memref, its entry block the insertion point of `b`.
+mlir::func::FuncOp declareKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
+                                 const ir::FusionGroup& grp, const std::string& name) {
   mlir::Location loc = b.getUnknownLoc();
   b.setInsertionPointToEnd(module.getBody());
   std::vector<mlir::Type> argTypes;
@@ -229,41 +232,93 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
   argTypes.push_back(b.getIndexType());
   auto fn = mlir::func::FuncOp::create(b, loc, name, b.getFunctionType(argTypes, {}));
   fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-  mlir::Block* entry = fn.addEntryBlock();
-  b.setInsertionPointToStart(entry);
+  b.setInsertionPointToStart(fn.addEntryBlock());
+  return fn;
+}
+
+/// The linear index of `ivs` (one per dim) with element `strides` (0: broadcast).
+mlir::Value linearIndex(mlir::OpBuilder& b, mlir::Location loc, const std::vector<mlir::Value>& ivs,
+                        const std::vector<int64_t>& strides) {
+  mlir::Value idx = mlir::arith::ConstantIndexOp::create(b, loc, 0);
+  for (size_t d = 0; d < strides.size(); ++d) {
+    if (strides[d] == 0) continue;
+    mlir::Value s = mlir::arith::ConstantIndexOp::create(b, loc, strides[d]);
+    idx = mlir::arith::AddIOp::create(b, loc, idx, mlir::arith::MulIOp::create(b, loc, ivs[d], s));
+  }
+  return idx;
+}
+
+/// Loads element `at` of `memref` holding `dtype` into a register (bool: i8 in memory, i1 here).
+mlir::Value loadElement(mlir::OpBuilder& b, mlir::Location loc, mlir::Value memref, mlir::Value at,
+                        DType dtype) {
+  mlir::Value x = mlir::memref::LoadOp::create(b, loc, memref, mlir::ValueRange{at});
+  if (dtype == DType::Bool)
+    x = mlir::arith::CmpIOp::create(
+        b, loc, mlir::arith::CmpIPredicate::ne, x,
+        mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI8Type(), 0)));
+  return x;
+}
+
+/// Stores output k of `grp` at `at`: through the memref of the input it is written over, if any
+/// (the same address as that input's load, so LLVM vectorizes without a runtime overlap check
+/// failing on it), else through its own.
+void storeOutput(mlir::OpBuilder& b, mlir::Location loc, mlir::Block* entry,
+                 const ir::FusionGroup& grp, size_t k, mlir::Value r, mlir::Value at, DType dtype) {
+  if (dtype == DType::Bool) r = mlir::arith::ExtUIOp::create(b, loc, b.getI8Type(), r);
+  int32_t over = k < grp.inPlace.size() ? grp.inPlace[k] : -1;
+  auto arg = static_cast<unsigned>(over >= 0 ? over : static_cast<int32_t>(grp.inputs.size() + k));
+  mlir::memref::StoreOp::create(b, loc, r, entry->getArgument(arg), mlir::ValueRange{at});
+}
+
+/// Loops over dims [first, last) of `shape` around `body(ivs)`, dim 0 over [lo, hi) and the
+/// others over their whole extent.
+void loopNest(mlir::OpBuilder& b, mlir::Location loc, const Shape& shape, size_t last,
+              mlir::Value lo, mlir::Value hi,
+              const std::function<void(mlir::OpBuilder&, std::vector<mlir::Value>&)>& body) {
+  std::vector<mlir::Value> ivs;
+  std::function<void(mlir::OpBuilder&, size_t)> nest = [&](mlir::OpBuilder& nb, size_t d) {
+    if (d == last) {
+      body(nb, ivs);
+      return;
+    }
+    mlir::Value from = d == 0 ? lo : mlir::arith::ConstantIndexOp::create(nb, loc, 0).getResult();
+    mlir::Value to =
+        d == 0 ? hi : mlir::arith::ConstantIndexOp::create(nb, loc, shape[d]).getResult();
+    mlir::Value step = mlir::arith::ConstantIndexOp::create(nb, loc, 1);
+    mlir::scf::ForOp::create(
+        nb, loc, from, to, step, mlir::ValueRange{},
+        [&](mlir::OpBuilder& ib, mlir::Location, mlir::Value iv, mlir::ValueRange) {
+          ivs.push_back(iv);
+          nest(ib, d + 1);
+          ivs.pop_back();
+          mlir::scf::YieldOp::create(ib, loc);
+        });
+  };
+  nest(b, 0);
+}
+
+/// func @k<i>(inputs..., outputs..., lo, hi): the loop nest of one elementwise group, its outer
+/// loop over [lo, hi).
+mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
+                                const ir::FusionGroup& grp, const std::string& name) {
+  mlir::Location loc = b.getUnknownLoc();
+  mlir::func::FuncOp fn = declareKernel(b, module, g, grp, name);
+  mlir::Block* entry = &fn.getBody().front();
   const Shape& shape = grp.shape;
-  size_t rank = shape.size();
   size_t numIn = grp.inputs.size(), numOut = grp.outputs.size();
   mlir::Value lo = entry->getArgument(static_cast<unsigned>(numIn + numOut));
   mlir::Value hi = entry->getArgument(static_cast<unsigned>(numIn + numOut + 1));
-  mlir::Value zero = mlir::arith::ConstantIndexOp::create(b, loc, 0);
-  mlir::Value step = mlir::arith::ConstantIndexOp::create(b, loc, 1);
 
   bool ok = true;
   // The innermost body: loads, the group's nodes in order, stores.
-  auto body = [&](mlir::OpBuilder& nb, const std::vector<mlir::Value>& ivs) {
-    auto linear = [&](const std::vector<int64_t>& strides) {
-      mlir::Value idx = mlir::arith::ConstantIndexOp::create(nb, loc, 0);
-      for (size_t d = 0; d < rank; ++d) {
-        if (strides[d] == 0) continue;
-        mlir::Value s = mlir::arith::ConstantIndexOp::create(nb, loc, strides[d]);
-        idx = mlir::arith::AddIOp::create(nb, loc, idx,
-                                          mlir::arith::MulIOp::create(nb, loc, ivs[d], s));
-      }
-      return idx;
-    };
+  auto body = [&](mlir::OpBuilder& nb, std::vector<mlir::Value>& ivs) {
     BodyBuilder bb(nb, loc, g);
     std::map<ValueId, mlir::Value> values;
     for (size_t i = 0; i < numIn; ++i) {
       ValueId v = grp.inputs[i];
-      mlir::Value x = mlir::memref::LoadOp::create(
-          nb, loc, entry->getArgument(static_cast<unsigned>(i)),
-          mlir::ValueRange{linear(broadcastStrides(g.type(v).shape, shape))});
-      if (g.type(v).dtype == DType::Bool)
-        x = mlir::arith::CmpIOp::create(
-            nb, loc, mlir::arith::CmpIPredicate::ne, x,
-            mlir::arith::ConstantOp::create(nb, loc, nb.getIntegerAttr(nb.getI8Type(), 0)));
-      values[v] = x;
+      values[v] = loadElement(nb, loc, entry->getArgument(static_cast<unsigned>(i)),
+                              linearIndex(nb, loc, ivs, broadcastStrides(g.type(v).shape, shape)),
+                              g.type(v).dtype);
     }
     // A value the group neither reads nor computes is a malformed group: the kernel fails (and
     // the interpreter runs the graph) rather than anything throwing.
@@ -290,45 +345,253 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
       }
       values[n.result] = r;
     }
-    std::vector<int64_t> outStrides = contiguousStrides(shape);
-    mlir::Value at = linear(outStrides);
+    mlir::Value at = linearIndex(nb, loc, ivs, contiguousStrides(shape));
     for (size_t k = 0; k < numOut; ++k) {
-      ValueId v = grp.outputs[k];
-      mlir::Value r = valueOf(v);
+      mlir::Value r = valueOf(grp.outputs[k]);
       if (!r) {
         ok = false;
         return;
       }
-      if (g.type(v).dtype == DType::Bool)
-        r = mlir::arith::ExtUIOp::create(nb, loc, nb.getI8Type(), r);
-      // An output written over an input goes through that input's memref: the same address as
-      // the load above, so LLVM vectorizes without a runtime overlap check failing on it.
-      int32_t over = k < grp.inPlace.size() ? grp.inPlace[k] : -1;
-      auto arg = static_cast<unsigned>(over >= 0 ? over : static_cast<int32_t>(numIn + k));
-      mlir::memref::StoreOp::create(nb, loc, r, entry->getArgument(arg), mlir::ValueRange{at});
+      storeOutput(nb, loc, entry, grp, k, r, at, g.type(grp.outputs[k]).dtype);
     }
   };
-  // Loops: dim 0 over [lo, hi), the others over their whole extent.
-  std::function<void(mlir::OpBuilder&, size_t, std::vector<mlir::Value>&)> nest =
-      [&](mlir::OpBuilder& nb, size_t d, std::vector<mlir::Value>& ivs) {
-        if (d == rank) {
-          body(nb, ivs);
-          return;
+  loopNest(b, loc, shape, shape.size(), lo, hi, body);
+  mlir::func::ReturnOp::create(b, loc);
+  return mlir::success(ok);
+}
+
+/// Rows summed in blocks of this many elements in the element type, the blocks added in double
+/// (as the eager sum does).
+constexpr int64_t kSumBlock = 1024;
+
+/// A row kernel (passes::isRowKernel): loops over the rows (all dims but the last, dim 0 over
+/// [lo, hi)), and per row one pass along it per stage (passes::rowStages). Pass s computes the
+/// full-shape values of stage s that an output or a reduction of stage s + 1 needs, recomputing
+/// the earlier-stage values they read (elementwise, cheaper than storing them), accumulates those
+/// reductions (sums: in the element type, reassociated so LLVM vectorizes them, blocks of
+/// kSumBlock added in double; amax/amin: NaN-propagating) and stores those outputs. Values of
+/// the reduced shape are computed once per row, between the passes; they are stored at the end.
+mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
+                                   const ir::FusionGroup& grp, const std::string& name) {
+  mlir::Location loc = b.getUnknownLoc();
+  mlir::func::FuncOp fn = declareKernel(b, module, g, grp, name);
+  mlir::Block* entry = &fn.getBody().front();
+  const Shape& shape = grp.shape;
+  const size_t rank = shape.size();
+  const size_t numIn = grp.inputs.size(), numOut = grp.outputs.size();
+  mlir::Value lo = entry->getArgument(static_cast<unsigned>(numIn + numOut));
+  mlir::Value hi = entry->getArgument(static_cast<unsigned>(numIn + numOut + 1));
+  if (rank < 2) return mlir::failure();
+  const int64_t len = shape.back();
+  Shape reduced = shape;
+  reduced.back() = 1;
+
+  // What computes each value: a node of the group (its position), a leaf, or an input.
+  const std::vector<int32_t> stages = passes::rowStages(g, grp);
+  std::map<ValueId, size_t> nodeOf, inputOf;
+  std::map<ValueId, const ir::Node*> leafOf;
+  int32_t lastPass = 0;
+  for (size_t j = 0; j < grp.nodes.size(); ++j) {
+    const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[j])];
+    const Shape& s = g.type(n.result).shape;
+    if (s != shape && s != reduced) return mlir::failure();
+    nodeOf[n.result] = j;
+    if (s == shape) lastPass = std::max(lastPass, stages[j]);
+    if (passes::isRowReduction(g, n)) lastPass = std::max(lastPass, stages[j] - 1);
+  }
+  for (int32_t i : grp.leaves)
+    leafOf[g.nodes()[static_cast<size_t>(i)].result] = &g.nodes()[static_cast<size_t>(i)];
+  for (size_t i = 0; i < numIn; ++i)
+    inputOf[grp.inputs[i]] = i;
+  auto isFull = [&](ValueId v) { return g.type(v).shape == shape; };
+
+  bool ok = true;
+  auto rowBody = [&](mlir::OpBuilder& rb, std::vector<mlir::Value>& outer) {
+    mlir::Value zero = mlir::arith::ConstantIndexOp::create(rb, loc, 0);
+    // Per scope (the row, or one pass's loop body) the values computed there; a pass's scope
+    // starts as a copy of the row's.
+    using Scope = std::map<ValueId, mlir::Value>;
+    Scope row;
+    // `v` in `scope` at index `j` along the row (null: a value of the whole row), computed where
+    // the builder is.
+    std::function<mlir::Value(mlir::OpBuilder&, Scope&, mlir::Value, ValueId)> eval =
+        [&](mlir::OpBuilder& ob, Scope& scope, mlir::Value j, ValueId v) -> mlir::Value {
+      if (auto it = scope.find(v); it != scope.end()) return it->second;
+      mlir::Value r;
+      if (auto in = inputOf.find(v); in != inputOf.end()) {
+        std::vector<int64_t> strides = broadcastStrides(g.type(v).shape, shape);
+        if (!j && strides.back() != 0) return {}; // varies along the row
+        std::vector<mlir::Value> ivs = outer;
+        ivs.push_back(j ? j : zero);
+        r = loadElement(ob, loc, entry->getArgument(static_cast<unsigned>(in->second)),
+                        linearIndex(ob, loc, ivs, strides), g.type(v).dtype);
+      } else if (auto leaf = leafOf.find(v); leaf != leafOf.end()) {
+        const ir::Node& n = *leaf->second;
+        if (n.op == OpCode::Expand) {
+          if (n.operands.empty()) return {};
+          r = eval(ob, scope, j, n.operands[0]); // a broadcast input is read at this index
+        } else {
+          r = BodyBuilder(ob, loc, g).node(n, {});
         }
-        mlir::Value from = d == 0 ? lo : zero;
-        mlir::Value to =
-            d == 0 ? hi : mlir::arith::ConstantIndexOp::create(nb, loc, shape[d]).getResult();
-        mlir::scf::ForOp::create(
-            nb, loc, from, to, step, mlir::ValueRange{},
-            [&](mlir::OpBuilder& ib, mlir::Location, mlir::Value iv, mlir::ValueRange) {
-              ivs.push_back(iv);
-              nest(ib, d + 1, ivs);
-              ivs.pop_back();
-              mlir::scf::YieldOp::create(ib, loc);
-            });
+      } else if (auto node = nodeOf.find(v); node != nodeOf.end()) {
+        const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[node->second])];
+        if (passes::isRowReduction(g, n)) return {}; // known only after its pass (in `row`)
+        if (!j && isFull(v)) return {};
+        std::vector<mlir::Value> in;
+        for (ValueId o : n.operands) {
+          in.push_back(eval(ob, scope, j, o));
+          if (!in.back()) return {};
+        }
+        r = n.op != OpCode::Expand ? BodyBuilder(ob, loc, g).node(n, in)
+            : in.empty()           ? mlir::Value{}
+                                   : in[0];
+      }
+      if (r) scope[v] = r;
+      return r;
+    };
+    // Values of the whole row: the inputs that do not vary along it, and the reduced-shape
+    // nodes whose reductions are known (stage <= s), in order.
+    for (ValueId v : grp.inputs)
+      if (broadcastStrides(g.type(v).shape, shape).back() == 0 && !eval(rb, row, {}, v)) ok = false;
+    auto computeRowValues = [&](int32_t s) {
+      for (size_t j = 0; j < grp.nodes.size(); ++j) {
+        const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[j])];
+        if (stages[j] <= s && !isFull(n.result) && !passes::isRowReduction(g, n) &&
+            !eval(rb, row, {}, n.result))
+          ok = false;
+      }
+    };
+    for (int32_t pass = 0; ok && pass <= lastPass; ++pass) {
+      computeRowValues(pass);
+      std::vector<const ir::Node*> reductions;
+      std::vector<size_t> stored; // outputs of this pass
+      for (size_t j = 0; j < grp.nodes.size(); ++j) {
+        const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[j])];
+        if (passes::isRowReduction(g, n) && stages[j] == pass + 1) reductions.push_back(&n);
+      }
+      for (size_t k = 0; k < numOut; ++k) {
+        auto it = nodeOf.find(grp.outputs[k]);
+        if (isFull(grp.outputs[k]) && it != nodeOf.end() && stages[it->second] == pass)
+          stored.push_back(k);
+      }
+      if (reductions.empty() && stored.empty()) continue;
+      // Each reduction's accumulator: its type, its start, and how an element joins it.
+      std::vector<mlir::Type> types;
+      std::vector<mlir::Value> inits;
+      for (const ir::Node* n : reductions) {
+        DType t = g.type(n->result).dtype;
+        types.push_back(memoryType(rb, t));
+        const double start = n->op == OpCode::Sum    ? 0.0
+                             : n->op == OpCode::AMax ? -std::numeric_limits<double>::infinity()
+                                                     : std::numeric_limits<double>::infinity();
+        inits.push_back(BodyBuilder(rb, loc, g).constantFloat(t, start));
+      }
+      auto combine = [&](mlir::OpBuilder& ob, const ir::Node& n, mlir::Value acc, mlir::Value x) {
+        if (n.op == OpCode::Sum) {
+          auto add = mlir::arith::AddFOp::create(ob, loc, acc, x);
+          add.setFastmath(mlir::arith::FastMathFlags::reassoc);
+          return mlir::Value(add);
+        }
+        if (n.op == OpCode::AMax)
+          return mlir::Value(mlir::arith::MaximumFOp::create(ob, loc, acc, x));
+        return mlir::Value(mlir::arith::MinimumFOp::create(ob, loc, acc, x));
       };
-  std::vector<mlir::Value> ivs;
-  nest(b, 0, ivs);
+      // One loop over [from, to) of the row, carrying the accumulators.
+      auto passLoop = [&](mlir::OpBuilder& ob, mlir::Value from, mlir::Value to,
+                          std::vector<mlir::Value> start) {
+        mlir::Value step = mlir::arith::ConstantIndexOp::create(ob, loc, 1);
+        auto loop = mlir::scf::ForOp::create(
+            ob, loc, from, to, step, start,
+            [&](mlir::OpBuilder& lb, mlir::Location, mlir::Value j, mlir::ValueRange accs) {
+              Scope scope = row;
+              std::vector<mlir::Value> next;
+              for (size_t r = 0; r < reductions.size(); ++r) {
+                mlir::Value x = eval(lb, scope, j, reductions[r]->operands[0]);
+                if (!x) {
+                  ok = false;
+                  x = accs[r];
+                }
+                next.push_back(combine(lb, *reductions[r], accs[r], x));
+              }
+              std::vector<mlir::Value> results;
+              for (size_t k : stored) {
+                results.push_back(eval(lb, scope, j, grp.outputs[k]));
+                if (!results.back()) ok = false;
+              }
+              if (ok) {
+                std::vector<mlir::Value> ivs = outer;
+                ivs.push_back(j);
+                mlir::Value at = linearIndex(lb, loc, ivs, contiguousStrides(shape));
+                for (size_t i = 0; i < stored.size(); ++i)
+                  storeOutput(lb, loc, entry, grp, stored[i], results[i], at,
+                              g.type(grp.outputs[stored[i]]).dtype);
+              }
+              mlir::scf::YieldOp::create(lb, loc, next);
+            });
+        return std::vector<mlir::Value>(loop.getResults().begin(), loop.getResults().end());
+      };
+      std::vector<mlir::Value> results;
+      if (len <= kSumBlock) {
+        results = passLoop(rb, zero, mlir::arith::ConstantIndexOp::create(rb, loc, len), inits);
+      } else {
+        // Blocks of kSumBlock: sums restart at 0 in each and are added in double after it.
+        std::vector<mlir::Value> outerInits;
+        for (size_t r = 0; r < reductions.size(); ++r)
+          outerInits.push_back(reductions[r]->op == OpCode::Sum
+                                   ? BodyBuilder(rb, loc, g).constantFloat(DType::Float64, 0.0)
+                                   : inits[r]);
+        mlir::Value end = mlir::arith::ConstantIndexOp::create(rb, loc, len);
+        mlir::Value block = mlir::arith::ConstantIndexOp::create(rb, loc, kSumBlock);
+        auto blocks = mlir::scf::ForOp::create(
+            rb, loc, zero, end, block, outerInits,
+            [&](mlir::OpBuilder& bb, mlir::Location, mlir::Value from, mlir::ValueRange accs) {
+              mlir::Value to = mlir::arith::MinSIOp::create(
+                  bb, loc, mlir::arith::AddIOp::create(bb, loc, from, block), end);
+              std::vector<mlir::Value> start;
+              for (size_t r = 0; r < reductions.size(); ++r)
+                start.push_back(reductions[r]->op == OpCode::Sum ? inits[r] : accs[r]);
+              std::vector<mlir::Value> inner = passLoop(bb, from, to, start);
+              std::vector<mlir::Value> next;
+              for (size_t r = 0; r < reductions.size(); ++r) {
+                if (reductions[r]->op != OpCode::Sum) {
+                  next.push_back(inner[r]);
+                  continue;
+                }
+                BodyBuilder conv(bb, loc, g);
+                next.push_back(mlir::arith::AddFOp::create(
+                    bb, loc, accs[r],
+                    conv.convert(inner[r], g.type(reductions[r]->result).dtype, DType::Float64)));
+              }
+              mlir::scf::YieldOp::create(bb, loc, next);
+            });
+        for (size_t r = 0; r < reductions.size(); ++r) {
+          mlir::Value v = blocks.getResult(static_cast<unsigned>(r));
+          if (reductions[r]->op == OpCode::Sum)
+            v = BodyBuilder(rb, loc, g)
+                    .convert(v, DType::Float64, g.type(reductions[r]->result).dtype);
+          results.push_back(v);
+        }
+      }
+      for (size_t r = 0; r < reductions.size(); ++r)
+        row[reductions[r]->result] = results[r];
+    }
+    if (!ok) return;
+    // The reduced-shape outputs, once per row.
+    computeRowValues(lastPass + 1);
+    std::vector<mlir::Value> ivs = outer;
+    ivs.push_back(zero);
+    mlir::Value at = linearIndex(rb, loc, ivs, contiguousStrides(reduced));
+    for (size_t k = 0; ok && k < numOut; ++k) {
+      if (isFull(grp.outputs[k])) continue;
+      mlir::Value r = eval(rb, row, {}, grp.outputs[k]);
+      if (!r) {
+        ok = false;
+        return;
+      }
+      storeOutput(rb, loc, entry, grp, k, r, at, g.type(grp.outputs[k]).dtype);
+    }
+  };
+  loopNest(b, loc, shape, rank - 1, lo, hi, rowBody);
   mlir::func::ReturnOp::create(b, loc);
   return mlir::success(ok);
 }
@@ -338,7 +601,8 @@ mlir::OwningOpRef<mlir::ModuleOp> kernelModule(mlir::MLIRContext& ctx, const ir:
                                                const ir::FusionGroup& grp) {
   mlir::OpBuilder b(&ctx);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
-  if (mlir::failed(buildKernel(b, *module, g, grp, "kernel"))) return {};
+  auto build = passes::isRowKernel(g, grp) ? &buildRowKernel : &buildKernel;
+  if (mlir::failed(build(b, *module, g, grp, "kernel"))) return {};
   return module;
 }
 

@@ -7,11 +7,18 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 
 namespace weft::passes {
 namespace {
 
 using ir::ValueId;
+
+/// `shape` with its last dim 1: what a row reduction of it keeps.
+Shape reducedShape(Shape shape) {
+  if (!shape.empty()) shape.back() = 1;
+  return shape;
+}
 
 /// The value whose memory `v` is: itself, or for a view what it views (transitively).
 std::vector<ValueId> memoryRoots(const ir::Graph& g) {
@@ -24,19 +31,40 @@ std::vector<ValueId> memoryRoots(const ir::Graph& g) {
   return root;
 }
 
+/// Per output of `grp`: whether it may be written over an input. In a row kernel only a full-shape
+/// output of its last pass may: an earlier pass would write it before a later one reads the input
+/// again (reduced outputs are left alone: they are small).
+std::vector<bool> mayWriteOver(const ir::Graph& g, const ir::FusionGroup& grp) {
+  std::vector<bool> may(grp.outputs.size(), true);
+  if (!isRowKernel(g, grp)) return may;
+  const std::vector<int32_t> stages = rowStages(g, grp);
+  std::map<ValueId, int32_t> stageOf;
+  int32_t last = 0;
+  for (size_t j = 0; j < grp.nodes.size(); ++j) {
+    const ir::Node& node = g.nodes()[static_cast<size_t>(grp.nodes[j])];
+    stageOf[node.result] = stages[j];
+    if (g.type(node.result).shape == grp.shape) last = std::max(last, stages[j]);
+  }
+  for (size_t k = 0; k < grp.outputs.size(); ++k) {
+    auto it = stageOf.find(grp.outputs[k]);
+    may[k] = it != stageOf.end() && it->second == last && g.type(grp.outputs[k]).shape == grp.shape;
+  }
+  return may;
+}
+
 /// Outputs not written over state go over an input the group reads for the last time, where one
 /// fits: computed by a node (not an argument, state or view), of the output's dtype and shape,
 /// its memory read by nothing after the group runs, not an output of the graph or a state's new
 /// value, and read by the group through no other input (a view of it). The kernel reads element i
 /// of it where it writes element i of the output, so its memory serves both.
 void markOverDeadInputs(const ir::Graph& g, ir::FusionGroup& grp, const std::vector<ValueId>& root,
-                        const std::vector<int32_t>& lastReadAt) {
+                        const std::vector<int32_t>& lastReadAt, const std::vector<bool>& may) {
   const int32_t start = grp.nodes.front();
   std::vector<bool> taken(grp.inputs.size(), false);
   for (int32_t over : grp.inPlace)
     if (over >= 0) taken[static_cast<size_t>(over)] = true;
   for (size_t k = 0; k < grp.outputs.size(); ++k) {
-    if (grp.inPlace[k] >= 0) continue;
+    if (grp.inPlace[k] >= 0 || !may[k]) continue;
     const ir::TensorType& type = g.type(grp.outputs[k]);
     for (size_t j = 0; j < grp.inputs.size(); ++j) {
       const ValueId v = grp.inputs[j];
@@ -74,14 +102,17 @@ void markInPlace(const ir::Graph& g, std::vector<ir::FusionGroup>& groups, RunsA
     lastReadAt[static_cast<size_t>(root[static_cast<size_t>(o)])] = INT32_MAX;
   for (const ir::StateUpdate& u : g.stateUpdates())
     lastReadAt[static_cast<size_t>(root[static_cast<size_t>(u.newValue)])] = INT32_MAX;
+  std::vector<std::vector<bool>> may;
   for (ir::FusionGroup& grp : groups) {
     grp.inPlace.assign(grp.outputs.size(), -1);
+    may.push_back(mayWriteOver(g, grp));
     const int32_t start = grp.nodes.front();
     for (const ir::StateUpdate& u : g.stateUpdates()) {
       auto out = std::find(grp.outputs.begin(), grp.outputs.end(), u.newValue);
       auto in = std::find(grp.inputs.begin(), grp.inputs.end(), u.state);
       if (out == grp.outputs.end() || in == grp.inputs.end() ||
-          g.type(u.state) != g.type(u.newValue))
+          g.type(u.state) != g.type(u.newValue) ||
+          !may.back()[static_cast<size_t>(out - grp.outputs.begin())])
         continue;
       // Nothing reads the state's memory after the group (the group's own nodes run at its
       // start), no output or new state value is a view of it, and the group reads it through no
@@ -95,8 +126,8 @@ void markInPlace(const ir::Graph& g, std::vector<ir::FusionGroup>& groups, RunsA
             static_cast<int32_t>(in - grp.inputs.begin());
     }
   }
-  for (ir::FusionGroup& grp : groups)
-    markOverDeadInputs(g, grp, root, lastReadAt);
+  for (size_t k = 0; k < groups.size(); ++k)
+    markOverDeadInputs(g, groups[k], root, lastReadAt, may[k]);
 }
 
 } // namespace
@@ -105,11 +136,52 @@ bool isHeavy(OpCode op) {
   return !isElementwise(op) && !isViewOp(op) && op != OpCode::Full && op != OpCode::Expand;
 }
 
-std::vector<int32_t> heavyBefore(const ir::Graph& g) {
+std::vector<int32_t> heavyBefore(const ir::Graph& g, bool rowReductions) {
   std::vector<int32_t> count(g.nodes().size() + 1, 0);
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    count[i + 1] = count[i] + (isHeavy(g.nodes()[i].op) ? 1 : 0);
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const ir::Node& node = g.nodes()[i];
+    bool heavy = isHeavy(node.op) && (rowReductions || !isRowReduction(g, node));
+    count[i + 1] = count[i] + (heavy ? 1 : 0);
+  }
   return count;
+}
+
+bool isRowReduction(const ir::Graph& g, const ir::Node& n) {
+  if (n.op != OpCode::Sum && n.op != OpCode::AMax && n.op != OpCode::AMin) return false;
+  if (n.operands.size() != 1) return false;
+  const ir::TensorType& in = g.type(n.operands[0]);
+  const ir::TensorType& out = g.type(n.result);
+  if ((in.dtype != DType::Float32 && in.dtype != DType::Float64) || out.dtype != in.dtype)
+    return false;
+  const auto rank = static_cast<int64_t>(in.shape.size());
+  const auto* dims = n.attrs.tryGet<std::vector<int64_t>>("dims");
+  const bool* keepdim = n.attrs.tryGet<bool>("keepdim");
+  if (rank < 2 || in.shape.back() < 2 || dims == nullptr || dims->size() != 1 ||
+      keepdim == nullptr || !*keepdim)
+    return false;
+  const int64_t d = (*dims)[0];
+  return (d == rank - 1 || d == -1) && out.shape == reducedShape(in.shape);
+}
+
+bool isRowKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
+  return std::any_of(grp.nodes.begin(), grp.nodes.end(), [&](int32_t i) {
+    return isRowReduction(g, g.nodes()[static_cast<size_t>(i)]);
+  });
+}
+
+std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp) {
+  std::map<ValueId, int32_t> stageOf;
+  std::vector<int32_t> stages;
+  for (int32_t i : grp.nodes) {
+    const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
+    int32_t s = 0;
+    for (ValueId o : node.operands)
+      if (auto it = stageOf.find(o); it != stageOf.end()) s = std::max(s, it->second);
+    if (isRowReduction(g, node)) ++s;
+    stageOf[node.result] = s;
+    stages.push_back(s);
+  }
+  return stages;
 }
 
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
@@ -150,30 +222,45 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
     const ir::Node& node = g.nodes()[static_cast<size_t>(producer(v))];
     return node.op == OpCode::Full ? -1 : computedAt(node.operands[0]);
   };
-  auto leafFor = [&](ValueId v, const ir::FusionGroup& grp) {
-    return isLeaf(v, grp.shape) && needs(v, grp.shape) < grp.nodes.front();
+  // A leaf of a group read at `shape` (a node's result shape, a reduction's operand shape).
+  auto leafFor = [&](ValueId v, const Shape& shape, const ir::FusionGroup& grp) {
+    return isLeaf(v, shape) && needs(v, shape) < grp.nodes.front();
   };
   std::vector<int32_t> readyAfter; // per group: the latest of its needs
-  const std::vector<int32_t> heavy = heavyBefore(g);
+  std::vector<bool> rows;          // per group: whether it holds a row reduction
+  // Row reductions do not count: they join the kernels around them.
+  const std::vector<int32_t> heavy = heavyBefore(g, false);
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes()[i];
-    if (!isElementwise(node.op) || !fusibleTypes(g, node)) continue;
-    const Shape& shape = g.type(node.result).shape;
-    // The groups of this shape that compute its operands: the node joins them, and they merge
-    // into one group running where the earliest starts, if everything any of them reads from
-    // outside is computed before that.
+    const bool reduction = isRowReduction(g, node);
+    if (!reduction && (!isElementwise(node.op) || !fusibleTypes(g, node))) continue;
+    // The shape the node is computed at: its result's, or a reduction's operand's.
+    const Shape& shape = reduction ? g.type(node.operands[0]).shape : g.type(node.result).shape;
+    // A group computing at `shape`, or a row kernel whose reduced values have that shape.
+    auto fits = [&](int32_t k) {
+      const ir::FusionGroup& grp = groups[static_cast<size_t>(k)];
+      return grp.shape == shape ||
+             (!reduction && rows[static_cast<size_t>(k)] && reducedShape(grp.shape) == shape);
+    };
+    // The groups that compute its operands: the node joins them, and they merge into one group
+    // running where the earliest starts, if everything any of them reads from outside is
+    // computed before that.
     std::vector<int32_t> joined;
     for (ValueId v : node.operands) {
       int32_t p = producer(v);
       int32_t k = p < 0 ? -1 : groupOf[static_cast<size_t>(p)];
-      if (k >= 0 && groups[static_cast<size_t>(k)].shape == shape &&
-          std::find(joined.begin(), joined.end(), k) == joined.end())
+      if (k >= 0 && fits(k) && std::find(joined.begin(), joined.end(), k) == joined.end())
         joined.push_back(k);
     }
     auto canJoin = [&](const std::vector<int32_t>& ks) {
       int32_t start = INT32_MAX;
-      for (int32_t k : ks)
+      const Shape* full = nullptr; // row kernels merge only if they reduce rows of one shape
+      for (int32_t k : ks) {
         start = std::min(start, groups[static_cast<size_t>(k)].nodes.front());
+        if (!rows[static_cast<size_t>(k)]) continue;
+        if (full != nullptr && *full != groups[static_cast<size_t>(k)].shape) return false;
+        full = &groups[static_cast<size_t>(k)].shape;
+      }
       for (int32_t k : ks)
         if (readyAfter[static_cast<size_t>(k)] >= start) return false;
       if (heavy[static_cast<size_t>(start)] != heavy[i]) return false;
@@ -195,6 +282,10 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
         into.nodes.insert(into.nodes.end(), from.nodes.begin(), from.nodes.end());
         readyAfter[static_cast<size_t>(chosen)] =
             std::max(readyAfter[static_cast<size_t>(chosen)], readyAfter[static_cast<size_t>(k)]);
+        if (rows[static_cast<size_t>(k)]) { // a row kernel takes in a group of its reduced shape
+          into.shape = from.shape;
+          rows[static_cast<size_t>(chosen)] = true;
+        }
         from.nodes.clear();
       }
       std::sort(into.nodes.begin(), into.nodes.end());
@@ -209,7 +300,9 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
       chosen = static_cast<int32_t>(groups.size());
       groups.push_back(ir::FusionGroup{{}, {}, {}, {}, shape, {}});
       readyAfter.push_back(-1);
+      rows.push_back(false);
     }
+    if (reduction) rows[static_cast<size_t>(chosen)] = true;
     groups[static_cast<size_t>(chosen)].nodes.push_back(static_cast<int32_t>(i));
     groupOf[i] = chosen;
     for (ValueId o : node.operands) {
@@ -227,12 +320,15 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
     if (grp.nodes.empty()) continue; // merged into another
     // One node is worth a kernel only where that spares filling a constant tensor it reads
     // (relu's backward: where(mask, zeros, g)).
+    auto readShape = [&](const ir::Node& node) -> const Shape& {
+      return g.type(isRowReduction(g, node) ? node.operands[0] : node.result).shape;
+    };
     auto readsFilledConstant = [&](int32_t i) {
       const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
       return std::any_of(node.operands.begin(), node.operands.end(), [&](ValueId v) {
         int32_t p = producer(v);
         return p >= 0 && g.nodes()[static_cast<size_t>(p)].op == OpCode::Full &&
-               numel(g.type(v).shape) > 1 && leafFor(v, grp);
+               numel(g.type(v).shape) > 1 && leafFor(v, readShape(node), grp);
       });
     };
     if (grp.nodes.size() < 2 && !readsFilledConstant(grp.nodes[0])) {
@@ -248,7 +344,8 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
       for (ValueId v : g.nodes()[static_cast<size_t>(i)].operands) {
         int32_t p = producer(v);
         if (p >= 0 && groupOf[static_cast<size_t>(p)] == static_cast<int32_t>(k)) continue;
-        if (p >= 0 && groupOf[static_cast<size_t>(p)] < 0 && leafFor(v, grp)) {
+        if (p >= 0 && groupOf[static_cast<size_t>(p)] < 0 &&
+            leafFor(v, readShape(g.nodes()[static_cast<size_t>(i)]), grp)) {
           if (std::find(grp.leaves.begin(), grp.leaves.end(), p) == grp.leaves.end())
             grp.leaves.push_back(p);
           for (ValueId o : g.nodes()[static_cast<size_t>(p)].operands)

@@ -15,15 +15,32 @@ bool fusibleDType(DType dtype);
 /// are not.
 bool isHeavy(OpCode op);
 /// Per position i in g's nodes (and one past the end): how many heavy nodes come before it. Two
-/// positions with the same count have only light nodes between them.
-std::vector<int32_t> heavyBefore(const ir::Graph& g);
+/// positions with the same count have only light nodes between them. With `rowReductions` false,
+/// the reductions a kernel can contain (isRowReduction) are not counted.
+std::vector<int32_t> heavyBefore(const ir::Graph& g, bool rowReductions = true);
+
+/// A reduction a generated kernel computes row by row: sum, amax or amin of a float32/float64
+/// value of rank 2 or more over its last dim (of more than one element), the dim kept.
+bool isRowReduction(const ir::Graph& g, const ir::Node& n);
+
+/// Whether a group computes row reductions (a row kernel: its shape is that of the rows it
+/// reduces; its other nodes have that shape or the reduced one, the last dim 1).
+bool isRowKernel(const ir::Graph& g, const ir::FusionGroup& grp);
+
+/// Per node of `grp` (in the order of grp.nodes), its stage: 0 for a node reading only inputs and
+/// stage-0 values, one more than its operand's for a row reduction, else its operands' latest. A
+/// row kernel passes over each row once per stage: pass s computes the full-shape values of stage
+/// s that are stored or reduced there; the reductions of stage s + 1 are known after it. All 0 in a
+/// group without reductions.
+std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp);
 
 /// A node computing fusible dtypes from fusible dtypes.
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n);
 
 /// Groups of elementwise nodes (unary, binary, where, cast, stop_gradient) of one result shape and
 /// fusible dtypes, with scalar constants and broadcasts of values computed outside inlined as
-/// leaves. A node joins the groups of its operands' producers, merging them into one, when each
+/// leaves; a row reduction joins the group of its operand's shape, which then also takes
+/// elementwise nodes of the reduced shape (a row kernel: layer norm, a softmax's backward). A node joins the groups of its operands' producers, merging them into one, when each
 /// value any of them reads from outside is an input or computed before the earliest of them
 /// starts, so the group can run as one step there (else it joins one group where that holds, or
 /// starts its own), and no heavy node lies between where they start and the node (which would then

@@ -71,6 +71,12 @@ public:
     if (const auto* d = std::get_if<double>(v)) return *d;
     return std::nullopt;
   }
+  /// The attribute's value as `T`, or null where it is missing or of another type (for code that
+  /// must not throw, such as codegen).
+  template <typename T> const T* tryGet(const std::string& name) const {
+    const AttrValue* v = find(name);
+    return v == nullptr ? nullptr : std::get_if<T>(v);
+  }
   /// All attributes in insertion order.
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
   bool operator==(const Attrs& other) const = default;
