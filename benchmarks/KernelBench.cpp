@@ -71,6 +71,24 @@ void BM_GeluCompiled(benchmark::State& state) {
   setBytes(state, 2 * kElems * static_cast<int64_t>(sizeof(float)));
 }
 
+void BM_LayerNorm(benchmark::State& state) {
+  // layer norm over rows of 128 (the GPT benchmark's [16, 64, 128] as [1024, 128]) with weight and
+  // bias, as eager kernels (range(0)) or one generated row kernel (range(1)): reads x once, writes
+  // y once, 2 x 512 KiB.
+  Generator g(3);
+  Tensor x = randn({1024, 128}, kFloat32, g), w = randn({128}, kFloat32, g),
+         b = randn({128}, kFloat32, g);
+  auto eager = [&](const Tensor& a) {
+    Tensor mu = a.mean({-1}, true);
+    Tensor c = a - mu;
+    return c * ((c * c).mean({-1}, true) + 1e-5).rsqrt() * w + b;
+  };
+  auto f = compile(eager);
+  for (auto _ : state)
+    benchmark::DoNotOptimize((state.range(0) ? f(x) : eager(x)).data_ptr());
+  setBytes(state, 2 * x.numel() * static_cast<int64_t>(sizeof(float)));
+}
+
 void BM_Sum(benchmark::State& state) {
   Tensor a = rand({kElems});
   for (auto _ : state)
@@ -164,6 +182,7 @@ BENCHMARK(BM_MulAddChain)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MulAddChainCompiled)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GeluCompiled)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Softmax)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_LayerNorm)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Sum)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul)->Arg(256)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CblasSgemm)
