@@ -67,6 +67,17 @@ void dumpModule(mlir::ModuleOp module, int n, const char* tag) {
   std::ofstream(dir + "/kernels-" + std::to_string(n) + "." + tag + ".mlir") << text;
 }
 
+/// With WEFT_DUMP_DIR set: writes the optimized LLVM IR of kernel set `n` to
+/// <dir>/kernels-<n>.opt.ll (to see what LLVM vectorized).
+void dumpLlvm(const llvm::Module& m, int n) {
+  std::string dir = debugFlag("WEFT_DUMP_DIR").value_or("");
+  if (dir.empty()) return;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  m.print(os, nullptr);
+  std::ofstream(dir + "/kernels-" + std::to_string(n) + ".opt.ll") << text;
+}
+
 /// Adds `void symbol(void** args)` calling `_mlir_ciface_<func>` with the values args[i] point
 /// to, and hides every other definition, so that kernels from many objects link side by side.
 bool addPackedEntries(llvm::Module& m, std::span<const KernelEntry> entries) {
@@ -196,6 +207,7 @@ ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const Cp
     os << e;
     return failure("LLVM optimization failed: " + msg);
   }
+  dumpLlvm(*llvmModule, n);
   llvm::SmallVector<char, 0> object;
   llvm::raw_svector_ostream os(object);
   llvm::legacy::PassManager emit;

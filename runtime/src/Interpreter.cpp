@@ -279,7 +279,8 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
       if (auto view = computeView(step.op, in.ref.shape, in.ref.strides, attrs))
         out = Buffer{in.storage, applyView(in.ref, *view)};
     }
-    if (out.storage == nullptr) {
+    const bool copied = out.storage == nullptr;
+    if (copied) {
       if (int32_t over = reusableInput(step, slots); over >= 0)
         out = slots[static_cast<size_t>(over)]; // released below: `out` becomes its one owner
       else
@@ -289,9 +290,10 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     slots[static_cast<size_t>(step.output)] = std::move(out);
     for (int32_t s : step.release)
       slots[static_cast<size_t>(s)] = Buffer{};
-    if (profile != nullptr)
-      madeBy[static_cast<size_t>(step.output)] =
-          std::string(opName(step.op)) + " " + shapeString(step.shape);
+    if (profile != nullptr) // a view op that had to copy says so
+      madeBy[static_cast<size_t>(step.output)] = std::string(opName(step.op)) +
+                                                 (isViewOp(step.op) && copied ? " (copy) " : " ") +
+                                                 shapeString(step.shape);
     timed(profile != nullptr ? madeBy[static_cast<size_t>(step.output)] : "");
   }
 

@@ -13,7 +13,16 @@ void copyView(OpCode op, const TensorRef& in, const TensorRef& out, const Attrs&
     copyCast(applyView(in, *view), out);
     return;
   }
-  // A reshape that cannot be a view: go through a contiguous copy of the input.
+  // A reshape that cannot be a view: the input copied in its own shape into the contiguous
+  // output (the elements in the same order), or where the output is strided, through a
+  // contiguous copy.
+  if (out.isContiguous()) {
+    TensorRef o = out;
+    o.shape = in.shape;
+    o.strides = contiguousStrides(in.shape);
+    copyCast(in, o);
+    return;
+  }
   auto tmp = Storage::allocate(static_cast<size_t>(in.numel()) * elementSize(in.dtype));
   TensorRef c{tmp->data(), in.dtype, in.shape, contiguousStrides(in.shape)};
   copyCast(in, c);
