@@ -80,13 +80,14 @@ ir::Graph expGraph(int rows) {
 std::vector<float> runKernel(const ir::Graph& g, std::vector<float> x) {
   std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
   EXPECT_FALSE(groups.empty());
-  auto table = codegen::compileElementwise(g, groups);
-  EXPECT_TRUE(static_cast<bool>(table)) << table.diagnostic().message;
-  table.value().loaded = hal::cpu().load(table.value().code, table.value().kernels);
+  auto compiled = codegen::compileElementwise(g, groups);
+  EXPECT_TRUE(static_cast<bool>(compiled)) << compiled.diagnostic().message;
+  KernelTable& table = compiled.value().table;
+  table.loaded = hal::cpu().load(table.code, table.kernels);
   std::vector<ir::FusedKernel> fused;
   for (size_t k = 0; k < groups.size(); ++k)
-    fused.push_back({groups[k], static_cast<int32_t>(k)});
-  Plan plan = ir::lowerToPlan(g, fused, std::move(table.value()));
+    fused.push_back({groups[k], compiled.value().kernelOf[k]});
+  Plan plan = ir::lowerToPlan(g, fused, std::move(table));
   size_t launches = 0;
   for (const PlanStep& s : plan.steps)
     launches += s.kernel >= 0 ? 1 : 0;
@@ -184,9 +185,10 @@ TEST(Codegen, AMalformedGroupIsADiagnosticNotACrash) {
   std::vector<ir::FusionGroup> noInputs = groups;
   noInputs[0].inputs.clear();
   auto r = codegen::compileElementwise(g, noInputs);
-  ASSERT_FALSE(static_cast<bool>(r));
-  EXPECT_NE(r.diagnostic().message.find("without a lowering"), std::string::npos)
-      << r.diagnostic().message;
+  ASSERT_TRUE(static_cast<bool>(r)) << r.diagnostic().message;
+  EXPECT_EQ(r.value().kernelOf, std::vector<int32_t>{-1});
+  EXPECT_TRUE(r.value().table.kernels.empty());
+  EXPECT_NE(r.value().failures[0].find("cannot lower"), std::string::npos) << r.value().failures[0];
   // A constant leaf whose value attribute is missing.
   ir::ValueId x = g.arguments()[0];
   ir::ValueId c = g.addNode(OpCode::Full, {}, Attrs{{"shape", Shape{}}}, {DType::Float32, {}});
@@ -200,7 +202,14 @@ TEST(Codegen, AMalformedGroupIsADiagnosticNotACrash) {
   bad.outputs = {z};
   bad.shape = g.type(x).shape;
   bad.inPlace = {-1};
-  EXPECT_FALSE(static_cast<bool>(codegen::compileElementwise(g, std::vector{bad})));
+  // Beside a good group, the bad one alone is left out: the good one still gets its kernel.
+  auto mixed = codegen::compileElementwise(g, std::vector{bad, groups[0]});
+  ASSERT_TRUE(static_cast<bool>(mixed)) << mixed.diagnostic().message;
+  EXPECT_EQ(mixed.value().kernelOf, (std::vector<int32_t>{-1, 0}));
+  EXPECT_EQ(mixed.value().table.kernels.size(), 1u);
+  EXPECT_FALSE(mixed.value().failures[0].empty());
+  EXPECT_TRUE(mixed.value().failures[1].empty());
+  EXPECT_NO_THROW(hal::cpu().load(mixed.value().table.code, mixed.value().table.kernels));
 }
 
 TEST(Codegen, CacheCanBeTurnedOff) {
@@ -218,26 +227,26 @@ TEST(Codegen, CodeForAnotherTargetIsRefused) {
   auto groups = passes::findElementwiseGroups(g);
   auto table = codegen::compileElementwise(g, groups);
   ASSERT_TRUE(static_cast<bool>(table));
-  hal::CodeObject code = table.value().code;
+  hal::CodeObject code = table.value().table.code;
   code.target = "aarch64 neoverse-v2 +neon";
   try {
-    hal::cpu().load(code, table.value().kernels);
+    hal::cpu().load(code, table.value().table.kernels);
     FAIL() << "loaded code for another architecture";
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("built for aarch64"), std::string::npos) << e.what();
   }
-  code = table.value().code;
+  code = table.value().table.code;
   code.bytes.resize(100); // not a loadable shared object
-  EXPECT_THROW(hal::cpu().load(code, table.value().kernels), DeviceError);
+  EXPECT_THROW(hal::cpu().load(code, table.value().table.kernels), DeviceError);
   std::vector<hal::KernelInfo> absent = {{"weft_no_such_kernel", 1, 1}};
   try {
-    hal::cpu().load(table.value().code, absent);
+    hal::cpu().load(table.value().table.code, absent);
     FAIL() << "loaded code lacking a kernel";
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("weft_no_such_kernel"), std::string::npos) << e.what();
   }
   code.format = "spirv";
-  EXPECT_THROW(hal::cpu().load(code, table.value().kernels), DeviceError);
+  EXPECT_THROW(hal::cpu().load(code, table.value().table.kernels), DeviceError);
 }
 
 TEST(Codegen, NamedCpuTargetsCarryTheirFeatures) {
@@ -254,7 +263,7 @@ TEST(Codegen, NamedCpuTargetsCarryTheirFeatures) {
   ASSERT_TRUE(static_cast<bool>(v2));
   auto table = codegen::compileElementwise(g, groups, v2.value());
   ASSERT_TRUE(static_cast<bool>(table)) << table.diagnostic().message;
-  EXPECT_NO_THROW(hal::cpu().load(table.value().code, table.value().kernels));
+  EXPECT_NO_THROW(hal::cpu().load(table.value().table.code, table.value().table.kernels));
 }
 
 TEST(Codegen, CpuTargetMismatchNamesMissingFeatures) {

@@ -618,11 +618,13 @@ std::string kernelKey(mlir::ModuleOp module, const CpuTarget& target) {
 
 } // namespace
 
-ir::Result<KernelTable> compileElementwise(const ir::Graph& g,
-                                           std::span<const ir::FusionGroup> groups,
-                                           const CpuTarget& target) {
-  KernelTable table;
-  if (groups.empty()) return table;
+ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
+                                            std::span<const ir::FusionGroup> groups,
+                                            const CpuTarget& target) {
+  GroupKernels result;
+  result.kernelOf.assign(groups.size(), -1);
+  result.failures.assign(groups.size(), "");
+  if (groups.empty()) return result;
   // Each kernel's key and symbol (its hash: identical kernels share one), from its MLIR, built in
   // parallel: one share of the kernels and one context per thread.
   const auto n = static_cast<int64_t>(groups.size());
@@ -638,63 +640,89 @@ ir::Result<KernelTable> compileElementwise(const ir::Graph& g,
                 }
               });
   for (size_t k = 0; k < groups.size(); ++k)
-    if (keys[k].empty())
-      return failure("group " + std::to_string(k) + " holds an op without a lowering");
+    if (keys[k].empty()) {
+      std::string ops;
+      for (int32_t i : groups[k].nodes)
+        ops += std::string(ops.empty() ? "" : ", ") +
+               std::string(opName(g.nodes()[static_cast<size_t>(i)].op));
+      result.failures[k] =
+          "its nodes (" + ops + ") hold an op, a value or a shape codegen cannot lower";
+    }
   // Distinct kernels: from the disk cache, or compiled in parallel (each in its own context).
   std::vector<size_t> distinct;
   for (size_t k = 0; k < groups.size(); ++k)
-    if (std::find(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(k), symbols[k]) ==
-        symbols.begin() + static_cast<std::ptrdiff_t>(k))
+    if (!keys[k].empty() &&
+        std::find(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(k), symbols[k]) ==
+            symbols.begin() + static_cast<std::ptrdiff_t>(k))
       distinct.push_back(k);
+  if (distinct.empty()) return result;
   // The linked set, when these kernels were linked before: no objects to read, no link. (The
   // version in the key changes with how kernels are linked, e.g. what linkSharedObject adds.)
-  std::string linkedKey = "weft-linked 1\n" + target.codeTarget() + "\n";
-  for (size_t i : distinct)
-    linkedKey += symbols[i] + "\n";
+  auto linkedKeyOf = [&](const std::vector<size_t>& kernels) {
+    std::string key = "weft-linked 1\n" + target.codeTarget() + "\n";
+    for (size_t i : kernels)
+      key += symbols[i] + "\n";
+    return key;
+  };
   std::optional<std::vector<uint8_t>> linked =
-      readCachedLinked(linkedKey, static_cast<int64_t>(distinct.size()));
-  std::vector<std::vector<uint8_t>> objects(linked ? 0 : distinct.size());
-  std::vector<size_t> missing;
-  for (size_t i = 0; i < objects.size(); ++i) {
-    if (auto cached = readCachedKernel(keys[distinct[i]]))
-      objects[i] = std::move(*cached);
-    else
-      missing.push_back(i);
-  }
-  std::vector<std::string> errors(missing.size());
-  parallelFor(static_cast<int64_t>(missing.size()), 1, [&](int64_t lo, int64_t hi) {
-    for (auto m = static_cast<size_t>(lo); m < static_cast<size_t>(hi); ++m) {
-      size_t i = missing[m], k = distinct[i];
-      std::unique_ptr<mlir::MLIRContext> ctx = newContext();
-      mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k]);
-      KernelEntry entry{"kernel", symbols[k]};
-      auto object = compileToObject(*module, target, std::span(&entry, 1));
-      if (!object) {
-        errors[m] = object.diagnostic().message;
+      readCachedLinked(linkedKeyOf(distinct), static_cast<int64_t>(distinct.size()));
+  std::vector<size_t> built = distinct; // the kernels in the linked set
+  if (!linked) {
+    std::vector<std::vector<uint8_t>> objects(distinct.size());
+    std::vector<size_t> missing;
+    for (size_t i = 0; i < objects.size(); ++i) {
+      if (auto cached = readCachedKernel(keys[distinct[i]]))
+        objects[i] = std::move(*cached);
+      else
+        missing.push_back(i);
+    }
+    std::vector<std::string> errors(distinct.size());
+    parallelFor(static_cast<int64_t>(missing.size()), 1, [&](int64_t lo, int64_t hi) {
+      for (auto m = static_cast<size_t>(lo); m < static_cast<size_t>(hi); ++m) {
+        size_t i = missing[m], k = distinct[i];
+        std::unique_ptr<mlir::MLIRContext> ctx = newContext();
+        mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k]);
+        KernelEntry entry{"kernel", symbols[k]};
+        auto object = compileToObject(*module, target, std::span(&entry, 1));
+        if (!object) {
+          errors[i] = object.diagnostic().message;
+          continue;
+        }
+        objects[i] = std::move(object.value());
+        writeCachedKernel(keys[k], objects[i]);
+      }
+    });
+    // A kernel LLVM failed on leaves its groups to the interpreter; the others link.
+    built.clear();
+    std::vector<std::vector<uint8_t>> builtObjects;
+    for (size_t i = 0; i < distinct.size(); ++i) {
+      if (!errors[i].empty()) {
+        for (size_t k = 0; k < groups.size(); ++k)
+          if (symbols[k] == symbols[distinct[i]]) result.failures[k] = errors[i];
         continue;
       }
-      objects[i] = std::move(object.value());
-      writeCachedKernel(keys[k], objects[i]);
+      built.push_back(distinct[i]);
+      builtObjects.push_back(std::move(objects[i]));
     }
-  });
-  for (const std::string& e : errors)
-    if (!e.empty()) return failure(e);
-  if (!linked) {
-    auto shared = linkSharedObject(objects);
+    if (built.empty()) return result;
+    auto shared = linkSharedObject(builtObjects);
     if (!shared) return shared.diagnostic();
-    writeCachedLinked(linkedKey, shared.value());
+    writeCachedLinked(linkedKeyOf(built), shared.value());
     linked = std::move(shared.value());
   }
-  table.code = hal::CodeObject{"elf-shared-object", target.codeTarget(), std::move(*linked)};
+  if (built.empty()) return result;
+  result.table.code = hal::CodeObject{"elf-shared-object", target.codeTarget(), std::move(*linked)};
   for (size_t k = 0; k < groups.size(); ++k) {
+    if (!result.failures[k].empty()) continue;
     const Shape& s = groups[k].shape;
     int64_t rows = s.empty() ? 1 : s[0];
     int64_t rowSize = s.empty() ? 1 : numel(s) / std::max<int64_t>(s[0], 1);
     // About 64K elements per chunk keep the threads busy without splitting small tensors.
     int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(rowSize, 1));
-    table.kernels.push_back(hal::KernelInfo{symbols[k], rows, grain});
+    result.kernelOf[k] = static_cast<int32_t>(result.table.kernels.size());
+    result.table.kernels.push_back(hal::KernelInfo{symbols[k], rows, grain});
   }
-  return table;
+  return result;
 }
 
 } // namespace weft::codegen

@@ -13,11 +13,12 @@ namespace weft {
   X(WEFT_CPU_CACHE_MB, "cap on idle blocks the CPU caching allocator keeps (default 2048)")        \
   X(WEFT_PRINT_IR_AFTER, "print the graph after the named pass, or after every pass with 'all'")   \
   X(WEFT_DUMP_DIR,                                                                                 \
-    "write the graph before and after every pass, and generated MLIR, into this dir")              \
+    "write the graph before and after every pass, and generated MLIR and LLVM IR, into this dir")  \
   X(WEFT_TIME_PASSES,                                                                              \
     "1: print how long each pass took, and tracing, passes and codegen per compilation")           \
   X(WEFT_SKIP_PASSES, "comma-separated passes the pipeline leaves out (to bisect a problem)")      \
   X(WEFT_LOG_RECOMPILES, "log every compile() recompilation with its reason (1 to enable)")        \
+  X(WEFT_LOG_FALLBACKS, "1: log each kernel codegen could not lower (it runs in the interpreter)") \
   X(WEFT_CODEGEN, "0: compiled functions run every op in the interpreter, without generated code") \
   X(WEFT_CACHE_DIR,                                                                                \
     "where compiled kernels are cached (default $XDG_CACHE_HOME/weft or ~/.cache/weft)")           \
