@@ -110,6 +110,24 @@ TEST(Ir, PassManagerVerifiesAfterEachPass) {
   EXPECT_FALSE(r.value()); // nothing to do in this graph
 }
 
+TEST(Ir, PassesRunOnlyOnGraphsThatVerify) {
+  // A constant without its value: simplify would read the value to see whether `x * c` is `x`,
+  // and the attribute accessor would throw. The pipeline reports it before any pass runs.
+  Graph g;
+  ValueId x = g.addArgument({DType::Float32, {2, 3}}, "x");
+  ValueId c = g.addNode(OpCode::Full, {}, Attrs{{"shape", Shape{}}, {"dtype", DType::Float32}},
+                        {DType::Float32, {}});
+  g.addOutput(g.addNode(OpCode::Mul, {x, c}, {}, {DType::Float32, {2, 3}}));
+  passes::PassManager pm;
+  for (const std::string& name : passes::compilePipeline())
+    pm.add(passes::createPass(name));
+  ir::Result<bool> r = false;
+  ASSERT_NO_THROW(r = pm.run(g));
+  ASSERT_FALSE(static_cast<bool>(r));
+  EXPECT_NE(r.diagnostic().message.find("the graph does not verify: "), std::string::npos)
+      << r.diagnostic().message;
+}
+
 std::vector<float> read(const Buffer& b) {
   std::vector<float> v(static_cast<size_t>(b.ref.numel()));
   copyCast(b.ref, TensorRef{v.data(), DType::Float32, b.ref.shape, contiguousStrides(b.ref.shape)});

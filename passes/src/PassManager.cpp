@@ -70,6 +70,10 @@ ir::Result<bool> PassManager::run(ir::Graph& g) {
     std::ofstream(dumpDir_ + "/" + g.name() + "." + prefix + tag + ".weft") << ir::printGraph(g);
   };
   dump("input");
+  // Passes read attributes and shapes the verifier has checked (Attrs accessors cannot fail on
+  // them): a graph that does not verify is a diagnostic here, before any pass runs.
+  if (std::vector<ir::Diagnostic> problems = ir::verify(g); !problems.empty())
+    return ir::diag(problems[0].kind, "the graph does not verify: ", problems[0].message);
   for (const auto& pass : passes_) {
     auto start = std::chrono::steady_clock::now();
     ir::Result<bool> r = pass->run(g);
