@@ -83,6 +83,37 @@ TEST(Autograd, HooksSeeAndReplaceGradients) {
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{7, 7})); // (1*2)*3 + 1
 }
 
+TEST(Autograd, FirstGradientIsKeptOnlyWhenNothingElseHoldsIt) {
+  // A linear layer's weight gradient arrives contiguous (computed transposed for w.t()) and held
+  // by nothing else: .grad keeps it without a copy. A gradient a hook also kept must be copied:
+  // the next backward accumulates into .grad in place, and the hook's tensor must not change.
+  Tensor x = leaf({1, 2, 3, 4, 5, 6}).detach().reshape({2, 3});
+  Tensor w = leaf({1, 0, -1, 2, 1, 0}).reshape({2, 3}).detach().requires_grad_();
+  x.matmul(w.t()).sum().backward();
+  EXPECT_TRUE(w.grad().is_contiguous());
+  EXPECT_EQ(vals(w.grad()), (std::vector<double>{5, 7, 9, 5, 7, 9}));
+  Tensor kept;
+  Tensor v = leaf({1, 2});
+  v.register_hook([&](const Tensor& g) {
+    kept = g;
+    return Tensor{};
+  });
+  (v * 3).sum().backward();
+  (v * 3).sum().backward();
+  EXPECT_EQ(vals(v.grad()), (std::vector<double>{6, 6}));
+  EXPECT_EQ(vals(kept), (std::vector<double>{3, 3})); // the second call's, untouched
+  Tensor first;
+  Tensor u = leaf({1, 2});
+  u.register_hook([&](const Tensor& g) { // keeps g, passes on a view of its memory
+    if (!first.defined()) first = g;
+    return g.reshape({2});
+  });
+  (u * 3).sum().backward();
+  (u * 3).sum().backward();
+  EXPECT_EQ(vals(first), (std::vector<double>{3, 3})); // .grad was a copy of it
+  EXPECT_EQ(vals(u.grad()), (std::vector<double>{6, 6}));
+}
+
 TEST(Autograd, RetainGradKeepsNonLeafGradients) {
   Tensor x = leaf({1, 2});
   Tensor y = x * x;

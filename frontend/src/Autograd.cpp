@@ -63,7 +63,7 @@ public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
   std::string name() const override { return "AccumulateGrad"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    Tensor g = grads[0];
+    Tensor g = std::move(grads[0]);
     if (!g.defined()) return {};
     std::vector<RegisteredHook> hooks;
     {
@@ -72,11 +72,16 @@ public:
     }
     for (const RegisteredHook& h : hooks)
       g = h(g);
-    if (!is_grad_enabled()) // create_graph=false: the stored gradient has no history
+    // create_graph=false: the stored gradient has no history; one only this call holds is kept
+    // as it is (a new handle to its memory), any other is copied.
+    const bool steal = !is_grad_enabled() && stealable(g);
+    if (steal)
+      g = Tensor(g.impl()->shallowCopy());
+    else if (!is_grad_enabled())
       g = g.detach();
     std::lock_guard<std::mutex> lock(leaf_->mutex);
     if (!leaf_->grad.defined())
-      leaf_->grad = is_grad_enabled() ? g : g.clone();
+      leaf_->grad = is_grad_enabled() || steal ? g : g.clone();
     else if (is_grad_enabled())
       leaf_->grad = leaf_->grad + g;
     else {
@@ -87,6 +92,21 @@ public:
   }
 
 private:
+  /// Whether the first gradient can become .grad as it is, as PyTorch's AccumulateGrad steals it:
+  /// this handle is the only one to it and, through it, to its memory (a view counts when nothing
+  /// but the view holds its base), so a later in-place accumulation into .grad writes no other
+  /// tensor; and it is laid out as the leaf (contiguous, same shape and dtype).
+  bool stealable(const Tensor& g) const {
+    const TensorImpl& impl = *g.impl();
+    if (g.impl().use_count() != 1 || impl.storage == nullptr || impl.trace != nullptr ||
+        !g.is_contiguous() || impl.shape != leaf_->shape || impl.dtype != leaf_->dtype)
+      return false;
+    const TensorImpl* base = impl.viewBase.get();
+    if (base == nullptr) return impl.storage.use_count() == 1;
+    return impl.viewBase.shared().use_count() == 1 && !base->viewBase &&
+           base->storage == impl.storage && impl.storage.use_count() == 2;
+  }
+
   detail::InternalRef leaf_;
 };
 

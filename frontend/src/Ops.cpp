@@ -711,6 +711,11 @@ Shape shape_of(const Tensor& t) {
 DType dtype_of(const Tensor& t) {
   return t.dtype();
 }
+bool is_column_major(const Tensor& t) {
+  if (t.dim() != 2 || t.size(0) < 2 || t.size(1) < 2) return false;
+  const Shape& st = t.impl()->strides;
+  return st[0] == 1 && st[1] == t.size(0);
+}
 bool is_floating(const Tensor& t) {
   return isFloating(t.dtype());
 }

@@ -99,6 +99,8 @@ Tensor reshape(const Tensor& t, const Shape& shape);
 Tensor permute(const Tensor& t, const Shape& dims);
 Tensor flip(const Tensor& t, const Shape& dims);
 Tensor mT(const Tensor& t);
+/// A 2-D tensor whose transpose is contiguous (and is not contiguous itself).
+bool is_column_major(const Tensor& t);
 std::vector<Shape> shapes_of(const std::vector<Tensor>& ts);
 Tensor zeros_shaped(const Tensor& like, const Shape& shape);
 Tensor expand(const Tensor& t, const Shape& shape);

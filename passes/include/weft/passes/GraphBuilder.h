@@ -66,6 +66,10 @@ GValue ones_like(const GValue& x);
 GValue zeros_shaped(const GValue& like, const Shape& shape);
 GValue cast(const GValue& x, DType dtype);
 Shape shape_of(const GValue& x);
+/// Graph values have no memory layout: never column-major (see vjp_matmul).
+inline bool is_column_major(const GValue&) {
+  return false;
+}
 std::vector<Shape> shapes_of(const std::vector<GValue>& xs);
 DType dtype_of(const GValue& x);
 bool is_floating(const GValue& x);

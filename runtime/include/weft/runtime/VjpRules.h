@@ -61,9 +61,16 @@ template <typename T> T sum_to(const T& g, const Shape& shape) {
 template <typename T> T vjp_matmul(const T& g, const T& a, const T& b, size_t i) {
   Shape as = shape_of(a), bs = shape_of(b);
   if (i == 0) return sum_to(matmul(g, mT(b)), as);
-  if (bs.size() == 2 && as.size() > 2 && as.back() > 0) {
+  // A column-major b (w.t() of a weight, as linear() makes) gets its gradient computed as
+  // (g^T a)^T: the transpose of a contiguous matrix, which reaches the weight through the
+  // transpose's backward contiguous, so the gradient accumulator keeps it rather than copying it
+  // (PyTorch's mm backward matches the operand's layout the same way). Graph values have no
+  // layout: never column-major.
+  if (bs.size() == 2 && as.size() >= 2 && as.back() > 0) {
     int64_t k = as.back(), rows = numel(as) / k;
-    return matmul(mT(reshape(a, Shape{rows, k})), reshape(g, Shape{rows, bs.back()}));
+    T a2 = reshape(a, Shape{rows, k}), g2 = reshape(g, Shape{rows, bs.back()});
+    if (is_column_major(b)) return mT(matmul(mT(g2), a2));
+    if (as.size() > 2) return matmul(mT(a2), g2);
   }
   return sum_to(matmul(mT(a), g), bs);
 }
