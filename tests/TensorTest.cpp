@@ -168,6 +168,38 @@ TEST(InPlace, BumpsVersionAndWritesThrough) {
   EXPECT_EQ(vals(i), (std::vector<double>{3, 3}));
 }
 
+TEST(InPlace, OverlappingOperandsReadTheOldValues) {
+  // add_/sub_/mul_/div_ write self's memory directly when that gives the out-of-place result:
+  // an operand that is self itself reads element i before i is written; one overlapping self
+  // otherwise (a flipped or shifted view) must still see the old values, as PyTorch's do.
+  Tensor x = tensor({1.0, 2.0, 3.0, 4.0});
+  x.mul_(x);
+  EXPECT_EQ(vals(x), (std::vector<double>{1, 4, 9, 16}));
+  x.add_(x.flip({0}));
+  EXPECT_EQ(vals(x), (std::vector<double>{17, 13, 13, 17}));
+  Tensor y = arange(1000).to(kFloat32) * 2.0;
+  y.slice(0, 1, 1000).sub_(y.slice(0, 0, 999)); // the old neighbour: 2 each
+  std::vector<double> d = vals(y);
+  EXPECT_EQ(d[0], 0);
+  EXPECT_EQ(std::count(d.begin() + 1, d.end(), 2.0), 999);
+  Tensor m = tensor({1.0, 2.0, 3.0, 4.0}).reshape({2, 2});
+  m.t().div_(tensor({1.0, 2.0})); // a strided self: its row j (m's column j) over [1, 2]
+  EXPECT_EQ(vals(m), (std::vector<double>{1, 2, 1.5, 2}));
+  Tensor i = tensor({7}, kInt64);
+  EXPECT_THROW(i.div_(2), Error); // true division: an int64 self cannot hold the result
+  i.mul_(2);
+  EXPECT_EQ(vals(i), (std::vector<double>{14}));
+  // A tensor saved for backward and then changed in place under no_grad: backward notices.
+  Tensor w = tensor({1.0, 2.0}).requires_grad_();
+  Tensor s = tensor({3.0, 4.0});
+  Tensor loss = (w * s).sum();
+  {
+    NoGradGuard guard;
+    s.mul_(2.0);
+  }
+  EXPECT_THROW(loss.backward(), Error);
+}
+
 TEST(Ops, ReductionsSortsAndComposites) {
   Tensor x = tensor({3.0, 1.0, 4.0, 1.0, 5.0, 9.0}).reshape({2, 3});
   EXPECT_EQ(vals(x.sum({1})), (std::vector<double>{8, 15}));

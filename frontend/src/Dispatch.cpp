@@ -241,4 +241,34 @@ Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs
   return out;
 }
 
+bool dispatchInPlace(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                     const Tensor& self) {
+  if (!isElementwise(op) || currentTrace() != nullptr) return false;
+  const bool grad = is_grad_enabled();
+  const TensorImpl& out = *self.impl();
+  std::vector<ir::TensorType> types;
+  types.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    if (!t.defined() || (grad && t.requires_grad())) return false;
+    const TensorImpl& in = *t.impl();
+    // Element i of the result may only read element i of self's memory.
+    if (in.storage == out.storage &&
+        !(in.offset == out.offset && in.shape == out.shape && in.strides == out.strides))
+      return false;
+    types.push_back(typeOf(t));
+  }
+  auto inferred = ir::inferType(op, types, attrs);
+  if (!inferred || inferred.value().dtype != out.dtype || inferred.value().shape != out.shape)
+    return false; // the general path says what is wrong
+  if (self.numel() > 0) {
+    std::vector<TensorRef> refs;
+    refs.reserve(inputs.size());
+    for (const Tensor& t : inputs)
+      refs.push_back(t.ref());
+    runKernel(op, refs, self.ref(), attrs);
+  }
+  out.storage->bumpVersion();
+  return true;
+}
+
 } // namespace weft

@@ -138,6 +138,31 @@ Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
   return self;
 }
 
+/// Whether an in-place op of self and `other` may write self directly: not tracing, and no
+/// autograd to record.
+bool mayRunInPlace(const Tensor& self, const Tensor& other = {}) {
+  return currentTrace() == nullptr &&
+         !(is_grad_enabled() &&
+           (self.requires_grad() || (other.defined() && other.requires_grad())));
+}
+
+/// self = op(self, b) straight into self's memory (dispatchInPlace), where the promoted type is
+/// self's own; false where it is not or dispatchInPlace declines.
+bool binaryInPlace(Tensor& self, OpCode op, const Tensor& b, const char* name) {
+  DType t = result_type(self, b);
+  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t)) t = kDefaultFloat;
+  if (t != self.dtype() || currentTrace() != nullptr) return false;
+  checkWritable(self, name);
+  return dispatchInPlace(op, {self, b.dtype() == t ? b : cast(b, t)}, {}, self);
+}
+bool binaryInPlace(Tensor& self, OpCode op, Scalar b, const char* name) {
+  DType t = result_type(self, b);
+  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t)) t = kDefaultFloat;
+  if (t != self.dtype() || currentTrace() != nullptr) return false;
+  checkWritable(self, name);
+  return dispatchInPlace(op, {self, wrapScalar(b, t)}, {}, self);
+}
+
 /// The value an in-place op reads for `self`: a private recorded copy when autograd will record
 /// the op, so the node never saves memory the op then overwrites.
 Tensor inPlaceSource(const Tensor& self, const Tensor& other = {}) {
@@ -543,34 +568,50 @@ Tensor Tensor::relu(std::source_location loc) const {
 
 Tensor& Tensor::add_(const Tensor& other, Scalar alpha, std::source_location loc) {
   CallSite cs(loc);
+  if (mayRunInPlace(*this, other)) {
+    checkAlpha(*this, other, alpha, "add");
+    Tensor b = alpha.toDouble() == 1.0 ? other : binaryOp(OpCode::Mul, other, alpha);
+    if (binaryInPlace(*this, OpCode::Add, b, "add_")) return *this;
+  }
   return assignInPlace(*this, inPlaceSource(*this, other).add(other, alpha), "add_");
 }
 Tensor& Tensor::add_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
+  if (binaryInPlace(*this, OpCode::Add, other, "add_")) return *this;
   return assignInPlace(*this, inPlaceSource(*this) + other, "add_");
 }
 Tensor& Tensor::sub_(const Tensor& other, Scalar alpha, std::source_location loc) {
   CallSite cs(loc);
+  if (mayRunInPlace(*this, other) && dtype() != DType::Bool && other.dtype() != DType::Bool) {
+    checkAlpha(*this, other, alpha, "sub");
+    Tensor b = alpha.toDouble() == 1.0 ? other : binaryOp(OpCode::Mul, other, alpha);
+    if (binaryInPlace(*this, OpCode::Sub, b, "sub_")) return *this;
+  }
   return assignInPlace(*this, inPlaceSource(*this, other).sub(other, alpha), "sub_");
 }
 Tensor& Tensor::sub_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
+  if (dtype() != DType::Bool && binaryInPlace(*this, OpCode::Sub, other, "sub_")) return *this;
   return assignInPlace(*this, inPlaceSource(*this) - other, "sub_");
 }
 Tensor& Tensor::mul_(const Tensor& other, std::source_location loc) {
   CallSite cs(loc);
+  if (binaryInPlace(*this, OpCode::Mul, other, "mul_")) return *this;
   return assignInPlace(*this, inPlaceSource(*this, other) * other, "mul_");
 }
 Tensor& Tensor::mul_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
+  if (binaryInPlace(*this, OpCode::Mul, other, "mul_")) return *this;
   return assignInPlace(*this, inPlaceSource(*this) * other, "mul_");
 }
 Tensor& Tensor::div_(const Tensor& other, std::source_location loc) {
   CallSite cs(loc);
+  if (binaryInPlace(*this, OpCode::Div, other, "div_")) return *this;
   return assignInPlace(*this, inPlaceSource(*this, other) / other, "div_");
 }
 Tensor& Tensor::div_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
+  if (binaryInPlace(*this, OpCode::Div, other, "div_")) return *this;
   return assignInPlace(*this, inPlaceSource(*this) / other, "div_");
 }
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi,

@@ -71,6 +71,14 @@ Tensor makeTensor(const Shape& shape, DType dtype, bool zero = false);
 /// view or runs the CPU kernel, and records an autograd node when an input requires grad.
 Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
 
+/// Runs elementwise `op` straight into `self`, one of `inputs`, whose value it replaces, where
+/// that gives what computing it out of place and copying it over would: not tracing, no input
+/// requiring grad while grad mode is on, the result of self's dtype and shape, and no other input
+/// sharing self's memory unless it is self exactly. False, with nothing done, otherwise. The
+/// caller has checked that self may be written (checkWritable).
+bool dispatchInPlace(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                     const Tensor& self);
+
 /// A tensor of `shape` filled with `value` (the Full primitive: a graph node when tracing).
 Tensor fullOf(const Shape& shape, Scalar value, DType dtype);
 
