@@ -101,11 +101,17 @@ public:
     mlir::Location l = loc_;
     auto x = [&]() { return convert(in[0], it, rt); }; // unary Float-domain ops compute in rt
     auto one = [&]() { return constantFloat(rt, 1.0); };
+    // An op its table row lowers to one MLIR operation: the operands converted to the result's
+    // element type (the domain's promotion), one result. The ops below are built by hand.
+    if (std::string_view lowering = opInfo(n.op).lowering; !lowering.empty()) {
+      if (in.size() != n.operands.size()) return {};
+      mlir::OperationState state(l, llvm::StringRef(lowering.data(), lowering.size()));
+      for (size_t i = 0; i < in.size(); ++i)
+        state.addOperands(convert(in[i], g_.type(n.operands[i]).dtype, rt));
+      state.addTypes(registerType(b, rt));
+      return b.create(state)->getResult(0);
+    }
     switch (n.op) {
-    case OpCode::Neg:
-      return mlir::arith::NegFOp::create(b, l, in[0]);
-    case OpCode::Abs:
-      return mlir::math::AbsFOp::create(b, l, in[0]);
     case OpCode::Sign: { // sign(NaN) is 0, as the eager kernel's
       mlir::Value zero = constantFloat(rt, 0.0);
       mlir::Value pos = compare(OpCode::Gt, in[0], zero, rt),
@@ -114,24 +120,8 @@ public:
           b, l, pos, one(),
           mlir::arith::SelectOp::create(b, l, neg, constantFloat(rt, -1.0), zero));
     }
-    case OpCode::Exp:
-      return mlir::math::ExpOp::create(b, l, x());
-    case OpCode::Log:
-      return mlir::math::LogOp::create(b, l, x());
-    case OpCode::Log1p:
-      return mlir::math::Log1pOp::create(b, l, x());
-    case OpCode::Expm1:
-      return mlir::math::ExpM1Op::create(b, l, x());
-    case OpCode::Sqrt:
-      return mlir::math::SqrtOp::create(b, l, x());
     case OpCode::Rsqrt:
       return mlir::arith::DivFOp::create(b, l, one(), mlir::math::SqrtOp::create(b, l, x()));
-    case OpCode::Sin:
-      return mlir::math::SinOp::create(b, l, x());
-    case OpCode::Cos:
-      return mlir::math::CosOp::create(b, l, x());
-    case OpCode::Tanh:
-      return mlir::math::TanhOp::create(b, l, x());
     case OpCode::Sigmoid: { // as the eager kernel: never exponentiates a large positive number
       mlir::Value v = x();
       mlir::Value en = mlir::math::ExpOp::create(b, l, mlir::arith::NegFOp::create(b, l, v));
@@ -143,32 +133,10 @@ public:
       return mlir::arith::SelectOp::create(b, l, compare(OpCode::Ge, v, constantFloat(rt, 0.0), rt),
                                            pos, neg);
     }
-    case OpCode::Erf:
-      return mlir::math::ErfOp::create(b, l, x());
     case OpCode::Reciprocal:
       return mlir::arith::DivFOp::create(b, l, one(), x());
-    case OpCode::Floor:
-      return mlir::math::FloorOp::create(b, l, in[0]);
-    case OpCode::Ceil:
-      return mlir::math::CeilOp::create(b, l, in[0]);
-    case OpCode::Round:
-      return mlir::math::RoundEvenOp::create(b, l, in[0]);
     case OpCode::LogicalNot:
       return mlir::arith::XOrIOp::create(b, l, truth(in[0], it), constantFloat(DType::Bool, 1.0));
-    case OpCode::Add:
-      return mlir::arith::AddFOp::create(b, l, in[0], in[1]);
-    case OpCode::Sub:
-      return mlir::arith::SubFOp::create(b, l, in[0], in[1]);
-    case OpCode::Mul:
-      return mlir::arith::MulFOp::create(b, l, in[0], in[1]);
-    case OpCode::Div:
-      return mlir::arith::DivFOp::create(b, l, convert(in[0], it, rt), convert(in[1], it, rt));
-    case OpCode::Pow:
-      return mlir::math::PowFOp::create(b, l, in[0], in[1]);
-    case OpCode::Maximum:
-      return mlir::arith::MaximumFOp::create(b, l, in[0], in[1]);
-    case OpCode::Minimum:
-      return mlir::arith::MinimumFOp::create(b, l, in[0], in[1]);
     case OpCode::Eq:
     case OpCode::Ne:
     case OpCode::Lt:

@@ -208,56 +208,35 @@ Tensor scalar_tensor(Scalar value, std::optional<DType> dtype, std::source_locat
 
 // ---- elementwise: methods and free functions ----
 
-#define WEFT_UNARY_API(name, op)                                                                   \
-  Tensor Tensor::name(std::source_location loc) const {                                            \
+// One method and one free function per unary op and per binary op with a plain API, from their
+// rows in the op table.
+#define WEFT_UNARY(N, s, d, low, k, v)                                                             \
+  Tensor Tensor::s(std::source_location loc) const {                                               \
     CallSite cs(loc);                                                                              \
-    return unaryOp(OpCode::op, *this);                                                             \
+    return unaryOp(OpCode::N, *this);                                                              \
   }                                                                                                \
-  Tensor name(const Tensor& x, std::source_location loc) {                                         \
+  Tensor s(const Tensor& x, std::source_location loc) {                                            \
     CallSite cs(loc);                                                                              \
-    return unaryOp(OpCode::op, x);                                                                 \
+    return unaryOp(OpCode::N, x);                                                                  \
   }
-WEFT_UNARY_API(neg, Neg)
-WEFT_UNARY_API(abs, Abs)
-WEFT_UNARY_API(sign, Sign)
-WEFT_UNARY_API(exp, Exp)
-WEFT_UNARY_API(log, Log)
-WEFT_UNARY_API(log1p, Log1p)
-WEFT_UNARY_API(expm1, Expm1)
-WEFT_UNARY_API(sqrt, Sqrt)
-WEFT_UNARY_API(rsqrt, Rsqrt)
-WEFT_UNARY_API(sin, Sin)
-WEFT_UNARY_API(cos, Cos)
-WEFT_UNARY_API(tanh, Tanh)
-WEFT_UNARY_API(sigmoid, Sigmoid)
-WEFT_UNARY_API(erf, Erf)
-WEFT_UNARY_API(reciprocal, Reciprocal)
-WEFT_UNARY_API(floor, Floor)
-WEFT_UNARY_API(ceil, Ceil)
-WEFT_UNARY_API(round, Round)
-WEFT_UNARY_API(logical_not, LogicalNot)
-#undef WEFT_UNARY_API
-
-#define WEFT_BINARY_API(name, op)                                                                  \
-  Tensor Tensor::name(const Tensor& other, std::source_location loc) const {                       \
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb) WEFT_BINARY_API_##api(N, s)
+#define WEFT_BINARY_API_Method(N, s)                                                               \
+  Tensor Tensor::s(const Tensor& other, std::source_location loc) const {                          \
     CallSite cs(loc);                                                                              \
-    return binaryOp(OpCode::op, *this, other);                                                     \
+    return binaryOp(OpCode::N, *this, other);                                                      \
+  }                                                                                                \
+  Tensor s(const Tensor& a, const Tensor& b, std::source_location loc) {                           \
+    CallSite cs(loc);                                                                              \
+    return binaryOp(OpCode::N, a, b);                                                              \
   }
-WEFT_BINARY_API(mul, Mul)
-WEFT_BINARY_API(div, Div)
-WEFT_BINARY_API(pow, Pow)
-WEFT_BINARY_API(maximum, Maximum)
-WEFT_BINARY_API(minimum, Minimum)
-WEFT_BINARY_API(eq, Eq)
-WEFT_BINARY_API(ne, Ne)
-WEFT_BINARY_API(lt, Lt)
-WEFT_BINARY_API(le, Le)
-WEFT_BINARY_API(gt, Gt)
-WEFT_BINARY_API(ge, Ge)
-WEFT_BINARY_API(logical_and, LogicalAnd)
-WEFT_BINARY_API(logical_or, LogicalOr)
-WEFT_BINARY_API(logical_xor, LogicalXor)
-#undef WEFT_BINARY_API
+#define WEFT_BINARY_API_Custom(N, s)
+#define WEFT_OP(N, s, kind, n, v)
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_BINARY_API_Method
+#undef WEFT_BINARY_API_Custom
+#undef WEFT_OP
 
 namespace {
 /// alpha of add/sub must not be of a higher category than the result, as in PyTorch.
@@ -311,21 +290,9 @@ Tensor Tensor::pow(Scalar e, std::source_location loc) const {
   CallSite cs(loc);
   return powScalar(*this, e);
 }
-Tensor pow(const Tensor& a, const Tensor& b, std::source_location loc) {
-  CallSite cs(loc);
-  return binaryOp(OpCode::Pow, a, b);
-}
 Tensor pow(const Tensor& a, Scalar b, std::source_location loc) {
   CallSite cs(loc);
   return powScalar(a, b);
-}
-Tensor maximum(const Tensor& a, const Tensor& b, std::source_location loc) {
-  CallSite cs(loc);
-  return binaryOp(OpCode::Maximum, a, b);
-}
-Tensor minimum(const Tensor& a, const Tensor& b, std::source_location loc) {
-  CallSite cs(loc);
-  return binaryOp(OpCode::Minimum, a, b);
 }
 
 Tensor operator-(LocatedTensor a) {

@@ -12,8 +12,8 @@ namespace {
 
 /// Per op: what the rules for the gradients of inputs 0 and 1 read (other ops: one rule for all).
 constexpr std::array<std::array<uint32_t, 2>, kNumOps> kUses = {{
-#define WEFT_UNARY(N, s, d, k, v) {detail::scanUses(#v), detail::scanUses(#v)},
-#define WEFT_BINARY(N, s, r, k, va, vb) {detail::scanUses(#va), detail::scanUses(#vb)},
+#define WEFT_UNARY(N, s, d, low, k, v) {detail::scanUses(#v), detail::scanUses(#v)},
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb) {detail::scanUses(#va), detail::scanUses(#vb)},
 #define WEFT_OP(N, s, kind, n, v) {detail::scanUses(#v), detail::scanUses(#v)},
 #include "weft/runtime/Ops.inc"
 #undef WEFT_UNARY

@@ -11,12 +11,13 @@ constexpr bool differentiableColumn(std::string_view vjp) {
 }
 
 constexpr std::array<OpInfo, kNumOps> kInfos = {{
-#define WEFT_UNARY(N, s, d, k, v)                                                                  \
-  OpInfo{OpCode::N, s, OpKind::Unary, 1, differentiableColumn(#v), UnaryDomain::d},
-#define WEFT_BINARY(N, s, r, k, va, vb)                                                            \
-  OpInfo{OpCode::N,      s, OpKind::Binary, 2, differentiableColumn(#va), UnaryDomain::Numeric,    \
-         BinaryResult::r},
-#define WEFT_OP(N, s, kind, n, v) OpInfo{OpCode::N, s, OpKind::kind, n, differentiableColumn(#v)},
+#define WEFT_UNARY(N, s, d, low, k, v)                                                             \
+  OpInfo{OpCode::N,          #s, OpKind::Unary, 1, differentiableColumn(#v), UnaryDomain::d,       \
+         BinaryResult::Same, low},
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb)                                                  \
+  OpInfo{OpCode::N,       #s, OpKind::Binary, 2, differentiableColumn(#va), UnaryDomain::Numeric,  \
+         BinaryResult::r, low},
+#define WEFT_OP(N, s, kind, n, v) OpInfo{OpCode::N, #s, OpKind::kind, n, differentiableColumn(#v)},
 #include "weft/runtime/Ops.inc"
 #undef WEFT_UNARY
 #undef WEFT_BINARY

@@ -96,31 +96,22 @@ Tensor bernoulli(Shape shape, double p, TensorOptions options = {},
 Tensor randperm(int64_t n, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
 
 // ---- elementwise math ----
-Tensor neg(const Tensor& x, WEFT_LOC);
-Tensor abs(const Tensor& x, WEFT_LOC);
-Tensor sign(const Tensor& x, WEFT_LOC);
-Tensor exp(const Tensor& x, WEFT_LOC);
-Tensor log(const Tensor& x, WEFT_LOC);
-Tensor log1p(const Tensor& x, WEFT_LOC);
-Tensor expm1(const Tensor& x, WEFT_LOC);
-Tensor sqrt(const Tensor& x, WEFT_LOC);
-Tensor rsqrt(const Tensor& x, WEFT_LOC);
-Tensor sin(const Tensor& x, WEFT_LOC);
-Tensor cos(const Tensor& x, WEFT_LOC);
-Tensor tanh(const Tensor& x, WEFT_LOC);
-Tensor sigmoid(const Tensor& x, WEFT_LOC);
-Tensor erf(const Tensor& x, WEFT_LOC);
-Tensor reciprocal(const Tensor& x, WEFT_LOC);
-Tensor floor(const Tensor& x, WEFT_LOC);
-Tensor ceil(const Tensor& x, WEFT_LOC);
-Tensor round(const Tensor& x, WEFT_LOC);
+// One function per unary op and per binary op with a plain API, generated from their rows in the
+// op table (weft/runtime/Ops.inc), as the Tensor methods of the same names.
+#define WEFT_UNARY(N, s, d, low, k, v) Tensor s(const Tensor& x, WEFT_LOC);
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb) WEFT_BINARY_FUNCTION_##api(s)
+#define WEFT_BINARY_FUNCTION_Method(s) Tensor s(const Tensor& a, const Tensor& b, WEFT_LOC);
+#define WEFT_BINARY_FUNCTION_Custom(s)
+#define WEFT_OP(N, s, kind, n, v)
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_BINARY_FUNCTION_Method
+#undef WEFT_BINARY_FUNCTION_Custom
+#undef WEFT_OP
 Tensor relu(const Tensor& x, WEFT_LOC);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false, WEFT_LOC);
-Tensor logical_not(const Tensor& x, WEFT_LOC);
-Tensor pow(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor pow(const Tensor& a, Scalar b, WEFT_LOC);
-Tensor maximum(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor minimum(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt,
              WEFT_LOC);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b, WEFT_LOC);

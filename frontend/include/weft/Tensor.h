@@ -166,44 +166,24 @@ public:
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value, WEFT_LOC);
 
   // ---- elementwise ----
-  Tensor neg(WEFT_LOC) const;
-  Tensor abs(WEFT_LOC) const;
-  Tensor sign(WEFT_LOC) const;
-  Tensor exp(WEFT_LOC) const;
-  Tensor log(WEFT_LOC) const;
-  Tensor log1p(WEFT_LOC) const;
-  Tensor expm1(WEFT_LOC) const;
-  Tensor sqrt(WEFT_LOC) const;
-  Tensor rsqrt(WEFT_LOC) const;
-  Tensor sin(WEFT_LOC) const;
-  Tensor cos(WEFT_LOC) const;
-  Tensor tanh(WEFT_LOC) const;
-  Tensor sigmoid(WEFT_LOC) const;
-  Tensor erf(WEFT_LOC) const;
-  Tensor reciprocal(WEFT_LOC) const;
-  Tensor floor(WEFT_LOC) const;
-  Tensor ceil(WEFT_LOC) const;
-  Tensor round(WEFT_LOC) const;
+  // One method per unary op (x.exp()) and per binary op with a plain API (x.maximum(other)),
+  // generated from their rows in the op table, weft/runtime/Ops.inc, which lists them.
+#define WEFT_UNARY(N, s, d, low, k, v) Tensor s(WEFT_LOC) const;
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb) WEFT_BINARY_METHOD_##api(s)
+#define WEFT_BINARY_METHOD_Method(s) Tensor s(const Tensor& other, WEFT_LOC) const;
+#define WEFT_BINARY_METHOD_Custom(s)
+#define WEFT_OP(N, s, kind, n, v)
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_BINARY_METHOD_Method
+#undef WEFT_BINARY_METHOD_Custom
+#undef WEFT_OP
   Tensor relu(WEFT_LOC) const;
-  Tensor logical_not(WEFT_LOC) const;
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC) const;
   Tensor add(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
   Tensor sub(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
-  Tensor mul(const Tensor& other, WEFT_LOC) const;
-  Tensor div(const Tensor& other, WEFT_LOC) const;
-  Tensor pow(const Tensor& exponent, WEFT_LOC) const;
   Tensor pow(Scalar exponent, WEFT_LOC) const;
-  Tensor maximum(const Tensor& other, WEFT_LOC) const;
-  Tensor minimum(const Tensor& other, WEFT_LOC) const;
-  Tensor eq(const Tensor& other, WEFT_LOC) const;
-  Tensor ne(const Tensor& other, WEFT_LOC) const;
-  Tensor lt(const Tensor& other, WEFT_LOC) const;
-  Tensor le(const Tensor& other, WEFT_LOC) const;
-  Tensor gt(const Tensor& other, WEFT_LOC) const;
-  Tensor ge(const Tensor& other, WEFT_LOC) const;
-  Tensor logical_and(const Tensor& other, WEFT_LOC) const;
-  Tensor logical_or(const Tensor& other, WEFT_LOC) const;
-  Tensor logical_xor(const Tensor& other, WEFT_LOC) const;
   Tensor masked_fill(const Tensor& mask, Scalar value, WEFT_LOC) const;
   /// The upper (lower) triangle of the last two dimensions: elements with column - row >=
   /// `diagonal` (<= `diagonal`) are kept, the rest are zero.

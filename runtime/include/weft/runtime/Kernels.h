@@ -22,8 +22,8 @@ void copyCast(const TensorRef& src, const TensorRef& dst);
 void fill(const TensorRef& dst, double value);
 
 namespace kernels {
-#define WEFT_UNARY(N, s, d, k, v)
-#define WEFT_BINARY(N, s, r, k, va, vb)
+#define WEFT_UNARY(N, s, d, low, k, v)
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb)
 #define WEFT_OP(N, s, kind, n, v)                                                                  \
   void N(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at);
 #include "weft/runtime/Ops.inc"

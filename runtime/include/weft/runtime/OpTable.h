@@ -9,8 +9,8 @@ namespace weft {
 
 /// Every primitive op.
 enum class OpCode : uint16_t {
-#define WEFT_UNARY(N, s, d, k, v) N,
-#define WEFT_BINARY(N, s, r, k, va, vb) N,
+#define WEFT_UNARY(N, s, d, low, k, v) N,
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb) N,
 #define WEFT_OP(N, s, kind, n, v) N,
 #include "weft/runtime/Ops.inc"
 #undef WEFT_UNARY
@@ -64,12 +64,15 @@ struct OpInfo {
   bool differentiable; ///< false when the table's vjp column is NONDIFF
   UnaryDomain unaryDomain = UnaryDomain::Numeric;
   BinaryResult binaryResult = BinaryResult::Same;
+  /// Unary and binary ops: the MLIR operation generated kernels compute the op with (operands
+  /// converted to the result's element type), or empty where codegen builds it by hand.
+  std::string_view lowering = {};
 };
 
 /// The number of primitive ops.
 inline constexpr int kNumOps = 0
-#define WEFT_UNARY(N, s, d, k, v) +1
-#define WEFT_BINARY(N, s, r, k, va, vb) +1
+#define WEFT_UNARY(N, s, d, low, k, v) +1
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb) +1
 #define WEFT_OP(N, s, kind, n, v) +1
 #include "weft/runtime/Ops.inc"
 #undef WEFT_UNARY
