@@ -297,6 +297,8 @@ double unaryReference(OpCode op, double x) {
     return std::sin(x);
   case OpCode::Cos:
     return std::cos(x);
+  case OpCode::Atan:
+    return std::atan(x);
   case OpCode::Tanh:
     return std::tanh(x);
   case OpCode::Sigmoid:
