@@ -40,6 +40,27 @@ TEST(Executable, SavedAndLoadedRunsToTheSameBits) {
   EXPECT_EQ(loaded.save(), bytes);                          // and saves to the same bytes
 }
 
+TEST(Executable, RandomDrawsReadTheirKeysFromItsInputs) {
+  // A draw's key (seed, offset) is a state input of the program, int64 [2]: the loaded executable
+  // draws what eager code draws under that key, whatever the generator did since tracing.
+  Generator gen(5);
+  auto f = compile([&](const Tensor& x) { return x + rand({6}, kFloat32, gen); });
+  Tensor x = zeros({6});
+  f(x);
+  Executable loaded = Executable::load(f.compiled().executable()->save());
+  ASSERT_EQ(loaded.state.size(), 1u);
+  EXPECT_EQ(loaded.state[0].dtype, DType::Int64);
+  EXPECT_EQ(loaded.state[0].shape, Shape{2});
+  for (int64_t offset : {0, 1, 7}) {
+    Generator eager(5);
+    eager.set_offset(static_cast<uint64_t>(offset));
+    std::vector<float> want = (x + rand({6}, kFloat32, eager)).to_vector<float>();
+    Tensor key = tensor({5, static_cast<int>(offset)});
+    std::vector<Buffer> out = loaded.run(buffersOf({x}), buffersOf({key}));
+    EXPECT_EQ(valuesOf(out[0]), want) << "offset " << offset;
+  }
+}
+
 TEST(Executable, BuiltForANamedCpuLevel) {
   manual_seed(5);
   Tensor w = randn({8, 5});

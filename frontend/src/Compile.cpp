@@ -160,13 +160,10 @@ std::string CompiledSignature::mismatch(const std::vector<Tensor>& args,
   return "";
 }
 
-std::vector<Tensor> CompiledSignature::run(const std::vector<Tensor>& args,
-                                           const std::vector<Tensor>& state) const {
-  std::vector<Attrs> drawn;
-  drawn.reserve(randomEvents.size());
-  const Plan& plan = program.plan;
-  std::vector<const Attrs*> overrides(randomEvents.empty() ? 0 : plan.steps.size(), nullptr);
-  for (const auto& [e, step] : randomEvents) { // as eager: fresh draws, reseeds between them
+std::vector<Tensor> CompiledSignature::withDrawKeys(const std::vector<Tensor>& state) const {
+  if (randomEvents.empty()) return state;
+  std::vector<Tensor> keyed = state;
+  for (const GeneratorEvent& e : randomEvents) { // as eager: fresh draws, reseeds between them
     Generator g = e.generator;
     switch (e.kind) {
     case GeneratorEvent::Kind::Seed:
@@ -175,19 +172,21 @@ std::vector<Tensor> CompiledSignature::run(const std::vector<Tensor>& args,
     case GeneratorEvent::Kind::Offset:
       g.set_offset(e.value);
       break;
-    case GeneratorEvent::Kind::Draw:
-      if (!step) { // numbers nothing uses still advance the stream, as eager draws them
-        g.next_offset();
-        break;
-      }
-      drawn.push_back(plan.steps[*step].attrs);
-      drawn.back().set("seed", static_cast<int64_t>(g.seed()));
-      drawn.back().set("offset", static_cast<int64_t>(g.next_offset()));
-      overrides[*step] = &drawn.back();
+    case GeneratorEvent::Kind::Draw: { // a key of this call's own: calls may run concurrently
+      Tensor key = makeTensor({2}, DType::Int64);
+      key.data_ptr<int64_t>()[0] = static_cast<int64_t>(g.seed());
+      key.data_ptr<int64_t>()[1] = static_cast<int64_t>(g.next_offset());
+      keyed[e.key] = key;
       break;
     }
+    }
   }
-  std::vector<Buffer> out = runPlan(plan, buffersOf(args), buffersOf(state), overrides);
+  return keyed;
+}
+
+std::vector<Tensor> CompiledSignature::run(const std::vector<Tensor>& args,
+                                           const std::vector<Tensor>& state) const {
+  std::vector<Buffer> out = runPlan(program.plan, buffersOf(args), buffersOf(withDrawKeys(state)));
   for (const GradEffect& e : gradEffects) {
     if (e.of == GradEffect::Of::Argument) continue; // the caller's tensors: see call()
     Tensor leaf = state[e.index];
@@ -333,16 +332,10 @@ void dropWritesToOwnConstants(TraceContext& tc) {
   });
 }
 
-/// What each call redoes outside the plan: the generators' events (draws as plan steps), and where
-/// each state tensor comes from.
+/// What each call redoes outside the plan: the generators' events (each draw's key a state input),
+/// and where each state tensor comes from.
 void bindToCalls(const TraceContext& tc, CompiledSignature& exe) {
-  for (const GeneratorEvent& e : tc.generatorEvents) {
-    std::optional<size_t> step;
-    const std::vector<PlanStep>& steps = exe.program.plan.steps;
-    for (size_t i = 0; e.draw != ir::kNoValue && i < steps.size(); ++i)
-      if (steps[i].output == e.draw) step = i;
-    exe.randomEvents.emplace_back(e, step);
-  }
+  exe.randomEvents = tc.generatorEvents;
   for (size_t k = 0; k < tc.state.size(); ++k) { // state is final: traced backwards may add to it
     const Tensor& t = tc.state[k];
     exe.gradDefined.push_back(tc.gradBefore[k].defined());

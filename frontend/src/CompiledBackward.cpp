@@ -145,8 +145,6 @@ void splitOutputGradients(TraceContext& tc, OutputGradients og, CompiledSignatur
       bw.saved.emplace_back(CompiledSignature::Backward::From::State, st - g.state().begin());
     }
   }
-  for (GeneratorEvent& e : tc.generatorEvents)
-    if (e.draw != ir::kNoValue) e.draw = split.value().forwardMap[static_cast<size_t>(e.draw)];
   g = std::move(split.value().forward);
   bw.graph = std::make_shared<ir::Graph>(std::move(split.value().backward));
   exe.backward = std::move(bw);

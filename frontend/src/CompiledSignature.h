@@ -70,9 +70,9 @@ struct CompiledSignature {
   std::vector<StateRef> stateRefs;
   std::vector<GradEffect> gradEffects;
   size_t numOutputs = 0;
-  /// What the function does to random generators, in program order, with the plan step of each
-  /// draw (none if its numbers went unused).
-  std::vector<std::pair<GeneratorEvent, std::optional<size_t>>> randomEvents;
+  /// What the function does to random generators, in program order; each draw's key is a state
+  /// input each call fills (see run()).
+  std::vector<GeneratorEvent> randomEvents;
   /// Whether each state tensor had a .grad when traced: backward() accumulates differently with and
   /// without one, so a call where this differs needs its own trace.
   std::vector<bool> gradDefined;
@@ -108,6 +108,9 @@ struct CompiledSignature {
   };
   std::optional<Backward> backward;
 
+  /// `state` with each draw's key replaced by this call's (the generators advance as eager
+  /// draws advance them).
+  std::vector<Tensor> withDrawKeys(const std::vector<Tensor>& state) const;
   /// The state tensors, or nullopt when one the user owned is gone or lost a reference since it
   /// was traced (`why` says which).
   std::optional<std::vector<Tensor>> liveState(std::string& why) const;

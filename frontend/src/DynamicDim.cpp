@@ -12,10 +12,14 @@ namespace {
 /// The real tensors two traces at different sizes captured must agree: parameters are the same
 /// tensors, and a constant the function made (arange(x.size(0)), a literal) must hold the same
 /// values, on the rows both have along a dimension of the dynamic size.
-void checkConstantsAgree(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+void checkConstantsAgree(const TraceContext& tc, const std::vector<Tensor>& b) {
+  const std::vector<Tensor>& a = tc.state;
   WEFT_INTERNAL_ASSERT(a.size() == b.size(), "the two traces captured different state");
+  std::vector<bool> key(a.size(), false); // random draws' keys: the two traces draw apart
+  for (const GeneratorEvent& e : tc.generatorEvents)
+    if (e.kind == GeneratorEvent::Kind::Draw) key[e.key] = true;
   for (size_t k = 0; k < a.size(); ++k) {
-    if (a[k].is_same(b[k])) continue;
+    if (key[k] || a[k].is_same(b[k])) continue;
     Tensor x = a[k], y = b[k];
     bool same = x.dim() == y.dim() && x.dtype() == y.dtype();
     for (int64_t d = 0; same && d < x.dim(); ++d)
@@ -125,10 +129,8 @@ void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<T
     pt.arguments[i] = passes::DynamicAxis{dyn.dim, 1};
   auto masked = passes::maskPaddedRows(pt);
   if (!masked) throwError(masked.diagnostic().kind, masked.diagnostic().message);
-  checkConstantsAgree(tc.state, probe.state); // the same state, as the pass checked
+  checkConstantsAgree(tc, probe.state); // the same state, as the pass checked
   const std::vector<ir::ValueId>& map = masked.value().valueMap;
-  for (GeneratorEvent& e : tc.generatorEvents)
-    if (e.draw != ir::kNoValue) e.draw = map[static_cast<size_t>(e.draw)];
   if (og) {
     for (ir::ValueId& v : og->seeds)
       v = map[static_cast<size_t>(v)];

@@ -32,11 +32,14 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
   if (TraceContext* tc = currentTrace()) tc->rememberGenerator(g); // before this draw takes one
   at.set("shape", std::move(shape));
   at.set("dtype", o.dtype_);
-  at.set("seed", static_cast<int64_t>(g.seed()));
-  at.set("offset", static_cast<int64_t>(g.next_offset()));
-  Tensor t = dispatch(op, {}, at);
-  if (TraceContext* tc = currentTrace()) // each call draws at the generator's counter of that call
-    tc->recordGenerator({GeneratorEvent::Kind::Draw, g, t.impl()->traceValue});
+  // The draw's key: (seed, offset). Traced, it is a state input of the graph (a tensor the trace
+  // made), which each call of the compiled function replaces with the key of that call's draw.
+  Tensor key = makeTensor({2}, DType::Int64);
+  key.data_ptr<int64_t>()[0] = static_cast<int64_t>(g.seed());
+  key.data_ptr<int64_t>()[1] = static_cast<int64_t>(g.next_offset());
+  Tensor t = dispatch(op, {key}, at);
+  if (TraceContext* tc = currentTrace())
+    tc->recordGenerator({GeneratorEvent::Kind::Draw, g, tc->stateIndex.at(key.impl().get())});
   return finish(t, o);
 }
 
@@ -213,18 +216,18 @@ Tensor tensor(std::initializer_list<bool> values, std::source_location loc) {
 
 Generator::Generator(uint64_t seed) : state_(std::make_shared<State>(seed)) {
   if (TraceContext* tc = currentTrace()) // a stream made inside a compiled function starts anew
-    tc->recordGenerator({GeneratorEvent::Kind::Seed, *this, ir::kNoValue, seed});
+    tc->recordGenerator({GeneratorEvent::Kind::Seed, *this, 0, seed});
 }
 
 void Generator::manual_seed(uint64_t seed) {
   if (TraceContext* tc = currentTrace()) // redone on every call, between the same draws
-    tc->recordGenerator({GeneratorEvent::Kind::Seed, *this, ir::kNoValue, seed});
+    tc->recordGenerator({GeneratorEvent::Kind::Seed, *this, 0, seed});
   setState(seed, 0);
 }
 
 void Generator::set_offset(uint64_t offset) {
   if (TraceContext* tc = currentTrace())
-    tc->recordGenerator({GeneratorEvent::Kind::Offset, *this, ir::kNoValue, offset});
+    tc->recordGenerator({GeneratorEvent::Kind::Offset, *this, 0, offset});
   state_->offset.store(offset);
 }
 

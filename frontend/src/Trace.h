@@ -30,8 +30,8 @@ struct GeneratorEvent {
   enum class Kind : uint8_t { Draw, Seed, Offset };
   Kind kind = Kind::Draw;
   Generator generator;
-  ir::ValueId draw = ir::kNoValue; ///< the random node, for a draw
-  uint64_t value = 0;              ///< the seed or the offset
+  size_t key = 0;     ///< a draw: the state input holding its key (seed, offset)
+  uint64_t value = 0; ///< the seed or the offset
 };
 
 /// The graph being recorded, and the real tensors it reads and writes.

@@ -106,7 +106,7 @@ Schema buildSchema(OpCode op) {
   case OpKind::Full:
     return {{"shape", T::Ints}, {"dtype", T::DType}, {"value", T::Number}};
   case OpKind::Random: {
-    Schema s{{"shape", T::Ints}, {"dtype", T::DType}, {"seed", T::Int}, {"offset", T::Int}};
+    Schema s{{"shape", T::Ints}, {"dtype", T::DType}};
     if (op == OpCode::Uniform) {
       s.emplace_back("low", T::Float);
       s.emplace_back("high", T::Float);

@@ -437,7 +437,10 @@ Result<TensorType> full(std::string_view op, const Attrs& at) {
   return TensorType{t, at.ints("shape")};
 }
 
-Result<TensorType> random(std::string_view op, const Attrs& at) {
+Result<TensorType> random(std::string_view op, std::span<const TensorType> in, const Attrs& at) {
+  if (in[0].dtype != DType::Int64 || in[0].shape != Shape{2})
+    return diag(ErrorKind::Value, op, ": expected a key of int64 [2] (seed, offset), got ",
+                dt(in[0].dtype), shapeString(in[0].shape));
   DType t = at.dtype("dtype");
   if (!isFloating(t))
     return diag(ErrorKind::DType, op, ": expected a floating-point dtype, got ", dt(t));
@@ -507,7 +510,7 @@ Result<TensorType> inferKind(const OpInfo& info, std::span<const TensorType> in,
   case OpKind::Full:
     return full(name, at);
   case OpKind::Random:
-    return random(name, at);
+    return random(name, in, at);
   }
   return diag(ErrorKind::Internal, name, ": no shape inference for this op kind");
 }

@@ -50,12 +50,11 @@ ir::Diagnostic structureDiffers(const std::string& what) {
 }
 
 /// Attributes that may differ between the two traces: they spell shapes (checked through the
-/// result types) or where a random op reads its generator's stream.
+/// result types).
 bool mayDiffer(OpKind kind, const std::string& name) {
   if (name == "shape")
     return kind == OpKind::Reshape || kind == OpKind::Expand || kind == OpKind::Full ||
            kind == OpKind::Random;
-  if (name == "offset") return kind == OpKind::Random;
   return name == "input_shape" && kind == OpKind::ConvInputGrad;
 }
 

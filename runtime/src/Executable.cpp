@@ -359,11 +359,10 @@ void Executable::loadCode(hal::Device& device) {
 }
 
 std::vector<Buffer> Executable::run(std::span<const Buffer> args,
-                                    std::span<const Buffer> stateValues,
-                                    std::span<const Attrs* const> attrOverrides) const {
+                                    std::span<const Buffer> stateValues) const {
   checkValues("argument", arguments, args);
   checkValues("state tensor", state, stateValues);
-  return runPlan(plan, args, stateValues, attrOverrides);
+  return runPlan(plan, args, stateValues);
 }
 
 } // namespace weft

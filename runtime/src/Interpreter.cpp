@@ -192,8 +192,7 @@ int32_t reusableInput(const PlanStep& step, const std::vector<Buffer>& slots) {
 } // namespace
 
 std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
-                            std::span<const Buffer> state,
-                            std::span<const Attrs* const> attrOverrides) {
+                            std::span<const Buffer> state) {
   WEFT_CHECK(args.size() == plan.argumentSlots.size(), Value, "run: expected ",
              plan.argumentSlots.size(), " arguments, got ", args.size());
   WEFT_CHECK(state.size() == plan.stateSlots.size(), Value, "run: expected ",
@@ -255,8 +254,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   };
   for (size_t index = 0; index < plan.steps.size(); ++index) {
     const PlanStep& step = plan.steps[index];
-    const Attrs& attrs =
-        index < attrOverrides.size() && attrOverrides[index] ? *attrOverrides[index] : step.attrs;
+    const Attrs& attrs = step.attrs;
     refs.clear();
     for (int32_t s : step.inputs) {
       const Buffer& b = slots[static_cast<size_t>(s)];

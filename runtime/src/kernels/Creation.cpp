@@ -1,10 +1,11 @@
 // Creation kernels: full, and random numbers where element i of a draw at `offset` under `seed` is
-// a pure function of (seed, offset, i).
+// a pure function of (seed, offset, i); the draw's key input holds (seed, offset).
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/Philox.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace weft::kernels {
 namespace {
@@ -17,9 +18,14 @@ inline std::array<uint32_t, 4> wordsFor(int64_t i, uint64_t seed, uint64_t offse
                     {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
 }
 
-template <typename Sample> void generate(const TensorRef& out, const Attrs& at, Sample sample) {
-  WEFT_INTERNAL_ASSERT(out.isContiguous());
-  auto seed = static_cast<uint64_t>(at.i("seed")), offset = static_cast<uint64_t>(at.i("offset"));
+template <typename Sample>
+void generate(const TensorRef& key, const TensorRef& out, Sample sample) {
+  WEFT_INTERNAL_ASSERT(out.isContiguous() && key.dtype == DType::Int64 && key.numel() == 2);
+  const auto* k = static_cast<const char*>(key.data);
+  int64_t words[2];
+  for (int j = 0; j < 2; ++j) // the key may be strided
+    std::memcpy(&words[j], k + j * key.strides[0] * 8, 8);
+  auto seed = static_cast<uint64_t>(words[0]), offset = static_cast<uint64_t>(words[1]);
   visitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<ComputeType<T>, float> || std::is_same_v<T, double>) {
@@ -45,18 +51,18 @@ void Full(std::span<const TensorRef>, const TensorRef& out, const Attrs& at) {
   fill(out, at.f("value"));
 }
 
-void Uniform(std::span<const TensorRef>, const TensorRef& out, const Attrs& at) {
+void Uniform(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   double low = at.f("low"), high = at.f("high");
-  generate(out, at, [=](const std::array<uint32_t, 4>& w, bool dbl) {
+  generate(in[0], out, [=](const std::array<uint32_t, 4>& w, bool dbl) {
     // (0, 1] -> [low, high): 1 - u lies in [0, 1).
     double u = dbl ? uniformFromBits(w[0], w[1]) : static_cast<double>(uniformFromBits(w[0]));
     return low + (high - low) * (1.0 - u);
   });
 }
 
-void Normal(std::span<const TensorRef>, const TensorRef& out, const Attrs& at) {
+void Normal(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   double mean = at.f("mean"), stddev = at.f("std");
-  generate(out, at, [=](const std::array<uint32_t, 4>& w, bool dbl) {
+  generate(in[0], out, [=](const std::array<uint32_t, 4>& w, bool dbl) {
     // Box-Muller on two uniforms in (0, 1]; log(u1) is finite.
     double u1 = dbl ? uniformFromBits(w[0], w[1]) : static_cast<double>(uniformFromBits(w[0]));
     double u2 = dbl ? uniformFromBits(w[2], w[3]) : static_cast<double>(uniformFromBits(w[1]));

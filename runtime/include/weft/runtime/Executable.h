@@ -42,9 +42,9 @@ public:
   void loadCode(hal::Device& device = hal::cpu());
 
   /// Runs it on `args` and `stateValues` of the signature's types (an error naming the first
-  /// mismatch); returns the outputs. `attrOverrides` as for runPlan().
-  std::vector<Buffer> run(std::span<const Buffer> args, std::span<const Buffer> stateValues,
-                          std::span<const Attrs* const> attrOverrides = {}) const;
+  /// mismatch); returns the outputs. A random op's key (seed, offset) is one of the state values:
+  /// a caller that wants fresh numbers passes a new key per call.
+  std::vector<Buffer> run(std::span<const Buffer> args, std::span<const Buffer> stateValues) const;
 };
 
 } // namespace weft

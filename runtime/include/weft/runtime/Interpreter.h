@@ -22,11 +22,9 @@ Buffer allocateBuffer(const Shape& shape, DType dtype);
 
 /// Runs `plan` on `args` and `state` (in plan order, with the shapes and dtypes it was built for);
 /// returns the outputs. Updated state values are written into the state buffers' memory in place
-/// after every step has run.
-/// `attrOverrides[i]`, when given and not null, replaces step i's attributes for this call (random
-/// ops take the generator's counter of the call this way).
+/// after every step has run. (A random op's key is one of its inputs: an argument or state value
+/// the caller sets per call.)
 std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
-                            std::span<const Buffer> state,
-                            std::span<const Attrs* const> attrOverrides = {});
+                            std::span<const Buffer> state);
 
 } // namespace weft
