@@ -49,6 +49,7 @@ TEST(Executable, RandomDrawsReadTheirKeysFromItsInputs) {
   f(x);
   Executable loaded = Executable::load(f.compiled().executable()->save());
   ASSERT_EQ(loaded.state.size(), 1u);
+  EXPECT_EQ(loaded.state[0].name, "rng0");
   EXPECT_EQ(loaded.state[0].dtype, DType::Int64);
   EXPECT_EQ(loaded.state[0].shape, Shape{2});
   for (int64_t offset : {0, 1, 7}) {

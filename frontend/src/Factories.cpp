@@ -4,6 +4,7 @@
 #include "weft/Functions.h"
 #include "weft/runtime/Kernels.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace weft {
@@ -38,8 +39,14 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
   key.data_ptr<int64_t>()[0] = static_cast<int64_t>(g.seed());
   key.data_ptr<int64_t>()[1] = static_cast<int64_t>(g.next_offset());
   Tensor t = dispatch(op, {key}, at);
-  if (TraceContext* tc = currentTrace())
-    tc->recordGenerator({GeneratorEvent::Kind::Draw, g, tc->stateIndex.at(key.impl().get())});
+  if (TraceContext* tc = currentTrace()) { // named rng0, rng1, ... in the program's signature
+    size_t index = tc->stateIndex.at(key.impl().get());
+    size_t draws = static_cast<size_t>(std::count_if(
+        tc->generatorEvents.begin(), tc->generatorEvents.end(),
+        [](const GeneratorEvent& e) { return e.kind == GeneratorEvent::Kind::Draw; }));
+    tc->graph.renameInput(tc->current[index], "rng" + std::to_string(draws));
+    tc->recordGenerator({GeneratorEvent::Kind::Draw, g, index});
+  }
   return finish(t, o);
 }
 

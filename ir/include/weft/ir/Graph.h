@@ -73,6 +73,10 @@ public:
   ValueId addArgument(const TensorType& type, std::string name);
   /// Adds a state input (a parameter, buffer or optimizer state that outlives the call).
   ValueId addState(const TensorType& type, std::string name);
+  /// Renames input `v` (an argument or state input) to `name`, which no other input may have.
+  void renameInput(ValueId v, std::string name) {
+    values_[static_cast<size_t>(v)].name = std::move(name);
+  }
   /// Appends a node whose result has `type`; returns the result.
   ValueId addNode(OpCode op, std::vector<ValueId> operands, Attrs attrs, const TensorType& type,
                   Location loc = {});
