@@ -182,10 +182,16 @@ std::vector<int64_t> broadcastStrides(const Shape& shape, const Shape& out) {
   return strides;
 }
 
+/// A kernel function being built: its entry block and the bounds of its outer loop.
+struct KernelFunction {
+  mlir::Block* entry;
+  mlir::Value lo, hi;
+};
+
 /// The function of one group's kernel: func @name(inputs..., outputs..., lo, hi), each a flat
 /// memref, its entry block the insertion point of `b`.
-mlir::func::FuncOp declareKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
-                                 const ir::FusionGroup& grp, const std::string& name) {
+KernelFunction declareKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
+                             const ir::FusionGroup& grp, const std::string& name) {
   mlir::Location loc = b.getUnknownLoc();
   b.setInsertionPointToEnd(module.getBody());
   std::vector<mlir::Type> argTypes;
@@ -200,8 +206,10 @@ mlir::func::FuncOp declareKernel(mlir::OpBuilder& b, mlir::ModuleOp module, cons
   argTypes.push_back(b.getIndexType());
   auto fn = mlir::func::FuncOp::create(b, loc, name, b.getFunctionType(argTypes, {}));
   fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-  b.setInsertionPointToStart(fn.addEntryBlock());
-  return fn;
+  mlir::Block* entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  const auto bounds = static_cast<unsigned>(grp.inputs.size() + grp.outputs.size());
+  return {entry, entry->getArgument(bounds), entry->getArgument(bounds + 1)};
 }
 
 /// The linear index of `ivs` (one per dim) with element `strides` (0: broadcast).
@@ -270,12 +278,9 @@ void loopNest(mlir::OpBuilder& b, mlir::Location loc, const Shape& shape, size_t
 mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
                                 const ir::FusionGroup& grp, const std::string& name) {
   mlir::Location loc = b.getUnknownLoc();
-  mlir::func::FuncOp fn = declareKernel(b, module, g, grp, name);
-  mlir::Block* entry = &fn.getBody().front();
+  auto [entry, lo, hi] = declareKernel(b, module, g, grp, name);
   const Shape& shape = grp.shape;
   size_t numIn = grp.inputs.size(), numOut = grp.outputs.size();
-  mlir::Value lo = entry->getArgument(static_cast<unsigned>(numIn + numOut));
-  mlir::Value hi = entry->getArgument(static_cast<unsigned>(numIn + numOut + 1));
 
   bool ok = true;
   // The innermost body: loads, the group's nodes in order, stores.
@@ -342,13 +347,10 @@ constexpr int64_t kSumBlock = 1024;
 mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
                                    const ir::FusionGroup& grp, const std::string& name) {
   mlir::Location loc = b.getUnknownLoc();
-  mlir::func::FuncOp fn = declareKernel(b, module, g, grp, name);
-  mlir::Block* entry = &fn.getBody().front();
+  auto [entry, lo, hi] = declareKernel(b, module, g, grp, name);
   const Shape& shape = grp.shape;
   const size_t rank = shape.size();
   const size_t numIn = grp.inputs.size(), numOut = grp.outputs.size();
-  mlir::Value lo = entry->getArgument(static_cast<unsigned>(numIn + numOut));
-  mlir::Value hi = entry->getArgument(static_cast<unsigned>(numIn + numOut + 1));
   if (rank < 2) return mlir::failure();
   const int64_t len = shape.back();
   Shape reduced = shape;

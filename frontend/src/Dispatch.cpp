@@ -191,6 +191,20 @@ int64_t wrapDim(int64_t dim, int64_t rank, const char* op) {
   return dim < 0 ? dim + r : dim;
 }
 
+namespace {
+
+/// Runs `op`'s CPU kernel on `inputs`, writing `out`'s memory (nothing to do when it is empty).
+void runInto(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs, const Tensor& out) {
+  if (out.numel() == 0) return;
+  std::vector<TensorRef> refs;
+  refs.reserve(inputs.size());
+  for (const Tensor& t : inputs)
+    refs.push_back(t.ref());
+  runKernel(op, refs, out.ref(), attrs);
+}
+
+} // namespace
+
 Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   const OpInfo& info = opInfo(op);
   std::vector<ir::TensorType> types;
@@ -229,13 +243,7 @@ Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs
   }
   if (!out.defined()) {
     out = makeTensor(type.shape, type.dtype);
-    if (out.numel() > 0) {
-      std::vector<TensorRef> refs;
-      refs.reserve(inputs.size());
-      for (const Tensor& t : inputs)
-        refs.push_back(t.ref());
-      runKernel(op, refs, out.ref(), attrs);
-    }
+    runInto(op, inputs, attrs, out);
   }
   recordAutograd(op, attrs, inputs, out);
   return out;
@@ -260,13 +268,7 @@ bool dispatchInPlace(OpCode op, const std::vector<Tensor>& inputs, const Attrs& 
   auto inferred = ir::inferType(op, types, attrs);
   if (!inferred || inferred.value().dtype != out.dtype || inferred.value().shape != out.shape)
     return false; // the general path says what is wrong
-  if (self.numel() > 0) {
-    std::vector<TensorRef> refs;
-    refs.reserve(inputs.size());
-    for (const Tensor& t : inputs)
-      refs.push_back(t.ref());
-    runKernel(op, refs, self.ref(), attrs);
-  }
+  runInto(op, inputs, attrs, self);
   out.storage->bumpVersion();
   return true;
 }
