@@ -4,7 +4,9 @@
 #include "weft/codegen/Elementwise.h"
 #include "weft/codegen/KernelCache.h"
 #include "weft/ir/Lower.h"
+#include "weft/ir/ShapeInference.h"
 #include "weft/ir/TextFormat.h"
+#include "weft/ir/Verifier.h"
 #include "weft/passes/Fusion.h"
 #include "weft/runtime/Device.h"
 #include "weft/runtime/Error.h"
@@ -13,10 +15,12 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 namespace weft {
 namespace {
@@ -210,6 +214,130 @@ TEST(Codegen, AMalformedGroupIsADiagnosticNotACrash) {
   EXPECT_FALSE(mixed.value().failures[0].empty());
   EXPECT_TRUE(mixed.value().failures[1].empty());
   EXPECT_NO_THROW(hal::cpu().load(mixed.value().table.code, mixed.value().table.kernels));
+}
+
+/// A random graph of elementwise ops and reductions along the last dim over x: float32[rows,
+/// cols], w: float32[cols] and r: float32[rows, 1]; its outputs are a few of its values. Every
+/// value stays finite: inputs lie in [-1, 1] and the ops are bounded or kept small (tanh, sin,
+/// x / (1 + |y|), ...).
+ir::Graph randomRowGraph(uint32_t seed, int64_t rows, int64_t cols) {
+  std::mt19937 rng(seed);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  ir::Graph g("rows");
+  Shape full{rows, cols}, reduced{rows, 1};
+  std::vector<ir::ValueId> fulls{g.addArgument({DType::Float32, full}, "x")};
+  std::vector<ir::ValueId> rowsOnly{g.addArgument({DType::Float32, reduced}, "r")};
+  ir::ValueId w = g.addArgument({DType::Float32, {cols}}, "w");
+  auto add = [&](OpCode op, std::vector<ir::ValueId> in, Attrs at = {}) {
+    std::vector<ir::TensorType> types;
+    for (ir::ValueId v : in)
+      types.push_back(g.type(v));
+    auto t = ir::inferType(op, types, at);
+    EXPECT_TRUE(static_cast<bool>(t)) << t.diagnostic().message;
+    return g.addNode(op, std::move(in), at, t.value());
+  };
+  auto bounded = [&](ir::ValueId v) { // v / (1 + |v|): in (-1, 1)
+    ir::ValueId one =
+        add(OpCode::Full, {}, Attrs{{"shape", Shape{}}, {"dtype", DType::Float32}, {"value", 1.0}});
+    return add(OpCode::Div, {v, add(OpCode::Add, {add(OpCode::Abs, {v}), one})});
+  };
+  const int nodes = 6 + static_cast<int>(pick(10));
+  for (int i = 0; i < nodes; ++i) {
+    const bool onFull = pick(3) != 0;
+    std::vector<ir::ValueId>& pool = onFull ? fulls : rowsOnly;
+    ir::ValueId a = pool[pick(pool.size())];
+    switch (pick(6)) {
+    case 0: { // a reduction along the row
+      ir::ValueId x = fulls[pick(fulls.size())];
+      OpCode op = std::array{OpCode::Sum, OpCode::AMax, OpCode::AMin}[pick(3)];
+      ir::ValueId s = add(op, {x}, Attrs{{"dims", std::vector<int64_t>{1}}, {"keepdim", true}});
+      rowsOnly.push_back(bounded(s));
+      break;
+    }
+    case 1: // unary
+      pool.push_back(add(std::array{OpCode::Tanh, OpCode::Sin, OpCode::Neg}[pick(3)], {a}));
+      break;
+    case 2: { // full with a row value (broadcast), or two row values
+      ir::ValueId b = rowsOnly[pick(rowsOnly.size())];
+      OpCode op = std::array{OpCode::Add, OpCode::Sub, OpCode::Mul, OpCode::Maximum}[pick(4)];
+      pool.push_back(add(op, {a, b}));
+      break;
+    }
+    case 3: { // two of the same shape
+      ir::ValueId b = pool[pick(pool.size())];
+      pool.push_back(bounded(add(std::array{OpCode::Mul, OpCode::Add}[pick(2)], {a, b})));
+      break;
+    }
+    case 4: // with the per-column weight
+      if (onFull) fulls.push_back(add(OpCode::Mul, {a, w}));
+      break;
+    default: // x - mean: layer norm's centring
+      if (onFull) {
+        ir::ValueId s =
+            add(OpCode::Sum, {a}, Attrs{{"dims", std::vector<int64_t>{1}}, {"keepdim", true}});
+        ir::ValueId n = add(OpCode::Full, {},
+                            Attrs{{"shape", Shape{}},
+                                  {"dtype", DType::Float32},
+                                  {"value", static_cast<double>(cols)}});
+        fulls.push_back(add(OpCode::Sub, {a, add(OpCode::Div, {s, n})}));
+      }
+      break;
+    }
+  }
+  // Outputs: the last values of each kind, and one earlier value at random.
+  g.addOutput(fulls.back());
+  g.addOutput(rowsOnly.back());
+  g.addOutput(fulls[pick(fulls.size())]);
+  return g;
+}
+
+TEST(Codegen, RandomRowKernelsMatchTheInterpreter) {
+  // 40 random graphs (rows of 1 to 37 values, and of 1500 for the blocked sums) compiled into row
+  // kernels against the same graphs run by the interpreter's eager kernels. The kernels sum in
+  // another order (vector lanes, blocks of 1024), so they agree to rounding: relative 1e-4 after a
+  // few sums of up to 1500 values of at most 1 (float32).
+  CacheDir cache;
+  int rowKernels = 0;
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    const int64_t rows = 1 + static_cast<int64_t>(seed % 5);
+    const int64_t cols = seed % 8 == 7 ? 1500 : 2 + static_cast<int64_t>((seed * 7) % 36);
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", rows of " + std::to_string(cols));
+    ir::Graph g = randomRowGraph(seed, rows, cols);
+    ASSERT_TRUE(ir::verify(g).empty()) << ir::verify(g)[0].message;
+    std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
+    for (const ir::FusionGroup& grp : groups)
+      rowKernels += passes::isRowKernel(g, grp) ? 1 : 0;
+    auto compiled = codegen::compileElementwise(g, groups);
+    ASSERT_TRUE(static_cast<bool>(compiled)) << compiled.diagnostic().message;
+    std::vector<ir::FusedKernel> fused;
+    for (size_t k = 0; k < groups.size(); ++k) {
+      EXPECT_TRUE(compiled.value().failures[k].empty()) << compiled.value().failures[k];
+      if (compiled.value().kernelOf[k] >= 0)
+        fused.push_back({groups[k], compiled.value().kernelOf[k]});
+    }
+    KernelTable& table = compiled.value().table;
+    if (!fused.empty()) table.loaded = hal::cpu().load(table.code, table.kernels);
+    Plan withKernels = ir::lowerToPlan(g, fused, std::move(table));
+    Plan interpreted = ir::lowerToPlan(g);
+    std::mt19937 rng(seed + 1000);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<Buffer> args;
+    for (ir::ValueId a : g.arguments()) {
+      Buffer b = allocateBuffer(g.type(a).shape, DType::Float32);
+      for (int64_t i = 0; i < b.ref.numel(); ++i)
+        b.ref.ptr<float>()[i] = u(rng);
+      args.push_back(b);
+    }
+    std::vector<Buffer> want = runPlan(interpreted, args, {});
+    std::vector<Buffer> got = runPlan(withKernels, args, {});
+    for (size_t o = 0; o < want.size(); ++o)
+      for (int64_t i = 0; i < want[o].ref.numel(); ++i) {
+        const float a = got[o].ref.ptr<float>()[i], b = want[o].ref.ptr<float>()[i];
+        ASSERT_NEAR(a, b, 1e-4 * std::max(1.0f, std::fabs(b)))
+            << "output " << o << " element " << i;
+      }
+  }
+  EXPECT_GT(rowKernels, 20); // most graphs hold one
 }
 
 TEST(Codegen, CacheCanBeTurnedOff) {
