@@ -1,8 +1,11 @@
 // weft-opt: reads a graph in text form, verifies it, runs the passes named on the command line in
-// order, and prints the result. Used by the golden tests (lit + FileCheck).
+// order, and prints the result; with --split=S,G it then splits the result into the forward and
+// the backward graph compile() runs (the last S arguments are the output gradients' seeds, the
+// last G outputs the gradients) and prints both. Used by the golden tests (lit + FileCheck).
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
 #include "weft/passes/Pass.h"
+#include "weft/passes/Split.h"
 
 #include <cstdio>
 #include <fstream>
@@ -16,7 +19,9 @@ int usage() {
   std::string names;
   for (const std::string& n : weft::passes::passNames())
     names += " --" + n;
-  std::fprintf(stderr, "usage: weft-opt [passes...] [file | -]\n  passes:%s\n", names.c_str());
+  std::fprintf(stderr,
+               "usage: weft-opt [passes...] [--split=SEEDS,GRADS] [file | -]\n  passes:%s\n",
+               names.c_str());
   return 2;
 }
 
@@ -25,10 +30,15 @@ int usage() {
 int main(int argc, char** argv) {
   weft::passes::PassManager pm;
   std::string path = "-";
+  long seeds = -1, grads = -1; // --split
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") return usage();
-    if (arg.rfind("--", 0) == 0) {
+    if (arg.rfind("--split=", 0) == 0) {
+      if (std::sscanf(arg.c_str(), "--split=%ld,%ld", &seeds, &grads) != 2 || seeds < 0 ||
+          grads < 0)
+        return usage();
+    } else if (arg.rfind("--", 0) == 0) {
       auto pass = weft::passes::createPass(arg.substr(2));
       if (!pass) {
         std::fprintf(stderr, "weft-opt: unknown pass '%s'\n", arg.c_str());
@@ -64,6 +74,29 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: error: %s\n", path.c_str(), r.diagnostic().message.c_str());
     return 1;
   }
-  std::fputs(weft::ir::printGraph(graph.value()).c_str(), stdout);
+  if (seeds < 0) {
+    std::fputs(weft::ir::printGraph(graph.value()).c_str(), stdout);
+    return 0;
+  }
+  weft::ir::Graph& g = graph.value();
+  auto s = static_cast<size_t>(seeds), n = static_cast<size_t>(grads);
+  if (s > g.arguments().size() || n > g.outputs().size()) {
+    std::fprintf(stderr,
+                 "%s: error: --split=%zu,%zu: the graph has %zu arguments and %zu outputs\n",
+                 path.c_str(), s, n, g.arguments().size(), g.outputs().size());
+    return 1;
+  }
+  std::vector<weft::ir::ValueId> seedValues(g.arguments().end() - static_cast<long>(s),
+                                            g.arguments().end());
+  std::vector<weft::ir::ValueId> gradValues(g.outputs().end() - static_cast<long>(n),
+                                            g.outputs().end());
+  g.mutableOutputs().resize(g.outputs().size() - n);
+  auto split = weft::passes::splitForwardBackward(g, seedValues, gradValues);
+  if (!split) {
+    std::fprintf(stderr, "%s: error: %s\n", path.c_str(), split.diagnostic().message.c_str());
+    return 1;
+  }
+  std::fputs(weft::ir::printGraph(split.value().forward).c_str(), stdout);
+  std::fputs(weft::ir::printGraph(split.value().backward).c_str(), stdout);
   return 0;
 }
