@@ -3,6 +3,10 @@
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
 
+#include <cstring>
+#include <optional>
+#include <vector>
+
 namespace weft::kernels {
 namespace {
 
@@ -52,6 +56,32 @@ void indexLoop(const Shape& shape, const TensorRef& target, int64_t dim, const T
               [&](int64_t b, int64_t e) { nest.forRange(b * line, e * line, run); });
 }
 
+/// index_select / index_add on contiguous tensors: `x` viewed as [outer, size, inner] around
+/// `dim`, the index checked up front. Whole rows of `inner` elements move at once (an embedding
+/// lookup is one memcpy per row), where the general loop walks element by element along `dim`.
+struct RowView {
+  int64_t outer = 1, inner = 1;
+};
+std::optional<RowView> rowView(const TensorRef& a, const TensorRef& b, const TensorRef& index,
+                               int64_t dim) {
+  if (!a.isContiguous() || !b.isContiguous() || index.shape.size() > 1) return std::nullopt;
+  RowView v;
+  for (int64_t d = 0; d < dim; ++d)
+    v.outer *= a.shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < a.shape.size(); ++d)
+    v.inner *= a.shape[d];
+  return v;
+}
+
+/// The index's values, each checked against `size`.
+std::vector<int64_t> checkedIndices(const TensorRef& index, int64_t size, int64_t dim) {
+  const int64_t n = index.numel(), stride = index.strides.empty() ? 0 : index.strides[0];
+  std::vector<int64_t> ix(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    ix[static_cast<size_t>(i)] = checkedIndex(index.ptr<int64_t>()[i * stride], size, dim, "index");
+  return ix;
+}
+
 } // namespace
 
 void Gather(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
@@ -91,6 +121,24 @@ void ScatterAdd(std::span<const TensorRef> in, const TensorRef& out, const Attrs
 void IndexSelect(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   const TensorRef &x = in[0], &index = in[1];
   int64_t dim = at.i("dim");
+  if (auto v = rowView(x, out, index, dim)) {
+    const int64_t size = x.shape[static_cast<size_t>(dim)], n = index.numel();
+    const std::vector<int64_t> ix = checkedIndices(index, size, dim);
+    const auto bytes = static_cast<size_t>(v->inner) * elementSize(x.dtype);
+    const char* src = static_cast<const char*>(x.data);
+    char* dst = static_cast<char*>(out.data);
+    parallelFor(
+        v->outer * n, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(v->inner, 1)),
+        [&](int64_t b, int64_t e) {
+          for (int64_t r = b; r < e; ++r) {
+            const int64_t o = r / n, i = r % n;
+            std::memcpy(dst + static_cast<size_t>(r) * bytes,
+                        src + static_cast<size_t>(o * size + ix[static_cast<size_t>(i)]) * bytes,
+                        bytes);
+          }
+        });
+    return;
+  }
   Shape istr(out.shape.size(), 0); // the 1-D index walks along `dim` of the output
   istr[dim] = index.strides.empty() ? 0 : index.strides[0];
   visitDType(x.dtype, [&](auto tag) {
@@ -103,6 +151,38 @@ void IndexAdd(std::span<const TensorRef> in, const TensorRef& out, const Attrs& 
   copyCast(in[0], out);
   const TensorRef &index = in[1], &src = in[2];
   int64_t dim = at.i("dim");
+  if (auto v = rowView(out, src, index, dim); v && out.dtype == src.dtype) {
+    // Repeated indices add into one row: the threads split the columns, never the rows.
+    const int64_t size = out.shape[static_cast<size_t>(dim)], n = index.numel();
+    const std::vector<int64_t> ix = checkedIndices(index, size, dim);
+    constexpr int64_t kBlock = 256; // columns per task
+    const int64_t blocks = (v->inner + kBlock - 1) / kBlock;
+    visitDType(out.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      T* o = out.ptr<T>();
+      const T* s = src.ptr<T>();
+      parallelFor(v->outer * blocks,
+                  std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n * kBlock, 1)),
+                  [&](int64_t b, int64_t e) {
+                    for (int64_t t = b; t < e; ++t) {
+                      const int64_t outer = t / blocks, c0 = (t % blocks) * kBlock,
+                                    c1 = std::min(v->inner, c0 + kBlock);
+                      for (int64_t i = 0; i < n; ++i) {
+                        T* d = o + (outer * size + ix[static_cast<size_t>(i)]) * v->inner;
+                        const T* r = s + (outer * n + i) * v->inner;
+                        for (int64_t c = c0; c < c1; ++c) {
+                          if constexpr (std::is_same_v<T, bool>)
+                            d[c] = d[c] || r[c];
+                          else
+                            d[c] = convert<T>(static_cast<ComputeType<T>>(d[c]) +
+                                              static_cast<ComputeType<T>>(r[c]));
+                        }
+                      }
+                    }
+                  });
+    });
+    return;
+  }
   Shape istr(src.shape.size(), 0);
   istr[dim] = index.strides.empty() ? 0 : index.strides[0];
   visitDType(out.dtype, [&](auto tag) {
