@@ -206,6 +206,12 @@ void fill(const TensorRef& dst, double value) {
   visitDType(dst.dtype, [&](auto tag) {
     using T = decltype(tag);
     T v = kernels::convert<T>(value);
+    if (dst.isContiguous()) { // one run: filled a vector at a time
+      T* p = dst.ptr<T>();
+      parallelFor(dst.numel(), kernels::kElementwiseGrain,
+                  [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
+      return;
+    }
     std::array<Shape, 1> strides{dst.strides};
     kernels::LoopNest<1> nest(dst.shape, strides, {static_cast<char*>(dst.data)},
                               {static_cast<int64_t>(sizeof(T))});
