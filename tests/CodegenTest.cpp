@@ -340,6 +340,44 @@ TEST(Codegen, RandomRowKernelsMatchTheInterpreter) {
   EXPECT_GT(rowKernels, 20); // most graphs hold one
 }
 
+TEST(Codegen, KernelsAreKeyedByEverythingCodegenReads) {
+  // A kernel's cache key describes its group (types, ops, operands, attributes, in-place outputs)
+  // instead of its generated code: groups that differ in any of those get different kernels,
+  // identical ones share one. Each graph computes y = exp(x * c + b), fused into one kernel.
+  CacheDir cache;
+  auto graph = [](const std::string& xType, const std::string& bType, const std::string& c,
+                  const std::string& op) {
+    auto g = ir::parseGraph("graph @g(%x: " + xType + ", %b: " + bType +
+                            ") {\n"
+                            "  %c = full() {shape = [], dtype = float32, value = " +
+                            c + "} : float32[]\n  %m = " + op + "(%x, %c) : " + xType +
+                            "\n  %a = add(%m, %b) : " + xType + "\n  %y = exp(%a) : " + xType +
+                            "\n  return(%y)\n}\n");
+    EXPECT_TRUE(static_cast<bool>(g)) << g.diagnostic().message;
+    return std::move(g.value());
+  };
+  auto symbolOf = [](const ir::Graph& g) {
+    std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
+    EXPECT_EQ(groups.size(), 1u);
+    auto compiled = codegen::compileElementwise(g, groups);
+    EXPECT_TRUE(static_cast<bool>(compiled) && compiled.value().kernelOf[0] == 0);
+    return compiled.value().table.kernels.at(0).symbol;
+  };
+  const std::string base = symbolOf(graph("float32[4, 3]", "float32[3]", "2.0", "mul"));
+  EXPECT_EQ(symbolOf(graph("float32[4, 3]", "float32[3]", "2.0", "mul")), base);
+  std::vector<std::string> others = {
+      symbolOf(graph("float32[4, 3]", "float32[3]", "2.5", "mul")),    // a constant's value
+      symbolOf(graph("float32[4, 3]", "float32[4, 1]", "2.0", "mul")), // a broadcast input
+      symbolOf(graph("float32[3, 4]", "float32[4]", "2.0", "mul")),    // the shape
+      symbolOf(graph("float64[4, 3]", "float64[3]", "2.0", "mul")),    // the dtype
+      symbolOf(graph("float32[4, 3]", "float32[3]", "2.0", "div"))};   // an op
+  for (size_t i = 0; i < others.size(); ++i) {
+    EXPECT_NE(others[i], base) << "variant " << i;
+    for (size_t j = 0; j < i; ++j)
+      EXPECT_NE(others[i], others[j]) << "variants " << i << " and " << j;
+  }
+}
+
 TEST(Codegen, CacheCanBeTurnedOff) {
   CacheDir cache;
   ::setenv("WEFT_KERNEL_CACHE", "0", 1);

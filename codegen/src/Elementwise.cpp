@@ -4,8 +4,10 @@
 // results agree bit for bit.
 #include "weft/codegen/Elementwise.h"
 
+#include "CodegenSourceHash.h"
 #include "JitInternal.h"
 #include "weft/codegen/KernelCache.h"
+#include "weft/ir/TextFormat.h"
 #include "weft/passes/Fusion.h"
 #include "weft/runtime/ThreadPool.h"
 
@@ -576,14 +578,53 @@ mlir::OwningOpRef<mlir::ModuleOp> kernelModule(mlir::MLIRContext& ctx, const ir:
   return module;
 }
 
-/// What identifies a kernel's object: the codegen and LLVM versions, the target, and its MLIR.
-/// Bump the first line whenever generated code changes for the same MLIR (the ABI, the pipeline).
-std::string kernelKey(mlir::ModuleOp module, const CpuTarget& target) {
-  std::string text =
-      "weft-codegen 2\nllvm " LLVM_VERSION_STRING "\ntarget " + target.codeTarget() + "\n";
-  llvm::raw_string_ostream os(text);
-  module.print(os);
-  return text;
+/// What identifies a group's kernel without building it: the code generator (a hash of its
+/// sources, CodegenSourceHash.h), LLVM's version, the target, and the group as codegen reads it:
+/// its shape, its inputs' types, each leaf's and node's op, operands, attributes and result type
+/// in the order codegen computes them, and its outputs with the inputs they are written over.
+/// (Building and printing every group's MLIR only to key it took most of a warm compilation.)
+std::string groupKey(const ir::Graph& g, const ir::FusionGroup& grp, const CpuTarget& target) {
+  std::string key = "weft-codegen 3 " WEFT_CODEGEN_SOURCE_HASH "\nllvm " LLVM_VERSION_STRING
+                    "\ntarget " +
+                    target.codeTarget() + "\nshape " + shapeString(grp.shape) + "\n";
+  auto type = [&](ValueId v) {
+    return std::string(dtypeName(g.type(v).dtype)) + shapeString(g.type(v).shape);
+  };
+  std::map<ValueId, std::string> local; // a value's name inside the group
+  auto ref = [&](ValueId v) {
+    auto it = local.find(v);
+    return it == local.end() ? std::string("?") : it->second; // "?": malformed, never lowers
+  };
+  for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    local[grp.inputs[i]] = "i" + std::to_string(i);
+    key += "in " + type(grp.inputs[i]) + "\n";
+  }
+  std::vector<int32_t> order = grp.leaves;
+  order.insert(order.end(), grp.nodes.begin(), grp.nodes.end());
+  for (size_t j = 0; j < order.size(); ++j) {
+    const ir::Node& n = g.nodes()[static_cast<size_t>(order[j])];
+    key += (j < grp.leaves.size() ? "leaf " : "node ") + std::string(opName(n.op)) + "(";
+    for (ValueId o : n.operands)
+      key += ref(o) + ",";
+    key += ")";
+    for (const auto& [name, value] : n.attrs.items())
+      key += " " + name + "=" + ir::printAttr(value);
+    key += " : " + type(n.result) + "\n";
+    local[n.result] = "v" + std::to_string(j);
+  }
+  for (size_t k = 0; k < grp.outputs.size(); ++k)
+    key += "out " + ref(grp.outputs[k]) + " over " +
+           std::to_string(k < grp.inPlace.size() ? grp.inPlace[k] : -1) + "\n";
+  return key;
+}
+
+/// Why a group's kernel could not be built.
+std::string cannotLower(const ir::Graph& g, const ir::FusionGroup& grp) {
+  std::string ops;
+  for (int32_t i : grp.nodes)
+    ops += std::string(ops.empty() ? "" : ", ") +
+           std::string(opName(g.nodes()[static_cast<size_t>(i)].op));
+  return "its nodes (" + ops + ") hold an op, a value or a shape codegen cannot lower";
 }
 
 } // namespace
@@ -595,35 +636,17 @@ ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
   result.kernelOf.assign(groups.size(), -1);
   result.failures.assign(groups.size(), "");
   if (groups.empty()) return result;
-  // Each kernel's key and symbol (its hash: identical kernels share one), from its MLIR, built in
-  // parallel: one share of the kernels and one context per thread.
-  const auto n = static_cast<int64_t>(groups.size());
+  // Each kernel's key and symbol (its hash: identical kernels share one).
   std::vector<std::string> keys(groups.size()), symbols(groups.size());
-  parallelFor(n, std::max<int64_t>(1, (n + getNumThreads() - 1) / getNumThreads()),
-              [&](int64_t lo, int64_t hi) {
-                std::unique_ptr<mlir::MLIRContext> ctx = newContext();
-                for (auto k = static_cast<size_t>(lo); k < static_cast<size_t>(hi); ++k) {
-                  mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k]);
-                  if (!module) continue; // its key stays empty
-                  keys[k] = kernelKey(*module, target);
-                  symbols[k] = "weft_" + hashHex(keys[k]);
-                }
-              });
-  for (size_t k = 0; k < groups.size(); ++k)
-    if (keys[k].empty()) {
-      std::string ops;
-      for (int32_t i : groups[k].nodes)
-        ops += std::string(ops.empty() ? "" : ", ") +
-               std::string(opName(g.nodes()[static_cast<size_t>(i)].op));
-      result.failures[k] =
-          "its nodes (" + ops + ") hold an op, a value or a shape codegen cannot lower";
-    }
+  for (size_t k = 0; k < groups.size(); ++k) {
+    keys[k] = groupKey(g, groups[k], target);
+    symbols[k] = "weft_" + hashHex(keys[k]);
+  }
   // Distinct kernels: from the disk cache, or compiled in parallel (each in its own context).
   std::vector<size_t> distinct;
   for (size_t k = 0; k < groups.size(); ++k)
-    if (!keys[k].empty() &&
-        std::find(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(k), symbols[k]) ==
-            symbols.begin() + static_cast<std::ptrdiff_t>(k))
+    if (std::find(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(k), symbols[k]) ==
+        symbols.begin() + static_cast<std::ptrdiff_t>(k))
       distinct.push_back(k);
   if (distinct.empty()) return result;
   // The linked set, when these kernels were linked before: no objects to read, no link. (The
@@ -652,6 +675,10 @@ ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
         size_t i = missing[m], k = distinct[i];
         std::unique_ptr<mlir::MLIRContext> ctx = newContext();
         mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k]);
+        if (!module) {
+          errors[i] = cannotLower(g, groups[k]);
+          continue;
+        }
         KernelEntry entry{"kernel", symbols[k]};
         auto object = compileToObject(*module, target, std::span(&entry, 1));
         if (!object) {
