@@ -1,0 +1,64 @@
+// weft-bench-ops: per-op overhead of eager weft next to eager LibTorch on tiny tensors; prints a
+// table of nanoseconds per call and the ratio (see OpsBench.h).
+//
+//   weft-bench-ops [--threads N] [--iterations N]
+#include "OpsBench.h"
+
+#include <weft/weft.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace bench {
+
+std::vector<double> weftOps(int threads, int iterations) {
+  weft::setNumThreads(threads);
+  weft::Generator g(1);
+  weft::Tensor a = weft::randn({16}, weft::kFloat32, g), b = weft::randn({16}, weft::kFloat32, g);
+  weft::Tensor m = weft::randn({4, 4}, weft::kFloat32, g),
+               n = weft::randn({4, 4}, weft::kFloat32, g);
+  weft::Tensor ga = a.clone().requires_grad_(), gb = b.clone().requires_grad_();
+  weft::Tensor acc = weft::zeros({16});
+  std::vector<double> ns;
+  ns.push_back(nsPerCall([&] { (void)(a + b); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)(a * 2.0); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)a.exp(); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)a.sum(); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)a.relu(); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)a.reshape({4, 4}); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)m.t(); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)m.matmul(n); }, iterations));
+  ns.push_back(nsPerCall([&] { acc.add_(b); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)(ga + gb); }, iterations));
+  return ns;
+}
+
+} // namespace bench
+
+int main(int argc, char** argv) {
+  int threads = 2, iterations = 20000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--threads") == 0)
+      threads = std::max(1, std::atoi(argv[i + 1]));
+    else if (std::strcmp(argv[i], "--iterations") == 0)
+      iterations = std::max(10, std::atoi(argv[i + 1]));
+    else {
+      std::fprintf(stderr, "usage: %s [--threads N] [--iterations N]\n", argv[0]);
+      return 2;
+    }
+  }
+  std::vector<double> w = bench::weftOps(threads, iterations);
+  std::vector<double> t = bench::torchOps(threads, iterations);
+  std::printf("weft-bench-ops: eager per-op cost on 16-element float32 tensors, %d threads each, "
+              "median of 7 rounds of %d calls\n\n",
+              threads, iterations);
+  std::printf("| %-40s | %10s | %12s | %13s |\n", "op", "weft ns", "LibTorch ns", "LibTorch/weft");
+  std::printf(
+      "|------------------------------------------|------------|--------------|---------------|\n");
+  const std::vector<std::string>& names = bench::opNames();
+  for (size_t i = 0; i < names.size(); ++i)
+    std::printf("| %-40s | %10.0f | %12.0f | %12.2fx |\n", names[i].c_str(), w[i], t[i],
+                t[i] / w[i]);
+  return 0;
+}
