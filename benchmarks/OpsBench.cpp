@@ -20,18 +20,7 @@ std::vector<double> weftOps(int threads, int iterations) {
                n = weft::randn({4, 4}, weft::kFloat32, g);
   weft::Tensor ga = a.clone().requires_grad_(), gb = b.clone().requires_grad_();
   weft::Tensor acc = weft::zeros({16});
-  std::vector<double> ns;
-  ns.push_back(nsPerCall([&] { (void)(a + b); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)(a * 2.0); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.exp(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.sum(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.relu(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.reshape({4, 4}); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)m.t(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)m.matmul(n); }, iterations));
-  ns.push_back(nsPerCall([&] { acc.add_(b); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)(ga + gb); }, iterations));
-  return ns;
+  return timeOps(a, b, m, n, ga, gb, acc, iterations);
 }
 
 } // namespace bench

@@ -40,6 +40,26 @@ template <typename Op> double nsPerCall(Op&& op, int iterations) {
   return rounds[rounds.size() / 2];
 }
 
+/// ns per call of each of opNames() on `a`, `b` ([16]), `m`, `n` ([4, 4]), `ga`, `gb` ([16],
+/// requiring grad) and `acc` ([16], written in place). One template for both libraries: weft
+/// spells these ops as LibTorch does.
+template <typename T>
+std::vector<double> timeOps(const T& a, const T& b, const T& m, const T& n, const T& ga,
+                            const T& gb, T acc, int iterations) {
+  std::vector<double> ns;
+  ns.push_back(nsPerCall([&] { (void)(a + b); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)(a * 2.0); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)a.exp(); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)a.sum(); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)a.relu(); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)a.reshape({4, 4}); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)m.t(); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)m.matmul(n); }, iterations));
+  ns.push_back(nsPerCall([&] { acc.add_(b); }, iterations));
+  ns.push_back(nsPerCall([&] { (void)(ga + gb); }, iterations));
+  return ns;
+}
+
 /// ns per call of each of opNames(), for weft and for LibTorch.
 std::vector<double> weftOps(int threads, int iterations);
 std::vector<double> torchOps(int threads, int iterations);

@@ -12,18 +12,7 @@ std::vector<double> torchOps(int threads, int iterations) {
   torch::Tensor m = torch::randn({4, 4}), n = torch::randn({4, 4});
   torch::Tensor ga = a.clone().requires_grad_(), gb = b.clone().requires_grad_();
   torch::Tensor acc = torch::zeros({16});
-  std::vector<double> ns;
-  ns.push_back(nsPerCall([&] { (void)(a + b); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)(a * 2.0); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.exp(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.sum(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.relu(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.reshape({4, 4}); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)m.t(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)m.matmul(n); }, iterations));
-  ns.push_back(nsPerCall([&] { acc.add_(b); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)(ga + gb); }, iterations));
-  return ns;
+  return timeOps(a, b, m, n, ga, gb, acc, iterations);
 }
 
 } // namespace bench

@@ -480,9 +480,8 @@ TEST(Compile, RowKernelKeepsInputsItsLaterPassesRead) {
   };
   std::vector<Tensor> eager = f(a, w);
   CompiledFunction cf{CompileOptions()};
-  std::vector<Tensor> out = cf.call({a, w}, [&](const std::vector<Tensor>& in) {
-    return f(in[0], in[1]);
-  });
+  std::vector<Tensor> out =
+      cf.call({a, w}, [&](const std::vector<Tensor>& in) { return f(in[0], in[1]); });
   EXPECT_EQ(cf.num_kernels(), 1u);
   for (size_t i = 0; i < 2; ++i) // the same libm exp and one max: equal exactly
     EXPECT_TRUE(allClose(vals(out[i]), vals(eager[i]), 0, 0)) << "output " << i;

@@ -17,7 +17,8 @@ namespace {
 /// what the forward saved and the outputs' gradients.
 class CompiledBackward : public autograd::Node {
 public:
-  CompiledBackward(std::shared_ptr<const CompiledSignature> exe, std::vector<autograd::SavedTensor> saved,
+  CompiledBackward(std::shared_ptr<const CompiledSignature> exe,
+                   std::vector<autograd::SavedTensor> saved,
                    std::vector<std::shared_ptr<TensorImpl>> outputs, std::optional<DynamicCall> dyn)
       : exe_(std::move(exe)), saved_(std::move(saved)), outputs_(std::move(outputs)),
         dyn_(std::move(dyn)) {

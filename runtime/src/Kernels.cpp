@@ -9,10 +9,10 @@ namespace weft {
 namespace {
 void runOp(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out, const Attrs& attrs) {
   switch (op) {
-#define WEFT_UNARY(N, s, d, low, k, v)                                                                  \
+#define WEFT_UNARY(N, s, d, low, k, v)                                                             \
   case OpCode::N:                                                                                  \
     return kernels::unary(op, inputs[0], out);
-#define WEFT_BINARY(N, s, r, api, low, k, va, vb)                                                            \
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb)                                                  \
   case OpCode::N:                                                                                  \
     return kernels::binary(op, inputs[0], inputs[1], out);
 #define WEFT_OP(N, s, kind, n, v)                                                                  \

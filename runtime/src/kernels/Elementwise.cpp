@@ -136,7 +136,7 @@ void unary(OpCode op, const TensorRef& in, const TensorRef& out) {
     return in.dtype == DType::Float32 ? tiles(float()) : tiles(double());
   }
   switch (op) {
-#define WEFT_UNARY(N, s, d, low, k, vjp)                                                                \
+#define WEFT_UNARY(N, s, d, low, k, vjp)                                                           \
   case OpCode::N:                                                                                  \
     return unaryTyped<UnaryDomain::d>(in, out, [](auto v) { return k; });
 #define WEFT_BINARY(N, s, r, api, low, k, va, vb) case OpCode::N:
@@ -152,7 +152,7 @@ void unary(OpCode op, const TensorRef& in, const TensorRef& out) {
 
 void binary(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& out) {
   switch (op) {
-#define WEFT_BINARY(N, s, r, api, low, k, va, vb)                                                            \
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb)                                                  \
   case OpCode::N:                                                                                  \
     return binaryTyped<BinaryResult::r>(a, b, out, [](auto a, auto b) { return k; });
 #define WEFT_UNARY(N, s, d, low, k, v) case OpCode::N:

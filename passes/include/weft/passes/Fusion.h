@@ -40,13 +40,14 @@ bool fusibleTypes(const ir::Graph& g, const ir::Node& n);
 /// Groups of elementwise nodes (unary, binary, where, cast, stop_gradient) of one result shape and
 /// fusible dtypes, with scalar constants and broadcasts of values computed outside inlined as
 /// leaves; a row reduction joins the group of its operand's shape, which then also takes
-/// elementwise nodes of the reduced shape (a row kernel: layer norm, a softmax's backward). A node joins the groups of its operands' producers, merging them into one, when each
-/// value any of them reads from outside is an input or computed before the earliest of them
-/// starts, so the group can run as one step there (else it joins one group where that holds, or
-/// starts its own), and no heavy node lies between where they start and the node (which would then
-/// be stored across it: the remat pass moved it there on purpose). A group computes all its values
-/// where it runs. Groups of one node are left out, unless the node reads a constant of more than
-/// one element (the kernel computes it instead of reading a filled buffer).
+/// elementwise nodes of the reduced shape (a row kernel: layer norm, a softmax's backward). A node
+/// joins the groups of its operands' producers, merging them into one, when each value any of them
+/// reads from outside is an input or computed before the earliest of them starts, so the group can
+/// run as one step there (else it joins one group where that holds, or starts its own), and no
+/// heavy node lies between where they start and the node (which would then be stored across it: the
+/// remat pass moved it there on purpose). A group computes all its values where it runs. Groups of
+/// one node are left out, unless the node reads a constant of more than one element (the kernel
+/// computes it instead of reading a filled buffer).
 std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g);
 
 } // namespace weft::passes

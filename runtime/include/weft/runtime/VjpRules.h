@@ -155,10 +155,10 @@ T apply(OpCode op, const T& g, const std::vector<T>& in, const T& y, const Attrs
   (void)y;
   switch (op) {
 #define NONDIFF nograd
-#define WEFT_UNARY(N, s, d, low, k, v)                                                                  \
+#define WEFT_UNARY(N, s, d, low, k, v)                                                             \
   case OpCode::N:                                                                                  \
     return v;
-#define WEFT_BINARY(N, s, r, api, low, k, va, vb)                                                            \
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb)                                                  \
   case OpCode::N:                                                                                  \
     return i == 0 ? T(va) : T(vb);
 #define WEFT_OP(N, s, kind, n, v)                                                                  \
