@@ -158,6 +158,8 @@ public:
       return in[0];
     case OpCode::Where:
       return mlir::arith::SelectOp::create(b, l, in[0], in[1], in[2]);
+    case OpCode::Expand: // a broadcast reads its operand at this index
+      return in.empty() ? mlir::Value{} : in[0];
     case OpCode::Full: {
       std::optional<double> value = n.attrs.tryNumber("value"); // codegen never throws
       return value ? constantFloat(rt, *value) : mlir::Value{};
@@ -248,8 +250,8 @@ void storeOutput(mlir::OpBuilder& b, mlir::Location loc, mlir::Block* entry,
   mlir::memref::StoreOp::create(b, loc, r, entry->getArgument(arg), mlir::ValueRange{at});
 }
 
-/// Loops over dims [first, last) of `shape` around `body(ivs)`, dim 0 over [lo, hi) and the
-/// others over their whole extent.
+/// Loops over dims [0, last) of `shape` around `body(ivs)`, dim 0 over [lo, hi) and the others
+/// over their whole extent.
 void loopNest(mlir::OpBuilder& b, mlir::Location loc, const Shape& shape, size_t last,
               mlir::Value lo, mlir::Value hi,
               const std::function<void(mlir::OpBuilder&, std::vector<mlir::Value>&)>& body) {
@@ -312,8 +314,7 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
         ok = false;
         return;
       }
-      // A broadcast input is read at this index like any input.
-      mlir::Value r = n.op != OpCode::Expand ? bb.node(n, in) : in.empty() ? mlir::Value{} : in[0];
+      mlir::Value r = bb.node(n, in);
       if (!r) {
         ok = false;
         return;
@@ -358,21 +359,21 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
   Shape reduced = shape;
   reduced.back() = 1;
 
-  // What computes each value: a node of the group (its position), a leaf, or an input.
+  // What computes each value: a node of the group or a leaf, or an input (its position).
   const std::vector<int32_t> stages = passes::rowStages(g, grp);
-  std::map<ValueId, size_t> nodeOf, inputOf;
-  std::map<ValueId, const ir::Node*> leafOf;
-  int32_t lastPass = 0;
+  const int32_t lastPass = passes::lastRowPass(g, grp, stages);
+  std::map<ValueId, const ir::Node*> nodeOf;
+  std::map<ValueId, int32_t> stageOf;
+  std::map<ValueId, size_t> inputOf;
   for (size_t j = 0; j < grp.nodes.size(); ++j) {
     const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[j])];
-    const Shape& s = g.type(n.result).shape;
-    if (s != shape && s != reduced) return mlir::failure();
-    nodeOf[n.result] = j;
-    if (s == shape) lastPass = std::max(lastPass, stages[j]);
-    if (passes::isRowReduction(g, n)) lastPass = std::max(lastPass, stages[j] - 1);
+    if (g.type(n.result).shape != shape && g.type(n.result).shape != reduced)
+      return mlir::failure();
+    nodeOf[n.result] = &n;
+    stageOf[n.result] = stages[j];
   }
   for (int32_t i : grp.leaves)
-    leafOf[g.nodes()[static_cast<size_t>(i)].result] = &g.nodes()[static_cast<size_t>(i)];
+    nodeOf[g.nodes()[static_cast<size_t>(i)].result] = &g.nodes()[static_cast<size_t>(i)];
   for (size_t i = 0; i < numIn; ++i)
     inputOf[grp.inputs[i]] = i;
   auto isFull = [&](ValueId v) { return g.type(v).shape == shape; };
@@ -397,26 +398,16 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
         ivs.push_back(j ? j : zero);
         r = loadElement(ob, loc, entry->getArgument(static_cast<unsigned>(in->second)),
                         linearIndex(ob, loc, ivs, strides), g.type(v).dtype);
-      } else if (auto leaf = leafOf.find(v); leaf != leafOf.end()) {
-        const ir::Node& n = *leaf->second;
-        if (n.op == OpCode::Expand) {
-          if (n.operands.empty()) return {};
-          r = eval(ob, scope, j, n.operands[0]); // a broadcast input is read at this index
-        } else {
-          r = BodyBuilder(ob, loc, g).node(n, {});
-        }
       } else if (auto node = nodeOf.find(v); node != nodeOf.end()) {
-        const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[node->second])];
+        const ir::Node& n = *node->second;
         if (passes::isRowReduction(g, n)) return {}; // known only after its pass (in `row`)
-        if (!j && isFull(v)) return {};
+        if (!j && isFull(v)) return {};              // varies along the row
         std::vector<mlir::Value> in;
         for (ValueId o : n.operands) {
           in.push_back(eval(ob, scope, j, o));
           if (!in.back()) return {};
         }
-        r = n.op != OpCode::Expand ? BodyBuilder(ob, loc, g).node(n, in)
-            : in.empty()           ? mlir::Value{}
-                                   : in[0];
+        r = BodyBuilder(ob, loc, g).node(n, in);
       }
       if (r) scope[v] = r;
       return r;
@@ -442,17 +433,15 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
         if (passes::isRowReduction(g, n) && stages[j] == pass + 1) reductions.push_back(&n);
       }
       for (size_t k = 0; k < numOut; ++k) {
-        auto it = nodeOf.find(grp.outputs[k]);
-        if (isFull(grp.outputs[k]) && it != nodeOf.end() && stages[it->second] == pass)
+        auto it = stageOf.find(grp.outputs[k]);
+        if (isFull(grp.outputs[k]) && it != stageOf.end() && it->second == pass)
           stored.push_back(k);
       }
       if (reductions.empty() && stored.empty()) continue;
       // Each reduction's accumulator: its type, its start, and how an element joins it.
-      std::vector<mlir::Type> types;
       std::vector<mlir::Value> inits;
       for (const ir::Node* n : reductions) {
         DType t = g.type(n->result).dtype;
-        types.push_back(memoryType(rb, t));
         const double start = n->op == OpCode::Sum    ? 0.0
                              : n->op == OpCode::AMax ? -std::numeric_limits<double>::infinity()
                                                      : std::numeric_limits<double>::infinity();

@@ -38,13 +38,10 @@ std::vector<bool> mayWriteOver(const ir::Graph& g, const ir::FusionGroup& grp) {
   std::vector<bool> may(grp.outputs.size(), true);
   if (!isRowKernel(g, grp)) return may;
   const std::vector<int32_t> stages = rowStages(g, grp);
+  const int32_t last = lastRowPass(g, grp, stages);
   std::map<ValueId, int32_t> stageOf;
-  int32_t last = 0;
-  for (size_t j = 0; j < grp.nodes.size(); ++j) {
-    const ir::Node& node = g.nodes()[static_cast<size_t>(grp.nodes[j])];
-    stageOf[node.result] = stages[j];
-    if (g.type(node.result).shape == grp.shape) last = std::max(last, stages[j]);
-  }
+  for (size_t j = 0; j < grp.nodes.size(); ++j)
+    stageOf[g.nodes()[static_cast<size_t>(grp.nodes[j])].result] = stages[j];
   for (size_t k = 0; k < grp.outputs.size(); ++k) {
     auto it = stageOf.find(grp.outputs[k]);
     may[k] = it != stageOf.end() && it->second == last && g.type(grp.outputs[k]).shape == grp.shape;
@@ -167,6 +164,15 @@ bool isRowKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
   return std::any_of(grp.nodes.begin(), grp.nodes.end(), [&](int32_t i) {
     return isRowReduction(g, g.nodes()[static_cast<size_t>(i)]);
   });
+}
+
+int32_t lastRowPass(const ir::Graph& g, const ir::FusionGroup& grp,
+                    const std::vector<int32_t>& stages) {
+  int32_t last = 0;
+  for (size_t j = 0; j < grp.nodes.size(); ++j)
+    if (g.type(g.nodes()[static_cast<size_t>(grp.nodes[j])].result).shape == grp.shape)
+      last = std::max(last, stages[j]);
+  return last;
 }
 
 std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp) {

@@ -34,6 +34,11 @@ bool isRowKernel(const ir::Graph& g, const ir::FusionGroup& grp);
 /// group without reductions.
 std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp);
 
+/// The last pass a row kernel makes over its rows (`stages` from rowStages): the latest stage of
+/// its full-shape values (each reduction's operand is one of them, or an input).
+int32_t lastRowPass(const ir::Graph& g, const ir::FusionGroup& grp,
+                    const std::vector<int32_t>& stages);
+
 /// A node computing fusible dtypes from fusible dtypes.
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n);
 
