@@ -56,6 +56,14 @@ void indexLoop(const Shape& shape, const TensorRef& target, int64_t dim, const T
               [&](int64_t b, int64_t e) { nest.forRange(b * line, e * line, run); });
 }
 
+/// *dst += *src, as scatter_add and index_add accumulate (bools: or).
+template <typename T> void accumulate(T* dst, const T* src) {
+  if constexpr (std::is_same_v<T, bool>)
+    *dst = *dst || *src;
+  else
+    *dst = convert<T>(static_cast<ComputeType<T>>(*dst) + static_cast<ComputeType<T>>(*src));
+}
+
 /// index_select / index_add on contiguous tensors: `x` viewed as [outer, size, inner] around
 /// `dim`, the index checked up front. Whole rows of `inner` elements move at once (an embedding
 /// lookup is one memcpy per row), where the general loop walks element by element along `dim`.
@@ -109,12 +117,8 @@ void ScatterAdd(std::span<const TensorRef> in, const TensorRef& out, const Attrs
   int64_t dim = at.i("dim");
   visitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    indexLoop<T>(in[1].shape, out, dim, in[1], in[1].strides, in[2], [](T* dst, T* src) {
-      if constexpr (std::is_same_v<T, bool>)
-        *dst = *dst || *src;
-      else
-        *dst = convert<T>(static_cast<ComputeType<T>>(*dst) + static_cast<ComputeType<T>>(*src));
-    });
+    indexLoop<T>(in[1].shape, out, dim, in[1], in[1].strides, in[2],
+                 [](T* dst, T* src) { accumulate(dst, src); });
   });
 }
 
@@ -170,13 +174,8 @@ void IndexAdd(std::span<const TensorRef> in, const TensorRef& out, const Attrs& 
                       for (int64_t i = 0; i < n; ++i) {
                         T* d = o + (outer * size + ix[static_cast<size_t>(i)]) * v->inner;
                         const T* r = s + (outer * n + i) * v->inner;
-                        for (int64_t c = c0; c < c1; ++c) {
-                          if constexpr (std::is_same_v<T, bool>)
-                            d[c] = d[c] || r[c];
-                          else
-                            d[c] = convert<T>(static_cast<ComputeType<T>>(d[c]) +
-                                              static_cast<ComputeType<T>>(r[c]));
-                        }
+                        for (int64_t c = c0; c < c1; ++c)
+                          accumulate(d + c, r + c);
                       }
                     }
                   });
@@ -187,12 +186,7 @@ void IndexAdd(std::span<const TensorRef> in, const TensorRef& out, const Attrs& 
   istr[dim] = index.strides.empty() ? 0 : index.strides[0];
   visitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    indexLoop<T>(src.shape, out, dim, index, istr, src, [](T* dst, T* s) {
-      if constexpr (std::is_same_v<T, bool>)
-        *dst = *dst || *s;
-      else
-        *dst = convert<T>(static_cast<ComputeType<T>>(*dst) + static_cast<ComputeType<T>>(*s));
-    });
+    indexLoop<T>(src.shape, out, dim, index, istr, src, [](T* dst, T* s) { accumulate(dst, s); });
   });
 }
 
