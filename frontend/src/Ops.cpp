@@ -66,24 +66,27 @@ Tensor unaryOp(OpCode op, const Tensor& x) {
   return dispatch(op, {x});
 }
 
+/// The dtype binary `op` computes in for operands promoting to `t`: the default float type for
+/// integral ones where the op's result is always floating (div).
+DType computeType(OpCode op, DType t) {
+  return opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t) ? kDefaultFloat : t;
+}
+
 Tensor binaryOp(OpCode op, const Tensor& a, const Tensor& b) {
   WEFT_CHECK(a.defined() && b.defined(), Value, opName(op), ": called with an undefined tensor");
-  DType t = result_type(a, b);
-  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t)) t = kDefaultFloat;
+  DType t = computeType(op, result_type(a, b));
   return dispatch(op, {a.dtype() == t ? a : cast(a, t), b.dtype() == t ? b : cast(b, t)});
 }
 
 Tensor binaryOp(OpCode op, const Tensor& a, Scalar b) {
   WEFT_CHECK(a.defined(), Value, opName(op), ": called with an undefined tensor");
-  DType t = result_type(a, b);
-  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t)) t = kDefaultFloat;
+  DType t = computeType(op, result_type(a, b));
   return dispatch(op, {a.dtype() == t ? a : cast(a, t), wrapScalar(b, t)});
 }
 
 Tensor binaryOp(OpCode op, Scalar a, const Tensor& b) {
   WEFT_CHECK(b.defined(), Value, opName(op), ": called with an undefined tensor");
-  DType t = result_type(b, a);
-  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t)) t = kDefaultFloat;
+  DType t = computeType(op, result_type(b, a));
   return dispatch(op, {wrapScalar(a, t), b.dtype() == t ? b : cast(b, t)});
 }
 
@@ -146,21 +149,17 @@ bool mayRunInPlace(const Tensor& self, const Tensor& other = {}) {
            (self.requires_grad() || (other.defined() && other.requires_grad())));
 }
 
-/// self = op(self, b) straight into self's memory (dispatchInPlace), where the promoted type is
-/// self's own; false where it is not or dispatchInPlace declines.
+/// self = op(self, b) straight into self's memory (dispatchInPlace), where the type the op
+/// computes in is self's own; false where it is not or dispatchInPlace declines.
 bool binaryInPlace(Tensor& self, OpCode op, const Tensor& b, const char* name) {
-  DType t = result_type(self, b);
-  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t)) t = kDefaultFloat;
-  if (t != self.dtype() || currentTrace() != nullptr) return false;
+  DType t = computeType(op, result_type(self, b));
+  if (t != self.dtype()) return false;
   checkWritable(self, name);
   return dispatchInPlace(op, {self, b.dtype() == t ? b : cast(b, t)}, {}, self);
 }
 bool binaryInPlace(Tensor& self, OpCode op, Scalar b, const char* name) {
-  DType t = result_type(self, b);
-  if (opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t)) t = kDefaultFloat;
-  if (t != self.dtype() || currentTrace() != nullptr) return false;
-  checkWritable(self, name);
-  return dispatchInPlace(op, {self, wrapScalar(b, t)}, {}, self);
+  return computeType(op, result_type(self, b)) == self.dtype() &&
+         binaryInPlace(self, op, wrapScalar(b, self.dtype()), name);
 }
 
 /// The value an in-place op reads for `self`: a private recorded copy when autograd will record
