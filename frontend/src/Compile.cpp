@@ -172,13 +172,9 @@ std::vector<Tensor> CompiledSignature::withDrawKeys(const std::vector<Tensor>& s
     case GeneratorEvent::Kind::Offset:
       g.set_offset(e.value);
       break;
-    case GeneratorEvent::Kind::Draw: { // a key of this call's own: calls may run concurrently
-      Tensor key = makeTensor({2}, DType::Int64);
-      key.data_ptr<int64_t>()[0] = static_cast<int64_t>(g.seed());
-      key.data_ptr<int64_t>()[1] = static_cast<int64_t>(g.next_offset());
-      keyed[e.key] = key;
+    case GeneratorEvent::Kind::Draw: // a key of this call's own: calls may run concurrently
+      keyed[e.key] = drawKey(g);
       break;
-    }
     }
   }
   return keyed;

@@ -26,6 +26,17 @@ Tensor finish(Tensor t, const TensorOptions& o) {
   return t;
 }
 
+} // namespace
+
+Tensor drawKey(Generator& g) {
+  Tensor key = makeTensor({2}, DType::Int64);
+  key.data_ptr<int64_t>()[0] = static_cast<int64_t>(g.seed());
+  key.data_ptr<int64_t>()[1] = static_cast<int64_t>(g.next_offset());
+  return key;
+}
+
+namespace {
+
 Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Generator> gen,
                 Attrs at) {
   checkShape(shape, o.dtype_, opName(op).data());
@@ -35,9 +46,7 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
   at.set("dtype", o.dtype_);
   // The draw's key: (seed, offset). Traced, it is a state input of the graph (a tensor the trace
   // made), which each call of the compiled function replaces with the key of that call's draw.
-  Tensor key = makeTensor({2}, DType::Int64);
-  key.data_ptr<int64_t>()[0] = static_cast<int64_t>(g.seed());
-  key.data_ptr<int64_t>()[1] = static_cast<int64_t>(g.next_offset());
+  Tensor key = drawKey(g);
   Tensor t = dispatch(op, {key}, at);
   if (TraceContext* tc = currentTrace()) { // named rng0, rng1, ... in the program's signature
     size_t index = tc->stateIndex.at(key.impl().get());

@@ -34,6 +34,10 @@ struct GeneratorEvent {
   uint64_t value = 0; ///< the seed or the offset
 };
 
+/// The key of `g`'s next draw, int64 [2] = (seed, offset), the input a random op reads; takes the
+/// offset from `g`.
+Tensor drawKey(Generator& g);
+
 /// The graph being recorded, and the real tensors it reads and writes.
 struct TraceContext {
   ir::Graph graph{"traced"};
