@@ -2,6 +2,7 @@
 #pragma once
 
 #include "weft/runtime/DType.h"
+#include "weft/runtime/Shape.h"
 
 #include <cstdint>
 #include <optional>
@@ -9,9 +10,6 @@
 #include <vector>
 
 namespace weft {
-
-/// Shape or strides: one entry per dimension.
-using Shape = std::vector<int64_t>;
 
 /// Number of elements of `shape` (1 for a scalar). Unchecked: for shapes of existing tensors, whose
 /// sizes were checked with byteSize() when their type was made.
