@@ -14,6 +14,45 @@ std::vector<double> vals(const Tensor& t) {
   return t.to_vector<double>();
 }
 
+// Shape is a vector that keeps up to kInline values inline: each operation must give what a
+// std::vector<int64_t> gives, on both sides of the inline capacity and across it.
+TEST(Shape, BehavesAsAVectorInlineAndOnTheHeap) {
+  for (size_t n : {size_t{0}, size_t{3}, Shape::kInline, Shape::kInline + 1, size_t{40}}) {
+    std::vector<int64_t> ref;
+    Shape s;
+    for (size_t i = 0; i < n; ++i) {
+      ref.push_back(static_cast<int64_t>(i * 7 + 1));
+      s.push_back(static_cast<int64_t>(i * 7 + 1));
+    }
+    ASSERT_EQ(std::vector<int64_t>(s), ref) << n;
+    ref.insert(ref.begin(), -1);
+    s.insert(s.begin(), -1);
+    ref.insert(ref.begin() + 1, 3, 9);
+    s.insert(s.begin() + 1, 3, 9);
+    ref.insert(ref.end(), ref.begin(), ref.begin() + 2); // a range out of itself
+    s.insert(s.end(), s.begin(), s.begin() + 2);
+    ASSERT_EQ(std::vector<int64_t>(s), ref) << n;
+    ref.erase(ref.begin() + 1, ref.begin() + 3);
+    s.erase(s.begin() + 1, s.begin() + 3);
+    ref.erase(ref.end() - 1);
+    s.erase(s.end() - 1);
+    ASSERT_EQ(std::vector<int64_t>(s), ref) << n;
+    Shape copy = s, moved = std::move(copy);
+    EXPECT_EQ(moved, s);
+    EXPECT_TRUE(copy.empty());
+    Shape assigned{5};
+    assigned = std::move(moved);
+    EXPECT_EQ(assigned, s);
+    assigned.resize(n + 10, 4);
+    ref.resize(n + 10, 4);
+    EXPECT_EQ(std::vector<int64_t>(assigned), ref);
+    EXPECT_EQ(Shape(ref), assigned); // from a vector
+  }
+  EXPECT_LT(Shape({1, 2}), Shape({1, 3}));
+  EXPECT_LT(Shape({1, 2}), Shape({1, 2, 0}));
+  EXPECT_EQ(Shape(3, 2), Shape({2, 2, 2}));
+}
+
 TEST(DType, PromotionFollowsPyTorch) {
   EXPECT_EQ(promoteTypes(kInt32, kFloat16), kFloat16);
   EXPECT_EQ(promoteTypes(kFloat16, kBFloat16), kFloat32);

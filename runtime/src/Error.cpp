@@ -5,27 +5,29 @@
 
 namespace weft {
 namespace {
-thread_local const std::source_location* tCallSite = nullptr;
+// The outermost call site of this thread: a copy in tSite, valid while tHasSite.
+thread_local std::source_location tSite;
+thread_local bool tHasSite = false;
 } // namespace
 
-CallSite::CallSite(std::source_location loc) : owner_(tCallSite == nullptr) {
-  if (owner_) tCallSite = new std::source_location(loc);
-}
-
-CallSite::~CallSite() {
+CallSite::CallSite(std::source_location loc) : owner_(!tHasSite) {
   if (owner_) {
-    delete tCallSite;
-    tCallSite = nullptr;
+    tSite = loc;
+    tHasSite = true;
   }
 }
 
+CallSite::~CallSite() {
+  if (owner_) tHasSite = false;
+}
+
 std::string CallSite::describe() {
-  if (tCallSite == nullptr || tCallSite->line() == 0) return "";
-  return detail::concat(" (called from ", tCallSite->file_name(), ":", tCallSite->line(), ")");
+  if (!tHasSite || tSite.line() == 0) return "";
+  return detail::concat(" (called from ", tSite.file_name(), ":", tSite.line(), ")");
 }
 
 const std::source_location* CallSite::current() {
-  return tCallSite;
+  return tHasSite ? &tSite : nullptr;
 }
 
 void throwError(ErrorKind kind, const std::string& message) {

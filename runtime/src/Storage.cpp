@@ -137,19 +137,21 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, bool zero) {
   WEFT_CHECK(p != nullptr, Value, "out of memory: cannot allocate ", nbytes, " bytes");
   if (zero) std::memset(p, 0, nbytes);
   track(static_cast<int64_t>(size));
-  return std::shared_ptr<Storage>(new Storage(p, nbytes, [size](void* q) {
-    BlockCache::get().release(q, size);
-    track(-static_cast<int64_t>(size));
-  }));
+  return std::make_shared<Storage>(Key{}, p, nbytes, size, nullptr);
 }
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes,
                                          std::function<void(void*)> deleter) {
-  return std::shared_ptr<Storage>(new Storage(data, nbytes, std::move(deleter)));
+  return std::make_shared<Storage>(Key{}, data, nbytes, 0, std::move(deleter));
 }
 
 Storage::~Storage() {
-  if (deleter_) deleter_(data_);
+  if (cachedSize_ > 0) {
+    BlockCache::get().release(data_, cachedSize_);
+    track(-static_cast<int64_t>(cachedSize_));
+  } else if (deleter_) {
+    deleter_(data_);
+  }
 }
 
 } // namespace weft

@@ -21,6 +21,15 @@ public:
   /// Wraps memory the user owns; `deleter` (if any) runs when the last reference goes.
   static std::shared_ptr<Storage> borrow(void* data, size_t nbytes,
                                          std::function<void(void*)> deleter = {});
+  /// Lets only allocate() and borrow() construct (through std::make_shared: one heap block).
+  class Key {
+    friend class Storage;
+    Key() = default;
+  };
+  /// `cachedSize` > 0: weft's block of that size, returned to the block cache when freed;
+  /// otherwise borrowed memory that `deleter` (if any) frees.
+  Storage(Key, void* data, size_t nbytes, size_t cachedSize, std::function<void(void*)> deleter)
+      : data_(data), nbytes_(nbytes), cachedSize_(cachedSize), deleter_(std::move(deleter)) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -35,10 +44,9 @@ public:
   void bumpVersion() { version_.fetch_add(1, std::memory_order_acq_rel); }
 
 private:
-  Storage(void* data, size_t nbytes, std::function<void(void*)> deleter)
-      : data_(data), nbytes_(nbytes), deleter_(std::move(deleter)) {}
   void* data_;
   size_t nbytes_;
+  size_t cachedSize_;
   std::function<void(void*)> deleter_;
   std::atomic<uint64_t> version_{0};
 };
