@@ -299,6 +299,8 @@ double unaryReference(OpCode op, double x) {
     return std::cos(x);
   case OpCode::Atan:
     return std::atan(x);
+  case OpCode::Relu:
+    return x <= 0 ? 0.0 : x;
   case OpCode::Tanh:
     return std::tanh(x);
   case OpCode::Sigmoid:

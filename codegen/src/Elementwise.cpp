@@ -122,6 +122,11 @@ public:
           b, l, pos, one(),
           mlir::arith::SelectOp::create(b, l, neg, constantFloat(rt, -1.0), zero));
     }
+    case OpCode::Relu: { // as the eager kernel: NaN stays, -0 becomes 0
+      mlir::Value zero = constantFloat(rt, 0.0);
+      return mlir::arith::SelectOp::create(b, l, compare(OpCode::Le, in[0], zero, rt), zero,
+                                           in[0]);
+    }
     case OpCode::Rsqrt:
       return mlir::arith::DivFOp::create(b, l, one(), mlir::math::SqrtOp::create(b, l, x()));
     case OpCode::Sigmoid: { // as the eager kernel: never exponentiates a large positive number

@@ -520,15 +520,6 @@ Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi,
   CallSite cs(loc);
   return weft::clamp(*this, lo, hi);
 }
-Tensor relu(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  // NaN stays NaN with gradient 1, 0 gets gradient 0: as torch.relu's threshold rule.
-  return where(x <= 0, zeros({}, x.dtype()), x); // a 0-dim zero broadcasts: nothing to fill
-}
-Tensor Tensor::relu(std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::relu(*this);
-}
 
 // ---- in-place ----
 

@@ -91,6 +91,9 @@ GValue operator<(const GValue& a, const GValue& b) {
 GValue operator>(const GValue& a, const GValue& b) {
   return binary(OpCode::Gt, a, b);
 }
+GValue operator<=(const GValue& a, double b) {
+  return binary(OpCode::Le, a, scalarLike(a, b));
+}
 GValue exp(const GValue& x) {
   return x.b->emit(OpCode::Exp, {x});
 }

@@ -21,6 +21,7 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
       {"dce", createDeadCodeElimination},
       {"fold", createConstantFolding},
       {"fuse", createFuse},
+      {"hoist", createHoist},
       {"remat", createRematerialize},
       {"simplify", createAlgebraicSimplification},
   };
@@ -31,7 +32,7 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
 
 const std::vector<std::string>& compilePipeline() {
   static const std::vector<std::string> names = {"simplify", "fold",  "simplify", "cse",
-                                                 "dce",      "remat", "dce",      "fuse"};
+                                                 "dce",      "remat", "dce",      "hoist", "fuse"};
   return names;
 }
 

@@ -109,7 +109,6 @@ Tensor randperm(int64_t n, std::optional<Generator> gen = std::nullopt, WEFT_LOC
 #undef WEFT_BINARY_FUNCTION_Method
 #undef WEFT_BINARY_FUNCTION_Custom
 #undef WEFT_OP
-Tensor relu(const Tensor& x, WEFT_LOC);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false, WEFT_LOC);
 Tensor pow(const Tensor& a, Scalar b, WEFT_LOC);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt,

@@ -179,7 +179,6 @@ public:
 #undef WEFT_BINARY_METHOD_Method
 #undef WEFT_BINARY_METHOD_Custom
 #undef WEFT_OP
-  Tensor relu(WEFT_LOC) const;
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC) const;
   Tensor add(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
   Tensor sub(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;

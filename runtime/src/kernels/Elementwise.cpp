@@ -28,6 +28,9 @@ template <typename T> T kabs(T v) {
 template <typename T> T ksign(T v) {
   return static_cast<T>((T(0) < v) - (v < T(0))); // sign(NaN) is 0, as in PyTorch
 }
+template <typename T> T krelu(T v) {
+  return v <= T(0) ? T(0) : v; // NaN is not <= 0: it stays NaN
+}
 template <typename T> T ksigmoid(T v) {
   // Never exponentiates a large positive number, so it saturates instead of overflowing.
   if (v >= T(0)) return T(1) / (T(1) + std::exp(-v));

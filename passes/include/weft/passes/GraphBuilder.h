@@ -54,6 +54,7 @@ GValue operator==(const GValue& a, double b);
 GValue operator!=(const GValue& a, const GValue& b);
 GValue operator<(const GValue& a, const GValue& b);
 GValue operator>(const GValue& a, const GValue& b);
+GValue operator<=(const GValue& a, double b);
 GValue exp(const GValue& x);
 GValue log(const GValue& x);
 GValue sin(const GValue& x);

@@ -33,11 +33,13 @@ std::unique_ptr<Pass> createAlgebraicSimplification();
 /// forward value the backward reads), from values alive there anyway, where that keeps fewer bytes
 /// alive than storing it. Runs after CSE, before fusion.
 std::unique_ptr<Pass> createRematerialize();
+/// "hoist": moves an elementwise node up to where the larger values it reads last die otherwise.
+std::unique_ptr<Pass> createHoist();
 /// Groups elementwise nodes into the kernels codegen generates (findElementwiseGroups) and
 /// records them in the graph (Graph::kernels); it must run last, as any later change drops them.
 std::unique_ptr<Pass> createFuse();
 /// The passes compile() runs on every graph, in order: simplify, fold, simplify, cse, dce,
-/// remat, dce, fuse.
+/// remat, dce, hoist, fuse.
 const std::vector<std::string>& compilePipeline();
 /// The pass called `name`, or null if there is none.
 std::unique_ptr<Pass> createPass(std::string_view name);
