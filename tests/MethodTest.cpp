@@ -83,6 +83,16 @@ std::vector<MethodCase> methods() {
        }},
       {"trig_and_friends",
        [](auto& x, auto&) { return x.sin() + x.cos() + x.tanh() + x.sigmoid() + x.erf(); }},
+      {"inverse_and_hyperbolic_trig",
+       [](auto& x, auto&) {
+         Tensor u = x * 0.6; // in (-1, 1)
+         return x.tan() + u.asin() + u.acos() + u.atanh() + x.sinh() + x.cosh() + x.asinh() +
+                (x.abs() + 1.0).acosh() + x.atan();
+       }},
+      {"logs_and_exp2",
+       [](auto& x, auto&) {
+         return x.abs().log2() + x.abs().log10() + x.exp2() + (x * 3.0).trunc();
+       }},
       {"rounding",
        [](auto& x, auto&) { return (x * 3.0).floor() + (x * 3.0).ceil() + (x * 3.0).round(); }},
       {"sign_relu", [](auto& x, auto&) { return x.sign() * x.relu(); }},

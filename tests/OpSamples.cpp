@@ -229,8 +229,13 @@ Attrs convAttrs(Shape stride, Shape padding, Shape dilation, int64_t groups) {
 
 OpSample unarySample(OpCode op) {
   bool positive = op == OpCode::Log || op == OpCode::Sqrt || op == OpCode::Rsqrt ||
-                  op == OpCode::Log1p || op == OpCode::Reciprocal;
-  Tensor x = positive ? uniform({3, 4}, 0.5, 2.0, 1) : normal({3, 4}, 1);
+                  op == OpCode::Log1p || op == OpCode::Reciprocal || op == OpCode::Log2 ||
+                  op == OpCode::Log10;
+  bool unit = op == OpCode::Asin || op == OpCode::Acos || op == OpCode::Atanh; // (-1, 1)
+  Tensor x = positive              ? uniform({3, 4}, 0.5, 2.0, 1)
+             : unit                ? uniform({3, 4}, -0.9, 0.9, 1)
+             : op == OpCode::Acosh ? uniform({3, 4}, 1.2, 3.0, 1)
+                                   : normal({3, 4}, 1);
   OpSample s{"strided",
              {x},
              {},
@@ -240,7 +245,7 @@ OpSample unarySample(OpCode op) {
                    in, [op](const std::vector<double>& a) { return unaryReference(op, a[0]); });
              }};
   s.gradcheck = opInfo(op).differentiable && op != OpCode::Floor && op != OpCode::Ceil &&
-                op != OpCode::Round && op != OpCode::Sign;
+                op != OpCode::Round && op != OpCode::Sign && op != OpCode::Trunc;
   return s;
 }
 
@@ -299,6 +304,30 @@ double unaryReference(OpCode op, double x) {
     return std::cos(x);
   case OpCode::Atan:
     return std::atan(x);
+  case OpCode::Tan:
+    return std::tan(x);
+  case OpCode::Asin:
+    return std::asin(x);
+  case OpCode::Acos:
+    return std::acos(x);
+  case OpCode::Sinh:
+    return std::sinh(x);
+  case OpCode::Cosh:
+    return std::cosh(x);
+  case OpCode::Asinh:
+    return std::asinh(x);
+  case OpCode::Acosh:
+    return std::acosh(x);
+  case OpCode::Atanh:
+    return std::atanh(x);
+  case OpCode::Log2:
+    return std::log2(x);
+  case OpCode::Log10:
+    return std::log10(x);
+  case OpCode::Exp2:
+    return std::exp2(x);
+  case OpCode::Trunc:
+    return std::trunc(x);
   case OpCode::Relu:
     return x <= 0 ? 0.0 : x;
   case OpCode::Tanh:

@@ -94,24 +94,23 @@ GValue operator>(const GValue& a, const GValue& b) {
 GValue operator<=(const GValue& a, double b) {
   return binary(OpCode::Le, a, scalarLike(a, b));
 }
-GValue exp(const GValue& x) {
-  return x.b->emit(OpCode::Exp, {x});
-}
-GValue log(const GValue& x) {
-  return x.b->emit(OpCode::Log, {x});
-}
-GValue sin(const GValue& x) {
-  return x.b->emit(OpCode::Sin, {x});
-}
-GValue cos(const GValue& x) {
-  return x.b->emit(OpCode::Cos, {x});
-}
-GValue sign(const GValue& x) {
-  return x.b->emit(OpCode::Sign, {x});
-}
-GValue pow(const GValue& a, const GValue& b) {
-  return binary(OpCode::Pow, a, b);
-}
+#define WEFT_UNARY(N, s, d, low, k, v)                                                             \
+  GValue s(const GValue& x) {                                                                      \
+    return x.b->emit(OpCode::N, {x});                                                              \
+  }
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb) WEFT_BINARY_GRAPH_##api(N, s)
+#define WEFT_BINARY_GRAPH_Method(N, s)                                                             \
+  GValue s(const GValue& a, const GValue& b) {                                                     \
+    return binary(OpCode::N, a, b);                                                                \
+  }
+#define WEFT_BINARY_GRAPH_Custom(N, s)
+#define WEFT_OP(N, s, kind, n, v)
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_BINARY_GRAPH_Method
+#undef WEFT_BINARY_GRAPH_Custom
+#undef WEFT_OP
 GValue where(const GValue& c, const GValue& a, const GValue& b) {
   return c.b->emit(OpCode::Where, {c, a, b});
 }

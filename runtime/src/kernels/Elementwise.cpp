@@ -49,6 +49,12 @@ template <typename T> T kceil(T v) {
   else
     return v;
 }
+template <typename T> T ktrunc(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    return std::trunc(v);
+  else
+    return v;
+}
 template <typename T> T kround(T v) {
   if constexpr (std::is_floating_point_v<T>)
     return std::nearbyint(v); // half to even, as PyTorch rounds

@@ -55,12 +55,19 @@ GValue operator!=(const GValue& a, const GValue& b);
 GValue operator<(const GValue& a, const GValue& b);
 GValue operator>(const GValue& a, const GValue& b);
 GValue operator<=(const GValue& a, double b);
-GValue exp(const GValue& x);
-GValue log(const GValue& x);
-GValue sin(const GValue& x);
-GValue cos(const GValue& x);
-GValue sign(const GValue& x);
-GValue pow(const GValue& a, const GValue& b);
+// Every unary op, and every binary op with a plain API, by its name in the op table (as the eager
+// functions of weft/Functions.h), so a vjp rule may call any of them on either side.
+#define WEFT_UNARY(N, s, d, low, k, v) GValue s(const GValue& x);
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb) WEFT_BINARY_GRAPH_##api(s)
+#define WEFT_BINARY_GRAPH_Method(s) GValue s(const GValue& a, const GValue& b);
+#define WEFT_BINARY_GRAPH_Custom(s)
+#define WEFT_OP(N, s, kind, n, v)
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_BINARY_GRAPH_Method
+#undef WEFT_BINARY_GRAPH_Custom
+#undef WEFT_OP
 GValue where(const GValue& c, const GValue& a, const GValue& b);
 GValue zeros_like(const GValue& x);
 GValue ones_like(const GValue& x);
