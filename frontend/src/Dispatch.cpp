@@ -9,8 +9,30 @@
 #include "weft/runtime/View.h"
 #include "weft/runtime/VjpRules.h"
 
+#include <array>
+#include <span>
+
 namespace weft {
 namespace {
+
+/// One value per input of an op: on the stack for up to 4 inputs (every op but cat/stack), so an
+/// eager op's type inference and kernel call allocate nothing.
+template <typename T> class PerInput {
+public:
+  explicit PerInput(size_t n) : n_(n) {
+    if (n > kInline) heap_.resize(n);
+  }
+  T& operator[](size_t i) { return n_ > kInline ? heap_[i] : inline_[i]; }
+  std::span<const T> span() const {
+    return n_ > kInline ? std::span<const T>(heap_) : std::span<const T>(inline_.data(), n_);
+  }
+
+private:
+  static constexpr size_t kInline = 4;
+  size_t n_;
+  std::array<T, kInline> inline_{};
+  std::vector<T> heap_;
+};
 
 /// The backward node of one primitive op: saves what its vjp rule reads, applies the rule.
 class OpNode : public autograd::Node {
@@ -196,22 +218,20 @@ namespace {
 /// Runs `op`'s CPU kernel on `inputs`, writing `out`'s memory (nothing to do when it is empty).
 void runInto(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs, const Tensor& out) {
   if (out.numel() == 0) return;
-  std::vector<TensorRef> refs;
-  refs.reserve(inputs.size());
-  for (const Tensor& t : inputs)
-    refs.push_back(t.ref());
-  runKernel(op, refs, out.ref(), attrs);
+  PerInput<TensorRef> refs(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    refs[i] = inputs[i].ref();
+  runKernel(op, refs.span(), out.ref(), attrs);
 }
 
 } // namespace
 
 Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   const OpInfo& info = opInfo(op);
-  std::vector<ir::TensorType> types;
-  types.reserve(inputs.size());
+  PerInput<ir::TensorType> types(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     WEFT_CHECK(inputs[i].defined(), Value, info.name, ": input ", i, " is an undefined tensor");
-    types.push_back(typeOf(inputs[i]));
+    types[i] = typeOf(inputs[i]);
   }
   if (alongDimOfScalar(op, inputs, attrs)) {
     WEFT_CHECK(op != OpCode::IndexSelect || inputs[1].numel() == 1, Index, info.name,
@@ -225,7 +245,7 @@ Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs
     const Shape& shape = op == OpCode::Gather ? inputs[1].sizes() : Shape{};
     return out.sizes() == shape ? out : reshape(out, shape);
   }
-  auto inferred = ir::inferType(op, types, attrs);
+  auto inferred = ir::inferType(op, types.span(), attrs);
   if (!inferred) throwError(inferred.diagnostic().kind, inferred.diagnostic().message);
   const ir::TensorType& type = inferred.value();
   if (TraceContext* tc = currentTrace()) return tc->record(op, inputs, attrs, type);
@@ -254,18 +274,18 @@ bool dispatchInPlace(OpCode op, const std::vector<Tensor>& inputs, const Attrs& 
   if (!isElementwise(op) || currentTrace() != nullptr) return false;
   const bool grad = is_grad_enabled();
   const TensorImpl& out = *self.impl();
-  std::vector<ir::TensorType> types;
-  types.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
+  PerInput<ir::TensorType> types(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
     if (!t.defined() || (grad && t.requires_grad())) return false;
     const TensorImpl& in = *t.impl();
     // Element i of the result may only read element i of self's memory.
     if (in.storage == out.storage &&
         !(in.offset == out.offset && in.shape == out.shape && in.strides == out.strides))
       return false;
-    types.push_back(typeOf(t));
+    types[i] = typeOf(t);
   }
-  auto inferred = ir::inferType(op, types, attrs);
+  auto inferred = ir::inferType(op, types.span(), attrs);
   if (!inferred || inferred.value().dtype != out.dtype || inferred.value().shape != out.shape)
     return false; // the general path says what is wrong
   runInto(op, inputs, attrs, self);
