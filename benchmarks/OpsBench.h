@@ -23,8 +23,17 @@ inline const std::vector<std::string>& opNames() {
   return names;
 }
 
-/// Nanoseconds per call of `op` (median of 7 rounds of `iterations` calls).
-template <typename Op> double nsPerCall(Op&& op, int iterations) {
+/// Calls of operator new so far in this process (OpsBench.cpp replaces it to count them).
+long newCalls();
+
+/// What one call of an op costs: nanoseconds (median of 7 rounds) and operator new calls.
+struct OpCost {
+  double ns = 0;
+  double news = 0;
+};
+
+/// The cost of one call of `op`: 7 timed rounds of `iterations` calls, then one counted round.
+template <typename Op> OpCost costPerCall(Op&& op, int iterations) {
   for (int i = 0; i < iterations / 10; ++i)
     op();
   std::vector<double> rounds;
@@ -37,31 +46,34 @@ template <typename Op> double nsPerCall(Op&& op, int iterations) {
         iterations);
   }
   std::sort(rounds.begin(), rounds.end());
-  return rounds[rounds.size() / 2];
+  long before = newCalls();
+  for (int i = 0; i < iterations; ++i)
+    op();
+  return {rounds[rounds.size() / 2], static_cast<double>(newCalls() - before) / iterations};
 }
 
-/// ns per call of each of opNames() on `a`, `b` ([16]), `m`, `n` ([4, 4]), `ga`, `gb` ([16],
+/// The cost of each of opNames() on `a`, `b` ([16]), `m`, `n` ([4, 4]), `ga`, `gb` ([16],
 /// requiring grad) and `acc` ([16], written in place). One template for both libraries: weft
 /// spells these ops as LibTorch does.
 template <typename T>
-std::vector<double> timeOps(const T& a, const T& b, const T& m, const T& n, const T& ga,
+std::vector<OpCost> timeOps(const T& a, const T& b, const T& m, const T& n, const T& ga,
                             const T& gb, T acc, int iterations) {
-  std::vector<double> ns;
-  ns.push_back(nsPerCall([&] { (void)(a + b); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)(a * 2.0); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.exp(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.sum(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.relu(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)a.reshape({4, 4}); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)m.t(); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)m.matmul(n); }, iterations));
-  ns.push_back(nsPerCall([&] { acc.add_(b); }, iterations));
-  ns.push_back(nsPerCall([&] { (void)(ga + gb); }, iterations));
+  std::vector<OpCost> ns;
+  ns.push_back(costPerCall([&] { (void)(a + b); }, iterations));
+  ns.push_back(costPerCall([&] { (void)(a * 2.0); }, iterations));
+  ns.push_back(costPerCall([&] { (void)a.exp(); }, iterations));
+  ns.push_back(costPerCall([&] { (void)a.sum(); }, iterations));
+  ns.push_back(costPerCall([&] { (void)a.relu(); }, iterations));
+  ns.push_back(costPerCall([&] { (void)a.reshape({4, 4}); }, iterations));
+  ns.push_back(costPerCall([&] { (void)m.t(); }, iterations));
+  ns.push_back(costPerCall([&] { (void)m.matmul(n); }, iterations));
+  ns.push_back(costPerCall([&] { acc.add_(b); }, iterations));
+  ns.push_back(costPerCall([&] { (void)(ga + gb); }, iterations));
   return ns;
 }
 
-/// ns per call of each of opNames(), for weft and for LibTorch.
-std::vector<double> weftOps(int threads, int iterations);
-std::vector<double> torchOps(int threads, int iterations);
+/// The cost of each of opNames(), for weft and for LibTorch.
+std::vector<OpCost> weftOps(int threads, int iterations);
+std::vector<OpCost> torchOps(int threads, int iterations);
 
 } // namespace bench

@@ -5,7 +5,7 @@
 
 namespace bench {
 
-std::vector<double> torchOps(int threads, int iterations) {
+std::vector<OpCost> torchOps(int threads, int iterations) {
   at::set_num_threads(threads);
   torch::manual_seed(1);
   torch::Tensor a = torch::randn({16}), b = torch::randn({16});
