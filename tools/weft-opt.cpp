@@ -1,7 +1,10 @@
 // weft-opt: reads a graph in text form, verifies it, runs the passes named on the command line in
 // order, and prints the result; with --split=S,G it then splits the result into the forward and
 // the backward graph compile() runs (the last S arguments are the output gradients' seeds, the
-// last G outputs the gradients) and prints both. Used by the golden tests (lit + FileCheck).
+// last G outputs the gradients) and prints both; with --lower it prints the runtime plan the
+// result lowers to (steps, each fuse-pass kernel as one launch, and the memory plan) instead.
+// Used by the golden tests (lit + FileCheck).
+#include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
 #include "weft/passes/Pass.h"
@@ -20,7 +23,8 @@ int usage() {
   for (const std::string& n : weft::passes::passNames())
     names += " --" + n;
   std::fprintf(stderr,
-               "usage: weft-opt [passes...] [--split=SEEDS,GRADS] [file | -]\n  passes:%s\n",
+               "usage: weft-opt [passes...] [--split=SEEDS,GRADS | --lower] [file | -]\n"
+               "  passes:%s\n",
                names.c_str());
   return 2;
 }
@@ -31,9 +35,14 @@ int main(int argc, char** argv) {
   weft::passes::PassManager pm;
   std::string path = "-";
   long seeds = -1, grads = -1; // --split
+  bool lower = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") return usage();
+    if (arg == "--lower") {
+      lower = true;
+      continue;
+    }
     if (arg.rfind("--split=", 0) == 0) {
       if (std::sscanf(arg.c_str(), "--split=%ld,%ld", &seeds, &grads) != 2 || seeds < 0 ||
           grads < 0)
@@ -73,6 +82,16 @@ int main(int argc, char** argv) {
   if (!r) {
     std::fprintf(stderr, "%s: error: %s\n", path.c_str(), r.diagnostic().message.c_str());
     return 1;
+  }
+  if (lower && seeds >= 0) return usage();
+  if (lower) {
+    // Each kernel of the fuse pass as one launch (of a table without code: nothing runs here).
+    const weft::ir::Graph& g = graph.value();
+    std::vector<weft::ir::FusedKernel> fused;
+    for (size_t k = 0; k < g.kernels().size(); ++k)
+      fused.push_back({g.kernels()[k], static_cast<int32_t>(k)});
+    std::fputs(weft::ir::printPlan(g, weft::ir::lowerToPlan(g, fused)).c_str(), stdout);
+    return 0;
   }
   if (seeds < 0) {
     std::fputs(weft::ir::printGraph(graph.value()).c_str(), stdout);

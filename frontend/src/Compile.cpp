@@ -299,6 +299,8 @@ Executable lower(const ir::Graph& g, const codegen::CpuTarget& target, size_t& n
   e.state = describe(g.state(), "s");
   e.outputs = describe(g.outputs(), "out");
   e.plan = ir::lowerToPlan(g, fused, std::move(table));
+  if (debugFlag("WEFT_PRINT_PLAN").value_or("0") == "1")
+    std::fputs(ir::printPlan(g, e.plan).c_str(), stderr);
   e.loadCode(hal::cpu());
   return e;
 }

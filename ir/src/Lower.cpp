@@ -1,7 +1,9 @@
 // Graph -> Plan: slots are value ids; a step releases the values it reads for the last time.
 #include "weft/ir/Lower.h"
+#include "weft/ir/TextFormat.h"
 
 #include <algorithm>
+#include <sstream>
 
 namespace weft::ir {
 namespace {
@@ -117,6 +119,54 @@ Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused, KernelTable
   }
   planMemory(plan);
   return plan;
+}
+
+std::string printPlan(const Graph& g, const Plan& plan) {
+  const std::vector<std::string> names = valueNames(g);
+  auto name = [&](int32_t slot) {
+    return slot >= 0 && static_cast<size_t>(slot) < names.size()
+               ? "%" + names[static_cast<size_t>(slot)]
+               : "%<slot " + std::to_string(slot) + ">";
+  };
+  auto placed = [&](int32_t slot) {
+    std::string s = name(slot);
+    if (static_cast<size_t>(slot) < plan.arenaOffset.size() &&
+        plan.arenaOffset[static_cast<size_t>(slot)] >= 0)
+      s += " at " + std::to_string(plan.arenaOffset[static_cast<size_t>(slot)]);
+    return s;
+  };
+  auto list = [&](std::ostream& os, const std::vector<int32_t>& slots) {
+    for (size_t i = 0; i < slots.size(); ++i)
+      os << (i ? ", " : "") << name(slots[i]);
+  };
+  std::ostringstream os;
+  os << "plan @" << g.name() << ": " << plan.steps.size() << " steps, arena " << plan.arenaBytes
+     << " bytes\n";
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    os << "  " << i << ": ";
+    if (s.kernel >= 0) {
+      os << "kernel " << s.kernel << "(";
+      list(os, s.inputs);
+      os << ") -> ";
+      for (size_t o = 0; o < s.kernelOutputs.size(); ++o) {
+        os << (o ? ", " : "") << placed(s.kernelOutputs[o]);
+        int32_t over = o < s.kernelInPlace.size() ? s.kernelInPlace[o] : -1;
+        if (over >= 0) os << " over " << name(s.inputs[static_cast<size_t>(over)]);
+      }
+    } else {
+      os << opName(s.op) << "(";
+      list(os, s.inputs);
+      os << ") -> " << placed(s.output);
+    }
+    if (!s.release.empty()) {
+      os << " release(";
+      list(os, s.release);
+      os << ")";
+    }
+    os << "\n";
+  }
+  return os.str();
 }
 
 } // namespace weft::ir

@@ -51,7 +51,7 @@ std::string printAttr(const AttrValue& v) {
   return shapeString(std::get<std::vector<int64_t>>(v)); // "[1, 2]", as shapes print
 }
 
-std::string printGraph(const Graph& g) {
+std::vector<std::string> valueNames(const Graph& g) {
   std::vector<std::string> names(g.values().size());
   for (ValueId v : g.arguments())
     names[static_cast<size_t>(v)] = g.value(v).name;
@@ -67,6 +67,11 @@ std::string printGraph(const Graph& g) {
       ++next;
     names[static_cast<size_t>(n.result)] = std::to_string(next++);
   }
+  return names;
+}
+
+std::string printGraph(const Graph& g) {
+  const std::vector<std::string> names = valueNames(g);
   auto name = [&](ValueId v) { // broken ids print visibly, for the verifier's sake
     std::ostringstream n;
     if (v < 0 || static_cast<size_t>(v) >= names.size() || names[static_cast<size_t>(v)].empty())

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace weft::ir {
@@ -20,5 +21,11 @@ struct FusedKernel {
 /// The plan that runs `g` step by step, each group in `fused` as one launch of its kernel in
 /// `kernels` (the plan keeps the table). `g` must verify.
 Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused = {}, KernelTable kernels = {});
+
+/// The steps of `plan`, lowered from `g`, one per line, with the memory plan: where each buffer a
+/// step writes lies in the arena ("at 128"; none for buffers allocated apart: outputs, state,
+/// views), which input a kernel writes over, and what each step releases. For weft-opt --lower
+/// and WEFT_PRINT_PLAN.
+std::string printPlan(const Graph& g, const Plan& plan);
 
 } // namespace weft::ir

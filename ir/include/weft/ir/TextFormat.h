@@ -5,11 +5,15 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace weft::ir {
 
 /// The text form of `g`. Values are renumbered in order, so print(parse(print(g))) == print(g).
 std::string printGraph(const Graph& g);
+/// The name printGraph gives each value, without the "%" (inputs keep theirs, results are
+/// numbered).
+std::vector<std::string> valueNames(const Graph& g);
 
 /// The graph `text` spells, or a diagnostic "line:col: message" for the first problem. Types are
 /// taken as written; run verify() to check them against the ops.

@@ -12,6 +12,7 @@ namespace weft {
   X(WEFT_NUM_THREADS, "threads for CPU kernels and OpenBLAS (default: hardware threads)")          \
   X(WEFT_CPU_CACHE_MB, "cap on idle blocks the CPU caching allocator keeps (default 2048)")        \
   X(WEFT_PRINT_IR_AFTER, "print the graph after the named pass, or after every pass with 'all'")   \
+  X(WEFT_PRINT_PLAN, "1: print each compiled plan's steps and memory plan (as weft-opt --lower)")  \
   X(WEFT_DUMP_DIR,                                                                                 \
     "write the graph before and after every pass, and generated MLIR and LLVM IR, into this dir")  \
   X(WEFT_TIME_PASSES,                                                                              \
