@@ -698,6 +698,17 @@ std::vector<OpSample> samplesFor(OpCode op) {
              {normal({2, 3, 4, 4}, 34), normal({5, 3, 1, 1}, 35)},
              convAttrs({1, 1}, {0, 0}, {1, 1}, 1),
              {},
+             ref},
+            // Output as large as the input: the kernels' shifted-plane im2col.
+            {"same 5x3",
+             {normal({2, 3, 5, 4}, 60), normal({4, 3, 5, 3}, 61)},
+             convAttrs({1, 1}, {2, 1}, {1, 1}, 1),
+             {},
+             ref},
+            {"same 3x3 grouped",
+             {normal({2, 4, 4, 6}, 62), normal({4, 2, 3, 3}, 63)},
+             convAttrs({1, 1}, {1, 1}, {1, 1}, 2),
+             {},
              ref}};
   }
   case OpCode::ConvInputGrad: {
@@ -719,18 +730,18 @@ std::vector<OpSample> samplesFor(OpCode op) {
   case OpCode::ConvWeightGrad: {
     Attrs at = convAttrs({1, 2}, {1, 1}, {2, 1}, 1);
     at.set("weight_shape", Shape{3, 2, 2, 3});
-    return {{"dilated strided",
-             {normal({2, 2, 5, 6}, 38), normal({2, 3, 5, 3}, 39)},
-             at,
-             {},
-             [](const std::vector<NdArray>& in, const Attrs& a) {
-               NdArray r = zerosNd(a.ints("weight_shape"));
-               convTerms(in[0].shape, r.shape, a, [&](int64_t xi, int64_t wi, int64_t yi) {
-                 r.v[static_cast<size_t>(wi)] +=
-                     in[0].v[static_cast<size_t>(xi)] * in[1].v[static_cast<size_t>(yi)];
-               });
-               return r;
-             }}};
+    Attrs same = convAttrs({1, 1}, {1, 1}, {1, 1}, 1);
+    same.set("weight_shape", Shape{3, 2, 3, 3});
+    auto ref = [](const std::vector<NdArray>& in, const Attrs& a) {
+      NdArray r = zerosNd(a.ints("weight_shape"));
+      convTerms(in[0].shape, r.shape, a, [&](int64_t xi, int64_t wi, int64_t yi) {
+        r.v[static_cast<size_t>(wi)] +=
+            in[0].v[static_cast<size_t>(xi)] * in[1].v[static_cast<size_t>(yi)];
+      });
+      return r;
+    };
+    return {{"dilated strided", {normal({2, 2, 5, 6}, 38), normal({2, 3, 5, 3}, 39)}, at, {}, ref},
+            {"same 3x3", {normal({2, 2, 4, 5}, 64), normal({2, 3, 4, 5}, 65)}, same, {}, ref}};
   }
   case OpCode::Gather:
     return {

@@ -81,8 +81,39 @@ std::pair<int64_t, int64_t> insideRange(int64_t outSize, int64_t size, int64_t s
   return {lo, std::max(lo, std::min(hi, outSize))};
 }
 
-/// col[(ci, ky, kx), (oy, ox)] = x[ci, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside).
+/// A "same" convolution (stride and dilation 1, output as large as the input): row (ci, ky, kx)
+/// of the column matrix is channel ci's plane shifted by (ky - ph, kx - pw), so it is one copy of
+/// the plane with the elements whose source lies outside zeroed: those before or after the copied
+/// range (rows above or below the image) and the columns the shift wrapped around.
+template <typename T> void im2colSame(const ConvShape& s, const T* x, T* col) {
+  const int64_t n = s.h * s.w;
+  for (int64_t r = 0; r < s.colRows(); ++r) {
+    const int64_t ci = r / (s.kh * s.kw), dy = (r / s.kw) % s.kh - s.ph, dx = r % s.kw - s.pw;
+    const int64_t shift = dy * s.w + dx;
+    const int64_t lo = std::clamp<int64_t>(-shift, 0, n),
+                  hi = std::clamp<int64_t>(n - shift, lo, n);
+    const T* plane = x + ci * n;
+    T* dst = col + r * n;
+    for (int64_t p = 0; p < lo; ++p)
+      dst[p] = T(0);
+    std::copy(plane + lo + shift, plane + hi + shift, dst + lo);
+    for (int64_t p = hi; p < n; ++p)
+      dst[p] = T(0);
+    // Output column ox reads input column ox + dx: outside the image for the first -dx columns
+    // or the last dx.
+    const int64_t c0 = dx < 0 ? 0 : s.w - std::min(dx, s.w), c1 = dx < 0 ? std::min(-dx, s.w) : s.w;
+    for (int64_t oy = 0; oy < s.h; ++oy)
+      for (int64_t ox = c0; ox < c1; ++ox)
+        dst[oy * s.w + ox] = T(0);
+  }
+}
+
+/// col[(ci, ky, kx), (oy, ox)] = x[ci, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside). Rows
+/// of a small image are a few elements each: plain loops, not std::fill/std::copy, which become
+/// memset/memmove calls costing more than the elements.
 template <typename T> void im2col(const ConvShape& s, const T* x, T* col) {
+  if (s.sh == 1 && s.sw == 1 && s.dh == 1 && s.dw == 1 && s.oh == s.h && s.ow == s.w)
+    return im2colSame(s, x, col);
   parallelFor(s.colRows(), 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t ci = r / (s.kh * s.kw), ky = (r / s.kw) % s.kh, kx = r % s.kw;
@@ -92,17 +123,23 @@ template <typename T> void im2col(const ConvShape& s, const T* x, T* col) {
         T* dst = col + r * s.colCols() + oy * s.ow;
         const int64_t iy = oy * s.sh - s.ph + ky * s.dh;
         if (iy < 0 || iy >= s.h) {
-          std::fill(dst, dst + s.ow, T(0));
+          for (int64_t ox = 0; ox < s.ow; ++ox)
+            dst[ox] = T(0);
           continue;
         }
         const T* src = x + (ci * s.h + iy) * s.w + shift;
-        std::fill(dst, dst + lo, T(0));
-        if (sw == 1)
-          std::copy(src + lo, src + hi, dst + lo);
-        else
+        for (int64_t ox = 0; ox < lo; ++ox)
+          dst[ox] = T(0);
+        if (sw == 1) {
+#pragma omp simd
+          for (int64_t ox = lo; ox < hi; ++ox)
+            dst[ox] = src[ox];
+        } else {
           for (int64_t ox = lo; ox < hi; ++ox)
             dst[ox] = src[ox * sw];
-        std::fill(dst + hi, dst + s.ow, T(0));
+        }
+        for (int64_t ox = hi; ox < s.ow; ++ox)
+          dst[ox] = T(0);
       }
     }
   });
