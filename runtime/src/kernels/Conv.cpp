@@ -169,8 +169,14 @@ template <typename T> void col2im(const ConvShape& s, const T* col, T* x) {
             if (iy < 0 || iy >= s.h) continue;
             T* dst = x + (ci * s.h + iy) * s.w + shift;
             const T* src = row + oy * s.ow;
-            for (int64_t ox = lo; ox < hi; ++ox)
-              dst[ox * sw] += src[ox];
+            if (sw == 1) { // a constant stride: the loop vectorizes
+#pragma omp simd
+              for (int64_t ox = lo; ox < hi; ++ox)
+                dst[ox] += src[ox];
+            } else {
+              for (int64_t ox = lo; ox < hi; ++ox)
+                dst[ox * sw] += src[ox];
+            }
           }
         }
   });
