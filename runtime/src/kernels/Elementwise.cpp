@@ -196,6 +196,10 @@ namespace weft {
 
 void copyCast(const TensorRef& src, const TensorRef& dst) {
   WEFT_INTERNAL_ASSERT(src.shape == dst.shape || numel(src.shape) == numel(dst.shape));
+  // A copy onto itself (scatter_add planned in place over its input 0) has nothing to do.
+  if (src.data == dst.data && src.dtype == dst.dtype && src.shape == dst.shape &&
+      src.strides == dst.strides)
+    return;
   visitDType(src.dtype, [&](auto stag) {
     using S = decltype(stag);
     visitDType(dst.dtype, [&](auto dtag) {
