@@ -38,7 +38,7 @@ bool hasType(const AttrValue& v, AttrType t) {
   case AttrType::Bool:
     return std::holds_alternative<bool>(v);
   case AttrType::Ints:
-    return std::holds_alternative<std::vector<int64_t>>(v);
+    return std::holds_alternative<Shape>(v);
   case AttrType::DType:
     return std::holds_alternative<DType>(v);
   }

@@ -48,7 +48,7 @@ std::string printAttr(const AttrValue& v) {
     os << '"';
     return os.str();
   }
-  return shapeString(std::get<std::vector<int64_t>>(v)); // "[1, 2]", as shapes print
+  return shapeString(std::get<Shape>(v)); // "[1, 2]", as shapes print
 }
 
 std::vector<std::string> valueNames(const Graph& g) {

@@ -151,7 +151,7 @@ bool isRowReduction(const ir::Graph& g, const ir::Node& n) {
   if ((in.dtype != DType::Float32 && in.dtype != DType::Float64) || out.dtype != in.dtype)
     return false;
   const auto rank = static_cast<int64_t>(in.shape.size());
-  const auto* dims = n.attrs.tryGet<std::vector<int64_t>>("dims");
+  const auto* dims = n.attrs.tryGet<Shape>("dims");
   const bool* keepdim = n.attrs.tryGet<bool>("keepdim");
   if (rank < 2 || in.shape.back() < 2 || dims == nullptr || dims->size() != 1 ||
       keepdim == nullptr || !*keepdim)

@@ -271,7 +271,7 @@ private:
       if (!ax[0]) return rule;
       int64_t a = ax[0]->axis;
       bool reduce = info.kind == OpKind::Reduce;
-      std::vector<int64_t> dims = reduce ? at.ints("dims") : std::vector<int64_t>{at.i("dim")};
+      Shape dims = reduce ? at.ints("dims") : Shape{at.i("dim")};
       if ((reduce && dims.empty()) || contains(dims, a)) {
         Fill f = n.op == OpCode::Sum                                ? Fill::Zero
                  : n.op == OpCode::Prod                             ? Fill::One

@@ -65,7 +65,7 @@ public:
               pod(v);
             else if constexpr (std::is_same_v<T, bool>)
               pod(static_cast<uint8_t>(v));
-            else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+            else if constexpr (std::is_same_v<T, Shape>)
               ints(v);
             else if constexpr (std::is_same_v<T, DType>)
               dtype(v);
@@ -118,8 +118,8 @@ public:
     at_ += n;
     return b;
   }
-  std::vector<int64_t> ints(const char* what) {
-    std::vector<int64_t> v(count(what, 8));
+  Shape ints(const char* what) {
+    Shape v(count(what, 8));
     for (int64_t& x : v)
       x = i64(what);
     return v;

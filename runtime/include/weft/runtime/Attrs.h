@@ -3,6 +3,7 @@
 
 #include "weft/runtime/DType.h"
 #include "weft/runtime/Error.h"
+#include "weft/runtime/Shape.h"
 
 #include <cstdint>
 #include <optional>
@@ -13,8 +14,9 @@
 
 namespace weft {
 
-/// One attribute value.
-using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>, DType, std::string>;
+/// One attribute value. Integer lists are Shapes: up to 6 values inline, so an op's dims or
+/// target shape cost no allocation.
+using AttrValue = std::variant<int64_t, double, bool, Shape, DType, std::string>;
 
 /// A small ordered map from attribute name to value; lookups are linear (ops have few attributes).
 class Attrs {
@@ -52,9 +54,7 @@ public:
   int64_t i(const std::string& name) const { return get<int64_t>(name); }
   double f(const std::string& name) const { return get<double>(name); }
   bool b(const std::string& name) const { return get<bool>(name); }
-  const std::vector<int64_t>& ints(const std::string& name) const {
-    return get<std::vector<int64_t>>(name);
-  }
+  const Shape& ints(const std::string& name) const { return get<Shape>(name); }
   DType dtype(const std::string& name) const { return get<DType>(name); }
   /// A Number attribute (integer or floating) as a double.
   double number(const std::string& name) const {
