@@ -77,12 +77,12 @@ Result<TensorType> where(std::string_view op, In in) {
 
 Result<TensorType> reduce(std::string_view op, In in, const Attrs& at) {
   const Shape& shape = in[0].shape;
-  std::vector<bool> seen(shape.size(), false);
+  Shape seen(shape.size(), 0); // a Shape: no allocation up to rank 6
   for (int64_t d : at.ints("dims")) {
     if (auto e = checkDim(op, d, shape.size())) return *e;
     if (seen[static_cast<size_t>(d)])
       return diag(ErrorKind::Value, op, ": dimension ", d, " appears more than once");
-    seen[static_cast<size_t>(d)] = true;
+    seen[static_cast<size_t>(d)] = 1;
   }
   bool all = at.ints("dims").empty();
   bool keep = at.b("keepdim");
@@ -135,13 +135,13 @@ Result<TensorType> permute(std::string_view op, In in, const Attrs& at) {
   if (dims.size() != shape.size())
     return diag(ErrorKind::Shape, op, ": got ", dims.size(), " dims for a tensor of rank ",
                 shape.size());
-  std::vector<bool> seen(shape.size(), false);
+  Shape seen(shape.size(), 0); // a Shape: no allocation up to rank 6
   Shape out;
   for (int64_t d : dims) {
     if (auto e = checkDim(op, d, shape.size())) return *e;
     if (seen[static_cast<size_t>(d)])
       return diag(ErrorKind::Value, op, ": dimension ", d, " repeats in ", shapeString(dims));
-    seen[static_cast<size_t>(d)] = true;
+    seen[static_cast<size_t>(d)] = 1;
     out.push_back(shape[d]);
   }
   return TensorType{in[0].dtype, out};

@@ -20,15 +20,14 @@ struct ReduceSplit {
   Shape redShape, redStrides;
 };
 
-ReduceSplit splitDims(const TensorRef& in, const TensorRef& out, std::vector<int64_t> dims,
-                      bool keepdim) {
+ReduceSplit splitDims(const TensorRef& in, const TensorRef& out, Shape dims, bool keepdim) {
   const int64_t nd = in.dim();
   if (dims.empty())
     for (int64_t d = 0; d < nd; ++d)
       dims.push_back(d);
-  std::vector<bool> reduced(static_cast<size_t>(nd), false);
+  Shape reduced(static_cast<size_t>(nd), 0);
   for (int64_t d : dims)
-    reduced[static_cast<size_t>(d)] = true;
+    reduced[static_cast<size_t>(d)] = 1;
   ReduceSplit s;
   int64_t od = 0;
   for (int64_t d = 0; d < nd; ++d) {
