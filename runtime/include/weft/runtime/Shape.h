@@ -107,9 +107,14 @@ public:
   }
   template <typename It> void assign(It first, It last) {
     size_ = 0;
-    reserve(static_cast<size_t>(std::distance(first, last)));
-    for (; first != last; ++first)
-      data_[size_++] = *first;
+    if constexpr (std::forward_iterator<It>) {
+      reserve(static_cast<size_t>(std::distance(first, last)));
+      for (; first != last; ++first)
+        data_[size_++] = *first;
+    } else { // an input iterator can be walked only once
+      for (; first != last; ++first)
+        push_back(*first);
+    }
   }
   void push_back(int64_t value) {
     if (size_ == capacity_) reserve(capacity_ * 2);
