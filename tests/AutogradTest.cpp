@@ -2,6 +2,8 @@
 // autograd::grad with double backward, custom functions and in-place safety.
 #include "TestUtil.h"
 
+#include <cmath>
+
 namespace weft::test {
 namespace {
 
@@ -222,6 +224,14 @@ TEST(Autograd, InPlaceOnNonLeafRebasesHistory) {
   y.add_(1);
   y.sum().backward();
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{6, 12}));
+  Tensor u = leaf({0.5, 1.0});
+  Tensor v = u * 2;
+  v.exp_().sin_(); // d/du sin(exp(2u)) = cos(exp(2u)) exp(2u) 2
+  v.sum().backward();
+  for (int k = 0; k < 2; ++k) {
+    double a = vals(u)[static_cast<size_t>(k)], e = std::exp(2 * a);
+    EXPECT_NEAR(vals(u.grad())[static_cast<size_t>(k)], std::cos(e) * e * 2, 1e-12);
+  }
   Tensor leafRequiring = leaf({1});
   EXPECT_THROW(leafRequiring.add_(1), ValueError);
   {

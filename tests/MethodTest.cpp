@@ -171,6 +171,20 @@ std::vector<MethodCase> methods() {
          c.transpose(0, 2).narrow(0, 1, 1).fill_(-1.0);
          return c;
        }},
+      {"inplace_unary",
+       [](auto& x, auto&) {
+         Tensor c = x.clone();
+         c.neg_().relu_().exp_().sqrt_().tanh_().atan_();
+         Tensor d = x.clone();
+         d.select(1, 2).sigmoid_(); // through a view
+         return c + d;
+       }},
+      {"inplace_float_op_on_ints_is_an_error",
+       [](auto& x, auto&) {
+         Tensor c = (x * 4.0).to(kInt64);
+         c.exp_();
+         return c.to(kFloat32);
+       }},
       {"detach", [](auto& x, auto&) { return x.detach() * 2.0; }},
   };
 }

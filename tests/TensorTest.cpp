@@ -207,6 +207,30 @@ TEST(InPlace, BumpsVersionAndWritesThrough) {
   EXPECT_EQ(vals(i), (std::vector<double>{3, 3}));
 }
 
+TEST(InPlace, EveryUnaryOpHasAnInPlaceForm) {
+  // x.op_() writes op(x) into x (through a view into its base), bumps the version once, and
+  // refuses what PyTorch refuses: a float op's result in an integral tensor.
+  Tensor x = tensor({0.25, -1.5, 2.0});
+  uint64_t v0 = x._version();
+  x.exp_().log_().neg_().abs_();
+  EXPECT_EQ(x._version(), v0 + 4);
+  EXPECT_TRUE(allClose(vals(x), {0.25, 1.5, 2.0}, 0, 1e-6));
+  Tensor m = tensor({-1.0, 4.0, -9.0, 16.0}).reshape({2, 2});
+  m.t().select(0, 1).relu_(); // m's column 1: [4, 16] stay
+  m.select(1, 0).relu_();     // m's column 0: [-1, -9] -> 0
+  EXPECT_EQ(vals(m), (std::vector<double>{0, 4, 0, 16}));
+  m.sqrt_().trunc_();
+  EXPECT_EQ(vals(m), (std::vector<double>{0, 2, 0, 4}));
+  Tensor b = tensor({1.0, 0.0});
+  b.logical_not_(); // a bool result cast back into self's dtype
+  EXPECT_EQ(b.dtype(), kFloat32);
+  EXPECT_EQ(vals(b), (std::vector<double>{0, 1}));
+  Tensor i = tensor({1, -2});
+  EXPECT_THROW(i.exp_(), DTypeError);
+  i.abs_().neg_();
+  EXPECT_EQ(vals(i), (std::vector<double>{-1, -2}));
+}
+
 TEST(InPlace, OverlappingOperandsReadTheOldValues) {
   // add_/sub_/mul_/div_ write self's memory directly when that gives the out-of-place result:
   // an operand that is self itself reads element i before i is written; one overlapping self

@@ -170,6 +170,20 @@ Tensor inPlaceSource(const Tensor& self, const Tensor& other = {}) {
   return record ? self.clone() : self;
 }
 
+/// self = op(self): straight into self's memory where nothing is recorded and the op computes in
+/// self's dtype, else out of place and assigned (an integral self of a float op is an error there,
+/// as in PyTorch).
+Tensor& unaryInPlace(Tensor& self, OpCode op, const char* name) {
+  WEFT_CHECK(self.defined(), Value, name, ": called on an undefined tensor");
+  const UnaryDomain domain = opInfo(op).unaryDomain;
+  if (mayRunInPlace(self) && domain != UnaryDomain::Logical &&
+      !(domain == UnaryDomain::Float && !isFloating(self.dtype()))) {
+    checkWritable(self, name);
+    if (dispatchInPlace(op, {self}, {}, self)) return self;
+  }
+  return assignInPlace(self, unaryOp(op, inPlaceSource(self)), name);
+}
+
 } // namespace
 
 Tensor fullOf(const Shape& shape, Scalar value, DType dtype) {
@@ -213,6 +227,10 @@ Tensor scalar_tensor(Scalar value, std::optional<DType> dtype, std::source_locat
   Tensor Tensor::s(std::source_location loc) const {                                               \
     CallSite cs(loc);                                                                              \
     return unaryOp(OpCode::N, *this);                                                              \
+  }                                                                                                \
+  Tensor& Tensor::s##_(std::source_location loc) {                                                 \
+    CallSite cs(loc);                                                                              \
+    return unaryInPlace(*this, OpCode::N, #s "_");                                                 \
   }                                                                                                \
   Tensor s(const Tensor& x, std::source_location loc) {                                            \
     CallSite cs(loc);                                                                              \

@@ -166,9 +166,12 @@ public:
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value, WEFT_LOC);
 
   // ---- elementwise ----
-  // One method per unary op (x.exp()) and per binary op with a plain API (x.maximum(other)),
-  // generated from their rows in the op table, weft/runtime/Ops.inc, which lists them.
-#define WEFT_UNARY(N, s, d, low, k, v) Tensor s(WEFT_LOC) const;
+  // One method per unary op (x.exp()) with its in-place form (x.exp_()), and per binary op with a
+  // plain API (x.maximum(other)), generated from their rows in the op table,
+  // weft/runtime/Ops.inc, which lists them.
+#define WEFT_UNARY(N, s, d, low, k, v)                                                             \
+  Tensor s(WEFT_LOC) const;                                                                        \
+  Tensor& s##_(WEFT_LOC);
 #define WEFT_BINARY(N, s, r, api, low, k, va, vb) WEFT_BINARY_METHOD_##api(s)
 #define WEFT_BINARY_METHOD_Method(s) Tensor s(const Tensor& other, WEFT_LOC) const;
 #define WEFT_BINARY_METHOD_Custom(s)
