@@ -37,7 +37,7 @@ private:
 /// The backward node of one primitive op: saves what its vjp rule reads, applies the rule.
 class OpNode : public autograd::Node {
 public:
-  OpNode(OpCode op, Attrs attrs, const std::vector<Tensor>& inputs)
+  OpNode(OpCode op, Attrs attrs, std::span<const Tensor> inputs)
       : op_(op), attrs_(std::move(attrs)) {
     for (size_t i = 0; i < inputs.size(); ++i) // only what the gradients needed read
       if (inputs[i].requires_grad()) uses_ |= vjpUses(op, i);
@@ -131,7 +131,7 @@ ir::TensorType typeOf(const Tensor& t) {
   return {t.dtype(), t.sizes()};
 }
 
-void recordAutograd(OpCode op, const Attrs& attrs, const std::vector<Tensor>& inputs, Tensor& out) {
+void recordAutograd(OpCode op, const Attrs& attrs, std::span<const Tensor> inputs, Tensor& out) {
   const OpInfo& info = opInfo(op);
   if (!info.differentiable || !is_grad_enabled() || !isFloating(out.dtype())) return;
   bool any = false;
@@ -149,7 +149,7 @@ void recordAutograd(OpCode op, const Attrs& attrs, const std::vector<Tensor>& in
 /// Whether `op` works along a dimension of its first input and that input is 0-d. PyTorch accepts
 /// dimension 0 (or -1) of a scalar there and treats it as the one-element 1-d tensor it is; the IR
 /// has no such dimension, so the op runs on that 1-d view.
-bool alongDimOfScalar(OpCode op, const std::vector<Tensor>& in, const Attrs& at) {
+bool alongDimOfScalar(OpCode op, std::span<const Tensor> in, const Attrs& at) {
   if (in.empty() || in[0].dim() != 0) return false;
   switch (opInfo(op).kind) {
   case OpKind::Reduce:
@@ -216,7 +216,7 @@ int64_t wrapDim(int64_t dim, int64_t rank, const char* op) {
 namespace {
 
 /// Runs `op`'s CPU kernel on `inputs`, writing `out`'s memory (nothing to do when it is empty).
-void runInto(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs, const Tensor& out) {
+void runInto(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs, const Tensor& out) {
   if (out.numel() == 0) return;
   PerInput<TensorRef> refs(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -226,7 +226,7 @@ void runInto(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs, c
 
 } // namespace
 
-Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+Tensor dispatch(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs) {
   const OpInfo& info = opInfo(op);
   PerInput<ir::TensorType> types(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -269,7 +269,7 @@ Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs
   return out;
 }
 
-bool dispatchInPlace(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+bool dispatchInPlace(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs,
                      const Tensor& self) {
   if (!isElementwise(op) || currentTrace() != nullptr) return false;
   const bool grad = is_grad_enabled();

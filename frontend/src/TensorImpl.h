@@ -7,7 +7,9 @@
 #include "weft/runtime/OpTable.h"
 #include "weft/runtime/Storage.h"
 
+#include <initializer_list>
 #include <mutex>
+#include <span>
 
 namespace weft {
 
@@ -69,15 +71,23 @@ Tensor makeTensor(const Shape& shape, DType dtype, bool zero = false);
 
 /// Runs primitive `op` eagerly: infers the result type (throwing weft::Error on bad input), makes a
 /// view or runs the CPU kernel, and records an autograd node when an input requires grad.
-Tensor dispatch(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
+/// Inputs are a span (a vector, or the braced list of the overload below: no allocation).
+Tensor dispatch(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs = {});
+inline Tensor dispatch(OpCode op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {}) {
+  return dispatch(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
+}
 
 /// Runs elementwise `op` straight into `self`, one of `inputs`, whose value it replaces, where
 /// that gives what computing it out of place and copying it over would: not tracing, no input
 /// requiring grad while grad mode is on, the result of self's dtype and shape, and no other input
 /// sharing self's memory unless it is self exactly. False, with nothing done, otherwise. The
 /// caller has checked that self may be written (checkWritable).
-bool dispatchInPlace(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+bool dispatchInPlace(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs,
                      const Tensor& self);
+inline bool dispatchInPlace(OpCode op, std::initializer_list<Tensor> inputs, const Attrs& attrs,
+                            const Tensor& self) {
+  return dispatchInPlace(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs, self);
+}
 
 /// A tensor of `shape` filled with `value` (the Full primitive: a graph node when tracing).
 Tensor fullOf(const Shape& shape, Scalar value, DType dtype);

@@ -216,7 +216,7 @@ Tensor TraceContext::traced(ir::ValueId v) {
   return Tensor(impl);
 }
 
-Tensor TraceContext::record(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+Tensor TraceContext::record(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs,
                             const ir::TensorType& type) {
   std::vector<ir::ValueId> ids;
   for (const Tensor& t : inputs)

@@ -101,7 +101,7 @@ struct TraceContext {
   /// A traced tensor for value `v`.
   Tensor traced(ir::ValueId v);
   /// Appends `op` (the dispatcher's tracing path).
-  Tensor record(OpCode op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+  Tensor record(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs,
                 const ir::TensorType& type);
   /// `self` takes the value of `result` (an in-place op). A view's base takes the new elements.
   void assign(Tensor& self, const Tensor& result, const char* op);
