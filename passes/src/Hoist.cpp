@@ -1,14 +1,16 @@
-// Hoisting: an elementwise node that is the last reader of larger values than it makes is moved
-// up to just after their last other reader, so they die there instead of staying alive until it
-// runs. The case it exists for: a gradient rule's mask (relu's x <= 0, read by the backward) sits
-// among the backward nodes; at the forward's end of the graph it keeps a bool per element alive
-// instead of the float it reads. Runs after remat (which moves reads the other way, where that
-// keeps fewer bytes) and before fusion (which then puts the mask into its neighbour's kernel).
+// Hoisting: an elementwise node that is the last reader of larger buffers than it makes is moved
+// up to just after their last other reader (views of them included), so they die there instead of
+// staying alive until it runs. The case it exists for: a gradient rule's mask (relu's y <= 0, read
+// by the backward) sits among the backward nodes; moved up to the forward, it keeps a bool per
+// element alive instead of the float it reads. Runs after remat (which moves reads the other way,
+// where that keeps fewer bytes) and before fusion (which then puts the mask into its neighbour's
+// kernel).
 #include "weft/passes/Pass.h"
 #include "weft/runtime/OpTable.h"
 #include "weft/runtime/View.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 namespace weft::passes {
@@ -39,21 +41,31 @@ int64_t bytesOf(const ir::Graph& g, ValueId v) {
 ir::Result<bool> Hoist::run(ir::Graph& g) {
   const std::vector<ir::Node>& nodes = g.nodes();
   const size_t numValues = g.values().size();
-  // Values that stay alive to the end whatever the order: inputs, outputs, state updates.
+  // A view lives in its input's buffer (see the memory planner): each value's buffer is that of
+  // its base, the value at the end of its chain of views.
+  std::vector<ValueId> base(numValues);
+  for (size_t v = 0; v < numValues; ++v) {
+    int32_t p = g.value(static_cast<ValueId>(v)).producer;
+    base[v] = p >= 0 && isViewOp(nodes[static_cast<size_t>(p)].op)
+                  ? base[static_cast<size_t>(nodes[static_cast<size_t>(p)].operands[0])]
+                  : static_cast<ValueId>(v);
+  }
+  // Buffers that stay alive to the end whatever the order: inputs, outputs, state updates (and
+  // what they view).
   std::vector<bool> pinned(numValues, false);
   for (size_t v = 0; v < numValues; ++v)
-    pinned[v] = g.isInput(static_cast<ValueId>(v));
+    if (g.isInput(static_cast<ValueId>(v))) pinned[static_cast<size_t>(base[v])] = true;
   for (ValueId v : g.outputs())
-    pinned[static_cast<size_t>(v)] = true;
+    pinned[static_cast<size_t>(base[static_cast<size_t>(v)])] = true;
   for (const ir::StateUpdate& u : g.stateUpdates())
-    pinned[static_cast<size_t>(u.newValue)] = true;
-  // Readers of each value, by original position.
+    pinned[static_cast<size_t>(base[static_cast<size_t>(u.newValue)])] = true;
+  // Readers of each buffer (of its base or any view of it), by original position.
   std::vector<std::vector<int32_t>> readers(numValues);
   for (size_t i = 0; i < nodes.size(); ++i)
-    for (ValueId o : nodes[i].operands)
-      if (readers[static_cast<size_t>(o)].empty() ||
-          readers[static_cast<size_t>(o)].back() != static_cast<int32_t>(i))
-        readers[static_cast<size_t>(o)].push_back(static_cast<int32_t>(i));
+    for (ValueId o : nodes[i].operands) {
+      std::vector<int32_t>& r = readers[static_cast<size_t>(base[static_cast<size_t>(o)])];
+      if (r.empty() || r.back() != static_cast<int32_t>(i)) r.push_back(static_cast<int32_t>(i));
+    }
 
   std::vector<Slot> slot(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -65,24 +77,24 @@ ir::Result<bool> Hoist::run(ir::Graph& g) {
     // last: after their other readers. Gain: the bytes those free, less the bytes n makes.
     Slot earliest{-1, -1}, freeing{-1, -1};
     int64_t freed = 0;
-    std::vector<ValueId> operands = n.operands;
-    std::sort(operands.begin(), operands.end());
-    operands.erase(std::unique(operands.begin(), operands.end()), operands.end());
+    std::vector<ValueId> buffers;   // the buffers n reads, once each
     std::vector<int32_t> constants; // scalar constants n reads: they move up with it
-    for (ValueId o : operands) {
+    for (ValueId o : n.operands) {
       int32_t p = g.value(o).producer;
       if (p >= 0 && isScalarConstant(g, nodes[static_cast<size_t>(p)])) {
         constants.push_back(p);
         continue;
       }
       if (p >= 0) earliest = std::max(earliest, slot[static_cast<size_t>(p)]);
-      const std::vector<int32_t>& r = readers[static_cast<size_t>(o)];
-      // A view's bytes are its base's, which this read does not free.
-      if (pinned[static_cast<size_t>(o)] || r.back() != self ||
-          isViewOp(nodes[static_cast<size_t>(p)].op))
-        continue;
-      freed += bytesOf(g, o);
-      freeing = std::max(freeing, slot[static_cast<size_t>(p)]);
+      buffers.push_back(base[static_cast<size_t>(o)]);
+    }
+    std::sort(buffers.begin(), buffers.end());
+    buffers.erase(std::unique(buffers.begin(), buffers.end()), buffers.end());
+    for (ValueId b : buffers) {
+      const std::vector<int32_t>& r = readers[static_cast<size_t>(b)];
+      if (pinned[static_cast<size_t>(b)] || r.back() != self) continue; // n does not free it
+      if (__builtin_add_overflow(freed, bytesOf(g, b), &freed)) freed = INT64_MAX;
+      freeing = std::max(freeing, slot[static_cast<size_t>(g.value(b).producer)]);
       for (int32_t reader : r)
         if (reader != self) freeing = std::max(freeing, slot[static_cast<size_t>(reader)]);
     }
