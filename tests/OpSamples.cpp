@@ -709,6 +709,11 @@ std::vector<OpSample> samplesFor(OpCode op) {
              {normal({2, 4, 4, 6}, 62), normal({4, 2, 3, 3}, 63)},
              convAttrs({1, 1}, {1, 1}, {1, 1}, 2),
              {},
+             ref},
+            {"same, kernel larger than the image",
+             {normal({1, 2, 1, 2}, 66), normal({3, 2, 5, 5}, 67)},
+             convAttrs({1, 1}, {2, 2}, {1, 1}, 1),
+             {},
              ref}};
   }
   case OpCode::ConvInputGrad: {

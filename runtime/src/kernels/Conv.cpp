@@ -87,25 +87,29 @@ std::pair<int64_t, int64_t> insideRange(int64_t outSize, int64_t size, int64_t s
 /// range (rows above or below the image) and the columns the shift wrapped around.
 template <typename T> void im2colSame(const ConvShape& s, const T* x, T* col) {
   const int64_t n = s.h * s.w;
-  for (int64_t r = 0; r < s.colRows(); ++r) {
-    const int64_t ci = r / (s.kh * s.kw), dy = (r / s.kw) % s.kh - s.ph, dx = r % s.kw - s.pw;
-    const int64_t shift = dy * s.w + dx;
-    const int64_t lo = std::clamp<int64_t>(-shift, 0, n),
-                  hi = std::clamp<int64_t>(n - shift, lo, n);
-    const T* plane = x + ci * n;
-    T* dst = col + r * n;
-    for (int64_t p = 0; p < lo; ++p)
-      dst[p] = T(0);
-    std::copy(plane + lo + shift, plane + hi + shift, dst + lo);
-    for (int64_t p = hi; p < n; ++p)
-      dst[p] = T(0);
-    // Output column ox reads input column ox + dx: outside the image for the first -dx columns
-    // or the last dx.
-    const int64_t c0 = dx < 0 ? 0 : s.w - std::min(dx, s.w), c1 = dx < 0 ? std::min(-dx, s.w) : s.w;
-    for (int64_t oy = 0; oy < s.h; ++oy)
-      for (int64_t ox = c0; ox < c1; ++ox)
-        dst[oy * s.w + ox] = T(0);
-  }
+  parallelFor(s.colRows(), 1, [&](int64_t b, int64_t e) { // inline inside a parallel region
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t ci = r / (s.kh * s.kw), dy = (r / s.kw) % s.kh - s.ph, dx = r % s.kw - s.pw;
+      const int64_t shift = dy * s.w + dx;
+      const int64_t lo = std::clamp<int64_t>(-shift, 0, n),
+                    hi = std::clamp<int64_t>(n - shift, lo, n);
+      const T* plane = x + ci * n;
+      T* dst = col + r * n;
+      for (int64_t p = 0; p < lo; ++p)
+        dst[p] = T(0);
+      if (lo < hi) // else the shift (a kernel larger than the image) points outside the plane
+        std::copy(plane + lo + shift, plane + hi + shift, dst + lo);
+      for (int64_t p = hi; p < n; ++p)
+        dst[p] = T(0);
+      // Output column ox reads input column ox + dx: outside the image for the first -dx columns
+      // or the last dx.
+      const int64_t c0 = dx < 0 ? 0 : s.w - std::min(dx, s.w),
+                    c1 = dx < 0 ? std::min(-dx, s.w) : s.w;
+      for (int64_t oy = 0; oy < s.h; ++oy)
+        for (int64_t ox = c0; ox < c1; ++ox)
+          dst[oy * s.w + ox] = T(0);
+    }
+  });
 }
 
 /// col[(ci, ky, kx), (oy, ox)] = x[ci, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw] (0 outside). Rows
