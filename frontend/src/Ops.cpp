@@ -2,6 +2,7 @@
 // ops.
 #include "TensorImpl.h"
 #include "Trace.h"
+#include "Vjp.h"
 #include "weft/Functions.h"
 #include "weft/ir/Types.h"
 #include "weft/runtime/Kernels.h"
@@ -175,13 +176,16 @@ Tensor inPlaceSource(const Tensor& self, const Tensor& other = {}) {
 /// as in PyTorch).
 Tensor& unaryInPlace(Tensor& self, OpCode op, const char* name) {
   WEFT_CHECK(self.defined(), Value, name, ": called on an undefined tensor");
+  checkWritable(self, name);
   const UnaryDomain domain = opInfo(op).unaryDomain;
   if (mayRunInPlace(self) && domain != UnaryDomain::Logical &&
-      !(domain == UnaryDomain::Float && !isFloating(self.dtype()))) {
-    checkWritable(self, name);
-    if (dispatchInPlace(op, {self}, {}, self)) return self;
-  }
-  return assignInPlace(self, unaryOp(op, inPlaceSource(self)), name);
+      !(domain == UnaryDomain::Float && !isFloating(self.dtype())) &&
+      dispatchInPlace(op, {self}, {}, self))
+    return self;
+  // Recorded: the node saves a private copy of self only where its rule reads the input (relu's,
+  // exp's read the output, a tensor of their own).
+  const bool copy = is_grad_enabled() && self.requires_grad() && usesInput(vjpUses(op, 0), 0);
+  return assignInPlace(self, unaryOp(op, copy ? self.clone() : self), name);
 }
 
 } // namespace
