@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
       path = arg;
     }
   }
+  if (lower && seeds >= 0) return usage(); // one result: a plan or two graphs
   std::stringstream text;
   if (path == "-") {
     text << std::cin.rdbuf();
@@ -83,7 +84,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: error: %s\n", path.c_str(), r.diagnostic().message.c_str());
     return 1;
   }
-  if (lower && seeds >= 0) return usage();
   if (lower) {
     // Each kernel of the fuse pass as one launch (of a table without code: nothing runs here).
     const weft::ir::Graph& g = graph.value();

@@ -124,8 +124,7 @@ public:
     }
     case OpCode::Relu: { // as the eager kernel: NaN stays, -0 becomes 0
       mlir::Value zero = constantFloat(rt, 0.0);
-      return mlir::arith::SelectOp::create(b, l, compare(OpCode::Le, in[0], zero, rt), zero,
-                                           in[0]);
+      return mlir::arith::SelectOp::create(b, l, compare(OpCode::Le, in[0], zero, rt), zero, in[0]);
     }
     case OpCode::Rsqrt:
       return mlir::arith::DivFOp::create(b, l, one(), mlir::math::SqrtOp::create(b, l, x()));
@@ -223,7 +222,7 @@ KernelFunction declareKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir
 
 /// The linear index of `ivs` (one per dim) with element `strides` (0: broadcast).
 mlir::Value linearIndex(mlir::OpBuilder& b, mlir::Location loc, const std::vector<mlir::Value>& ivs,
-                        const std::vector<int64_t>& strides) {
+                        const Shape& strides) {
   mlir::Value idx = mlir::arith::ConstantIndexOp::create(b, loc, 0);
   for (size_t d = 0; d < strides.size(); ++d) {
     if (strides[d] == 0) continue;

@@ -249,8 +249,8 @@ std::string describeChange(const Signature& before, const Signature& now) {
 }
 
 /// The pass pipeline every compiled graph runs (passes::compilePipeline): simplify, fold, share,
-/// drop what no output needs, recompute in the backward what is cheaper than keeping, then group
-/// elementwise nodes into kernels.
+/// drop what no output needs, recompute in the backward what is cheaper than keeping, move up
+/// what frees more than it keeps (hoist), then group elementwise nodes into kernels.
 void optimize(ir::Graph& g) {
   passes::PassManager pm;
   for (const std::string& name : passes::compilePipeline())

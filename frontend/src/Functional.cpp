@@ -18,8 +18,7 @@ std::vector<int64_t> expandParam(std::vector<int64_t> v, size_t n, const char* o
   return v;
 }
 
-Attrs convAttrs(std::vector<int64_t> stride, std::vector<int64_t> padding,
-                std::vector<int64_t> dilation, int64_t groups) {
+Attrs convAttrs(Shape stride, Shape padding, Shape dilation, int64_t groups) {
   return Attrs{{"stride", std::move(stride)},
                {"padding", std::move(padding)},
                {"dilation", std::move(dilation)},

@@ -112,7 +112,7 @@ int64_t product(const Shape& s, size_t from, size_t to) {
   return p;
 }
 
-bool contains(const std::vector<int64_t>& v, int64_t x) {
+bool contains(const Shape& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 

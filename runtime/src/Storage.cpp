@@ -137,7 +137,13 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, bool zero) {
   WEFT_CHECK(p != nullptr, Value, "out of memory: cannot allocate ", nbytes, " bytes");
   if (zero) std::memset(p, 0, nbytes);
   track(static_cast<int64_t>(size));
-  return std::make_shared<Storage>(Key{}, p, nbytes, size, nullptr);
+  try {
+    return std::make_shared<Storage>(Key{}, p, nbytes, size, nullptr);
+  } catch (...) { // the block goes back where it came from
+    BlockCache::get().release(p, size);
+    track(-static_cast<int64_t>(size));
+    throw;
+  }
 }
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes,

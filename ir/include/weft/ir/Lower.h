@@ -24,8 +24,9 @@ Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused = {}, Kernel
 
 /// The steps of `plan`, lowered from `g`, one per line, with the memory plan: where each buffer a
 /// step writes lies in the arena ("at 128"; none for buffers allocated apart: outputs, state,
-/// views), which input a kernel writes over, and what each step releases. For weft-opt --lower
-/// and WEFT_PRINT_PLAN.
+/// views), which input a kernel writes over ("over %3"; an interpreter step writing over its input
+/// shows as the same offset), and what each step releases. For weft-opt --lower and
+/// WEFT_PRINT_PLAN.
 std::string printPlan(const Graph& g, const Plan& plan);
 
 } // namespace weft::ir

@@ -71,7 +71,8 @@ public:
   CallSite& operator=(const CallSite&) = delete;
   /// " (called from file:line)" for the current outermost call site, or "" when none is known.
   static std::string describe();
-  /// The current outermost call site, if any.
+  /// The current outermost call site, if any. The slot is the thread's and the next outermost
+  /// CallSite reuses it: copy the value, don't keep the pointer.
   static const std::source_location* current();
 
 private:

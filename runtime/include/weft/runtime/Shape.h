@@ -59,8 +59,8 @@ public:
   }
   ~Shape() { release(); }
 
-  /// A std::vector with the same values (for APIs spelled with vectors).
-  operator std::vector<int64_t>() const { return {begin(), end()}; } // NOLINT: implicit
+  /// A std::vector with the same values (for APIs spelled with vectors). Explicit: it allocates.
+  explicit operator std::vector<int64_t>() const { return {begin(), end()}; }
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -105,7 +105,8 @@ public:
     size_ = 0;
     resize(n, value);
   }
-  template <typename It> void assign(It first, It last) {
+  template <typename It, typename = typename std::iterator_traits<It>::iterator_category>
+  void assign(It first, It last) {
     size_ = 0;
     if constexpr (std::forward_iterator<It>) {
       reserve(static_cast<size_t>(std::distance(first, last)));
@@ -146,6 +147,7 @@ public:
   iterator erase(const_iterator pos) { return erase(pos, pos + 1); }
   iterator erase(const_iterator first, const_iterator last) {
     auto* from = const_cast<int64_t*>(first);
+    if (first == last) return from;
     std::copy(last, cend(), from);
     size_ -= static_cast<size_t>(last - first);
     return from;
@@ -162,6 +164,7 @@ private:
   /// Opens `n` slots at `pos`; returns its index.
   size_t makeGap(const_iterator pos, size_t n) {
     size_t at = static_cast<size_t>(pos - data_);
+    if (n == 0) return at;
     if (size_ + n > capacity_) reserve(std::max(size_ + n, capacity_ * 2));
     std::copy_backward(data_ + at, data_ + size_, data_ + size_ + n);
     size_ += n;

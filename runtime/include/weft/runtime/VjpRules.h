@@ -4,9 +4,10 @@
 // T must provide, as free functions found by argument-dependent lookup: the arithmetic operators
 // and ==, !=, <, >, <= (with T and double operands where the rules use them), a function per unary
 // op and per binary op with a plain API named as in the op table (exp, cos, pow, ...), where,
-// zeros_like, ones_like, zeros_shaped(like, shape), cast, shape_of, shapes_of, dtype_of, is_floating, reshape, permute, expand, flip, cumsum, pad_dims, slice_dim, reduce_op,
-// matmul, mT, conv, conv_input_grad, conv_weight_grad, gather, scatter, scatter_add, index_select
-// and index_add; and be default-constructible as "no gradient".
+// zeros_like, ones_like, zeros_shaped(like, shape), cast, shape_of, shapes_of, dtype_of,
+// is_floating, reshape, permute, expand, flip, cumsum, pad_dims, slice_dim, reduce_op, matmul, mT,
+// conv, conv_input_grad, conv_weight_grad, gather, scatter, scatter_add, index_select and
+// index_add; and be default-constructible as "no gradient".
 #pragma once
 
 #include "weft/runtime/Attrs.h"
