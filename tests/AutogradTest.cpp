@@ -217,6 +217,19 @@ TEST(Autograd, InPlaceOnSavedTensorIsDetected) {
   }
 }
 
+TEST(Autograd, ReluSavesItsOutputAsPyTorchDoes) {
+  // relu's rule reads y: changing its input afterwards is fine, changing its output is not.
+  Tensor x = leaf({-1, 2});
+  Tensor h = x * 1.0;
+  Tensor y = h.relu();
+  h.add_(1);
+  y.sum().backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{0, 1}));
+  Tensor z = (x * 1.0).relu();
+  z.mul_(2);
+  EXPECT_THROW(z.sum().backward(), ValueError);
+}
+
 TEST(Autograd, InPlaceOnNonLeafRebasesHistory) {
   Tensor x = leaf({1, 2});
   Tensor y = x * 3;
