@@ -121,7 +121,9 @@ template <typename T> void im2col(const ConvShape& s, const T* x, T* col) {
   parallelFor(s.colRows(), 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t ci = r / (s.kh * s.kw), ky = (r / s.kw) % s.kh, kx = r % s.kw;
-      const auto [lo, hi] = insideRange(s.ow, s.w, s.sw, s.pw, kx, s.dw);
+      // Plain variables, not a structured binding: clang's OpenMP cannot capture those.
+      const std::pair<int64_t, int64_t> inside = insideRange(s.ow, s.w, s.sw, s.pw, kx, s.dw);
+      const int64_t lo = inside.first, hi = inside.second;
       const int64_t sw = s.sw, shift = kx * s.dw - s.pw;
       for (int64_t oy = 0; oy < s.oh; ++oy) {
         T* dst = col + r * s.colCols() + oy * s.ow;
@@ -166,7 +168,9 @@ template <typename T> void col2im(const ConvShape& s, const T* col, T* x) {
       for (int64_t ky = 0; ky < s.kh; ++ky)
         for (int64_t kx = 0; kx < s.kw; ++kx) {
           const T* row = col + ((ci * s.kh + ky) * s.kw + kx) * s.colCols();
-          const auto [lo, hi] = insideRange(s.ow, s.w, s.sw, s.pw, kx, s.dw);
+          // Plain variables, not a structured binding: clang's OpenMP cannot capture those.
+          const std::pair<int64_t, int64_t> inside = insideRange(s.ow, s.w, s.sw, s.pw, kx, s.dw);
+          const int64_t lo = inside.first, hi = inside.second;
           const int64_t sw = s.sw, shift = kx * s.dw - s.pw;
           for (int64_t oy = 0; oy < s.oh; ++oy) {
             const int64_t iy = oy * s.sh - s.ph + ky * s.dh;
