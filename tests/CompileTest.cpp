@@ -414,6 +414,37 @@ TEST(Compile, TransformerBlockAndCnnGradientsMatchEager) {
     EXPECT_TRUE(allClose(vals(ps[i].grad()), eagerGrads[i], 1e-10, 1e-12)) << "parameter " << i;
 }
 
+/// relu's backward reads its output only through a mask: the hoist pass computes the mask in the
+/// forward, once the output's last forward reader (the pool) is done, so a compiled train step
+/// keeps a bool per element instead of the float across the rest of the forward. Its planned
+/// arena is smaller than the same step's without the pass (WEFT_SKIP_PASSES=hoist), and the
+/// gradients are the same bits (the pass only reorders).
+TEST(Compile, HoistKeepsReluMasksInsteadOfActivations) {
+  Generator g(5);
+  Tensor k1 = (randn({8, 1, 3, 3}, kFloat32, g) * 0.3).requires_grad_();
+  Tensor k2 = (randn({8, 8, 3, 3}, kFloat32, g) * 0.1).requires_grad_();
+  Tensor img = randn({4, 1, 16, 16}, kFloat32, g);
+  auto run = [&] {
+    k1.set_grad({});
+    k2.set_grad({});
+    auto step = compile([&](const Tensor& x) {
+      Tensor a = max_pool2d(conv2d(x, k1, {}, {1}, {1}).relu(), {2});
+      Tensor b = max_pool2d(conv2d(a, k2, {}, {1}, {1}).relu(), {2});
+      Tensor l = b.pow(2).sum();
+      l.backward();
+      return l;
+    });
+    step(img);
+    return std::make_pair(step.compiled().planned_bytes(), vals(k1.grad()));
+  };
+  auto [with, gradsWith] = run();
+  ::setenv("WEFT_SKIP_PASSES", "hoist", 1);
+  auto [without, gradsWithout] = run();
+  ::unsetenv("WEFT_SKIP_PASSES");
+  EXPECT_LT(with, without);
+  EXPECT_EQ(gradsWith, gradsWithout);
+}
+
 /// Row kernels: reductions along the last dim run inside generated kernels together with the
 /// elementwise work around them (layer norm forward and backward, a softmax and a log-softmax
 /// written out, amax/amin and their backward), on rows shorter and longer than the kernels'
