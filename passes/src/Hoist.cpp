@@ -5,6 +5,7 @@
 // element alive instead of the float it reads. Runs after remat (which moves reads the other way,
 // where that keeps fewer bytes) and before fusion (which then puts the mask into its neighbour's
 // kernel).
+#include "weft/passes/Fusion.h"
 #include "weft/passes/Pass.h"
 #include "weft/runtime/OpTable.h"
 #include "weft/runtime/View.h"
@@ -31,11 +32,6 @@ using Slot = std::pair<int32_t, int32_t>;
 /// A node that makes a one-element constant from nothing: free to run anywhere.
 bool isScalarConstant(const ir::Graph& g, const ir::Node& n) {
   return n.op == OpCode::Full && n.operands.empty() && numel(g.type(n.result).shape) == 1;
-}
-
-int64_t bytesOf(const ir::Graph& g, ValueId v) {
-  const ir::TensorType& t = g.type(v);
-  return numel(t.shape) * static_cast<int64_t>(elementSize(t.dtype));
 }
 
 ir::Result<bool> Hoist::run(ir::Graph& g) {
@@ -93,12 +89,12 @@ ir::Result<bool> Hoist::run(ir::Graph& g) {
     for (ValueId b : buffers) {
       const std::vector<int32_t>& r = readers[static_cast<size_t>(b)];
       if (pinned[static_cast<size_t>(b)] || r.back() != self) continue; // n does not free it
-      if (__builtin_add_overflow(freed, bytesOf(g, b), &freed)) freed = INT64_MAX;
+      if (__builtin_add_overflow(freed, valueBytes(g, b), &freed)) freed = INT64_MAX;
       freeing = std::max(freeing, slot[static_cast<size_t>(g.value(b).producer)]);
       for (int32_t reader : r)
         if (reader != self) freeing = std::max(freeing, slot[static_cast<size_t>(reader)]);
     }
-    if (freed <= bytesOf(g, n.result)) continue;
+    if (freed <= valueBytes(g, n.result)) continue;
     const int32_t after = std::max(earliest, freeing).first;
     slot[i] = {after, self};
     for (int32_t c : constants)

@@ -37,10 +37,7 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
   const size_t n = nodes.size();
   const size_t numValues = g.values().size();
   auto producer = [&](ValueId v) { return g.value(v).producer; };
-  auto bytes = [&](ValueId v) {
-    const ir::TensorType& t = g.type(v);
-    return numel(t.shape) * static_cast<int64_t>(elementSize(t.dtype));
-  };
+  auto bytes = [&](ValueId v) { return valueBytes(g, v); };
   const std::vector<int32_t> heavy = heavyBefore(g);
   // Every position a value is read at; INT_MAX for outputs and state updates.
   std::vector<std::vector<int32_t>> usesOf(numValues);

@@ -18,6 +18,11 @@ bool isHeavy(OpCode op);
 /// positions with the same count have only light nodes between them. With `rowReductions` false,
 /// the reductions a kernel can contain (isRowReduction) are not counted.
 std::vector<int32_t> heavyBefore(const ir::Graph& g, bool rowReductions = true);
+/// The bytes value `v` takes (its type's elements times their size).
+inline int64_t valueBytes(const ir::Graph& g, ir::ValueId v) {
+  const ir::TensorType& t = g.type(v);
+  return numel(t.shape) * static_cast<int64_t>(elementSize(t.dtype));
+}
 
 /// A reduction a generated kernel computes row by row: sum, amax or amin of a float32/float64
 /// value of rank 2 or more over its last dim (of more than one element), the dim kept.
