@@ -164,10 +164,13 @@ bool binaryInPlace(Tensor& self, OpCode op, Scalar b, const char* name) {
 }
 
 /// The value an in-place op reads for `self`: a private recorded copy when autograd will record
-/// the op, so the node never saves memory the op then overwrites.
-Tensor inPlaceSource(const Tensor& self, const Tensor& other = {}) {
+/// the op, so the node never saves memory the op then overwrites. Given the primitive that reads
+/// self (as its input 0), the copy is made only where that op's rule reads the input.
+Tensor inPlaceSource(const Tensor& self, const Tensor& other = {},
+                     std::optional<OpCode> op = std::nullopt) {
   bool record =
       is_grad_enabled() && (self.requires_grad() || (other.defined() && other.requires_grad()));
+  if (op && !usesInput(vjpUses(*op, 0), 0)) record = false;
   return record ? self.clone() : self;
 }
 
@@ -182,10 +185,7 @@ Tensor& unaryInPlace(Tensor& self, OpCode op, const char* name) {
       !(domain == UnaryDomain::Float && !isFloating(self.dtype())) &&
       dispatchInPlace(op, {self}, {}, self))
     return self;
-  // Recorded: the node saves a private copy of self only where its rule reads the input (relu's,
-  // exp's read the output, a tensor of their own).
-  const bool copy = is_grad_enabled() && self.requires_grad() && usesInput(vjpUses(op, 0), 0);
-  return assignInPlace(self, unaryOp(op, copy ? self.clone() : self), name);
+  return assignInPlace(self, unaryOp(op, inPlaceSource(self, {}, op)), name);
 }
 
 } // namespace
