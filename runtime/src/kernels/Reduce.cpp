@@ -114,6 +114,7 @@ template <bool Max, typename T> T laneExtremum(const T* x, int64_t n) {
             Max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity());
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
+#pragma omp simd
     for (int k = 0; k < 8; ++k)
       lanes[k] = (Max ? x[i + k] > lanes[k] : x[i + k] < lanes[k]) ? x[i + k] : lanes[k];
   for (; i < n; ++i)
