@@ -16,8 +16,11 @@ public:
 
   ir::Result<bool> run(ir::Graph& g) override {
     bool changed = false;
-    for (int sweep = 0; sweep < 8 && this->sweep(g); ++sweep)
+    for (int round = 0; round < 8; ++round) {
+      const bool swept = sweep(g);
+      if (!transposeProducts(g) && !swept) break;
       changed = true;
+    }
     return changed;
   }
 
@@ -118,6 +121,73 @@ private:
       }
     }
     return false;
+  }
+
+  /// The permute of a rank-`rank` value that swaps its last two dims.
+  static Shape swapLastTwo(size_t rank) {
+    Shape dims(rank);
+    std::iota(dims.begin(), dims.end(), 0);
+    std::swap(dims[rank - 2], dims[rank - 1]);
+    return dims;
+  }
+
+  /// permute(matmul(a, b)) swapping the last two dims, where nothing else reads the product,
+  /// becomes matmul(permute(b), permute(a)) ((AB)^T = B^T A^T): its result is contiguous (BLAS
+  /// reads the transposed operands in place) where the permute's is a transposed view that a
+  /// kernel reading it copies first (a linear layer's weight gradient). True if any did.
+  static bool transposeProducts(ir::Graph& g) {
+    std::vector<int32_t> uses(g.values().size(), 0);
+    for (const ir::Node& n : g.nodes())
+      for (ir::ValueId v : n.operands)
+        ++uses[static_cast<size_t>(v)];
+    for (ir::ValueId v : g.outputs())
+      ++uses[static_cast<size_t>(v)];
+    for (const ir::StateUpdate& u : g.stateUpdates())
+      ++uses[static_cast<size_t>(u.newValue)];
+    struct Rewrite {
+      size_t at; // the permute's position
+      ir::ValueId a, b, result;
+    };
+    std::vector<Rewrite> todo;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const ir::Node& n = g.nodes()[i];
+      if (n.op != OpCode::Permute || uses[static_cast<size_t>(n.operands[0])] != 1 ||
+          uses[static_cast<size_t>(n.result)] == 0) // one rewritten before, dead now
+        continue;
+      const ir::Node* m = producer(g, n.operands[0]);
+      const size_t rank = g.type(n.result).shape.size();
+      if (m == nullptr || m->op != OpCode::MatMul || rank < 2 ||
+          n.attrs.ints("dims") != swapLastTwo(rank) || g.type(m->operands[0]).shape.size() < 2 ||
+          g.type(m->operands[1]).shape.size() < 2)
+        continue;
+      todo.push_back({i, m->operands[0], m->operands[1], n.result});
+    }
+    if (todo.empty()) return false;
+    const size_t before = g.nodes().size();
+    auto transposed = [&](ir::ValueId v, const ir::Location& loc) {
+      ir::TensorType t = g.type(v);
+      const Shape dims = swapLastTwo(t.shape.size());
+      std::swap(t.shape[t.shape.size() - 2], t.shape[t.shape.size() - 1]);
+      return g.addNode(OpCode::Permute, {v}, Attrs{{"dims", dims}}, t, loc);
+    };
+    for (const Rewrite& r : todo) {
+      const ir::Location loc = g.nodes()[r.at].loc;
+      ir::ValueId tb = transposed(r.b, loc);
+      ir::ValueId ta = transposed(r.a, loc);
+      g.replaceAllUses(r.result, g.addNode(OpCode::MatMul, {tb, ta}, {}, g.type(r.result), loc));
+    }
+    // Each rewrite's three nodes go right before the permute they replace (dce drops it).
+    std::vector<int32_t> order;
+    for (size_t i = 0, next = 0; i < before; ++i) {
+      if (next < todo.size() && todo[next].at == i) {
+        for (size_t k = 0; k < 3; ++k)
+          order.push_back(static_cast<int32_t>(before + 3 * next + k));
+        ++next;
+      }
+      order.push_back(static_cast<int32_t>(i));
+    }
+    g.reorderNodes(order);
+    return true;
   }
 
   /// One forward sweep; true if anything changed.
