@@ -561,12 +561,83 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
   return mlir::success(ok);
 }
 
+/// A horizontal kernel (FusionGroup::parts): its index space is the parts' elements one after
+/// another, [lo, hi) a range of it; per part one loop over the elements of that range it holds,
+/// computing the part's nodes (those of its shape) and storing its outputs. A value of one element
+/// is read at 0, any other at the loop's index.
+mlir::LogicalResult buildPartsKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
+                                     const ir::FusionGroup& grp, const std::string& name) {
+  mlir::Location loc = b.getUnknownLoc();
+  auto [entry, lo, hi] = declareKernel(b, module, g, grp, name);
+  std::map<ValueId, const ir::Node*> nodeOf;
+  for (int32_t i : grp.leaves)
+    nodeOf[g.nodes()[static_cast<size_t>(i)].result] = &g.nodes()[static_cast<size_t>(i)];
+  for (int32_t i : grp.nodes)
+    nodeOf[g.nodes()[static_cast<size_t>(i)].result] = &g.nodes()[static_cast<size_t>(i)];
+  std::map<ValueId, size_t> inputOf;
+  for (size_t i = 0; i < grp.inputs.size(); ++i)
+    inputOf[grp.inputs[i]] = i;
+  bool ok = true;
+  int64_t offset = 0;
+  for (const Shape& part : grp.parts) {
+    const int64_t count = numel(part);
+    auto index = [&](int64_t v) { return mlir::arith::ConstantIndexOp::create(b, loc, v); };
+    // The part's range within [lo, hi): [max(lo - offset, 0), min(hi - offset, count)).
+    mlir::Value at = index(offset);
+    mlir::Value from =
+        mlir::arith::MaxSIOp::create(b, loc, mlir::arith::SubIOp::create(b, loc, lo, at), index(0));
+    mlir::Value to = mlir::arith::MinSIOp::create(
+        b, loc, mlir::arith::SubIOp::create(b, loc, hi, at), index(count));
+    mlir::scf::ForOp::create(
+        b, loc, from, to, index(1), mlir::ValueRange{},
+        [&](mlir::OpBuilder& lb, mlir::Location, mlir::Value i, mlir::ValueRange) {
+          std::map<ValueId, mlir::Value> values;
+          mlir::Value zero = mlir::arith::ConstantIndexOp::create(lb, loc, 0);
+          std::function<mlir::Value(ValueId)> eval = [&](ValueId v) -> mlir::Value {
+            if (auto it = values.find(v); it != values.end()) return it->second;
+            const bool scalar = numel(g.type(v).shape) == 1;
+            if (!scalar && numel(g.type(v).shape) != count) return {}; // another part's
+            mlir::Value r;
+            if (auto in = inputOf.find(v); in != inputOf.end()) {
+              r = loadElement(lb, loc, entry->getArgument(static_cast<unsigned>(in->second)),
+                              scalar ? zero : i, g.type(v).dtype);
+            } else if (auto node = nodeOf.find(v); node != nodeOf.end()) {
+              std::vector<mlir::Value> in;
+              for (ValueId o : node->second->operands) {
+                in.push_back(eval(o));
+                if (!in.back()) return {};
+              }
+              r = BodyBuilder(lb, loc, g).node(*node->second, in);
+            }
+            if (r) values[v] = r;
+            return r;
+          };
+          // Every element is loaded before any is stored: an output may be written over an
+          // input another output of the part reads.
+          std::vector<std::pair<size_t, mlir::Value>> results;
+          for (size_t k = 0; k < grp.outputs.size(); ++k) {
+            if (g.type(grp.outputs[k]).shape != part) continue;
+            results.emplace_back(k, eval(grp.outputs[k]));
+            if (!results.back().second) ok = false;
+          }
+          for (const auto& [k, r] : results)
+            if (r) storeOutput(lb, loc, entry, grp, k, r, i, g.type(grp.outputs[k]).dtype);
+          mlir::scf::YieldOp::create(lb, loc);
+        });
+    offset += count;
+  }
+  mlir::func::ReturnOp::create(b, loc);
+  return mlir::success(ok);
+}
+
 /// The module of one group's kernel, as function "kernel".
 mlir::OwningOpRef<mlir::ModuleOp> kernelModule(mlir::MLIRContext& ctx, const ir::Graph& g,
                                                const ir::FusionGroup& grp) {
   mlir::OpBuilder b(&ctx);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
-  auto build = passes::isRowKernel(g, grp) ? &buildRowKernel : &buildKernel;
+  auto build = !grp.parts.empty()            ? &buildPartsKernel
+               : passes::isRowKernel(g, grp) ? &buildRowKernel
+                                             : &buildKernel;
   if (mlir::failed(build(b, *module, g, grp, "kernel"))) return {};
   return module;
 }
@@ -580,6 +651,8 @@ std::string groupKey(const ir::Graph& g, const ir::FusionGroup& grp, const CpuTa
   std::string key = "weft-codegen 3 " WEFT_CODEGEN_SOURCE_HASH "\nllvm " LLVM_VERSION_STRING
                     "\ntarget " +
                     target.codeTarget() + "\nshape " + shapeString(grp.shape) + "\n";
+  for (const Shape& part : grp.parts)
+    key += "part " + shapeString(part) + "\n";
   auto type = [&](ValueId v) {
     return std::string(dtypeName(g.type(v).dtype)) + shapeString(g.type(v).shape);
   };

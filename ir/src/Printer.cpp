@@ -128,7 +128,14 @@ std::string printGraph(const Graph& g) {
                         : kNoValue);
       return r;
     };
-    os << "  // kernel " << k << " " << shapeString(grp.shape) << ":";
+    os << "  // kernel " << k << " " << shapeString(grp.shape);
+    if (!grp.parts.empty()) {
+      os << " parts(";
+      for (size_t i = 0; i < grp.parts.size(); ++i)
+        os << (i ? ", " : "") << shapeString(grp.parts[i]);
+      os << ")";
+    }
+    os << ":";
     list("nodes", results(grp.nodes));
     if (!grp.leaves.empty()) list("leaves", results(grp.leaves));
     list("reads", grp.inputs);

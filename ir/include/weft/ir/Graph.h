@@ -43,17 +43,23 @@ struct Node {
 };
 
 /// Nodes that one generated kernel computes (the fuse pass finds them). `nodes` (ascending) write
-/// values of the same shape; `leaves` are scalar constants and broadcasts the kernel computes
-/// inline (they may also run on their own for other readers). `inputs` are read, `outputs` are the
-/// values others need. The kernel runs where the group's first node is, so every input is computed
-/// before it. `inPlace` has, per output, the index in `inputs` of a state input the kernel writes
-/// that output over (the state's new value, where nothing reads the old one after the kernel), or
-/// -1 for an output of its own.
+/// values of the same shape (of their part's, below); `leaves` are scalar constants and broadcasts
+/// the kernel computes inline (they may also run on their own for other readers). `inputs` are
+/// read, `outputs` are the values others need. The kernel runs where the group's first node is, so
+/// every input is computed before it. `inPlace` has, per output, the index in `inputs` of a state
+/// input the kernel writes that output over (the state's new value, where nothing reads the old one
+/// after the kernel), or -1 for an output of its own.
+///
+/// A horizontal kernel (`parts` not empty) computes independent groups of different shapes in one
+/// launch (an optimizer's updates of many small parameters): each part loops over the elements of
+/// its shape, flat, one part after another; a node belongs to the part of its result's shape, and
+/// every value it reads has that many elements or one. `shape` is then {their total}.
 struct FusionGroup {
   std::vector<int32_t> nodes, leaves;
   std::vector<ValueId> inputs, outputs;
   Shape shape;
   std::vector<int32_t> inPlace;
+  std::vector<Shape> parts;
   bool operator==(const FusionGroup&) const = default;
 };
 
