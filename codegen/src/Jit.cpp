@@ -198,9 +198,9 @@ ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const Cp
   if (!llvmModule) return failure("translation to LLVM IR failed");
   llvmModule->setDataLayout(machine->createDataLayout());
   llvmModule->setTargetTriple(triple);
-  useVectorMath(*llvmModule, target);
   if (!addPackedEntries(*llvmModule, entries))
     return failure("a kernel's C interface is missing after lowering");
+  useVectorMath(*llvmModule, target); // after: it sets attributes on every function, entries too
   if (llvm::Error e = mlir::makeOptimizingTransformer(2, 0, machine.get())(llvmModule.get())) {
     std::string msg;
     llvm::raw_string_ostream os(msg);

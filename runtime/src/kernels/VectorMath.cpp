@@ -1,5 +1,5 @@
-// Eager vector math through libmvec: the SSE2 forms here, the AVX2 forms in VectorMathAvx2.cpp,
-// chosen once by what the CPU has.
+// Eager vector math through libmvec: the SSE2 forms here, the AVX2 and AVX-512 forms in
+// VectorMathAvx2.cpp and VectorMathAvx512.cpp, chosen once by what the CPU has.
 #include "weft/runtime/VectorMath.h"
 
 #include "Loops.h"
@@ -37,7 +37,8 @@ const Table& sse2Table() {
 namespace {
 
 const vmath::Table& table() {
-  static const vmath::Table& t = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+  static const vmath::Table& t = __builtin_cpu_supports("avx512f") ? vmath::avx512Table()
+                                 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
                                      ? vmath::avx2Table()
                                      : vmath::sse2Table();
   return t;

@@ -1,7 +1,8 @@
 // The libmvec functions behind VectorMath.h, as array functions per instruction set. Included by
-// VectorMath.cpp (the SSE2 forms every x86-64 CPU runs) and VectorMathAvx2.cpp (built with AVX2,
-// called only where the CPU has it): C types only, so no inline function of the standard library
-// is ever compiled for AVX2 and picked by the linker for the whole program.
+// VectorMath.cpp (the SSE2 forms every x86-64 CPU runs), VectorMathAvx2.cpp and
+// VectorMathAvx512.cpp (built with AVX2 or AVX-512, called only where the CPU has it): C types
+// only, so no inline function of the standard library is ever compiled for AVX2 or AVX-512 and
+// picked by the linker for the whole program.
 #pragma once
 
 #include "weft/runtime/VectorMathFunctions.h"
@@ -26,6 +27,7 @@ struct Table {
 
 const Table& sse2Table();
 const Table& avx2Table();
+const Table& avx512Table();
 
 namespace {
 
