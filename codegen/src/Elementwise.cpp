@@ -442,8 +442,11 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
           stored.push_back(k);
       }
       if (reductions.empty() && stored.empty()) continue;
-      // Each reduction's accumulator: its type, its start, and how an element joins it.
+      // Each reduction's accumulator: its type, its start, and how an element joins it. An
+      // extremum also carries whether it saw a NaN (slot flagOf[r] after the accumulators): its
+      // max/min assumes none, so LLVM vectorizes it, and a NaN seen makes the result NaN.
       std::vector<mlir::Value> inits;
+      std::vector<size_t> flagOf(reductions.size(), 0);
       for (const ir::Node* n : reductions) {
         DType t = g.type(n->result).dtype;
         const double start = n->op == OpCode::Sum    ? 0.0
@@ -451,15 +454,31 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
                                                      : std::numeric_limits<double>::infinity();
         inits.push_back(BodyBuilder(rb, loc, g).constantFloat(t, start));
       }
+      for (size_t r = 0; r < reductions.size(); ++r)
+        if (reductions[r]->op != OpCode::Sum) {
+          flagOf[r] = inits.size();
+          inits.push_back(BodyBuilder(rb, loc, g).constantFloat(DType::Bool, 0.0));
+        }
       auto combine = [&](mlir::OpBuilder& ob, const ir::Node& n, mlir::Value acc, mlir::Value x) {
         if (n.op == OpCode::Sum) {
           auto add = mlir::arith::AddFOp::create(ob, loc, acc, x);
           add.setFastmath(mlir::arith::FastMathFlags::reassoc);
           return mlir::Value(add);
         }
-        if (n.op == OpCode::AMax)
-          return mlir::Value(mlir::arith::MaximumFOp::create(ob, loc, acc, x));
-        return mlir::Value(mlir::arith::MinimumFOp::create(ob, loc, acc, x));
+        const auto noNaN = mlir::arith::FastMathFlags::nnan | mlir::arith::FastMathFlags::nsz;
+        if (n.op == OpCode::AMax) {
+          auto max = mlir::arith::MaxNumFOp::create(ob, loc, acc, x);
+          max.setFastmath(noNaN);
+          return mlir::Value(max);
+        }
+        auto min = mlir::arith::MinNumFOp::create(ob, loc, acc, x);
+        min.setFastmath(noNaN);
+        return mlir::Value(min);
+      };
+      auto sawNaN = [&](mlir::OpBuilder& ob, mlir::Value flag, mlir::Value x) {
+        return mlir::Value(mlir::arith::OrIOp::create(
+            ob, loc, flag,
+            mlir::arith::CmpFOp::create(ob, loc, mlir::arith::CmpFPredicate::UNO, x, x)));
       };
       // One loop over [from, to) of the row, carrying the accumulators.
       auto passLoop = [&](mlir::OpBuilder& ob, mlir::Value from, mlir::Value to,
@@ -469,14 +488,16 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
             ob, loc, from, to, step, start,
             [&](mlir::OpBuilder& lb, mlir::Location, mlir::Value j, mlir::ValueRange accs) {
               Scope scope = row;
-              std::vector<mlir::Value> next;
+              std::vector<mlir::Value> next(accs.begin(), accs.end());
               for (size_t r = 0; r < reductions.size(); ++r) {
                 mlir::Value x = eval(lb, scope, j, reductions[r]->operands[0]);
                 if (!x) {
                   ok = false;
                   x = accs[r];
                 }
-                next.push_back(combine(lb, *reductions[r], accs[r], x));
+                next[r] = combine(lb, *reductions[r], accs[r], x);
+                if (reductions[r]->op != OpCode::Sum)
+                  next[flagOf[r]] = sawNaN(lb, accs[flagOf[r]], x);
               }
               std::vector<mlir::Value> results;
               for (size_t k : stored) {
@@ -500,11 +521,10 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
         results = passLoop(rb, zero, mlir::arith::ConstantIndexOp::create(rb, loc, len), inits);
       } else {
         // Blocks of kSumBlock: sums restart at 0 in each and are added in double after it.
-        std::vector<mlir::Value> outerInits;
+        std::vector<mlir::Value> outerInits = inits;
         for (size_t r = 0; r < reductions.size(); ++r)
-          outerInits.push_back(reductions[r]->op == OpCode::Sum
-                                   ? BodyBuilder(rb, loc, g).constantFloat(DType::Float64, 0.0)
-                                   : inits[r]);
+          if (reductions[r]->op == OpCode::Sum)
+            outerInits[r] = BodyBuilder(rb, loc, g).constantFloat(DType::Float64, 0.0);
         mlir::Value end = mlir::arith::ConstantIndexOp::create(rb, loc, len);
         mlir::Value block = mlir::arith::ConstantIndexOp::create(rb, loc, kSumBlock);
         auto blocks = mlir::scf::ForOp::create(
@@ -512,31 +532,34 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
             [&](mlir::OpBuilder& bb, mlir::Location, mlir::Value from, mlir::ValueRange accs) {
               mlir::Value to = mlir::arith::MinSIOp::create(
                   bb, loc, mlir::arith::AddIOp::create(bb, loc, from, block), end);
-              std::vector<mlir::Value> start;
+              std::vector<mlir::Value> start(accs.begin(), accs.end());
               for (size_t r = 0; r < reductions.size(); ++r)
-                start.push_back(reductions[r]->op == OpCode::Sum ? inits[r] : accs[r]);
-              std::vector<mlir::Value> inner = passLoop(bb, from, to, start);
-              std::vector<mlir::Value> next;
+                if (reductions[r]->op == OpCode::Sum) start[r] = inits[r];
+              std::vector<mlir::Value> next = passLoop(bb, from, to, start);
               for (size_t r = 0; r < reductions.size(); ++r) {
-                if (reductions[r]->op != OpCode::Sum) {
-                  next.push_back(inner[r]);
-                  continue;
-                }
+                if (reductions[r]->op != OpCode::Sum) continue;
                 BodyBuilder conv(bb, loc, g);
-                next.push_back(mlir::arith::AddFOp::create(
+                next[r] = mlir::arith::AddFOp::create(
                     bb, loc, accs[r],
-                    conv.convert(inner[r], g.type(reductions[r]->result).dtype, DType::Float64)));
+                    conv.convert(next[r], g.type(reductions[r]->result).dtype, DType::Float64));
               }
               mlir::scf::YieldOp::create(bb, loc, next);
             });
-        for (size_t r = 0; r < reductions.size(); ++r) {
-          mlir::Value v = blocks.getResult(static_cast<unsigned>(r));
+        results.assign(blocks.getResults().begin(), blocks.getResults().end());
+        for (size_t r = 0; r < reductions.size(); ++r)
           if (reductions[r]->op == OpCode::Sum)
-            v = BodyBuilder(rb, loc, g)
-                    .convert(v, DType::Float64, g.type(reductions[r]->result).dtype);
-          results.push_back(v);
-        }
+            results[r] =
+                BodyBuilder(rb, loc, g)
+                    .convert(results[r], DType::Float64, g.type(reductions[r]->result).dtype);
       }
+      for (size_t r = 0; r < reductions.size(); ++r)
+        if (reductions[r]->op != OpCode::Sum) // NaN if one was seen
+          results[r] = mlir::arith::SelectOp::create(
+              rb, loc, results[flagOf[r]],
+              BodyBuilder(rb, loc, g)
+                  .constantFloat(g.type(reductions[r]->result).dtype,
+                                 std::numeric_limits<double>::quiet_NaN()),
+              results[r]);
       for (size_t r = 0; r < reductions.size(); ++r)
         row[reductions[r]->result] = results[r];
     }
