@@ -131,6 +131,24 @@ std::vector<MethodCase> methods() {
       {"argsort", [](auto& x, auto&) { return x.argsort(0, true); }},
       {"topk", [](auto& x, auto&) { return x.topk(2).first + x.topk(2, 1, false).first.sum(); }},
       {"softmax_log_softmax", [](auto& x, auto&) { return x.softmax(2) + x.log_softmax(1); }},
+      // binary methods with a number
+      {"scalar_comparisons",
+       [](auto& x, auto&) {
+         return x.gt(0.25).to(kFloat32) + x.le(-0.5).to(kFloat32) * 2.0 +
+                x.eq(0.375).to(kFloat32) * 4.0 + x.ne(1).to(kFloat32) * 8.0 +
+                lt(x, 0).to(kFloat32) * 16.0 + ge(x, 0.5).to(kFloat32) * 32.0;
+       }},
+      {"scalar_arithmetic",
+       [](auto& x, auto&) {
+         return x.mul(2).div(3).add(1, 2).sub(0.5, 3).pow(2) + mul(x, 1.5) + add(x, 2, 0.5);
+       }},
+      {"int_tensor_with_numbers",
+       [](auto& x, auto&) {
+         Tensor i = (x * 4.0).to(kInt64);
+         return i.add(1.5) + i.div(2) + i.mul(2).add(2, 3).to(kFloat32) + i.gt(1.5).to(kFloat32);
+       }},
+      {"int_add_float_alpha_is_an_error",
+       [](auto& x, auto&) { return (x * 4.0).to(kInt64).add(1, 0.5); }},
       // linear algebra and indexing
       {"matmul", [](auto& x, auto& y) { return x.matmul(y.t()); }},
       {"mm", [](auto&, auto& y) { return y.mm(y.t()); }},

@@ -328,6 +328,39 @@ template <typename T> int64_t ulps(T a, T b) {
 /// measured over 2M inputs per function), in float32 and float64: the bound asserted here, against
 /// the C library's long double functions rounded to the type. Odd lengths exercise the padded
 /// tail, strided inputs the tiles.
+/// Binary methods and functions with a number promote as PyTorch does (a wrapped number changes
+/// the dtype only across categories), add/sub scale it by alpha, and pow's special exponents go
+/// through their ops. The expected values are PyTorch 1.13's for the same calls.
+TEST(Ops, ScalarOverloadsPromoteAsPyTorch) {
+  Tensor x = tensor({-1.5, -0.5, 0.25, 0.375, 2.0}).to(kFloat32);
+  Tensor i = tensor({1, 2, 3});
+  auto bools = [](const Tensor& t) {
+    EXPECT_EQ(t.dtype(), DType::Bool);
+    return vals(t);
+  };
+  EXPECT_EQ(bools(x.gt(0.25)), (std::vector<double>{0, 0, 0, 1, 1}));
+  EXPECT_EQ(bools(x.le(-0.5)), (std::vector<double>{1, 1, 0, 0, 0}));
+  EXPECT_EQ(bools(x.eq(0.375)), (std::vector<double>{0, 0, 0, 1, 0}));
+  EXPECT_EQ(bools(ne(x, 2)), (std::vector<double>{1, 1, 1, 1, 0}));
+  EXPECT_EQ(bools(i.gt(1.5)), (std::vector<double>{0, 1, 1}));
+  EXPECT_EQ(i.add(1.5).dtype(), DType::Float32);
+  EXPECT_EQ(vals(i.add(1.5)), (std::vector<double>{2.5, 3.5, 4.5}));
+  EXPECT_EQ(i.div(2).dtype(), DType::Float32);
+  EXPECT_EQ(vals(i.div(2)), (std::vector<double>{0.5, 1, 1.5}));
+  EXPECT_EQ(i.mul(2).dtype(), DType::Int64);
+  EXPECT_EQ(vals(i.mul(2)), (std::vector<double>{2, 4, 6}));
+  EXPECT_EQ(i.add(2, 3).dtype(), DType::Int64);
+  EXPECT_EQ(vals(i.add(2, 3)), (std::vector<double>{7, 8, 9}));
+  EXPECT_EQ(vals(x.sub(0.5, 2)), (std::vector<double>{-2.5, -1.5, -0.75, -0.625, 1.0}));
+  EXPECT_EQ(vals(add(x, 1, 2)), (std::vector<double>{0.5, 1.5, 2.25, 2.375, 4.0}));
+  EXPECT_EQ(vals(sub(x, x, 0.5)), (std::vector<double>{-0.75, -0.25, 0.125, 0.1875, 1.0}));
+  EXPECT_EQ(vals(mul(x, 2)), (std::vector<double>{-3.0, -1.0, 0.5, 0.75, 4.0}));
+  EXPECT_EQ(vals(x.pow(2)), (std::vector<double>{2.25, 0.25, 0.0625, 0.140625, 4.0}));
+  EXPECT_EQ(vals(pow(x, 3)), (std::vector<double>{-3.375, -0.125, 0.015625, 0.052734375, 8.0}));
+  EXPECT_THROW(i.add(1, 0.5), DTypeError); // integral input, floating alpha
+  EXPECT_THROW(tensor({true}).sub(true), DTypeError);
+}
+
 TEST(Ops, TranscendentalsAreWithinFourUlps) {
   struct Case {
     const char* name;

@@ -225,6 +225,31 @@ Tensor scalar_tensor(Scalar value, std::optional<DType> dtype, std::source_locat
 
 // ---- elementwise: methods and free functions ----
 
+namespace {
+/// x ** e for a number e: the exponents PyTorch computes as other ops are computed as those ops
+/// here too (so pow(-inf, 0.5) is sqrt's NaN, as in PyTorch, not C's pow's inf), and faster.
+Tensor powScalar(const Tensor& x, Scalar e) {
+  WEFT_CHECK(x.defined(), Value, "pow: called with an undefined tensor");
+  if (x.is_floating_point()) {
+    double v = e.toDouble();
+    if (v == 0.5) return x.sqrt();
+    if (v == -0.5) return x.rsqrt();
+    if (v == 1) return x.clone();
+    if (v == 2) return x * x;
+    if (v == 3) return x * x * x;
+    if (v == -1) return x.reciprocal();
+    if (v == -2) return (x * x).reciprocal();
+  }
+  return binaryOp(OpCode::Pow, x, e);
+}
+
+/// op(a, b) for a number b, as PyTorch promotes a wrapped number; pow's special exponents as
+/// powScalar computes them.
+Tensor scalarBinary(OpCode op, const Tensor& a, Scalar b) {
+  return op == OpCode::Pow ? powScalar(a, b) : binaryOp(op, a, b);
+}
+} // namespace
+
 // One method and one free function per unary op and per binary op with a plain API, from their
 // rows in the op table.
 #define WEFT_UNARY(N, s, d, low, k, v)                                                             \
@@ -246,9 +271,17 @@ Tensor scalar_tensor(Scalar value, std::optional<DType> dtype, std::source_locat
     CallSite cs(loc);                                                                              \
     return binaryOp(OpCode::N, *this, other);                                                      \
   }                                                                                                \
+  Tensor Tensor::s(Scalar other, std::source_location loc) const {                                 \
+    CallSite cs(loc);                                                                              \
+    return scalarBinary(OpCode::N, *this, other);                                                  \
+  }                                                                                                \
   Tensor s(const Tensor& a, const Tensor& b, std::source_location loc) {                           \
     CallSite cs(loc);                                                                              \
     return binaryOp(OpCode::N, a, b);                                                              \
+  }                                                                                                \
+  Tensor s(const Tensor& a, Scalar b, std::source_location loc) {                                  \
+    CallSite cs(loc);                                                                              \
+    return scalarBinary(OpCode::N, a, b);                                                          \
   }
 #define WEFT_BINARY_API_Custom(N, s)
 #define WEFT_OP(N, s, kind, n, v)
@@ -289,31 +322,41 @@ Tensor Tensor::sub(const Tensor& other, Scalar alpha, std::source_location loc) 
   return binaryOp(OpCode::Sub, *this, binaryOp(OpCode::Mul, other, alpha));
 }
 namespace {
-/// x ** e for a number e: the exponents PyTorch computes as other ops are computed as those ops
-/// here too (so pow(-inf, 0.5) is sqrt's NaN, as in PyTorch, not C's pow's inf), and faster.
-Tensor powScalar(const Tensor& x, Scalar e) {
-  WEFT_CHECK(x.defined(), Value, "pow: called with an undefined tensor");
-  if (x.is_floating_point()) {
-    double v = e.toDouble();
-    if (v == 0.5) return x.sqrt();
-    if (v == -0.5) return x.rsqrt();
-    if (v == 1) return x.clone();
-    if (v == 2) return x * x;
-    if (v == 3) return x * x * x;
-    if (v == -1) return x.reciprocal();
-    if (v == -2) return (x * x).reciprocal();
-  }
-  return binaryOp(OpCode::Pow, x, e);
+/// alpha * b for add/sub with a number b, checked as checkAlpha checks a tensor's: integral
+/// when both are, else a float.
+Scalar scaledScalar(const Tensor& a, Scalar b, Scalar alpha, const char* op) {
+  WEFT_CHECK(a.defined(), Value, op, ": called with an undefined tensor");
+  const DType t = result_type(a, b);
+  WEFT_CHECK(isFloating(t) || !alpha.isFloatingPoint(), DType, op,
+             ": for integral input tensors, argument alpha must not be a floating point number "
+             "(input ",
+             dtypeName(a.dtype()), ", alpha ", alpha.toDouble(), ")");
+  if (alpha.toDouble() == 1.0) return b;
+  if (!b.isFloatingPoint() && !alpha.isFloatingPoint()) return Scalar(b.toLong() * alpha.toLong());
+  return Scalar(b.toDouble() * alpha.toDouble());
 }
 } // namespace
-
-Tensor Tensor::pow(Scalar e, std::source_location loc) const {
+Tensor Tensor::add(Scalar other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
-  return powScalar(*this, e);
+  return binaryOp(OpCode::Add, *this, scaledScalar(*this, other, alpha, "add"));
 }
-Tensor pow(const Tensor& a, Scalar b, std::source_location loc) {
+Tensor Tensor::sub(Scalar other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
-  return powScalar(a, b);
+  WEFT_CHECK(!defined() || (dtype() != DType::Bool && other.dtype() != DType::Bool), DType,
+             "sub: subtraction with a bool tensor is not supported; use logical_xor() instead");
+  return binaryOp(OpCode::Sub, *this, scaledScalar(*this, other, alpha, "sub"));
+}
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha, std::source_location loc) {
+  return a.add(b, alpha, loc);
+}
+Tensor add(const Tensor& a, Scalar b, Scalar alpha, std::source_location loc) {
+  return a.add(b, alpha, loc);
+}
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha, std::source_location loc) {
+  return a.sub(b, alpha, loc);
+}
+Tensor sub(const Tensor& a, Scalar b, Scalar alpha, std::source_location loc) {
+  return a.sub(b, alpha, loc);
 }
 
 Tensor operator-(LocatedTensor a) {

@@ -100,7 +100,9 @@ Tensor randperm(int64_t n, std::optional<Generator> gen = std::nullopt, WEFT_LOC
 // op table (weft/runtime/Ops.inc), as the Tensor methods of the same names.
 #define WEFT_UNARY(N, s, d, low, k, v) Tensor s(const Tensor& x, WEFT_LOC);
 #define WEFT_BINARY(N, s, r, api, low, k, va, vb) WEFT_BINARY_FUNCTION_##api(s)
-#define WEFT_BINARY_FUNCTION_Method(s) Tensor s(const Tensor& a, const Tensor& b, WEFT_LOC);
+#define WEFT_BINARY_FUNCTION_Method(s)                                                             \
+  Tensor s(const Tensor& a, const Tensor& b, WEFT_LOC);                                            \
+  Tensor s(const Tensor& a, Scalar b, WEFT_LOC);
 #define WEFT_BINARY_FUNCTION_Custom(s)
 #define WEFT_OP(N, s, kind, n, v)
 #include "weft/runtime/Ops.inc"
@@ -110,7 +112,11 @@ Tensor randperm(int64_t n, std::optional<Generator> gen = std::nullopt, WEFT_LOC
 #undef WEFT_BINARY_FUNCTION_Custom
 #undef WEFT_OP
 Tensor gelu(const Tensor& x, bool tanh_approximation = false, WEFT_LOC);
-Tensor pow(const Tensor& a, Scalar b, WEFT_LOC);
+/// a + alpha * b, a - alpha * b (torch.add, torch.sub).
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1, WEFT_LOC);
+Tensor add(const Tensor& a, Scalar b, Scalar alpha = 1, WEFT_LOC);
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1, WEFT_LOC);
+Tensor sub(const Tensor& a, Scalar b, Scalar alpha = 1, WEFT_LOC);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt,
              WEFT_LOC);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b, WEFT_LOC);

@@ -167,13 +167,15 @@ public:
 
   // ---- elementwise ----
   // One method per unary op (x.exp()) with its in-place form (x.exp_()), and per binary op with a
-  // plain API (x.maximum(other)), generated from their rows in the op table,
-  // weft/runtime/Ops.inc, which lists them.
+  // plain API (x.maximum(other), and with a number: x.gt(0.5)), generated from their rows in the op
+  // table, weft/runtime/Ops.inc, which lists them.
 #define WEFT_UNARY(N, s, d, low, k, v)                                                             \
   Tensor s(WEFT_LOC) const;                                                                        \
   Tensor& s##_(WEFT_LOC);
 #define WEFT_BINARY(N, s, r, api, low, k, va, vb) WEFT_BINARY_METHOD_##api(s)
-#define WEFT_BINARY_METHOD_Method(s) Tensor s(const Tensor& other, WEFT_LOC) const;
+#define WEFT_BINARY_METHOD_Method(s)                                                               \
+  Tensor s(const Tensor& other, WEFT_LOC) const;                                                   \
+  Tensor s(Scalar other, WEFT_LOC) const;
 #define WEFT_BINARY_METHOD_Custom(s)
 #define WEFT_OP(N, s, kind, n, v)
 #include "weft/runtime/Ops.inc"
@@ -184,8 +186,9 @@ public:
 #undef WEFT_OP
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC) const;
   Tensor add(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
+  Tensor add(Scalar other, Scalar alpha = 1, WEFT_LOC) const;
   Tensor sub(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
-  Tensor pow(Scalar exponent, WEFT_LOC) const;
+  Tensor sub(Scalar other, Scalar alpha = 1, WEFT_LOC) const;
   Tensor masked_fill(const Tensor& mask, Scalar value, WEFT_LOC) const;
   /// The upper (lower) triangle of the last two dimensions: elements with column - row >=
   /// `diagonal` (<= `diagonal`) are kept, the rest are zero.
