@@ -165,12 +165,17 @@ bool binaryInPlace(Tensor& self, OpCode op, Scalar b, const char* name) {
 
 /// The value an in-place op reads for `self`: a private recorded copy when autograd will record
 /// the op, so the node never saves memory the op then overwrites. Given the primitive that reads
-/// self (as its input 0), the copy is made only where that op's rule reads the input.
+/// self (as its input 0), the copy is made only where one of that op's rules reads the input
+/// (x.add_(y) saves neither; x.mul_(y) saves x for y's gradient).
 Tensor inPlaceSource(const Tensor& self, const Tensor& other = {},
                      std::optional<OpCode> op = std::nullopt) {
   bool record =
       is_grad_enabled() && (self.requires_grad() || (other.defined() && other.requires_grad()));
-  if (op && !usesInput(vjpUses(*op, 0), 0)) record = false;
+  if (op) {
+    bool reads = usesInput(vjpUses(*op, 0), 0);
+    if (opInfo(*op).kind == OpKind::Binary) reads = reads || usesInput(vjpUses(*op, 1), 0);
+    record = record && reads;
+  }
   return record ? self.clone() : self;
 }
 
@@ -595,12 +600,12 @@ Tensor& Tensor::add_(const Tensor& other, Scalar alpha, std::source_location loc
     Tensor b = alpha.toDouble() == 1.0 ? other : binaryOp(OpCode::Mul, other, alpha);
     if (binaryInPlace(*this, OpCode::Add, b, "add_")) return *this;
   }
-  return assignInPlace(*this, inPlaceSource(*this, other).add(other, alpha), "add_");
+  return assignInPlace(*this, inPlaceSource(*this, other, OpCode::Add).add(other, alpha), "add_");
 }
 Tensor& Tensor::add_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
   if (binaryInPlace(*this, OpCode::Add, other, "add_")) return *this;
-  return assignInPlace(*this, inPlaceSource(*this) + other, "add_");
+  return assignInPlace(*this, inPlaceSource(*this, {}, OpCode::Add) + other, "add_");
 }
 Tensor& Tensor::sub_(const Tensor& other, Scalar alpha, std::source_location loc) {
   CallSite cs(loc);
@@ -609,12 +614,12 @@ Tensor& Tensor::sub_(const Tensor& other, Scalar alpha, std::source_location loc
     Tensor b = alpha.toDouble() == 1.0 ? other : binaryOp(OpCode::Mul, other, alpha);
     if (binaryInPlace(*this, OpCode::Sub, b, "sub_")) return *this;
   }
-  return assignInPlace(*this, inPlaceSource(*this, other).sub(other, alpha), "sub_");
+  return assignInPlace(*this, inPlaceSource(*this, other, OpCode::Sub).sub(other, alpha), "sub_");
 }
 Tensor& Tensor::sub_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
   if (dtype() != DType::Bool && binaryInPlace(*this, OpCode::Sub, other, "sub_")) return *this;
-  return assignInPlace(*this, inPlaceSource(*this) - other, "sub_");
+  return assignInPlace(*this, inPlaceSource(*this, {}, OpCode::Sub) - other, "sub_");
 }
 Tensor& Tensor::mul_(const Tensor& other, std::source_location loc) {
   CallSite cs(loc);
