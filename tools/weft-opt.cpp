@@ -2,7 +2,8 @@
 // order, and prints the result; with --split=S,G it then splits the result into the forward and
 // the backward graph compile() runs (the last S arguments are the output gradients' seeds, the
 // last G outputs the gradients) and prints both; with --lower it prints the runtime plan the
-// result lowers to (steps, each fuse-pass kernel as one launch, and the memory plan) instead.
+// result lowers to (steps, each fuse-pass kernel as one launch, and the memory plan) instead, and
+// with --lower=interpret:K,... the plan where codegen failed kernels K.
 // Used by the golden tests (lit + FileCheck).
 #include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
@@ -10,7 +11,9 @@
 #include "weft/passes/Pass.h"
 #include "weft/passes/Split.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -23,8 +26,10 @@ int usage() {
   for (const std::string& n : weft::passes::passNames())
     names += " --" + n;
   std::fprintf(stderr,
-               "usage: weft-opt [passes...] [--split=SEEDS,GRADS | --lower] [file | -]\n"
-               "  passes:%s\n",
+               "usage: weft-opt [passes...] [--split=SEEDS,GRADS | --lower[=interpret:K,...]] "
+               "[file | -]\n"
+               "  passes:%s\n"
+               "  --lower=interpret:K,...: kernels K lowered as codegen failing them would be\n",
                names.c_str());
   return 2;
 }
@@ -36,11 +41,23 @@ int main(int argc, char** argv) {
   std::string path = "-";
   long seeds = -1, grads = -1; // --split
   bool lower = false;
+  std::vector<long> interpreted; // --lower=interpret:K,...: kernels without code
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") return usage();
     if (arg == "--lower") {
       lower = true;
+      continue;
+    }
+    if (arg.rfind("--lower=interpret:", 0) == 0) {
+      lower = true;
+      std::stringstream list(arg.substr(std::string("--lower=interpret:").size()));
+      for (std::string k; std::getline(list, k, ',');) {
+        char* end = nullptr;
+        long v = std::strtol(k.c_str(), &end, 10);
+        if (k.empty() || *end != '\0' || v < 0) return usage();
+        interpreted.push_back(v);
+      }
       continue;
     }
     if (arg.rfind("--split=", 0) == 0) {
@@ -85,11 +102,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (lower) {
-    // Each kernel of the fuse pass as one launch (of a table without code: nothing runs here).
+    // Each kernel of the fuse pass as one launch (of a table without code: nothing runs here),
+    // or as interpreter steps where --lower=interpret: names it.
     const weft::ir::Graph& g = graph.value();
     std::vector<weft::ir::FusedKernel> fused;
-    for (size_t k = 0; k < g.kernels().size(); ++k)
-      fused.push_back({g.kernels()[k], static_cast<int32_t>(k)});
+    for (size_t k = 0; k < g.kernels().size(); ++k) {
+      bool none = std::find(interpreted.begin(), interpreted.end(), static_cast<long>(k)) !=
+                  interpreted.end();
+      fused.push_back({g.kernels()[k], none ? -1 : static_cast<int32_t>(k)});
+    }
     std::fputs(weft::ir::printPlan(g, weft::ir::lowerToPlan(g, fused)).c_str(), stdout);
     return 0;
   }

@@ -266,25 +266,26 @@ Executable lower(const ir::Graph& g, const codegen::CpuTarget& target, size_t& n
   KernelTable table;
   if (debugFlag("WEFT_CODEGEN").value_or("1") != "0") {
     std::vector<ir::FusionGroup> groups = g.kernels();
-    // A group codegen cannot lower runs in the interpreter, node by node; WEFT_LOG_FALLBACKS=1
-    // says which and why. If the whole set fails (linking), every group does.
+    // A group codegen cannot lower runs in the interpreter, node by node, where the group runs
+    // (the other kernels' in-place writes assume it); WEFT_LOG_FALLBACKS=1 says which and why.
+    // If the whole set fails (linking), every node runs in the interpreter where it stands.
     auto kernels = codegen::compileElementwise(g, groups, target);
     const bool log = debugFlag("WEFT_LOG_FALLBACKS").value_or("0") == "1";
     if (kernels) {
       for (size_t k = 0; k < groups.size(); ++k) {
-        if (kernels.value().kernelOf[k] >= 0)
-          fused.push_back({groups[k], kernels.value().kernelOf[k]});
-        else if (log)
+        const int32_t kernel = kernels.value().kernelOf[k];
+        fused.push_back({groups[k], kernel});
+        numKernels += kernel >= 0 ? 1 : 0;
+        if (kernel < 0 && log)
           std::fprintf(stderr, "[weft] codegen: kernel %zu %s runs in the interpreter: %s\n", k,
                        shapeString(groups[k].shape).c_str(), kernels.value().failures[k].c_str());
       }
-      if (!fused.empty()) table = std::move(kernels.value().table);
+      table = std::move(kernels.value().table);
     } else if (log && !groups.empty()) {
       std::fprintf(stderr, "[weft] codegen: all %zu kernels run in the interpreter: %s\n",
                    groups.size(), kernels.diagnostic().message.c_str());
     }
   }
-  numKernels += fused.size();
   Executable e;
   auto describe = [&](const std::vector<ir::ValueId>& values, const char* prefix) {
     std::vector<ExecutableValue> r;

@@ -22,8 +22,9 @@ std::vector<Unit> unitsOf(const Graph& g, std::span<const FusedKernel> fused) {
   for (const FusedKernel& f : fused) {
     for (int32_t i : f.group.nodes)
       coreOf[static_cast<size_t>(i)] = &f;
-    for (int32_t i : f.group.leaves)
-      inlinedSomewhere[static_cast<size_t>(i)] = true;
+    if (f.kernel >= 0)
+      for (int32_t i : f.group.leaves)
+        inlinedSomewhere[static_cast<size_t>(i)] = true;
   }
   // A leaf runs on its own only if something outside the groups that inline it reads it.
   std::vector<bool> standalone(n, true);
@@ -42,22 +43,36 @@ std::vector<Unit> unitsOf(const Graph& g, std::span<const FusedKernel> fused) {
     for (ValueId v : g.nodes()[j].operands) {
       int32_t p = g.value(v).producer;
       if (p < 0 || !inlinedSomewhere[static_cast<size_t>(p)]) continue;
-      bool inlinedHere = f != nullptr && std::find(f->group.leaves.begin(), f->group.leaves.end(),
-                                                   p) != f->group.leaves.end();
+      bool inlinedHere =
+          f != nullptr && f->kernel >= 0 &&
+          std::find(f->group.leaves.begin(), f->group.leaves.end(), p) != f->group.leaves.end();
       if (!inlinedHere) standalone[static_cast<size_t>(p)] = true;
     }
   }
   std::vector<Unit> units;
+  std::vector<bool> emitted(n, false);
+  auto emitNode = [&](size_t i) {
+    if (emitted[i]) return;
+    emitted[i] = true;
+    const Node& node = g.nodes()[i];
+    units.push_back(Unit{static_cast<int32_t>(i), nullptr, node.operands, {node.result}});
+  };
   for (size_t i = 0; i < n; ++i) {
     const FusedKernel* f = coreOf[i];
     if (f != nullptr) {
-      if (static_cast<int32_t>(i) == f->group.nodes.front())
+      if (static_cast<int32_t>(i) != f->group.nodes.front()) continue;
+      if (f->kernel >= 0) {
         units.push_back(Unit{-1, f, f->group.inputs, f->group.outputs});
+        continue;
+      }
+      // No kernel: its leaves (computed from values ready here) and nodes, here, in order.
+      for (int32_t j : f->group.leaves)
+        emitNode(static_cast<size_t>(j));
+      for (int32_t j : f->group.nodes)
+        emitNode(static_cast<size_t>(j));
       continue;
     }
-    if (!standalone[i]) continue;
-    const Node& node = g.nodes()[i];
-    units.push_back(Unit{static_cast<int32_t>(i), nullptr, node.operands, {node.result}});
+    if (standalone[i]) emitNode(i);
   }
   return units;
 }

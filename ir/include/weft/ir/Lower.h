@@ -12,14 +12,18 @@
 
 namespace weft::ir {
 
-/// A group and the kernel of the plan's table that computes it.
+/// A group and the kernel of the plan's table that computes it; -1 where codegen could not build
+/// one: then its leaves and nodes run in the interpreter one by one, in order, where the group
+/// runs (at its first node), which is where the fuse pass placed it and what the other kernels'
+/// in-place writes assume.
 struct FusedKernel {
   FusionGroup group;
   int32_t kernel = -1;
 };
 
 /// The plan that runs `g` step by step, each group in `fused` as one launch of its kernel in
-/// `kernels` (the plan keeps the table). `g` must verify.
+/// `kernels` (the plan keeps the table), or as interpreter steps where it has none. `g` must
+/// verify.
 Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused = {}, KernelTable kernels = {});
 
 /// The steps of `plan`, lowered from `g`, one per line, with the memory plan: where each buffer a
