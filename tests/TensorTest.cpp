@@ -323,11 +323,6 @@ template <typename T> int64_t ulps(T a, T b) {
   return std::abs(ordered(a) - ordered(b));
 }
 
-/// The transcendental functions go through glibc's vector math (libmvec). Its documented and
-/// measured error is at most 4 ulps from the correctly rounded result (log; exp 3, the others 1-2;
-/// measured over 2M inputs per function), in float32 and float64: the bound asserted here, against
-/// the C library's long double functions rounded to the type. Odd lengths exercise the padded
-/// tail, strided inputs the tiles.
 /// Binary methods and functions with a number promote as PyTorch does (a wrapped number changes
 /// the dtype only across categories), add/sub scale it by alpha, and pow's special exponents go
 /// through their ops. The expected values are PyTorch 1.13's for the same calls.
@@ -357,10 +352,20 @@ TEST(Ops, ScalarOverloadsPromoteAsPyTorch) {
   EXPECT_EQ(vals(mul(x, 2)), (std::vector<double>{-3.0, -1.0, 0.5, 0.75, 4.0}));
   EXPECT_EQ(vals(x.pow(2)), (std::vector<double>{2.25, 0.25, 0.0625, 0.140625, 4.0}));
   EXPECT_EQ(vals(pow(x, 3)), (std::vector<double>{-3.375, -0.125, 0.015625, 0.052734375, 8.0}));
-  EXPECT_THROW(i.add(1, 0.5), DTypeError); // integral input, floating alpha
+  EXPECT_TRUE(std::isnan(vals(tensor({-INFINITY}).pow(0.5))[0])); // sqrt's NaN, not C pow's inf
+  EXPECT_THROW(i.add(1, 0.5), DTypeError);                        // integral input, floating alpha
+  EXPECT_THROW(x.add(2, true), DTypeError);                       // boolean alpha, float result
   EXPECT_THROW(tensor({true}).sub(true), DTypeError);
+  EXPECT_THROW(x.sub(true), DTypeError); // as PyTorch: a bool operand of sub is an error
+  EXPECT_THROW(x - true, DTypeError);
+  EXPECT_THROW(true - x, DTypeError);
 }
 
+/// The transcendental functions go through glibc's vector math (libmvec). Its documented and
+/// measured error is at most 4 ulps from the correctly rounded result (log; exp 3, the others 1-2;
+/// measured over 2M inputs per function), in float32 and float64: the bound asserted here, against
+/// the C library's long double functions rounded to the type. Odd lengths exercise the padded
+/// tail, strided inputs the tiles.
 TEST(Ops, TranscendentalsAreWithinFourUlps) {
   struct Case {
     const char* name;

@@ -444,7 +444,10 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
       if (reductions.empty() && stored.empty()) continue;
       // Each reduction's accumulator: its type, its start, and how an element joins it. An
       // extremum also carries whether it saw a NaN (slot flagOf[r] after the accumulators): its
-      // max/min assumes none, so LLVM vectorizes it, and a NaN seen makes the result NaN.
+      // max/min assumes none (nnan, nsz), so LLVM vectorizes it, and a NaN seen makes the result
+      // NaN. That holds while nothing reads the accumulator before that select (a NaN makes it
+      // poison, which the select never picks) and the flag's compare carries no fast-math flag.
+      // The sign of a zero extremum may differ from eager's (-0 and +0 compare equal).
       std::vector<mlir::Value> inits;
       std::vector<size_t> flagOf(reductions.size(), 0);
       for (const ir::Node* n : reductions) {

@@ -40,7 +40,7 @@ ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const Cp
 
 /// Makes the calls of `m` to the functions of weft/runtime/VectorMathFunctions.h compute through
 /// libmvec's forms for `target`, as the eager kernels do on that CPU, vectorizable by LLVM; on an
-/// AVX-512 target every function of `m` prefers 512-bit vectors (the width of those forms).
+/// AVX-512 target the kernels of `m` prefer 512-bit vectors (the width of those forms).
 void useVectorMath(llvm::Module& m, const CpuTarget& target);
 
 } // namespace weft::codegen

@@ -43,8 +43,9 @@ void markPure(llvm::Function& f) {
 /// Replaces the calls of `scalar` (float(float) or double(double)) in `m` by calls of a helper
 /// computing it with the `isa` form of width `width` (the one the runtime calls on the same CPU),
 /// and names that form the helper's vector variant of that width. Narrower variants (half, a
-/// quarter) pad their lanes to it: whatever width LLVM vectorizes a loop with, each element goes
-/// through the same vector function as eagerly.
+/// quarter) repeat their lanes to fill it (zeros would be special inputs of log, taking its slow
+/// path and raising a division-by-zero flag): whatever width LLVM vectorizes a loop with, each
+/// element goes through the same vector function as eagerly.
 void redirect(llvm::Module& m, const std::string& scalar, char isa, unsigned width) {
   llvm::Function* f = m.getFunction(scalar);
   if (f == nullptr || !f->isDeclaration() || f->arg_size() != 1 ||
@@ -80,11 +81,10 @@ void redirect(llvm::Module& m, const std::string& scalar, char isa, unsigned wid
     llvm::IRBuilder<> pb(llvm::BasicBlock::Create(m.getContext(), "entry", pad));
     std::vector<int> widen(width), keep(narrow);
     for (unsigned i = 0; i < width; ++i)
-      widen[i] = static_cast<int>(i < narrow ? i : narrow); // the rest: lane 0 of the zeros
+      widen[i] = static_cast<int>(i % narrow); // the lanes again: no input a form treats apart
     for (unsigned i = 0; i < narrow; ++i)
       keep[i] = static_cast<int>(i);
-    llvm::Value* wide =
-        pb.CreateShuffleVector(pad->getArg(0), llvm::Constant::getNullValue(nt), widen);
+    llvm::Value* wide = pb.CreateShuffleVector(pad->getArg(0), pad->getArg(0), widen);
     pb.CreateRet(pb.CreateShuffleVector(pb.CreateCall(vector, {wide}), keep));
     variants += "," + mangled(narrow, helperName) + "(" + name + ")";
     padded.push_back(pad);

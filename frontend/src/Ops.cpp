@@ -298,17 +298,29 @@ Tensor scalarBinary(OpCode op, const Tensor& a, Scalar b) {
 #undef WEFT_OP
 
 namespace {
-/// alpha of add/sub must not be of a higher category than the result, as in PyTorch.
-void checkAlpha(const Tensor& a, const Tensor& b, Scalar alpha, const char* op) {
-  WEFT_CHECK(a.defined() && b.defined(), Value, op, ": called with an undefined tensor");
-  DType t = result_type(a, b);
+/// alpha of add/sub (result dtype `t`) must not be of a higher category than the result, as in
+/// PyTorch.
+void checkAlpha(DType t, Scalar alpha, const char* op) {
   WEFT_CHECK(isFloating(t) || !alpha.isFloatingPoint(), DType, op,
              ": for integral input tensors, argument alpha must not be a floating point number "
-             "(inputs ",
-             dtypeName(a.dtype()), " and ", dtypeName(b.dtype()), ", alpha ", alpha.toDouble(),
-             ")");
+             "(result ",
+             dtypeName(t), ", alpha ", alpha.toDouble(), ")");
   WEFT_CHECK(t == DType::Bool || alpha.dtype() != DType::Bool, DType, op,
              ": boolean alpha only supported for boolean results");
+}
+void checkAlpha(const Tensor& a, const Tensor& b, Scalar alpha, const char* op) {
+  WEFT_CHECK(a.defined() && b.defined(), Value, op, ": called with an undefined tensor");
+  checkAlpha(result_type(a, b), alpha, op);
+}
+
+/// Subtraction with a bool operand is an error, as in PyTorch (which points to the op meant).
+void checkSubtractable(DType a, DType b) {
+  WEFT_CHECK(a != DType::Bool || b != DType::Bool, DType,
+             "sub: subtraction with two bool tensors is not supported; use logical_xor() (or ^) "
+             "instead");
+  WEFT_CHECK(a != DType::Bool && b != DType::Bool, DType,
+             "sub: subtraction with a bool tensor is not supported; to invert a mask, use "
+             "logical_not() (or ~) instead");
 }
 } // namespace
 
@@ -321,35 +333,29 @@ Tensor Tensor::add(const Tensor& other, Scalar alpha, std::source_location loc) 
 Tensor Tensor::sub(const Tensor& other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
   checkAlpha(*this, other, alpha, "sub");
-  WEFT_CHECK(dtype() != DType::Bool && other.dtype() != DType::Bool, DType,
-             "sub: subtraction with two bool tensors is not supported; use logical_xor() instead");
+  checkSubtractable(dtype(), other.dtype());
   if (alpha.toDouble() == 1.0) return binaryOp(OpCode::Sub, *this, other);
   return binaryOp(OpCode::Sub, *this, binaryOp(OpCode::Mul, other, alpha));
 }
 namespace {
-/// alpha * b for add/sub with a number b, checked as checkAlpha checks a tensor's: integral
-/// when both are, else a float.
-Scalar scaledScalar(const Tensor& a, Scalar b, Scalar alpha, const char* op) {
-  WEFT_CHECK(a.defined(), Value, op, ": called with an undefined tensor");
+/// a + alpha * b (a - alpha * b) for a number b: b wrapped in the result's dtype and multiplied
+/// by alpha there, as the tensor form multiplies (and as PyTorch computes it).
+Tensor addScalar(OpCode op, const Tensor& a, Scalar b, Scalar alpha, const char* name) {
+  WEFT_CHECK(a.defined(), Value, name, ": called with an undefined tensor");
+  if (op == OpCode::Sub) checkSubtractable(a.dtype(), b.dtype());
   const DType t = result_type(a, b);
-  WEFT_CHECK(isFloating(t) || !alpha.isFloatingPoint(), DType, op,
-             ": for integral input tensors, argument alpha must not be a floating point number "
-             "(input ",
-             dtypeName(a.dtype()), ", alpha ", alpha.toDouble(), ")");
-  if (alpha.toDouble() == 1.0) return b;
-  if (!b.isFloatingPoint() && !alpha.isFloatingPoint()) return Scalar(b.toLong() * alpha.toLong());
-  return Scalar(b.toDouble() * alpha.toDouble());
+  checkAlpha(t, alpha, name);
+  if (alpha.toDouble() == 1.0) return binaryOp(op, a, b);
+  return binaryOp(op, a, binaryOp(OpCode::Mul, wrapScalar(b, t), alpha));
 }
 } // namespace
 Tensor Tensor::add(Scalar other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
-  return binaryOp(OpCode::Add, *this, scaledScalar(*this, other, alpha, "add"));
+  return addScalar(OpCode::Add, *this, other, alpha, "add");
 }
 Tensor Tensor::sub(Scalar other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
-  WEFT_CHECK(!defined() || (dtype() != DType::Bool && other.dtype() != DType::Bool), DType,
-             "sub: subtraction with a bool tensor is not supported; use logical_xor() instead");
-  return binaryOp(OpCode::Sub, *this, scaledScalar(*this, other, alpha, "sub"));
+  return addScalar(OpCode::Sub, *this, other, alpha, "sub");
 }
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha, std::source_location loc) {
   return a.add(b, alpha, loc);
@@ -430,7 +436,7 @@ Tensor operator+(LocatedTensor a, Scalar b) {
 }
 Tensor operator-(LocatedTensor a, Scalar b) {
   CallSite cs(a.loc);
-  return binaryOp(OpCode::Sub, a.tensor, b);
+  return a.tensor.sub(b);
 }
 Tensor operator*(LocatedTensor a, Scalar b) {
   CallSite cs(a.loc);
@@ -470,6 +476,8 @@ Tensor operator+(Scalar a, LocatedTensor b) {
 }
 Tensor operator-(Scalar a, LocatedTensor b) {
   CallSite cs(b.loc);
+  WEFT_CHECK(b.tensor.defined(), Value, "sub: called with an undefined tensor");
+  checkSubtractable(a.dtype(), b.tensor.dtype());
   return binaryOp(OpCode::Sub, a, b.tensor);
 }
 Tensor operator*(Scalar a, LocatedTensor b) {
@@ -618,7 +626,9 @@ Tensor& Tensor::sub_(const Tensor& other, Scalar alpha, std::source_location loc
 }
 Tensor& Tensor::sub_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
-  if (dtype() != DType::Bool && binaryInPlace(*this, OpCode::Sub, other, "sub_")) return *this;
+  WEFT_CHECK(defined(), Value, "sub_: called on an undefined tensor");
+  checkSubtractable(dtype(), other.dtype());
+  if (binaryInPlace(*this, OpCode::Sub, other, "sub_")) return *this;
   return assignInPlace(*this, inPlaceSource(*this, {}, OpCode::Sub) - other, "sub_");
 }
 Tensor& Tensor::mul_(const Tensor& other, std::source_location loc) {

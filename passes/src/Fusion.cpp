@@ -206,8 +206,8 @@ void absorb(ir::FusionGroup& into, const ir::FusionGroup& from) {
 /// Merges independent flat groups (isFlat) of up to kHorizontalElements elements into horizontal
 /// kernels, one launch instead of many (an optimizer's step scalars of every parameter, the updates
 /// of every bias and norm weight, all of a small model's updates). A group joins the
-/// first earlier one where everything it reads is computed before that one starts, no heavy node
-/// lies between their starts, and neither reads the other; it then runs there. Only a group whose
+/// first earlier one where everything it reads is computed before that one starts and no heavy
+/// node lies between their starts; it then runs there. Only a group whose
 /// outputs live to the end anyway (outputs of the graph, new state values) or are small moves, so
 /// no large buffer is held longer. `heavy` is heavyBefore(g). Returns per group its index after
 /// (a merged group's: the group it joined).
@@ -229,17 +229,6 @@ std::vector<int32_t> mergeHorizontally(const ir::Graph& g, std::vector<ir::Fusio
     const int32_t k = p < 0 ? -1 : owner[static_cast<size_t>(p)];
     return k < 0 ? p : start(static_cast<size_t>(k));
   };
-  auto reads = [&](const ir::FusionGroup& reader, const ir::FusionGroup& of) {
-    auto readsOf = [&](int32_t i) {
-      for (ValueId o : g.nodes()[static_cast<size_t>(i)].operands) {
-        const int32_t p = g.value(o).producer;
-        if (p >= 0 && std::binary_search(of.nodes.begin(), of.nodes.end(), p)) return true;
-      }
-      return false;
-    };
-    return std::any_of(reader.nodes.begin(), reader.nodes.end(), readsOf) ||
-           std::any_of(reader.leaves.begin(), reader.leaves.end(), readsOf);
-  };
   std::vector<bool> flat(groups.size());
   for (size_t k = 0; k < groups.size(); ++k)
     flat[k] = numel(groups[k].shape) <= kHorizontalElements && isFlat(g, groups[k]);
@@ -258,9 +247,10 @@ std::vector<int32_t> mergeHorizontally(const ir::Graph& g, std::vector<ir::Fusio
       const int32_t at = start(h);
       if (at >= start(b) || heavy[static_cast<size_t>(at)] != heavy[static_cast<size_t>(start(b))])
         continue;
+      // Neither then reads the other: `from` reads nothing computed at `at` or later, and a group
+      // reads nothing computed after it starts.
       if (!std::all_of(from.inputs.begin(), from.inputs.end(),
-                       [&](ValueId v) { return computedAt(v) < at; }) ||
-          reads(groups[h], from) || reads(from, groups[h]))
+                       [&](ValueId v) { return computedAt(v) < at; }))
         continue;
       for (int32_t i : from.nodes)
         owner[static_cast<size_t>(i)] = static_cast<int32_t>(h);
