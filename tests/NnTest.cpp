@@ -22,6 +22,18 @@ nn::Sequential smallCnn() {
                         nn::Linear(4 * 4 * 4, 3));
 }
 
+/// One train step of `m` with `opt`: cross-entropy, backward, step, zero_grad.
+std::function<Tensor(const Tensor&, const Tensor&)> trainStep(nn::Sequential& m,
+                                                              optim::Optimizer& opt) {
+  return [&m, &opt](const Tensor& x, const Tensor& y) {
+    Tensor loss = F::cross_entropy(m(x), y);
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    return loss;
+  };
+}
+
 /// `f` throws an `E` whose message contains `text`.
 template <typename E> void expectThrows(const std::string& text, const std::function<void()>& f) {
   try {
@@ -113,18 +125,9 @@ TEST(Nn, CompiledTrainStepMatchesEagerAndSchedulesDoNotRecompile) {
   optim::Adam eagerOpt(eagerModel->parameters(), optim::AdamOptions(1e-2));
   optim::Adam compiledOpt(compiledModel->parameters(), optim::AdamOptions(1e-2));
   optim::StepLR eagerSchedule(eagerOpt, 2, 0.5), compiledSchedule(compiledOpt, 2, 0.5);
-  auto stepOf = [](nn::Sequential& m, optim::Optimizer& opt) {
-    return [&m, &opt](const Tensor& x, const Tensor& y) {
-      Tensor loss = F::cross_entropy(m(x), y);
-      loss.backward();
-      opt.step();
-      opt.zero_grad();
-      return loss;
-    };
-  };
-  auto eager = stepOf(eagerModel, eagerOpt);
+  auto eager = trainStep(eagerModel, eagerOpt);
   CompiledFn<Tensor(const Tensor&, const Tensor&)> compiled =
-      compile(stepOf(compiledModel, compiledOpt));
+      compile(trainStep(compiledModel, compiledOpt));
   Generator g(5);
   for (int i = 0; i < 6; ++i) {
     Tensor x = randn({8, 1, 8, 8}, {}, g), y = randint(0, 3, {8}, kInt64, g);
@@ -164,18 +167,9 @@ TEST(Nn, CompiledUpdateOfEveryParameterIsOneKernelAndMatchesEager) {
   compiledModel->load_state_dict(eagerModel->state_dict());
   optim::AdamW eagerOpt(eagerModel->parameters(), optim::AdamWOptions(1e-2));
   optim::AdamW compiledOpt(compiledModel->parameters(), optim::AdamWOptions(1e-2));
-  auto stepOf = [](nn::Sequential& m, optim::Optimizer& opt) {
-    return [&m, &opt](const Tensor& x, const Tensor& y) {
-      Tensor loss = F::cross_entropy(m(x), y);
-      loss.backward();
-      opt.step();
-      opt.zero_grad();
-      return loss;
-    };
-  };
-  auto eager = stepOf(eagerModel, eagerOpt);
+  auto eager = trainStep(eagerModel, eagerOpt);
   CompiledFn<Tensor(const Tensor&, const Tensor&)> compiled =
-      compile(stepOf(compiledModel, compiledOpt));
+      compile(trainStep(compiledModel, compiledOpt));
   Generator g(6);
   for (int i = 0; i < 20; ++i) {
     Tensor x = randn({32, 16}, {}, g), y = randint(0, 16, {32}, kInt64, g);

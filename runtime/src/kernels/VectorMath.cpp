@@ -9,30 +9,14 @@
 #include <cmath>
 #include <immintrin.h>
 
-extern "C" {
-#define WEFT_DECLARE(op, name)                                                                     \
-  __m128 _ZGVbN4v_##name##f(__m128);                                                               \
-  __m128d _ZGVbN2v_##name(__m128d);
-WEFT_VECTOR_MATH_FUNCTIONS(WEFT_DECLARE)
-#undef WEFT_DECLARE
-}
+#define WEFT_TABLE sse2Table
+#define WEFT_V32 __m128
+#define WEFT_V64 __m128d
+#define WEFT_F32(name) _ZGVbN4v_##name##f
+#define WEFT_F64(name) _ZGVbN2v_##name
+#include "VectorMathTable.inc"
 
 namespace weft::kernels {
-namespace vmath {
-
-const Table& sse2Table() {
-  static const Table table = {
-#define WEFT_F32(op, name) overArray<__m128, float, _ZGVbN4v_##name##f>,
-#define WEFT_F64(op, name) overArray<__m128d, double, _ZGVbN2v_##name>,
-      {WEFT_VECTOR_MATH_FUNCTIONS(WEFT_F32)},
-      {WEFT_VECTOR_MATH_FUNCTIONS(WEFT_F64)},
-#undef WEFT_F32
-#undef WEFT_F64
-  };
-  return table;
-}
-
-} // namespace vmath
 
 namespace {
 

@@ -4,26 +4,9 @@
 
 #include <immintrin.h>
 
-extern "C" {
-#define WEFT_DECLARE(op, name)                                                                     \
-  __m256 _ZGVdN8v_##name##f(__m256);                                                               \
-  __m256d _ZGVdN4v_##name(__m256d);
-WEFT_VECTOR_MATH_FUNCTIONS(WEFT_DECLARE)
-#undef WEFT_DECLARE
-}
-
-namespace weft::kernels::vmath {
-
-const Table& avx2Table() {
-  static const Table table = {
-#define WEFT_F32(op, name) overArray<__m256, float, _ZGVdN8v_##name##f>,
-#define WEFT_F64(op, name) overArray<__m256d, double, _ZGVdN4v_##name>,
-      {WEFT_VECTOR_MATH_FUNCTIONS(WEFT_F32)},
-      {WEFT_VECTOR_MATH_FUNCTIONS(WEFT_F64)},
-#undef WEFT_F32
-#undef WEFT_F64
-  };
-  return table;
-}
-
-} // namespace weft::kernels::vmath
+#define WEFT_TABLE avx2Table
+#define WEFT_V32 __m256
+#define WEFT_V64 __m256d
+#define WEFT_F32(name) _ZGVdN8v_##name##f
+#define WEFT_F64(name) _ZGVdN4v_##name
+#include "VectorMathTable.inc"
