@@ -500,6 +500,47 @@ TEST(Compile, RowReductionsRunInKernelsAndMatchEager) {
     }
 }
 
+/// An attention's head merge (matmul, transpose, reshape) compiles to a matmul that writes its
+/// output in the merged layout: the transpose and reshape are views, not copies. Rows stay rows
+/// (a @ v) or become columns (a product transposed into [b, t, h, d]); the results equal eager's
+/// bit for bit (BLAS computes the same products, only stored elsewhere), forward and backward,
+/// and the saved executable keeps the layout.
+TEST(Compile, HeadMergeWritesTheMatmulInPlaceOfACopy) {
+  Generator g(8);
+  Tensor att = randn({2, 4, 8, 8}, kFloat32, g).requires_grad_();
+  Tensor v = randn({2, 4, 8, 16}, kFloat32, g).requires_grad_();
+  Tensor k = randn({2, 4, 16, 8}, kFloat32, g).requires_grad_();
+  auto f = [&](const Tensor& w) {
+    Tensor merged = att.matmul(v).transpose(1, 2).reshape({2, 8, 64});
+    Tensor columns = k.matmul(att).permute({0, 3, 1, 2}).reshape({16, 64});
+    return (merged.reshape({16, 64}) * w + columns).tanh().sum();
+  };
+  Tensor w = randn({16, 64}, kFloat32, g);
+  Tensor eager = f(w);
+  eager.backward();
+  std::vector<std::vector<double>> grads{vals(att.grad()), vals(v.grad()), vals(k.grad())};
+  for (Tensor t : {att, v, k})
+    t.set_grad({});
+  auto step = compile([&](const Tensor& x) {
+    Tensor l = f(x);
+    l.backward();
+    return l;
+  });
+  Tensor compiled = step(w);
+  EXPECT_TRUE(allClose(vals(compiled), vals(eager), 0, 0));
+  EXPECT_TRUE(allClose(vals(att.grad()), grads[0], 0, 0));
+  EXPECT_TRUE(allClose(vals(v.grad()), grads[1], 0, 0));
+  EXPECT_TRUE(allClose(vals(k.grad()), grads[2], 0, 0));
+  EXPECT_TRUE(roundTrips(step.compiled()));
+  int laidOut = 0;
+  for (const PlanStep& st : step.compiled().executable()->plan.steps)
+    laidOut += st.op == OpCode::MatMul && !st.outputStrides.empty() ? 1 : 0;
+  EXPECT_GE(laidOut, 2);
+  EXPECT_TRUE(isDenseLayout({2, 3, 4}, {12, 1, 3}));
+  EXPECT_FALSE(isDenseLayout({2, 3, 4}, {12, 4, 2})); // overlapping
+  EXPECT_FALSE(isDenseLayout({2, 3, 4}, {24, 8, 1})); // gaps
+}
+
 /// A row kernel's max and min run vectorized on the assumption of no NaN and track NaNs apart: a
 /// NaN anywhere in a row (in the vector body or the tail) makes its max and min NaN, as eagerly;
 /// infinities stay. Rows of 1500 take the blocked path too. The extrema are exact, so compiled

@@ -77,6 +77,52 @@ std::vector<Unit> unitsOf(const Graph& g, std::span<const FusedKernel> fused) {
   return units;
 }
 
+/// Gives a float matmul whose only reader is a permute (not an output or a state's new value) the
+/// layout that makes the permute's result contiguous, where BLAS can write it there (each
+/// product's rows or columns contiguous): the permute is then a contiguous view, and a reshape
+/// of it (an attention's head merge) a view instead of a copy.
+void assignMatMulLayouts(Plan& plan, const std::vector<bool>& keep) {
+  const auto numSlots = static_cast<size_t>(plan.numSlots);
+  std::vector<int32_t> readers(numSlots, 0);
+  std::vector<size_t> readBy(numSlots, 0);
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    for (int32_t v : plan.steps[i].inputs) {
+      ++readers[static_cast<size_t>(v)];
+      readBy[static_cast<size_t>(v)] = i;
+    }
+  for (PlanStep& step : plan.steps) {
+    const auto out = static_cast<size_t>(step.output);
+    if (step.kernel >= 0 || step.op != OpCode::MatMul || step.output < 0 || keep[out] ||
+        readers[out] != 1 || (step.dtype != DType::Float32 && step.dtype != DType::Float64))
+      continue;
+    const PlanStep& reader = plan.steps[readBy[out]];
+    const Shape* dims = reader.attrs.tryGet<Shape>("dims");
+    const Shape& shape = step.shape;
+    const size_t rank = shape.size();
+    if (reader.kernel >= 0 || reader.op != OpCode::Permute || dims == nullptr ||
+        dims->size() != rank || rank < 2)
+      continue;
+    Shape from(rank), permuted(rank), strides(rank);
+    bool valid = true;
+    for (size_t k = 0; k < rank; ++k) {
+      const int64_t d = (*dims)[k] < 0 ? (*dims)[k] + static_cast<int64_t>(rank) : (*dims)[k];
+      valid = valid && d >= 0 && d < static_cast<int64_t>(rank);
+      from[k] = valid ? d : 0;
+      permuted[k] = shape[static_cast<size_t>(from[k])];
+    }
+    if (!valid) continue;
+    const Shape dense = contiguousStrides(permuted);
+    for (size_t k = 0; k < rank; ++k)
+      strides[static_cast<size_t>(from[k])] = dense[k];
+    const int64_t m = shape[rank - 2], n = shape[rank - 1];
+    const int64_t rowStride = strides[rank - 2], colStride = strides[rank - 1];
+    const bool rows = (colStride == 1 || n == 1) && rowStride >= n;
+    const bool columns = (rowStride == 1 || m == 1) && colStride >= m;
+    if (strides != contiguousStrides(shape) && (rows || columns) && isDenseLayout(shape, strides))
+      step.outputStrides = strides;
+  }
+}
+
 } // namespace
 
 Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused, KernelTable kernels) {
@@ -132,6 +178,7 @@ Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused, KernelTable
         step.release.push_back(v); // never read: free at once
     plan.steps.push_back(std::move(step));
   }
+  assignMatMulLayouts(plan, keep);
   planMemory(plan);
   return plan;
 }
@@ -173,6 +220,7 @@ std::string printPlan(const Graph& g, const Plan& plan) {
       os << opName(s.op) << "(";
       list(os, s.inputs);
       os << ") -> " << placed(s.output);
+      if (!s.outputStrides.empty()) os << " strides " << shapeString(s.outputStrides);
     }
     if (!s.release.empty()) {
       os << " release(";

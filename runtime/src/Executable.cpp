@@ -13,7 +13,7 @@ namespace weft {
 namespace {
 
 constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'E', 'X', 'E', '\0'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 
 static_assert(std::endian::native == std::endian::little, "the format is little-endian");
 
@@ -255,6 +255,7 @@ std::vector<uint8_t> Executable::save() const {
       w.ints(shape);
     }
     w.ints(Shape(s.kernelInPlace.begin(), s.kernelInPlace.end()));
+    w.ints(s.outputStrides);
   }
   std::vector<uint8_t> out(kMagic, kMagic + sizeof kMagic);
   Writer head;
@@ -336,7 +337,12 @@ Executable Executable::load(std::span<const uint8_t> bytes, hal::Device& device)
                  "executable: damaged bytes (a kernel writes over input ", j, " of ",
                  s.inputs.size(), ")");
     s.kernelInPlace.assign(inPlace.begin(), inPlace.end());
+    s.outputStrides = r.ints("step output strides");
     bool fused = s.kernel >= 0;
+    WEFT_CHECK(s.outputStrides.empty() || (!fused && opInfo(s.op).kind == OpKind::MatMul &&
+                                           isDenseLayout(s.shape, s.outputStrides)),
+               IO, "executable: damaged bytes (step ", opName(s.op), " lays out its output with ",
+               shapeString(s.outputStrides), ")");
     WEFT_CHECK(fused ? static_cast<size_t>(s.kernel) < p.kernels.kernels.size() &&
                            s.kernelTypes.size() == s.kernelOutputs.size() &&
                            s.kernelInPlace.size() == s.kernelOutputs.size()

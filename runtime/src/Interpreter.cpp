@@ -279,10 +279,13 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     }
     const bool copied = out.storage == nullptr;
     if (copied) {
-      if (int32_t over = reusableInput(step, slots); over >= 0)
+      int32_t over = step.outputStrides.empty() ? reusableInput(step, slots) : -1;
+      if (over >= 0) {
         out = slots[static_cast<size_t>(over)]; // released below: `out` becomes its one owner
-      else
+      } else {
         out = memory(step.output, step.dtype, step.shape);
+        if (!step.outputStrides.empty()) out.ref.strides = step.outputStrides; // dense: same bytes
+      }
       if (out.ref.numel() > 0) runKernel(step.op, refs, out.ref, attrs);
     }
     slots[static_cast<size_t>(step.output)] = std::move(out);

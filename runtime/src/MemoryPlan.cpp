@@ -17,6 +17,25 @@ bool canWriteOverInput(const PlanStep& step, size_t j) {
                     step.op == OpCode::IndexAdd);
 }
 
+bool isDenseLayout(const Shape& shape, const Shape& strides) {
+  if (strides.size() != shape.size()) return false;
+  if (numel(shape) == 0) return true; // nothing is written
+  std::vector<size_t> order(shape.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  // Innermost first; dims of one element may hold any stride but go first.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if ((shape[a] == 1) != (shape[b] == 1)) return shape[a] == 1;
+    return strides[a] < strides[b];
+  });
+  int64_t expected = 1;
+  for (size_t d : order) {
+    if (shape[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
 namespace {
 
 constexpr int64_t kAlign = 64;

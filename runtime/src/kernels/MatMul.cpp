@@ -53,7 +53,8 @@ void matmulBlas(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
   // A b shared by every batch (a linear layer on [batch, ..., features]) and an a whose batches
   // follow one another row after row: one product with the batch folded into the rows.
   const int64_t lda = a.strides[a.dim() - 2];
-  bool foldRows = numBatch > 1 && k > 0 && a.strides[a.dim() - 1] == 1 && lda >= k;
+  bool foldRows =
+      numBatch > 1 && k > 0 && a.strides[a.dim() - 1] == 1 && lda >= k && out.isContiguous();
   for (int64_t d = static_cast<int64_t>(batch.size()) - 1, next = m * lda; foldRows && d >= 0;
        --d) {
     auto u = static_cast<size_t>(d);
@@ -70,24 +71,36 @@ void matmulBlas(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
     return;
   }
   // One product at a time, each split across the threads; or, with several, one per thread.
+  // The output may be laid out (PlanStep::outputStrides): each product where its rows lie, or,
+  // where its columns are contiguous, computed transposed (C^T = B^T A^T).
+  const int64_t crs = out.strides[nd - 2], ccs = out.strides[nd - 1];
   auto product = [&](int64_t i, bool split) {
-    int64_t aoff = 0, boff = 0, rem = i;
+    int64_t aoff = 0, boff = 0, coff = 0, rem = i;
     for (size_t d = batch.size(); d-- > 0;) {
       aoff += (rem % batch[d]) * as[d];
       boff += (rem % batch[d]) * bs[d];
+      coff += (rem % batch[d]) * out.strides[d];
       rem /= batch[d];
     }
     auto la = blasLayout(a.ptr<T>() + aoff, m, k, a.strides[a.dim() - 2], a.strides[a.dim() - 1]);
     auto lb = blasLayout(b.ptr<T>() + boff, k, n, b.strides[b.dim() - 2], b.strides[b.dim() - 1]);
-    WEFT_INTERNAL_ASSERT(la && lb, "matmul operands must be made BLAS-compatible by the caller");
-    T* cp = out.ptr<T>() + i * m * n;
+    auto lc = blasLayout(out.ptr<T>() + coff, m, n, crs, ccs);
+    WEFT_INTERNAL_ASSERT(la && lb && lc,
+                         "matmul operands must be made BLAS-compatible by the caller");
+    T* cp = out.ptr<T>() + coff;
     if (k == 0) {
-      std::fill(cp, cp + m * n, T(0));
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < n; ++c)
+          cp[r * crs + c * ccs] = T(0);
       return;
     }
     auto run = split ? &parallelGemm<T> : &gemm<T>;
-    run(la->transposed, lb->transposed, m, n, k, static_cast<const T*>(la->data), la->ld,
-        static_cast<const T*>(lb->data), lb->ld, T(0), cp, n);
+    if (!lc->transposed)
+      run(la->transposed, lb->transposed, m, n, k, static_cast<const T*>(la->data), la->ld,
+          static_cast<const T*>(lb->data), lb->ld, T(0), cp, lc->ld);
+    else
+      run(!lb->transposed, !la->transposed, n, m, k, static_cast<const T*>(lb->data), lb->ld,
+          static_cast<const T*>(la->data), la->ld, T(0), cp, lc->ld);
   };
   if (numBatch == 1) return product(0, true);
   parallelFor(numBatch, std::max<int64_t>(1, kGemmSplitWork / std::max<int64_t>(1, m * n * k)),
@@ -130,10 +143,24 @@ void matmulLoop(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
 
 } // namespace
 
-void MatMul(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
-  WEFT_INTERNAL_ASSERT(out.isContiguous(), "matmul output must be contiguous");
+void MatMul(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   const TensorRef &a = in[0], &b = in[1];
   if (out.numel() == 0) return;
+  if (!out.isContiguous()) {
+    // A laid-out output (PlanStep::outputStrides): BLAS writes a float product where it lies if
+    // its rows or its columns are contiguous; anything else is computed row-major and copied.
+    const int64_t nd = out.dim();
+    const bool floats = out.dtype == DType::Float32 || out.dtype == DType::Float64;
+    if (!floats || nd < 2 ||
+        !blasLayout(out.data, out.shape[nd - 2], out.shape[nd - 1], out.strides[nd - 2],
+                    out.strides[nd - 1])) {
+      auto s = Storage::allocate(static_cast<size_t>(out.numel()) * elementSize(out.dtype));
+      TensorRef dense{s->data(), out.dtype, out.shape, contiguousStrides(out.shape)};
+      MatMul(in, dense, at);
+      copyCast(dense, out);
+      return;
+    }
+  }
   switch (out.dtype) {
   case DType::Float32:
   case DType::Float64: {

@@ -42,7 +42,15 @@ struct PlanStep {
   /// tensor's update; the runtime passes a private copy where the state's memory is shared or
   /// strided), or -1 for a fresh buffer.
   std::vector<int32_t> kernelInPlace;
+  /// An interpreter step's output laid out in its fresh buffer with these strides (a permutation
+  /// of its dims, dense), or empty for row-major: a matmul whose only reader is a permute gets the
+  /// layout that makes the permute's result contiguous, so a reshape of it (an attention's head
+  /// merge) is a view instead of a copy.
+  Shape outputStrides;
 };
+
+/// Whether `strides` lay out `shape` densely: some order of the dims is row-major with them.
+bool isDenseLayout(const Shape& shape, const Shape& strides);
 
 /// A whole program: which slots hold the arguments and state on entry, the steps, which slots
 /// are the outputs, and which slot's value each updated state input takes after the call.
