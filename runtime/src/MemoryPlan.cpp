@@ -23,9 +23,9 @@ bool isDenseLayout(const Shape& shape, const Shape& strides) {
   std::vector<size_t> order(shape.size());
   std::iota(order.begin(), order.end(), size_t{0});
   // Innermost first; dims of one element may hold any stride but go first.
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if ((shape[a] == 1) != (shape[b] == 1)) return shape[a] == 1;
-    return strides[a] < strides[b];
+    return strides[a] != strides[b] ? strides[a] < strides[b] : a < b;
   });
   int64_t expected = 1;
   for (size_t d : order) {
