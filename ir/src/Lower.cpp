@@ -118,7 +118,14 @@ void assignMatMulLayouts(Plan& plan, const std::vector<bool>& keep) {
     const int64_t rowStride = strides[rank - 2], colStride = strides[rank - 1];
     const bool rows = (colStride == 1 || n == 1) && rowStride >= n;
     const bool columns = (rowStride == 1 || m == 1) && colStride >= m;
-    if (strides != contiguousStrides(shape) && (rows || columns) && isDenseLayout(shape, strides))
+    // Row-major already where only dims of one element move: nothing to lay out.
+    bool rowMajor = true;
+    for (size_t d = rank, expected = 1; d-- > 0;) {
+      if (shape[d] == 1) continue;
+      rowMajor = rowMajor && strides[d] == static_cast<int64_t>(expected);
+      expected *= static_cast<size_t>(shape[d]);
+    }
+    if (!rowMajor && (rows || columns) && isDenseLayout(shape, strides))
       step.outputStrides = strides;
   }
 }

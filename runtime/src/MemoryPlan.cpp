@@ -57,6 +57,7 @@ void planMemory(Plan& plan) {
     bool escapes = false;
     Shape shape; // as written, with elements of `elementBytes`
     size_t elementBytes = 0;
+    bool laidOut = false; // written with PlanStep::outputStrides: not row-major
   };
   std::vector<Unit> units;
   std::vector<bool> written(numSlots, false); // slots a step writes (a whole buffer, not a view)
@@ -103,6 +104,7 @@ void planMemory(Plan& plan) {
     // A buffer of its own; whether it continues an input's (in place) is decided below, once
     // every reader is known.
     fresh(step.output, step.dtype, step.shape);
+    units.back().laidOut = !step.outputStrides.empty();
   }
   for (int32_t s : plan.outputSlots)
     if (s >= 0 && static_cast<size_t>(s) < numSlots && unitOf[static_cast<size_t>(s)] >= 0)
@@ -138,7 +140,7 @@ void planMemory(Plan& plan) {
         const int32_t s = step.inputs[j];
         if (s < 0 || static_cast<size_t>(s) >= numSlots || !canWriteOverInput(step, j)) continue;
         const int32_t in = unitOf[static_cast<size_t>(s)];
-        if (in < 0) continue;
+        if (in < 0 || units[static_cast<size_t>(in)].laidOut) continue; // not element i at i
         const int32_t r = rootOf(in);
         Unit& u = units[static_cast<size_t>(r)];
         // Ends here (read by nothing later, no other input of this step is the same buffer).
