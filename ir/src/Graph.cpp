@@ -26,6 +26,15 @@ ValueId Graph::addNode(OpCode op, std::vector<ValueId> operands, Attrs attrs,
   return id;
 }
 
+std::vector<bool> Graph::returnedValues() const {
+  std::vector<bool> returned(values_.size(), false);
+  for (ValueId v : outputs_)
+    returned[static_cast<size_t>(v)] = true;
+  for (const StateUpdate& u : updates_)
+    returned[static_cast<size_t>(u.newValue)] = true;
+  return returned;
+}
+
 void Graph::replaceAllUses(ValueId from, ValueId to) {
   kernels_.clear();
   for (Node& n : nodes_)

@@ -78,9 +78,10 @@ std::vector<Unit> unitsOf(const Graph& g, std::span<const FusedKernel> fused) {
 }
 
 /// Gives a float matmul whose only reader is a permute (not an output or a state's new value) the
-/// layout that makes the permute's result contiguous, where BLAS can write it there (each
-/// product's rows or columns contiguous): the permute is then a contiguous view, and a reshape
-/// of it (an attention's head merge) a view instead of a copy.
+/// layout that makes the permute's result contiguous, where BLAS can write it there (the permute
+/// puts the product's columns or rows innermost, so each product's rows or columns are
+/// contiguous): the permute is then a contiguous view, and a reshape of it (an attention's head
+/// merge) a view instead of a copy.
 void assignMatMulLayouts(Plan& plan, const std::vector<bool>& keep) {
   const auto numSlots = static_cast<size_t>(plan.numSlots);
   std::vector<int32_t> readers(numSlots, 0);
@@ -96,37 +97,19 @@ void assignMatMulLayouts(Plan& plan, const std::vector<bool>& keep) {
         readers[out] != 1 || (step.dtype != DType::Float32 && step.dtype != DType::Float64))
       continue;
     const PlanStep& reader = plan.steps[readBy[out]];
-    const Shape* dims = reader.attrs.tryGet<Shape>("dims");
-    const Shape& shape = step.shape;
-    const size_t rank = shape.size();
+    const Shape* dims = reader.attrs.tryGet<Shape>("dims"); // a permutation: the graph verified
+    const auto rank = static_cast<int64_t>(step.shape.size());
     if (reader.kernel >= 0 || reader.op != OpCode::Permute || dims == nullptr ||
-        dims->size() != rank || rank < 2)
+        (dims->back() != rank - 1 && dims->back() != rank - 2))
       continue;
-    Shape from(rank), permuted(rank), strides(rank);
-    bool valid = true;
-    for (size_t k = 0; k < rank; ++k) {
-      const int64_t d = (*dims)[k] < 0 ? (*dims)[k] + static_cast<int64_t>(rank) : (*dims)[k];
-      valid = valid && d >= 0 && d < static_cast<int64_t>(rank);
-      from[k] = valid ? d : 0;
-      permuted[k] = shape[static_cast<size_t>(from[k])];
-    }
-    if (!valid) continue;
+    Shape permuted;
+    for (int64_t d : *dims)
+      permuted.push_back(step.shape[static_cast<size_t>(d)]);
     const Shape dense = contiguousStrides(permuted);
-    for (size_t k = 0; k < rank; ++k)
-      strides[static_cast<size_t>(from[k])] = dense[k];
-    const int64_t m = shape[rank - 2], n = shape[rank - 1];
-    const int64_t rowStride = strides[rank - 2], colStride = strides[rank - 1];
-    const bool rows = (colStride == 1 || n == 1) && rowStride >= n;
-    const bool columns = (rowStride == 1 || m == 1) && colStride >= m;
-    // Row-major already where only dims of one element move: nothing to lay out.
-    bool rowMajor = true;
-    for (size_t d = rank, expected = 1; d-- > 0;) {
-      if (shape[d] == 1) continue;
-      rowMajor = rowMajor && strides[d] == static_cast<int64_t>(expected);
-      expected *= static_cast<size_t>(shape[d]);
-    }
-    if (!rowMajor && (rows || columns) && isDenseLayout(shape, strides))
-      step.outputStrides = strides;
+    TensorRef laid{nullptr, step.dtype, step.shape, Shape(step.shape.size(), 0)};
+    for (size_t k = 0; k < dims->size(); ++k)
+      laid.strides[static_cast<size_t>((*dims)[k])] = dense[k];
+    if (!laid.isContiguous()) step.outputStrides = laid.strides;
   }
 }
 
@@ -149,11 +132,7 @@ Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused, KernelTable
   for (size_t i = 0; i < units.size(); ++i)
     for (ValueId v : units[i].reads)
       lastUse[static_cast<size_t>(v)] = static_cast<int64_t>(i);
-  std::vector<bool> keep(g.values().size(), false);
-  for (ValueId v : g.outputs())
-    keep[static_cast<size_t>(v)] = true;
-  for (const StateUpdate& u : g.stateUpdates())
-    keep[static_cast<size_t>(u.newValue)] = true;
+  const std::vector<bool> keep = g.returnedValues();
   for (size_t i = 0; i < units.size(); ++i) {
     const Unit& u = units[i];
     PlanStep step;

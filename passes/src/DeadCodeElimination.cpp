@@ -8,11 +8,7 @@ class DeadCodeElimination : public Pass {
 public:
   std::string_view name() const override { return "dce"; }
   ir::Result<bool> run(ir::Graph& g) override {
-    std::vector<bool> live(g.values().size(), false);
-    for (ir::ValueId v : g.outputs())
-      live[static_cast<size_t>(v)] = true;
-    for (const ir::StateUpdate& u : g.stateUpdates())
-      live[static_cast<size_t>(u.newValue)] = true;
+    std::vector<bool> live = g.returnedValues();
     // Nodes are in topological order: one backward sweep finds everything live.
     std::vector<bool> dead(g.nodes().size(), false);
     bool any = false;

@@ -217,11 +217,7 @@ std::vector<int32_t> mergeHorizontally(const ir::Graph& g, std::vector<ir::Fusio
   for (size_t k = 0; k < groups.size(); ++k)
     for (int32_t i : groups[k].nodes)
       owner[static_cast<size_t>(i)] = static_cast<int32_t>(k);
-  std::vector<bool> kept(g.values().size(), false);
-  for (ValueId v : g.outputs())
-    kept[static_cast<size_t>(v)] = true;
-  for (const ir::StateUpdate& u : g.stateUpdates())
-    kept[static_cast<size_t>(u.newValue)] = true;
+  const std::vector<bool> kept = g.returnedValues();
   auto start = [&](size_t k) { return groups[k].nodes.front(); };
   // Where `v` is computed now: its group's start, or its node (-1: an input).
   auto computedAt = [&](ValueId v) {

@@ -123,6 +123,8 @@ public:
   void setKernels(std::vector<FusionGroup> kernels) { kernels_ = std::move(kernels); }
   /// True if `v` is an argument or state input.
   bool isInput(ValueId v) const { return value(v).producer == -1; }
+  /// Per value, whether the caller receives it: an output or a state's new value.
+  std::vector<bool> returnedValues() const;
 
   /// Replaces every use of `from` (operands, outputs, state updates) with `to`.
   void replaceAllUses(ValueId from, ValueId to);
