@@ -50,11 +50,11 @@ void matmulBlas(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
   bb.shape.resize(b.shape.size() - 2);
   Shape as = broadcastStrides(ab, batch), bs = broadcastStrides(bb, batch);
   const int64_t numBatch = numel(batch);
+  if (k == 0) return fill(out, 0.0); // empty sums (out may be laid out: fill follows its strides)
   // A b shared by every batch (a linear layer on [batch, ..., features]) and an a whose batches
   // follow one another row after row: one product with the batch folded into the rows.
   const int64_t lda = a.strides[a.dim() - 2];
-  bool foldRows =
-      numBatch > 1 && k > 0 && a.strides[a.dim() - 1] == 1 && lda >= k && out.isContiguous();
+  bool foldRows = numBatch > 1 && a.strides[a.dim() - 1] == 1 && lda >= k && out.isContiguous();
   for (int64_t d = static_cast<int64_t>(batch.size()) - 1, next = m * lda; foldRows && d >= 0;
        --d) {
     auto u = static_cast<size_t>(d);
@@ -88,12 +88,6 @@ void matmulBlas(const TensorRef& a, const TensorRef& b, const TensorRef& out) {
     WEFT_INTERNAL_ASSERT(la && lb && lc,
                          "matmul operands must be made BLAS-compatible by the caller");
     T* cp = out.ptr<T>() + coff;
-    if (k == 0) {
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t c = 0; c < n; ++c)
-          cp[r * crs + c * ccs] = T(0);
-      return;
-    }
     auto run = split ? &parallelGemm<T> : &gemm<T>;
     if (!lc->transposed)
       run(la->transposed, lb->transposed, m, n, k, static_cast<const T*>(la->data), la->ld,
