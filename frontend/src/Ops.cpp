@@ -313,6 +313,11 @@ void checkAlpha(const Tensor& a, const Tensor& b, Scalar alpha, const char* op) 
   checkAlpha(result_type(a, b), alpha, op);
 }
 
+/// alpha * b, the operand add/sub add or subtract: b itself where alpha is 1.
+Tensor scaled(const Tensor& b, Scalar alpha) {
+  return alpha.toDouble() == 1.0 ? b : binaryOp(OpCode::Mul, b, alpha);
+}
+
 /// Subtraction with a bool operand is an error, as in PyTorch (which points to the op meant).
 void checkSubtractable(DType a, DType b) {
   WEFT_CHECK(a != DType::Bool || b != DType::Bool, DType,
@@ -327,15 +332,13 @@ void checkSubtractable(DType a, DType b) {
 Tensor Tensor::add(const Tensor& other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
   checkAlpha(*this, other, alpha, "add");
-  if (alpha.toDouble() == 1.0) return binaryOp(OpCode::Add, *this, other);
-  return binaryOp(OpCode::Add, *this, binaryOp(OpCode::Mul, other, alpha));
+  return binaryOp(OpCode::Add, *this, scaled(other, alpha));
 }
 Tensor Tensor::sub(const Tensor& other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
   checkAlpha(*this, other, alpha, "sub");
   checkSubtractable(dtype(), other.dtype());
-  if (alpha.toDouble() == 1.0) return binaryOp(OpCode::Sub, *this, other);
-  return binaryOp(OpCode::Sub, *this, binaryOp(OpCode::Mul, other, alpha));
+  return binaryOp(OpCode::Sub, *this, scaled(other, alpha));
 }
 namespace {
 /// a + alpha * b (a - alpha * b) for a number b: b wrapped in the result's dtype and multiplied
@@ -345,8 +348,7 @@ Tensor addScalar(OpCode op, const Tensor& a, Scalar b, Scalar alpha, const char*
   if (op == OpCode::Sub) checkSubtractable(a.dtype(), b.dtype());
   const DType t = result_type(a, b);
   checkAlpha(t, alpha, name);
-  if (alpha.toDouble() == 1.0) return binaryOp(op, a, b);
-  return binaryOp(op, a, binaryOp(OpCode::Mul, wrapScalar(b, t), alpha));
+  return binaryOp(op, a, scaled(wrapScalar(b, t), alpha));
 }
 } // namespace
 Tensor Tensor::add(Scalar other, Scalar alpha, std::source_location loc) const {
@@ -605,7 +607,7 @@ Tensor& Tensor::add_(const Tensor& other, Scalar alpha, std::source_location loc
   CallSite cs(loc);
   if (mayRunInPlace(*this, other)) {
     checkAlpha(*this, other, alpha, "add");
-    Tensor b = alpha.toDouble() == 1.0 ? other : binaryOp(OpCode::Mul, other, alpha);
+    Tensor b = scaled(other, alpha);
     if (binaryInPlace(*this, OpCode::Add, b, "add_")) return *this;
   }
   return assignInPlace(*this, inPlaceSource(*this, other, OpCode::Add).add(other, alpha), "add_");
@@ -619,7 +621,7 @@ Tensor& Tensor::sub_(const Tensor& other, Scalar alpha, std::source_location loc
   CallSite cs(loc);
   if (mayRunInPlace(*this, other) && dtype() != DType::Bool && other.dtype() != DType::Bool) {
     checkAlpha(*this, other, alpha, "sub");
-    Tensor b = alpha.toDouble() == 1.0 ? other : binaryOp(OpCode::Mul, other, alpha);
+    Tensor b = scaled(other, alpha);
     if (binaryInPlace(*this, OpCode::Sub, b, "sub_")) return *this;
   }
   return assignInPlace(*this, inPlaceSource(*this, other, OpCode::Sub).sub(other, alpha), "sub_");
