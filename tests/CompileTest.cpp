@@ -106,36 +106,46 @@ INSTANTIATE_TEST_SUITE_P(AllOps, CompiledOp, ::testing::Range(0, kNumOps),
 
 class FusedOp : public ::testing::TestWithParam<int> {};
 
-/// Every elementwise primitive inside a generated (fused) kernel equals eager exactly, in float32
-/// and float64, on contiguous, strided and broadcast inputs: the kernel calls the same libm and
-/// libmvec functions (see weft/runtime/VectorMathFunctions.h) and rounds the same operations the
-/// eager kernels do.
+/// Every elementwise primitive inside a generated (fused) kernel equals eager exactly, in float32,
+/// float64, int32, int64 and uint8, on contiguous, strided and broadcast inputs: the kernel calls
+/// the same libm and libmvec functions (see weft/runtime/VectorMathFunctions.h) and rounds, wraps
+/// and converts as the eager kernels do. Where eager rejects a dtype, so does compile().
 TEST_P(FusedOp, EqualsEagerExactly) {
   auto op = static_cast<OpCode>(GetParam());
   if (!isElementwise(op)) GTEST_SKIP() << "not elementwise";
-  for (DType dt : {kFloat32, kFloat64})
+  for (DType dt : {kFloat32, kFloat64, kInt32, kInt64, kUInt8})
     for (const OpSample& s : samplesFor(op)) {
       SCOPED_TRACE(s.label + " " + std::string(dtypeName(dt)));
+      const bool integral = dt != kFloat32 && dt != kFloat64;
       std::vector<Tensor> in;
-      for (const Tensor& t : s.inputs)
-        in.push_back(t.is_floating_point() ? t.to(dt) : t);
+      for (const Tensor& t : s.inputs) // integers: the samples scaled, so they are not all 0 or 1
+        in.push_back(!t.is_floating_point() ? t : integral ? (t * 7.0).to(dt) : t.to(dt));
       // The op, then one more elementwise op so the two fuse into one kernel.
       auto f = [&](const std::vector<Tensor>& args) {
         Tensor y = dispatch(op, s.prepared(args), s.attrs);
         Tensor z = y.dtype() == kBool ? y.logical_not() : y * 0.5 - 1.0;
         return std::vector<Tensor>{y, z};
       };
-      std::vector<Tensor> eager = f(in);
       CompiledFunction cf{CompileOptions()};
+      std::vector<Tensor> eager;
+      try {
+        eager = f(in);
+      } catch (const Error&) {
+        EXPECT_THROW(cf.call(in, f), Error);
+        continue;
+      }
       std::vector<Tensor> out = cf.call(in, f);
-      auto fusibleDType = [](DType t) { return t == kFloat32 || t == kFloat64 || t == kBool; };
-      bool fusible = fusibleDType(eager[0].dtype());
+      // Generated code computes every dtype but the 16-bit floats, and integer pow.
+      auto fusibleDType = [](DType t) { return t != kFloat16 && t != kBFloat16; };
+      bool fusible =
+          fusibleDType(eager[0].dtype()) && !(op == OpCode::Pow && !eager[0].is_floating_point());
       for (const Tensor& t : in)
         fusible = fusible && fusibleDType(t.dtype());
       if (fusible) {
         EXPECT_EQ(cf.num_kernels(), 1u); // the op and the one after it
       }
       for (size_t i = 0; i < 2; ++i) {
+        ASSERT_EQ(out[i].dtype(), eager[i].dtype());
         std::vector<double> a = vals(out[i]), b = vals(eager[i]);
         ASSERT_EQ(a.size(), b.size());
         for (size_t k = 0; k < a.size(); ++k) {
@@ -551,6 +561,73 @@ TEST(Compile, HeadMergeWritesTheMatmulInPlaceOfACopy) {
   EXPECT_FALSE(isDenseLayout({2, 3, 4}, {12, 4, 2})); // overlapping
   EXPECT_FALSE(isDenseLayout({2, 3, 4}, {24, 8, 1})); // gaps
   EXPECT_FALSE(isDenseLayout({2, 3}, {3}));           // not one stride per dim
+}
+
+/// Conversions inside a generated kernel as the eager kernels make them: a float goes to an integer
+/// truncated toward zero, NaN, infinities and values out of range give the type's minimum (uint8:
+/// int32's, wrapped), integer arithmetic wraps, uint8 compares unsigned, and integers reach floats
+/// exactly where they fit. Each function is one kernel, and compiled equals eager bit for bit.
+TEST(Compile, IntegerKernelsConvertAndWrapAsEager) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = from_vector<double>({0.0,           -0.0,          1.9,  -1.9,         254.7,
+                                  255.5,         300.25,        -3.5, 2147483647.5, 2147483648.0,
+                                  -2147483648.0, -2147483649.0, 3e9,  -3e9,         9.3e18,
+                                  -9.3e18,       std::nan(""),  inf,  -inf,         1e-300});
+  auto conversions = [](const std::vector<Tensor>& in) {
+    Tensor f = in[0] * 1.0; // computed in the kernel, then converted
+    Tensor i32 = f.to(kInt32), i64 = f.to(kInt64), u8 = f.to(kUInt8);
+    return std::vector<Tensor>{i32,
+                               i64,
+                               u8,
+                               f.to(kFloat32).to(kInt32),
+                               i32.to(kFloat64),
+                               u8.to(kInt64),
+                               i64.to(kInt32),
+                               (i32 + 1).to(kUInt8)};
+  };
+  Tensor big = from_vector<int32_t>({2147483647, -2147483647 - 1, 5, -7, 100000, 0});
+  Tensor bytes = from_vector<uint8_t>({200, 100, 255, 0, 1, 128});
+  auto arithmetic = [](const std::vector<Tensor>& in) {
+    Tensor a = in[0] * 1, u = in[1] * 1, w = u * 3; // in the kernel, so all below fuse with them
+    return std::vector<Tensor>{a + a,
+                               a * a,
+                               -a,
+                               a.abs(),
+                               a.maximum(-a),
+                               a.gt(0),
+                               u + u,
+                               w,
+                               -u,
+                               u.gt(w),
+                               u.le(w),
+                               u.maximum(w),
+                               u.minimum(w),
+                               a.sign(),
+                               a.relu(),
+                               (a / 3).to(kInt64),
+                               a.to(kInt64) * 3,
+                               a.to(kFloat32),
+                               u.to(kFloat32) - 1.5};
+  };
+  for (auto [f, in] : {std::pair{std::function(conversions), std::vector<Tensor>{x}},
+                       std::pair{std::function(arithmetic), std::vector<Tensor>{big, bytes}}}) {
+    std::vector<Tensor> eager = f(in);
+    CompiledFunction cf{CompileOptions()};
+    std::vector<Tensor> out = cf.call(in, f);
+    EXPECT_EQ(cf.num_kernels(), 1u);
+    ASSERT_EQ(out.size(), eager.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      SCOPED_TRACE("output " + std::to_string(i));
+      ASSERT_EQ(out[i].dtype(), eager[i].dtype());
+      std::vector<double> a = vals(out[i]), b = vals(eager[i]);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t k = 0; k < a.size(); ++k) {
+        if (!(std::isnan(a[k]) && std::isnan(b[k]))) {
+          EXPECT_EQ(a[k], b[k]) << "element " << k;
+        }
+      }
+    }
+  }
 }
 
 /// A row kernel's max and min run vectorized on the assumption of no NaN and track NaNs apart: a

@@ -37,13 +37,41 @@ using ir::ValueId;
 
 /// The element type a value has in memory (bool: one byte) and in registers (bool: i1).
 mlir::Type memoryType(mlir::OpBuilder& b, DType t) {
-  if (t == DType::Float64) return b.getF64Type();
-  if (t == DType::Float32) return b.getF32Type();
-  return b.getI8Type();
+  switch (t) {
+  case DType::Float64:
+    return b.getF64Type();
+  case DType::Float32:
+    return b.getF32Type();
+  case DType::Int64:
+    return b.getI64Type();
+  case DType::Int32:
+    return b.getI32Type();
+  default: // bool and uint8 (passes::fusibleDType admits no other)
+    return b.getI8Type();
+  }
 }
 mlir::Type registerType(mlir::OpBuilder& b, DType t) {
   if (t == DType::Bool) return b.getI1Type();
   return memoryType(b, t);
+}
+
+bool isFloat(DType t) {
+  return t == DType::Float32 || t == DType::Float64;
+}
+/// Integers compare, widen and convert as signed except uint8 (and bool, an unsigned bit).
+bool isUnsigned(DType t) {
+  return t == DType::UInt8 || t == DType::Bool;
+}
+
+/// `v` as the eager kernels store a number into an integer dtype (kernels::convert): truncated
+/// toward zero; NaN and values out of range give the type's minimum (uint8: int32's, wrapped).
+int64_t integerValue(DType t, double v) {
+  const int bits = t == DType::Int64 ? 64 : 32;
+  const double lo = -std::ldexp(1.0, bits - 1);
+  const int64_t min =
+      t == DType::Int64 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min();
+  const int64_t i = v >= lo && v < -lo ? static_cast<int64_t>(v) : min;
+  return t == DType::UInt8 ? (i & 0xff) : i;
 }
 
 /// Builds the scalar computation of one group inside the innermost loop.
@@ -56,19 +84,52 @@ public:
     mlir::Type ty = registerType(b_, t);
     if (t == DType::Bool)
       return mlir::arith::ConstantOp::create(b_, loc_, b_.getIntegerAttr(ty, v != 0.0));
+    if (!isFloat(t))
+      return mlir::arith::ConstantOp::create(b_, loc_, b_.getIntegerAttr(ty, integerValue(t, v)));
     return mlir::arith::ConstantOp::create(b_, loc_, b_.getFloatAttr(ty, v));
   }
 
-  /// `v` (of dtype `from`) as dtype `to`, as a C++ static_cast does.
+  /// `v` (of dtype `from`) as dtype `to`, as the eager kernels convert (kernels::convert): bool
+  /// means != 0, integers wrap, floats go to integers as x86 converts them (NaN and values out
+  /// of range: the minimum).
   mlir::Value convert(mlir::Value v, DType from, DType to) {
     if (from == to) return v;
     mlir::Type ty = registerType(b_, to);
-    if (from == DType::Bool) return mlir::arith::UIToFPOp::create(b_, loc_, ty, v);
-    if (to == DType::Bool)
-      return mlir::arith::CmpFOp::create(b_, loc_, mlir::arith::CmpFPredicate::UNE, v,
+    if (to == DType::Bool) {
+      if (isFloat(from))
+        return mlir::arith::CmpFOp::create(b_, loc_, mlir::arith::CmpFPredicate::UNE, v,
+                                           constantFloat(from, 0.0));
+      return mlir::arith::CmpIOp::create(b_, loc_, mlir::arith::CmpIPredicate::ne, v,
                                          constantFloat(from, 0.0));
-    if (from == DType::Float32) return mlir::arith::ExtFOp::create(b_, loc_, ty, v);
-    return mlir::arith::TruncFOp::create(b_, loc_, ty, v);
+    }
+    if (!isFloat(from)) {
+      if (isFloat(to))
+        return isUnsigned(from) ? mlir::arith::UIToFPOp::create(b_, loc_, ty, v).getResult()
+                                : mlir::arith::SIToFPOp::create(b_, loc_, ty, v).getResult();
+      const unsigned fw = v.getType().getIntOrFloatBitWidth(), tw = ty.getIntOrFloatBitWidth();
+      if (tw < fw) return mlir::arith::TruncIOp::create(b_, loc_, ty, v);
+      if (tw == fw) return v; // uint8 <-> int8 bits (no int8 dtype today)
+      return isUnsigned(from) ? mlir::arith::ExtUIOp::create(b_, loc_, ty, v).getResult()
+                              : mlir::arith::ExtSIOp::create(b_, loc_, ty, v).getResult();
+    }
+    if (isFloat(to)) {
+      if (from == DType::Float32) return mlir::arith::ExtFOp::create(b_, loc_, ty, v);
+      return mlir::arith::TruncFOp::create(b_, loc_, ty, v);
+    }
+    // Float to integer: to int32 first for uint8 (which then wraps), as kernels::floatToInt.
+    const DType via = to == DType::Int64 ? DType::Int64 : DType::Int32;
+    mlir::Type viaTy = registerType(b_, via);
+    const double lo = -std::ldexp(1.0, viaTy.getIntOrFloatBitWidth() - 1);
+    mlir::Value inRange = mlir::arith::AndIOp::create(
+        b_, loc_,
+        mlir::arith::CmpFOp::create(b_, loc_, mlir::arith::CmpFPredicate::OGE, v,
+                                    constantFloat(from, lo)),
+        mlir::arith::CmpFOp::create(b_, loc_, mlir::arith::CmpFPredicate::OLT, v,
+                                    constantFloat(from, -lo)));
+    mlir::Value i = mlir::arith::SelectOp::create(b_, loc_, inRange,
+                                                  mlir::arith::FPToSIOp::create(b_, loc_, viaTy, v),
+                                                  constantFloat(via, lo));
+    return via == to ? i : mlir::arith::TruncIOp::create(b_, loc_, ty, i).getResult();
   }
 
   /// `v != 0`, as the kernels' ktruth().
@@ -77,13 +138,14 @@ public:
   mlir::Value compare(OpCode op, mlir::Value a, mlir::Value c, DType t) {
     using P = mlir::arith::CmpFPredicate;
     using I = mlir::arith::CmpIPredicate;
-    if (t == DType::Bool) {
+    if (!isFloat(t)) {
+      const bool u = isUnsigned(t);
       I p = op == OpCode::Eq   ? I::eq
             : op == OpCode::Ne ? I::ne
-            : op == OpCode::Lt ? I::ult
-            : op == OpCode::Le ? I::ule
-            : op == OpCode::Gt ? I::ugt
-                               : I::uge;
+            : op == OpCode::Lt ? (u ? I::ult : I::slt)
+            : op == OpCode::Le ? (u ? I::ule : I::sle)
+            : op == OpCode::Gt ? (u ? I::ugt : I::sgt)
+                               : (u ? I::uge : I::sge);
       return mlir::arith::CmpIOp::create(b_, loc_, p, a, c);
     }
     P p = op == OpCode::Eq   ? P::OEQ
@@ -95,6 +157,44 @@ public:
     return mlir::arith::CmpFOp::create(b_, loc_, p, a, c);
   }
 
+  /// An op whose result is an integer dtype (the table's lowerings are float operations):
+  /// wrapping arithmetic as the eager kernels' kadd/ksub/kmul, rounding ops are the identity.
+  /// Null where generated code does not compute it (integer pow: the interpreter's loop).
+  mlir::Value integerNode(OpCode op, const std::vector<mlir::Value>& in, DType t) {
+    mlir::OpBuilder& b = b_;
+    const bool u = isUnsigned(t);
+    switch (op) {
+    case OpCode::Neg:
+      return mlir::arith::SubIOp::create(b, loc_, constantFloat(t, 0.0), in[0]);
+    case OpCode::Abs: { // abs(INT_MIN) wraps to itself, as the eager kernel's
+      if (u) return in[0];
+      mlir::Value zero = constantFloat(t, 0.0);
+      return mlir::arith::SelectOp::create(b, loc_, compare(OpCode::Lt, in[0], zero, t),
+                                           mlir::arith::SubIOp::create(b, loc_, zero, in[0]),
+                                           in[0]);
+    }
+    case OpCode::Floor:
+    case OpCode::Ceil:
+    case OpCode::Trunc:
+    case OpCode::Round:
+      return in[0];
+    case OpCode::Add:
+      return mlir::arith::AddIOp::create(b, loc_, in[0], in[1]);
+    case OpCode::Sub:
+      return mlir::arith::SubIOp::create(b, loc_, in[0], in[1]);
+    case OpCode::Mul:
+      return mlir::arith::MulIOp::create(b, loc_, in[0], in[1]);
+    case OpCode::Maximum:
+      return u ? mlir::arith::MaxUIOp::create(b, loc_, in[0], in[1]).getResult()
+               : mlir::arith::MaxSIOp::create(b, loc_, in[0], in[1]).getResult();
+    case OpCode::Minimum:
+      return u ? mlir::arith::MinUIOp::create(b, loc_, in[0], in[1]).getResult()
+               : mlir::arith::MinSIOp::create(b, loc_, in[0], in[1]).getResult();
+    default:
+      return {};
+    }
+  }
+
   /// The value node `n` computes from its operands' values; null if the op is not supported.
   mlir::Value node(const ir::Node& n, const std::vector<mlir::Value>& in) {
     DType rt = g_.type(n.result).dtype;
@@ -103,6 +203,10 @@ public:
     mlir::Location l = loc_;
     auto x = [&]() { return convert(in[0], it, rt); }; // unary Float-domain ops compute in rt
     auto one = [&]() { return constantFloat(rt, 1.0); };
+    if (!isFloat(rt) && rt != DType::Bool && n.operands.size() == in.size() &&
+        (opInfo(n.op).kind == OpKind::Unary || opInfo(n.op).kind == OpKind::Binary) &&
+        n.op != OpCode::Sign && n.op != OpCode::Relu)
+      return integerNode(n.op, in, rt);
     // An op its table row lowers to one MLIR operation: the operands converted to the result's
     // element type (the domain's promotion), one result. The ops below are built by hand.
     if (std::string_view lowering = opInfo(n.op).lowering; !lowering.empty()) {
