@@ -589,25 +589,13 @@ TEST(Compile, IntegerKernelsConvertAndWrapAsEager) {
   Tensor bytes = from_vector<uint8_t>({200, 100, 255, 0, 1, 128});
   auto arithmetic = [](const std::vector<Tensor>& in) {
     Tensor a = in[0] * 1, u = in[1] * 1, w = u * 3; // in the kernel, so all below fuse with them
-    return std::vector<Tensor>{a + a,
-                               a * a,
-                               -a,
-                               a.abs(),
-                               a.maximum(-a),
-                               a.gt(0),
-                               u + u,
-                               w,
-                               -u,
-                               u.gt(w),
-                               u.le(w),
-                               u.maximum(w),
-                               u.minimum(w),
-                               a.sign(),
-                               a.relu(),
-                               (a / 3).to(kInt64),
-                               a.to(kInt64) * 3,
-                               a.to(kFloat32),
-                               u.to(kFloat32) - 1.5};
+    return std::vector<Tensor>{
+        a + a, a * a, -a, a.abs(), a.maximum(-a), a.gt(0), u + u, w, -u, u.gt(w), u.le(w),
+        u.maximum(w), u.minimum(w), a.sign(), a.relu(), (a / 3).to(kInt64), a.to(kInt64) * 3,
+        a.to(kFloat32), u.to(kFloat32) - 1.5,
+        // integer constants past 2^53 stay exact
+        a.to(kInt64) + full({6}, int64_t{9007199254740993}, kInt64),
+        a.to(kInt64).minimum(full({6}, INT64_MAX, kInt64)) + INT64_MAX, u * 200};
   };
   for (auto [f, in] : {std::pair{std::function(conversions), std::vector<Tensor>{x}},
                        std::pair{std::function(arithmetic), std::vector<Tensor>{big, bytes}}}) {

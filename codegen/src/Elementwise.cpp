@@ -81,12 +81,18 @@ public:
       : b_(b), loc_(loc), g_(g) {}
 
   mlir::Value constantFloat(DType t, double v) {
+    if (t == DType::Bool || isFloat(t)) return constant(t, v);
+    return constantInteger(t, integerValue(t, v));
+  }
+  /// `i` stored into dtype `t` as the eager kernels store an int64 (copyCast): integers wrap.
+  mlir::Value constantInteger(DType t, int64_t i) {
+    if (t == DType::Float32) return constant(t, static_cast<float>(i));
+    if (t == DType::Float64) return constant(t, static_cast<double>(i));
+    if (t == DType::Bool) return constant(t, i != 0 ? 1.0 : 0.0);
     mlir::Type ty = registerType(b_, t);
-    if (t == DType::Bool)
-      return mlir::arith::ConstantOp::create(b_, loc_, b_.getIntegerAttr(ty, v != 0.0));
-    if (!isFloat(t))
-      return mlir::arith::ConstantOp::create(b_, loc_, b_.getIntegerAttr(ty, integerValue(t, v)));
-    return mlir::arith::ConstantOp::create(b_, loc_, b_.getFloatAttr(ty, v));
+    const unsigned shift = 64 - ty.getIntOrFloatBitWidth(); // the low bits, sign-extended
+    const auto bits = static_cast<int64_t>(static_cast<uint64_t>(i) << shift) >> shift;
+    return mlir::arith::ConstantOp::create(b_, loc_, b_.getIntegerAttr(ty, bits));
   }
 
   /// `v` (of dtype `from`) as dtype `to`, as the eager kernels convert (kernels::convert): bool
@@ -268,7 +274,8 @@ public:
       return mlir::arith::SelectOp::create(b, l, in[0], in[1], in[2]);
     case OpCode::Expand: // a broadcast reads its operand at this index
       return in.empty() ? mlir::Value{} : in[0];
-    case OpCode::Full: {
+    case OpCode::Full: { // an integer value fills exactly, as the eager kernel's
+      if (const int64_t* i = n.attrs.tryGet<int64_t>("value")) return constantInteger(rt, *i);
       std::optional<double> value = n.attrs.tryNumber("value"); // codegen never throws
       return value ? constantFloat(rt, *value) : mlir::Value{};
     }
@@ -278,6 +285,14 @@ public:
   }
 
 private:
+  /// A float or bool constant.
+  mlir::Value constant(DType t, double v) {
+    mlir::Type ty = registerType(b_, t);
+    if (t == DType::Bool)
+      return mlir::arith::ConstantOp::create(b_, loc_, b_.getIntegerAttr(ty, v != 0.0));
+    return mlir::arith::ConstantOp::create(b_, loc_, b_.getFloatAttr(ty, v));
+  }
+
   mlir::OpBuilder& b_;
   mlir::Location loc_;
   const ir::Graph& g_;
