@@ -106,17 +106,18 @@ INSTANTIATE_TEST_SUITE_P(AllOps, CompiledOp, ::testing::Range(0, kNumOps),
 
 class FusedOp : public ::testing::TestWithParam<int> {};
 
-/// Every elementwise primitive inside a generated (fused) kernel equals eager exactly, in float32,
-/// float64, int32, int64 and uint8, on contiguous, strided and broadcast inputs: the kernel calls
-/// the same libm and libmvec functions (see weft/runtime/VectorMathFunctions.h) and rounds, wraps
-/// and converts as the eager kernels do. Where eager rejects a dtype, so does compile().
+/// Every elementwise primitive inside a generated (fused) kernel equals eager exactly, in every
+/// dtype, on contiguous, strided and broadcast inputs: the kernel calls the same libm and libmvec
+/// functions (see weft/runtime/VectorMathFunctions.h) and rounds, wraps and converts as the eager
+/// kernels do (float16/bfloat16: computed in float, each op's result rounded to its type). Where
+/// eager rejects a dtype, so does compile().
 TEST_P(FusedOp, EqualsEagerExactly) {
   auto op = static_cast<OpCode>(GetParam());
   if (!isElementwise(op)) GTEST_SKIP() << "not elementwise";
-  for (DType dt : {kFloat32, kFloat64, kInt32, kInt64, kUInt8})
+  for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8})
     for (const OpSample& s : samplesFor(op)) {
       SCOPED_TRACE(s.label + " " + std::string(dtypeName(dt)));
-      const bool integral = dt != kFloat32 && dt != kFloat64;
+      const bool integral = !isFloating(dt);
       std::vector<Tensor> in;
       for (const Tensor& t : s.inputs) // integers: the samples scaled, so they are not all 0 or 1
         in.push_back(!t.is_floating_point() ? t : integral ? (t * 7.0).to(dt) : t.to(dt));
@@ -135,12 +136,8 @@ TEST_P(FusedOp, EqualsEagerExactly) {
         continue;
       }
       std::vector<Tensor> out = cf.call(in, f);
-      // Generated code computes every dtype but the 16-bit floats, and integer pow.
-      auto fusibleDType = [](DType t) { return t != kFloat16 && t != kBFloat16; };
-      bool fusible =
-          fusibleDType(eager[0].dtype()) && !(op == OpCode::Pow && !eager[0].is_floating_point());
-      for (const Tensor& t : in)
-        fusible = fusible && fusibleDType(t.dtype());
+      // Generated code computes every dtype, and every op but integer pow.
+      const bool fusible = !(op == OpCode::Pow && !eager[0].is_floating_point());
       if (fusible) {
         EXPECT_EQ(cf.num_kernels(), 1u); // the op and the one after it
       }
@@ -565,9 +562,10 @@ TEST(Compile, HeadMergeWritesTheMatmulInPlaceOfACopy) {
 
 /// Conversions inside a generated kernel as the eager kernels make them: a float goes to an integer
 /// truncated toward zero, NaN, infinities and values out of range give the type's minimum (uint8:
-/// int32's, wrapped), integer arithmetic wraps, uint8 compares unsigned, and integers reach floats
-/// exactly where they fit. Each function is one kernel, and compiled equals eager bit for bit.
-TEST(Compile, IntegerKernelsConvertAndWrapAsEager) {
+/// int32's, wrapped), integer arithmetic wraps, uint8 compares unsigned, integers reach floats
+/// exactly where they fit, and float16/bfloat16 round to nearest even (subnormals kept, overflow
+/// to infinity, float64 through float). Each function is one kernel, and compiled equals eager.
+TEST(Compile, KernelsConvertRoundAndWrapAsEager) {
   const double inf = std::numeric_limits<double>::infinity();
   Tensor x = from_vector<double>({0.0,           -0.0,          1.9,  -1.9,         254.7,
                                   255.5,         300.25,        -3.5, 2147483647.5, 2147483648.0,
@@ -597,8 +595,27 @@ TEST(Compile, IntegerKernelsConvertAndWrapAsEager) {
         a.to(kInt64) + full({6}, int64_t{9007199254740993}, kInt64),
         a.to(kInt64).minimum(full({6}, INT64_MAX, kInt64)) + INT64_MAX, u * 200};
   };
+  Tensor small = from_vector<double>({1e-6, -3e-8, 6e-5, 65519.0, 65520.0, -70000.0, 3.3e38,
+                                      1.00048828125, 1.00048828128, 1.0009765625, 1.00390625,
+                                      1.01171875, 1e-39, std::nan(""), -inf});
+  auto halves = [](const std::vector<Tensor>& in) {
+    Tensor f = in[0] * 1.0, h = f.to(kFloat16), b = f.to(kBFloat16);
+    return std::vector<Tensor>{h,
+                               b,
+                               h * 3.0,
+                               b * 3.0,
+                               h.exp(),
+                               b.tanh(),
+                               h.to(kInt32),
+                               b.to(kInt64),
+                               f.to(kFloat32).to(kFloat16),
+                               h.to(kBFloat16),
+                               b.gt(h.to(kBFloat16)),
+                               (h + 1).sqrt()};
+  };
   for (auto [f, in] : {std::pair{std::function(conversions), std::vector<Tensor>{x}},
-                       std::pair{std::function(arithmetic), std::vector<Tensor>{big, bytes}}}) {
+                       std::pair{std::function(arithmetic), std::vector<Tensor>{big, bytes}},
+                       std::pair{std::function(halves), std::vector<Tensor>{small}}}) {
     std::vector<Tensor> eager = f(in);
     CompiledFunction cf{CompileOptions()};
     std::vector<Tensor> out = cf.call(in, f);

@@ -35,29 +35,66 @@ namespace {
 
 using ir::ValueId;
 
-/// The element type a value has in memory (bool: one byte) and in registers (bool: i1).
+/// The element type a value has in memory (bool: one byte; bfloat16: its bits) and in registers
+/// (bool: i1; the 16-bit floats: float, each value rounded to its type as the eager kernels round
+/// each op's result).
 mlir::Type memoryType(mlir::OpBuilder& b, DType t) {
   switch (t) {
   case DType::Float64:
     return b.getF64Type();
   case DType::Float32:
     return b.getF32Type();
+  case DType::Float16:
+    return b.getF16Type();
+  case DType::BFloat16:
+    return b.getI16Type();
   case DType::Int64:
     return b.getI64Type();
   case DType::Int32:
     return b.getI32Type();
-  default: // bool and uint8 (passes::fusibleDType admits no other)
+  case DType::Bool:
+  case DType::UInt8:
     return b.getI8Type();
   }
+  return b.getI8Type(); // unreachable: every dtype is handled above
 }
 mlir::Type registerType(mlir::OpBuilder& b, DType t) {
   if (t == DType::Bool) return b.getI1Type();
+  if (t == DType::Float16 || t == DType::BFloat16) return b.getF32Type();
   return memoryType(b, t);
 }
 
 bool isFloat(DType t) {
-  return t == DType::Float32 || t == DType::Float64;
+  return t == DType::Float32 || t == DType::Float64 || t == DType::Float16 || t == DType::BFloat16;
 }
+
+/// The float `v` (an f32 register) rounded to bfloat16 and back, as BFloat16::fromFloat rounds:
+/// to nearest even; NaN stays NaN, made quiet.
+mlir::Value roundToBFloat16(mlir::OpBuilder& b, mlir::Location loc, mlir::Value v) {
+  auto i32 = [&](int64_t c) {
+    return mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI32Type(), c));
+  };
+  mlir::Value x = mlir::arith::BitcastOp::create(b, loc, b.getI32Type(), v);
+  mlir::Value lsb =
+      mlir::arith::AndIOp::create(b, loc, mlir::arith::ShRUIOp::create(b, loc, x, i32(16)), i32(1));
+  mlir::Value up =
+      mlir::arith::AddIOp::create(b, loc, x, mlir::arith::AddIOp::create(b, loc, lsb, i32(0x7fff)));
+  mlir::Value quiet = mlir::arith::OrIOp::create(b, loc, x, i32(0x400000));
+  mlir::Value isNan = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::UNO, v, v);
+  mlir::Value bits =
+      mlir::arith::AndIOp::create(b, loc, mlir::arith::SelectOp::create(b, loc, isNan, quiet, up),
+                                  i32(static_cast<int32_t>(0xffff0000u)));
+  return mlir::arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+}
+
+/// `v`, a register of dtype `t`'s register type, rounded to `t` (only the 16-bit floats round).
+mlir::Value roundTo(mlir::OpBuilder& b, mlir::Location loc, mlir::Value v, DType t) {
+  if (t == DType::BFloat16) return roundToBFloat16(b, loc, v);
+  if (t != DType::Float16) return v;
+  return mlir::arith::ExtFOp::create(
+      b, loc, b.getF32Type(), mlir::arith::TruncFOp::create(b, loc, b.getF16Type(), v).getResult());
+}
+
 /// Integers compare, widen and convert as signed except uint8 (and bool, an unsigned bit).
 bool isUnsigned(DType t) {
   return t == DType::UInt8 || t == DType::Bool;
@@ -110,17 +147,23 @@ public:
     }
     if (!isFloat(from)) {
       if (isFloat(to))
-        return isUnsigned(from) ? mlir::arith::UIToFPOp::create(b_, loc_, ty, v).getResult()
-                                : mlir::arith::SIToFPOp::create(b_, loc_, ty, v).getResult();
+        return roundTo(b_, loc_,
+                       isUnsigned(from)
+                           ? mlir::arith::UIToFPOp::create(b_, loc_, ty, v).getResult()
+                           : mlir::arith::SIToFPOp::create(b_, loc_, ty, v).getResult(),
+                       to);
       const unsigned fw = v.getType().getIntOrFloatBitWidth(), tw = ty.getIntOrFloatBitWidth();
       if (tw < fw) return mlir::arith::TruncIOp::create(b_, loc_, ty, v);
       if (tw == fw) return v; // uint8 <-> int8 bits (no int8 dtype today)
       return isUnsigned(from) ? mlir::arith::ExtUIOp::create(b_, loc_, ty, v).getResult()
                               : mlir::arith::ExtSIOp::create(b_, loc_, ty, v).getResult();
     }
-    if (isFloat(to)) {
-      if (from == DType::Float32) return mlir::arith::ExtFOp::create(b_, loc_, ty, v);
-      return mlir::arith::TruncFOp::create(b_, loc_, ty, v);
+    if (isFloat(to)) { // float64 to a 16-bit float through float, as the eager kernels
+      const unsigned fw = v.getType().getIntOrFloatBitWidth(), tw = ty.getIntOrFloatBitWidth();
+      mlir::Value r = fw < tw   ? mlir::arith::ExtFOp::create(b_, loc_, ty, v).getResult()
+                      : fw > tw ? mlir::arith::TruncFOp::create(b_, loc_, ty, v).getResult()
+                                : v;
+      return roundTo(b_, loc_, r, to);
     }
     // Float to integer: to int32 first for uint8 (which then wraps), as kernels::floatToInt.
     const DType via = to == DType::Int64 ? DType::Int64 : DType::Int32;
@@ -201,8 +244,16 @@ public:
     }
   }
 
-  /// The value node `n` computes from its operands' values; null if the op is not supported.
+  /// The value node `n` computes from its operands' values, rounded to its dtype; null if the op
+  /// is not supported.
   mlir::Value node(const ir::Node& n, const std::vector<mlir::Value>& in) {
+    mlir::Value r = compute(n, in);
+    return r ? roundTo(b_, loc_, r, g_.type(n.result).dtype) : r;
+  }
+
+private:
+  /// node()'s value before rounding.
+  mlir::Value compute(const ir::Node& n, const std::vector<mlir::Value>& in) {
     DType rt = g_.type(n.result).dtype;
     DType it = n.operands.empty() ? rt : g_.type(n.operands[0]).dtype;
     mlir::OpBuilder& b = b_;
@@ -284,7 +335,6 @@ public:
     }
   }
 
-private:
   /// A float or bool constant.
   mlir::Value constant(DType t, double v) {
     mlir::Type ty = registerType(b_, t);
@@ -359,6 +409,15 @@ mlir::Value loadElement(mlir::OpBuilder& b, mlir::Location loc, mlir::Value memr
     x = mlir::arith::CmpIOp::create(
         b, loc, mlir::arith::CmpIPredicate::ne, x,
         mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI8Type(), 0)));
+  if (dtype == DType::Float16) x = mlir::arith::ExtFOp::create(b, loc, b.getF32Type(), x);
+  if (dtype == DType::BFloat16) { // the upper half of a float
+    mlir::Value wide = mlir::arith::ExtUIOp::create(b, loc, b.getI32Type(), x);
+    x = mlir::arith::BitcastOp::create(
+        b, loc, b.getF32Type(),
+        mlir::arith::ShLIOp::create(
+            b, loc, wide,
+            mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI32Type(), 16))));
+  }
   return x;
 }
 
@@ -368,6 +427,14 @@ mlir::Value loadElement(mlir::OpBuilder& b, mlir::Location loc, mlir::Value memr
 void storeOutput(mlir::OpBuilder& b, mlir::Location loc, mlir::Block* entry,
                  const ir::FusionGroup& grp, size_t k, mlir::Value r, mlir::Value at, DType dtype) {
   if (dtype == DType::Bool) r = mlir::arith::ExtUIOp::create(b, loc, b.getI8Type(), r);
+  // 16-bit floats: `r` is already rounded to its type (BodyBuilder::node), so these are exact.
+  if (dtype == DType::Float16) r = mlir::arith::TruncFOp::create(b, loc, b.getF16Type(), r);
+  if (dtype == DType::BFloat16)
+    r = mlir::arith::TruncIOp::create(
+        b, loc, b.getI16Type(),
+        mlir::arith::ShRUIOp::create(
+            b, loc, mlir::arith::BitcastOp::create(b, loc, b.getI32Type(), r),
+            mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI32Type(), 16))));
   int32_t over = k < grp.inPlace.size() ? grp.inPlace[k] : -1;
   auto arg = static_cast<unsigned>(over >= 0 ? over : static_cast<int32_t>(grp.inputs.size() + k));
   mlir::memref::StoreOp::create(b, loc, r, entry->getArgument(arg), mlir::ValueRange{at});
@@ -830,6 +897,15 @@ std::string groupKey(const ir::Graph& g, const ir::FusionGroup& grp, const CpuTa
 }
 
 /// Why a group's kernel could not be built.
+/// Whether a value `grp` reads or computes is of dtype `t`.
+bool usesDType(const ir::Graph& g, const ir::FusionGroup& grp, DType t) {
+  auto is = [&](ValueId v) { return g.type(v).dtype == t; };
+  auto computes = [&](int32_t i) { return is(g.nodes()[static_cast<size_t>(i)].result); };
+  return std::any_of(grp.inputs.begin(), grp.inputs.end(), is) ||
+         std::any_of(grp.nodes.begin(), grp.nodes.end(), computes) ||
+         std::any_of(grp.leaves.begin(), grp.leaves.end(), computes);
+}
+
 std::string cannotLower(const ir::Graph& g, const ir::FusionGroup& grp) {
   std::string ops;
   for (int32_t i : grp.nodes)
@@ -884,6 +960,12 @@ ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
     parallelFor(static_cast<int64_t>(missing.size()), 1, [&](int64_t lo, int64_t hi) {
       for (auto m = static_cast<size_t>(lo); m < static_cast<size_t>(hi); ++m) {
         size_t i = missing[m], k = distinct[i];
+        if (usesDType(g, groups[k], DType::Float16) &&
+            target.features.find("+f16c") == std::string::npos) {
+          errors[i] = "float16 needs the F16C instructions, which target '" + target.cpu +
+                      "' lacks (without them LLVM calls runtime functions kernels cannot link)";
+          continue;
+        }
         std::unique_ptr<mlir::MLIRContext> ctx = newContext();
         mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k]);
         if (!module) {

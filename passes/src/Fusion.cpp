@@ -334,16 +334,10 @@ std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp) {
 }
 
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
-  const DType result = g.type(n.result).dtype;
-  if (!fusibleDType(result)) return false;
   // Integer pow is a square-and-multiply loop per element: the interpreter's kernel runs it.
-  if (n.op == OpCode::Pow && result != DType::Float32 && result != DType::Float64) return false;
-  return std::all_of(n.operands.begin(), n.operands.end(),
-                     [&](ValueId v) { return fusibleDType(g.type(v).dtype); });
-}
-
-bool fusibleDType(DType dtype) {
-  return dtype != DType::Float16 && dtype != DType::BFloat16;
+  const DType result = g.type(n.result).dtype;
+  return !(n.op == OpCode::Pow && result != DType::Float32 && result != DType::Float64 &&
+           result != DType::Float16 && result != DType::BFloat16);
 }
 
 std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {

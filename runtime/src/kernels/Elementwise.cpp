@@ -144,6 +144,23 @@ void unary(OpCode op, const TensorRef& in, const TensorRef& out) {
     };
     return in.dtype == DType::Float32 ? tiles(float()) : tiles(double());
   }
+  if (hasVectorMath(op) && in.dtype == out.dtype &&
+      (in.dtype == DType::Float16 || in.dtype == DType::BFloat16)) {
+    // Computed in float by the same vector functions as float32 (so generated code, which holds
+    // 16-bit values in float registers, rounds the same results), then rounded.
+    auto tiles = [&](auto tag) {
+      using T = decltype(tag);
+      forEachTile<T, T>(out, {&in}, [op](T* y, const T* x, int64_t len) {
+        float buffer[2][kTileElements];
+        for (int64_t j = 0; j < len; ++j)
+          buffer[0][j] = static_cast<float>(x[j]);
+        vectorMath(op, buffer[0], buffer[1], len);
+        for (int64_t j = 0; j < len; ++j)
+          y[j] = T(buffer[1][j]);
+      });
+    };
+    return in.dtype == DType::Float16 ? tiles(Half()) : tiles(BFloat16());
+  }
   switch (op) {
 #define WEFT_UNARY(N, s, d, low, k, vjp)                                                           \
   case OpCode::N:                                                                                  \

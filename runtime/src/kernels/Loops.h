@@ -176,6 +176,9 @@ const T* contiguousRun(const char* p, int64_t stride, int64_t len, unsigned char
   return dst;
 }
 
+/// The most elements forEachTile hands its `tile` at once.
+inline constexpr int64_t kTileElements = 256;
+
 /// Calls `tile(out, in..., len)` over `out` in tiles of at most 256 elements, split across the
 /// thread pool: `out` and each `in` are plain arrays of storage type. An operand that is not
 /// contiguous along a run (a broadcast scalar, a transposed view) is first copied into a small
@@ -201,10 +204,9 @@ void forEachTile(const TensorRef& out, std::array<const TensorRef*, sizeof...(In
   nest.parallel(kElementwiseGrain, [&](const std::array<char*, N>& p,
                                        const std::array<int64_t, N>& s, int64_t count) {
     [&]<size_t... I>(std::index_sequence<I...>) {
-      constexpr int64_t kTile = 256;
-      alignas(64) unsigned char scratch[sizeof...(InT) + 1][kTile * 8];
-      for (int64_t j0 = 0; j0 < count; j0 += kTile) {
-        const int64_t len = std::min(kTile, count - j0);
+      alignas(64) unsigned char scratch[sizeof...(InT) + 1][kTileElements * 8];
+      for (int64_t j0 = 0; j0 < count; j0 += kTileElements) {
+        const int64_t len = std::min(kTileElements, count - j0);
         const bool direct = s[0] == static_cast<int64_t>(sizeof(OutT));
         OutT* o = direct ? reinterpret_cast<OutT*>(p[0] + j0 * s[0])
                          : reinterpret_cast<OutT*>(scratch[0]);

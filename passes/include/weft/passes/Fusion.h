@@ -7,10 +7,6 @@
 
 namespace weft::passes {
 
-/// Whether codegen can compute `dtype` inside a fused kernel: bool, the integers and float32/64
-/// (not the 16-bit floats, which the eager kernels compute in float).
-bool fusibleDType(DType dtype);
-
 /// Whether `op` is one no elementwise kernel can contain (a reduction, matmul, gather...): a value
 /// read across one is stored between kernels. Elementwise ops, views, constants and broadcasts
 /// are not.
@@ -45,7 +41,7 @@ std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp);
 int32_t lastRowPass(const ir::Graph& g, const ir::FusionGroup& grp,
                     const std::vector<int32_t>& stages);
 
-/// A node computing fusible dtypes from fusible dtypes, that codegen computes (not integer pow).
+/// A node codegen computes in every dtype: all elementwise ops but integer pow.
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n);
 
 /// Groups of elementwise nodes (unary, binary, where, cast, stop_gradient) of one result shape and
