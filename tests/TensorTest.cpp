@@ -361,6 +361,36 @@ TEST(Ops, ScalarOverloadsPromoteAsPyTorch) {
   EXPECT_THROW(true - x, DTypeError);
 }
 
+/// On bool tensors add and maximum are logical or, mul and minimum logical and, in place and
+/// compiled too; sub stays an error (expected values: PyTorch 1.13's).
+TEST(Ops, BoolAddAndMulAreLogicalAsPyTorch) {
+  Tensor a = from_vector<bool>({true, false, true, false});
+  Tensor b = from_vector<bool>({true, true, false, false});
+  const std::vector<double> orAB{1, 1, 1, 0}, andAB{1, 0, 0, 0};
+  auto bools = [](const Tensor& t) {
+    EXPECT_EQ(t.dtype(), DType::Bool);
+    return vals(t);
+  };
+  EXPECT_EQ(bools(a + b), orAB);
+  EXPECT_EQ(bools(a.add(b, true)), orAB);
+  EXPECT_EQ(bools(a.add(b, false)), vals(a)); // a + false * b
+  EXPECT_EQ(bools(a.maximum(b)), orAB);
+  EXPECT_EQ(bools(a * b), andAB);
+  EXPECT_EQ(bools(a.minimum(b)), andAB);
+  EXPECT_EQ(bools(a + true), (std::vector<double>{1, 1, 1, 1}));
+  EXPECT_EQ(bools(a * false), (std::vector<double>{0, 0, 0, 0}));
+  Tensor c = a.clone();
+  c.add_(b);
+  EXPECT_EQ(bools(c), orAB);
+  c = a.clone();
+  c.mul_(b);
+  EXPECT_EQ(bools(c), andAB);
+  EXPECT_EQ(vals(a + 1), (std::vector<double>{2, 1, 2, 1})); // an integer operand: int64
+  EXPECT_THROW(a - b, DTypeError);
+  auto f = compile([](const Tensor& x, const Tensor& y) { return (x + y).logical_xor(x * y); });
+  EXPECT_EQ(bools(f(a, b)), (std::vector<double>{0, 1, 1, 0}));
+}
+
 /// The transcendental functions go through glibc's vector math (libmvec). Its documented and
 /// measured error is at most 4 ulps from the correctly rounded result (log; exp 3, the others 1-2;
 /// measured over 2M inputs per function), in float32 and float64: the bound asserted here, against

@@ -73,22 +73,32 @@ DType computeType(OpCode op, DType t) {
   return opInfo(op).binaryResult == BinaryResult::Float && !isFloating(t) ? kDefaultFloat : t;
 }
 
+/// The op computing binary `op` on operands of dtype `t`: on bools, add and maximum are logical
+/// or, mul and minimum logical and, as in PyTorch.
+OpCode boolForm(OpCode op, DType t) {
+  if (t != DType::Bool) return op;
+  if (op == OpCode::Add || op == OpCode::Maximum) return OpCode::LogicalOr;
+  if (op == OpCode::Mul || op == OpCode::Minimum) return OpCode::LogicalAnd;
+  return op;
+}
+
 Tensor binaryOp(OpCode op, const Tensor& a, const Tensor& b) {
   WEFT_CHECK(a.defined() && b.defined(), Value, opName(op), ": called with an undefined tensor");
   DType t = computeType(op, result_type(a, b));
-  return dispatch(op, {a.dtype() == t ? a : cast(a, t), b.dtype() == t ? b : cast(b, t)});
+  return dispatch(boolForm(op, t),
+                  {a.dtype() == t ? a : cast(a, t), b.dtype() == t ? b : cast(b, t)});
 }
 
 Tensor binaryOp(OpCode op, const Tensor& a, Scalar b) {
   WEFT_CHECK(a.defined(), Value, opName(op), ": called with an undefined tensor");
   DType t = computeType(op, result_type(a, b));
-  return dispatch(op, {a.dtype() == t ? a : cast(a, t), wrapScalar(b, t)});
+  return dispatch(boolForm(op, t), {a.dtype() == t ? a : cast(a, t), wrapScalar(b, t)});
 }
 
 Tensor binaryOp(OpCode op, Scalar a, const Tensor& b) {
   WEFT_CHECK(b.defined(), Value, opName(op), ": called with an undefined tensor");
   DType t = computeType(op, result_type(b, a));
-  return dispatch(op, {wrapScalar(a, t), b.dtype() == t ? b : cast(b, t)});
+  return dispatch(boolForm(op, t), {wrapScalar(a, t), b.dtype() == t ? b : cast(b, t)});
 }
 
 } // namespace
@@ -156,7 +166,7 @@ bool binaryInPlace(Tensor& self, OpCode op, const Tensor& b, const char* name) {
   DType t = computeType(op, result_type(self, b));
   if (t != self.dtype()) return false;
   checkWritable(self, name);
-  return dispatchInPlace(op, {self, b.dtype() == t ? b : cast(b, t)}, {}, self);
+  return dispatchInPlace(boolForm(op, t), {self, b.dtype() == t ? b : cast(b, t)}, {}, self);
 }
 bool binaryInPlace(Tensor& self, OpCode op, Scalar b, const char* name) {
   return computeType(op, result_type(self, b)) == self.dtype() &&
