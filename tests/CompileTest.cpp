@@ -507,6 +507,40 @@ TEST(Compile, RowReductionsRunInKernelsAndMatchEager) {
     }
 }
 
+/// A cross-entropy's backward places each row's gradient by comparing positions with the target
+/// inside the kernel that reads it: no [rows, classes] buffer of zeros is filled and scattered
+/// into. The gradient is checked against softmax - one_hot computed in double (1e-6: float32
+/// softmax).
+TEST(Compile, CrossEntropyBackwardFillsNoOneHotBuffer) {
+  Generator g(9);
+  const int64_t rows = 64, classes = 1000;
+  Tensor w = randn({rows, classes}, kFloat32, g).requires_grad_();
+  Tensor target = randint(0, classes, {rows}, kInt64, g);
+  auto step = compile([&](const Tensor& t) {
+    Tensor loss = -w.log_softmax(1).gather(1, t.unsqueeze(1)).mean();
+    loss.backward();
+    return loss;
+  });
+  step(target);
+  std::vector<double> logits = vals(w), grad = vals(w.grad()), expected(grad.size());
+  std::vector<double> labels = vals(target);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = &logits[static_cast<size_t>(r * classes)];
+    double mx = *std::max_element(row, row + classes), sum = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(row[c] - mx);
+    for (int64_t c = 0; c < classes; ++c)
+      expected[static_cast<size_t>(r * classes + c)] =
+          (std::exp(row[c] - mx) / sum - (c == static_cast<int64_t>(labels[r]) ? 1.0 : 0.0)) /
+          static_cast<double>(rows);
+  }
+  EXPECT_TRUE(allClose(grad, expected, 1e-6, 1e-9));
+  for (const PlanStep& st : step.compiled().executable()->plan.steps) {
+    EXPECT_NE(st.op, OpCode::ScatterAdd);
+    EXPECT_FALSE(st.op == OpCode::Full && st.shape == (Shape{rows, classes}));
+  }
+}
+
 /// An attention's head merge (matmul, transpose, reshape) compiles to a matmul that writes its
 /// output in the merged layout: the transpose and reshape are views, not copies. Rows stay rows
 /// (a @ v) or become columns (a product transposed into [b, t, h, d]); BLAS computes the same

@@ -748,20 +748,27 @@ std::vector<OpSample> samplesFor(OpCode op) {
     return {{"dilated strided", {normal({2, 2, 5, 6}, 38), normal({2, 3, 5, 3}, 39)}, at, {}, ref},
             {"same 3x3", {normal({2, 2, 4, 5}, 64), normal({2, 3, 4, 5}, 65)}, same, {}, ref}};
   }
-  case OpCode::Gather:
-    return {
-        {"dim 1",
-         {normal({3, 5}, 40), indices({3, 4}, 5, 41)},
-         Attrs{{"dim", int64_t{1}}},
-         {},
-         [](const std::vector<NdArray>& in, const Attrs&) {
-           NdArray r = zerosNd(in[1].shape);
-           for (int64_t i = 0; i < numel(r.shape); ++i) {
-             Shape idx = unravel(i, r.shape);
-             r.v[static_cast<size_t>(i)] = in[0].at({idx[0], static_cast<int64_t>(in[1].at(idx))});
-           }
-           return r;
-         }}};
+  case OpCode::Gather: {
+    auto reference = [](const std::vector<NdArray>& in, const Attrs&) {
+      NdArray r = zerosNd(in[1].shape);
+      for (int64_t i = 0; i < numel(r.shape); ++i) {
+        Shape idx = unravel(i, r.shape);
+        r.v[static_cast<size_t>(i)] = in[0].at({idx[0], static_cast<int64_t>(in[1].at(idx))});
+      }
+      return r;
+    };
+    // One index per row (cross-entropy's pick): its gradient is a compare, not a scatter.
+    return {{"dim 1",
+             {normal({3, 5}, 40), indices({3, 4}, 5, 41)},
+             Attrs{{"dim", int64_t{1}}},
+             {},
+             reference},
+            {"one per row",
+             {normal({4, 6}, 46), indices({4, 1}, 6, 47)},
+             Attrs{{"dim", int64_t{1}}},
+             {},
+             reference}};
+  }
   case OpCode::ScatterAdd:
   case OpCode::Scatter: {
     bool add = op == OpCode::ScatterAdd;

@@ -76,6 +76,25 @@ template <typename T> T vjp_matmul(const T& g, const T& a, const T& b, size_t i)
   return sum_to(matmul(mT(a), g), bs);
 }
 
+/// gather's gradient for x: g added at the gathered positions. Where the index picks one position
+/// per line along `dim` and matches x elsewhere (cross-entropy's target, take_along_dim of an
+/// argmax), it is where(position == index, g, 0), an elementwise expression that fuses into its
+/// readers, instead of a tensor of zeros the size of x with g scattered in (a compiled step's
+/// largest buffer for a large vocabulary). The forward gather has checked the index.
+template <typename T> T vjp_gather(const T& g, const Shape& xs, const T& index, int64_t dim) {
+  const Shape is = shape_of(index);
+  const auto d = static_cast<size_t>(dim < 0 ? dim + static_cast<int64_t>(xs.size()) : dim);
+  bool oneHot = d < xs.size() && is.size() == xs.size() && is[d] == 1 && xs[d] > 0;
+  for (size_t k = 0; oneHot && k < xs.size(); ++k)
+    oneHot = k == d || is[k] == xs[k];
+  if (!oneHot) return scatter_add(zeros_shaped(g, xs), dim, index, g); // g has x's dtype
+  T ones = ones_like(zeros_shaped(index, Shape{xs[d]}));
+  Shape lineShape(xs.size(), 1);
+  lineShape[d] = xs[d];
+  T position = reshape(cumsum(ones, 0) - ones, lineShape); // 0, 1, ... along dim
+  return where(position == index, g, zeros_shaped(g, Shape{}));
+}
+
 /// Gradient of a reduction: the output gradient broadcast back over the reduced dims.
 template <typename T> T expand_reduced(const T& g, const Shape& shape, const Attrs& at) {
   return expand(reshape(g, keptShape(shape, at)), shape);
