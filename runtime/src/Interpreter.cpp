@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace weft {
 
@@ -31,6 +32,13 @@ public:
     static StepProfile* p =
         debugFlag("WEFT_PROFILE").value_or("0") == "1" ? new StepProfile : nullptr;
     return p;
+  }
+  /// True the first time `plan` runs: that run's times are not counted (its arena's pages are
+  /// touched for the first time, its kernels loaded, its workspaces allocated), which charged
+  /// several milliseconds to whichever steps ran first.
+  bool firstRun(const Plan* plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return seen_.insert(plan).second;
   }
   void add(std::string_view what, double ms) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -105,6 +113,7 @@ private:
                    static_cast<double>(processPeakBytes_) / 1e6, processPeakAt_.c_str());
   }
   std::mutex mutex_;
+  std::set<const Plan*> seen_;
   std::map<std::string, Entry> entries_;
   int64_t peakBytes_ = 0, processPeakBytes_ = 0;
   std::vector<std::pair<int64_t, std::string>> peak_;
@@ -221,6 +230,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   const SlotMemory memory(plan);
   std::vector<TensorRef> refs;
   StepProfile* profile = StepProfile::get();
+  if (profile != nullptr && profile->firstRun(&plan)) profile = nullptr;
   auto started = std::chrono::steady_clock::now();
   std::vector<std::string> madeBy; // per slot, with WEFT_PROFILE
   if (profile != nullptr) madeBy.resize(slots.size());
