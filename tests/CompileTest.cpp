@@ -559,6 +559,26 @@ TEST(Compile, CrossEntropyBackwardFillsNoOneHotBuffer) {
   }
 }
 
+/// gather's gradient with one index per row counts a negative index from the end, as gather does,
+/// eagerly and compiled.
+TEST(Compile, GatherGradientCountsNegativeIndicesFromTheEnd) {
+  Tensor x = randn({3, 5}, kFloat32, Generator(10)).requires_grad_();
+  Tensor index = from_vector<int64_t>({-1, 2, -5}, {3, 1});
+  Tensor weight = from_vector<float>({1, 2, 3}, {3, 1});
+  auto loss = [&](const Tensor& i) { return (x.gather(1, i) * weight).sum(); };
+  const std::vector<double> expected{0, 0, 0, 0, 1, 0, 0, 2, 0, 0, 3, 0, 0, 0, 0};
+  loss(index).backward();
+  EXPECT_EQ(vals(x.grad()), expected);
+  x.set_grad({});
+  auto step = compile([&](const Tensor& i) {
+    Tensor l = loss(i);
+    l.backward();
+    return l;
+  });
+  step(index);
+  EXPECT_EQ(vals(x.grad()), expected);
+}
+
 /// An attention's head merge (matmul, transpose, reshape) compiles to a matmul that writes its
 /// output in the merged layout: the transpose and reshape are views, not copies. Rows stay rows
 /// (a @ v) or become columns (a product transposed into [b, t, h, d]); BLAS computes the same

@@ -123,8 +123,8 @@ public:
   }
   /// `i` stored into dtype `t` as the eager kernels store an int64 (copyCast): integers wrap.
   mlir::Value constantInteger(DType t, int64_t i) {
-    if (t == DType::Float32) return constant(t, static_cast<float>(i));
     if (t == DType::Float64) return constant(t, static_cast<double>(i));
+    if (isFloat(t)) return constant(t, static_cast<float>(i)); // 16-bit: rounded by node()
     if (t == DType::Bool) return constant(t, i != 0 ? 1.0 : 0.0);
     mlir::Type ty = registerType(b_, t);
     const unsigned shift = 64 - ty.getIntOrFloatBitWidth(); // the low bits, sign-extended
@@ -896,7 +896,6 @@ std::string groupKey(const ir::Graph& g, const ir::FusionGroup& grp, const CpuTa
   return key;
 }
 
-/// Why a group's kernel could not be built.
 /// Whether a value `grp` reads or computes is of dtype `t`.
 bool usesDType(const ir::Graph& g, const ir::FusionGroup& grp, DType t) {
   auto is = [&](ValueId v) { return g.type(v).dtype == t; };
@@ -906,6 +905,7 @@ bool usesDType(const ir::Graph& g, const ir::FusionGroup& grp, DType t) {
          std::any_of(grp.leaves.begin(), grp.leaves.end(), computes);
 }
 
+/// Why a group's kernel could not be built.
 std::string cannotLower(const ir::Graph& g, const ir::FusionGroup& grp) {
   std::string ops;
   for (int32_t i : grp.nodes)

@@ -2,9 +2,11 @@
 // up to just after their last other reader (views of them included), so they die there instead of
 // staying alive until it runs. The case it exists for: a gradient rule's mask (relu's y <= 0, read
 // by the backward) sits among the backward nodes; moved up to the forward, it keeps a bool per
-// element alive instead of the float it reads. Runs after remat (which moves reads the other way,
-// where that keeps fewer bytes) and before fusion (which then puts the mask into its neighbour's
-// kernel).
+// element alive instead of the float it reads. Where such a buffer is an elementwise node's value
+// and the node's result is at most a quarter of the bytes it frees, it goes right after that node
+// instead, into its kernel (reading the value from registers, not memory again). Runs after remat
+// (which moves reads the other way, where that keeps fewer bytes) and before fusion (which then
+// puts the mask into its neighbour's kernel).
 #include "weft/passes/Fusion.h"
 #include "weft/passes/Pass.h"
 #include "weft/runtime/OpTable.h"
@@ -86,9 +88,11 @@ ir::Result<bool> Hoist::run(ir::Graph& g) {
     }
     std::sort(buffers.begin(), buffers.end());
     buffers.erase(std::unique(buffers.begin(), buffers.end()), buffers.end());
+    std::vector<ValueId> frees; // the buffers n reads last
     for (ValueId b : buffers) {
       const std::vector<int32_t>& r = readers[static_cast<size_t>(b)];
       if (pinned[static_cast<size_t>(b)] || r.back() != self) continue; // n does not free it
+      frees.push_back(b);
       if (__builtin_add_overflow(freed, valueBytes(g, b), &freed)) freed = INT64_MAX;
       freeing = std::max(freeing, slot[static_cast<size_t>(g.value(b).producer)]);
       for (int32_t reader : r)
@@ -104,7 +108,9 @@ ir::Result<bool> Hoist::run(ir::Graph& g) {
     // result of at most a quarter of the bytes it frees (a bool mask of a float).
     if (earliest.first >= 0 && earliest.second < 0 && made <= freed / 4) {
       const ir::Node& producer = nodes[static_cast<size_t>(earliest.first)];
-      if (isElementwise(producer.op) && g.type(producer.result).shape == g.type(n.result).shape)
+      if (isElementwise(producer.op) && g.type(producer.result).shape == g.type(n.result).shape &&
+          std::find(frees.begin(), frees.end(), base[static_cast<size_t>(producer.result)]) !=
+              frees.end())
         after = earliest.first;
     }
     slot[i] = {after, self};

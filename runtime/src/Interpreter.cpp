@@ -24,8 +24,8 @@ Buffer allocateBuffer(const Shape& shape, DType dtype) {
 namespace {
 
 /// With WEFT_PROFILE=1: the time plan steps took, by op and result shape (generated kernels as
-/// "kernel" with their first output's shape), summed over every run in the process and printed at
-/// exit, largest first.
+/// "kernel" with their first output's shape), summed over every run in the process but each plan's
+/// first, and printed at exit, largest first.
 class StepProfile {
 public:
   static StepProfile* get() {
@@ -33,9 +33,8 @@ public:
         debugFlag("WEFT_PROFILE").value_or("0") == "1" ? new StepProfile : nullptr;
     return p;
   }
-  /// True the first time `plan` runs: that run's times are not counted (its arena's pages are
-  /// touched for the first time, its kernels loaded, its workspaces allocated), which charged
-  /// several milliseconds to whichever steps ran first.
+  /// True the first time `plan` (by address) runs: that run's times are not counted, which
+  /// charged several milliseconds to whichever steps ran first.
   bool firstRun(const Plan* plan) {
     std::lock_guard<std::mutex> lock(mutex_);
     return seen_.insert(plan).second;
@@ -230,7 +229,9 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   const SlotMemory memory(plan);
   std::vector<TensorRef> refs;
   StepProfile* profile = StepProfile::get();
-  if (profile != nullptr && profile->firstRun(&plan)) profile = nullptr;
+  // Each plan's first run touches its arena's pages for the first time, loads its kernels and
+  // allocates workspaces: not counted in the times (its memory is).
+  const bool timeSteps = profile != nullptr && !profile->firstRun(&plan);
   auto started = std::chrono::steady_clock::now();
   std::vector<std::string> madeBy; // per slot, with WEFT_PROFILE
   if (profile != nullptr) madeBy.resize(slots.size());
@@ -238,7 +239,8 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   auto timed = [&](std::string_view what) {
     if (profile == nullptr) return;
     auto now = std::chrono::steady_clock::now();
-    profile->add(what, std::chrono::duration<double, std::milli>(now - started).count());
+    if (timeSteps)
+      profile->add(what, std::chrono::duration<double, std::milli>(now - started).count());
     if (int64_t p = memoryStats().peakBytes; p > processPeak) {
       processPeak = p;
       profile->processPeak(p, what);
