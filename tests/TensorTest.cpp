@@ -391,6 +391,49 @@ TEST(Ops, BoolAddAndMulAreLogicalAsPyTorch) {
   EXPECT_EQ(bools(f(a, b)), (std::vector<double>{0, 1, 1, 0}));
 }
 
+/// any/all and the NaN/infinity tests, eager and compiled (expected values: PyTorch 1.13's).
+TEST(Ops, AnyAllAndNanTestsAsPyTorch) {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  Tensor x = tensor({0.0, nan, 1.5, inf, -inf, 0.0}).reshape({2, 3}).to(kFloat32);
+  auto bools = [](const Tensor& t) {
+    EXPECT_EQ(t.dtype(), DType::Bool);
+    return vals(t);
+  };
+  auto tests = [](const Tensor& v) {
+    return std::vector<Tensor>{v.isnan(), isinf(v),   v.isfinite(), v.any(),
+                               all(v),    v.any({1}), v.any({0}),   v.all({0}, true)};
+  };
+  const std::vector<std::vector<double>> expected{
+      {0, 1, 0, 0, 0, 0}, {0, 0, 0, 1, 1, 0}, {1, 0, 1, 0, 0, 1}, {1}, {0}, {1, 1},
+      {1, 1, 1},          {0, 1, 0}};
+  auto compiled = compile(tests);
+  for (const std::vector<Tensor>& results : {tests(x), compiled(x)}) {
+    ASSERT_EQ(results.size(), expected.size());
+    for (size_t k = 0; k < results.size(); ++k)
+      EXPECT_EQ(bools(results[k]), expected[k]) << "result " << k;
+    EXPECT_EQ(results.back().sizes(), (Shape{1, 3}));
+  }
+  Tensor i = tensor({3, 0, 0, 0}).reshape({2, 2});
+  EXPECT_EQ(bools(i.isnan()), (std::vector<double>{0, 0, 0, 0}));
+  EXPECT_EQ(bools(i.isinf()), (std::vector<double>{0, 0, 0, 0}));
+  EXPECT_EQ(bools(i.isfinite()), (std::vector<double>{1, 1, 1, 1}));
+  EXPECT_EQ(bools(i.any({1})), (std::vector<double>{1, 0}));
+  EXPECT_EQ(bools(i.all({0})), (std::vector<double>{0, 0}));
+  Tensor u = from_vector<uint8_t>({0, 7});
+  EXPECT_EQ(u.any().dtype(), DType::UInt8); // as PyTorch, for backward compatibility
+  EXPECT_EQ(vals(u.any()), std::vector<double>{1});
+  EXPECT_EQ(vals(u.all()), std::vector<double>{0});
+  Tensor b = from_vector<bool>({true, true});
+  EXPECT_EQ(bools(b.all()), std::vector<double>{1});
+  EXPECT_EQ(bools(b.isfinite()), (std::vector<double>{1, 1}));
+  EXPECT_EQ(bools(b.isinf()), (std::vector<double>{0, 0}));
+  Tensor empty = zeros({0, 3});
+  EXPECT_EQ(bools(empty.any()), std::vector<double>{0});
+  EXPECT_EQ(bools(empty.all()), std::vector<double>{1});
+  EXPECT_EQ(bools(empty.any({0})), (std::vector<double>{0, 0, 0}));
+  EXPECT_THROW(x.any({2}), IndexError);
+}
+
 /// The transcendental functions go through glibc's vector math (libmvec). Its documented and
 /// measured error is at most 4 ulps from the correctly rounded result (log; exp 3, the others 1-2;
 /// measured over 2M inputs per function), in float32 and float64: the bound asserted here, against

@@ -179,6 +179,57 @@ Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim, std::source_location
   CallSite cs(loc);
   return x.logsumexp(std::move(dims), keepdim);
 }
+namespace {
+/// any/all: whether the count of elements that are nonzero (any) or zero (all) over `dims` is
+/// nonzero (zero); in uint8 for a uint8 input, as torch.any/torch.all.
+Tensor anyOrAll(const Tensor& x, bool any, Shape dims, bool keepdim, const char* name) {
+  WEFT_CHECK(x.defined(), Value, name, ": called on an undefined tensor");
+  Shape wd = wrapDims(dims, x.dim(), name);
+  Tensor count = reduce_op(OpCode::Sum, cast(any ? x.ne(0) : x.eq(0), DType::Int64), wd, keepdim);
+  Tensor r = any ? count.gt(0) : count.eq(0);
+  return x.dtype() == DType::UInt8 ? cast(r, DType::UInt8) : r;
+}
+} // namespace
+Tensor Tensor::any(Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  return anyOrAll(*this, true, std::move(dims), keepdim, "any");
+}
+Tensor Tensor::all(Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  return anyOrAll(*this, false, std::move(dims), keepdim, "all");
+}
+Tensor any(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+  return x.any(std::move(dims), keepdim, loc);
+}
+Tensor all(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+  return x.all(std::move(dims), keepdim, loc);
+}
+Tensor Tensor::isnan(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("isnan");
+  return ne(*this); // only NaN differs from itself
+}
+Tensor Tensor::isinf(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("isinf");
+  if (!isFloating(dtype())) return zeros(sizes(), DType::Bool);
+  return abs().eq(std::numeric_limits<double>::infinity());
+}
+Tensor Tensor::isfinite(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("isfinite");
+  if (!isFloating(dtype())) return ones(sizes(), DType::Bool);
+  return abs().lt(std::numeric_limits<double>::infinity()); // false for NaN too
+}
+Tensor isnan(const Tensor& x, std::source_location loc) {
+  return x.isnan(loc);
+}
+Tensor isinf(const Tensor& x, std::source_location loc) {
+  return x.isinf(loc);
+}
+Tensor isfinite(const Tensor& x, std::source_location loc) {
+  return x.isfinite(loc);
+}
 Tensor Tensor::cumsum(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("cumsum");

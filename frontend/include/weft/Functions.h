@@ -146,6 +146,11 @@ Tensor mean(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
 Tensor softmax(const Tensor& x, int64_t dim, WEFT_LOC);
 Tensor log_softmax(const Tensor& x, int64_t dim, WEFT_LOC);
 Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim = false, WEFT_LOC);
+Tensor any(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
+Tensor all(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
+Tensor isnan(const Tensor& x, WEFT_LOC);
+Tensor isinf(const Tensor& x, WEFT_LOC);
+Tensor isfinite(const Tensor& x, WEFT_LOC);
 Tensor cumsum(const Tensor& x, int64_t dim, WEFT_LOC);
 
 // ---- linear algebra, convolution, pooling, indexing ----

@@ -215,6 +215,14 @@ public:
   Tensor var(Shape dims = {}, int64_t correction = 1, bool keepdim = false, WEFT_LOC) const;
   Tensor std(Shape dims = {}, int64_t correction = 1, bool keepdim = false, WEFT_LOC) const;
   Tensor logsumexp(Shape dims, bool keepdim = false, WEFT_LOC) const;
+  /// Whether any (all) elements are nonzero, over `dims` (empty: all): bool, uint8 for a uint8
+  /// input, as torch.any and torch.all.
+  Tensor any(Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
+  Tensor all(Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
+  /// Elementwise NaN, infinity and finiteness tests: bool (integers are never NaN or infinite).
+  Tensor isnan(WEFT_LOC) const;
+  Tensor isinf(WEFT_LOC) const;
+  Tensor isfinite(WEFT_LOC) const;
   Tensor cumsum(int64_t dim, WEFT_LOC) const;
   std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, WEFT_LOC) const;
   Tensor argsort(int64_t dim = -1, bool descending = false, WEFT_LOC) const;
