@@ -154,8 +154,9 @@ TEST_P(FusedOp, EqualsEagerExactly) {
         continue;
       }
       std::vector<Tensor> out = cf.call(in, f);
-      // Generated code computes every dtype, and every op but integer pow.
-      const bool fusible = !(op == OpCode::Pow && !eager[0].is_floating_point());
+      // Generated code computes every dtype, and every op but integer pow and fmod.
+      const bool fusible =
+          !((op == OpCode::Pow || op == OpCode::Fmod) && !eager[0].is_floating_point());
       if (fusible) {
         EXPECT_EQ(cf.num_kernels(), 1u); // the op and the one after it
       }

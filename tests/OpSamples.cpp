@@ -253,6 +253,10 @@ OpSample binarySample(OpCode op) {
   bool positive = op == OpCode::Pow || op == OpCode::Div;
   Tensor a = positive ? uniform({3, 1, 4}, 0.5, 2.0, 2) : normal({3, 1, 4}, 2);
   Tensor b = positive ? uniform({5, 4}, 0.5, 2.0, 3) : normal({5, 4}, 3);
+  if (op == OpCode::Fmod) { // divisors away from 0, of both signs; dividends a few times larger
+    a = normal({3, 1, 4}, 2) * 4.0;
+    b = uniform({5, 4}, 0.5, 2.0, 3) * normal({5, 4}, 3).sign();
+  }
   OpSample s{"broadcast", {a, b}, {}, {}, [op](const std::vector<NdArray>& in, const Attrs&) {
                return mapNd(in, [op](const std::vector<double>& v) {
                  return binaryReference(op, v[0], v[1]);
@@ -364,6 +368,8 @@ double binaryReference(OpCode op, double a, double b) {
     return a / b;
   case OpCode::Pow:
     return std::pow(a, b);
+  case OpCode::Fmod:
+    return std::fmod(a, b);
   case OpCode::Maximum:
     return std::max(a, b);
   case OpCode::Minimum:

@@ -391,6 +391,50 @@ TEST(Ops, BoolAddAndMulAreLogicalAsPyTorch) {
   EXPECT_EQ(bools(f(a, b)), (std::vector<double>{0, 1, 1, 0}));
 }
 
+/// fmod keeps the dividend's sign, remainder (and %) the divisor's, with gradients; eager and
+/// compiled; an integer divisor of 0 is an error (expected values: PyTorch 1.13's).
+TEST(Ops, FmodAndRemainderAsPyTorch) {
+  Tensor a = tensor({-3.5, 3.5, -3.0, 3.0, 5.0, -0.0, 7.25}).to(kFloat32);
+  Tensor b = tensor({2.0, -2.0, 2.0, -2.0, 0.0, 3.0, 0.5}).to(kFloat32);
+  auto same = [](const Tensor& t, const std::vector<double>& expected) {
+    std::vector<double> v = vals(t);
+    ASSERT_EQ(v.size(), expected.size());
+    for (size_t k = 0; k < v.size(); ++k) {
+      if (std::isnan(expected[k])) {
+        EXPECT_TRUE(std::isnan(v[k])) << k;
+      } else {
+        EXPECT_EQ(v[k], expected[k]) << k;
+        EXPECT_EQ(std::signbit(v[k]), std::signbit(expected[k])) << k; // -0.0 stays -0.0
+      }
+    }
+  };
+  const double nan = std::nan("");
+  auto fns = [](const Tensor& x, const Tensor& y) {
+    return std::vector<Tensor>{x.remainder(y), fmod(x, y), x % -2.0, x % 2};
+  };
+  auto compiled = compile(fns);
+  for (const std::vector<Tensor>& r : {fns(a, b), compiled(a, b)}) {
+    same(r[0], {0.5, -0.5, 1.0, -1.0, nan, -0.0, 0.25});
+    same(r[1], {-1.5, 1.5, -1.0, 1.0, nan, -0.0, 0.25});
+    same(r[2], {-1.5, -0.5, -1.0, -1.0, -1.0, -0.0, -0.75});
+    same(r[3], {0.5, 1.5, 1.0, 1.0, 1.0, -0.0, 1.25});
+  }
+  Tensor i = tensor({-7, 7, -7, 7, 0}), j = tensor({3, -3, -3, 3, 5});
+  EXPECT_EQ(vals(i.remainder(j)), (std::vector<double>{2, -2, -1, 1, 0}));
+  EXPECT_EQ(vals(i.fmod(j)), (std::vector<double>{-1, 1, -1, 1, 0}));
+  EXPECT_EQ(vals(i % 4), (std::vector<double>{1, 3, 1, 3, 0}));
+  EXPECT_EQ((i % 2.5).dtype(), DType::Float32);
+  EXPECT_EQ(vals(i % 2.5), (std::vector<double>{0.5, 2.0, 0.5, 2.0, 0.0}));
+  EXPECT_THROW(i.remainder(tensor({0, 1, 1, 1, 1})), ValueError);
+  auto compiledFmod = compile([](const Tensor& p, const Tensor& q) { return (p * 2).fmod(q); });
+  EXPECT_THROW(compiledFmod(i, tensor({1, 1, 0, 1, 1})), ValueError);
+  Tensor x = tensor({-3.5, 3.5, 7.25}).to(kFloat32).requires_grad_();
+  Tensor y = tensor({2.0, -2.0, 0.5}).to(kFloat32).requires_grad_();
+  x.remainder(y).sum().backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(vals(y.grad()), (std::vector<double>{2, 2, -14})); // -floor(x / y)
+}
+
 /// any/all and the NaN/infinity tests, eager and compiled (expected values: PyTorch 1.13's).
 TEST(Ops, AnyAllAndNanTestsAsPyTorch) {
   const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();

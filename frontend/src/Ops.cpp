@@ -382,6 +382,31 @@ Tensor sub(const Tensor& a, Scalar b, Scalar alpha, std::source_location loc) {
   return a.sub(b, alpha, loc);
 }
 
+Tensor Tensor::remainder(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  Tensor r = binaryOp(OpCode::Fmod, *this, other);
+  // r and the divisor differ in sign where exactly one of them is below 0 (r == 0 never does).
+  Tensor adjust = r.ne(0).logical_and(r.lt(0).logical_xor(other.lt(0)));
+  return where(adjust, r + other, r);
+}
+Tensor Tensor::remainder(Scalar other, std::source_location loc) const {
+  CallSite cs(loc);
+  Tensor r = binaryOp(OpCode::Fmod, *this, other);
+  return where(other.toDouble() < 0 ? r.gt(0) : r.lt(0), r + other, r);
+}
+Tensor remainder(const Tensor& a, const Tensor& b, std::source_location loc) {
+  return a.remainder(b, loc);
+}
+Tensor remainder(const Tensor& a, Scalar b, std::source_location loc) {
+  return a.remainder(b, loc);
+}
+Tensor operator%(LocatedTensor a, const Tensor& b) {
+  return a.tensor.remainder(b, a.loc);
+}
+Tensor operator%(LocatedTensor a, Scalar b) {
+  return a.tensor.remainder(b, a.loc);
+}
+
 Tensor operator-(LocatedTensor a) {
   CallSite cs(a.loc);
   return unaryOp(OpCode::Neg, a.tensor);

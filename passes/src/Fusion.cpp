@@ -334,10 +334,9 @@ std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp) {
 }
 
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
-  // Integer pow is a square-and-multiply loop per element: the interpreter's kernel runs it.
-  const DType result = g.type(n.result).dtype;
-  return !(n.op == OpCode::Pow && result != DType::Float32 && result != DType::Float64 &&
-           result != DType::Float16 && result != DType::BFloat16);
+  // Integer pow is a square-and-multiply loop per element, integer fmod must report a zero
+  // divisor: the interpreter's kernels run them.
+  return !((n.op == OpCode::Pow || n.op == OpCode::Fmod) && !isFloating(g.type(n.result).dtype));
 }
 
 std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {

@@ -146,6 +146,8 @@ Tensor mean(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
 Tensor softmax(const Tensor& x, int64_t dim, WEFT_LOC);
 Tensor log_softmax(const Tensor& x, int64_t dim, WEFT_LOC);
 Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim = false, WEFT_LOC);
+Tensor remainder(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor remainder(const Tensor& a, Scalar b, WEFT_LOC);
 Tensor any(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
 Tensor all(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
 Tensor isnan(const Tensor& x, WEFT_LOC);

@@ -185,6 +185,10 @@ public:
 #undef WEFT_BINARY_METHOD_Custom
 #undef WEFT_OP
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC) const;
+  /// The remainder with the divisor's sign (Python's %, torch.remainder): fmod(a, b) + b where
+  /// the two differ in sign. operator% computes it too.
+  Tensor remainder(const Tensor& other, WEFT_LOC) const;
+  Tensor remainder(Scalar other, WEFT_LOC) const;
   Tensor add(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
   Tensor add(Scalar other, Scalar alpha = 1, WEFT_LOC) const;
   Tensor sub(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
@@ -312,6 +316,7 @@ Tensor operator+(LocatedTensor a, const Tensor& b);
 Tensor operator-(LocatedTensor a, const Tensor& b);
 Tensor operator*(LocatedTensor a, const Tensor& b);
 Tensor operator/(LocatedTensor a, const Tensor& b);
+Tensor operator%(LocatedTensor a, const Tensor& b);
 Tensor operator==(LocatedTensor a, const Tensor& b);
 Tensor operator!=(LocatedTensor a, const Tensor& b);
 Tensor operator<(LocatedTensor a, const Tensor& b);
@@ -325,6 +330,7 @@ Tensor operator+(LocatedTensor a, Scalar b);
 Tensor operator-(LocatedTensor a, Scalar b);
 Tensor operator*(LocatedTensor a, Scalar b);
 Tensor operator/(LocatedTensor a, Scalar b);
+Tensor operator%(LocatedTensor a, Scalar b);
 Tensor operator==(LocatedTensor a, Scalar b);
 Tensor operator!=(LocatedTensor a, Scalar b);
 Tensor operator<(LocatedTensor a, Scalar b);

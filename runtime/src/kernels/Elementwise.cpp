@@ -80,6 +80,16 @@ template <typename T> T kpow(T a, T b) {
     return result;
   }
 }
+template <typename T> T kfmod(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fmod(a, b);
+  } else {
+    WEFT_CHECK(b != T(0), Value, "fmod: integer division by zero");
+    if constexpr (std::is_signed_v<T>)
+      if (b == T(-1)) return T(0); // the minimum % -1 overflows in C++
+    return static_cast<T>(a % b);
+  }
+}
 template <typename T> T kmax(T a, T b) {
   if constexpr (std::is_floating_point_v<T>)
     if (std::isnan(a) || std::isnan(b))
