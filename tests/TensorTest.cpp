@@ -435,6 +435,71 @@ TEST(Ops, FmodAndRemainderAsPyTorch) {
   EXPECT_EQ(vals(y.grad()), (std::vector<double>{2, 2, -14})); // -floor(x / y)
 }
 
+/// square, clamp_min/max, nan_to_num, lerp, addcmul/addcdiv and norm, eager and compiled
+/// (expected values: PyTorch 1.13's; lerp from the nearer end as torch.lerp, so exact).
+TEST(Ops, PointwiseCompositesAndNormAsPyTorch) {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  const double big = std::numeric_limits<float>::max();
+  Tensor x = tensor({1.5, -2.0, nan, inf, -inf, 0.25}).reshape({2, 3}).to(kFloat32);
+  Tensor a = tensor({1.0, 2.0, 3.0}).to(kFloat32), e = tensor({3.0, 2.0, -1.0}).to(kFloat32);
+  Tensor w = tensor({0.25, 0.5, 0.75}).to(kFloat32);
+  Tensor y = tensor({3.0, 4.0, 1.0, -2.0}).reshape({2, 2}).to(kFloat32);
+  auto fns = [](const Tensor& x, const Tensor& a, const Tensor& e, const Tensor& w,
+                const Tensor& y) {
+    return std::vector<Tensor>{x.square(),
+                               x.clamp_min(0),
+                               x.clamp_max(0),
+                               x.nan_to_num(),
+                               x.nan_to_num(1.0, 2.0, -3.0),
+                               a.lerp(e, 0.75),
+                               a.lerp(e, w),
+                               a.addcmul(e, w, 2),
+                               a.addcdiv(e, w, 0.5),
+                               y.norm(),
+                               y.norm(2, {1}),
+                               y.norm(1),
+                               y.norm(1, {0}, true),
+                               y.norm(std::numeric_limits<double>::infinity())};
+  };
+  const std::vector<std::vector<double>> expected{{2.25, 4.0, nan, inf, inf, 0.0625},
+                                                  {1.5, 0.0, nan, inf, 0.0, 0.25},
+                                                  {0.0, -2.0, nan, 0.0, -inf, 0.0},
+                                                  {1.5, -2.0, 0.0, big, -big, 0.25},
+                                                  {1.5, -2.0, 1.0, 2.0, -3.0, 0.25},
+                                                  {2.5, 2.0, 0.0},
+                                                  {1.5, 2.0, 0.0},
+                                                  {2.5, 4.0, 1.5},
+                                                  {7.0, 4.0, 2.3333332538604736},
+                                                  {5.4772257804870605},
+                                                  {5.0, 2.2360680103302},
+                                                  {10.0},
+                                                  {4.0, 6.0},
+                                                  {4.0}};
+  auto compiled = compile(fns);
+  for (const std::vector<Tensor>& r : {fns(x, a, e, w, y), compiled(x, a, e, w, y)}) {
+    ASSERT_EQ(r.size(), expected.size());
+    for (size_t k = 0; k < r.size(); ++k) {
+      std::vector<double> v = vals(r[k]);
+      ASSERT_EQ(v.size(), expected[k].size()) << "result " << k;
+      for (size_t j = 0; j < v.size(); ++j) {
+        if (std::isnan(expected[k][j])) {
+          EXPECT_TRUE(std::isnan(v[j])) << "result " << k << " element " << j;
+        } else {
+          // Exact except the 2-norms, whose square root of a float sum may round differently
+          // from PyTorch's accumulation (1 ulp of float).
+          if (k == 9 || k == 10)
+            EXPECT_NEAR(v[j], expected[k][j], 4e-7 * std::abs(expected[k][j])) << "result " << k;
+          else
+            EXPECT_EQ(v[j], expected[k][j]) << "result " << k << " element " << j;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(y.norm(2, {1}, true).sizes(), (Shape{2, 1}));
+  EXPECT_THROW(tensor({1, 2}).norm(), DTypeError);
+  EXPECT_THROW(y.norm(0), ValueError);
+}
+
 /// any/all and the NaN/infinity tests, eager and compiled (expected values: PyTorch 1.13's).
 TEST(Ops, AnyAllAndNanTestsAsPyTorch) {
   const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();

@@ -382,6 +382,75 @@ Tensor sub(const Tensor& a, Scalar b, Scalar alpha, std::source_location loc) {
   return a.sub(b, alpha, loc);
 }
 
+Tensor Tensor::clamp_min(Scalar lo, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::clamp(*this, lo, std::nullopt);
+}
+Tensor Tensor::clamp_max(Scalar hi, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::clamp(*this, std::nullopt, hi);
+}
+Tensor Tensor::square(std::source_location loc) const {
+  CallSite cs(loc);
+  return *this * *this;
+}
+namespace {
+/// The largest finite value of floating dtype `t` (torch.finfo(t).max).
+double largestFinite(DType t) {
+  switch (t) {
+  case DType::Float16:
+    return 65504.0;
+  case DType::BFloat16:
+    return 3.3895313892515355e38;
+  case DType::Float32:
+    return std::numeric_limits<float>::max();
+  default:
+    return std::numeric_limits<double>::max();
+  }
+}
+} // namespace
+Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posinf,
+                          std::optional<double> neginf, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(defined(), Value, "nan_to_num: called on an undefined tensor");
+  if (!isFloating(dtype())) return clone();
+  const double inf = std::numeric_limits<double>::infinity(), big = largestFinite(dtype());
+  Tensor r = where(isnan(), full({}, nan.value_or(0.0), dtype()), *this);
+  r = where(r.eq(inf), full({}, posinf.value_or(big), dtype()), r);
+  return where(r.eq(-inf), full({}, neginf.value_or(-big), dtype()), r);
+}
+Tensor Tensor::lerp(const Tensor& end, const Tensor& weight, std::source_location loc) const {
+  CallSite cs(loc);
+  Tensor diff = end - *this;
+  return where(weight.abs().lt(0.5), *this + weight * diff, end - diff * (1.0 - weight));
+}
+Tensor Tensor::lerp(const Tensor& end, Scalar weight, std::source_location loc) const {
+  CallSite cs(loc);
+  const double w = weight.toDouble();
+  Tensor diff = end - *this;
+  return std::abs(w) < 0.5 ? *this + diff * w : end - diff * (1.0 - w);
+}
+Tensor Tensor::addcmul(const Tensor& t1, const Tensor& t2, Scalar value,
+                       std::source_location loc) const {
+  CallSite cs(loc);
+  return *this + t1 * t2 * value;
+}
+Tensor Tensor::addcdiv(const Tensor& t1, const Tensor& t2, Scalar value,
+                       std::source_location loc) const {
+  CallSite cs(loc);
+  return *this + t1 / t2 * value;
+}
+Tensor Tensor::norm(double p, Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(defined(), Value, "norm: called on an undefined tensor");
+  WEFT_CHECK(isFloating(dtype()), DType, "norm: expected a floating-point input, got ",
+             dtypeName(dtype()));
+  WEFT_CHECK(p > 0, Value, "norm: p must be positive, got ", p);
+  if (std::isinf(p)) return abs().amax(std::move(dims), keepdim);
+  if (p == 1) return abs().sum(std::move(dims), keepdim);
+  if (p == 2) return square().sum(std::move(dims), keepdim).sqrt();
+  return abs().pow(p).sum(std::move(dims), keepdim).pow(1.0 / p);
+}
 Tensor Tensor::remainder(const Tensor& other, std::source_location loc) const {
   CallSite cs(loc);
   Tensor r = binaryOp(OpCode::Fmod, *this, other);

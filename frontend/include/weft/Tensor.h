@@ -185,6 +185,22 @@ public:
 #undef WEFT_BINARY_METHOD_Custom
 #undef WEFT_OP
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC) const;
+  Tensor clamp_min(Scalar min, WEFT_LOC) const;
+  Tensor clamp_max(Scalar max, WEFT_LOC) const;
+  /// x * x.
+  Tensor square(WEFT_LOC) const;
+  /// NaN, +inf and -inf replaced (defaults: 0 and the dtype's largest and lowest finite values).
+  Tensor nan_to_num(std::optional<double> nan = std::nullopt,
+                    std::optional<double> posinf = std::nullopt,
+                    std::optional<double> neginf = std::nullopt, WEFT_LOC) const;
+  /// self + weight * (end - self), computed as torch.lerp (from the nearer end).
+  Tensor lerp(const Tensor& end, const Tensor& weight, WEFT_LOC) const;
+  Tensor lerp(const Tensor& end, Scalar weight, WEFT_LOC) const;
+  /// self + value * t1 * t2 and self + value * t1 / t2.
+  Tensor addcmul(const Tensor& t1, const Tensor& t2, Scalar value = 1, WEFT_LOC) const;
+  Tensor addcdiv(const Tensor& t1, const Tensor& t2, Scalar value = 1, WEFT_LOC) const;
+  /// The p-norm over `dims` (empty: all): p = 2 (default), 1, infinity or any other positive p.
+  Tensor norm(double p = 2, Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
   /// The remainder with the divisor's sign (Python's %, torch.remainder): fmod(a, b) + b where
   /// the two differ in sign. operator% computes it too.
   Tensor remainder(const Tensor& other, WEFT_LOC) const;
