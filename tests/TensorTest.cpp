@@ -426,6 +426,14 @@ TEST(Ops, FmodAndRemainderAsPyTorch) {
   EXPECT_EQ((i % 2.5).dtype(), DType::Float32);
   EXPECT_EQ(vals(i % 2.5), (std::vector<double>{0.5, 2.0, 0.5, 2.0, 0.0}));
   EXPECT_THROW(i.remainder(tensor({0, 1, 1, 1, 1})), ValueError);
+  EXPECT_EQ(vals(7 % j.narrow(0, 0, 2)), (std::vector<double>{1, -2}));
+  // The divisor in the tensor's dtype first, as every wrapped number (u + -3 is an error too).
+  EXPECT_THROW(from_vector<uint8_t>({5}) % -3, Error);
+  EXPECT_EQ(vals(tensor({-7, 7}).to(kInt32) % -3), (std::vector<double>{-1, -2}));
+  // A zero divisor found by a worker thread, past the first chunk, raises on the caller.
+  Tensor many = ones({1 << 20}, kInt64), divisors = ones({1 << 20}, kInt64);
+  divisors.narrow(0, (1 << 20) - 5, 1).fill_(0);
+  EXPECT_THROW(many.fmod(divisors), ValueError);
   auto compiledFmod = compile([](const Tensor& p, const Tensor& q) { return (p * 2).fmod(q); });
   EXPECT_THROW(compiledFmod(i, tensor({1, 1, 0, 1, 1})), ValueError);
   Tensor x = tensor({-3.5, 3.5, 7.25}).to(kFloat32).requires_grad_();
@@ -498,6 +506,29 @@ TEST(Ops, PointwiseCompositesAndNormAsPyTorch) {
   EXPECT_EQ(y.norm(2, {1}, true).sizes(), (Shape{2, 1}));
   EXPECT_THROW(tensor({1, 2}).norm(), DTypeError);
   EXPECT_THROW(y.norm(0), ValueError);
+  // value multiplies t1 first, as PyTorch's kernels (0.1 is not a power of two: the order shows)
+  EXPECT_EQ(vals(a.addcmul(e, w, 0.1)),
+            (std::vector<double>{1.0750000476837158, 2.0999999046325684, 2.924999952316284}));
+  EXPECT_EQ(vals(a.addcdiv(e, w, 0.1)),
+            (std::vector<double>{2.200000047683716, 2.4000000953674316, 2.866666555404663}));
+  Tensor i = tensor({1, 2});
+  EXPECT_EQ(i.addcmul(i, i, 0.5).dtype(), DType::Int64); // value truncated to 0, as PyTorch
+  EXPECT_EQ(vals(i.addcmul(i, i, 0.5)), (std::vector<double>{1, 2}));
+  EXPECT_THROW(i.addcdiv(i, i), DTypeError);
+  EXPECT_THROW(i.lerp(i, 0.5), DTypeError);
+  EXPECT_THROW(a.lerp(e.to(kFloat64), 0.5), DTypeError);
+  EXPECT_EQ(from_vector<bool>({true, false}).square().dtype(), DType::Int64);
+  // Replacements are not replaced again; every mask reads the input.
+  EXPECT_EQ(vals(tensor({nan, inf, -inf, 1.0}).to(kFloat32).nan_to_num(inf)),
+            (std::vector<double>{inf, big, -big, 1.0}));
+  // float16 sums its squares in float (PyTorch 1.13 overflowed to inf here; 2.x does not).
+  EXPECT_EQ(vals(tensor({300.0}).to(kFloat16).norm()), std::vector<double>{300.0});
+  EXPECT_EQ(vals(full({2}, 65504.0, kFloat16).nan_to_num()), (std::vector<double>{65504, 65504}));
+  for (double p : {2.0, 3.0}) { // a zero norm's gradient is 0, not NaN
+    Tensor z = zeros({3}).requires_grad_();
+    z.norm(p).backward();
+    EXPECT_EQ(vals(z.grad()), (std::vector<double>{0, 0, 0})) << "p = " << p;
+  }
 }
 
 /// any/all and the NaN/infinity tests, eager and compiled (expected values: PyTorch 1.13's).

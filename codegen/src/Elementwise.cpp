@@ -208,7 +208,7 @@ public:
 
   /// An op whose result is an integer dtype (the table's lowerings are float operations):
   /// wrapping arithmetic as the eager kernels' kadd/ksub/kmul, rounding ops are the identity.
-  /// Null where generated code does not compute it (integer pow: the interpreter's loop).
+  /// Null where generated code does not compute it (integer pow and fmod: the interpreter's).
   mlir::Value integerNode(OpCode op, const std::vector<mlir::Value>& in, DType t) {
     mlir::OpBuilder& b = b_;
     const bool u = isUnsigned(t);

@@ -392,7 +392,8 @@ Tensor Tensor::clamp_max(Scalar hi, std::source_location loc) const {
 }
 Tensor Tensor::square(std::source_location loc) const {
   CallSite cs(loc);
-  return *this * *this;
+  Tensor x = dtype() == DType::Bool ? cast(*this, DType::Int64) : *this; // as pow(x, 2)
+  return x * x;
 }
 namespace {
 /// The largest finite value of floating dtype `t` (torch.finfo(t).max).
@@ -415,30 +416,60 @@ Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posin
   WEFT_CHECK(defined(), Value, "nan_to_num: called on an undefined tensor");
   if (!isFloating(dtype())) return clone();
   const double inf = std::numeric_limits<double>::infinity(), big = largestFinite(dtype());
+  // Every mask from the input: a replacement is never replaced again (nan=inf stays inf).
   Tensor r = where(isnan(), full({}, nan.value_or(0.0), dtype()), *this);
-  r = where(r.eq(inf), full({}, posinf.value_or(big), dtype()), r);
-  return where(r.eq(-inf), full({}, neginf.value_or(-big), dtype()), r);
+  r = where(eq(inf), full({}, posinf.value_or(big), dtype()), r);
+  return where(eq(-inf), full({}, neginf.value_or(-big), dtype()), r);
 }
+namespace {
+void checkLerp(const Tensor& self, const Tensor& end, const Tensor* weight) {
+  WEFT_CHECK(self.defined() && end.defined() && (weight == nullptr || weight->defined()), Value,
+             "lerp: called with an undefined tensor");
+  WEFT_CHECK(isFloating(self.dtype()), DType, "lerp: expected a floating-point input, got ",
+             dtypeName(self.dtype()));
+  WEFT_CHECK(end.dtype() == self.dtype() && (weight == nullptr || weight->dtype() == self.dtype()),
+             DType, "lerp: expected end", weight != nullptr ? " and weight" : "", " of dtype ",
+             dtypeName(self.dtype()), ", got ", dtypeName(end.dtype()),
+             weight != nullptr ? std::string(" and ") + std::string(dtypeName(weight->dtype()))
+                               : std::string());
+}
+} // namespace
 Tensor Tensor::lerp(const Tensor& end, const Tensor& weight, std::source_location loc) const {
   CallSite cs(loc);
+  checkLerp(*this, end, &weight);
   Tensor diff = end - *this;
   return where(weight.abs().lt(0.5), *this + weight * diff, end - diff * (1.0 - weight));
 }
 Tensor Tensor::lerp(const Tensor& end, Scalar weight, std::source_location loc) const {
   CallSite cs(loc);
+  checkLerp(*this, end, nullptr);
   const double w = weight.toDouble();
   Tensor diff = end - *this;
   return std::abs(w) < 0.5 ? *this + diff * w : end - diff * (1.0 - w);
 }
+namespace {
+/// addcmul/addcdiv's `value` in the result's dtype: truncated for integers, as PyTorch.
+Scalar addcValue(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+  WEFT_CHECK(self.defined() && t1.defined() && t2.defined(), Value,
+             "addcmul/addcdiv: called with an undefined tensor");
+  const DType t = promoteTypes(self.dtype(), promoteTypes(t1.dtype(), t2.dtype()));
+  return isFloating(t) ? value : Scalar(static_cast<int64_t>(value.toDouble()));
+}
+} // namespace
+// As PyTorch's kernels: self + value * t1 * t2 and self + value * t1 / t2, in that order.
 Tensor Tensor::addcmul(const Tensor& t1, const Tensor& t2, Scalar value,
                        std::source_location loc) const {
   CallSite cs(loc);
-  return *this + t1 * t2 * value;
+  return *this + t1 * addcValue(*this, t1, t2, value) * t2;
 }
 Tensor Tensor::addcdiv(const Tensor& t1, const Tensor& t2, Scalar value,
                        std::source_location loc) const {
   CallSite cs(loc);
-  return *this + t1 / t2 * value;
+  addcValue(*this, t1, t2, value);
+  WEFT_CHECK(isFloating(t1.dtype()) || isFloating(t2.dtype()), DType,
+             "addcdiv: integer division is not supported (as in PyTorch): convert t1 or t2 to a "
+             "floating-point dtype");
+  return *this + t1 * value / t2;
 }
 Tensor Tensor::norm(double p, Shape dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
@@ -446,10 +477,20 @@ Tensor Tensor::norm(double p, Shape dims, bool keepdim, std::source_location loc
   WEFT_CHECK(isFloating(dtype()), DType, "norm: expected a floating-point input, got ",
              dtypeName(dtype()));
   WEFT_CHECK(p > 0, Value, "norm: p must be positive, got ", p);
-  if (std::isinf(p)) return abs().amax(std::move(dims), keepdim);
-  if (p == 1) return abs().sum(std::move(dims), keepdim);
-  if (p == 2) return square().sum(std::move(dims), keepdim).sqrt();
-  return abs().pow(p).sum(std::move(dims), keepdim).pow(1.0 / p);
+  // 16-bit floats sum in float (a float16 square overflows from 256 on), rounded once at the end.
+  const bool narrow = dtype() == DType::Float16 || dtype() == DType::BFloat16;
+  Tensor x = narrow ? cast(*this, DType::Float32) : *this, r;
+  if (std::isinf(p)) {
+    r = x.abs().amax(std::move(dims), keepdim);
+  } else if (p == 1) {
+    r = x.abs().sum(std::move(dims), keepdim);
+  } else {
+    // The root of a zero sum is 0 with gradient 0 (as PyTorch), not 0 * (1 / 0).
+    Tensor s = (p == 2 ? x * x : x.abs().pow(p)).sum(std::move(dims), keepdim);
+    Tensor zero = s.eq(0), safe = where(zero, ones_like(s), s);
+    r = where(zero, zeros_like(s), p == 2 ? safe.sqrt() : safe.pow(1.0 / p));
+  }
+  return narrow ? cast(r, dtype()) : r;
 }
 Tensor Tensor::remainder(const Tensor& other, std::source_location loc) const {
   CallSite cs(loc);
@@ -460,8 +501,9 @@ Tensor Tensor::remainder(const Tensor& other, std::source_location loc) const {
 }
 Tensor Tensor::remainder(Scalar other, std::source_location loc) const {
   CallSite cs(loc);
-  Tensor r = binaryOp(OpCode::Fmod, *this, other);
-  return where(other.toDouble() < 0 ? r.gt(0) : r.lt(0), r + other, r);
+  WEFT_CHECK(defined(), Value, "remainder: called with an undefined tensor");
+  // The divisor in the dtype the op computes in first, as every wrapped number.
+  return remainder(wrapScalar(other, computeType(OpCode::Fmod, result_type(*this, other))));
 }
 Tensor remainder(const Tensor& a, const Tensor& b, std::source_location loc) {
   return a.remainder(b, loc);
@@ -474,6 +516,11 @@ Tensor operator%(LocatedTensor a, const Tensor& b) {
 }
 Tensor operator%(LocatedTensor a, Scalar b) {
   return a.tensor.remainder(b, a.loc);
+}
+Tensor operator%(Scalar a, LocatedTensor b) {
+  CallSite cs(b.loc);
+  WEFT_CHECK(b.tensor.defined(), Value, "remainder: called with an undefined tensor");
+  return wrapScalar(a, computeType(OpCode::Fmod, result_type(b.tensor, a))).remainder(b.tensor);
 }
 
 Tensor operator-(LocatedTensor a) {

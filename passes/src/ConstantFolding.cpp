@@ -46,10 +46,15 @@ public:
       Scalar1 out;
       TensorRef o = out.ref(type.dtype);
       if (opInfo(n.op).kind == OpKind::Unary || opInfo(n.op).kind == OpKind::Binary ||
-          n.op == OpCode::Where || n.op == OpCode::Cast)
-        runKernel(n.op, refs, o, n.op == OpCode::Cast ? n.attrs : Attrs{});
-      else
+          n.op == OpCode::Where || n.op == OpCode::Cast) {
+        try { // a kernel that rejects its values (an integer fmod by 0) raises when the graph runs
+          runKernel(n.op, refs, o, n.op == OpCode::Cast ? n.attrs : Attrs{});
+        } catch (const Error&) {
+          continue;
+        }
+      } else {
         copyCast(refs[0], o); // movement ops and stop_gradient move the one value around
+      }
       // The folded value, kept exactly: integers as int64, everything else as double.
       AttrValue value;
       if (isFloating(type.dtype) || type.dtype == DType::Bool) {

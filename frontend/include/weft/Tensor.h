@@ -193,13 +193,16 @@ public:
   Tensor nan_to_num(std::optional<double> nan = std::nullopt,
                     std::optional<double> posinf = std::nullopt,
                     std::optional<double> neginf = std::nullopt, WEFT_LOC) const;
-  /// self + weight * (end - self), computed as torch.lerp (from the nearer end).
+  /// self + weight * (end - self), computed as torch.lerp (from the nearer end); floating
+  /// operands of one dtype.
   Tensor lerp(const Tensor& end, const Tensor& weight, WEFT_LOC) const;
   Tensor lerp(const Tensor& end, Scalar weight, WEFT_LOC) const;
-  /// self + value * t1 * t2 and self + value * t1 / t2.
+  /// self + value * t1 * t2 and self + value * t1 / t2 (value truncated for an integer result;
+  /// addcdiv of two integer tensors is an error, as in PyTorch).
   Tensor addcmul(const Tensor& t1, const Tensor& t2, Scalar value = 1, WEFT_LOC) const;
   Tensor addcdiv(const Tensor& t1, const Tensor& t2, Scalar value = 1, WEFT_LOC) const;
-  /// The p-norm over `dims` (empty: all): p = 2 (default), 1, infinity or any other positive p.
+  /// The p-norm over `dims` (empty: all): p = 2 (default), 1, infinity or any other positive p
+  /// (float16/bfloat16 summed in float; a zero norm has gradient 0).
   Tensor norm(double p = 2, Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
   /// The remainder with the divisor's sign (Python's %, torch.remainder): fmod(a, b) + b where
   /// the two differ in sign. operator% computes it too.
@@ -357,6 +360,7 @@ Tensor operator+(Scalar a, LocatedTensor b);
 Tensor operator-(Scalar a, LocatedTensor b);
 Tensor operator*(Scalar a, LocatedTensor b);
 Tensor operator/(Scalar a, LocatedTensor b);
+Tensor operator%(Scalar a, LocatedTensor b);
 Tensor& operator+=(LocatedTarget a, const Tensor& b);
 Tensor& operator-=(LocatedTarget a, const Tensor& b);
 Tensor& operator*=(LocatedTarget a, const Tensor& b);
