@@ -154,9 +154,10 @@ TEST_P(FusedOp, EqualsEagerExactly) {
         continue;
       }
       std::vector<Tensor> out = cf.call(in, f);
-      // Generated code computes every dtype, and every op but integer pow and fmod.
+      // Generated code computes every dtype, and every op but integer pow, fmod and floor_divide.
       const bool fusible =
-          !((op == OpCode::Pow || op == OpCode::Fmod) && !eager[0].is_floating_point());
+          !((op == OpCode::Pow || op == OpCode::Fmod || op == OpCode::FloorDivide) &&
+            !eager[0].is_floating_point());
       if (fusible) {
         EXPECT_EQ(cf.num_kernels(), 1u); // the op and the one after it
       }

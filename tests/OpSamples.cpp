@@ -253,7 +253,7 @@ OpSample binarySample(OpCode op) {
   bool positive = op == OpCode::Pow || op == OpCode::Div;
   Tensor a = positive ? uniform({3, 1, 4}, 0.5, 2.0, 2) : normal({3, 1, 4}, 2);
   Tensor b = positive ? uniform({5, 4}, 0.5, 2.0, 3) : normal({5, 4}, 3);
-  if (op == OpCode::Fmod) { // divisors away from 0, of both signs; dividends a few times larger
+  if (op == OpCode::Fmod || op == OpCode::FloorDivide) { // divisors away from 0, both signs
     a = normal({3, 1, 4}, 2) * 4.0;
     b = uniform({5, 4}, 0.5, 2.0, 3) * normal({5, 4}, 3).sign();
   }
@@ -370,6 +370,8 @@ double binaryReference(OpCode op, double a, double b) {
     return std::pow(a, b);
   case OpCode::Fmod:
     return std::fmod(a, b);
+  case OpCode::FloorDivide:
+    return std::floor(a / b);
   case OpCode::Maximum:
     return std::max(a, b);
   case OpCode::Minimum:

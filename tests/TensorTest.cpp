@@ -391,8 +391,9 @@ TEST(Ops, BoolAddAndMulAreLogicalAsPyTorch) {
   EXPECT_EQ(bools(f(a, b)), (std::vector<double>{0, 1, 1, 0}));
 }
 
-/// fmod keeps the dividend's sign, remainder (and %) the divisor's, with gradients; eager and
-/// compiled; an integer divisor of 0 is an error (expected values: PyTorch 1.13's).
+/// fmod keeps the dividend's sign, remainder (and %) the divisor's, with gradients; floor_divide
+/// and div(..., "floor" / "trunc"); eager and compiled; an integer divisor of 0 is an error
+/// (expected values: PyTorch 1.13's).
 TEST(Ops, FmodAndRemainderAsPyTorch) {
   Tensor a = tensor({-3.5, 3.5, -3.0, 3.0, 5.0, -0.0, 7.25}).to(kFloat32);
   Tensor b = tensor({2.0, -2.0, 2.0, -2.0, 0.0, 3.0, 0.5}).to(kFloat32);
@@ -408,7 +409,7 @@ TEST(Ops, FmodAndRemainderAsPyTorch) {
       }
     }
   };
-  const double nan = std::nan("");
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
   auto fns = [](const Tensor& x, const Tensor& y) {
     return std::vector<Tensor>{x.remainder(y), fmod(x, y), x % -2.0, x % 2};
   };
@@ -436,6 +437,26 @@ TEST(Ops, FmodAndRemainderAsPyTorch) {
   EXPECT_THROW(many.fmod(divisors), ValueError);
   auto compiledFmod = compile([](const Tensor& p, const Tensor& q) { return (p * 2).fmod(q); });
   EXPECT_THROW(compiledFmod(i, tensor({1, 1, 0, 1, 1})), ValueError);
+  // floor_divide and div's rounding modes, eager and compiled.
+  auto quotients = [](const Tensor& p, const Tensor& q, const Tensor& f, const Tensor& g) {
+    return std::vector<Tensor>{p.floor_divide(q), f.floor_divide(g),   f.div(0.0, "floor"),
+                               p.div(q, "trunc"), f.div(2.0, "trunc"), p.div(-2, "floor")};
+  };
+  Tensor p = tensor({-7, 7, -7, 7}), q = tensor({2, -2, -2, 2});
+  Tensor f = tensor({-7.5, 7.5, 0.0, -0.0}).to(kFloat32), g = tensor({2.0, -2.0, -2.0, 2.0});
+  auto compiledQuotients = compile(quotients);
+  for (const std::vector<Tensor>& r :
+       {quotients(p, q, f, g.to(kFloat32)), compiledQuotients(p, q, f, g.to(kFloat32))}) {
+    EXPECT_EQ(r[0].dtype(), DType::Int64);
+    same(r[0], {-4, -4, 3, 3});
+    same(r[1], {-4, -4, -0.0, -0.0});
+    same(r[2], {-inf, inf, nan, nan});
+    same(r[3], {-3, -3, 3, 3});
+    same(r[4], {-3, 3, 0, -0.0});
+    same(r[5], {3, -4, 3, -4});
+  }
+  EXPECT_THROW(p.floor_divide(tensor({1, 0, 1, 1})), ValueError);
+  EXPECT_THROW(p.div(q, "round"), ValueError);
   Tensor x = tensor({-3.5, 3.5, 7.25}).to(kFloat32).requires_grad_();
   Tensor y = tensor({2.0, -2.0, 0.5}).to(kFloat32).requires_grad_();
   x.remainder(y).sum().backward();

@@ -300,6 +300,32 @@ private:
       return mlir::arith::SelectOp::create(b, l, compare(OpCode::Ge, v, constantFloat(rt, 0.0), rt),
                                            pos, neg);
     }
+    case OpCode::FloorDivide: { // as the eager kernel (kfloordiv): from fmod, then floor
+      using P = mlir::arith::CmpFPredicate;
+      mlir::Value a = in[0], d = in[1], zero = constantFloat(rt, 0.0);
+      mlir::Value mod = mlir::arith::RemFOp::create(b, l, a, d);
+      mlir::Value quotient = mlir::arith::DivFOp::create(b, l, a, d);
+      mlir::Value div =
+          mlir::arith::DivFOp::create(b, l, mlir::arith::SubFOp::create(b, l, a, mod), d);
+      mlir::Value signsDiffer =
+          mlir::arith::XOrIOp::create(b, l, mlir::arith::CmpFOp::create(b, l, P::OLT, d, zero),
+                                      mlir::arith::CmpFOp::create(b, l, P::OLT, mod, zero));
+      mlir::Value down = mlir::arith::AndIOp::create(
+          b, l, mlir::arith::CmpFOp::create(b, l, P::UNE, mod, zero), signsDiffer);
+      div = mlir::arith::SelectOp::create(b, l, down, mlir::arith::SubFOp::create(b, l, div, one()),
+                                          div);
+      mlir::Value floor = mlir::math::FloorOp::create(b, l, div);
+      mlir::Value up = mlir::arith::CmpFOp::create(
+          b, l, P::OGT, mlir::arith::SubFOp::create(b, l, div, floor), constantFloat(rt, 0.5));
+      floor = mlir::arith::SelectOp::create(b, l, up,
+                                            mlir::arith::AddFOp::create(b, l, floor, one()), floor);
+      // copysign(0, a / b): the quotient is finite there (|a| < |b|), so times 0 keeps its sign.
+      mlir::Value signedZero = mlir::arith::MulFOp::create(b, l, quotient, zero);
+      mlir::Value r = mlir::arith::SelectOp::create(
+          b, l, mlir::arith::CmpFOp::create(b, l, P::OEQ, div, zero), signedZero, floor);
+      return mlir::arith::SelectOp::create(b, l, mlir::arith::CmpFOp::create(b, l, P::OEQ, d, zero),
+                                           quotient, r);
+    }
     case OpCode::Reciprocal:
       return mlir::arith::DivFOp::create(b, l, one(), x());
     case OpCode::LogicalNot:

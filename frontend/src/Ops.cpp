@@ -492,6 +492,30 @@ Tensor Tensor::norm(double p, Shape dims, bool keepdim, std::source_location loc
   }
   return narrow ? cast(r, dtype()) : r;
 }
+namespace {
+/// a / b rounded by `mode` ("trunc" or "floor"), the divisor already in the compute dtype.
+Tensor roundedDivision(const Tensor& a, const Tensor& b, std::string_view mode) {
+  WEFT_CHECK(mode == "trunc" || mode == "floor", Value,
+             "div: expected rounding_mode to be 'trunc' or 'floor', got '", mode, "'");
+  if (mode == "floor") return binaryOp(OpCode::FloorDivide, a, b);
+  if (isFloating(result_type(a, b))) return binaryOp(OpCode::Div, a, b).trunc();
+  // Integers: the floor quotient, one up where the remainder is nonzero and the signs differ.
+  Tensor q = binaryOp(OpCode::FloorDivide, a, b);
+  Tensor up = binaryOp(OpCode::Fmod, a, b).ne(0).logical_and(a.lt(0).logical_xor(b.lt(0)));
+  return where(up, q + 1, q);
+}
+} // namespace
+Tensor Tensor::div(const Tensor& other, std::string_view rounding_mode,
+                   std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(defined() && other.defined(), Value, "div: called with an undefined tensor");
+  return roundedDivision(*this, other, rounding_mode);
+}
+Tensor Tensor::div(Scalar other, std::string_view rounding_mode, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(defined(), Value, "div: called with an undefined tensor");
+  return roundedDivision(*this, wrapScalar(other, result_type(*this, other)), rounding_mode);
+}
 Tensor Tensor::remainder(const Tensor& other, std::source_location loc) const {
   CallSite cs(loc);
   Tensor r = binaryOp(OpCode::Fmod, *this, other);

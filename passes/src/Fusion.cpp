@@ -334,9 +334,10 @@ std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp) {
 }
 
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
-  // Integer pow is a square-and-multiply loop per element, integer fmod must report a zero
-  // divisor: the interpreter's kernels run them.
-  return !((n.op == OpCode::Pow || n.op == OpCode::Fmod) && !isFloating(g.type(n.result).dtype));
+  // Integer pow is a square-and-multiply loop per element, integer fmod and floor_divide must
+  // report a zero divisor: the interpreter's kernels run them.
+  return !((n.op == OpCode::Pow || n.op == OpCode::Fmod || n.op == OpCode::FloorDivide) &&
+           !isFloating(g.type(n.result).dtype));
 }
 
 std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {

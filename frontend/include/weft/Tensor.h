@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace weft {
@@ -204,6 +205,10 @@ public:
   /// The p-norm over `dims` (empty: all): p = 2 (default), 1, infinity or any other positive p
   /// (float16/bfloat16 summed in float; a zero norm has gradient 0).
   Tensor norm(double p = 2, Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
+  /// Division rounded as torch.div's rounding_mode: "trunc" (toward zero) or "floor" (toward minus
+  /// infinity, floor_divide); integers stay integers (a divisor of 0 is then an error).
+  Tensor div(const Tensor& other, std::string_view rounding_mode, WEFT_LOC) const;
+  Tensor div(Scalar other, std::string_view rounding_mode, WEFT_LOC) const;
   /// The remainder with the divisor's sign (Python's %, torch.remainder): fmod(a, b) + b where
   /// the two differ in sign. operator% computes it too.
   Tensor remainder(const Tensor& other, WEFT_LOC) const;

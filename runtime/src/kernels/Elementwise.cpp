@@ -90,6 +90,27 @@ template <typename T> T kfmod(T a, T b) {
     return static_cast<T>(a % b);
   }
 }
+template <typename T> T kfloordiv(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (b == T(0)) return a / b; // infinities and NaN, as IEEE division
+    const T mod = std::fmod(a, b);
+    T div = (a - mod) / b; // an integer up to rounding
+    if (mod != T(0) && (b < T(0)) != (mod < T(0))) div -= T(1);
+    if (div == T(0)) return std::copysign(T(0), a / b);
+    T floor = std::floor(div);
+    if (div - floor > T(0.5)) floor += T(1); // div was an integer rounded down
+    return floor;
+  } else {
+    WEFT_CHECK(b != T(0), Value, "floor_divide: integer division by zero");
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return kneg(a); // the minimum / -1 wraps to itself
+      const T q = static_cast<T>(a / b);
+      return a % b != 0 && ((a < T(0)) != (b < T(0))) ? static_cast<T>(q - 1) : q;
+    } else {
+      return static_cast<T>(a / b);
+    }
+  }
+}
 template <typename T> T kmax(T a, T b) {
   if constexpr (std::is_floating_point_v<T>)
     if (std::isnan(a) || std::isnan(b))

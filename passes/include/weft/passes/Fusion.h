@@ -41,7 +41,8 @@ std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp);
 int32_t lastRowPass(const ir::Graph& g, const ir::FusionGroup& grp,
                     const std::vector<int32_t>& stages);
 
-/// A node codegen computes in every dtype: all elementwise ops but integer pow and fmod.
+/// A node codegen computes in every dtype: all elementwise ops but integer pow, fmod and
+/// floor_divide.
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n);
 
 /// Groups of elementwise nodes (unary, binary, where, cast, stop_gradient) of one result shape and
