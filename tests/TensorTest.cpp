@@ -457,6 +457,11 @@ TEST(Ops, FmodAndRemainderAsPyTorch) {
   }
   EXPECT_THROW(p.floor_divide(tensor({1, 0, 1, 1})), ValueError);
   EXPECT_THROW(p.div(q, "round"), ValueError);
+  // float16: 1403 / 2.001953125 is 700.8; "trunc" truncates the float16 quotient (701), "floor"
+  // computes in float (700), as PyTorch's kernels.
+  Tensor h = full({1}, 1403.0, kFloat16), k = full({1}, 2.001953125, kFloat16);
+  EXPECT_EQ(vals(h.div(k, "trunc")), std::vector<double>{701});
+  EXPECT_EQ(vals(h.div(k, "floor")), std::vector<double>{700});
   Tensor x = tensor({-3.5, 3.5, 7.25}).to(kFloat32).requires_grad_();
   Tensor y = tensor({2.0, -2.0, 0.5}).to(kFloat32).requires_grad_();
   x.remainder(y).sum().backward();
