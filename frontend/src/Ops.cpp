@@ -493,7 +493,7 @@ Tensor Tensor::norm(double p, Shape dims, bool keepdim, std::source_location loc
   return narrow ? cast(r, dtype()) : r;
 }
 namespace {
-/// a / b rounded by `mode` ("trunc" or "floor"), the divisor already in the compute dtype.
+/// a / b rounded by `mode` ("trunc" or "floor"), as torch.div with that rounding_mode.
 Tensor roundedDivision(const Tensor& a, const Tensor& b, std::string_view mode) {
   WEFT_CHECK(mode == "trunc" || mode == "floor", Value,
              "div: expected rounding_mode to be 'trunc' or 'floor', got '", mode, "'");
