@@ -457,6 +457,23 @@ TEST(Ops, FmodAndRemainderAsPyTorch) {
   }
   EXPECT_THROW(p.floor_divide(tensor({1, 0, 1, 1})), ValueError);
   EXPECT_THROW(p.div(q, "round"), ValueError);
+  // In place: the same values, in self's memory; an integer self of a float result is an error.
+  Tensor r = p.clone();
+  r.floor_divide_(q);
+  EXPECT_EQ(vals(r), (std::vector<double>{-4, -4, 3, 3}));
+  r = p.clone();
+  r %= 4;
+  EXPECT_EQ(vals(r), (std::vector<double>{1, 3, 1, 3}));
+  r.fmod_(q);
+  EXPECT_EQ(vals(r), (std::vector<double>{1, 1, 1, 1}));
+  r = f.clone();
+  r.remainder_(g.to(kFloat32));
+  same(r, {0.5, -0.5, 0.0, -0.0});
+  EXPECT_THROW(p.clone().remainder_(2.5), DTypeError);
+  Tensor s = p.clone();
+  const void* before = s.data_ptr();
+  s.fmod_(3);
+  EXPECT_EQ(s.data_ptr(), before);
   // float16: 1403 / 2.001953125 is 700.8; "trunc" truncates the float16 quotient (701), "floor"
   // computes in float (700), as PyTorch's kernels.
   Tensor h = full({1}, 1403.0, kFloat16), k = full({1}, 2.001953125, kFloat16);

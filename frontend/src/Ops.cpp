@@ -697,6 +697,14 @@ Tensor& operator/=(LocatedTarget a, Scalar b) {
   CallSite cs(a.loc);
   return a.tensor.div_(b);
 }
+Tensor& operator%=(LocatedTarget a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return a.tensor.remainder_(b);
+}
+Tensor& operator%=(LocatedTarget a, Scalar b) {
+  CallSite cs(a.loc);
+  return a.tensor.remainder_(b);
+}
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
@@ -827,6 +835,34 @@ Tensor& Tensor::div_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
   if (binaryInPlace(*this, OpCode::Div, other, "div_")) return *this;
   return assignInPlace(*this, inPlaceSource(*this) / other, "div_");
+}
+Tensor& Tensor::fmod_(const Tensor& other, std::source_location loc) {
+  CallSite cs(loc);
+  if (binaryInPlace(*this, OpCode::Fmod, other, "fmod_")) return *this;
+  return assignInPlace(*this, inPlaceSource(*this, other).fmod(other), "fmod_");
+}
+Tensor& Tensor::fmod_(Scalar other, std::source_location loc) {
+  CallSite cs(loc);
+  if (binaryInPlace(*this, OpCode::Fmod, other, "fmod_")) return *this;
+  return assignInPlace(*this, inPlaceSource(*this).fmod(other), "fmod_");
+}
+Tensor& Tensor::remainder_(const Tensor& other, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, inPlaceSource(*this, other).remainder(other), "remainder_");
+}
+Tensor& Tensor::remainder_(Scalar other, std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(*this, inPlaceSource(*this).remainder(other), "remainder_");
+}
+Tensor& Tensor::floor_divide_(const Tensor& other, std::source_location loc) {
+  CallSite cs(loc);
+  if (binaryInPlace(*this, OpCode::FloorDivide, other, "floor_divide_")) return *this;
+  return assignInPlace(*this, inPlaceSource(*this, other).floor_divide(other), "floor_divide_");
+}
+Tensor& Tensor::floor_divide_(Scalar other, std::source_location loc) {
+  CallSite cs(loc);
+  if (binaryInPlace(*this, OpCode::FloorDivide, other, "floor_divide_")) return *this;
+  return assignInPlace(*this, inPlaceSource(*this).floor_divide(other), "floor_divide_");
 }
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi,
                        std::source_location loc) {

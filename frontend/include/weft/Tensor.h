@@ -277,6 +277,12 @@ public:
   Tensor& mul_(Scalar other, WEFT_LOC);
   Tensor& div_(const Tensor& other, WEFT_LOC);
   Tensor& div_(Scalar other, WEFT_LOC);
+  Tensor& fmod_(const Tensor& other, WEFT_LOC);
+  Tensor& fmod_(Scalar other, WEFT_LOC);
+  Tensor& remainder_(const Tensor& other, WEFT_LOC);
+  Tensor& remainder_(Scalar other, WEFT_LOC);
+  Tensor& floor_divide_(const Tensor& other, WEFT_LOC);
+  Tensor& floor_divide_(Scalar other, WEFT_LOC);
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC);
   Tensor& zero_(WEFT_LOC);
   Tensor& fill_(Scalar value, WEFT_LOC);
@@ -374,6 +380,8 @@ Tensor& operator+=(LocatedTarget a, Scalar b);
 Tensor& operator-=(LocatedTarget a, Scalar b);
 Tensor& operator*=(LocatedTarget a, Scalar b);
 Tensor& operator/=(LocatedTarget a, Scalar b);
+Tensor& operator%=(LocatedTarget a, const Tensor& b);
+Tensor& operator%=(LocatedTarget a, Scalar b);
 /// Prints like PyTorch: "tensor([1., 2.], requires_grad=True)".
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
