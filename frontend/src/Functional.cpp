@@ -1,10 +1,12 @@
-// Composite ops built from primitives: shape ops, convolution, pooling, embedding, activations.
+// Composite ops built from primitives: shape ops, convolution, pooling, embedding, activations,
+// and pointwise arithmetic (square, clamp_min/max, nan_to_num, lerp, addcmul, addcdiv).
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
 #include "weft/runtime/ConvGeometry.h"
 
 #include <cmath>
+#include <limits>
 
 namespace weft {
 namespace {
@@ -360,6 +362,81 @@ Tensor one_hot(const Tensor& indices, int64_t numClasses, std::source_location l
   WEFT_CHECK(numClasses >= 0, Value,
              "one_hot: can not infer total number of classes from an empty tensor");
   return (indices.unsqueeze(-1) == arange(numClasses)).to(DType::Int64);
+}
+
+Tensor Tensor::clamp_min(Scalar lo, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::clamp(*this, lo, std::nullopt);
+}
+Tensor Tensor::clamp_max(Scalar hi, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::clamp(*this, std::nullopt, hi);
+}
+Tensor Tensor::square(std::source_location loc) const {
+  CallSite cs(loc);
+  Tensor x = dtype() == DType::Bool ? cast(*this, DType::Int64) : *this; // as pow(x, 2)
+  return x * x;
+}
+Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posinf,
+                          std::optional<double> neginf, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(defined(), Value, "nan_to_num: called on an undefined tensor");
+  if (!isFloating(dtype())) return clone();
+  const double inf = std::numeric_limits<double>::infinity(), big = largestFinite(dtype());
+  // Every mask from the input: a replacement is never replaced again (nan=inf stays inf).
+  Tensor r = where(isnan(), full({}, nan.value_or(0.0), dtype()), *this);
+  r = where(eq(inf), full({}, posinf.value_or(big), dtype()), r);
+  return where(eq(-inf), full({}, neginf.value_or(-big), dtype()), r);
+}
+namespace {
+void checkLerp(const Tensor& self, const Tensor& end, const Tensor* weight) {
+  WEFT_CHECK(self.defined() && end.defined() && (weight == nullptr || weight->defined()), Value,
+             "lerp: called with an undefined tensor");
+  WEFT_CHECK(isFloating(self.dtype()), DType, "lerp: expected a floating-point input, got ",
+             dtypeName(self.dtype()));
+  WEFT_CHECK(end.dtype() == self.dtype() && (weight == nullptr || weight->dtype() == self.dtype()),
+             DType, "lerp: expected end", weight != nullptr ? " and weight" : "", " of dtype ",
+             dtypeName(self.dtype()), ", got ", dtypeName(end.dtype()),
+             weight != nullptr ? std::string(" and ") + std::string(dtypeName(weight->dtype()))
+                               : std::string());
+}
+} // namespace
+Tensor Tensor::lerp(const Tensor& end, const Tensor& weight, std::source_location loc) const {
+  CallSite cs(loc);
+  checkLerp(*this, end, &weight);
+  Tensor diff = end - *this;
+  return where(weight.abs().lt(0.5), *this + weight * diff, end - diff * (1.0 - weight));
+}
+Tensor Tensor::lerp(const Tensor& end, Scalar weight, std::source_location loc) const {
+  CallSite cs(loc);
+  checkLerp(*this, end, nullptr);
+  const double w = weight.toDouble();
+  Tensor diff = end - *this;
+  return std::abs(w) < 0.5 ? *this + diff * w : end - diff * (1.0 - w);
+}
+namespace {
+/// addcmul/addcdiv's `value` in the result's dtype: truncated for integers, as PyTorch.
+Scalar addcValue(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+  WEFT_CHECK(self.defined() && t1.defined() && t2.defined(), Value,
+             "addcmul/addcdiv: called with an undefined tensor");
+  const DType t = promoteTypes(self.dtype(), promoteTypes(t1.dtype(), t2.dtype()));
+  return isFloating(t) ? value : Scalar(static_cast<int64_t>(value.toDouble()));
+}
+} // namespace
+// As PyTorch's kernels: self + value * t1 * t2 and self + value * t1 / t2, in that order.
+Tensor Tensor::addcmul(const Tensor& t1, const Tensor& t2, Scalar value,
+                       std::source_location loc) const {
+  CallSite cs(loc);
+  return *this + t1 * addcValue(*this, t1, t2, value) * t2;
+}
+Tensor Tensor::addcdiv(const Tensor& t1, const Tensor& t2, Scalar value,
+                       std::source_location loc) const {
+  CallSite cs(loc);
+  addcValue(*this, t1, t2, value);
+  WEFT_CHECK(isFloating(t1.dtype()) || isFloating(t2.dtype()), DType,
+             "addcdiv: integer division is not supported (as in PyTorch): convert t1 or t2 to a "
+             "floating-point dtype");
+  return *this + t1 * value / t2;
 }
 
 } // namespace weft

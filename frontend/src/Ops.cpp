@@ -382,116 +382,6 @@ Tensor sub(const Tensor& a, Scalar b, Scalar alpha, std::source_location loc) {
   return a.sub(b, alpha, loc);
 }
 
-Tensor Tensor::clamp_min(Scalar lo, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::clamp(*this, lo, std::nullopt);
-}
-Tensor Tensor::clamp_max(Scalar hi, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::clamp(*this, std::nullopt, hi);
-}
-Tensor Tensor::square(std::source_location loc) const {
-  CallSite cs(loc);
-  Tensor x = dtype() == DType::Bool ? cast(*this, DType::Int64) : *this; // as pow(x, 2)
-  return x * x;
-}
-namespace {
-/// The largest finite value of floating dtype `t` (torch.finfo(t).max).
-double largestFinite(DType t) {
-  switch (t) {
-  case DType::Float16:
-    return 65504.0;
-  case DType::BFloat16:
-    return 3.3895313892515355e38;
-  case DType::Float32:
-    return std::numeric_limits<float>::max();
-  default:
-    return std::numeric_limits<double>::max();
-  }
-}
-} // namespace
-Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posinf,
-                          std::optional<double> neginf, std::source_location loc) const {
-  CallSite cs(loc);
-  WEFT_CHECK(defined(), Value, "nan_to_num: called on an undefined tensor");
-  if (!isFloating(dtype())) return clone();
-  const double inf = std::numeric_limits<double>::infinity(), big = largestFinite(dtype());
-  // Every mask from the input: a replacement is never replaced again (nan=inf stays inf).
-  Tensor r = where(isnan(), full({}, nan.value_or(0.0), dtype()), *this);
-  r = where(eq(inf), full({}, posinf.value_or(big), dtype()), r);
-  return where(eq(-inf), full({}, neginf.value_or(-big), dtype()), r);
-}
-namespace {
-void checkLerp(const Tensor& self, const Tensor& end, const Tensor* weight) {
-  WEFT_CHECK(self.defined() && end.defined() && (weight == nullptr || weight->defined()), Value,
-             "lerp: called with an undefined tensor");
-  WEFT_CHECK(isFloating(self.dtype()), DType, "lerp: expected a floating-point input, got ",
-             dtypeName(self.dtype()));
-  WEFT_CHECK(end.dtype() == self.dtype() && (weight == nullptr || weight->dtype() == self.dtype()),
-             DType, "lerp: expected end", weight != nullptr ? " and weight" : "", " of dtype ",
-             dtypeName(self.dtype()), ", got ", dtypeName(end.dtype()),
-             weight != nullptr ? std::string(" and ") + std::string(dtypeName(weight->dtype()))
-                               : std::string());
-}
-} // namespace
-Tensor Tensor::lerp(const Tensor& end, const Tensor& weight, std::source_location loc) const {
-  CallSite cs(loc);
-  checkLerp(*this, end, &weight);
-  Tensor diff = end - *this;
-  return where(weight.abs().lt(0.5), *this + weight * diff, end - diff * (1.0 - weight));
-}
-Tensor Tensor::lerp(const Tensor& end, Scalar weight, std::source_location loc) const {
-  CallSite cs(loc);
-  checkLerp(*this, end, nullptr);
-  const double w = weight.toDouble();
-  Tensor diff = end - *this;
-  return std::abs(w) < 0.5 ? *this + diff * w : end - diff * (1.0 - w);
-}
-namespace {
-/// addcmul/addcdiv's `value` in the result's dtype: truncated for integers, as PyTorch.
-Scalar addcValue(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
-  WEFT_CHECK(self.defined() && t1.defined() && t2.defined(), Value,
-             "addcmul/addcdiv: called with an undefined tensor");
-  const DType t = promoteTypes(self.dtype(), promoteTypes(t1.dtype(), t2.dtype()));
-  return isFloating(t) ? value : Scalar(static_cast<int64_t>(value.toDouble()));
-}
-} // namespace
-// As PyTorch's kernels: self + value * t1 * t2 and self + value * t1 / t2, in that order.
-Tensor Tensor::addcmul(const Tensor& t1, const Tensor& t2, Scalar value,
-                       std::source_location loc) const {
-  CallSite cs(loc);
-  return *this + t1 * addcValue(*this, t1, t2, value) * t2;
-}
-Tensor Tensor::addcdiv(const Tensor& t1, const Tensor& t2, Scalar value,
-                       std::source_location loc) const {
-  CallSite cs(loc);
-  addcValue(*this, t1, t2, value);
-  WEFT_CHECK(isFloating(t1.dtype()) || isFloating(t2.dtype()), DType,
-             "addcdiv: integer division is not supported (as in PyTorch): convert t1 or t2 to a "
-             "floating-point dtype");
-  return *this + t1 * value / t2;
-}
-Tensor Tensor::norm(double p, Shape dims, bool keepdim, std::source_location loc) const {
-  CallSite cs(loc);
-  WEFT_CHECK(defined(), Value, "norm: called on an undefined tensor");
-  WEFT_CHECK(isFloating(dtype()), DType, "norm: expected a floating-point input, got ",
-             dtypeName(dtype()));
-  WEFT_CHECK(p > 0, Value, "norm: p must be positive, got ", p);
-  // 16-bit floats sum in float (a float16 square overflows from 256 on), rounded once at the end.
-  const bool narrow = dtype() == DType::Float16 || dtype() == DType::BFloat16;
-  Tensor x = narrow ? cast(*this, DType::Float32) : *this, r;
-  if (std::isinf(p)) {
-    r = x.abs().amax(std::move(dims), keepdim);
-  } else if (p == 1) {
-    r = x.abs().sum(std::move(dims), keepdim);
-  } else {
-    // The root of a zero sum is 0 with gradient 0 (as PyTorch), not 0 * (1 / 0).
-    Tensor s = (p == 2 ? x * x : x.abs().pow(p)).sum(std::move(dims), keepdim);
-    Tensor zero = s.eq(0), safe = where(zero, ones_like(s), s);
-    r = where(zero, zeros_like(s), p == 2 ? safe.sqrt() : safe.pow(1.0 / p));
-  }
-  return narrow ? cast(r, dtype()) : r;
-}
 namespace {
 /// a / b rounded by `mode` ("trunc" or "floor"), as torch.div with that rounding_mode.
 Tensor roundedDivision(const Tensor& a, const Tensor& b, std::string_view mode) {
@@ -816,35 +706,50 @@ Tensor& Tensor::sub_(Scalar other, std::source_location loc) {
   if (binaryInPlace(*this, OpCode::Sub, other, "sub_")) return *this;
   return assignInPlace(*this, inPlaceSource(*this, {}, OpCode::Sub) - other, "sub_");
 }
+namespace {
+/// self = op(self, other) for a binary op (mul_, div_, fmod_, floor_divide_): straight into
+/// self's memory where the op computes in self's dtype and nothing is recorded, else out of place
+/// and assigned (an integral self of a float result is an error there, as in PyTorch).
+Tensor& binaryAssign(Tensor& self, OpCode op, const Tensor& other, const char* name) {
+  if (binaryInPlace(self, op, other, name)) return self;
+  return assignInPlace(self, binaryOp(op, inPlaceSource(self, other), other), name);
+}
+Tensor& binaryAssign(Tensor& self, OpCode op, Scalar other, const char* name) {
+  if (binaryInPlace(self, op, other, name)) return self;
+  return assignInPlace(self, binaryOp(op, inPlaceSource(self), other), name);
+}
+} // namespace
 Tensor& Tensor::mul_(const Tensor& other, std::source_location loc) {
   CallSite cs(loc);
-  if (binaryInPlace(*this, OpCode::Mul, other, "mul_")) return *this;
-  return assignInPlace(*this, inPlaceSource(*this, other) * other, "mul_");
+  return binaryAssign(*this, OpCode::Mul, other, "mul_");
 }
 Tensor& Tensor::mul_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
-  if (binaryInPlace(*this, OpCode::Mul, other, "mul_")) return *this;
-  return assignInPlace(*this, inPlaceSource(*this) * other, "mul_");
+  return binaryAssign(*this, OpCode::Mul, other, "mul_");
 }
 Tensor& Tensor::div_(const Tensor& other, std::source_location loc) {
   CallSite cs(loc);
-  if (binaryInPlace(*this, OpCode::Div, other, "div_")) return *this;
-  return assignInPlace(*this, inPlaceSource(*this, other) / other, "div_");
+  return binaryAssign(*this, OpCode::Div, other, "div_");
 }
 Tensor& Tensor::div_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
-  if (binaryInPlace(*this, OpCode::Div, other, "div_")) return *this;
-  return assignInPlace(*this, inPlaceSource(*this) / other, "div_");
+  return binaryAssign(*this, OpCode::Div, other, "div_");
 }
 Tensor& Tensor::fmod_(const Tensor& other, std::source_location loc) {
   CallSite cs(loc);
-  if (binaryInPlace(*this, OpCode::Fmod, other, "fmod_")) return *this;
-  return assignInPlace(*this, inPlaceSource(*this, other).fmod(other), "fmod_");
+  return binaryAssign(*this, OpCode::Fmod, other, "fmod_");
 }
 Tensor& Tensor::fmod_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
-  if (binaryInPlace(*this, OpCode::Fmod, other, "fmod_")) return *this;
-  return assignInPlace(*this, inPlaceSource(*this).fmod(other), "fmod_");
+  return binaryAssign(*this, OpCode::Fmod, other, "fmod_");
+}
+Tensor& Tensor::floor_divide_(const Tensor& other, std::source_location loc) {
+  CallSite cs(loc);
+  return binaryAssign(*this, OpCode::FloorDivide, other, "floor_divide_");
+}
+Tensor& Tensor::floor_divide_(Scalar other, std::source_location loc) {
+  CallSite cs(loc);
+  return binaryAssign(*this, OpCode::FloorDivide, other, "floor_divide_");
 }
 Tensor& Tensor::remainder_(const Tensor& other, std::source_location loc) {
   CallSite cs(loc);
@@ -853,16 +758,6 @@ Tensor& Tensor::remainder_(const Tensor& other, std::source_location loc) {
 Tensor& Tensor::remainder_(Scalar other, std::source_location loc) {
   CallSite cs(loc);
   return assignInPlace(*this, inPlaceSource(*this).remainder(other), "remainder_");
-}
-Tensor& Tensor::floor_divide_(const Tensor& other, std::source_location loc) {
-  CallSite cs(loc);
-  if (binaryInPlace(*this, OpCode::FloorDivide, other, "floor_divide_")) return *this;
-  return assignInPlace(*this, inPlaceSource(*this, other).floor_divide(other), "floor_divide_");
-}
-Tensor& Tensor::floor_divide_(Scalar other, std::source_location loc) {
-  CallSite cs(loc);
-  if (binaryInPlace(*this, OpCode::FloorDivide, other, "floor_divide_")) return *this;
-  return assignInPlace(*this, inPlaceSource(*this).floor_divide(other), "floor_divide_");
 }
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi,
                        std::source_location loc) {

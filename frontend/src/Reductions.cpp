@@ -1,11 +1,12 @@
 // Reductions and their composites: sum, mean, prod, amax/amin, max/min, arg*, var/std,
-// logsumexp, cumsum, sort, topk, softmax and log_softmax.
+// logsumexp, norm, any/all, cumsum, sort, topk, softmax and log_softmax.
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
 #include "weft/runtime/VjpRules.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace weft {
@@ -178,6 +179,27 @@ Tensor Tensor::logsumexp(Shape dims, bool keepdim, std::source_location loc) con
 Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
   CallSite cs(loc);
   return x.logsumexp(std::move(dims), keepdim);
+}
+Tensor Tensor::norm(double p, Shape dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(defined(), Value, "norm: called on an undefined tensor");
+  WEFT_CHECK(isFloating(dtype()), DType, "norm: expected a floating-point input, got ",
+             dtypeName(dtype()));
+  WEFT_CHECK(p > 0, Value, "norm: p must be positive, got ", p);
+  // 16-bit floats sum in float (a float16 square overflows from 256 on), rounded once at the end.
+  const bool narrow = dtype() == DType::Float16 || dtype() == DType::BFloat16;
+  Tensor x = narrow ? cast(*this, DType::Float32) : *this, r;
+  if (std::isinf(p)) {
+    r = x.abs().amax(std::move(dims), keepdim);
+  } else if (p == 1) {
+    r = x.abs().sum(std::move(dims), keepdim);
+  } else {
+    // The root of a zero sum is 0 with gradient 0 (as PyTorch), not 0 * (1 / 0).
+    Tensor s = (p == 2 ? x * x : x.abs().pow(p)).sum(std::move(dims), keepdim);
+    Tensor zero = s.eq(0), safe = where(zero, ones_like(s), s);
+    r = where(zero, zeros_like(s), p == 2 ? safe.sqrt() : safe.pow(1.0 / p));
+  }
+  return narrow ? cast(r, dtype()) : r;
 }
 namespace {
 /// any/all: whether the count of elements that are nonzero (any) or zero (all) over `dims` is

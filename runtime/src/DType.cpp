@@ -40,7 +40,7 @@ bool fitsDType(double value, DType t) {
   case DType::Int64:
     return value >= -0x1p63 && value < 0x1p63;
   case DType::Float16:
-    return !std::isfinite(value) || std::abs(value) <= 65504.0;
+    return !std::isfinite(value) || std::abs(value) <= largestFinite(t);
   case DType::BFloat16:
   case DType::Float32:
     return !std::isfinite(value) || std::abs(value) <= std::numeric_limits<float>::max();
@@ -48,6 +48,19 @@ bool fitsDType(double value, DType t) {
     return true;
   }
   return false;
+}
+
+double largestFinite(DType t) {
+  switch (t) {
+  case DType::Float16:
+    return 65504.0;
+  case DType::BFloat16:
+    return 0x1.fep127; // 3.3895313892515355e38
+  case DType::Float32:
+    return std::numeric_limits<float>::max();
+  default:
+    return std::numeric_limits<double>::max();
+  }
 }
 
 DType promoteTypes(DType a, DType b) {

@@ -42,6 +42,8 @@ bool isIntegral(DType t);
 /// take finite values in their range, floats any value up to their largest finite one (or a
 /// non-finite one), bool anything.
 bool fitsDType(double value, DType t);
+/// The largest finite value of floating dtype `t` (torch.finfo(t).max).
+double largestFinite(DType t);
 /// PyTorch's promote_types: the smallest dtype both values fit in.
 DType promoteTypes(DType a, DType b);
 /// The dtype a float-only op computes an integral or bool input in (the default float dtype).
