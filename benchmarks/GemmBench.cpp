@@ -1,10 +1,20 @@
 // weft-bench-gemm: float32 C = A B through weft (Tensor::matmul into a preallocated output's
 // worth of work, on weft's thread pool) and through OpenBLAS called directly with its own threads,
 // side by side at 256, 512 and 1024, with the same number of threads. Prints a table of GFLOP/s
-// (medians) and the ratio.
+// (medians) and the ratio. Then, at the train benchmark models' linear-layer shapes, a GEMM with a
+// bias + GELU epilogue as compile() runs it today (OpenBLAS on weft's pool, then the epilogue as
+// one generated kernel) beside one generated kernel computing both (codegen's GEMM, the epilogue
+// applied per register tile): milliseconds and their ratio.
 //
 //   weft-bench-gemm [--threads N] [--reps N]
 #include <weft/weft.h>
+
+#include "weft/codegen/Elementwise.h"
+#include "weft/ir/Lower.h"
+#include "weft/ir/TextFormat.h"
+#include "weft/passes/Fusion.h"
+#include "weft/runtime/Device.h"
+#include "weft/runtime/Interpreter.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -13,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +43,114 @@ double medianSeconds(const std::function<void()>& f, int reps) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+/// x @ w + bias, then GELU (tanh form, as weft::gelu traces it), over float32[m, n].
+std::string geluLinear(int64_t m, int64_t k, int64_t n) {
+  const std::string mn = "[" + std::to_string(m) + ", " + std::to_string(n) + "]";
+  const std::string t = "float32" + mn;
+  std::string text = "graph @linear(%x: float32[" + std::to_string(m) + ", " + std::to_string(k) +
+                     "], %w: float32[" + std::to_string(k) + ", " + std::to_string(n) +
+                     "], %bias: float32[" + std::to_string(n) + "]) {\n";
+  auto line = [&](const std::string& s) { text += "  " + s + "\n"; };
+  auto constant = [&](const std::string& name, const char* value) {
+    line("%" + name + "0 = full() {shape = [], dtype = float32, value = " + value +
+         "} : float32[]");
+    line("%" + name + " = expand(%" + name + "0) {shape = " + mn + "} : " + t);
+  };
+  constant("c", "0.044715"); // before the matmul, as constant folding leaves them
+  constant("k", "0.7978845608028654");
+  constant("one", "1.0");
+  constant("half", "0.5");
+  line("%y = matmul(%x, %w) : " + t);
+  line("%b = expand(%bias) {shape = " + mn + "} : " + t);
+  line("%z = add(%y, %b) : " + t);
+  line("%z2 = mul(%z, %z) : " + t);
+  line("%z3 = mul(%z2, %z) : " + t);
+  line("%q = mul(%z3, %c) : " + t);
+  line("%s = add(%z, %q) : " + t);
+  line("%u = mul(%s, %k) : " + t);
+  line("%th = tanh(%u) : " + t);
+  line("%t1 = add(%th, %one) : " + t);
+  line("%h = mul(%z, %half) : " + t);
+  line("%r = mul(%h, %t1) : " + t);
+  line("return(%r)");
+  return text + "}\n";
+}
+
+/// The plan of `g` with `groups` as generated kernels (the CPU's code loaded), or an empty plan
+/// where codegen fails.
+std::optional<weft::Plan> planWith(const weft::ir::Graph& g,
+                                   const std::vector<weft::ir::FusionGroup>& groups) {
+  auto compiled = weft::codegen::compileElementwise(g, groups);
+  if (!compiled) return std::nullopt;
+  std::vector<weft::ir::FusedKernel> fused;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    if (compiled.value().kernelOf[k] < 0) return std::nullopt;
+    fused.push_back({groups[k], compiled.value().kernelOf[k]});
+  }
+  weft::KernelTable& table = compiled.value().table;
+  table.loaded = weft::hal::cpu().load(table.code, table.kernels);
+  return weft::ir::lowerToPlan(g, fused, std::move(table));
+}
+
+/// The epilogue table: per shape, the OpenBLAS + kernel plan and the one-kernel plan.
+void epilogueTable(int reps) {
+  struct LinearShape {
+    const char* model;
+    int64_t m, k, n;
+  };
+  const std::vector<LinearShape> shapes = {
+      {"mlp fc1", 128, 784, 256},  {"mlp fc2", 128, 256, 256},  {"cnn fc1", 64, 3136, 128},
+      {"gpt qkv", 1024, 128, 384}, {"gpt mlp", 1024, 128, 512}, {"gpt proj", 1024, 512, 128},
+      {"gpt head", 1024, 128, 256}};
+  std::printf("\nGEMM + bias + GELU, float32, ms (median of %d)\n\n", reps);
+  std::printf("| %-8s | %16s | %19s | %14s | %9s |\n", "layer", "M x K x N", "OpenBLAS + kernel",
+              "one generated", "speedup");
+  std::printf(
+      "|----------|------------------|---------------------|----------------|-----------|\n");
+  weft::Generator gen(2);
+  for (const LinearShape& s : shapes) {
+    auto parsed = weft::ir::parseGraph(geluLinear(s.m, s.k, s.n));
+    if (!parsed) {
+      std::fprintf(stderr, "%s\n", parsed.diagnostic().message.c_str());
+      return;
+    }
+    const weft::ir::Graph& g = parsed.value();
+    // Today: the matmul in the interpreter, the epilogue as the fuse pass groups it.
+    std::vector<weft::ir::FusionGroup> epilogue = weft::passes::findElementwiseGroups(g);
+    // One kernel: the same group with the matmul as its root, reading x and w instead of y.
+    std::vector<weft::ir::FusionGroup> whole = epilogue;
+    if (whole.size() != 1) {
+      std::fprintf(stderr, "expected one epilogue group, got %zu\n", whole.size());
+      return;
+    }
+    weft::ir::FusionGroup& grp = whole[0];
+    const weft::ir::Node& mm = g.nodes()[8]; // after the four constants' full and expand
+    grp.nodes.insert(grp.nodes.begin(), 8);
+    std::erase(grp.inputs, mm.result);
+    grp.inputs.insert(grp.inputs.begin(), {g.arguments()[0], g.arguments()[1]});
+    grp.inPlace.clear();
+    auto today = planWith(g, epilogue), fused = planWith(g, whole);
+    if (!today || !fused) {
+      std::fprintf(stderr, "codegen failed at %s\n", s.model);
+      return;
+    }
+    std::vector<weft::Buffer> args;
+    for (weft::ir::ValueId v : g.arguments()) {
+      weft::Tensor r = weft::randn(g.type(v).shape, weft::kFloat32, gen);
+      args.push_back(weft::allocateBuffer(g.type(v).shape, weft::DType::Float32));
+      std::memcpy(args.back().ref.data, r.data_ptr<float>(),
+                  static_cast<size_t>(r.numel()) * sizeof(float));
+    }
+    const double a = medianSeconds([&] { (void)weft::runPlan(*today, args, {}); }, reps);
+    const double b = medianSeconds([&] { (void)weft::runPlan(*fused, args, {}); }, reps);
+    char dims[32];
+    std::snprintf(dims, sizeof(dims), "%lld x %lld x %lld", static_cast<long long>(s.m),
+                  static_cast<long long>(s.k), static_cast<long long>(s.n));
+    std::printf("| %-8s | %16s | %19.3f | %14.3f | %8.2fx |\n", s.model, dims, a * 1e3, b * 1e3,
+                a / b);
+  }
 }
 
 } // namespace
@@ -89,5 +208,6 @@ int main(int argc, char** argv) {
     std::printf("| %5lld | %12.1f | %16.1f | %10.2fx |\n", static_cast<long long>(sizes[i]),
                 flops / weftS[i] / 1e9, flops / blasS[i] / 1e9, blasS[i] / weftS[i]);
   }
+  epilogueTable(reps);
   return 0;
 }

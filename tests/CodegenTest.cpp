@@ -291,6 +291,87 @@ ir::Graph randomRowGraph(uint32_t seed, int64_t rows, int64_t cols) {
   return g;
 }
 
+/// A matmul group with an epilogue: r = tanh(z) * z for z = x @ w + bias, x of [batch, m, k],
+/// and its GEMM result y as a second output.
+struct MatmulCase {
+  int64_t batch, m, k, n;
+};
+
+ir::Graph matmulGraph(const MatmulCase& c) {
+  auto dims = [](std::initializer_list<int64_t> d) {
+    std::string s = "[";
+    for (int64_t x : d)
+      s += (s.size() > 1 ? ", " : "") + std::to_string(x);
+    return s + "]";
+  };
+  const std::string out = "float32" + dims({c.batch, c.m, c.n});
+  auto parsed = ir::parseGraph(
+      "graph @mm(%x: float32" + dims({c.batch, c.m, c.k}) + ", %w: float32" + dims({c.k, c.n}) +
+      ", %bias: float32" + dims({c.n}) + ") {\n  %y = matmul(%x, %w) : " + out +
+      "\n  %b = expand(%bias) {shape = " + dims({c.batch, c.m, c.n}) + "} : " + out +
+      "\n  %z = add(%y, %b) : " + out + "\n  %t = tanh(%z) : " + out +
+      "\n  %r = mul(%t, %z) : " + out + "\n  return(%r, %y)\n}\n");
+  EXPECT_TRUE(static_cast<bool>(parsed)) << parsed.diagnostic().message;
+  return std::move(parsed.value());
+}
+
+// The generated GEMM's row tiles, column panels and their tails (rows and columns not a multiple
+// of the register tile, fewer rows than one tile, K = 1), folded batch rows, and a case large
+// enough that the threads split it: each output against float64 sums of the same inputs.
+TEST(Codegen, MatmulKernelWithEpilogueMatchesFloat64) {
+  for (MatmulCase c : {MatmulCase{2, 37, 45, 70}, MatmulCase{1, 300, 128, 96},
+                       MatmulCase{1, 5, 3, 33}, MatmulCase{1, 8, 1, 32}}) {
+    SCOPED_TRACE(std::to_string(c.batch) + "x" + std::to_string(c.m) + "x" + std::to_string(c.k) +
+                 "x" + std::to_string(c.n));
+    ir::Graph g = matmulGraph(c);
+    ir::FusionGroup grp;
+    grp.nodes = {0, 2, 3, 4};
+    grp.leaves = {1};
+    grp.inputs = {g.arguments()[0], g.arguments()[1], g.arguments()[2]};
+    grp.outputs = {g.outputs()[0], g.outputs()[1]};
+    grp.shape = g.type(g.outputs()[0]).shape;
+    auto compiled = codegen::compileElementwise(g, std::span(&grp, 1));
+    ASSERT_TRUE(static_cast<bool>(compiled)) << compiled.diagnostic().message;
+    ASSERT_EQ(compiled.value().kernelOf[0], 0) << compiled.value().failures[0];
+    KernelTable& table = compiled.value().table;
+    table.loaded = hal::cpu().load(table.code, table.kernels);
+    std::vector<ir::FusedKernel> fused{{grp, 0}};
+    Plan plan = ir::lowerToPlan(g, fused, std::move(table));
+    ASSERT_EQ(plan.steps.size(), 1u);
+
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal;
+    std::vector<Buffer> args;
+    for (ir::ValueId v : g.arguments()) {
+      args.push_back(allocateBuffer(g.type(v).shape, DType::Float32));
+      for (int64_t i = 0; i < args.back().ref.numel(); ++i)
+        args.back().ref.ptr<float>()[i] = normal(rng);
+    }
+    std::vector<Buffer> out = runPlan(plan, args, {});
+    const float *x = args[0].ref.ptr<float>(), *w = args[1].ref.ptr<float>(),
+                *bias = args[2].ref.ptr<float>();
+    const float *r = out.at(0).ref.ptr<float>(), *y = out.at(1).ref.ptr<float>();
+    const int64_t rows = c.batch * c.m;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double exact = 0, magnitude = 0;
+        for (int64_t p = 0; p < c.k; ++p) {
+          exact += double{x[i * c.k + p]} * double{w[p * c.n + j]};
+          magnitude += std::fabs(double{x[i * c.k + p]} * double{w[p * c.n + j]});
+        }
+        // A float32 sum of K products is within K units of 2^-24 of the sum of their magnitudes
+        // (the classic bound for recursive summation, each FMA rounding once).
+        const double bound = static_cast<double>(c.k) * std::ldexp(1.0, -24) * magnitude + 1e-30;
+        ASSERT_LE(std::fabs(y[i * c.n + j] - exact), bound) << "y at " << i << ", " << j;
+        // z tanh(z) moves at most 1.2x as far as z does; then a few float32 roundings.
+        const double z = exact + double{bias[j]};
+        ASSERT_NEAR(r[i * c.n + j], std::tanh(z) * z,
+                    1.2 * (bound + 1e-7) + 1e-6 * (1 + std::fabs(z)))
+            << "r at " << i << ", " << j;
+      }
+  }
+}
+
 TEST(Codegen, RandomRowKernelsMatchTheInterpreter) {
   // 40 random graphs (rows of 1 to 37 values, and of 1500 for the blocked sums) compiled into row
   // kernels against the same graphs run by the interpreter's eager kernels. The kernels sum in

@@ -7,6 +7,8 @@
 #include "CodegenSourceHash.h"
 #include "JitInternal.h"
 #include "KernelBody.h"
+#include "KernelIO.h"
+#include "MatmulKernel.h"
 #include "weft/codegen/KernelCache.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/passes/Fusion.h"
@@ -35,98 +37,6 @@ namespace weft::codegen {
 namespace {
 
 using ir::ValueId;
-
-/// Strides (in elements) to read a contiguous value of `shape` at each index of `out`: the
-/// shapes right-aligned, 0 where `shape` broadcasts.
-std::vector<int64_t> broadcastStrides(const Shape& shape, const Shape& out) {
-  std::vector<int64_t> strides(out.size(), 0);
-  Shape cs = contiguousStrides(shape);
-  size_t offset = out.size() - shape.size();
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] != 1) strides[offset + d] = cs[d];
-  return strides;
-}
-
-/// A kernel function being built: its entry block and the bounds of its outer loop.
-struct KernelFunction {
-  mlir::Block* entry;
-  mlir::Value lo, hi;
-};
-
-/// The function of one group's kernel: func @name(inputs..., outputs..., lo, hi), each a flat
-/// memref, its entry block the insertion point of `b`.
-KernelFunction declareKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
-                             const ir::FusionGroup& grp, const std::string& name) {
-  mlir::Location loc = b.getUnknownLoc();
-  b.setInsertionPointToEnd(module.getBody());
-  std::vector<mlir::Type> argTypes;
-  auto flat = [&](ValueId v) {
-    return mlir::MemRefType::get({numel(g.type(v).shape)}, memoryType(b, g.type(v).dtype));
-  };
-  for (ValueId v : grp.inputs)
-    argTypes.push_back(flat(v));
-  for (ValueId v : grp.outputs)
-    argTypes.push_back(flat(v));
-  argTypes.push_back(b.getIndexType());
-  argTypes.push_back(b.getIndexType());
-  auto fn = mlir::func::FuncOp::create(b, loc, name, b.getFunctionType(argTypes, {}));
-  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
-  mlir::Block* entry = fn.addEntryBlock();
-  b.setInsertionPointToStart(entry);
-  const auto bounds = static_cast<unsigned>(grp.inputs.size() + grp.outputs.size());
-  return {entry, entry->getArgument(bounds), entry->getArgument(bounds + 1)};
-}
-
-/// The linear index of `ivs` (one per dim) with element `strides` (0: broadcast).
-mlir::Value linearIndex(mlir::OpBuilder& b, mlir::Location loc, const std::vector<mlir::Value>& ivs,
-                        const Shape& strides) {
-  mlir::Value idx = mlir::arith::ConstantIndexOp::create(b, loc, 0);
-  for (size_t d = 0; d < strides.size(); ++d) {
-    if (strides[d] == 0) continue;
-    mlir::Value s = mlir::arith::ConstantIndexOp::create(b, loc, strides[d]);
-    idx = mlir::arith::AddIOp::create(b, loc, idx, mlir::arith::MulIOp::create(b, loc, ivs[d], s));
-  }
-  return idx;
-}
-
-/// Loads element `at` of `memref` holding `dtype` into a register (bool: i8 in memory, i1 here).
-mlir::Value loadElement(mlir::OpBuilder& b, mlir::Location loc, mlir::Value memref, mlir::Value at,
-                        DType dtype) {
-  mlir::Value x = mlir::memref::LoadOp::create(b, loc, memref, mlir::ValueRange{at});
-  if (dtype == DType::Bool)
-    x = mlir::arith::CmpIOp::create(
-        b, loc, mlir::arith::CmpIPredicate::ne, x,
-        mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI8Type(), 0)));
-  if (dtype == DType::Float16) x = mlir::arith::ExtFOp::create(b, loc, b.getF32Type(), x);
-  if (dtype == DType::BFloat16) { // the upper half of a float
-    mlir::Value wide = mlir::arith::ExtUIOp::create(b, loc, b.getI32Type(), x);
-    x = mlir::arith::BitcastOp::create(
-        b, loc, b.getF32Type(),
-        mlir::arith::ShLIOp::create(
-            b, loc, wide,
-            mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI32Type(), 16))));
-  }
-  return x;
-}
-
-/// Stores output k of `grp` at `at`: through the memref of the input it is written over, if any
-/// (the same address as that input's load, so LLVM vectorizes without a runtime overlap check
-/// failing on it), else through its own.
-void storeOutput(mlir::OpBuilder& b, mlir::Location loc, mlir::Block* entry,
-                 const ir::FusionGroup& grp, size_t k, mlir::Value r, mlir::Value at, DType dtype) {
-  if (dtype == DType::Bool) r = mlir::arith::ExtUIOp::create(b, loc, b.getI8Type(), r);
-  // 16-bit floats: `r` is already rounded to its type (BodyBuilder::node), so these are exact.
-  if (dtype == DType::Float16) r = mlir::arith::TruncFOp::create(b, loc, b.getF16Type(), r);
-  if (dtype == DType::BFloat16)
-    r = mlir::arith::TruncIOp::create(
-        b, loc, b.getI16Type(),
-        mlir::arith::ShRUIOp::create(
-            b, loc, mlir::arith::BitcastOp::create(b, loc, b.getI32Type(), r),
-            mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI32Type(), 16))));
-  int32_t over = k < grp.inPlace.size() ? grp.inPlace[k] : -1;
-  auto arg = static_cast<unsigned>(over >= 0 ? over : static_cast<int32_t>(grp.inputs.size() + k));
-  mlir::memref::StoreOp::create(b, loc, r, entry->getArgument(arg), mlir::ValueRange{at});
-}
 
 /// Loops over dims [0, last) of `shape` around `body(ivs)`, dim 0 over [lo, hi) and the others
 /// over their whole extent.
@@ -532,9 +442,14 @@ mlir::LogicalResult buildPartsKernel(mlir::OpBuilder& b, mlir::ModuleOp module, 
 
 /// The module of one group's kernel, as function "kernel".
 mlir::OwningOpRef<mlir::ModuleOp> kernelModule(mlir::MLIRContext& ctx, const ir::Graph& g,
-                                               const ir::FusionGroup& grp) {
+                                               const ir::FusionGroup& grp,
+                                               const CpuTarget& target) {
   mlir::OpBuilder b(&ctx);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
+  if (matmulRoot(g, grp) != nullptr) {
+    if (mlir::failed(buildMatmulKernel(b, *module, g, grp, "kernel", target))) return {};
+    return module;
+  }
   auto build = !grp.parts.empty()            ? &buildPartsKernel
                : passes::isRowKernel(g, grp) ? &buildRowKernel
                                              : &buildKernel;
@@ -655,7 +570,7 @@ ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
           continue;
         }
         std::unique_ptr<mlir::MLIRContext> ctx = newContext();
-        mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k]);
+        mlir::OwningOpRef<mlir::ModuleOp> module = kernelModule(*ctx, g, groups[k], target);
         if (!module) {
           errors[i] = cannotLower(g, groups[k]);
           continue;
@@ -692,12 +607,20 @@ ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
   result.table.code = hal::CodeObject{"elf-shared-object", target.codeTarget(), std::move(*linked)};
   for (size_t k = 0; k < groups.size(); ++k) {
     if (!result.failures[k].empty()) continue;
+    result.kernelOf[k] = static_cast<int32_t>(result.table.kernels.size());
+    if (const ir::Node* mm = matmulRoot(g, groups[k])) {
+      // Row tiles; each launch packs B again, so a thread takes at least 2^19 multiply-adds.
+      const int64_t tiles = matmulRowTiles(g, *mm, target);
+      const int64_t work = numel(g.type(mm->operands[0]).shape) / tiles * groups[k].shape.back();
+      result.table.kernels.push_back(
+          hal::KernelInfo{symbols[k], tiles, std::max<int64_t>(1, (int64_t{1} << 19) / work)});
+      continue;
+    }
     const Shape& s = groups[k].shape;
     int64_t rows = s.empty() ? 1 : s[0];
     int64_t rowSize = s.empty() ? 1 : numel(s) / std::max<int64_t>(s[0], 1);
     // About 64K elements per chunk keep the threads busy without splitting small tensors.
     int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(rowSize, 1));
-    result.kernelOf[k] = static_cast<int32_t>(result.table.kernels.size());
     result.table.kernels.push_back(hal::KernelInfo{symbols[k], rows, grain});
   }
   return result;

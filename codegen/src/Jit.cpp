@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -115,7 +116,7 @@ std::unique_ptr<mlir::MLIRContext> newContext() {
   mlir::DialectRegistry registry;
   registry.insert<mlir::arith::ArithDialect, mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
                   mlir::LLVM::LLVMDialect, mlir::math::MathDialect, mlir::memref::MemRefDialect,
-                  mlir::scf::SCFDialect>();
+                  mlir::scf::SCFDialect, mlir::vector::VectorDialect>();
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
   // One thread per context: kernels are compiled in parallel, each in its own context.
@@ -173,6 +174,7 @@ ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const Cp
   pm.addPass(mlir::createConvertMathToLibmPass()); // the C library's functions, as eager calls
   pm.addPass(mlir::createConvertMathToLLVMPass());
   pm.addPass(mlir::createSCFToControlFlowPass());
+  pm.addPass(mlir::createConvertVectorToLLVMPass()); // generated GEMMs' register tiles
   pm.addPass(mlir::createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(mlir::createArithToLLVMConversionPass());
   pm.addPass(mlir::createConvertFuncToLLVMPass());

@@ -22,7 +22,7 @@ namespace weft::codegen {
 ir::Diagnostic failure(const std::string& what);
 
 /// A single-threaded context with the dialects generated kernels use (func, scf, memref, arith,
-/// math, cf, llvm).
+/// vector, math, cf, llvm).
 std::unique_ptr<mlir::MLIRContext> newContext();
 
 /// A function of a module (with llvm.emit_c_interface) and the symbol of its packed entry

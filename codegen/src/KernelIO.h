@@ -1,0 +1,113 @@
+// A generated kernel's arguments: the function with its flat memrefs and row bounds, and loading
+// and storing one element of them. Shared by the kernel builders (Elementwise.cpp,
+// MatmulKernel.h); included only by Elementwise.cpp.
+#pragma once
+
+#include "KernelBody.h"
+#include "weft/ir/Graph.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace weft::codegen {
+
+/// Strides (in elements) to read a contiguous value of `shape` at each index of `out`: the
+/// shapes right-aligned, 0 where `shape` broadcasts.
+inline std::vector<int64_t> broadcastStrides(const Shape& shape, const Shape& out) {
+  std::vector<int64_t> strides(out.size(), 0);
+  Shape cs = contiguousStrides(shape);
+  size_t offset = out.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) strides[offset + d] = cs[d];
+  return strides;
+}
+
+/// A kernel function being built: its entry block and the bounds of its outer loop.
+struct KernelFunction {
+  mlir::Block* entry;
+  mlir::Value lo, hi;
+};
+
+/// The function of one group's kernel: func @name(inputs..., outputs..., lo, hi), each a flat
+/// memref, its entry block the insertion point of `b`.
+inline KernelFunction declareKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
+                                    const ir::FusionGroup& grp, const std::string& name) {
+  mlir::Location loc = b.getUnknownLoc();
+  b.setInsertionPointToEnd(module.getBody());
+  std::vector<mlir::Type> argTypes;
+  auto flat = [&](ir::ValueId v) {
+    return mlir::MemRefType::get({numel(g.type(v).shape)}, memoryType(b, g.type(v).dtype));
+  };
+  for (ir::ValueId v : grp.inputs)
+    argTypes.push_back(flat(v));
+  for (ir::ValueId v : grp.outputs)
+    argTypes.push_back(flat(v));
+  argTypes.push_back(b.getIndexType());
+  argTypes.push_back(b.getIndexType());
+  auto fn = mlir::func::FuncOp::create(b, loc, name, b.getFunctionType(argTypes, {}));
+  fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  mlir::Block* entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  const auto bounds = static_cast<unsigned>(grp.inputs.size() + grp.outputs.size());
+  return {entry, entry->getArgument(bounds), entry->getArgument(bounds + 1)};
+}
+
+/// The linear index of `ivs` (one per dim) with element `strides` (0: broadcast).
+inline mlir::Value linearIndex(mlir::OpBuilder& b, mlir::Location loc,
+                               const std::vector<mlir::Value>& ivs, const Shape& strides) {
+  mlir::Value idx = mlir::arith::ConstantIndexOp::create(b, loc, 0);
+  for (size_t d = 0; d < strides.size(); ++d) {
+    if (strides[d] == 0) continue;
+    mlir::Value s = mlir::arith::ConstantIndexOp::create(b, loc, strides[d]);
+    idx = mlir::arith::AddIOp::create(b, loc, idx, mlir::arith::MulIOp::create(b, loc, ivs[d], s));
+  }
+  return idx;
+}
+
+/// Loads element `at` of `memref` holding `dtype` into a register (bool: i8 in memory, i1 here).
+inline mlir::Value loadElement(mlir::OpBuilder& b, mlir::Location loc, mlir::Value memref,
+                               mlir::Value at, DType dtype) {
+  mlir::Value x = mlir::memref::LoadOp::create(b, loc, memref, mlir::ValueRange{at});
+  if (dtype == DType::Bool)
+    x = mlir::arith::CmpIOp::create(
+        b, loc, mlir::arith::CmpIPredicate::ne, x,
+        mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI8Type(), 0)));
+  if (dtype == DType::Float16) x = mlir::arith::ExtFOp::create(b, loc, b.getF32Type(), x);
+  if (dtype == DType::BFloat16) { // the upper half of a float
+    mlir::Value wide = mlir::arith::ExtUIOp::create(b, loc, b.getI32Type(), x);
+    x = mlir::arith::BitcastOp::create(
+        b, loc, b.getF32Type(),
+        mlir::arith::ShLIOp::create(
+            b, loc, wide,
+            mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI32Type(), 16))));
+  }
+  return x;
+}
+
+/// Stores output k of `grp` at `at`: through the memref of the input it is written over, if any
+/// (the same address as that input's load, so LLVM vectorizes without a runtime overlap check
+/// failing on it), else through its own.
+inline void storeOutput(mlir::OpBuilder& b, mlir::Location loc, mlir::Block* entry,
+                        const ir::FusionGroup& grp, size_t k, mlir::Value r, mlir::Value at,
+                        DType dtype) {
+  if (dtype == DType::Bool) r = mlir::arith::ExtUIOp::create(b, loc, b.getI8Type(), r);
+  // 16-bit floats: `r` is already rounded to its type (BodyBuilder::node), so these are exact.
+  if (dtype == DType::Float16) r = mlir::arith::TruncFOp::create(b, loc, b.getF16Type(), r);
+  if (dtype == DType::BFloat16)
+    r = mlir::arith::TruncIOp::create(
+        b, loc, b.getI16Type(),
+        mlir::arith::ShRUIOp::create(
+            b, loc, mlir::arith::BitcastOp::create(b, loc, b.getI32Type(), r),
+            mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI32Type(), 16))));
+  int32_t over = k < grp.inPlace.size() ? grp.inPlace[k] : -1;
+  auto arg = static_cast<unsigned>(over >= 0 ? over : static_cast<int32_t>(grp.inputs.size() + k));
+  mlir::memref::StoreOp::create(b, loc, r, entry->getArgument(arg), mlir::ValueRange{at});
+}
+
+} // namespace weft::codegen

@@ -1,0 +1,256 @@
+// A generated GEMM with its epilogue: a float32 matmul kernel whose result the group's elementwise
+// nodes (bias, activation, residual add) consume while it is still in cache, one register tile at a
+// time. Included only by Elementwise.cpp, whose kernels it shares the ABI, the cache and the body
+// builder with.
+//
+// The schedule is the one of BLAS libraries: per panel of NR columns of B, the panel is copied
+// into a contiguous buffer (K x NR: no cache-set conflicts between its rows, read from L1 by every
+// row tile), then per MR rows of A the MR x NR product is accumulated in vector registers over all
+// of K (each step one row of the panel times MR broadcast elements of A), written to a small tile,
+// and the epilogue computes the group's nodes over that tile and stores its outputs. A launch
+// covers a range of row tiles (threads split the rows), and sums over K in order, one FMA per step.
+#pragma once
+
+#include "KernelBody.h"
+#include "KernelIO.h"
+#include "weft/codegen/Jit.h"
+#include "weft/ir/Graph.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace weft::codegen {
+
+/// The register tile of a generated GEMM on `target`: MR rows of NR columns (NR a multiple of the
+/// vector width), as many accumulators as leave registers for a row of B and a broadcast.
+struct MatmulTile {
+  int64_t rows, cols;
+};
+inline MatmulTile matmulTile(const CpuTarget& target) {
+  auto has = [&](const char* f) { return target.features.find(f) != std::string::npos; };
+  if (has("+avx512f")) return {8, 32}; // 16 of 32 zmm registers accumulate
+  if (has("+avx")) return {6, 16};     // 12 of 16 ymm
+  return {4, 8};                       // 8 of 16 xmm
+}
+
+/// The matmul node a matmul kernel computes first: the group's first node, a float32 matmul of an
+/// input [..., M, K] (its rows folded into one M) by an input [K, N], of the group's shape; its
+/// other nodes are elementwise over that shape (the epilogue) and write over no operand of the
+/// matmul. Null for any other group.
+inline const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp) {
+  if (grp.nodes.empty() || !grp.parts.empty()) return nullptr;
+  const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[0])];
+  if (n.op != OpCode::MatMul || n.operands.size() != 2) return nullptr;
+  const ir::TensorType &a = g.type(n.operands[0]), &b = g.type(n.operands[1]),
+                       &r = g.type(n.result);
+  if (r.dtype != DType::Float32 || a.dtype != DType::Float32 || b.dtype != DType::Float32 ||
+      a.shape.size() < 2 || b.shape.size() != 2 || r.shape != grp.shape ||
+      a.shape.back() != b.shape[0] || a.shape.back() == 0 || numel(r.shape) == 0)
+    return nullptr;
+  auto input = [&](ir::ValueId v) {
+    return std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
+  };
+  const auto ia = input(n.operands[0]), ib = input(n.operands[1]);
+  if (ia == static_cast<std::ptrdiff_t>(grp.inputs.size()) ||
+      ib == static_cast<std::ptrdiff_t>(grp.inputs.size()))
+    return nullptr;
+  for (int32_t over : grp.inPlace)
+    if (over == ia || over == ib) return nullptr;
+  for (size_t i = 1; i < grp.nodes.size(); ++i)
+    if (g.type(g.nodes()[static_cast<size_t>(grp.nodes[i])].result).shape != grp.shape)
+      return nullptr;
+  return &n;
+}
+
+/// The row tiles a matmul kernel's launch splits over the threads (its KernelInfo::rows).
+inline int64_t matmulRowTiles(const ir::Graph& g, const ir::Node& mm, const CpuTarget& target) {
+  const Shape& out = g.type(mm.result).shape;
+  const int64_t m = numel(out) / out.back(), mr = matmulTile(target).rows;
+  return (m + mr - 1) / mr;
+}
+
+/// func @name(inputs..., outputs..., lo, hi): the GEMM of `grp`'s matmul root over row tiles
+/// [lo, hi), then its epilogue per tile. Fails for a group that is not a matmul kernel.
+inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp module,
+                                             const ir::Graph& g, const ir::FusionGroup& grp,
+                                             const std::string& name, const CpuTarget& target) {
+  const ir::Node* mm = matmulRoot(g, grp);
+  if (mm == nullptr) return mlir::failure();
+  mlir::Location loc = b.getUnknownLoc();
+  auto [entry, lo, hi] = declareKernel(b, module, g, grp, name);
+  const Shape& shape = grp.shape;
+  const int64_t k = g.type(mm->operands[0]).shape.back(), n = shape.back(), m = numel(shape) / n;
+  const auto [mr, nr] = matmulTile(target);
+  auto argOf = [&](ir::ValueId v) {
+    auto i = std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
+    return entry->getArgument(static_cast<unsigned>(i));
+  };
+  mlir::Value a = argOf(mm->operands[0]), bm = argOf(mm->operands[1]);
+  mlir::Type f32 = b.getF32Type();
+  auto vec = mlir::VectorType::get({nr}, f32);
+  auto idx = [&](mlir::OpBuilder& ob, int64_t v) -> mlir::Value {
+    return mlir::arith::ConstantIndexOp::create(ob, loc, v);
+  };
+  auto add = [&](mlir::OpBuilder& ob, mlir::Value x, mlir::Value y) -> mlir::Value {
+    return mlir::arith::AddIOp::create(ob, loc, x, y);
+  };
+  auto mul = [&](mlir::OpBuilder& ob, mlir::Value x, mlir::Value y) -> mlir::Value {
+    return mlir::arith::MulIOp::create(ob, loc, x, y);
+  };
+  auto minIdx = [&](mlir::OpBuilder& ob, mlir::Value x, mlir::Value y) -> mlir::Value {
+    return mlir::arith::MinSIOp::create(ob, loc, x, y);
+  };
+  // A counted loop whose body gets the builder and the induction variable.
+  auto forLoop = [&](mlir::OpBuilder& ob, mlir::Value from, mlir::Value to, mlir::Value step,
+                     const std::function<void(mlir::OpBuilder&, mlir::Value)>& body) {
+    mlir::scf::ForOp::create(
+        ob, loc, from, to, step, mlir::ValueRange{},
+        [&](mlir::OpBuilder& ib, mlir::Location, mlir::Value iv, mlir::ValueRange) {
+          body(ib, iv);
+          mlir::scf::YieldOp::create(ib, loc);
+        });
+  };
+
+  mlir::Value zero = idx(b, 0), one = idx(b, 1), kv = idx(b, k), nv = idx(b, n), nrv = idx(b, nr);
+  mlir::Value rowLo = mul(b, lo, idx(b, mr)), rowHi = minIdx(b, mul(b, hi, idx(b, mr)), idx(b, m));
+  // The packed panel (K x NR, 64-byte aligned) and the product tile (MR x NR).
+  auto panelType = mlir::MemRefType::get({k * nr}, f32);
+  mlir::Value panel = mlir::memref::AllocOp::create(b, loc, panelType, b.getI64IntegerAttr(64));
+  mlir::Value tile = mlir::memref::AllocaOp::create(b, loc, mlir::MemRefType::get({mr * nr}, f32),
+                                                    b.getI64IntegerAttr(64));
+  mlir::Value fzero = mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  mlir::Value vzero = mlir::vector::BroadcastOp::create(b, loc, vec, fzero);
+
+  bool ok = true;
+  forLoop(b, zero, idx(b, (n + nr - 1) / nr), one, [&](mlir::OpBuilder& pb, mlir::Value jo) {
+    mlir::Value j0 = mul(pb, jo, nrv);
+    mlir::Value cols = minIdx(pb, nrv, mlir::arith::SubIOp::create(pb, loc, nv, j0));
+    // Pack columns [j0, j0 + cols) of B, zeros past N.
+    forLoop(pb, zero, kv, one, [&](mlir::OpBuilder& kb, mlir::Value kk) {
+      mlir::Value rowAt = mul(kb, kk, nv), panelAt = mul(kb, kk, nrv);
+      forLoop(kb, zero, nrv, one, [&](mlir::OpBuilder& cb, mlir::Value c) {
+        mlir::Value col = add(cb, j0, c);
+        mlir::Value inside =
+            mlir::arith::CmpIOp::create(cb, loc, mlir::arith::CmpIPredicate::slt, c, cols);
+        mlir::Value at = add(cb, rowAt, minIdx(cb, col, idx(cb, n - 1)));
+        mlir::Value x = mlir::memref::LoadOp::create(cb, loc, bm, mlir::ValueRange{at});
+        x = mlir::arith::SelectOp::create(cb, loc, inside, x, fzero);
+        mlir::memref::StoreOp::create(cb, loc, x, panel, mlir::ValueRange{add(cb, panelAt, c)});
+      });
+    });
+    forLoop(pb, rowLo, rowHi, idx(pb, mr), [&](mlir::OpBuilder& ib, mlir::Value i0) {
+      mlir::Value rows = minIdx(ib, idx(ib, mr), mlir::arith::SubIOp::create(ib, loc, rowHi, i0));
+      // Accumulates `count` rows from row `first` over all of K and stores them to the tile.
+      auto microKernel = [&](mlir::OpBuilder& mb, mlir::Value first, int64_t count,
+                             mlir::Value tileRow) {
+        std::vector<mlir::Value> init(static_cast<size_t>(count), vzero);
+        std::vector<mlir::Value> aRow;
+        for (int64_t r = 0; r < count; ++r)
+          aRow.push_back(mul(mb, add(mb, first, idx(mb, r)), kv));
+        auto loop = mlir::scf::ForOp::create(
+            mb, loc, zero, kv, one, init,
+            [&](mlir::OpBuilder& lb, mlir::Location, mlir::Value kk, mlir::ValueRange acc) {
+              mlir::Value bv = mlir::vector::LoadOp::create(lb, loc, vec, panel,
+                                                            mlir::ValueRange{mul(lb, kk, nrv)});
+              std::vector<mlir::Value> next;
+              for (int64_t r = 0; r < count; ++r) {
+                mlir::Value x = mlir::memref::LoadOp::create(
+                    lb, loc, a, mlir::ValueRange{add(lb, aRow[static_cast<size_t>(r)], kk)});
+                mlir::Value xv = mlir::vector::BroadcastOp::create(lb, loc, vec, x);
+                next.push_back(
+                    mlir::vector::FMAOp::create(lb, loc, xv, bv, acc[static_cast<size_t>(r)]));
+              }
+              mlir::scf::YieldOp::create(lb, loc, next);
+            });
+        for (int64_t r = 0; r < count; ++r)
+          mlir::vector::StoreOp::create(
+              mb, loc, loop.getResult(static_cast<unsigned>(r)), tile,
+              mlir::ValueRange{mul(mb, add(mb, tileRow, idx(mb, r)), nrv)});
+      };
+      mlir::Value full =
+          mlir::arith::CmpIOp::create(ib, loc, mlir::arith::CmpIPredicate::eq, rows, idx(ib, mr));
+      mlir::scf::IfOp::create(
+          ib, loc, full,
+          [&](mlir::OpBuilder& tb, mlir::Location) {
+            microKernel(tb, i0, mr, idx(tb, 0));
+            mlir::scf::YieldOp::create(tb, loc);
+          },
+          [&](mlir::OpBuilder& eb, mlir::Location) {
+            forLoop(eb, zero, rows, one, [&](mlir::OpBuilder& rb, mlir::Value r) {
+              microKernel(rb, add(rb, i0, r), 1, r);
+            });
+            mlir::scf::YieldOp::create(eb, loc);
+          });
+      // The epilogue over the tile's rows x cols elements.
+      forLoop(ib, zero, rows, one, [&](mlir::OpBuilder& rb, mlir::Value r) {
+        mlir::Value row = add(rb, i0, r);
+        // The row's index in each leading dim of the group's shape.
+        std::vector<mlir::Value> ivs(shape.size());
+        mlir::Value rem = row;
+        for (size_t d = shape.size() - 1; d-- > 0;) {
+          mlir::Value extent = idx(rb, shape[d]);
+          ivs[d] = mlir::arith::RemUIOp::create(rb, loc, rem, extent);
+          rem = mlir::arith::DivUIOp::create(rb, loc, rem, extent);
+        }
+        forLoop(rb, zero, cols, one, [&](mlir::OpBuilder& cb, mlir::Value c) {
+          ivs.back() = add(cb, j0, c);
+          BodyBuilder bb(cb, loc, g);
+          std::map<ir::ValueId, mlir::Value> values;
+          values[mm->result] = mlir::memref::LoadOp::create(
+              cb, loc, tile, mlir::ValueRange{add(cb, mul(cb, r, nrv), c)});
+          auto valueOf = [&](ir::ValueId v) {
+            if (auto it = values.find(v); it != values.end()) return it->second;
+            auto i = std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
+            if (i == static_cast<std::ptrdiff_t>(grp.inputs.size())) return mlir::Value{};
+            mlir::Value x =
+                loadElement(cb, loc, entry->getArgument(static_cast<unsigned>(i)),
+                            linearIndex(cb, loc, ivs, broadcastStrides(g.type(v).shape, shape)),
+                            g.type(v).dtype);
+            values[v] = x;
+            return x;
+          };
+          std::vector<int32_t> order = grp.leaves;
+          order.insert(order.end(), grp.nodes.begin() + 1, grp.nodes.end());
+          for (int32_t i : order) {
+            const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
+            std::vector<mlir::Value> in;
+            for (ir::ValueId o : node.operands)
+              in.push_back(valueOf(o));
+            mlir::Value r = std::any_of(in.begin(), in.end(), [](mlir::Value x) { return !x; })
+                                ? mlir::Value{}
+                                : bb.node(node, in);
+            if (!r) {
+              ok = false;
+              return;
+            }
+            values[node.result] = r;
+          }
+          mlir::Value at = add(cb, mul(cb, row, nv), ivs.back());
+          for (size_t o = 0; o < grp.outputs.size(); ++o) {
+            mlir::Value r = valueOf(grp.outputs[o]);
+            if (!r) {
+              ok = false;
+              return;
+            }
+            storeOutput(cb, loc, entry, grp, o, r, at, g.type(grp.outputs[o]).dtype);
+          }
+        });
+      });
+    });
+  });
+  mlir::memref::DeallocOp::create(b, loc, panel);
+  mlir::func::ReturnOp::create(b, loc);
+  return mlir::success(ok);
+}
+
+} // namespace weft::codegen
