@@ -45,12 +45,13 @@ double medianSeconds(const std::function<void()>& f, int reps) {
   return t[t.size() / 2];
 }
 
-/// x @ w + bias, then GELU (tanh form, as weft::gelu traces it), over float32[m, n].
+/// x @ w.t() + bias, then GELU (tanh form, as weft::gelu traces it), over float32[m, n]: a linear
+/// layer with w of [n, k].
 std::string geluLinear(int64_t m, int64_t k, int64_t n) {
   const std::string mn = "[" + std::to_string(m) + ", " + std::to_string(n) + "]";
   const std::string t = "float32" + mn;
   std::string text = "graph @linear(%x: float32[" + std::to_string(m) + ", " + std::to_string(k) +
-                     "], %w: float32[" + std::to_string(k) + ", " + std::to_string(n) +
+                     "], %w: float32[" + std::to_string(n) + ", " + std::to_string(k) +
                      "], %bias: float32[" + std::to_string(n) + "]) {\n";
   auto line = [&](const std::string& s) { text += "  " + s + "\n"; };
   auto constant = [&](const std::string& name, const char* value) {
@@ -62,7 +63,9 @@ std::string geluLinear(int64_t m, int64_t k, int64_t n) {
   constant("k", "0.7978845608028654");
   constant("one", "1.0");
   constant("half", "0.5");
-  line("%y = matmul(%x, %w) : " + t);
+  line("%wt = permute(%w) {dims = [1, 0]} : float32[" + std::to_string(k) + ", " +
+       std::to_string(n) + "]");
+  line("%y = matmul(%x, %wt) : " + t);
   line("%b = expand(%bias) {shape = " + mn + "} : " + t);
   line("%z = add(%y, %b) : " + t);
   line("%z2 = mul(%z, %z) : " + t);
@@ -126,8 +129,9 @@ void epilogueTable(int reps) {
       return;
     }
     weft::ir::FusionGroup& grp = whole[0];
-    const weft::ir::Node& mm = g.nodes()[8]; // after the four constants' full and expand
-    grp.nodes.insert(grp.nodes.begin(), 8);
+    const weft::ir::Node& mm = g.nodes()[9]; // after the four constants and the transpose
+    grp.nodes.insert(grp.nodes.begin(), 9);
+    grp.leaves.push_back(8);
     std::erase(grp.inputs, mm.result);
     grp.inputs.insert(grp.inputs.begin(), {g.arguments()[0], g.arguments()[1]});
     grp.inPlace.clear();

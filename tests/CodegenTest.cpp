@@ -295,6 +295,7 @@ ir::Graph randomRowGraph(uint32_t seed, int64_t rows, int64_t cols) {
 /// and its GEMM result y as a second output.
 struct MatmulCase {
   int64_t batch, m, k, n;
+  bool transposedW = false; // w given as [n, k], multiplied as w.t() (a linear layer)
 };
 
 ir::Graph matmulGraph(const MatmulCase& c) {
@@ -306,70 +307,90 @@ ir::Graph matmulGraph(const MatmulCase& c) {
   };
   const std::string out = "float32" + dims({c.batch, c.m, c.n});
   auto parsed = ir::parseGraph(
-      "graph @mm(%x: float32" + dims({c.batch, c.m, c.k}) + ", %w: float32" + dims({c.k, c.n}) +
-      ", %bias: float32" + dims({c.n}) + ") {\n  %y = matmul(%x, %w) : " + out +
-      "\n  %b = expand(%bias) {shape = " + dims({c.batch, c.m, c.n}) + "} : " + out +
-      "\n  %z = add(%y, %b) : " + out + "\n  %t = tanh(%z) : " + out +
-      "\n  %r = mul(%t, %z) : " + out + "\n  return(%r, %y)\n}\n");
+      "graph @mm(%x: float32" + dims({c.batch, c.m, c.k}) + ", %w: float32" +
+      (c.transposedW ? dims({c.n, c.k}) : dims({c.k, c.n})) + ", %bias: float32" + dims({c.n}) +
+      ") {\n" +
+      (c.transposedW ? "  %wt = permute(%w) {dims = [1, 0]} : float32" + dims({c.k, c.n}) + "\n"
+                     : std::string("  %wt = expand(%w) {shape = " + dims({c.k, c.n}) +
+                                   "} : float32" + dims({c.k, c.n}) + "\n")) +
+      "  %y = matmul(%x, %wt) : " + out + "\n  %b = expand(%bias) {shape = " +
+      dims({c.batch, c.m, c.n}) + "} : " + out + "\n  %z = add(%y, %b) : " + out +
+      "\n  %t = tanh(%z) : " + out + "\n  %r = mul(%t, %z) : " + out + "\n  return(%r, %y)\n}\n");
   EXPECT_TRUE(static_cast<bool>(parsed)) << parsed.diagnostic().message;
   return std::move(parsed.value());
 }
 
 // The generated GEMM's row tiles, column panels and their tails (rows and columns not a multiple
-// of the register tile, fewer rows than one tile, K = 1), folded batch rows, and a case large
-// enough that the threads split it: each output against float64 sums of the same inputs.
+// of the register tile, fewer rows than one tile, K = 1), folded batch rows, B transposed, and a
+// case large enough that the threads split it, with each register tile (AVX-512's 8x32, AVX2's
+// 6x16, SSE's 4x8) where this CPU runs it: each output against float64 sums of the same inputs.
 TEST(Codegen, MatmulKernelWithEpilogueMatchesFloat64) {
-  for (MatmulCase c : {MatmulCase{2, 37, 45, 70}, MatmulCase{1, 300, 128, 96},
-                       MatmulCase{1, 5, 3, 33}, MatmulCase{1, 8, 1, 32}}) {
-    SCOPED_TRACE(std::to_string(c.batch) + "x" + std::to_string(c.m) + "x" + std::to_string(c.k) +
-                 "x" + std::to_string(c.n));
-    ir::Graph g = matmulGraph(c);
-    ir::FusionGroup grp;
-    grp.nodes = {0, 2, 3, 4};
-    grp.leaves = {1};
-    grp.inputs = {g.arguments()[0], g.arguments()[1], g.arguments()[2]};
-    grp.outputs = {g.outputs()[0], g.outputs()[1]};
-    grp.shape = g.type(g.outputs()[0]).shape;
-    auto compiled = codegen::compileElementwise(g, std::span(&grp, 1));
-    ASSERT_TRUE(static_cast<bool>(compiled)) << compiled.diagnostic().message;
-    ASSERT_EQ(compiled.value().kernelOf[0], 0) << compiled.value().failures[0];
-    KernelTable& table = compiled.value().table;
-    table.loaded = hal::cpu().load(table.code, table.kernels);
-    std::vector<ir::FusedKernel> fused{{grp, 0}};
-    Plan plan = ir::lowerToPlan(g, fused, std::move(table));
-    ASSERT_EQ(plan.steps.size(), 1u);
-
-    std::mt19937 rng(7);
-    std::normal_distribution<float> normal;
-    std::vector<Buffer> args;
-    for (ir::ValueId v : g.arguments()) {
-      args.push_back(allocateBuffer(g.type(v).shape, DType::Float32));
-      for (int64_t i = 0; i < args.back().ref.numel(); ++i)
-        args.back().ref.ptr<float>()[i] = normal(rng);
-    }
-    std::vector<Buffer> out = runPlan(plan, args, {});
-    const float *x = args[0].ref.ptr<float>(), *w = args[1].ref.ptr<float>(),
-                *bias = args[2].ref.ptr<float>();
-    const float *r = out.at(0).ref.ptr<float>(), *y = out.at(1).ref.ptr<float>();
-    const int64_t rows = c.batch * c.m;
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < c.n; ++j) {
-        double exact = 0, magnitude = 0;
-        for (int64_t p = 0; p < c.k; ++p) {
-          exact += double{x[i * c.k + p]} * double{w[p * c.n + j]};
-          magnitude += std::fabs(double{x[i * c.k + p]} * double{w[p * c.n + j]});
-        }
-        // A float32 sum of K products is within K units of 2^-24 of the sum of their magnitudes
-        // (the classic bound for recursive summation, each FMA rounding once).
-        const double bound = static_cast<double>(c.k) * std::ldexp(1.0, -24) * magnitude + 1e-30;
-        ASSERT_LE(std::fabs(y[i * c.n + j] - exact), bound) << "y at " << i << ", " << j;
-        // z tanh(z) moves at most 1.2x as far as z does; then a few float32 roundings.
-        const double z = exact + double{bias[j]};
-        ASSERT_NEAR(r[i * c.n + j], std::tanh(z) * z,
-                    1.2 * (bound + 1e-7) + 1e-6 * (1 + std::fabs(z)))
-            << "r at " << i << ", " << j;
-      }
+  std::vector<codegen::CpuTarget> targets{codegen::CpuTarget::host()};
+  for (const char* level : {"x86-64-v3", "x86-64-v2"}) {
+    auto t = codegen::CpuTarget::named(level);
+    ASSERT_TRUE(static_cast<bool>(t)) << t.diagnostic().message;
+    const bool avx2 = std::string(level) == "x86-64-v3";
+    if (!avx2 || targets[0].features.find("+avx2") != std::string::npos)
+      targets.push_back(t.value());
   }
+  for (const codegen::CpuTarget& target : targets)
+    for (MatmulCase c : {MatmulCase{2, 37, 45, 70}, MatmulCase{1, 300, 128, 96},
+                         MatmulCase{1, 5, 3, 33}, MatmulCase{1, 8, 1, 32},
+                         MatmulCase{2, 37, 45, 70, true}, MatmulCase{1, 300, 128, 96, true}}) {
+      SCOPED_TRACE(std::to_string(c.batch) + "x" + std::to_string(c.m) + "x" + std::to_string(c.k) +
+                   "x" + std::to_string(c.n) + (c.transposedW ? " w.t() " : " ") + target.cpu);
+      ir::Graph g = matmulGraph(c);
+      ir::FusionGroup grp;
+      // Node 0 is w's transpose or a no-op expand; a kernel reads the transpose as B's layout. (The
+      // no-op expand stays a node before the kernel: it shows B may be any input.)
+      grp.nodes = {1, 3, 4, 5};
+      grp.leaves = {2};
+      if (c.transposedW) grp.leaves.push_back(0);
+      grp.inputs = {g.arguments()[0], c.transposedW ? g.arguments()[1] : g.nodes()[0].result,
+                    g.arguments()[2]};
+      grp.outputs = {g.outputs()[0], g.outputs()[1]};
+      grp.shape = g.type(g.outputs()[0]).shape;
+      auto compiled = codegen::compileElementwise(g, std::span(&grp, 1), target);
+      ASSERT_TRUE(static_cast<bool>(compiled)) << compiled.diagnostic().message;
+      ASSERT_EQ(compiled.value().kernelOf[0], 0) << compiled.value().failures[0];
+      KernelTable& table = compiled.value().table;
+      table.loaded = hal::cpu().load(table.code, table.kernels);
+      std::vector<ir::FusedKernel> fused{{grp, 0}};
+      Plan plan = ir::lowerToPlan(g, fused, std::move(table));
+      ASSERT_EQ(plan.steps.size(), c.transposedW ? 1u : 2u);
+
+      std::mt19937 rng(7);
+      std::normal_distribution<float> normal;
+      std::vector<Buffer> args;
+      for (ir::ValueId v : g.arguments()) {
+        args.push_back(allocateBuffer(g.type(v).shape, DType::Float32));
+        for (int64_t i = 0; i < args.back().ref.numel(); ++i)
+          args.back().ref.ptr<float>()[i] = normal(rng);
+      }
+      std::vector<Buffer> out = runPlan(plan, args, {});
+      const float *x = args[0].ref.ptr<float>(), *w = args[1].ref.ptr<float>(),
+                  *bias = args[2].ref.ptr<float>();
+      const float *r = out.at(0).ref.ptr<float>(), *y = out.at(1).ref.ptr<float>();
+      const int64_t rows = c.batch * c.m;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          double exact = 0, magnitude = 0;
+          for (int64_t p = 0; p < c.k; ++p) {
+            const double wv = w[c.transposedW ? j * c.k + p : p * c.n + j];
+            exact += double{x[i * c.k + p]} * wv;
+            magnitude += std::fabs(double{x[i * c.k + p]} * wv);
+          }
+          // A float32 sum of K products is within K units of 2^-24 of the sum of their magnitudes
+          // (the classic bound for recursive summation, each FMA rounding once).
+          const double bound = static_cast<double>(c.k) * std::ldexp(1.0, -24) * magnitude + 1e-30;
+          ASSERT_LE(std::fabs(y[i * c.n + j] - exact), bound) << "y at " << i << ", " << j;
+          // z tanh(z) moves at most 1.2x as far as z does; then a few float32 roundings.
+          const double z = exact + double{bias[j]};
+          ASSERT_NEAR(r[i * c.n + j], std::tanh(z) * z,
+                      1.2 * (bound + 1e-7) + 1e-6 * (1 + std::fabs(z)))
+              << "r at " << i << ", " << j;
+        }
+    }
 }
 
 TEST(Codegen, RandomRowKernelsMatchTheInterpreter) {

@@ -25,7 +25,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,10 +45,35 @@ inline MatmulTile matmulTile(const CpuTarget& target) {
   return {4, 8};                       // 8 of 16 xmm
 }
 
+/// Where a matmul kernel reads its B from: a group input [K, N], or a group input [N, K] through a
+/// leaf of the group that transposes it (`leaf`, a permute with dims [1, 0]: x @ w.t(), as linear
+/// layers multiply), packed from either layout.
+struct MatmulB {
+  ir::ValueId input;
+  int32_t leaf = -1;
+};
+
+inline std::optional<MatmulB> matmulB(const ir::Graph& g, const ir::FusionGroup& grp,
+                                      ir::ValueId b) {
+  auto isInput = [&](ir::ValueId v) {
+    return std::find(grp.inputs.begin(), grp.inputs.end(), v) != grp.inputs.end();
+  };
+  if (isInput(b)) return MatmulB{b};
+  for (int32_t i : grp.leaves) {
+    const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
+    if (n.result != b) continue;
+    const Shape* dims = n.attrs.has("dims") ? std::get_if<Shape>(&n.attrs.raw("dims")) : nullptr;
+    if (n.op == OpCode::Permute && n.operands.size() == 1 && dims != nullptr &&
+        *dims == Shape{1, 0} && isInput(n.operands[0]))
+      return MatmulB{n.operands[0], i};
+  }
+  return std::nullopt;
+}
+
 /// The matmul node a matmul kernel computes first: the group's first node, a float32 matmul of an
-/// input [..., M, K] (its rows folded into one M) by an input [K, N], of the group's shape; its
-/// other nodes are elementwise over that shape (the epilogue) and write over no operand of the
-/// matmul. Null for any other group.
+/// input [..., M, K] (its rows folded into one M) by a [K, N] B (matmulB), of the group's shape;
+/// its other nodes are elementwise over that shape (the epilogue) and write over no operand of
+/// the matmul. Null for any other group.
 inline const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp) {
   if (grp.nodes.empty() || !grp.parts.empty()) return nullptr;
   const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[0])];
@@ -60,10 +87,10 @@ inline const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp
   auto input = [&](ir::ValueId v) {
     return std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
   };
-  const auto ia = input(n.operands[0]), ib = input(n.operands[1]);
-  if (ia == static_cast<std::ptrdiff_t>(grp.inputs.size()) ||
-      ib == static_cast<std::ptrdiff_t>(grp.inputs.size()))
-    return nullptr;
+  const std::optional<MatmulB> mb = matmulB(g, grp, n.operands[1]);
+  const auto ia = input(n.operands[0]);
+  if (ia == static_cast<std::ptrdiff_t>(grp.inputs.size()) || !mb) return nullptr;
+  const auto ib = input(mb->input);
   for (int32_t over : grp.inPlace)
     if (over == ia || over == ib) return nullptr;
   for (size_t i = 1; i < grp.nodes.size(); ++i)
@@ -95,7 +122,8 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
     auto i = std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
     return entry->getArgument(static_cast<unsigned>(i));
   };
-  mlir::Value a = argOf(mm->operands[0]), bm = argOf(mm->operands[1]);
+  const std::optional<MatmulB> mb = matmulB(g, grp, mm->operands[1]);
+  mlir::Value a = argOf(mm->operands[0]), bm = argOf(mb->input);
   mlir::Type f32 = b.getF32Type();
   auto vec = mlir::VectorType::get({nr}, f32);
   auto idx = [&](mlir::OpBuilder& ob, int64_t v) -> mlir::Value {
@@ -135,15 +163,16 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
   forLoop(b, zero, idx(b, (n + nr - 1) / nr), one, [&](mlir::OpBuilder& pb, mlir::Value jo) {
     mlir::Value j0 = mul(pb, jo, nrv);
     mlir::Value cols = minIdx(pb, nrv, mlir::arith::SubIOp::create(pb, loc, nv, j0));
-    // Pack columns [j0, j0 + cols) of B, zeros past N.
+    // Pack columns [j0, j0 + cols) of B, zeros past N, a row of the panel at a time (from a
+    // transposed B: NR streams along its rows, each line read for 16 steps of k).
     forLoop(pb, zero, kv, one, [&](mlir::OpBuilder& kb, mlir::Value kk) {
-      mlir::Value rowAt = mul(kb, kk, nv), panelAt = mul(kb, kk, nrv);
+      mlir::Value panelAt = mul(kb, kk, nrv), rowAt = mul(kb, kk, nv);
       forLoop(kb, zero, nrv, one, [&](mlir::OpBuilder& cb, mlir::Value c) {
-        mlir::Value col = add(cb, j0, c);
+        mlir::Value col = minIdx(cb, add(cb, j0, c), idx(cb, n - 1));
+        mlir::Value at = mb->leaf >= 0 ? add(cb, mul(cb, col, kv), kk) : add(cb, rowAt, col);
+        mlir::Value x = mlir::memref::LoadOp::create(cb, loc, bm, mlir::ValueRange{at});
         mlir::Value inside =
             mlir::arith::CmpIOp::create(cb, loc, mlir::arith::CmpIPredicate::slt, c, cols);
-        mlir::Value at = add(cb, rowAt, minIdx(cb, col, idx(cb, n - 1)));
-        mlir::Value x = mlir::memref::LoadOp::create(cb, loc, bm, mlir::ValueRange{at});
         x = mlir::arith::SelectOp::create(cb, loc, inside, x, fzero);
         mlir::memref::StoreOp::create(cb, loc, x, panel, mlir::ValueRange{add(cb, panelAt, c)});
       });
@@ -219,7 +248,9 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
             values[v] = x;
             return x;
           };
-          std::vector<int32_t> order = grp.leaves;
+          std::vector<int32_t> order; // the leaves but B's transpose, then the epilogue
+          std::copy_if(grp.leaves.begin(), grp.leaves.end(), std::back_inserter(order),
+                       [&](int32_t i) { return i != mb->leaf; });
           order.insert(order.end(), grp.nodes.begin() + 1, grp.nodes.end());
           for (int32_t i : order) {
             const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
