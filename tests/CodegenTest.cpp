@@ -291,8 +291,9 @@ ir::Graph randomRowGraph(uint32_t seed, int64_t rows, int64_t cols) {
   return g;
 }
 
-/// A matmul group with an epilogue: r = tanh(z) * z for z = x @ w + bias, x of [batch, m, k],
-/// and its GEMM result y as a second output.
+/// A matmul group with an epilogue: o = (tanh(z) * z + res) * scale for z = x @ w + bias, x of
+/// [batch, m, k], res = exp(res0) of the output's shape (computed before, so the kernel may write
+/// over it), scale of [batch, m, 1] (one per row); its GEMM result y as a second output.
 struct MatmulCase {
   int64_t batch, m, k, n;
   bool transposedW = false; // w given as [n, k], multiplied as w.t() (a linear layer)
@@ -309,21 +310,26 @@ ir::Graph matmulGraph(const MatmulCase& c) {
   auto parsed = ir::parseGraph(
       "graph @mm(%x: float32" + dims({c.batch, c.m, c.k}) + ", %w: float32" +
       (c.transposedW ? dims({c.n, c.k}) : dims({c.k, c.n})) + ", %bias: float32" + dims({c.n}) +
-      ") {\n" +
+      ", %res0: " + out + ", %scale: float32" + dims({c.batch, c.m, 1}) + ") {\n" +
       (c.transposedW ? "  %wt = permute(%w) {dims = [1, 0]} : float32" + dims({c.k, c.n}) + "\n"
                      : std::string("  %wt = expand(%w) {shape = " + dims({c.k, c.n}) +
                                    "} : float32" + dims({c.k, c.n}) + "\n")) +
-      "  %y = matmul(%x, %wt) : " + out + "\n  %b = expand(%bias) {shape = " +
-      dims({c.batch, c.m, c.n}) + "} : " + out + "\n  %z = add(%y, %b) : " + out +
-      "\n  %t = tanh(%z) : " + out + "\n  %r = mul(%t, %z) : " + out + "\n  return(%r, %y)\n}\n");
+      "  %res = exp(%res0) : " + out + "\n  %y = matmul(%x, %wt) : " + out +
+      "\n  %b = expand(%bias) {shape = " + dims({c.batch, c.m, c.n}) + "} : " + out +
+      "\n  %z = add(%y, %b) : " + out + "\n  %t = tanh(%z) : " + out + "\n  %r = mul(%t, %z) : " +
+      out + "\n  %s = expand(%scale) {shape = " + dims({c.batch, c.m, c.n}) + "} : " + out +
+      "\n  %r2 = add(%r, %res) : " + out + "\n  %o = mul(%r2, %s) : " + out +
+      "\n  return(%o, %y)\n}\n");
   EXPECT_TRUE(static_cast<bool>(parsed)) << parsed.diagnostic().message;
   return std::move(parsed.value());
 }
 
 // The generated GEMM's row tiles, column panels and their tails (rows and columns not a multiple
 // of the register tile, fewer rows than one tile, K = 1), folded batch rows, B transposed, and a
-// case large enough that the threads split it, with each register tile (AVX-512's 8x32, AVX2's
-// 6x16, SSE's 4x8) where this CPU runs it: each output against float64 sums of the same inputs.
+// case large enough that the threads split it, an epilogue reading a full-shape and a per-row
+// input, writing over the first (with B transposed), with each register tile (AVX-512's 8x32,
+// AVX2's 6x16, SSE's 4x8) where this CPU runs it: each output against float64 sums of the same
+// inputs.
 TEST(Codegen, MatmulKernelWithEpilogueMatchesFloat64) {
   std::vector<codegen::CpuTarget> targets{codegen::CpuTarget::host()};
   for (const char* level : {"x86-64-v3", "x86-64-v2"}) {
@@ -342,13 +348,14 @@ TEST(Codegen, MatmulKernelWithEpilogueMatchesFloat64) {
       ir::Graph g = matmulGraph(c);
       ir::FusionGroup grp;
       // Node 0 is w's transpose or a no-op expand; a kernel reads the transpose as B's layout. (The
-      // no-op expand stays a node before the kernel: it shows B may be any input.)
-      grp.nodes = {1, 3, 4, 5};
-      grp.leaves = {2};
+      // no-op expand stays a node before the kernel: it shows B may be any input.) Node 1 is res.
+      grp.nodes = {2, 4, 5, 6, 8, 9};
+      grp.leaves = {3, 7};
       if (c.transposedW) grp.leaves.push_back(0);
       grp.inputs = {g.arguments()[0], c.transposedW ? g.arguments()[1] : g.nodes()[0].result,
-                    g.arguments()[2]};
+                    g.arguments()[2], g.nodes()[1].result, g.arguments()[4]};
       grp.outputs = {g.outputs()[0], g.outputs()[1]};
+      if (c.transposedW) grp.inPlace = {3, -1}; // o over res
       grp.shape = g.type(g.outputs()[0]).shape;
       auto compiled = codegen::compileElementwise(g, std::span(&grp, 1), target);
       ASSERT_TRUE(static_cast<bool>(compiled)) << compiled.diagnostic().message;
@@ -357,7 +364,7 @@ TEST(Codegen, MatmulKernelWithEpilogueMatchesFloat64) {
       table.loaded = hal::cpu().load(table.code, table.kernels);
       std::vector<ir::FusedKernel> fused{{grp, 0}};
       Plan plan = ir::lowerToPlan(g, fused, std::move(table));
-      ASSERT_EQ(plan.steps.size(), c.transposedW ? 1u : 2u);
+      ASSERT_EQ(plan.steps.size(), c.transposedW ? 2u : 3u);
 
       std::mt19937 rng(7);
       std::normal_distribution<float> normal;
@@ -369,7 +376,8 @@ TEST(Codegen, MatmulKernelWithEpilogueMatchesFloat64) {
       }
       std::vector<Buffer> out = runPlan(plan, args, {});
       const float *x = args[0].ref.ptr<float>(), *w = args[1].ref.ptr<float>(),
-                  *bias = args[2].ref.ptr<float>();
+                  *bias = args[2].ref.ptr<float>(), *res0 = args[3].ref.ptr<float>(),
+                  *scale = args[4].ref.ptr<float>();
       const float *r = out.at(0).ref.ptr<float>(), *y = out.at(1).ref.ptr<float>();
       const int64_t rows = c.batch * c.m;
       for (int64_t i = 0; i < rows; ++i)
@@ -384,11 +392,14 @@ TEST(Codegen, MatmulKernelWithEpilogueMatchesFloat64) {
           // (the classic bound for recursive summation, each FMA rounding once).
           const double bound = static_cast<double>(c.k) * std::ldexp(1.0, -24) * magnitude + 1e-30;
           ASSERT_LE(std::fabs(y[i * c.n + j] - exact), bound) << "y at " << i << ", " << j;
-          // z tanh(z) moves at most 1.2x as far as z does; then a few float32 roundings.
-          const double z = exact + double{bias[j]};
-          ASSERT_NEAR(r[i * c.n + j], std::tanh(z) * z,
-                      1.2 * (bound + 1e-7) + 1e-6 * (1 + std::fabs(z)))
-              << "r at " << i << ", " << j;
+          // z tanh(z) moves at most 1.2x as far as z does; then a few float32 roundings (of the
+          // epilogue's ops and of exp), the sum scaled by the row's factor.
+          const double z = exact + double{bias[j]}, res = std::exp(double{res0[i * c.n + j]});
+          const double rowScale = scale[i];
+          ASSERT_NEAR(r[i * c.n + j], (std::tanh(z) * z + res) * rowScale,
+                      std::fabs(rowScale) *
+                          (1.2 * (bound + 1e-7) + 1e-6 * (1 + std::fabs(z)) + 1e-6 * res))
+              << "o at " << i << ", " << j;
         }
     }
 }

@@ -4,11 +4,13 @@
 // builder with.
 //
 // The schedule is the one of BLAS libraries: per panel of NR columns of B, the panel is copied
-// into a contiguous buffer (K x NR: no cache-set conflicts between its rows, read from L1 by every
-// row tile), then per MR rows of A the MR x NR product is accumulated in vector registers over all
+// into a contiguous buffer (K x NR: no cache-set conflicts between its rows; every row tile reads
+// it again, from L1 for K up to a few hundred, from L2 beyond: K is not blocked yet), then per MR
+// rows of A the MR x NR product is accumulated in vector registers over all
 // of K (each step one row of the panel times MR broadcast elements of A), written to a small tile,
 // and the epilogue computes the group's nodes over that tile and stores its outputs. A launch
-// covers a range of row tiles (threads split the rows), and sums over K in order, one FMA per step.
+// covers a range of row tiles (threads split the rows), and sums over K in order, one FMA per step
+// (on targets with FMA).
 #pragma once
 
 #include "KernelBody.h"
@@ -40,9 +42,9 @@ struct MatmulTile {
 };
 inline MatmulTile matmulTile(const CpuTarget& target) {
   auto has = [&](const char* f) { return target.features.find(f) != std::string::npos; };
-  if (has("+avx512f")) return {8, 32}; // 16 of 32 zmm registers accumulate
-  if (has("+avx")) return {6, 16};     // 12 of 16 ymm
-  return {4, 8};                       // 8 of 16 xmm
+  if (has("+avx512f")) return {8, 32};             // 16 of 32 zmm registers accumulate
+  if (has("+avx2") && has("+fma")) return {6, 16}; // 12 of 16 ymm
+  return {4, 8}; // 8 of 16 xmm (without FMA each step multiplies, then adds)
 }
 
 /// Where a matmul kernel reads its B from: a group input [K, N], or a group input [N, K] through a
@@ -62,7 +64,7 @@ inline std::optional<MatmulB> matmulB(const ir::Graph& g, const ir::FusionGroup&
   for (int32_t i : grp.leaves) {
     const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
     if (n.result != b) continue;
-    const Shape* dims = n.attrs.has("dims") ? std::get_if<Shape>(&n.attrs.raw("dims")) : nullptr;
+    const Shape* dims = n.attrs.tryGet<Shape>("dims");
     if (n.op == OpCode::Permute && n.operands.size() == 1 && dims != nullptr &&
         *dims == Shape{1, 0} && isInput(n.operands[0]))
       return MatmulB{n.operands[0], i};
@@ -95,6 +97,11 @@ inline const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp
     if (over == ia || over == ib) return nullptr;
   for (size_t i = 1; i < grp.nodes.size(); ++i)
     if (g.type(g.nodes()[static_cast<size_t>(grp.nodes[i])].result).shape != grp.shape)
+      return nullptr;
+  // Each output is a node's value (all of the group's shape), stored at the tile's positions.
+  for (ir::ValueId out : grp.outputs)
+    if (std::none_of(grp.nodes.begin(), grp.nodes.end(),
+                     [&](int32_t i) { return g.nodes()[static_cast<size_t>(i)].result == out; }))
       return nullptr;
   return &n;
 }

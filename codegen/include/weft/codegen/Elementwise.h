@@ -21,7 +21,9 @@ struct GroupKernels {
 };
 
 /// Compiles each group of `g` (see passes::findElementwiseGroups) into a loop nest (func, scf,
-/// memref, arith, math), one MLIR module per kernel, and from there into machine code for
+/// memref, arith, math), or, for a group whose first node is a float32 matmul, a GEMM with the
+/// group's other nodes as its epilogue (register tiles in the vector dialect: MatmulKernel.h), one
+/// MLIR module per kernel, and from there into machine code for
 /// `target`: each kernel is read from the disk cache or compiled (in parallel on the thread pool),
 /// and all are linked into one shared object. A group's kernel takes contiguous inputs and writes
 /// fresh contiguous outputs (or over the inputs its group marks), its outer loop split over the
