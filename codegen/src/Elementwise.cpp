@@ -446,7 +446,7 @@ mlir::OwningOpRef<mlir::ModuleOp> kernelModule(mlir::MLIRContext& ctx, const ir:
                                                const CpuTarget& target) {
   mlir::OpBuilder b(&ctx);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(b.getUnknownLoc());
-  if (matmulRoot(g, grp) != nullptr) {
+  if (passes::matmulRoot(g, grp) != nullptr) {
     if (mlir::failed(buildMatmulKernel(b, *module, g, grp, "kernel", target))) return {};
     return module;
   }
@@ -608,7 +608,7 @@ ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
   for (size_t k = 0; k < groups.size(); ++k) {
     if (!result.failures[k].empty()) continue;
     result.kernelOf[k] = static_cast<int32_t>(result.table.kernels.size());
-    if (const ir::Node* mm = matmulRoot(g, groups[k])) {
+    if (const ir::Node* mm = passes::matmulRoot(g, groups[k])) {
       // Row tiles; each launch packs B again, so a thread takes at least 2^19 multiply-adds.
       const int64_t tiles = matmulRowTiles(g, *mm, target);
       const int64_t work = numel(g.type(mm->operands[0]).shape) / tiles * groups[k].shape.back();

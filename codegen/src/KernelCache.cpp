@@ -1,11 +1,15 @@
-// The kernel cache: one file per kernel, named by the hash of its key, and one per linked set of
-// kernels (the shared object a compilation loads, keyed by its kernels' symbols). A file holds
+// The kernel cache: one file per kernel, named by the hash of its key, one per linked set of
+// kernels (the shared object a compilation loads, keyed by its kernels' symbols) and one per
+// decision (a GEMM shape's choice). A file holds
 // "WEFTKRN1", the whole key, the bytes and a checksum of all, so a damaged file, a truncated write
 // or a hash collision is detected and the entry is built again.
 #include "weft/codegen/KernelCache.h"
 
+#include "CodegenSourceHash.h"
 #include "weft/runtime/DebugFlags.h"
+
 #include "weft/runtime/Hash.h"
+#include "llvm/Config/llvm-config.h"
 
 #include <atomic>
 #include <cstdio>
@@ -149,10 +153,11 @@ void writeEntry(const std::string& dir, const char* ext, const std::string& key,
   }
 }
 
-/// Where linked sets of kernels go: beside kernelCacheDir(), in `linked`.
-std::string linkedCacheDir() {
+/// A directory beside kernelCacheDir(): `linked` for linked sets of kernels, `choices` for
+/// decisions.
+std::string siblingCacheDir(const char* name) {
   std::string dir = kernelCacheDir(); // .../kernels
-  return dir.empty() ? dir : dir.substr(0, dir.size() - std::string("kernels").size()) + "linked";
+  return dir.empty() ? dir : dir.substr(0, dir.size() - std::string("kernels").size()) + name;
 }
 
 } // namespace
@@ -166,7 +171,7 @@ void writeCachedKernel(const std::string& key, const std::vector<uint8_t>& objec
 }
 
 std::optional<std::vector<uint8_t>> readCachedLinked(const std::string& key, int64_t kernels) {
-  auto entry = readEntry(linkedCacheDir(), ".wl", key, false);
+  auto entry = readEntry(siblingCacheDir("linked"), ".wl", key, false);
   if (entry) { // counted per kernel (kernels read from the cache), not per file
     hits += kernels;
     ++linkedHits;
@@ -175,7 +180,19 @@ std::optional<std::vector<uint8_t>> readCachedLinked(const std::string& key, int
 }
 
 void writeCachedLinked(const std::string& key, const std::vector<uint8_t>& sharedObject) {
-  writeEntry(linkedCacheDir(), ".wl", key, sharedObject);
+  writeEntry(siblingCacheDir("linked"), ".wl", key, sharedObject);
+}
+
+std::string codegenVersion() {
+  return WEFT_CODEGEN_SOURCE_HASH " llvm " LLVM_VERSION_STRING;
+}
+
+std::optional<std::vector<uint8_t>> readCachedChoice(const std::string& key) {
+  return readEntry(siblingCacheDir("choices"), ".wc", key, false);
+}
+
+void writeCachedChoice(const std::string& key, const std::vector<uint8_t>& value) {
+  writeEntry(siblingCacheDir("choices"), ".wc", key, value);
 }
 
 } // namespace weft::codegen

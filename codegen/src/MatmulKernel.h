@@ -17,6 +17,7 @@
 #include "KernelIO.h"
 #include "weft/codegen/Jit.h"
 #include "weft/ir/Graph.h"
+#include "weft/passes/Fusion.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -47,65 +48,6 @@ inline MatmulTile matmulTile(const CpuTarget& target) {
   return {4, 8}; // 8 of 16 xmm (without FMA each step multiplies, then adds)
 }
 
-/// Where a matmul kernel reads its B from: a group input [K, N], or a group input [N, K] through a
-/// leaf of the group that transposes it (`leaf`, a permute with dims [1, 0]: x @ w.t(), as linear
-/// layers multiply), packed from either layout.
-struct MatmulB {
-  ir::ValueId input;
-  int32_t leaf = -1;
-};
-
-inline std::optional<MatmulB> matmulB(const ir::Graph& g, const ir::FusionGroup& grp,
-                                      ir::ValueId b) {
-  auto isInput = [&](ir::ValueId v) {
-    return std::find(grp.inputs.begin(), grp.inputs.end(), v) != grp.inputs.end();
-  };
-  if (isInput(b)) return MatmulB{b};
-  for (int32_t i : grp.leaves) {
-    const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
-    if (n.result != b) continue;
-    const Shape* dims = n.attrs.tryGet<Shape>("dims");
-    if (n.op == OpCode::Permute && n.operands.size() == 1 && dims != nullptr &&
-        *dims == Shape{1, 0} && isInput(n.operands[0]))
-      return MatmulB{n.operands[0], i};
-  }
-  return std::nullopt;
-}
-
-/// The matmul node a matmul kernel computes first: the group's first node, a float32 matmul of an
-/// input [..., M, K] (its rows folded into one M) by a [K, N] B (matmulB), of the group's shape;
-/// its other nodes are elementwise over that shape (the epilogue) and write over no operand of
-/// the matmul. Null for any other group.
-inline const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp) {
-  if (grp.nodes.empty() || !grp.parts.empty()) return nullptr;
-  const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[0])];
-  if (n.op != OpCode::MatMul || n.operands.size() != 2) return nullptr;
-  const ir::TensorType &a = g.type(n.operands[0]), &b = g.type(n.operands[1]),
-                       &r = g.type(n.result);
-  if (r.dtype != DType::Float32 || a.dtype != DType::Float32 || b.dtype != DType::Float32 ||
-      a.shape.size() < 2 || b.shape.size() != 2 || r.shape != grp.shape ||
-      a.shape.back() != b.shape[0] || a.shape.back() == 0 || numel(r.shape) == 0)
-    return nullptr;
-  auto input = [&](ir::ValueId v) {
-    return std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
-  };
-  const std::optional<MatmulB> mb = matmulB(g, grp, n.operands[1]);
-  const auto ia = input(n.operands[0]);
-  if (ia == static_cast<std::ptrdiff_t>(grp.inputs.size()) || !mb) return nullptr;
-  const auto ib = input(mb->input);
-  for (int32_t over : grp.inPlace)
-    if (over == ia || over == ib) return nullptr;
-  for (size_t i = 1; i < grp.nodes.size(); ++i)
-    if (g.type(g.nodes()[static_cast<size_t>(grp.nodes[i])].result).shape != grp.shape)
-      return nullptr;
-  // Each output is a node's value (all of the group's shape), stored at the tile's positions.
-  for (ir::ValueId out : grp.outputs)
-    if (std::none_of(grp.nodes.begin(), grp.nodes.end(),
-                     [&](int32_t i) { return g.nodes()[static_cast<size_t>(i)].result == out; }))
-      return nullptr;
-  return &n;
-}
-
 /// The row tiles a matmul kernel's launch splits over the threads (its KernelInfo::rows).
 inline int64_t matmulRowTiles(const ir::Graph& g, const ir::Node& mm, const CpuTarget& target) {
   const Shape& out = g.type(mm.result).shape;
@@ -118,10 +60,18 @@ inline int64_t matmulRowTiles(const ir::Graph& g, const ir::Node& mm, const CpuT
 inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp module,
                                              const ir::Graph& g, const ir::FusionGroup& grp,
                                              const std::string& name, const CpuTarget& target) {
-  const ir::Node* mm = matmulRoot(g, grp);
+  const ir::Node* mm = passes::matmulRoot(g, grp);
   if (mm == nullptr) return mlir::failure();
   mlir::Location loc = b.getUnknownLoc();
   auto [entry, lo, hi] = declareKernel(b, module, g, grp, name);
+  // No two arguments share memory a kernel writes: outputs are buffers of their own, or written
+  // through the memref of the input they go over. Telling LLVM spares the epilogue's loop the
+  // overlap checks it would otherwise run before every row of every tile.
+  {
+    auto fn = mlir::cast<mlir::func::FuncOp>(entry->getParentOp());
+    for (unsigned i = 0; i < grp.inputs.size() + grp.outputs.size(); ++i)
+      fn.setArgAttr(i, "llvm.noalias", b.getUnitAttr());
+  }
   const Shape& shape = grp.shape;
   const int64_t k = g.type(mm->operands[0]).shape.back(), n = shape.back(), m = numel(shape) / n;
   const auto [mr, nr] = matmulTile(target);
@@ -129,7 +79,7 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
     auto i = std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
     return entry->getArgument(static_cast<unsigned>(i));
   };
-  const std::optional<MatmulB> mb = matmulB(g, grp, mm->operands[1]);
+  const std::optional<passes::MatmulB> mb = passes::matmulB(g, grp, mm->operands[1]);
   mlir::Value a = argOf(mm->operands[0]), bm = argOf(mb->input);
   mlir::Type f32 = b.getF32Type();
   auto vec = mlir::VectorType::get({nr}, f32);
@@ -157,23 +107,26 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
   };
 
   mlir::Value zero = idx(b, 0), one = idx(b, 1), kv = idx(b, k), nv = idx(b, n), nrv = idx(b, nr);
+  const int64_t panels = (n + nr - 1) / nr, width = panels * nr; // N rounded up to panels
+  mlir::Value widthv = idx(b, width);
   mlir::Value rowLo = mul(b, lo, idx(b, mr)), rowHi = minIdx(b, mul(b, hi, idx(b, mr)), idx(b, m));
-  // The packed panel (K x NR, 64-byte aligned) and the product tile (MR x NR).
-  auto panelType = mlir::MemRefType::get({k * nr}, f32);
-  mlir::Value panel = mlir::memref::AllocOp::create(b, loc, panelType, b.getI64IntegerAttr(64));
-  mlir::Value tile = mlir::memref::AllocaOp::create(b, loc, mlir::MemRefType::get({mr * nr}, f32),
-                                                    b.getI64IntegerAttr(64));
+  // B packed (panel after panel, each K x NR) and the product of one row tile (MR x width), both
+  // 64-byte aligned, on the heap (they grow with K and N).
+  mlir::Value panel = mlir::memref::AllocOp::create(
+      b, loc, mlir::MemRefType::get({panels * k * nr}, f32), b.getI64IntegerAttr(64));
+  mlir::Value tile = mlir::memref::AllocOp::create(b, loc, mlir::MemRefType::get({mr * width}, f32),
+                                                   b.getI64IntegerAttr(64));
   mlir::Value fzero = mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   mlir::Value vzero = mlir::vector::BroadcastOp::create(b, loc, vec, fzero);
 
   bool ok = true;
-  forLoop(b, zero, idx(b, (n + nr - 1) / nr), one, [&](mlir::OpBuilder& pb, mlir::Value jo) {
-    mlir::Value j0 = mul(pb, jo, nrv);
+  // Pack each panel's columns [j0, j0 + NR) of B, zeros past N, a row of the panel at a time (from
+  // a transposed B: NR streams along its rows, each line read for 16 steps of k).
+  forLoop(b, zero, idx(b, panels), one, [&](mlir::OpBuilder& pb, mlir::Value jo) {
+    mlir::Value j0 = mul(pb, jo, nrv), base = mul(pb, jo, idx(pb, k * nr));
     mlir::Value cols = minIdx(pb, nrv, mlir::arith::SubIOp::create(pb, loc, nv, j0));
-    // Pack columns [j0, j0 + cols) of B, zeros past N, a row of the panel at a time (from a
-    // transposed B: NR streams along its rows, each line read for 16 steps of k).
     forLoop(pb, zero, kv, one, [&](mlir::OpBuilder& kb, mlir::Value kk) {
-      mlir::Value panelAt = mul(kb, kk, nrv), rowAt = mul(kb, kk, nv);
+      mlir::Value panelAt = add(kb, base, mul(kb, kk, nrv)), rowAt = mul(kb, kk, nv);
       forLoop(kb, zero, nrv, one, [&](mlir::OpBuilder& cb, mlir::Value c) {
         mlir::Value col = minIdx(cb, add(cb, j0, c), idx(cb, n - 1));
         mlir::Value at = mb->leaf >= 0 ? add(cb, mul(cb, col, kv), kk) : add(cb, rowAt, col);
@@ -184,20 +137,26 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
         mlir::memref::StoreOp::create(cb, loc, x, panel, mlir::ValueRange{add(cb, panelAt, c)});
       });
     });
+  });
+  {
+    // Per row tile: every panel's product into the tile, then the epilogue over its rows.
+    mlir::OpBuilder& pb = b;
     forLoop(pb, rowLo, rowHi, idx(pb, mr), [&](mlir::OpBuilder& ib, mlir::Value i0) {
       mlir::Value rows = minIdx(ib, idx(ib, mr), mlir::arith::SubIOp::create(ib, loc, rowHi, i0));
-      // Accumulates `count` rows from row `first` over all of K and stores them to the tile.
+      // Accumulates `count` rows from row `first` by panel `jo` over all of K and stores them to
+      // the tile's rows from `tileRow`, at the panel's columns.
       auto microKernel = [&](mlir::OpBuilder& mb, mlir::Value first, int64_t count,
-                             mlir::Value tileRow) {
+                             mlir::Value tileRow, mlir::Value jo) {
         std::vector<mlir::Value> init(static_cast<size_t>(count), vzero);
         std::vector<mlir::Value> aRow;
         for (int64_t r = 0; r < count; ++r)
           aRow.push_back(mul(mb, add(mb, first, idx(mb, r)), kv));
+        mlir::Value base = mul(mb, jo, idx(mb, k * nr));
         auto loop = mlir::scf::ForOp::create(
             mb, loc, zero, kv, one, init,
             [&](mlir::OpBuilder& lb, mlir::Location, mlir::Value kk, mlir::ValueRange acc) {
-              mlir::Value bv = mlir::vector::LoadOp::create(lb, loc, vec, panel,
-                                                            mlir::ValueRange{mul(lb, kk, nrv)});
+              mlir::Value bv = mlir::vector::LoadOp::create(
+                  lb, loc, vec, panel, mlir::ValueRange{add(lb, base, mul(lb, kk, nrv))});
               std::vector<mlir::Value> next;
               for (int64_t r = 0; r < count; ++r) {
                 mlir::Value x = mlir::memref::LoadOp::create(
@@ -211,23 +170,26 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
         for (int64_t r = 0; r < count; ++r)
           mlir::vector::StoreOp::create(
               mb, loc, loop.getResult(static_cast<unsigned>(r)), tile,
-              mlir::ValueRange{mul(mb, add(mb, tileRow, idx(mb, r)), nrv)});
+              mlir::ValueRange{
+                  add(mb, mul(mb, add(mb, tileRow, idx(mb, r)), widthv), mul(mb, jo, nrv))});
       };
       mlir::Value full =
           mlir::arith::CmpIOp::create(ib, loc, mlir::arith::CmpIPredicate::eq, rows, idx(ib, mr));
-      mlir::scf::IfOp::create(
-          ib, loc, full,
-          [&](mlir::OpBuilder& tb, mlir::Location) {
-            microKernel(tb, i0, mr, idx(tb, 0));
-            mlir::scf::YieldOp::create(tb, loc);
-          },
-          [&](mlir::OpBuilder& eb, mlir::Location) {
-            forLoop(eb, zero, rows, one, [&](mlir::OpBuilder& rb, mlir::Value r) {
-              microKernel(rb, add(rb, i0, r), 1, r);
+      forLoop(ib, zero, idx(ib, panels), one, [&](mlir::OpBuilder& jb, mlir::Value jo) {
+        mlir::scf::IfOp::create(
+            jb, loc, full,
+            [&](mlir::OpBuilder& tb, mlir::Location) {
+              microKernel(tb, i0, mr, idx(tb, 0), jo);
+              mlir::scf::YieldOp::create(tb, loc);
+            },
+            [&](mlir::OpBuilder& eb, mlir::Location) {
+              forLoop(eb, zero, rows, one, [&](mlir::OpBuilder& rb, mlir::Value r) {
+                microKernel(rb, add(rb, i0, r), 1, r, jo);
+              });
+              mlir::scf::YieldOp::create(eb, loc);
             });
-            mlir::scf::YieldOp::create(eb, loc);
-          });
-      // The epilogue over the tile's rows x cols elements.
+      });
+      // The epilogue over the tile's rows, each whole (one long loop per row to vectorize).
       forLoop(ib, zero, rows, one, [&](mlir::OpBuilder& rb, mlir::Value r) {
         mlir::Value row = add(rb, i0, r);
         // The row's index in each leading dim of the group's shape.
@@ -238,20 +200,26 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
           ivs[d] = mlir::arith::RemUIOp::create(rb, loc, rem, extent);
           rem = mlir::arith::DivUIOp::create(rb, loc, rem, extent);
         }
-        forLoop(rb, zero, cols, one, [&](mlir::OpBuilder& cb, mlir::Value c) {
-          ivs.back() = add(cb, j0, c);
+        forLoop(rb, zero, nv, one, [&](mlir::OpBuilder& cb, mlir::Value c) {
+          ivs.back() = c;
+          // The element's index, for outputs and full-shape inputs alike: an output written over
+          // an input is then stored where it was loaded by the same expression, which LLVM needs
+          // to see to vectorize the loop (else the two may overlap at some distance).
+          mlir::Value at = add(cb, mul(cb, row, nv), ivs.back());
           BodyBuilder bb(cb, loc, g);
           std::map<ir::ValueId, mlir::Value> values;
           values[mm->result] = mlir::memref::LoadOp::create(
-              cb, loc, tile, mlir::ValueRange{add(cb, mul(cb, r, nrv), c)});
+              cb, loc, tile, mlir::ValueRange{add(cb, mul(cb, r, widthv), c)});
           auto valueOf = [&](ir::ValueId v) {
             if (auto it = values.find(v); it != values.end()) return it->second;
             auto i = std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
             if (i == static_cast<std::ptrdiff_t>(grp.inputs.size())) return mlir::Value{};
-            mlir::Value x =
-                loadElement(cb, loc, entry->getArgument(static_cast<unsigned>(i)),
-                            linearIndex(cb, loc, ivs, broadcastStrides(g.type(v).shape, shape)),
-                            g.type(v).dtype);
+            mlir::Value x = loadElement(
+                cb, loc, entry->getArgument(static_cast<unsigned>(i)),
+                g.type(v).shape == shape
+                    ? at
+                    : linearIndex(cb, loc, ivs, broadcastStrides(g.type(v).shape, shape)),
+                g.type(v).dtype);
             values[v] = x;
             return x;
           };
@@ -273,7 +241,6 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
             }
             values[node.result] = r;
           }
-          mlir::Value at = add(cb, mul(cb, row, nv), ivs.back());
           for (size_t o = 0; o < grp.outputs.size(); ++o) {
             mlir::Value r = valueOf(grp.outputs[o]);
             if (!r) {
@@ -285,8 +252,9 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
         });
       });
     });
-  });
+  }
   mlir::memref::DeallocOp::create(b, loc, panel);
+  mlir::memref::DeallocOp::create(b, loc, tile);
   mlir::func::ReturnOp::create(b, loc);
   return mlir::success(ok);
 }

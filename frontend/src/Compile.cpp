@@ -2,6 +2,7 @@
 #include "weft/Compile.h"
 
 #include "CompiledSignature.h"
+#include "GemmChoice.h"
 #include "weft/Autograd.h"
 #include "weft/codegen/Elementwise.h"
 #include "weft/ir/Lower.h"
@@ -251,10 +252,14 @@ std::string describeChange(const Signature& before, const Signature& now) {
 /// The pass pipeline every compiled graph runs (passes::compilePipeline): simplify, fold, share,
 /// drop what no output needs, recompute in the backward what is cheaper than keeping, move up
 /// what frees more than it keeps (hoist), then group elementwise nodes into kernels.
-void optimize(ir::Graph& g) {
+void optimize(ir::Graph& g, const codegen::CpuTarget& target) {
   passes::PassManager pm;
+  // The fuse pass lets matmuls lead the groups reading them where measurement says the generated
+  // GEMM wins (not without codegen: the group would run in the interpreter node by node).
+  const bool codegen = debugFlag("WEFT_CODEGEN").value_or("1") != "0";
   for (const std::string& name : passes::compilePipeline())
-    pm.add(passes::createPass(name));
+    pm.add(name == "fuse" && codegen ? passes::createFuse(matmulChooser(target))
+                                     : passes::createPass(name));
   auto r = pm.run(g);
   if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);
 }
@@ -379,7 +384,7 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   double traced = since(start), passesMs = 0, codegenMs = 0;
   auto optimizeAndLower = [&](ir::Graph& g, Executable& program) {
     auto t = Clock::now();
-    optimize(g);
+    optimize(g, target);
     passesMs += since(t);
     t = Clock::now();
     program = lower(g, target, exe->numKernels);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <optional>
 
 namespace weft::passes {
 namespace {
@@ -63,6 +64,18 @@ bool onlyPartReads(const ir::Graph& g, const ir::FusionGroup& grp, ValueId v, co
          std::none_of(grp.leaves.begin(), grp.leaves.end(), other);
 }
 
+/// Whether `grp` reads `v` at other elements than the one it writes: an operand of its matmul
+/// root (each output element reads a row of A and a column of B).
+bool readsAcross(const ir::Graph& g, const ir::FusionGroup& grp, ValueId v) {
+  if (grp.nodes.empty()) return false;
+  const ir::Node& first = g.nodes()[static_cast<size_t>(grp.nodes.front())];
+  if (first.op != OpCode::MatMul) return false;
+  if (std::find(first.operands.begin(), first.operands.end(), v) != first.operands.end())
+    return true;
+  std::optional<MatmulB> b = matmulB(g, grp, first.operands[1]);
+  return b && b->input == v;
+}
+
 /// Outputs not written over state go over an input the group reads for the last time, where one
 /// fits: computed by a node (not an argument, state or view), of the output's dtype and shape,
 /// its memory read by nothing after the group runs, not an output of the graph or a state's new
@@ -72,6 +85,8 @@ void markOverDeadInputs(const ir::Graph& g, ir::FusionGroup& grp, const std::vec
                         const std::vector<int32_t>& lastReadAt, const std::vector<bool>& may) {
   const int32_t start = grp.nodes.front();
   std::vector<bool> taken(grp.inputs.size(), false);
+  for (size_t j = 0; j < grp.inputs.size(); ++j)
+    taken[j] = readsAcross(g, grp, grp.inputs[j]);
   for (int32_t over : grp.inPlace)
     if (over >= 0) taken[static_cast<size_t>(over)] = true;
   for (size_t k = 0; k < grp.outputs.size(); ++k) {
@@ -130,6 +145,7 @@ void markInPlace(const ir::Graph& g, std::vector<ir::FusionGroup>& groups, RunsA
       // start), no output or new state value is a view of it, and the group reads it through no
       // other input.
       bool ok = lastReadAt[static_cast<size_t>(u.state)] <= start &&
+                !readsAcross(g, grp, u.state) &&
                 onlyPartReads(g, grp, u.state, g.type(u.state).shape) &&
                 std::none_of(grp.inputs.begin(), grp.inputs.end(), [&](ValueId v) {
                   return v != u.state && root[static_cast<size_t>(v)] == u.state;
@@ -160,7 +176,7 @@ constexpr size_t kHorizontalNodes = 256;
 /// Whether each node and leaf of `grp` reads only values of its result's element count or of one
 /// element, so the group can be a part of a horizontal kernel (computed over its elements flat).
 bool isFlat(const ir::Graph& g, const ir::FusionGroup& grp) {
-  if (isRowKernel(g, grp)) return false;
+  if (isRowKernel(g, grp) || matmulRoot(g, grp) != nullptr) return false;
   auto fits = [&](int32_t i) {
     const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
     const int64_t n = numel(g.type(node.result).shape);
@@ -340,7 +356,58 @@ bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
            !isFloating(g.type(n.result).dtype));
 }
 
-std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
+bool isGemm(const ir::Graph& g, const ir::Node& n) {
+  if (n.op != OpCode::MatMul || n.operands.size() != 2) return false;
+  const ir::TensorType &a = g.type(n.operands[0]), &b = g.type(n.operands[1]),
+                       &r = g.type(n.result);
+  return r.dtype == DType::Float32 && a.dtype == DType::Float32 && b.dtype == DType::Float32 &&
+         a.shape.size() >= 2 && b.shape.size() == 2 && a.shape.back() == b.shape[0] &&
+         a.shape.back() > 0 && numel(r.shape) > 0 && r.shape.back() == b.shape[1];
+}
+
+std::optional<MatmulB> matmulB(const ir::Graph& g, const ir::FusionGroup& grp, ValueId b) {
+  auto isInput = [&](ValueId v) {
+    return std::find(grp.inputs.begin(), grp.inputs.end(), v) != grp.inputs.end();
+  };
+  if (isInput(b)) return MatmulB{b};
+  for (int32_t i : grp.leaves) {
+    const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
+    if (n.result != b) continue;
+    const Shape* dims = n.attrs.tryGet<Shape>("dims");
+    if (n.op == OpCode::Permute && n.operands.size() == 1 && dims != nullptr &&
+        *dims == Shape{1, 0} && isInput(n.operands[0]))
+      return MatmulB{n.operands[0], i};
+  }
+  return std::nullopt;
+}
+
+const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp) {
+  if (grp.nodes.empty() || !grp.parts.empty()) return nullptr;
+  const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[0])];
+  if (!isGemm(g, n) || g.type(n.result).shape != grp.shape) return nullptr;
+  auto input = [&](ValueId v) {
+    return std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
+  };
+  const std::optional<MatmulB> b = matmulB(g, grp, n.operands[1]);
+  const auto ia = input(n.operands[0]);
+  if (ia == static_cast<std::ptrdiff_t>(grp.inputs.size()) || !b) return nullptr;
+  const auto ib = input(b->input);
+  for (int32_t over : grp.inPlace)
+    if (over == ia || over == ib) return nullptr;
+  for (size_t i = 1; i < grp.nodes.size(); ++i) {
+    const ir::Node& e = g.nodes()[static_cast<size_t>(grp.nodes[i])];
+    if (!isElementwise(e.op) || g.type(e.result).shape != grp.shape) return nullptr;
+  }
+  // Each output is a node's value (all of the group's shape), stored at the tile's positions.
+  for (ValueId out : grp.outputs)
+    if (std::none_of(grp.nodes.begin(), grp.nodes.end(),
+                     [&](int32_t i) { return g.nodes()[static_cast<size_t>(i)].result == out; }))
+      return nullptr;
+  return &n;
+}
+
+std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
+                                                   const MatmulChooser& chooseMatmul) {
   size_t n = g.nodes().size();
   std::vector<int32_t> groupOf(n, -1);
   std::vector<ir::FusionGroup> groups;
@@ -522,6 +589,88 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g) {
     addOutput(v, -1);
   for (const ir::StateUpdate& u : g.stateUpdates())
     addOutput(u.newValue, -1);
+  if (chooseMatmul) {
+    // How many nodes, outputs and state updates read each value.
+    std::vector<int32_t> uses(g.values().size(), 0);
+    for (const ir::Node& node : g.nodes())
+      for (ValueId o : node.operands)
+        ++uses[static_cast<size_t>(o)];
+    for (ValueId o : g.outputs())
+      ++uses[static_cast<size_t>(o)];
+    for (const ir::StateUpdate& u : g.stateUpdates())
+      ++uses[static_cast<size_t>(u.newValue)];
+    auto isView = [&](ValueId v) {
+      int32_t p = producer(v);
+      return p >= 0 && isViewOp(g.nodes()[static_cast<size_t>(p)].op);
+    };
+    for (size_t i = 0; i < n; ++i) {
+      const ir::Node& mm = g.nodes()[i];
+      if (!isGemm(g, mm) || isView(mm.operands[0])) continue;
+      // B: a value, or the transpose of one that only the matmul reads (a leaf of the group).
+      ValueId b = mm.operands[1];
+      int32_t leaf = -1;
+      if (isView(b)) {
+        leaf = producer(b);
+        const ir::Node& t = g.nodes()[static_cast<size_t>(leaf)];
+        const Shape* dims = t.attrs.tryGet<Shape>("dims");
+        if (t.op != OpCode::Permute || dims == nullptr || *dims != Shape{1, 0} ||
+            uses[static_cast<size_t>(b)] != 1 || isView(t.operands[0]))
+          continue;
+        b = t.operands[0];
+      }
+      const auto at = static_cast<int32_t>(i);
+      // Across heavy nodes between the matmul and the group (a weight's gradient between a
+      // hidden gradient and the activation's backward), the group's outputs are held instead of
+      // the matmul's result: only where they take no more bytes.
+      auto holdsLess = [&](const ir::FusionGroup& grp) {
+        int64_t bytes = 0;
+        for (ValueId v : grp.outputs)
+          bytes += valueBytes(g, v);
+        return bytes <= valueBytes(g, mm.result);
+      };
+      auto fits = [&](const ir::FusionGroup& grp) {
+        const int32_t start = grp.nodes.front();
+        if (start <= at || grp.shape != g.type(mm.result).shape || isRowKernel(g, grp) ||
+            g.nodes()[static_cast<size_t>(start)].op == OpCode::MatMul ||
+            (heavy[static_cast<size_t>(start)] != heavy[i + 1] && !holdsLess(grp)) ||
+            std::find(grp.inputs.begin(), grp.inputs.end(), mm.result) == grp.inputs.end())
+          return false;
+        return std::all_of(grp.inputs.begin(), grp.inputs.end(),
+                           [&](ValueId v) { return v == mm.result || computedAt(v) < at; });
+      };
+      for (size_t k = 0; k < groups.size(); ++k) {
+        if (keptAs[k] < 0) continue;
+        ir::FusionGroup& grp = result[static_cast<size_t>(keptAs[k])];
+        if (!fits(grp)) continue;
+        if (!chooseMatmul(g, mm)) break;
+        grp.nodes.insert(grp.nodes.begin(), at);
+        std::erase(grp.inputs, mm.result);
+        // The matmul's value is an output too where anything else reads it.
+        bool readElsewhere =
+            std::find(g.outputs().begin(), g.outputs().end(), mm.result) != g.outputs().end() ||
+            std::any_of(g.stateUpdates().begin(), g.stateUpdates().end(),
+                        [&](const ir::StateUpdate& u) { return u.newValue == mm.result; });
+        for (size_t j = 0; j < n && !readElsewhere; ++j) {
+          const ir::Node& reader = g.nodes()[j];
+          readElsewhere =
+              std::find(reader.operands.begin(), reader.operands.end(), mm.result) !=
+                  reader.operands.end() &&
+              !std::binary_search(grp.nodes.begin(), grp.nodes.end(), static_cast<int32_t>(j));
+        }
+        if (readElsewhere) grp.outputs.insert(grp.outputs.begin(), mm.result);
+        for (ValueId v : {mm.operands[0], b})
+          if (std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end())
+            grp.inputs.push_back(v);
+        if (leaf >= 0) {
+          grp.leaves.push_back(leaf);
+          std::sort(grp.leaves.begin(), grp.leaves.end());
+        }
+        groups[k].nodes.insert(groups[k].nodes.begin(), at); // where the group now runs
+        groupOf[i] = static_cast<int32_t>(k);
+        break;
+      }
+    }
+  }
   // Independent flat groups run as one horizontal kernel.
   const std::vector<int32_t> movedTo = mergeHorizontally(g, result, heavy);
   for (int32_t& k : keptAs)
@@ -537,19 +686,23 @@ namespace {
 
 class Fuse : public Pass {
 public:
+  explicit Fuse(MatmulChooser chooseMatmul) : chooseMatmul_(std::move(chooseMatmul)) {}
   std::string_view name() const override { return "fuse"; }
   ir::Result<bool> run(ir::Graph& g) override {
-    std::vector<ir::FusionGroup> groups = findElementwiseGroups(g);
+    std::vector<ir::FusionGroup> groups = findElementwiseGroups(g, chooseMatmul_);
     if (groups == g.kernels()) return false;
     g.setKernels(std::move(groups));
     return true;
   }
+
+private:
+  MatmulChooser chooseMatmul_;
 };
 
 } // namespace
 
-std::unique_ptr<Pass> createFuse() {
-  return std::make_unique<Fuse>();
+std::unique_ptr<Pass> createFuse(MatmulChooser chooseMatmul) {
+  return std::make_unique<Fuse>(std::move(chooseMatmul));
 }
 
 } // namespace weft::passes

@@ -20,7 +20,10 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
       {"cse", createCommonSubexpressionElimination},
       {"dce", createDeadCodeElimination},
       {"fold", createConstantFolding},
-      {"fuse", createFuse},
+      {"fuse", [] { return createFuse(); }},
+      // fuse, every matmul it may leading its readers' group (compile() measures per shape)
+      {"fuse-matmul",
+       [] { return createFuse([](const ir::Graph&, const ir::Node&) { return true; }); }},
       {"hoist", createHoist},
       {"remat", createRematerialize},
       {"simplify", createAlgebraicSimplification},

@@ -36,6 +36,15 @@ std::optional<std::vector<uint8_t>> readCachedLinked(const std::string& key, int
 /// Stores a linked shared object under `key`, as writeCachedKernel does.
 void writeCachedLinked(const std::string& key, const std::vector<uint8_t>& sharedObject);
 
+/// What identifies this code generator in cache keys: a hash of its sources and LLVM's version.
+std::string codegenVersion();
+
+/// A small decision remembered under `key` (a GEMM's choice between generated code and OpenBLAS),
+/// or nullopt; not counted in KernelCacheStats (nothing is compiled either way).
+std::optional<std::vector<uint8_t>> readCachedChoice(const std::string& key);
+/// Stores a decision under `key`, as writeCachedKernel stores objects.
+void writeCachedChoice(const std::string& key, const std::vector<uint8_t>& value);
+
 /// A 64-bit FNV-1a hash of `text` as 16 hex digits: cache file names and kernel symbols.
 std::string hashHex(const std::string& text);
 

@@ -2,7 +2,9 @@
 #pragma once
 
 #include "weft/ir/Lower.h"
+#include "weft/passes/Pass.h"
 
+#include <optional>
 #include <vector>
 
 namespace weft::passes {
@@ -45,6 +47,25 @@ int32_t lastRowPass(const ir::Graph& g, const ir::FusionGroup& grp,
 /// floor_divide.
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n);
 
+/// Whether `n` is a matmul a generated GEMM computes: float32, [..., M, K] (its rows folded into
+/// one M) by [K, N], K and the result not empty.
+bool isGemm(const ir::Graph& g, const ir::Node& n);
+
+/// Where a matmul kernel reads its B from: a group input [K, N], or a group input [N, K] through a
+/// leaf of the group that transposes it (`leaf`, a permute with dims [1, 0]: x @ w.t(), as linear
+/// layers multiply).
+struct MatmulB {
+  ir::ValueId input;
+  int32_t leaf = -1;
+};
+std::optional<MatmulB> matmulB(const ir::Graph& g, const ir::FusionGroup& grp, ir::ValueId b);
+
+/// The matmul a matmul kernel computes first: the group's first node, a GEMM (isGemm) of an input
+/// by a B (matmulB) of the group's shape; its other nodes are elementwise over that shape (the
+/// epilogue), its outputs are its nodes' values, and it writes over neither operand. Null for any
+/// other group.
+const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp);
+
 /// Groups of elementwise nodes (unary, binary, where, cast, stop_gradient) of one result shape and
 /// fusible dtypes, with scalar constants and broadcasts of values computed outside inlined as
 /// leaves; a row reduction joins the group of its operand's shape, which then also takes
@@ -56,6 +77,14 @@ bool fusibleTypes(const ir::Graph& g, const ir::Node& n);
 /// remat pass moved it there on purpose). A group computes all its values where it runs. Groups of
 /// one node are left out, unless the node reads a constant of more than one element (the kernel
 /// computes it instead of reading a filled buffer).
-std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g);
+///
+/// With `chooseMatmul`, a GEMM (isGemm) whose result a group of its shape (not a row kernel)
+/// reads becomes that group's first node where `chooseMatmul` says so: a generated GEMM with the
+/// group as its epilogue, running where the matmul stood. Only when everything else the group
+/// reads is computed before the matmul, no heavy node lies between them, the operands are not
+/// views (they would be copied) and B is a value or the transpose of one that only the matmul reads
+/// (the group computes it as a leaf).
+std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
+                                                   const MatmulChooser& chooseMatmul = {});
 
 } // namespace weft::passes

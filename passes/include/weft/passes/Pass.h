@@ -3,6 +3,7 @@
 
 #include "weft/ir/Graph.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -35,9 +36,13 @@ std::unique_ptr<Pass> createAlgebraicSimplification();
 std::unique_ptr<Pass> createRematerialize();
 /// "hoist": moves an elementwise node up to where the larger values it reads last die otherwise.
 std::unique_ptr<Pass> createHoist();
+/// Whether a float32 matmul node runs as a generated GEMM with its elementwise readers as its
+/// epilogue (codegen::matmulChooser answers by measurement).
+using MatmulChooser = std::function<bool(const ir::Graph&, const ir::Node&)>;
 /// Groups elementwise nodes into the kernels codegen generates (findElementwiseGroups) and
 /// records them in the graph (Graph::kernels); it must run last, as any later change drops them.
-std::unique_ptr<Pass> createFuse();
+/// With `chooseMatmul`, matmuls it picks lead the groups that read them (their epilogues).
+std::unique_ptr<Pass> createFuse(MatmulChooser chooseMatmul = {});
 /// The passes compile() runs on every graph, in order: simplify, fold, simplify, cse, dce,
 /// remat, dce, hoist, fuse.
 const std::vector<std::string>& compilePipeline();

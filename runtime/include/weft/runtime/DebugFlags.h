@@ -21,6 +21,9 @@ namespace weft {
   X(WEFT_LOG_RECOMPILES, "log every compile() recompilation with its reason (1 to enable)")        \
   X(WEFT_LOG_FALLBACKS, "1: log each kernel codegen could not lower (it runs in the interpreter)") \
   X(WEFT_CODEGEN, "0: compiled functions run every op in the interpreter, without generated code") \
+  X(WEFT_GEMM,                                                                                     \
+    "generated or blas: how compiled float32 matmuls with elementwise readers run, for every "     \
+    "shape (default: measured once per shape)")                                                    \
   X(WEFT_CACHE_DIR,                                                                                \
     "where compiled kernels are cached (default $XDG_CACHE_HOME/weft or ~/.cache/weft)")           \
   X(WEFT_KERNEL_CACHE, "0: compile every kernel anew, neither reading nor writing the disk cache") \
