@@ -325,7 +325,8 @@ ir::Graph matmulGraph(const MatmulCase& c) {
 }
 
 // The generated GEMM's row tiles, column panels and their tails (rows and columns not a multiple
-// of the register tile, fewer rows than one tile, K = 1), folded batch rows, B transposed, and a
+// of the register tile, fewer rows than one tile, K = 1), column blocks (K = 1100 packs 32 columns
+// of B at a time: four blocks, the last of 4), folded batch rows, B transposed, and a
 // case large enough that the threads split it, an epilogue reading a full-shape and a per-row
 // input, writing over the first (with B transposed), with each register tile (AVX-512's 8x32,
 // AVX2's 6x16, SSE's 4x8) where this CPU runs it: each output against float64 sums of the same
@@ -342,7 +343,8 @@ TEST(Codegen, MatmulKernelWithEpilogueMatchesFloat64) {
   for (const codegen::CpuTarget& target : targets)
     for (MatmulCase c : {MatmulCase{2, 37, 45, 70}, MatmulCase{1, 300, 128, 96},
                          MatmulCase{1, 5, 3, 33}, MatmulCase{1, 8, 1, 32},
-                         MatmulCase{2, 37, 45, 70, true}, MatmulCase{1, 300, 128, 96, true}}) {
+                         MatmulCase{2, 37, 45, 70, true}, MatmulCase{1, 300, 128, 96, true},
+                         MatmulCase{1, 20, 1100, 100}, MatmulCase{1, 20, 1100, 100, true}}) {
       SCOPED_TRACE(std::to_string(c.batch) + "x" + std::to_string(c.m) + "x" + std::to_string(c.k) +
                    "x" + std::to_string(c.n) + (c.transposedW ? " w.t() " : " ") + target.cpu);
       ir::Graph g = matmulGraph(c);

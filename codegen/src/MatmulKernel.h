@@ -3,14 +3,15 @@
 // time. Included only by Elementwise.cpp, whose kernels it shares the ABI, the cache and the body
 // builder with.
 //
-// The schedule is the one of BLAS libraries: per panel of NR columns of B, the panel is copied
-// into a contiguous buffer (K x NR: no cache-set conflicts between its rows; every row tile reads
-// it again, from L1 for K up to a few hundred, from L2 beyond: K is not blocked yet), then per MR
-// rows of A the MR x NR product is accumulated in vector registers over all
-// of K (each step one row of the panel times MR broadcast elements of A), written to a small tile,
-// and the epilogue computes the group's nodes over that tile and stores its outputs. A launch
-// covers a range of row tiles (threads split the rows), and sums over K in order, one FMA per step
-// (on targets with FMA).
+// The schedule is the one of BLAS libraries. Columns go in blocks whose B, packed panel after
+// panel (each K x NR, contiguous: no cache-set conflicts between its rows), fits in L2. Per block,
+// per MR rows of A (a row tile), each panel's MR x NR product is accumulated in vector registers
+// over all of K (each step one row of the panel times MR broadcast elements of A) and stored into
+// the tile's rows; then the epilogue computes the group's nodes over those rows (one loop per row
+// over the block's columns) and stores its outputs, while the rows are in L1. A launch covers a
+// range of row tiles (threads split the rows) and packs B itself; sums run over K in order, one
+// FMA per step (on targets with FMA). K is not blocked: for K in the thousands one panel's rows no
+// longer stay in L1.
 #pragma once
 
 #include "KernelBody.h"
@@ -35,6 +36,9 @@
 #include <vector>
 
 namespace weft::codegen {
+
+/// Bytes of packed B a generated GEMM keeps per column block (a quarter of a 1 MB L2).
+inline constexpr int64_t kPackedBytes = int64_t{256} << 10;
 
 /// The register tile of a generated GEMM on `target`: MR rows of NR columns (NR a multiple of the
 /// vector width), as many accumulators as leave registers for a row of B and a broadcast.
@@ -107,152 +111,162 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
   };
 
   mlir::Value zero = idx(b, 0), one = idx(b, 1), kv = idx(b, k), nv = idx(b, n), nrv = idx(b, nr);
-  const int64_t panels = (n + nr - 1) / nr, width = panels * nr; // N rounded up to panels
-  mlir::Value widthv = idx(b, width);
+  // Columns go in blocks of `nb` (whole panels) whose packed B takes about kPackedBytes: it stays
+  // in L2 while every row tile reads it, and a launch holds that much (and MR rows of the block)
+  // on the heap whatever N and K are.
+  const int64_t panels = (n + nr - 1) / nr;
+  const int64_t nb = std::clamp<int64_t>(kPackedBytes / (k * 4) / nr, 1, panels) * nr;
+  if (k * nb * 4 > (int64_t{64} << 20)) return mlir::failure(); // K in the millions: OpenBLAS
+  mlir::Value nbv = idx(b, nb);
   mlir::Value rowLo = mul(b, lo, idx(b, mr)), rowHi = minIdx(b, mul(b, hi, idx(b, mr)), idx(b, m));
-  // B packed (panel after panel, each K x NR) and the product of one row tile (MR x width), both
-  // 64-byte aligned, on the heap (they grow with K and N).
-  mlir::Value panel = mlir::memref::AllocOp::create(
-      b, loc, mlir::MemRefType::get({panels * k * nr}, f32), b.getI64IntegerAttr(64));
-  mlir::Value tile = mlir::memref::AllocOp::create(b, loc, mlir::MemRefType::get({mr * width}, f32),
+  mlir::Value panel = mlir::memref::AllocOp::create(b, loc, mlir::MemRefType::get({k * nb}, f32),
+                                                    b.getI64IntegerAttr(64));
+  mlir::Value tile = mlir::memref::AllocOp::create(b, loc, mlir::MemRefType::get({mr * nb}, f32),
                                                    b.getI64IntegerAttr(64));
   mlir::Value fzero = mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
   mlir::Value vzero = mlir::vector::BroadcastOp::create(b, loc, vec, fzero);
 
   bool ok = true;
-  // Pack each panel's columns [j0, j0 + NR) of B, zeros past N, a row of the panel at a time (from
-  // a transposed B: NR streams along its rows, each line read for 16 steps of k).
-  forLoop(b, zero, idx(b, panels), one, [&](mlir::OpBuilder& pb, mlir::Value jo) {
-    mlir::Value j0 = mul(pb, jo, nrv), base = mul(pb, jo, idx(pb, k * nr));
-    mlir::Value cols = minIdx(pb, nrv, mlir::arith::SubIOp::create(pb, loc, nv, j0));
-    forLoop(pb, zero, kv, one, [&](mlir::OpBuilder& kb, mlir::Value kk) {
-      mlir::Value panelAt = add(kb, base, mul(kb, kk, nrv)), rowAt = mul(kb, kk, nv);
-      forLoop(kb, zero, nrv, one, [&](mlir::OpBuilder& cb, mlir::Value c) {
-        mlir::Value col = minIdx(cb, add(cb, j0, c), idx(cb, n - 1));
-        mlir::Value at = mb->leaf >= 0 ? add(cb, mul(cb, col, kv), kk) : add(cb, rowAt, col);
-        mlir::Value x = mlir::memref::LoadOp::create(cb, loc, bm, mlir::ValueRange{at});
-        mlir::Value inside =
-            mlir::arith::CmpIOp::create(cb, loc, mlir::arith::CmpIPredicate::slt, c, cols);
-        x = mlir::arith::SelectOp::create(cb, loc, inside, x, fzero);
-        mlir::memref::StoreOp::create(cb, loc, x, panel, mlir::ValueRange{add(cb, panelAt, c)});
-      });
-    });
-  });
-  {
-    // Per row tile: every panel's product into the tile, then the epilogue over its rows.
-    mlir::OpBuilder& pb = b;
-    forLoop(pb, rowLo, rowHi, idx(pb, mr), [&](mlir::OpBuilder& ib, mlir::Value i0) {
-      mlir::Value rows = minIdx(ib, idx(ib, mr), mlir::arith::SubIOp::create(ib, loc, rowHi, i0));
-      // Accumulates `count` rows from row `first` by panel `jo` over all of K and stores them to
-      // the tile's rows from `tileRow`, at the panel's columns.
-      auto microKernel = [&](mlir::OpBuilder& mb, mlir::Value first, int64_t count,
-                             mlir::Value tileRow, mlir::Value jo) {
-        std::vector<mlir::Value> init(static_cast<size_t>(count), vzero);
-        std::vector<mlir::Value> aRow;
-        for (int64_t r = 0; r < count; ++r)
-          aRow.push_back(mul(mb, add(mb, first, idx(mb, r)), kv));
-        mlir::Value base = mul(mb, jo, idx(mb, k * nr));
-        auto loop = mlir::scf::ForOp::create(
-            mb, loc, zero, kv, one, init,
-            [&](mlir::OpBuilder& lb, mlir::Location, mlir::Value kk, mlir::ValueRange acc) {
-              mlir::Value bv = mlir::vector::LoadOp::create(
-                  lb, loc, vec, panel, mlir::ValueRange{add(lb, base, mul(lb, kk, nrv))});
-              std::vector<mlir::Value> next;
-              for (int64_t r = 0; r < count; ++r) {
-                mlir::Value x = mlir::memref::LoadOp::create(
-                    lb, loc, a, mlir::ValueRange{add(lb, aRow[static_cast<size_t>(r)], kk)});
-                mlir::Value xv = mlir::vector::BroadcastOp::create(lb, loc, vec, x);
-                next.push_back(
-                    mlir::vector::FMAOp::create(lb, loc, xv, bv, acc[static_cast<size_t>(r)]));
-              }
-              mlir::scf::YieldOp::create(lb, loc, next);
-            });
-        for (int64_t r = 0; r < count; ++r)
-          mlir::vector::StoreOp::create(
-              mb, loc, loop.getResult(static_cast<unsigned>(r)), tile,
-              mlir::ValueRange{
-                  add(mb, mul(mb, add(mb, tileRow, idx(mb, r)), widthv), mul(mb, jo, nrv))});
-      };
-      mlir::Value full =
-          mlir::arith::CmpIOp::create(ib, loc, mlir::arith::CmpIPredicate::eq, rows, idx(ib, mr));
-      forLoop(ib, zero, idx(ib, panels), one, [&](mlir::OpBuilder& jb, mlir::Value jo) {
-        mlir::scf::IfOp::create(
-            jb, loc, full,
-            [&](mlir::OpBuilder& tb, mlir::Location) {
-              microKernel(tb, i0, mr, idx(tb, 0), jo);
-              mlir::scf::YieldOp::create(tb, loc);
-            },
-            [&](mlir::OpBuilder& eb, mlir::Location) {
-              forLoop(eb, zero, rows, one, [&](mlir::OpBuilder& rb, mlir::Value r) {
-                microKernel(rb, add(rb, i0, r), 1, r, jo);
-              });
-              mlir::scf::YieldOp::create(eb, loc);
-            });
-      });
-      // The epilogue over the tile's rows, each whole (one long loop per row to vectorize).
-      forLoop(ib, zero, rows, one, [&](mlir::OpBuilder& rb, mlir::Value r) {
-        mlir::Value row = add(rb, i0, r);
-        // The row's index in each leading dim of the group's shape.
-        std::vector<mlir::Value> ivs(shape.size());
-        mlir::Value rem = row;
-        for (size_t d = shape.size() - 1; d-- > 0;) {
-          mlir::Value extent = idx(rb, shape[d]);
-          ivs[d] = mlir::arith::RemUIOp::create(rb, loc, rem, extent);
-          rem = mlir::arith::DivUIOp::create(rb, loc, rem, extent);
-        }
-        forLoop(rb, zero, nv, one, [&](mlir::OpBuilder& cb, mlir::Value c) {
-          ivs.back() = c;
-          // The element's index, for outputs and full-shape inputs alike: an output written over
-          // an input is then stored where it was loaded by the same expression, which LLVM needs
-          // to see to vectorize the loop (else the two may overlap at some distance).
-          mlir::Value at = add(cb, mul(cb, row, nv), ivs.back());
-          BodyBuilder bb(cb, loc, g);
-          std::map<ir::ValueId, mlir::Value> values;
-          values[mm->result] = mlir::memref::LoadOp::create(
-              cb, loc, tile, mlir::ValueRange{add(cb, mul(cb, r, widthv), c)});
-          auto valueOf = [&](ir::ValueId v) {
-            if (auto it = values.find(v); it != values.end()) return it->second;
-            auto i = std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
-            if (i == static_cast<std::ptrdiff_t>(grp.inputs.size())) return mlir::Value{};
-            mlir::Value x = loadElement(
-                cb, loc, entry->getArgument(static_cast<unsigned>(i)),
-                g.type(v).shape == shape
-                    ? at
-                    : linearIndex(cb, loc, ivs, broadcastStrides(g.type(v).shape, shape)),
-                g.type(v).dtype);
-            values[v] = x;
-            return x;
-          };
-          std::vector<int32_t> order; // the leaves but B's transpose, then the epilogue
-          std::copy_if(grp.leaves.begin(), grp.leaves.end(), std::back_inserter(order),
-                       [&](int32_t i) { return i != mb->leaf; });
-          order.insert(order.end(), grp.nodes.begin() + 1, grp.nodes.end());
-          for (int32_t i : order) {
-            const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
-            std::vector<mlir::Value> in;
-            for (ir::ValueId o : node.operands)
-              in.push_back(valueOf(o));
-            mlir::Value r = std::any_of(in.begin(), in.end(), [](mlir::Value x) { return !x; })
-                                ? mlir::Value{}
-                                : bb.node(node, in);
-            if (!r) {
-              ok = false;
-              return;
-            }
-            values[node.result] = r;
-          }
-          for (size_t o = 0; o < grp.outputs.size(); ++o) {
-            mlir::Value r = valueOf(grp.outputs[o]);
-            if (!r) {
-              ok = false;
-              return;
-            }
-            storeOutput(cb, loc, entry, grp, o, r, at, g.type(grp.outputs[o]).dtype);
-          }
+  forLoop(b, zero, idx(b, (n + nb - 1) / nb), one, [&](mlir::OpBuilder& bb0, mlir::Value block) {
+    mlir::Value c0 = mul(bb0, block, nbv);
+    mlir::Value blockCols = minIdx(bb0, nbv, mlir::arith::SubIOp::create(bb0, loc, nv, c0));
+    mlir::Value blockPanels =
+        mlir::arith::DivUIOp::create(bb0, loc, add(bb0, blockCols, idx(bb0, nr - 1)), nrv);
+    // Pack each panel's columns [j0, j0 + NR) of B, zeros past N, a row of the panel at a time
+    // (from a transposed B: NR streams along its rows, each line read for 16 steps of k).
+    forLoop(bb0, zero, blockPanels, one, [&](mlir::OpBuilder& pb, mlir::Value jo) {
+      mlir::Value j0 = add(pb, c0, mul(pb, jo, nrv)), base = mul(pb, jo, idx(pb, k * nr));
+      mlir::Value cols = minIdx(pb, nrv, mlir::arith::SubIOp::create(pb, loc, nv, j0));
+      forLoop(pb, zero, kv, one, [&](mlir::OpBuilder& kb, mlir::Value kk) {
+        mlir::Value panelAt = add(kb, base, mul(kb, kk, nrv)), rowAt = mul(kb, kk, nv);
+        forLoop(kb, zero, nrv, one, [&](mlir::OpBuilder& cb, mlir::Value c) {
+          mlir::Value col = minIdx(cb, add(cb, j0, c), idx(cb, n - 1));
+          mlir::Value at = mb->leaf >= 0 ? add(cb, mul(cb, col, kv), kk) : add(cb, rowAt, col);
+          mlir::Value x = mlir::memref::LoadOp::create(cb, loc, bm, mlir::ValueRange{at});
+          mlir::Value inside =
+              mlir::arith::CmpIOp::create(cb, loc, mlir::arith::CmpIPredicate::slt, c, cols);
+          x = mlir::arith::SelectOp::create(cb, loc, inside, x, fzero);
+          mlir::memref::StoreOp::create(cb, loc, x, panel, mlir::ValueRange{add(cb, panelAt, c)});
         });
       });
     });
-  }
+    {
+      // Per row tile: every panel's product into the tile, then the epilogue over its rows.
+      mlir::OpBuilder& pb = bb0;
+      forLoop(pb, rowLo, rowHi, idx(pb, mr), [&](mlir::OpBuilder& ib, mlir::Value i0) {
+        mlir::Value rows = minIdx(ib, idx(ib, mr), mlir::arith::SubIOp::create(ib, loc, rowHi, i0));
+        // Accumulates `count` rows from row `first` by panel `jo` over all of K and stores them to
+        // the tile's rows from `tileRow`, at the panel's columns.
+        auto microKernel = [&](mlir::OpBuilder& mb, mlir::Value first, int64_t count,
+                               mlir::Value tileRow, mlir::Value jo) {
+          std::vector<mlir::Value> init(static_cast<size_t>(count), vzero);
+          std::vector<mlir::Value> aRow;
+          for (int64_t r = 0; r < count; ++r)
+            aRow.push_back(mul(mb, add(mb, first, idx(mb, r)), kv));
+          mlir::Value base = mul(mb, jo, idx(mb, k * nr));
+          auto loop = mlir::scf::ForOp::create(
+              mb, loc, zero, kv, one, init,
+              [&](mlir::OpBuilder& lb, mlir::Location, mlir::Value kk, mlir::ValueRange acc) {
+                mlir::Value bv = mlir::vector::LoadOp::create(
+                    lb, loc, vec, panel, mlir::ValueRange{add(lb, base, mul(lb, kk, nrv))});
+                std::vector<mlir::Value> next;
+                for (int64_t r = 0; r < count; ++r) {
+                  mlir::Value x = mlir::memref::LoadOp::create(
+                      lb, loc, a, mlir::ValueRange{add(lb, aRow[static_cast<size_t>(r)], kk)});
+                  mlir::Value xv = mlir::vector::BroadcastOp::create(lb, loc, vec, x);
+                  next.push_back(
+                      mlir::vector::FMAOp::create(lb, loc, xv, bv, acc[static_cast<size_t>(r)]));
+                }
+                mlir::scf::YieldOp::create(lb, loc, next);
+              });
+          for (int64_t r = 0; r < count; ++r)
+            mlir::vector::StoreOp::create(
+                mb, loc, loop.getResult(static_cast<unsigned>(r)), tile,
+                mlir::ValueRange{
+                    add(mb, mul(mb, add(mb, tileRow, idx(mb, r)), nbv), mul(mb, jo, nrv))});
+        };
+        mlir::Value full =
+            mlir::arith::CmpIOp::create(ib, loc, mlir::arith::CmpIPredicate::eq, rows, idx(ib, mr));
+        forLoop(ib, zero, blockPanels, one, [&](mlir::OpBuilder& jb, mlir::Value jo) {
+          mlir::scf::IfOp::create(
+              jb, loc, full,
+              [&](mlir::OpBuilder& tb, mlir::Location) {
+                microKernel(tb, i0, mr, idx(tb, 0), jo);
+                mlir::scf::YieldOp::create(tb, loc);
+              },
+              [&](mlir::OpBuilder& eb, mlir::Location) {
+                forLoop(eb, zero, rows, one, [&](mlir::OpBuilder& rb, mlir::Value r) {
+                  microKernel(rb, add(rb, i0, r), 1, r, jo);
+                });
+                mlir::scf::YieldOp::create(eb, loc);
+              });
+        });
+        // The epilogue over the tile's rows (their columns in the block: one long loop per row).
+        forLoop(ib, zero, rows, one, [&](mlir::OpBuilder& rb, mlir::Value r) {
+          mlir::Value row = add(rb, i0, r);
+          // The row's index in each leading dim of the group's shape.
+          std::vector<mlir::Value> ivs(shape.size());
+          mlir::Value rem = row;
+          for (size_t d = shape.size() - 1; d-- > 0;) {
+            mlir::Value extent = idx(rb, shape[d]);
+            ivs[d] = mlir::arith::RemUIOp::create(rb, loc, rem, extent);
+            rem = mlir::arith::DivUIOp::create(rb, loc, rem, extent);
+          }
+          forLoop(rb, zero, blockCols, one, [&](mlir::OpBuilder& cb, mlir::Value cc) {
+            mlir::Value c = add(cb, c0, cc);
+            ivs.back() = c;
+            // The element's index, for outputs and full-shape inputs alike: an output written over
+            // an input is then stored where it was loaded by the same expression, which LLVM needs
+            // to see to vectorize the loop (else the two may overlap at some distance).
+            mlir::Value at = add(cb, mul(cb, row, nv), ivs.back());
+            BodyBuilder bb(cb, loc, g);
+            std::map<ir::ValueId, mlir::Value> values;
+            values[mm->result] = mlir::memref::LoadOp::create(
+                cb, loc, tile, mlir::ValueRange{add(cb, mul(cb, r, nbv), cc)});
+            auto valueOf = [&](ir::ValueId v) {
+              if (auto it = values.find(v); it != values.end()) return it->second;
+              auto i = std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
+              if (i == static_cast<std::ptrdiff_t>(grp.inputs.size())) return mlir::Value{};
+              mlir::Value x = loadElement(
+                  cb, loc, entry->getArgument(static_cast<unsigned>(i)),
+                  g.type(v).shape == shape
+                      ? at
+                      : linearIndex(cb, loc, ivs, broadcastStrides(g.type(v).shape, shape)),
+                  g.type(v).dtype);
+              values[v] = x;
+              return x;
+            };
+            std::vector<int32_t> order; // the leaves but B's transpose, then the epilogue
+            std::copy_if(grp.leaves.begin(), grp.leaves.end(), std::back_inserter(order),
+                         [&](int32_t i) { return i != mb->leaf; });
+            order.insert(order.end(), grp.nodes.begin() + 1, grp.nodes.end());
+            for (int32_t i : order) {
+              const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
+              std::vector<mlir::Value> in;
+              for (ir::ValueId o : node.operands)
+                in.push_back(valueOf(o));
+              mlir::Value r = std::any_of(in.begin(), in.end(), [](mlir::Value x) { return !x; })
+                                  ? mlir::Value{}
+                                  : bb.node(node, in);
+              if (!r) {
+                ok = false;
+                return;
+              }
+              values[node.result] = r;
+            }
+            for (size_t o = 0; o < grp.outputs.size(); ++o) {
+              mlir::Value r = valueOf(grp.outputs[o]);
+              if (!r) {
+                ok = false;
+                return;
+              }
+              storeOutput(cb, loc, entry, grp, o, r, at, g.type(grp.outputs[o]).dtype);
+            }
+          });
+        });
+      });
+    }
+  });
   mlir::memref::DeallocOp::create(b, loc, panel);
   mlir::memref::DeallocOp::create(b, loc, tile);
   mlir::func::ReturnOp::create(b, loc);

@@ -176,7 +176,8 @@ constexpr size_t kHorizontalNodes = 256;
 /// Whether each node and leaf of `grp` reads only values of its result's element count or of one
 /// element, so the group can be a part of a horizontal kernel (computed over its elements flat).
 bool isFlat(const ir::Graph& g, const ir::FusionGroup& grp) {
-  if (isRowKernel(g, grp) || matmulRoot(g, grp) != nullptr) return false;
+  if (isRowKernel(g, grp) || g.nodes()[static_cast<size_t>(grp.nodes.front())].op == OpCode::MatMul)
+    return false;
   auto fits = [&](int32_t i) {
     const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
     const int64_t n = numel(g.type(node.result).shape);
@@ -622,8 +623,23 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
       // Across heavy nodes between the matmul and the group (a weight's gradient between a
       // hidden gradient and the activation's backward), the group's outputs are held instead of
       // the matmul's result: only where they take no more bytes.
+      // Whether anything but `grp` reads the matmul's value (it is then an output of the kernel).
+      auto readElsewhere = [&](const ir::FusionGroup& grp) {
+        if (std::find(g.outputs().begin(), g.outputs().end(), mm.result) != g.outputs().end() ||
+            std::any_of(g.stateUpdates().begin(), g.stateUpdates().end(),
+                        [&](const ir::StateUpdate& u) { return u.newValue == mm.result; }))
+          return true;
+        for (size_t j = i + 1; j < n; ++j) {
+          const ir::Node& reader = g.nodes()[j];
+          if (std::find(reader.operands.begin(), reader.operands.end(), mm.result) !=
+                  reader.operands.end() &&
+              !std::binary_search(grp.nodes.begin(), grp.nodes.end(), static_cast<int32_t>(j)))
+            return true;
+        }
+        return false;
+      };
       auto holdsLess = [&](const ir::FusionGroup& grp) {
-        int64_t bytes = 0;
+        int64_t bytes = readElsewhere(grp) ? valueBytes(g, mm.result) : 0;
         for (ValueId v : grp.outputs)
           bytes += valueBytes(g, v);
         return bytes <= valueBytes(g, mm.result);
@@ -643,21 +659,10 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
         ir::FusionGroup& grp = result[static_cast<size_t>(keptAs[k])];
         if (!fits(grp)) continue;
         if (!chooseMatmul(g, mm)) break;
+        const bool alsoOutput = readElsewhere(grp);
         grp.nodes.insert(grp.nodes.begin(), at);
         std::erase(grp.inputs, mm.result);
-        // The matmul's value is an output too where anything else reads it.
-        bool readElsewhere =
-            std::find(g.outputs().begin(), g.outputs().end(), mm.result) != g.outputs().end() ||
-            std::any_of(g.stateUpdates().begin(), g.stateUpdates().end(),
-                        [&](const ir::StateUpdate& u) { return u.newValue == mm.result; });
-        for (size_t j = 0; j < n && !readElsewhere; ++j) {
-          const ir::Node& reader = g.nodes()[j];
-          readElsewhere =
-              std::find(reader.operands.begin(), reader.operands.end(), mm.result) !=
-                  reader.operands.end() &&
-              !std::binary_search(grp.nodes.begin(), grp.nodes.end(), static_cast<int32_t>(j));
-        }
-        if (readElsewhere) grp.outputs.insert(grp.outputs.begin(), mm.result);
+        if (alsoOutput) grp.outputs.insert(grp.outputs.begin(), mm.result);
         for (ValueId v : {mm.operands[0], b})
           if (std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end())
             grp.inputs.push_back(v);

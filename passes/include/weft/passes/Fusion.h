@@ -81,9 +81,10 @@ const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp);
 /// With `chooseMatmul`, a GEMM (isGemm) whose result a group of its shape (not a row kernel)
 /// reads becomes that group's first node where `chooseMatmul` says so: a generated GEMM with the
 /// group as its epilogue, running where the matmul stood. Only when everything else the group
-/// reads is computed before the matmul, no heavy node lies between them, the operands are not
-/// views (they would be copied) and B is a value or the transpose of one that only the matmul reads
-/// (the group computes it as a leaf).
+/// reads is computed before the matmul, the operands are not views (they would be copied), B is a
+/// value or the transpose of one that only the matmul reads (the group computes it as a leaf), and
+/// where heavy nodes lie between them, the group's outputs (the matmul's value among them, if
+/// anything else reads it) take no more bytes than the matmul's value they replace across them.
 std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
                                                    const MatmulChooser& chooseMatmul = {});
 
