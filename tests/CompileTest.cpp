@@ -36,8 +36,11 @@ std::vector<double> vals(const Tensor& t) {
   std::set<int64_t> leaders;
   for (size_t at = text.find("nodes(%"); at != std::string::npos; at = text.find("nodes(%", at + 1))
     leaders.insert(std::stoll(text.substr(at + 7)));
-  auto led = [&](const ir::Graph& g, const ir::Node& n) {
-    return leaders.count(&n - g.nodes().data()) > 0;
+  auto led = [&](const ir::Graph& g, const std::vector<const ir::Node*>& matmuls) {
+    std::vector<bool> r;
+    for (const ir::Node* n : matmuls)
+      r.push_back(leaders.count(n - g.nodes().data()) > 0);
+    return r;
   };
   if (!passes::createFuse(led)->run(parsed.value()))
     return ::testing::AssertionFailure() << "fuse failed";

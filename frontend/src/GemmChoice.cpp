@@ -49,43 +49,76 @@ template <typename F> double medianSeconds(F&& run) {
   return t[t.size() / 2];
 }
 
-/// Whether the generated GEMM beats OpenBLAS at `s`, or nullopt where the probe could not run
-/// (it does not compile or load, memory runs out): then OpenBLAS, and nothing is remembered.
-std::optional<bool> generatedIsFaster(const GemmShape& s, const codegen::CpuTarget& target) {
-  ir::Graph probe("gemm_probe");
-  const ir::ValueId x = probe.addArgument({DType::Float32, {s.m, s.k}}, "x");
+/// Adds to `g` a probe of `s`: the matmul alone, reading its own arguments; returns its group.
+ir::FusionGroup addProbe(ir::Graph& g, const GemmShape& s) {
+  const ir::ValueId x = g.addArgument({DType::Float32, {s.m, s.k}}, "x");
   const ir::ValueId w =
-      probe.addArgument({DType::Float32, s.transposed ? Shape{s.n, s.k} : Shape{s.k, s.n}}, "w");
-  ir::ValueId b = w;
-  if (s.transposed)
-    b = probe.addNode(OpCode::Permute, {w}, Attrs().set("dims", Shape{1, 0}),
-                      {DType::Float32, {s.k, s.n}});
-  probe.addOutput(probe.addNode(OpCode::MatMul, {x, b}, {}, {DType::Float32, {s.m, s.n}}));
+      g.addArgument({DType::Float32, s.transposed ? Shape{s.n, s.k} : Shape{s.k, s.n}}, "w");
   ir::FusionGroup grp;
-  grp.nodes = {s.transposed ? 1 : 0};
-  if (s.transposed) grp.leaves = {0};
-  grp.inputs = {x, w};
-  grp.outputs = {probe.outputs()[0]};
-  grp.shape = {s.m, s.n};
-  auto compiled = codegen::compileElementwise(probe, std::span(&grp, 1), target);
-  if (!compiled || compiled.value().kernelOf[0] < 0) return std::nullopt;
-  KernelTable& table = compiled.value().table;
-  table.loaded = hal::cpu().load(table.code, table.kernels);
-  const std::vector<ir::FusedKernel> fused{{grp, 0}};
-  const Plan generated = ir::lowerToPlan(probe, fused, std::move(table));
-  const Plan blas = ir::lowerToPlan(probe);
-  std::vector<Buffer> args;
-  for (ir::ValueId v : probe.arguments()) {
-    args.push_back(allocateBuffer(probe.type(v).shape, DType::Float32));
-    float* p = args.back().ref.ptr<float>();
-    for (int64_t i = 0; i < args.back().ref.numel(); ++i)
-      p[i] = static_cast<float>((i * 7919) % 17) * 0.125f - 1.0f;
+  ir::ValueId b = w;
+  if (s.transposed) {
+    grp.leaves = {static_cast<int32_t>(g.nodes().size())};
+    b = g.addNode(OpCode::Permute, {w}, Attrs().set("dims", Shape{1, 0}),
+                  {DType::Float32, {s.k, s.n}});
   }
-  // Alternating, each warmed up: neither gets the caches the other left behind more often.
-  const double tg = medianSeconds([&] { (void)runPlan(generated, args, {}); });
-  const double tb = medianSeconds([&] { (void)runPlan(blas, args, {}); });
-  const double tg2 = medianSeconds([&] { (void)runPlan(generated, args, {}); });
-  return (tg + tg2) / 2 < tb;
+  grp.nodes = {static_cast<int32_t>(g.nodes().size())};
+  const ir::ValueId y = g.addNode(OpCode::MatMul, {x, b}, {}, {DType::Float32, {s.m, s.n}});
+  g.addOutput(y);
+  grp.inputs = {x, w};
+  grp.outputs = {y};
+  grp.shape = {s.m, s.n};
+  return grp;
+}
+
+/// Per shape, whether the generated GEMM beats OpenBLAS there, or nullopt where its probe could
+/// not run (it does not compile or load, memory runs out): then OpenBLAS, and nothing is
+/// remembered. The probes' kernels compile together (in parallel, from one graph holding them
+/// all: a kernel is keyed by what it computes, so each is also its own probe's), then each probe
+/// runs alone, generated and OpenBLAS alternating.
+std::vector<std::optional<bool>> generatedIsFaster(const std::vector<GemmShape>& shapes,
+                                                   const codegen::CpuTarget& target) {
+  std::vector<std::optional<bool>> result(shapes.size());
+  ir::Graph all("gemm_probes");
+  std::vector<ir::FusionGroup> groups;
+  for (const GemmShape& s : shapes)
+    groups.push_back(addProbe(all, s));
+  auto compiled = codegen::compileElementwise(all, groups, target);
+  if (!compiled) return result;
+  KernelTable& table = compiled.value().table;
+  if (!table.kernels.empty()) table.loaded = hal::cpu().load(table.code, table.kernels);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const int32_t kernel = compiled.value().kernelOf[i];
+    if (kernel < 0) continue;
+    try {
+      ir::Graph probe("gemm_probe");
+      const std::vector<ir::FusedKernel> fused{{addProbe(probe, shapes[i]), kernel}};
+      const Plan generated = ir::lowerToPlan(probe, fused, table);
+      const Plan blas = ir::lowerToPlan(probe);
+      std::vector<Buffer> args;
+      for (ir::ValueId v : probe.arguments()) {
+        args.push_back(allocateBuffer(probe.type(v).shape, DType::Float32));
+        float* p = args.back().ref.ptr<float>();
+        for (int64_t j = 0; j < args.back().ref.numel(); ++j)
+          p[j] = static_cast<float>((j * 7919) % 17) * 0.125f - 1.0f;
+      }
+      // Alternating, each warmed up: neither gets the caches the other left behind more often.
+      const double tg = medianSeconds([&] { (void)runPlan(generated, args, {}); });
+      const double tb = medianSeconds([&] { (void)runPlan(blas, args, {}); });
+      const double tg2 = medianSeconds([&] { (void)runPlan(generated, args, {}); });
+      result[i] = (tg + tg2) / 2 < tb;
+    } catch (const std::exception&) { // this probe could not run: OpenBLAS, this time
+    }
+  }
+  return result;
+}
+
+/// The shape the choice sees for matmul `mm` of `g` (rows past 1024 change little: the threads
+/// split them, and B is packed per launch either way; the probe stops there).
+GemmShape gemmShape(const ir::Graph& g, const ir::Node& mm) {
+  const Shape& out = g.type(mm.result).shape;
+  const int32_t bp = g.value(mm.operands[1]).producer;
+  return {std::min<int64_t>(numel(out) / out.back(), 1024), g.type(mm.operands[0]).shape.back(),
+          out.back(), bp >= 0 && g.nodes()[static_cast<size_t>(bp)].op == OpCode::Permute};
 }
 
 } // namespace
@@ -94,41 +127,56 @@ passes::MatmulChooser matmulChooser(const codegen::CpuTarget& target) {
   const std::string mode = debugFlag("WEFT_GEMM").value_or("measure");
   WEFT_CHECK(mode == "measure" || mode == "generated" || mode == "blas", Value,
              "WEFT_GEMM must be generated, blas or measure, not '", mode, "'");
-  if (mode == "generated") return [](const ir::Graph&, const ir::Node&) { return true; };
-  if (mode == "blas" || target.codeTarget() != codegen::CpuTarget::host().codeTarget())
-    return [](const ir::Graph&, const ir::Node&) { return false; };
-  return [target](const ir::Graph& g, const ir::Node& mm) {
-    const Shape& out = g.type(mm.result).shape;
-    const ir::Node* bp = g.value(mm.operands[1]).producer >= 0
-                             ? &g.nodes()[static_cast<size_t>(g.value(mm.operands[1]).producer)]
-                             : nullptr;
-    // Rows past 1024 change little (the threads split them; B is packed per launch either way):
-    // the probe stops there, and batch sizes beyond share one answer.
-    const GemmShape s{std::min<int64_t>(numel(out) / out.back(), 1024),
-                      g.type(mm.operands[0]).shape.back(), out.back(),
-                      bp != nullptr && bp->op == OpCode::Permute};
-    // One probe at a time (two timed at once on the same cores would both be wrong); the answers
-    // per cache directory, target and thread count.
+  if (mode == "generated" || mode == "blas" ||
+      target.codeTarget() != codegen::CpuTarget::host().codeTarget()) {
+    const bool all = mode == "generated";
+    return [all](const ir::Graph&, const std::vector<const ir::Node*>& matmuls) {
+      return std::vector<bool>(matmuls.size(), all);
+    };
+  }
+  return [target](const ir::Graph& g, const std::vector<const ir::Node*>& matmuls) {
+    // One measurement at a time (two timed at once on the same cores would both be wrong); the
+    // answers per cache directory, target and thread count, in memory and in the kernel cache.
     static std::mutex mu;
     static std::map<std::tuple<std::string, std::string, int, GemmShape>, bool> known;
-    const auto memo =
-        std::make_tuple(codegen::kernelCacheDir(), target.codeTarget(), getNumThreads(), s);
     std::lock_guard<std::mutex> lock(mu);
-    if (auto it = known.find(memo); it != known.end()) return it->second;
-    const std::string key = "weft-gemm-choice 1 " + codegen::codegenVersion() + "\n" +
-                            target.codeTarget() + "\nthreads " + std::to_string(getNumThreads()) +
-                            "\n" + std::to_string(s.m) + " " + std::to_string(s.k) + " " +
-                            std::to_string(s.n) + (s.transposed ? " transposed" : "") + "\n";
-    if (auto cached = codegen::readCachedChoice(key); cached && cached->size() == 1)
-      return known[memo] = (*cached)[0] == 1;
-    std::optional<bool> generated;
-    try {
-      generated = generatedIsFaster(s, target);
-    } catch (const std::exception&) { // the probe could not run: OpenBLAS, this time
+    auto memoOf = [&](const GemmShape& s) {
+      return std::make_tuple(codegen::kernelCacheDir(), target.codeTarget(), getNumThreads(), s);
+    };
+    auto keyOf = [&](const GemmShape& s) {
+      return "weft-gemm-choice 2 " + codegen::codegenVersion() + "\n" + target.codeTarget() +
+             "\nthreads " + std::to_string(getNumThreads()) + "\n" + std::to_string(s.m) + " " +
+             std::to_string(s.k) + " " + std::to_string(s.n) + (s.transposed ? " transposed" : "") +
+             "\n";
+    };
+    // The shapes neither this process nor the cache knows, measured together.
+    std::vector<GemmShape> measure;
+    for (const ir::Node* n : matmuls) {
+      const GemmShape s = gemmShape(g, *n);
+      if (known.count(memoOf(s)) > 0 ||
+          std::find(measure.begin(), measure.end(), s) != measure.end())
+        continue;
+      if (auto cached = codegen::readCachedChoice(keyOf(s)); cached && cached->size() == 1)
+        known[memoOf(s)] = (*cached)[0] == 1;
+      else
+        measure.push_back(s);
     }
-    if (!generated) return false;
-    codegen::writeCachedChoice(key, {static_cast<uint8_t>(*generated ? 1 : 0)});
-    return known[memo] = *generated;
+    std::vector<std::optional<bool>> answers(measure.size());
+    try {
+      answers = generatedIsFaster(measure, target);
+    } catch (const std::exception&) { // the probes could not be built or loaded: OpenBLAS
+    }
+    for (size_t i = 0; i < measure.size(); ++i)
+      if (answers[i]) {
+        codegen::writeCachedChoice(keyOf(measure[i]), {static_cast<uint8_t>(*answers[i] ? 1 : 0)});
+        known[memoOf(measure[i])] = *answers[i];
+      }
+    std::vector<bool> chosen;
+    for (const ir::Node* n : matmuls) {
+      auto it = known.find(memoOf(gemmShape(g, *n)));
+      chosen.push_back(it != known.end() && it->second);
+    }
+    return chosen;
   };
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -604,77 +605,102 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
       int32_t p = producer(v);
       return p >= 0 && isViewOp(g.nodes()[static_cast<size_t>(p)].op);
     };
-    for (size_t i = 0; i < n; ++i) {
-      const ir::Node& mm = g.nodes()[i];
-      if (!isGemm(g, mm) || isView(mm.operands[0])) continue;
-      // B: a value, or the transpose of one that only the matmul reads (a leaf of the group).
-      ValueId b = mm.operands[1];
-      int32_t leaf = -1;
-      if (isView(b)) {
-        leaf = producer(b);
-        const ir::Node& t = g.nodes()[static_cast<size_t>(leaf)];
-        const Shape* dims = t.attrs.tryGet<Shape>("dims");
-        if (t.op != OpCode::Permute || dims == nullptr || *dims != Shape{1, 0} ||
-            uses[static_cast<size_t>(b)] != 1 || isView(t.operands[0]))
-          continue;
-        b = t.operands[0];
-      }
-      const auto at = static_cast<int32_t>(i);
-      // Across heavy nodes between the matmul and the group (a weight's gradient between a
-      // hidden gradient and the activation's backward), the group's outputs are held instead of
-      // the matmul's result: only where they take no more bytes.
-      // Whether anything but `grp` reads the matmul's value (it is then an output of the kernel).
-      auto readElsewhere = [&](const ir::FusionGroup& grp) {
-        if (std::find(g.outputs().begin(), g.outputs().end(), mm.result) != g.outputs().end() ||
-            std::any_of(g.stateUpdates().begin(), g.stateUpdates().end(),
-                        [&](const ir::StateUpdate& u) { return u.newValue == mm.result; }))
-          return true;
-        for (size_t j = i + 1; j < n; ++j) {
-          const ir::Node& reader = g.nodes()[j];
-          if (std::find(reader.operands.begin(), reader.operands.end(), mm.result) !=
-                  reader.operands.end() &&
-              !std::binary_search(grp.nodes.begin(), grp.nodes.end(), static_cast<int32_t>(j)))
+    // Lets each matmul `take` accepts lead the first group it fits.
+    auto attach = [&](const std::function<bool(const ir::Node&)>& take) {
+      for (size_t i = 0; i < n; ++i) {
+        const ir::Node& mm = g.nodes()[i];
+        if (!isGemm(g, mm) || isView(mm.operands[0])) continue;
+        // B: a value, or the transpose of one that only the matmul reads (a leaf of the group).
+        ValueId b = mm.operands[1];
+        int32_t leaf = -1;
+        if (isView(b)) {
+          leaf = producer(b);
+          const ir::Node& t = g.nodes()[static_cast<size_t>(leaf)];
+          const Shape* dims = t.attrs.tryGet<Shape>("dims");
+          if (t.op != OpCode::Permute || dims == nullptr || *dims != Shape{1, 0} ||
+              uses[static_cast<size_t>(b)] != 1 || isView(t.operands[0]))
+            continue;
+          b = t.operands[0];
+        }
+        const auto at = static_cast<int32_t>(i);
+        // Whether anything but `grp` reads the matmul's value (it is then an output of the kernel).
+        auto readElsewhere = [&](const ir::FusionGroup& grp) {
+          if (std::find(g.outputs().begin(), g.outputs().end(), mm.result) != g.outputs().end() ||
+              std::any_of(g.stateUpdates().begin(), g.stateUpdates().end(),
+                          [&](const ir::StateUpdate& u) { return u.newValue == mm.result; }))
             return true;
-        }
-        return false;
-      };
-      auto holdsLess = [&](const ir::FusionGroup& grp) {
-        int64_t bytes = readElsewhere(grp) ? valueBytes(g, mm.result) : 0;
-        for (ValueId v : grp.outputs)
-          bytes += valueBytes(g, v);
-        return bytes <= valueBytes(g, mm.result);
-      };
-      auto fits = [&](const ir::FusionGroup& grp) {
-        const int32_t start = grp.nodes.front();
-        if (start <= at || grp.shape != g.type(mm.result).shape || isRowKernel(g, grp) ||
-            g.nodes()[static_cast<size_t>(start)].op == OpCode::MatMul ||
-            (heavy[static_cast<size_t>(start)] != heavy[i + 1] && !holdsLess(grp)) ||
-            std::find(grp.inputs.begin(), grp.inputs.end(), mm.result) == grp.inputs.end())
+          for (size_t j = i + 1; j < n; ++j) {
+            const ir::Node& reader = g.nodes()[j];
+            if (std::find(reader.operands.begin(), reader.operands.end(), mm.result) !=
+                    reader.operands.end() &&
+                !std::binary_search(grp.nodes.begin(), grp.nodes.end(), static_cast<int32_t>(j)))
+              return true;
+          }
           return false;
-        return std::all_of(grp.inputs.begin(), grp.inputs.end(),
-                           [&](ValueId v) { return v == mm.result || computedAt(v) < at; });
-      };
-      for (size_t k = 0; k < groups.size(); ++k) {
-        if (keptAs[k] < 0) continue;
-        ir::FusionGroup& grp = result[static_cast<size_t>(keptAs[k])];
-        if (!fits(grp)) continue;
-        if (!chooseMatmul(g, mm)) break;
-        const bool alsoOutput = readElsewhere(grp);
-        grp.nodes.insert(grp.nodes.begin(), at);
-        std::erase(grp.inputs, mm.result);
-        if (alsoOutput) grp.outputs.insert(grp.outputs.begin(), mm.result);
-        for (ValueId v : {mm.operands[0], b})
-          if (std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end())
-            grp.inputs.push_back(v);
-        if (leaf >= 0) {
-          grp.leaves.push_back(leaf);
-          std::sort(grp.leaves.begin(), grp.leaves.end());
+        };
+        // Across heavy nodes between the matmul and the group (a weight's gradient between a
+        // hidden gradient and the activation's backward), the group's outputs are held instead of
+        // the matmul's result: only where they take no more bytes.
+        auto holdsLess = [&](const ir::FusionGroup& grp) {
+          int64_t bytes = readElsewhere(grp) ? valueBytes(g, mm.result) : 0;
+          for (ValueId v : grp.outputs)
+            bytes += valueBytes(g, v);
+          return bytes <= valueBytes(g, mm.result);
+        };
+        auto fits = [&](const ir::FusionGroup& grp) {
+          const int32_t start = grp.nodes.front();
+          if (start <= at || grp.shape != g.type(mm.result).shape || isRowKernel(g, grp) ||
+              g.nodes()[static_cast<size_t>(start)].op == OpCode::MatMul ||
+              (heavy[static_cast<size_t>(start)] != heavy[i + 1] && !holdsLess(grp)) ||
+              std::find(grp.inputs.begin(), grp.inputs.end(), mm.result) == grp.inputs.end())
+            return false;
+          return std::all_of(grp.inputs.begin(), grp.inputs.end(),
+                             [&](ValueId v) { return v == mm.result || computedAt(v) < at; });
+        };
+        for (size_t k = 0; k < groups.size(); ++k) {
+          if (keptAs[k] < 0) continue;
+          ir::FusionGroup& grp = result[static_cast<size_t>(keptAs[k])];
+          if (!fits(grp)) continue;
+          if (!take(mm)) break;
+          const bool alsoOutput = readElsewhere(grp);
+          grp.nodes.insert(grp.nodes.begin(), at);
+          std::erase(grp.inputs, mm.result);
+          if (alsoOutput) grp.outputs.insert(grp.outputs.begin(), mm.result);
+          for (ValueId v : {mm.operands[0], b})
+            if (std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end())
+              grp.inputs.push_back(v);
+          if (leaf >= 0) {
+            grp.leaves.push_back(leaf);
+            std::sort(grp.leaves.begin(), grp.leaves.end());
+          }
+          groups[k].nodes.insert(groups[k].nodes.begin(), at); // where the group now runs
+          groupOf[i] = static_cast<int32_t>(k);
+          break;
         }
-        groups[k].nodes.insert(groups[k].nodes.begin(), at); // where the group now runs
-        groupOf[i] = static_cast<int32_t>(k);
-        break;
       }
+    };
+    // The chooser answers for every matmul that could lead at once (one measurement for all of a
+    // graph's new shapes): which could comes from a dry run taking each, on copies.
+    std::vector<const ir::Node*> candidates;
+    {
+      const auto savedResult = result;
+      const auto savedGroups = groups;
+      const auto savedGroupOf = groupOf;
+      attach([&](const ir::Node& mm) {
+        candidates.push_back(&mm);
+        return true;
+      });
+      result = savedResult;
+      groups = savedGroups;
+      groupOf = savedGroupOf;
     }
+    const std::vector<bool> chosen =
+        candidates.empty() ? std::vector<bool>{} : chooseMatmul(g, candidates);
+    attach([&](const ir::Node& mm) {
+      auto it = std::find(candidates.begin(), candidates.end(), &mm);
+      return it != candidates.end() && chosen.size() == candidates.size() &&
+             chosen[static_cast<size_t>(it - candidates.begin())];
+    });
   }
   // Independent flat groups run as one horizontal kernel.
   const std::vector<int32_t> movedTo = mergeHorizontally(g, result, heavy);

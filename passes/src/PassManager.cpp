@@ -23,7 +23,11 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
       {"fuse", [] { return createFuse(); }},
       // fuse, every matmul it may leading its readers' group (compile() measures per shape)
       {"fuse-matmul",
-       [] { return createFuse([](const ir::Graph&, const ir::Node&) { return true; }); }},
+       [] {
+         return createFuse([](const ir::Graph&, const std::vector<const ir::Node*>& matmuls) {
+           return std::vector<bool>(matmuls.size(), true);
+         });
+       }},
       {"hoist", createHoist},
       {"remat", createRematerialize},
       {"simplify", createAlgebraicSimplification},

@@ -36,9 +36,11 @@ std::unique_ptr<Pass> createAlgebraicSimplification();
 std::unique_ptr<Pass> createRematerialize();
 /// "hoist": moves an elementwise node up to where the larger values it reads last die otherwise.
 std::unique_ptr<Pass> createHoist();
-/// Whether a float32 matmul node runs as a generated GEMM with its elementwise readers as its
-/// epilogue (codegen::matmulChooser answers by measurement).
-using MatmulChooser = std::function<bool(const ir::Graph&, const ir::Node&)>;
+/// Per matmul node of `matmuls`, whether it runs as a generated GEMM leading the elementwise group
+/// that reads its result (its epilogue). The fuse pass asks once per graph, about every matmul
+/// that could lead (the frontend's matmulChooser measures their shapes together).
+using MatmulChooser =
+    std::function<std::vector<bool>(const ir::Graph&, const std::vector<const ir::Node*>& matmuls)>;
 /// Groups elementwise nodes into the kernels codegen generates (findElementwiseGroups) and
 /// records them in the graph (Graph::kernels); it must run last, as any later change drops them.
 /// With `chooseMatmul`, matmuls it picks lead the groups that read them (their epilogues).
