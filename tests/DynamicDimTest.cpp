@@ -1,15 +1,12 @@
 // compile() with a dynamic dimension: batches of different sizes share one compilation per bucket
 // and give what eager gives for each size; functions that cannot be bucketed are clear errors.
+#include "CompileTestUtil.h"
 #include "TestUtil.h"
 
 #include <cstdlib>
 
 namespace weft::test {
 namespace {
-
-std::vector<double> vals(const Tensor& t) {
-  return t.to_vector<double>();
-}
 
 /// Throws from `f` and checks the message holds every piece.
 template <typename F>

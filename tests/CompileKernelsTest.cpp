@@ -1,0 +1,329 @@
+// Generated code inside compile(): every elementwise primitive fused equals eager, row kernels
+// (reductions along rows with the work around them), conversions as eager makes them, and matmuls
+// leading their epilogues as generated GEMMs, chosen by measurement.
+#include "CompileTestUtil.h"
+#include "OpSamples.h"
+#include "TestUtil.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
+
+namespace weft::test {
+namespace {
+
+class FusedOp : public ::testing::TestWithParam<int> {};
+
+/// Every elementwise primitive inside a generated (fused) kernel equals eager exactly, in every
+/// dtype, on contiguous, strided and broadcast inputs: the kernel calls the same libm and libmvec
+/// functions (see weft/runtime/VectorMathFunctions.h) and rounds, wraps and converts as the eager
+/// kernels do (float16/bfloat16: computed in float, each op's result rounded to its type). Where
+/// eager rejects a dtype, so does compile().
+TEST_P(FusedOp, EqualsEagerExactly) {
+  auto op = static_cast<OpCode>(GetParam());
+  if (!isElementwise(op)) GTEST_SKIP() << "not elementwise";
+  for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8})
+    for (const OpSample& s : samplesFor(op)) {
+      SCOPED_TRACE(s.label + " " + std::string(dtypeName(dt)));
+      const bool integral = !isFloating(dt);
+      std::vector<Tensor> in;
+      for (const Tensor& t : s.inputs) // integers: the samples scaled, so they are not all 0 or 1
+        in.push_back(!t.is_floating_point() ? t : integral ? (t * 7.0).to(dt) : t.to(dt));
+      // The op, then one more elementwise op so the two fuse into one kernel.
+      auto f = [&](const std::vector<Tensor>& args) {
+        Tensor y = dispatch(op, s.prepared(args), s.attrs);
+        Tensor z = y.dtype() == kBool ? y.logical_not() : y * 0.5 - 1.0;
+        return std::vector<Tensor>{y, z};
+      };
+      CompiledFunction cf{CompileOptions()};
+      std::vector<Tensor> eager;
+      try {
+        eager = f(in);
+      } catch (const Error&) {
+        EXPECT_THROW(cf.call(in, f), Error);
+        continue;
+      }
+      std::vector<Tensor> out = cf.call(in, f);
+      // Generated code computes every dtype, and every op but integer pow, fmod and floor_divide.
+      const bool fusible =
+          !((op == OpCode::Pow || op == OpCode::Fmod || op == OpCode::FloorDivide) &&
+            !eager[0].is_floating_point());
+      if (fusible) {
+        EXPECT_EQ(cf.num_kernels(), 1u); // the op and the one after it
+      }
+      for (size_t i = 0; i < 2; ++i) {
+        ASSERT_EQ(out[i].dtype(), eager[i].dtype());
+        std::vector<double> a = vals(out[i]), b = vals(eager[i]);
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t k = 0; k < a.size(); ++k) {
+          if (std::isnan(a[k]) && std::isnan(b[k])) continue;
+          ASSERT_EQ(a[k], b[k]) << "output " << i << " element " << k;
+        }
+      }
+    }
+}
+INSTANTIATE_TEST_SUITE_P(AllOps, FusedOp, ::testing::Range(0, kNumOps),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::string(opName(static_cast<OpCode>(i.param)));
+                         });
+
+/// Row kernels: reductions along the last dim run inside generated kernels together with the
+/// elementwise work around them (layer norm forward and backward, a softmax and a log-softmax
+/// written out, amax/amin and their backward), on rows shorter and longer than the kernels'
+/// 1024-element sum blocks, in float32 and float64. A kernel adds a row in another order than the
+/// eager sum (other vector lanes), so compiled and eager agree to rounding: relative 1e-4 in
+/// float32 (sums of up to 2500 terms, then divided through layer norm's backward), 1e-10 in
+/// float64.
+TEST(Compile, RowReductionsRunInKernelsAndMatchEager) {
+  for (DType dt : {kFloat32, kFloat64})
+    for (const Shape& shape : {Shape{6, 5, 24}, Shape{3, 2500}}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " rows of " + std::to_string(shape.back()));
+      Generator g(11);
+      Tensor x = randn(shape, dt, g).requires_grad_();
+      Tensor w = (randn({shape.back()}, dt, g) * 0.5 + 1.0).requires_grad_();
+      Tensor target = randn(shape, dt, g);
+      auto loss = [&](const Tensor& t) {
+        Tensor mu = x.mean({-1}, true);
+        Tensor var = (x - mu).pow(2).mean({-1}, true);
+        Tensor h = (x - mu) / (var + 1e-5).sqrt() * w;
+        Tensor m = h.amax({-1}, true);
+        Tensor e = (h - m).exp();
+        Tensor p = e / e.sum({-1}, true);
+        Tensor logp = h - m - e.sum({-1}, true).log();
+        return (p * t).sum() - (logp * t).mean() + h.amin({-1}, true).sum() * 0.1;
+      };
+      Tensor eagerLoss = loss(target);
+      eagerLoss.backward();
+      std::vector<double> gx = vals(x.grad()), gw = vals(w.grad());
+      x.set_grad({});
+      w.set_grad({});
+      auto step = compile([&](const Tensor& t) {
+        Tensor l = loss(t);
+        l.backward();
+        return l;
+      });
+      Tensor l = step(target);
+      const double rtol = dt == kFloat32 ? 1e-4 : 1e-10, atol = dt == kFloat32 ? 1e-5 : 1e-12;
+      EXPECT_TRUE(allClose(vals(l), vals(eagerLoss), rtol, atol));
+      EXPECT_TRUE(allClose(vals(x.grad()), gx, rtol, atol));
+      EXPECT_TRUE(allClose(vals(w.grad()), gw, rtol, atol));
+      EXPECT_TRUE(arenaIsSound(step.compiled()));
+      // No reduction along the rows is left to the interpreter.
+      const Plan& plan = step.compiled().executable()->plan;
+      int rowReductions = 0, kernels = 0;
+      for (const PlanStep& st : plan.steps) {
+        kernels += st.kernel >= 0 ? 1 : 0;
+        bool reduction = st.op == OpCode::Sum || st.op == OpCode::AMax || st.op == OpCode::AMin;
+        if (st.kernel < 0 && reduction && st.shape.size() == shape.size() && st.shape.back() == 1)
+          ++rowReductions;
+      }
+      EXPECT_EQ(rowReductions, 0);
+      EXPECT_GT(kernels, 0);
+    }
+}
+
+/// Conversions inside a generated kernel as the eager kernels make them: a float goes to an integer
+/// truncated toward zero, NaN, infinities and values out of range give the type's minimum (uint8:
+/// int32's, wrapped), integer arithmetic wraps, uint8 compares unsigned, integers reach floats
+/// exactly where they fit, and float16/bfloat16 round to nearest even (subnormals kept, overflow
+/// to infinity, float64 through float). Each function is one kernel, and compiled equals eager.
+TEST(Compile, KernelsConvertRoundAndWrapAsEager) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = from_vector<double>({0.0,           -0.0,          1.9,  -1.9,         254.7,
+                                  255.5,         300.25,        -3.5, 2147483647.5, 2147483648.0,
+                                  -2147483648.0, -2147483649.0, 3e9,  -3e9,         9.3e18,
+                                  -9.3e18,       std::nan(""),  inf,  -inf,         1e-300});
+  auto conversions = [](const std::vector<Tensor>& in) {
+    Tensor f = in[0] * 1.0; // computed in the kernel, then converted
+    Tensor i32 = f.to(kInt32), i64 = f.to(kInt64), u8 = f.to(kUInt8);
+    return std::vector<Tensor>{i32,
+                               i64,
+                               u8,
+                               f.to(kFloat32).to(kInt32),
+                               i32.to(kFloat64),
+                               u8.to(kInt64),
+                               i64.to(kInt32),
+                               (i32 + 1).to(kUInt8)};
+  };
+  Tensor big = from_vector<int32_t>({2147483647, -2147483647 - 1, 5, -7, 100000, 0});
+  Tensor bytes = from_vector<uint8_t>({200, 100, 255, 0, 1, 128});
+  auto arithmetic = [](const std::vector<Tensor>& in) {
+    Tensor a = in[0] * 1, u = in[1] * 1, w = u * 3; // in the kernel, so all below fuse with them
+    return std::vector<Tensor>{
+        a + a, a * a, -a, a.abs(), a.maximum(-a), a.gt(0), u + u, w, -u, u.gt(w), u.le(w),
+        u.maximum(w), u.minimum(w), a.sign(), a.relu(), (a / 3).to(kInt64), a.to(kInt64) * 3,
+        a.to(kFloat32), u.to(kFloat32) - 1.5,
+        // integer constants past 2^53 stay exact
+        a.to(kInt64) + full({6}, int64_t{9007199254740993}, kInt64),
+        a.to(kInt64).minimum(full({6}, INT64_MAX, kInt64)) + INT64_MAX, u * 200};
+  };
+  Tensor small = from_vector<double>({1e-6, -3e-8, 6e-5, 65519.0, 65520.0, -70000.0, 3.3e38,
+                                      1.00048828125, 1.00048828128, 1.0009765625, 1.00390625,
+                                      1.01171875, 1e-39, std::nan(""), -inf});
+  auto halves = [](const std::vector<Tensor>& in) {
+    Tensor f = in[0] * 1.0, h = f.to(kFloat16), b = f.to(kBFloat16);
+    return std::vector<Tensor>{h,
+                               b,
+                               h * 3.0,
+                               b * 3.0,
+                               h.exp(),
+                               b.tanh(),
+                               h.to(kInt32),
+                               b.to(kInt64),
+                               f.to(kFloat32).to(kFloat16),
+                               h.to(kBFloat16),
+                               b.gt(h.to(kBFloat16)),
+                               (h + 1).sqrt()};
+  };
+  for (auto [f, in] : {std::pair{std::function(conversions), std::vector<Tensor>{x}},
+                       std::pair{std::function(arithmetic), std::vector<Tensor>{big, bytes}},
+                       std::pair{std::function(halves), std::vector<Tensor>{small}}}) {
+    std::vector<Tensor> eager = f(in);
+    CompiledFunction cf{CompileOptions()};
+    std::vector<Tensor> out = cf.call(in, f);
+    EXPECT_EQ(cf.num_kernels(), 1u);
+    ASSERT_EQ(out.size(), eager.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      SCOPED_TRACE("output " + std::to_string(i));
+      ASSERT_EQ(out[i].dtype(), eager[i].dtype());
+      std::vector<double> a = vals(out[i]), b = vals(eager[i]);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t k = 0; k < a.size(); ++k) {
+        if (!(std::isnan(a[k]) && std::isnan(b[k]))) {
+          EXPECT_EQ(a[k], b[k]) << "element " << k;
+        }
+      }
+    }
+  }
+}
+
+/// A row kernel's max and min run vectorized on the assumption of no NaN and track NaNs apart: a
+/// NaN anywhere in a row (in the vector body or the tail) makes its max and min NaN, as eagerly;
+/// infinities stay. Rows of 1500 take the blocked path too. The extrema are exact, so compiled
+/// equals eager bit for bit (NaN equal to NaN).
+TEST(Compile, RowExtremaInKernelsPropagateNaNs) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(),
+               inf = std::numeric_limits<double>::infinity();
+  for (int64_t len : {40, 1500}) {
+    SCOPED_TRACE("rows of " + std::to_string(len));
+    Tensor x = randn({5, len}, kFloat32, Generator(3)) + 0.5; // no zeros (no -0 vs +0)
+    x.index_put_({0, 3}, nan);                                // in the vectorized body
+    x.index_put_({1, len - 1}, nan);                          // in the tail
+    x.index_put_({2}, -inf);                                  // a fully masked row
+    x.index_put_({3, 7}, inf);
+    auto f = [](const Tensor& a) {
+      Tensor e = a.exp();
+      return std::vector<Tensor>{e.amax({-1}, true) + 1.0, e.amin({-1}, true) * 2.0,
+                                 a - a.amax({-1}, true)};
+    };
+    std::vector<Tensor> eager = f(x);
+    CompiledFunction cf{CompileOptions()};
+    std::vector<Tensor> out = cf.call({x}, [&](const std::vector<Tensor>& in) { return f(in[0]); });
+    EXPECT_GE(cf.num_kernels(), 1u);
+    for (size_t i = 0; i < eager.size(); ++i)
+      EXPECT_TRUE(allClose(vals(out[i]), vals(eager[i]), 0, 0)) << "output " << i;
+    EXPECT_TRUE(std::isnan(vals(out[0])[0]) && std::isnan(vals(out[0])[1]));
+  }
+}
+
+/// Matmuls whose results elementwise nodes read run as generated GEMMs with those nodes as their
+/// epilogue (WEFT_GEMM=generated: every shape, not measured): a two-layer classifier's train step
+/// written as nn::Linear computes (x @ w.t() + b), forward and backward, equals eager's within
+/// float32 rounding (the GEMMs sum in another order than OpenBLAS: 1e-5 relative), with fewer
+/// matmuls left to the interpreter than WEFT_GEMM=blas leaves, and a sound memory plan.
+TEST(Compile, MatmulEpiloguesRunAsGeneratedGemms) {
+  Generator g(11);
+  Tensor w1 = (randn({24, 20}, kFloat32, g) * 0.3).requires_grad_();
+  Tensor b1 = (randn({24}, kFloat32, g) * 0.1).requires_grad_();
+  Tensor w2 = (randn({5, 24}, kFloat32, g) * 0.3).requires_grad_();
+  Tensor b2 = (randn({5}, kFloat32, g) * 0.1).requires_grad_();
+  Tensor x = randn({37, 20}, kFloat32, g), y = randint(0, 5, {37}, kInt64, g);
+  std::vector<Tensor> ps{w1, b1, w2, b2};
+  auto loss = [&](const Tensor& in) {
+    Tensor h = gelu(in.matmul(w1.t()) + b1, true);
+    return -(h.matmul(w2.t()) + b2).log_softmax(1).gather(1, y.unsqueeze(1)).mean();
+  };
+  Tensor eager = loss(x);
+  eager.backward();
+  std::vector<std::vector<double>> eagerGrads;
+  for (Tensor& p : ps) {
+    eagerGrads.push_back(vals(p.grad()));
+    p.set_grad({});
+  }
+  auto interpreterMatmuls = [](const CompiledFunction& cf) {
+    int n = 0;
+    for (const PlanStep& st : cf.executable()->plan.steps)
+      n += st.kernel < 0 && st.op == OpCode::MatMul ? 1 : 0;
+    return n;
+  };
+  auto run = [&](const char* gemm) {
+    ::setenv("WEFT_GEMM", gemm, 1);
+    auto step = compile([&](const Tensor& in) {
+      Tensor l = loss(in);
+      l.backward();
+      return l;
+    });
+    Tensor l = step(x);
+    ::unsetenv("WEFT_GEMM");
+    EXPECT_TRUE(allClose(vals(l), vals(eager), 1e-5, 1e-6)) << gemm;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      EXPECT_TRUE(allClose(vals(ps[i].grad()), eagerGrads[i], 1e-5, 1e-6))
+          << gemm << " parameter " << i;
+      ps[i].set_grad({});
+    }
+    EXPECT_TRUE(roundTrips(step.compiled())) << gemm;
+    EXPECT_TRUE(arenaIsSound(step.compiled())) << gemm;
+    return interpreterMatmuls(step.compiled());
+  };
+  const int generated = run("generated"), blas = run("blas");
+  // The first layer's forward GEMM (bias, GELU) and the hidden gradient's (g @ w2, GELU's
+  // backward) lead kernels; the weight gradients (g.t() @ h) read a transposed A and stay.
+  EXPECT_LE(generated, blas - 2);
+}
+
+/// By default the choice is measured once per GEMM shape and remembered in the kernel cache's
+/// `choices`: two compilations of a linear layer with a tanh (in two compile() objects) leave one
+/// entry, and the result equals eager's within float32 rounding whichever way it went.
+TEST(Compile, GemmChoiceIsMeasuredOncePerShape) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("weft-choice-test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ::setenv("WEFT_CACHE_DIR", dir.c_str(), 1);
+  ::unsetenv("WEFT_GEMM");
+  Generator g(12);
+  Tensor w = randn({40, 24}, kFloat32, g), b = randn({40}, kFloat32, g);
+  Tensor x = randn({33, 24}, kFloat32, g);
+  auto f = [&](const Tensor& in) { return (in.matmul(w.t()) + b).tanh(); };
+  Tensor eager = f(x);
+  for (int i = 0; i < 2; ++i) {
+    auto compiled = compile(f);
+    EXPECT_TRUE(allClose(vals(compiled(x)), vals(eager), 1e-5, 1e-6));
+  }
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(dir / "choices"))
+    entries += e.path().extension() == ".wc" ? 1 : 0;
+  ::unsetenv("WEFT_CACHE_DIR");
+  fs::remove_all(dir);
+  EXPECT_EQ(entries, 1u);
+}
+
+/// A row kernel that stores `e` in its first pass over a row and reads `h` again in its second
+/// (to recompute `e` for `p`) must not write `e` over `h`, though nothing reads `h` afterwards.
+TEST(Compile, RowKernelKeepsInputsItsLaterPassesRead) {
+  Generator g(5);
+  Tensor a = randn({4, 8}, kFloat32, g), w = randn({8, 8}, kFloat32, g);
+  auto f = [](const Tensor& x, const Tensor& m) {
+    Tensor e = x.matmul(m).exp();
+    return std::vector<Tensor>{e, e / e.amax({-1}, true)};
+  };
+  std::vector<Tensor> eager = f(a, w);
+  CompiledFunction cf{CompileOptions()};
+  std::vector<Tensor> out =
+      cf.call({a, w}, [&](const std::vector<Tensor>& in) { return f(in[0], in[1]); });
+  EXPECT_EQ(cf.num_kernels(), 1u);
+  for (size_t i = 0; i < 2; ++i) // the same libm exp and one max: equal exactly
+    EXPECT_TRUE(allClose(vals(out[i]), vals(eager[i]), 0, 0)) << "output " << i;
+}
+
+} // namespace
+} // namespace weft::test
