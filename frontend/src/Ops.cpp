@@ -719,38 +719,21 @@ Tensor& binaryAssign(Tensor& self, OpCode op, Scalar other, const char* name) {
   return assignInPlace(self, binaryOp(op, inPlaceSource(self), other), name);
 }
 } // namespace
-Tensor& Tensor::mul_(const Tensor& other, std::source_location loc) {
-  CallSite cs(loc);
-  return binaryAssign(*this, OpCode::Mul, other, "mul_");
-}
-Tensor& Tensor::mul_(Scalar other, std::source_location loc) {
-  CallSite cs(loc);
-  return binaryAssign(*this, OpCode::Mul, other, "mul_");
-}
-Tensor& Tensor::div_(const Tensor& other, std::source_location loc) {
-  CallSite cs(loc);
-  return binaryAssign(*this, OpCode::Div, other, "div_");
-}
-Tensor& Tensor::div_(Scalar other, std::source_location loc) {
-  CallSite cs(loc);
-  return binaryAssign(*this, OpCode::Div, other, "div_");
-}
-Tensor& Tensor::fmod_(const Tensor& other, std::source_location loc) {
-  CallSite cs(loc);
-  return binaryAssign(*this, OpCode::Fmod, other, "fmod_");
-}
-Tensor& Tensor::fmod_(Scalar other, std::source_location loc) {
-  CallSite cs(loc);
-  return binaryAssign(*this, OpCode::Fmod, other, "fmod_");
-}
-Tensor& Tensor::floor_divide_(const Tensor& other, std::source_location loc) {
-  CallSite cs(loc);
-  return binaryAssign(*this, OpCode::FloorDivide, other, "floor_divide_");
-}
-Tensor& Tensor::floor_divide_(Scalar other, std::source_location loc) {
-  CallSite cs(loc);
-  return binaryAssign(*this, OpCode::FloorDivide, other, "floor_divide_");
-}
+// The in-place forms of ops that are one primitive each, for a tensor and for a number.
+#define WEFT_BINARY_ASSIGN(method, Op)                                                             \
+  Tensor& Tensor::method(const Tensor& other, std::source_location loc) {                          \
+    CallSite cs(loc);                                                                              \
+    return binaryAssign(*this, OpCode::Op, other, #method);                                        \
+  }                                                                                                \
+  Tensor& Tensor::method(Scalar other, std::source_location loc) {                                 \
+    CallSite cs(loc);                                                                              \
+    return binaryAssign(*this, OpCode::Op, other, #method);                                        \
+  }
+WEFT_BINARY_ASSIGN(mul_, Mul)
+WEFT_BINARY_ASSIGN(div_, Div)
+WEFT_BINARY_ASSIGN(fmod_, Fmod)
+WEFT_BINARY_ASSIGN(floor_divide_, FloorDivide)
+#undef WEFT_BINARY_ASSIGN
 Tensor& Tensor::remainder_(const Tensor& other, std::source_location loc) {
   CallSite cs(loc);
   return assignInPlace(*this, inPlaceSource(*this, other).remainder(other), "remainder_");
