@@ -68,14 +68,6 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
   if (mm == nullptr) return mlir::failure();
   mlir::Location loc = b.getUnknownLoc();
   auto [entry, lo, hi] = declareKernel(b, module, g, grp, name);
-  // No two arguments share memory a kernel writes: outputs are buffers of their own, or written
-  // through the memref of the input they go over. Telling LLVM spares the epilogue's loop the
-  // overlap checks it would otherwise run before every row of every tile.
-  {
-    auto fn = mlir::cast<mlir::func::FuncOp>(entry->getParentOp());
-    for (unsigned i = 0; i < grp.inputs.size() + grp.outputs.size(); ++i)
-      fn.setArgAttr(i, "llvm.noalias", b.getUnitAttr());
-  }
   const Shape& shape = grp.shape;
   const int64_t k = g.type(mm->operands[0]).shape.back(), n = shape.back(), m = numel(shape) / n;
   const auto [mr, nr] = matmulTile(target);
