@@ -65,61 +65,130 @@ void loopNest(mlir::OpBuilder& b, mlir::Location loc, const Shape& shape, size_t
   nest(b, 0);
 }
 
+/// The values of `grp`'s leaves and nodes at index `ivs` of its shape (its inputs loaded there),
+/// but those of its column reductions; false where the group reads or computes a value it cannot
+/// (a malformed group: the kernel fails and the interpreter runs the graph, nothing throws).
+bool elementValues(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
+                   const ir::FusionGroup& grp, mlir::Block* entry,
+                   const std::vector<mlir::Value>& ivs, std::map<ValueId, mlir::Value>& values) {
+  BodyBuilder bb(nb, loc, g);
+  for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    ValueId v = grp.inputs[i];
+    values[v] = loadElement(nb, loc, entry->getArgument(static_cast<unsigned>(i)),
+                            linearIndex(nb, loc, ivs, broadcastStrides(g.type(v).shape, grp.shape)),
+                            g.type(v).dtype);
+  }
+  std::vector<int32_t> order = grp.leaves; // leaves first: they read only inputs
+  order.insert(order.end(), grp.nodes.begin(), grp.nodes.end());
+  for (int32_t i : order) {
+    const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
+    if (passes::isColumnReduction(g, n)) continue;
+    std::vector<mlir::Value> in;
+    for (ValueId o : n.operands) {
+      auto it = values.find(o);
+      if (it == values.end()) return false;
+      in.push_back(it->second);
+    }
+    mlir::Value r = bb.node(n, in);
+    if (!r) return false;
+    values[n.result] = r;
+  }
+  return true;
+}
+
 /// func @k<i>(inputs..., outputs..., lo, hi): the loop nest of one elementwise group, its outer
-/// loop over [lo, hi).
+/// loop over [lo, hi). In a column kernel (passes::isColumnKernel), each index i of dim 0 first
+/// zeroes its row of each column sum's output, and each element then adds its operand's value
+/// there (in the element type, rows in order), so the sums need no other pass over memory.
 mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
                                 const ir::FusionGroup& grp, const std::string& name) {
   mlir::Location loc = b.getUnknownLoc();
   auto [entry, lo, hi] = declareKernel(b, module, g, grp, name);
   const Shape& shape = grp.shape;
-  size_t numIn = grp.inputs.size(), numOut = grp.outputs.size();
-
+  // The column sums the kernel stores, by output (one nothing reads is not computed).
+  std::vector<std::pair<size_t, const ir::Node*>> sums;
+  for (int32_t i : grp.nodes) {
+    const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
+    if (!passes::isColumnReduction(g, n)) continue;
+    if (g.type(n.operands[0]).shape != shape || shape.size() < 3) return mlir::failure();
+    auto out = std::find(grp.outputs.begin(), grp.outputs.end(), n.result);
+    if (out != grp.outputs.end())
+      sums.emplace_back(static_cast<size_t>(out - grp.outputs.begin()), &n);
+  }
+  auto index = [&](mlir::OpBuilder& ob, int64_t v) {
+    return mlir::Value(mlir::arith::ConstantIndexOp::create(ob, loc, v));
+  };
+  auto sumOutput = [&](size_t k) { // a sum's memref (never written over an input)
+    return entry->getArgument(static_cast<unsigned>(grp.inputs.size() + k));
+  };
   bool ok = true;
   // The innermost body: loads, the group's nodes in order, stores.
   auto body = [&](mlir::OpBuilder& nb, std::vector<mlir::Value>& ivs) {
-    BodyBuilder bb(nb, loc, g);
     std::map<ValueId, mlir::Value> values;
-    for (size_t i = 0; i < numIn; ++i) {
-      ValueId v = grp.inputs[i];
-      values[v] = loadElement(nb, loc, entry->getArgument(static_cast<unsigned>(i)),
-                              linearIndex(nb, loc, ivs, broadcastStrides(g.type(v).shape, shape)),
-                              g.type(v).dtype);
+    if (!elementValues(nb, loc, g, grp, entry, ivs, values)) {
+      ok = false;
+      return;
     }
-    // A value the group neither reads nor computes is a malformed group: the kernel fails (and
-    // the interpreter runs the graph) rather than anything throwing.
-    auto valueOf = [&](ValueId v) {
-      auto it = values.find(v);
-      return it == values.end() ? mlir::Value{} : it->second;
-    };
-    std::vector<int32_t> order = grp.leaves; // leaves first: they read only inputs
-    order.insert(order.end(), grp.nodes.begin(), grp.nodes.end());
-    for (int32_t i : order) {
-      const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
-      std::vector<mlir::Value> in;
-      for (ValueId o : n.operands)
-        in.push_back(valueOf(o));
-      if (std::any_of(in.begin(), in.end(), [](mlir::Value x) { return !x; })) {
+    // As a full-shape input is indexed (LLVM sees an output over it at the same address).
+    mlir::Value at = linearIndex(nb, loc, ivs, broadcastStrides(shape, shape));
+    for (size_t k = 0; k < grp.outputs.size(); ++k) {
+      if (g.type(grp.outputs[k]).shape != shape) continue; // a column sum
+      auto it = values.find(grp.outputs[k]);
+      if (it == values.end()) {
         ok = false;
         return;
       }
-      mlir::Value r = bb.node(n, in);
-      if (!r) {
-        ok = false;
-        return;
-      }
-      values[n.result] = r;
+      storeOutput(nb, loc, entry, grp, k, it->second, at, g.type(grp.outputs[k]).dtype);
     }
-    mlir::Value at = linearIndex(nb, loc, ivs, contiguousStrides(shape));
-    for (size_t k = 0; k < numOut; ++k) {
-      mlir::Value r = valueOf(grp.outputs[k]);
-      if (!r) {
+    if (sums.empty()) return;
+    mlir::Value column = mlir::arith::AddIOp::create(
+        nb, loc, mlir::arith::MulIOp::create(nb, loc, ivs[0], index(nb, shape.back())), ivs.back());
+    for (const auto& [k, n] : sums) {
+      auto it = values.find(n->operands[0]);
+      if (it == values.end()) {
         ok = false;
         return;
       }
-      storeOutput(nb, loc, entry, grp, k, r, at, g.type(grp.outputs[k]).dtype);
+      mlir::Value acc = mlir::memref::LoadOp::create(nb, loc, sumOutput(k), column);
+      mlir::memref::StoreOp::create(nb, loc, mlir::arith::AddFOp::create(nb, loc, acc, it->second),
+                                    sumOutput(k), column);
     }
   };
-  loopNest(b, loc, shape, shape.size(), lo, hi, body);
+  if (sums.empty()) {
+    loopNest(b, loc, shape, shape.size(), lo, hi, body);
+  } else {
+    // Per index of dim 0: its sums' rows zeroed, then the loops over the other dims.
+    loopNest(b, loc, shape, 1, lo, hi, [&](mlir::OpBuilder& rb, std::vector<mlir::Value>& outer) {
+      mlir::Value zero = index(rb, 0), one = index(rb, 1), width = index(rb, shape.back());
+      mlir::Value rowStart = mlir::arith::MulIOp::create(rb, loc, outer[0], width);
+      mlir::scf::ForOp::create(
+          rb, loc, zero, width, one, mlir::ValueRange{},
+          [&](mlir::OpBuilder& zb, mlir::Location, mlir::Value c, mlir::ValueRange) {
+            mlir::Value at = mlir::arith::AddIOp::create(zb, loc, rowStart, c);
+            for (const auto& [k, n] : sums) {
+              mlir::Value z = BodyBuilder(zb, loc, g).constantFloat(g.type(n->result).dtype, 0.0);
+              mlir::memref::StoreOp::create(zb, loc, z, sumOutput(k), at);
+            }
+            mlir::scf::YieldOp::create(zb, loc);
+          });
+      std::vector<mlir::Value> ivs = outer;
+      std::function<void(mlir::OpBuilder&, size_t)> nest = [&](mlir::OpBuilder& nb, size_t d) {
+        if (d == shape.size()) {
+          body(nb, ivs);
+          return;
+        }
+        mlir::scf::ForOp::create(
+            nb, loc, index(nb, 0), index(nb, shape[d]), index(nb, 1), mlir::ValueRange{},
+            [&](mlir::OpBuilder& ib, mlir::Location, mlir::Value iv, mlir::ValueRange) {
+              ivs.push_back(iv);
+              nest(ib, d + 1);
+              ivs.pop_back();
+              mlir::scf::YieldOp::create(ib, loc);
+            });
+      };
+      nest(rb, 1);
+    });
+  }
   mlir::func::ReturnOp::create(b, loc);
   return mlir::success(ok);
 }

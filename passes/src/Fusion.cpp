@@ -35,9 +35,13 @@ std::vector<ValueId> memoryRoots(const ir::Graph& g) {
 
 /// Per output of `grp`: whether it may be written over an input. In a row kernel only a full-shape
 /// output of its last pass may: an earlier pass would write it before a later one reads the input
-/// again (reduced outputs are left alone: they are small).
+/// again; in a column kernel only a full-shape output (reduced outputs are left alone: they are
+/// small).
 std::vector<bool> mayWriteOver(const ir::Graph& g, const ir::FusionGroup& grp) {
   std::vector<bool> may(grp.outputs.size(), true);
+  if (isColumnKernel(g, grp)) // a column sum is stored after its column's rows are read
+    for (size_t k = 0; k < grp.outputs.size(); ++k)
+      may[k] = g.type(grp.outputs[k]).shape == grp.shape;
   if (!isRowKernel(g, grp)) return may;
   const std::vector<int32_t> stages = rowStages(g, grp);
   const int32_t last = lastRowPass(g, grp, stages);
@@ -177,7 +181,8 @@ constexpr size_t kHorizontalNodes = 256;
 /// Whether each node and leaf of `grp` reads only values of its result's element count or of one
 /// element, so the group can be a part of a horizontal kernel (computed over its elements flat).
 bool isFlat(const ir::Graph& g, const ir::FusionGroup& grp) {
-  if (isRowKernel(g, grp) || g.nodes()[static_cast<size_t>(grp.nodes.front())].op == OpCode::MatMul)
+  if (isRowKernel(g, grp) || isColumnKernel(g, grp) ||
+      g.nodes()[static_cast<size_t>(grp.nodes.front())].op == OpCode::MatMul)
     return false;
   auto fits = [&](int32_t i) {
     const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
@@ -294,11 +299,12 @@ bool isHeavy(OpCode op) {
   return !isElementwise(op) && !isViewOp(op) && op != OpCode::Full && op != OpCode::Expand;
 }
 
-std::vector<int32_t> heavyBefore(const ir::Graph& g, bool rowReductions) {
+std::vector<int32_t> heavyBefore(const ir::Graph& g, bool kernelReductions) {
   std::vector<int32_t> count(g.nodes().size() + 1, 0);
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const ir::Node& node = g.nodes()[i];
-    bool heavy = isHeavy(node.op) && (rowReductions || !isRowReduction(g, node));
+    bool heavy = isHeavy(node.op) &&
+                 (kernelReductions || (!isRowReduction(g, node) && !isColumnReduction(g, node)));
     count[i + 1] = count[i] + (heavy ? 1 : 0);
   }
   return count;
@@ -324,6 +330,36 @@ bool isRowReduction(const ir::Graph& g, const ir::Node& n) {
 bool isRowKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
   return std::any_of(grp.nodes.begin(), grp.nodes.end(), [&](int32_t i) {
     return isRowReduction(g, g.nodes()[static_cast<size_t>(i)]);
+  });
+}
+
+bool isColumnReduction(const ir::Graph& g, const ir::Node& n) {
+  if (n.op != OpCode::Sum || n.operands.size() != 1) return false;
+  const ir::TensorType& in = g.type(n.operands[0]);
+  const ir::TensorType& out = g.type(n.result);
+  if ((in.dtype != DType::Float32 && in.dtype != DType::Float64) || out.dtype != in.dtype)
+    return false;
+  const auto rank = static_cast<int64_t>(in.shape.size());
+  const auto* dims = n.attrs.tryGet<Shape>("dims");
+  const bool* keepdim = n.attrs.tryGet<bool>("keepdim");
+  if (rank < 3 || dims == nullptr || keepdim == nullptr || !*keepdim ||
+      static_cast<int64_t>(dims->size()) != rank - 2)
+    return false;
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t d : *dims) {
+    if (d < 0) d += rank;
+    if (d < 1 || d >= rank - 1 || reduced[static_cast<size_t>(d)]) return false;
+    reduced[static_cast<size_t>(d)] = true;
+  }
+  Shape kept(static_cast<size_t>(rank), 1);
+  kept.front() = in.shape.front();
+  kept.back() = in.shape.back();
+  return out.shape == kept;
+}
+
+bool isColumnKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
+  return std::any_of(grp.nodes.begin(), grp.nodes.end(), [&](int32_t i) {
+    return isColumnReduction(g, g.nodes()[static_cast<size_t>(i)]);
   });
 }
 
@@ -443,19 +479,25 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
   };
   std::vector<int32_t> readyAfter; // per group: the latest of its needs
   std::vector<bool> rows;          // per group: whether it holds a row reduction
-  // Row reductions do not count: they join the kernels around them.
+  std::vector<bool> cols;          // per group: whether it holds a column reduction
+  // Row and column reductions do not count: they join the kernels around them.
   const std::vector<int32_t> heavy = heavyBefore(g, false);
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes()[i];
     const bool reduction = isRowReduction(g, node);
-    if (!reduction && (!isElementwise(node.op) || !fusibleTypes(g, node))) continue;
+    const bool column = !reduction && isColumnReduction(g, node);
+    if (!reduction && !column && (!isElementwise(node.op) || !fusibleTypes(g, node))) continue;
     // The shape the node is computed at: its result's, or a reduction's operand's.
-    const Shape& shape = reduction ? g.type(node.operands[0]).shape : g.type(node.result).shape;
-    // A group computing at `shape`, or a row kernel whose reduced values have that shape.
+    const Shape& shape =
+        reduction || column ? g.type(node.operands[0]).shape : g.type(node.result).shape;
+    // A group computing at `shape`, or a row kernel whose reduced values have that shape. Row
+    // and column reductions never share a kernel.
     auto fits = [&](int32_t k) {
       const ir::FusionGroup& grp = groups[static_cast<size_t>(k)];
-      return grp.shape == shape ||
-             (!reduction && rows[static_cast<size_t>(k)] && reducedShape(grp.shape) == shape);
+      if ((reduction && cols[static_cast<size_t>(k)]) || (column && rows[static_cast<size_t>(k)]))
+        return false;
+      return grp.shape == shape || (!reduction && !column && rows[static_cast<size_t>(k)] &&
+                                    reducedShape(grp.shape) == shape);
     };
     // The groups that compute its operands: the node joins them, and they merge into one group
     // running where the earliest starts, if everything any of them reads from outside is
@@ -470,19 +512,26 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
     auto canJoin = [&](const std::vector<int32_t>& ks) {
       int32_t start = INT32_MAX;
       const Shape* full = nullptr; // row kernels merge only if they reduce rows of one shape
+      bool anyRows = false, anyCols = false;
       for (int32_t k : ks) {
+        anyRows = anyRows || rows[static_cast<size_t>(k)];
+        anyCols = anyCols || cols[static_cast<size_t>(k)];
         start = std::min(start, groups[static_cast<size_t>(k)].nodes.front());
         if (!rows[static_cast<size_t>(k)]) continue;
         if (full != nullptr && *full != groups[static_cast<size_t>(k)].shape) return false;
         full = &groups[static_cast<size_t>(k)].shape;
       }
+      if (anyRows && anyCols) return false;
       for (int32_t k : ks)
         if (readyAfter[static_cast<size_t>(k)] >= start) return false;
       if (heavy[static_cast<size_t>(start)] != heavy[i]) return false;
       return std::all_of(node.operands.begin(), node.operands.end(), [&](ValueId o) {
         int32_t q = producer(o);
         int32_t k = q < 0 ? -1 : groupOf[static_cast<size_t>(q)];
-        return std::find(ks.begin(), ks.end(), k) != ks.end() || needs(o, shape) < start;
+        // In the group: anything but a column sum, which is known only after the kernel ends.
+        if (std::find(ks.begin(), ks.end(), k) != ks.end())
+          return !isColumnReduction(g, g.nodes()[static_cast<size_t>(q)]);
+        return needs(o, shape) < start;
       });
     };
     int32_t chosen = -1;
@@ -501,6 +550,7 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
           into.shape = from.shape;
           rows[static_cast<size_t>(chosen)] = true;
         }
+        if (cols[static_cast<size_t>(k)]) cols[static_cast<size_t>(chosen)] = true;
         from.nodes.clear();
       }
       std::sort(into.nodes.begin(), into.nodes.end());
@@ -511,13 +561,16 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
           break;
         }
     }
+    if (chosen < 0 && column) continue; // it sums a value no kernel computes
     if (chosen < 0) {
       chosen = static_cast<int32_t>(groups.size());
       groups.push_back(ir::FusionGroup{{}, {}, {}, {}, shape, {}, {}});
       readyAfter.push_back(-1);
       rows.push_back(false);
+      cols.push_back(false);
     }
     if (reduction) rows[static_cast<size_t>(chosen)] = true;
+    if (column) cols[static_cast<size_t>(chosen)] = true;
     groups[static_cast<size_t>(chosen)].nodes.push_back(static_cast<int32_t>(i));
     groupOf[i] = chosen;
     for (ValueId o : node.operands) {
@@ -536,7 +589,8 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
     // One node is worth a kernel only where that spares filling a constant tensor it reads
     // (relu's backward: where(mask, zeros, g)).
     auto readShape = [&](const ir::Node& node) -> const Shape& {
-      return g.type(isRowReduction(g, node) ? node.operands[0] : node.result).shape;
+      const bool reduces = isRowReduction(g, node) || isColumnReduction(g, node);
+      return g.type(reduces ? node.operands[0] : node.result).shape;
     };
     auto readsFilledConstant = [&](int32_t i) {
       const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
@@ -650,6 +704,7 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
         auto fits = [&](const ir::FusionGroup& grp) {
           const int32_t start = grp.nodes.front();
           if (start <= at || grp.shape != g.type(mm.result).shape || isRowKernel(g, grp) ||
+              isColumnKernel(g, grp) ||
               g.nodes()[static_cast<size_t>(start)].op == OpCode::MatMul ||
               (heavy[static_cast<size_t>(start)] != heavy[i + 1] && !holdsLess(grp)) ||
               std::find(grp.inputs.begin(), grp.inputs.end(), mm.result) == grp.inputs.end())

@@ -31,6 +31,7 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
       {"hoist", createHoist},
       {"remat", createRematerialize},
       {"simplify", createAlgebraicSimplification},
+      {"split-sums", createSplitSums},
   };
   return r;
 }
@@ -38,8 +39,8 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
 } // namespace
 
 const std::vector<std::string>& compilePipeline() {
-  static const std::vector<std::string> names = {"simplify", "fold",  "simplify", "cse",
-                                                 "dce",      "remat", "dce",      "hoist", "fuse"};
+  static const std::vector<std::string> names = {
+      "simplify", "fold", "simplify", "cse", "dce", "remat", "dce", "hoist", "split-sums", "fuse"};
   return names;
 }
 

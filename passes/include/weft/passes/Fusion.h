@@ -14,9 +14,9 @@ namespace weft::passes {
 /// are not.
 bool isHeavy(OpCode op);
 /// Per position i in g's nodes (and one past the end): how many heavy nodes come before it. Two
-/// positions with the same count have only light nodes between them. With `rowReductions` false,
-/// the reductions a kernel can contain (isRowReduction) are not counted.
-std::vector<int32_t> heavyBefore(const ir::Graph& g, bool rowReductions = true);
+/// positions with the same count have only light nodes between them. With `kernelReductions`
+/// false, the reductions a kernel can contain (isRowReduction, isColumnReduction) are not counted.
+std::vector<int32_t> heavyBefore(const ir::Graph& g, bool kernelReductions = true);
 /// The bytes value `v` takes (its type's elements times their size).
 inline int64_t valueBytes(const ir::Graph& g, ir::ValueId v) {
   const ir::TensorType& t = g.type(v);
@@ -26,6 +26,16 @@ inline int64_t valueBytes(const ir::Graph& g, ir::ValueId v) {
 /// A reduction a generated kernel computes row by row: sum, amax or amin of a float32/float64
 /// value of rank 2 or more over its last dim (of more than one element), the dim kept.
 bool isRowReduction(const ir::Graph& g, const ir::Node& n);
+
+/// A reduction a generated kernel computes along its columns: sum of a float32/float64 value of
+/// rank 3 or more over every dim but its first and last, the dims kept ([B, T, C] -> [B, 1, C]; the
+/// split-sums pass makes a bias's or a norm weight's gradient, a sum over all dims but the last,
+/// one of these and a small sum over dim 0).
+bool isColumnReduction(const ir::Graph& g, const ir::Node& n);
+
+/// Whether a group computes column reductions (a column kernel: each index of dim 0, which the
+/// threads split, sums its rows into its row of each sum as it computes them).
+bool isColumnKernel(const ir::Graph& g, const ir::FusionGroup& grp);
 
 /// Whether a group computes row reductions (a row kernel: its shape is that of the rows it
 /// reduces; its other nodes have that shape or the reduced one, the last dim 1).
@@ -79,11 +89,15 @@ const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp);
 /// computes it instead of reading a filled buffer).
 ///
 /// With `chooseMatmul`, a GEMM (isGemm) whose result a group of its shape (not a row kernel)
-/// reads becomes that group's first node where `chooseMatmul` says so: a generated GEMM with the
-/// group as its epilogue, running where the matmul stood. Only when everything else the group
-/// reads is computed before the matmul, the operands are not views (they would be copied), B is a
-/// value or the transpose of one that only the matmul reads (the group computes it as a leaf), and
-/// where heavy nodes lie between them, the group's outputs (the matmul's value among them, if
+/// A column reduction (isColumnReduction) joins the group computing its operand (not a row
+/// kernel) where it can run there; nothing of the group reads its result.
+///
+/// With `chooseMatmul`, a GEMM (isGemm) whose result a group of its shape (not a row or column
+/// kernel) reads becomes that group's first node where `chooseMatmul` says so: a generated GEMM
+/// with the group as its epilogue, running where the matmul stood. Only when everything else the
+/// group reads is computed before the matmul, the operands are not views (they would be copied), B
+/// is a value or the transpose of one that only the matmul reads (the group computes it as a leaf),
+/// and where heavy nodes lie between them, the group's outputs (the matmul's value among them, if
 /// anything else reads it) take no more bytes than the matmul's value they replace across them.
 std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
                                                    const MatmulChooser& chooseMatmul = {});

@@ -36,6 +36,10 @@ std::unique_ptr<Pass> createAlgebraicSimplification();
 std::unique_ptr<Pass> createRematerialize();
 /// "hoist": moves an elementwise node up to where the larger values it reads last die otherwise.
 std::unique_ptr<Pass> createHoist();
+/// "split-sums": a sum over every dim but the last of a value an elementwise node computes, of
+/// rank 3 or more, becomes a sum over the middle dims (which the kernel computing the value adds
+/// up as it goes: isColumnReduction) and a small sum over dim 0. Runs before fusion.
+std::unique_ptr<Pass> createSplitSums();
 /// Per matmul node of `matmuls`, whether it runs as a generated GEMM leading the elementwise group
 /// that reads its result (its epilogue). The fuse pass asks once per graph, about every matmul
 /// that could lead (the frontend's matmulChooser measures their shapes together).
@@ -46,7 +50,7 @@ using MatmulChooser =
 /// With `chooseMatmul`, matmuls it picks lead the groups that read them (their epilogues).
 std::unique_ptr<Pass> createFuse(MatmulChooser chooseMatmul = {});
 /// The passes compile() runs on every graph, in order: simplify, fold, simplify, cse, dce,
-/// remat, dce, hoist, fuse.
+/// remat, dce, hoist, split-sums, fuse.
 const std::vector<std::string>& compilePipeline();
 /// The pass called `name`, or null if there is none.
 std::unique_ptr<Pass> createPass(std::string_view name);

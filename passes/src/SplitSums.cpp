@@ -1,0 +1,106 @@
+// The split-sums pass: a sum over every dim but the last of a value of rank 3 or more (a bias's or
+// a norm weight's gradient over [B, T, C] activations) becomes a sum over the middle dims, which
+// the kernel computing the value adds up as it writes it (isColumnReduction: [B, T, C] ->
+// [B, 1, C]), and a small sum of those over dim 0.
+#include "weft/passes/Fusion.h"
+#include "weft/passes/Pass.h"
+
+#include <algorithm>
+#include <map>
+
+namespace weft::passes {
+namespace {
+
+/// Rows each partial sum adds in its element type: as many as the eager sum adds before it
+/// switches to double, so the split is no less accurate. Past that the sum stays whole.
+constexpr int64_t kMaxPartialRows = 1024;
+
+/// Whether `n` sums a value an elementwise node computes over every dim but the last, in a way
+/// the split serves: float, rank 3 or more, dim 0 and the middle dims each of 2 or more elements.
+bool splits(const ir::Graph& g, const ir::Node& n) {
+  if (n.op != OpCode::Sum || n.operands.size() != 1) return false;
+  const ir::TensorType& in = g.type(n.operands[0]);
+  const auto rank = static_cast<int64_t>(in.shape.size());
+  const auto* dims = n.attrs.tryGet<Shape>("dims");
+  const int32_t p = g.value(n.operands[0]).producer;
+  if ((in.dtype != DType::Float32 && in.dtype != DType::Float64) || rank < 3 || dims == nullptr ||
+      n.attrs.tryGet<bool>("keepdim") == nullptr || p < 0 ||
+      !isElementwise(g.nodes()[static_cast<size_t>(p)].op) ||
+      static_cast<int64_t>(dims->size()) != rank - 1)
+    return false;
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t d : *dims) {
+    if (d < 0) d += rank;
+    if (d < 0 || d >= rank - 1 || reduced[static_cast<size_t>(d)]) return false;
+    reduced[static_cast<size_t>(d)] = true;
+  }
+  const int64_t middle =
+      numel(in.shape) / (in.shape.front() * std::max<int64_t>(in.shape.back(), 1));
+  return in.shape.front() >= 2 && middle >= 2 && middle <= kMaxPartialRows;
+}
+
+class SplitSums : public Pass {
+public:
+  std::string_view name() const override { return "split-sums"; }
+  ir::Result<bool> run(ir::Graph& g) override {
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < g.nodes().size(); ++i)
+      if (splits(g, g.nodes()[i])) todo.push_back(i);
+    if (todo.empty()) return false;
+    const size_t before = g.nodes().size();
+    // Per node: the sums whose partial sums go before it, and whose totals go before it (right
+    // before their first reader: a total stood between the kernel's nodes would split it).
+    std::vector<std::vector<int32_t>> partialsAt(before + 1), totalsAt(before + 1);
+    std::map<ir::ValueId, ir::ValueId> partialOf; // per summed value: its partial sums
+    for (size_t i : todo) {
+      const ir::Node n = g.nodes()[i]; // addNode may move the nodes
+      const ir::TensorType in = g.type(n.operands[0]);
+      auto [it, added] = partialOf.try_emplace(n.operands[0], ir::ValueId{});
+      if (added) {
+        const size_t rank = in.shape.size();
+        Shape middle, kept(rank, 1);
+        for (size_t d = 1; d + 1 < rank; ++d)
+          middle.push_back(static_cast<int64_t>(d));
+        kept.front() = in.shape.front();
+        kept.back() = in.shape.back();
+        partialsAt[i].push_back(static_cast<int32_t>(g.nodes().size()));
+        it->second =
+            g.addNode(OpCode::Sum, {n.operands[0]},
+                      Attrs().set("dims", middle).set("keepdim", true), {in.dtype, kept}, n.loc);
+      }
+      size_t reader = before;
+      for (size_t j = i + 1; j < before && reader == before; ++j)
+        for (ir::ValueId o : g.nodes()[j].operands)
+          if (o == n.result) reader = j;
+      totalsAt[reader].push_back(static_cast<int32_t>(g.nodes().size()));
+      g.replaceAllUses(n.result,
+                       g.addNode(OpCode::Sum, {it->second}, n.attrs, g.type(n.result), n.loc));
+    }
+    // The sums split are dropped.
+    std::vector<int32_t> order;
+    std::vector<bool> dead;
+    for (size_t i = 0, next = 0; i <= before; ++i) {
+      for (const auto* added : {&partialsAt[i], &totalsAt[i]})
+        for (int32_t k : *added) {
+          order.push_back(k);
+          dead.push_back(false);
+        }
+      if (i == before) break;
+      order.push_back(static_cast<int32_t>(i));
+      const bool split = next < todo.size() && todo[next] == i;
+      dead.push_back(split);
+      next += split ? 1 : 0;
+    }
+    g.reorderNodes(order);
+    g.eraseNodes(dead);
+    return true;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createSplitSums() {
+  return std::make_unique<SplitSums>();
+}
+
+} // namespace weft::passes
