@@ -659,7 +659,14 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
       int32_t p = producer(v);
       return p >= 0 && isViewOp(g.nodes()[static_cast<size_t>(p)].op);
     };
-    // Lets each matmul `take` accepts lead the first group it fits.
+    // Whether a permute is the only reader of `v` (no output or state update either).
+    auto onlyPermuted = [&](ValueId v) {
+      if (uses[static_cast<size_t>(v)] != 1) return false;
+      return std::any_of(g.nodes().begin(), g.nodes().end(), [&](const ir::Node& r) {
+        return r.op == OpCode::Permute && r.operands[0] == v;
+      });
+    };
+    // Lets each matmul `take` accepts lead the first group it fits, or run alone.
     auto attach = [&](const std::function<bool(const ir::Node&)>& take) {
       for (size_t i = 0; i < n; ++i) {
         const ir::Node& mm = g.nodes()[i];
@@ -732,6 +739,21 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
           groupOf[i] = static_cast<int32_t>(k);
           break;
         }
+        // Led by no group: a kernel of its own where generated code beats OpenBLAS, unless its
+        // only reader is a permute (the interpreter's GEMM then writes the permuted layout).
+        if (groupOf[i] >= 0 || onlyPermuted(mm.result) || !take(mm)) continue;
+        ir::FusionGroup alone;
+        alone.nodes = {at};
+        if (leaf >= 0) alone.leaves = {leaf};
+        alone.inputs = {mm.operands[0]};
+        if (b != mm.operands[0]) alone.inputs.push_back(b);
+        alone.outputs = {mm.result};
+        alone.shape = g.type(mm.result).shape;
+        alone.inPlace = {-1};
+        groupOf[i] = static_cast<int32_t>(groups.size());
+        groups.push_back(ir::FusionGroup{{at}, {}, {}, {}, alone.shape, {}, {}});
+        keptAs.push_back(static_cast<int32_t>(result.size()));
+        result.push_back(std::move(alone));
       }
     };
     // The chooser answers for every matmul that could lead at once (one measurement for all of a
@@ -741,6 +763,7 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
       const auto savedResult = result;
       const auto savedGroups = groups;
       const auto savedGroupOf = groupOf;
+      const auto savedKeptAs = keptAs;
       attach([&](const ir::Node& mm) {
         candidates.push_back(&mm);
         return true;
@@ -748,6 +771,7 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
       result = savedResult;
       groups = savedGroups;
       groupOf = savedGroupOf;
+      keptAs = savedKeptAs;
     }
     const std::vector<bool> chosen =
         candidates.empty() ? std::vector<bool>{} : chooseMatmul(g, candidates);

@@ -88,7 +88,6 @@ const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp);
 /// one node are left out, unless the node reads a constant of more than one element (the kernel
 /// computes it instead of reading a filled buffer).
 ///
-/// With `chooseMatmul`, a GEMM (isGemm) whose result a group of its shape (not a row kernel)
 /// A column reduction (isColumnReduction) joins the group computing its operand (not a row
 /// kernel) where it can run there; nothing of the group reads its result.
 ///
@@ -98,7 +97,10 @@ const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp);
 /// group reads is computed before the matmul, the operands are not views (they would be copied), B
 /// is a value or the transpose of one that only the matmul reads (the group computes it as a leaf),
 /// and where heavy nodes lie between them, the group's outputs (the matmul's value among them, if
-/// anything else reads it) take no more bytes than the matmul's value they replace across them.
+/// anything else reads it) take no more bytes than the matmul's value they replace across them. A
+/// GEMM that leads no group runs as a kernel of its own where `chooseMatmul` says so (the same
+/// conditions on its operands), unless a permute is its only reader (the interpreter's GEMM
+/// writes the permuted layout, so the permute is a view).
 std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
                                                    const MatmulChooser& chooseMatmul = {});
 

@@ -40,14 +40,15 @@ std::unique_ptr<Pass> createHoist();
 /// rank 3 or more, becomes a sum over the middle dims (which the kernel computing the value adds
 /// up as it goes: isColumnReduction) and a small sum over dim 0. Runs before fusion.
 std::unique_ptr<Pass> createSplitSums();
-/// Per matmul node of `matmuls`, whether it runs as a generated GEMM leading the elementwise group
-/// that reads its result (its epilogue). The fuse pass asks once per graph, about every matmul
-/// that could lead (the frontend's matmulChooser measures their shapes together).
+/// Per matmul node of `matmuls`, whether it runs as a generated GEMM, leading the elementwise group
+/// that reads its result (its epilogue) or alone. The fuse pass asks once per graph, about every
+/// matmul that could (the frontend's matmulChooser measures their shapes together).
 using MatmulChooser =
     std::function<std::vector<bool>(const ir::Graph&, const std::vector<const ir::Node*>& matmuls)>;
 /// Groups elementwise nodes into the kernels codegen generates (findElementwiseGroups) and
 /// records them in the graph (Graph::kernels); it must run last, as any later change drops them.
-/// With `chooseMatmul`, matmuls it picks lead the groups that read them (their epilogues).
+/// With `chooseMatmul`, matmuls it picks lead the groups that read them (their epilogues) or run
+/// as kernels of their own.
 std::unique_ptr<Pass> createFuse(MatmulChooser chooseMatmul = {});
 /// The passes compile() runs on every graph, in order: simplify, fold, simplify, cse, dce,
 /// remat, dce, hoist, split-sums, fuse.
