@@ -176,11 +176,13 @@ TEST(Nn, CompiledUpdateOfEveryParameterIsOneKernelAndMatchesEager) {
   Generator g(6);
   for (int i = 0; i < 20; ++i) {
     Tensor x = randn({32, 16}, {}, g), y = randint(0, 16, {32}, kInt64, g);
-    // The same kernels in the same order: equal but for float rounding.
+    // Equal but for float rounding: the cross-entropy's log_softmax is a row kernel summing in
+    // another order than the eager one (last bits), which AdamW's division by the gradient's
+    // running size can grow, for elements whose gradient is near zero, to 1e-5 over 20 steps.
     EXPECT_NEAR(eager(x, y).item<float>(), compiled(x, y).item<float>(), 1e-6f) << "step " << i;
   }
   for (auto& [name, t] : eagerModel->state_dict())
-    EXPECT_LT((t - compiledModel->state_dict().at(name)).abs().max().item<float>(), 1e-6f) << name;
+    EXPECT_LT((t - compiledModel->state_dict().at(name)).abs().max().item<float>(), 1e-5f) << name;
   const std::string text = compiled.compiled().graph_text();
   EXPECT_NE(text.find("parts([16, 16], [16])"), std::string::npos) << text;
 }

@@ -251,15 +251,19 @@ std::string describeChange(const Signature& before, const Signature& now) {
 
 /// The pass pipeline every compiled graph runs (passes::compilePipeline): simplify, fold, share,
 /// drop what no output needs, recompute in the backward what is cheaper than keeping, move up
-/// what frees more than it keeps (hoist), then group elementwise nodes into kernels.
+/// what frees more than it keeps (hoist), expand softmax and split sums for kernels to compute,
+/// then group elementwise nodes into kernels.
 void optimize(ir::Graph& g, const codegen::CpuTarget& target) {
   passes::PassManager pm;
   // The fuse pass lets matmuls lead the groups reading them where measurement says the generated
-  // GEMM wins (not without codegen: the group would run in the interpreter node by node).
+  // GEMM wins (not without codegen: the group would run in the interpreter node by node; nor is a
+  // softmax expanded then: the interpreter's softmax is one pass).
   const bool codegen = debugFlag("WEFT_CODEGEN").value_or("1") != "0";
-  for (const std::string& name : passes::compilePipeline())
+  for (const std::string& name : passes::compilePipeline()) {
+    if (name == "expand-softmax" && !codegen) continue;
     pm.add(name == "fuse" && codegen ? passes::createFuse(matmulChooser(target))
                                      : passes::createPass(name));
+  }
   auto r = pm.run(g);
   if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);
 }

@@ -19,6 +19,7 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
       {"autodiff", createAutodiff},
       {"cse", createCommonSubexpressionElimination},
       {"dce", createDeadCodeElimination},
+      {"expand-softmax", createExpandSoftmax},
       {"fold", createConstantFolding},
       {"fuse", [] { return createFuse(); }},
       // fuse, every matmul it may leading its readers' group (compile() measures per shape)
@@ -40,7 +41,8 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
 
 const std::vector<std::string>& compilePipeline() {
   static const std::vector<std::string> names = {
-      "simplify", "fold", "simplify", "cse", "dce", "remat", "dce", "hoist", "split-sums", "fuse"};
+      "simplify", "fold",  "simplify",       "cse",        "dce", "remat",
+      "dce",      "hoist", "expand-softmax", "split-sums", "fuse"};
   return names;
 }
 

@@ -36,6 +36,10 @@ std::unique_ptr<Pass> createAlgebraicSimplification();
 std::unique_ptr<Pass> createRematerialize();
 /// "hoist": moves an elementwise node up to where the larger values it reads last die otherwise.
 std::unique_ptr<Pass> createHoist();
+/// "expand-softmax": softmax and log_softmax along the last dim (float, rank 2 or more) become the
+/// primitives they compute, which fuse puts in one row kernel with the work around them. Runs
+/// before fusion, when code is generated.
+std::unique_ptr<Pass> createExpandSoftmax();
 /// "split-sums": a sum over every dim but the last of a value an elementwise node computes, of
 /// rank 3 or more, becomes a sum over the middle dims (which the kernel computing the value adds
 /// up as it goes: isColumnReduction) and a small sum over dim 0. Runs before fusion.
@@ -51,7 +55,7 @@ using MatmulChooser =
 /// as kernels of their own.
 std::unique_ptr<Pass> createFuse(MatmulChooser chooseMatmul = {});
 /// The passes compile() runs on every graph, in order: simplify, fold, simplify, cse, dce,
-/// remat, dce, hoist, split-sums, fuse.
+/// remat, dce, hoist, expand-softmax, split-sums, fuse.
 const std::vector<std::string>& compilePipeline();
 /// The pass called `name`, or null if there is none.
 std::unique_ptr<Pass> createPass(std::string_view name);
