@@ -93,7 +93,7 @@ ir::Result<bool> PassManager::run(ir::Graph& g) {
     if (!r) return ir::diag(r.diagnostic().kind, pass->name(), ": ", r.diagnostic().message);
     changed = changed || r.value();
     if (timePasses_)
-      std::fprintf(stderr, "[weft] pass %-10s %8.3f ms  %s\n", std::string(pass->name()).c_str(),
+      std::fprintf(stderr, "[weft] pass %-14s %8.3f ms  %s\n", std::string(pass->name()).c_str(),
                    ms, r.value() ? "changed" : "unchanged");
     std::vector<ir::Diagnostic> problems = ir::verify(g);
     if (!problems.empty())
