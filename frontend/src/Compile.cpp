@@ -256,11 +256,12 @@ std::string describeChange(const Signature& before, const Signature& now) {
 void optimize(ir::Graph& g, const codegen::CpuTarget& target) {
   passes::PassManager pm;
   // The fuse pass lets matmuls lead the groups reading them where measurement says the generated
-  // GEMM wins (not without codegen: the group would run in the interpreter node by node; nor is a
-  // softmax expanded then: the interpreter's softmax is one pass).
+  // GEMM wins (not without codegen: the group would run in the interpreter node by node). Nor are
+  // softmaxes expanded or sums split then: they serve kernels; the interpreter's softmax and sum
+  // are one step each.
   const bool codegen = debugFlag("WEFT_CODEGEN").value_or("1") != "0";
   for (const std::string& name : passes::compilePipeline()) {
-    if (name == "expand-softmax" && !codegen) continue;
+    if ((name == "expand-softmax" || name == "split-sums") && !codegen) continue;
     pm.add(name == "fuse" && codegen ? passes::createFuse(matmulChooser(target))
                                      : passes::createPass(name));
   }

@@ -354,7 +354,8 @@ bool isColumnReduction(const ir::Graph& g, const ir::Node& n) {
   Shape kept(static_cast<size_t>(rank), 1);
   kept.front() = in.shape.front();
   kept.back() = in.shape.back();
-  return out.shape == kept;
+  const int64_t rows = numel(kept) == 0 ? 0 : numel(in.shape) / numel(kept);
+  return out.shape == kept && rows >= 2 && rows <= kMaxColumnRows;
 }
 
 bool isColumnKernel(const ir::Graph& g, const ir::FusionGroup& grp) {

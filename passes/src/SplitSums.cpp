@@ -5,15 +5,10 @@
 #include "weft/passes/Fusion.h"
 #include "weft/passes/Pass.h"
 
-#include <algorithm>
 #include <map>
 
 namespace weft::passes {
 namespace {
-
-/// Rows each partial sum adds in its element type: as many as the eager sum adds before it
-/// switches to double, so the split is no less accurate. Past that the sum stays whole.
-constexpr int64_t kMaxPartialRows = 1024;
 
 /// Whether `n` sums a value an elementwise node computes over every dim but the last, in a way
 /// the split serves: float, rank 3 or more, dim 0 and the middle dims each of 2 or more elements.
@@ -34,9 +29,12 @@ bool splits(const ir::Graph& g, const ir::Node& n) {
     if (d < 0 || d >= rank - 1 || reduced[static_cast<size_t>(d)]) return false;
     reduced[static_cast<size_t>(d)] = true;
   }
-  const int64_t middle =
-      numel(in.shape) / (in.shape.front() * std::max<int64_t>(in.shape.back(), 1));
-  return in.shape.front() >= 2 && middle >= 2 && middle <= kMaxPartialRows;
+  // Each partial sum adds at most kMaxColumnRows rows in the element type, as the eager sum adds
+  // a block; past that the sum stays whole. (The totals then add dim 0's partials in the element
+  // type, where eager adds its blocks in double: the two differ in the last bits.)
+  if (in.shape.front() < 2 || in.shape.back() < 1) return false;
+  const int64_t middle = numel(in.shape) / (in.shape.front() * in.shape.back());
+  return middle >= 2 && middle <= kMaxColumnRows;
 }
 
 class SplitSums : public Pass {

@@ -27,10 +27,14 @@ inline int64_t valueBytes(const ir::Graph& g, ir::ValueId v) {
 /// value of rank 2 or more over its last dim (of more than one element), the dim kept.
 bool isRowReduction(const ir::Graph& g, const ir::Node& n);
 
+/// Rows a column kernel adds into one sum, in order in the element type: as many as the eager sum
+/// adds before it switches to double.
+inline constexpr int64_t kMaxColumnRows = 1024;
+
 /// A reduction a generated kernel computes along its columns: sum of a float32/float64 value of
-/// rank 3 or more over every dim but its first and last, the dims kept ([B, T, C] -> [B, 1, C]; the
-/// split-sums pass makes a bias's or a norm weight's gradient, a sum over all dims but the last,
-/// one of these and a small sum over dim 0).
+/// rank 3 or more over every dim but its first and last, the dims kept, 2 to kMaxColumnRows rows
+/// summed ([B, T, C] -> [B, 1, C]; the split-sums pass makes a bias's or a norm weight's gradient,
+/// a sum over all dims but the last, one of these and a small sum over dim 0).
 bool isColumnReduction(const ir::Graph& g, const ir::Node& n);
 
 /// Whether a group computes column reductions (a column kernel: each index of dim 0, which the

@@ -42,7 +42,8 @@ std::unique_ptr<Pass> createHoist();
 std::unique_ptr<Pass> createExpandSoftmax();
 /// "split-sums": a sum over every dim but the last of a value an elementwise node computes, of
 /// rank 3 or more, becomes a sum over the middle dims (which the kernel computing the value adds
-/// up as it goes: isColumnReduction) and a small sum over dim 0. Runs before fusion.
+/// up as it goes: isColumnReduction) and a small sum over dim 0. Runs before fusion, when code is
+/// generated.
 std::unique_ptr<Pass> createSplitSums();
 /// Per matmul node of `matmuls`, whether it runs as a generated GEMM, leading the elementwise group
 /// that reads its result (its epilogue) or alone. The fuse pass asks once per graph, about every
