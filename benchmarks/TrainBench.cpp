@@ -8,6 +8,7 @@
 //
 //   weft-bench-train [--steps N] [--warmup N] [--threads N] [--models mlp,cnn,gpt]
 #include "TrainBench.h"
+#include "TrainModels.h"
 
 #include <weft/weft.h>
 
@@ -31,92 +32,6 @@ namespace {
 namespace nn = weft::nn;
 namespace F = weft::nn::functional;
 using weft::Tensor;
-
-class MlpImpl : public nn::Module {
-public:
-  MlpImpl() {
-    fc1 = register_module("fc1", nn::Linear(784, 256));
-    fc2 = register_module("fc2", nn::Linear(256, 256));
-    fc3 = register_module("fc3", nn::Linear(256, 10));
-  }
-  Tensor forward(const Tensor& x) { return fc3(weft::relu(fc2(weft::relu(fc1(x))))); }
-  nn::Linear fc1 = nullptr, fc2 = nullptr, fc3 = nullptr;
-};
-WEFT_MODULE(Mlp);
-
-class CnnImpl : public nn::Module {
-public:
-  CnnImpl() {
-    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)));
-    conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)));
-    pool = register_module("pool", nn::MaxPool2d(2));
-    fc1 = register_module("fc1", nn::Linear(64 * 7 * 7, 128));
-    fc2 = register_module("fc2", nn::Linear(128, 10));
-  }
-  Tensor forward(const Tensor& x) {
-    Tensor h = pool(weft::relu(conv1(x)));
-    h = pool(weft::relu(conv2(h)));
-    return fc2(weft::relu(fc1(h.flatten(1))));
-  }
-  nn::Conv2d conv1 = nullptr, conv2 = nullptr;
-  nn::MaxPool2d pool = nullptr;
-  nn::Linear fc1 = nullptr, fc2 = nullptr;
-};
-WEFT_MODULE(Cnn);
-
-/// A pre-norm causal transformer layer, written out op for op as TrainBenchTorch.cpp's.
-class LayerImpl : public nn::Module {
-public:
-  LayerImpl() {
-    const int64_t d = Config::kGptDim;
-    ln1 = register_module("ln1", nn::LayerNorm(nn::LayerNormOptions({d})));
-    ln2 = register_module("ln2", nn::LayerNorm(nn::LayerNormOptions({d})));
-    q = register_module("q", nn::Linear(d, d));
-    k = register_module("k", nn::Linear(d, d));
-    v = register_module("v", nn::Linear(d, d));
-    proj = register_module("proj", nn::Linear(d, d));
-    up = register_module("up", nn::Linear(d, Config::kGptHidden));
-    down = register_module("down", nn::Linear(Config::kGptHidden, d));
-  }
-  Tensor forward(const Tensor& x, const Tensor& causal) {
-    int64_t b = x.size(0), t = x.size(1), h = Config::kGptHeads, hd = Config::kGptDim / h;
-    auto heads = [&](const Tensor& y) { return y.reshape({b, t, h, hd}).transpose(1, 2); };
-    Tensor n = ln1(x);
-    Tensor att = heads(q(n)).matmul(heads(k(n)).transpose(-1, -2)) / std::sqrt(double(hd));
-    att = att.masked_fill(causal, -INFINITY).softmax(-1);
-    Tensor y = x + proj(att.matmul(heads(v(n))).transpose(1, 2).reshape({b, t, -1}));
-    return y + down(weft::gelu(up(ln2(y))));
-  }
-  nn::LayerNorm ln1 = nullptr, ln2 = nullptr;
-  nn::Linear q = nullptr, k = nullptr, v = nullptr, proj = nullptr, up = nullptr, down = nullptr;
-};
-WEFT_MODULE(Layer);
-
-class GptImpl : public nn::Module {
-public:
-  GptImpl() {
-    const int64_t d = Config::kGptDim, t = Config::kGptContext;
-    tok = register_module("tok", nn::Embedding(Config::kGptVocab, d));
-    pos = register_module("pos", nn::Embedding(t, d));
-    for (int i = 0; i < Config::kGptLayers; ++i)
-      layers.push_back(register_module("layer" + std::to_string(i), Layer()));
-    norm = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({d})));
-    head = register_module("head", nn::Linear(d, Config::kGptVocab));
-    causal = weft::ones({t, t}, weft::kBool).triu(1);
-  }
-  Tensor forward(const Tensor& idx) {
-    Tensor x = tok(idx) + pos(weft::arange(idx.size(1)));
-    for (Layer& layer : layers)
-      x = layer->forward(x, causal);
-    return head(norm(x));
-  }
-  nn::Embedding tok = nullptr, pos = nullptr;
-  std::vector<Layer> layers;
-  nn::LayerNorm norm = nullptr;
-  nn::Linear head = nullptr;
-  Tensor causal;
-};
-WEFT_MODULE(Gpt);
 
 int64_t peakBytes() {
   return weft::memoryStats().peakBytes;
@@ -156,21 +71,23 @@ Result train(Model& model, Optimizer& opt, const Tensor& x, const Tensor& y, boo
 Result runWeft(const std::string& model, bool compiled, int threads, int warmup, int steps) {
   weft::setNumThreads(threads);
   weft::Generator g(0);
+  using weft::bench::Cnn, weft::bench::Gpt, weft::bench::Mlp;
   if (model == "mlp") {
-    Mlp m;
+    Mlp m(784, 256, 10);
     weft::optim::Adam opt(m->parameters(), weft::optim::AdamOptions(1e-3));
     Tensor x = weft::randn({Config::kMlpBatch, 784}, weft::kFloat32, g);
     Tensor y = weft::randint(0, 10, {Config::kMlpBatch}, weft::kInt64, g);
     return train(m, opt, x, y, compiled, warmup, steps);
   }
   if (model == "cnn") {
-    Cnn m;
+    Cnn m(32, 64, 28, 128, 10);
     weft::optim::SGD opt(m->parameters(), weft::optim::SGDOptions(0.01).momentum(0.9));
     Tensor x = weft::randn({Config::kCnnBatch, 1, 28, 28}, weft::kFloat32, g);
     Tensor y = weft::randint(0, 10, {Config::kCnnBatch}, weft::kInt64, g);
     return train(m, opt, x, y, compiled, warmup, steps);
   }
-  Gpt m;
+  Gpt m(Config::kGptVocab, Config::kGptContext, Config::kGptDim, Config::kGptHeads,
+        Config::kGptLayers, Config::kGptHidden);
   weft::optim::AdamW opt(m->parameters(), weft::optim::AdamWOptions(1e-3));
   weft::Shape shape{Config::kGptBatch, Config::kGptContext};
   Tensor x = weft::randint(0, Config::kGptVocab, shape, weft::kInt64, g);

@@ -3,6 +3,7 @@
 // pass then puts in one row kernel with the elementwise work around them (an attention's scale
 // and causal mask): one kernel passing over each row three times instead of a mask kernel and the
 // interpreter's softmax. The backward reads only the softmax's value, which the kernel stores.
+#include "Rewrite.h"
 #include "weft/passes/Pass.h"
 
 namespace weft::passes {
@@ -28,8 +29,10 @@ public:
     for (size_t i = 0; i < g.nodes().size(); ++i)
       if (expands(g, g.nodes()[i])) todo.push_back(i);
     if (todo.empty()) return false;
+    // Each expansion stands where the node it replaces stood, which is dropped.
     const size_t before = g.nodes().size();
-    std::vector<size_t> added; // per expanded node, how many nodes replace it
+    std::vector<std::vector<int32_t>> placed(before + 1);
+    std::vector<bool> expanded(before, false);
     for (size_t i : todo) {
       const ir::Node n = g.nodes()[i]; // addNode may move the nodes
       const ir::TensorType t = g.type(n.operands[0]);
@@ -37,9 +40,9 @@ public:
       rows.shape.back() = 1;
       const auto last = static_cast<int64_t>(t.shape.size()) - 1;
       const Attrs along = Attrs().set("dims", Shape{last}).set("keepdim", true);
-      const size_t first = g.nodes().size();
       auto add = [&](OpCode op, std::vector<ir::ValueId> operands, Attrs attrs,
                      const ir::TensorType& type) {
+        placed[i].push_back(static_cast<int32_t>(g.nodes().size()));
         return g.addNode(op, std::move(operands), std::move(attrs), type, n.loc);
       };
       const ir::ValueId x = n.operands[0];
@@ -47,32 +50,17 @@ public:
       const ir::ValueId shifted = add(OpCode::Sub, {x, max}, {}, t);
       const ir::ValueId e = add(OpCode::Exp, {shifted}, {}, t);
       const ir::ValueId sum = add(OpCode::Sum, {e}, along, rows);
-      const ir::ValueId y =
-          n.op == OpCode::Softmax
-              ? add(OpCode::Div, {e, sum}, {}, t)
-              : add(OpCode::Sub, {shifted, add(OpCode::Log, {sum}, {}, rows)}, {}, t);
-      g.replaceAllUses(n.result, y);
-      added.push_back(g.nodes().size() - first);
-    }
-    // Each expansion stands where the node it replaces stood, which is dropped.
-    std::vector<int32_t> order;
-    std::vector<bool> dead;
-    size_t next = 0, at = before;
-    for (size_t i = 0; i < before; ++i) {
-      if (next < todo.size() && todo[next] == i) {
-        for (size_t k = 0; k < added[next]; ++k) {
-          order.push_back(static_cast<int32_t>(at++));
-          dead.push_back(false);
-        }
-        ++next;
-        dead.push_back(true);
+      ir::ValueId y;
+      if (n.op == OpCode::Softmax) {
+        y = add(OpCode::Div, {e, sum}, {}, t);
       } else {
-        dead.push_back(false);
+        const ir::ValueId lse = add(OpCode::Log, {sum}, {}, rows);
+        y = add(OpCode::Sub, {shifted, lse}, {}, t);
       }
-      order.push_back(static_cast<int32_t>(i));
+      g.replaceAllUses(n.result, y);
+      expanded[i] = true;
     }
-    g.reorderNodes(order);
-    g.eraseNodes(dead);
+    placeAppended(g, before, placed, expanded);
     return true;
   }
 };

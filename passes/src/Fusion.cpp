@@ -333,29 +333,36 @@ bool isRowKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
   });
 }
 
-bool isColumnReduction(const ir::Graph& g, const ir::Node& n) {
+bool isSumOver(const ir::Graph& g, const ir::Node& n, int64_t from, int64_t to) {
   if (n.op != OpCode::Sum || n.operands.size() != 1) return false;
   const ir::TensorType& in = g.type(n.operands[0]);
-  const ir::TensorType& out = g.type(n.result);
-  if ((in.dtype != DType::Float32 && in.dtype != DType::Float64) || out.dtype != in.dtype)
-    return false;
   const auto rank = static_cast<int64_t>(in.shape.size());
   const auto* dims = n.attrs.tryGet<Shape>("dims");
-  const bool* keepdim = n.attrs.tryGet<bool>("keepdim");
-  if (rank < 3 || dims == nullptr || keepdim == nullptr || !*keepdim ||
-      static_cast<int64_t>(dims->size()) != rank - 2)
+  if ((in.dtype != DType::Float32 && in.dtype != DType::Float64) ||
+      g.type(n.result).dtype != in.dtype || dims == nullptr ||
+      n.attrs.tryGet<bool>("keepdim") == nullptr || from < 0 || to > rank ||
+      static_cast<int64_t>(dims->size()) != to - from)
     return false;
-  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
   for (int64_t d : *dims) {
     if (d < 0) d += rank;
-    if (d < 1 || d >= rank - 1 || reduced[static_cast<size_t>(d)]) return false;
-    reduced[static_cast<size_t>(d)] = true;
+    if (d < from || d >= to || seen[static_cast<size_t>(d)]) return false;
+    seen[static_cast<size_t>(d)] = true;
   }
+  return true;
+}
+
+bool isColumnReduction(const ir::Graph& g, const ir::Node& n) {
+  if (n.operands.size() != 1) return false;
+  const Shape& in = g.type(n.operands[0]).shape;
+  const auto rank = static_cast<int64_t>(in.size());
+  const bool* keepdim = n.attrs.tryGet<bool>("keepdim");
+  if (rank < 3 || !isSumOver(g, n, 1, rank - 1) || keepdim == nullptr || !*keepdim) return false;
   Shape kept(static_cast<size_t>(rank), 1);
-  kept.front() = in.shape.front();
-  kept.back() = in.shape.back();
-  const int64_t rows = numel(kept) == 0 ? 0 : numel(in.shape) / numel(kept);
-  return out.shape == kept && rows >= 2 && rows <= kMaxColumnRows;
+  kept.front() = in.front();
+  kept.back() = in.back();
+  const int64_t rows = numel(kept) == 0 ? 0 : numel(in) / numel(kept);
+  return g.type(n.result).shape == kept && rows >= 2 && rows <= kMaxColumnRows;
 }
 
 bool isColumnKernel(const ir::Graph& g, const ir::FusionGroup& grp) {

@@ -2,6 +2,7 @@
 // a norm weight's gradient over [B, T, C] activations) becomes a sum over the middle dims, which
 // the kernel computing the value adds up as it writes it (isColumnReduction: [B, T, C] ->
 // [B, 1, C]), and a small sum of those over dim 0.
+#include "Rewrite.h"
 #include "weft/passes/Fusion.h"
 #include "weft/passes/Pass.h"
 
@@ -13,27 +14,18 @@ namespace {
 /// Whether `n` sums a value an elementwise node computes over every dim but the last, in a way
 /// the split serves: float, rank 3 or more, dim 0 and the middle dims each of 2 or more elements.
 bool splits(const ir::Graph& g, const ir::Node& n) {
-  if (n.op != OpCode::Sum || n.operands.size() != 1) return false;
-  const ir::TensorType& in = g.type(n.operands[0]);
-  const auto rank = static_cast<int64_t>(in.shape.size());
-  const auto* dims = n.attrs.tryGet<Shape>("dims");
+  if (n.operands.size() != 1) return false;
+  const Shape& in = g.type(n.operands[0]).shape;
+  const auto rank = static_cast<int64_t>(in.size());
   const int32_t p = g.value(n.operands[0]).producer;
-  if ((in.dtype != DType::Float32 && in.dtype != DType::Float64) || rank < 3 || dims == nullptr ||
-      n.attrs.tryGet<bool>("keepdim") == nullptr || p < 0 ||
-      !isElementwise(g.nodes()[static_cast<size_t>(p)].op) ||
-      static_cast<int64_t>(dims->size()) != rank - 1)
+  if (rank < 3 || !isSumOver(g, n, 0, rank - 1) || p < 0 ||
+      !isElementwise(g.nodes()[static_cast<size_t>(p)].op))
     return false;
-  std::vector<bool> reduced(static_cast<size_t>(rank), false);
-  for (int64_t d : *dims) {
-    if (d < 0) d += rank;
-    if (d < 0 || d >= rank - 1 || reduced[static_cast<size_t>(d)]) return false;
-    reduced[static_cast<size_t>(d)] = true;
-  }
   // Each partial sum adds at most kMaxColumnRows rows in the element type, as the eager sum adds
   // a block; past that the sum stays whole. (The totals then add dim 0's partials in the element
   // type, where eager adds its blocks in double: the two differ in the last bits.)
-  if (in.shape.front() < 2 || in.shape.back() < 1) return false;
-  const int64_t middle = numel(in.shape) / (in.shape.front() * in.shape.back());
+  if (in.front() < 2 || in.back() < 1) return false;
+  const int64_t middle = numel(in) / (in.front() * in.back());
   return middle >= 2 && middle <= kMaxColumnRows;
 }
 
@@ -75,22 +67,12 @@ public:
                        g.addNode(OpCode::Sum, {it->second}, n.attrs, g.type(n.result), n.loc));
     }
     // The sums split are dropped.
-    std::vector<int32_t> order;
-    std::vector<bool> dead;
-    for (size_t i = 0, next = 0; i <= before; ++i) {
-      for (const auto* added : {&partialsAt[i], &totalsAt[i]})
-        for (int32_t k : *added) {
-          order.push_back(k);
-          dead.push_back(false);
-        }
-      if (i == before) break;
-      order.push_back(static_cast<int32_t>(i));
-      const bool split = next < todo.size() && todo[next] == i;
-      dead.push_back(split);
-      next += split ? 1 : 0;
-    }
-    g.reorderNodes(order);
-    g.eraseNodes(dead);
+    std::vector<bool> split(before, false);
+    for (size_t i : todo)
+      split[i] = true;
+    for (size_t i = 0; i <= before; ++i)
+      partialsAt[i].insert(partialsAt[i].end(), totalsAt[i].begin(), totalsAt[i].end());
+    placeAppended(g, before, partialsAt, split);
     return true;
   }
 };

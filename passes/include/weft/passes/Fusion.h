@@ -27,6 +27,10 @@ inline int64_t valueBytes(const ir::Graph& g, ir::ValueId v) {
 /// value of rank 2 or more over its last dim (of more than one element), the dim kept.
 bool isRowReduction(const ir::Graph& g, const ir::Node& n);
 
+/// Whether `n` sums a float32/float64 value into its dtype over exactly dims [from, to) of it (in
+/// any order, negative or not; the dims kept or not).
+bool isSumOver(const ir::Graph& g, const ir::Node& n, int64_t from, int64_t to);
+
 /// Rows a column kernel adds into one sum, in order in the element type: as many as the eager sum
 /// adds before it switches to double.
 inline constexpr int64_t kMaxColumnRows = 1024;
