@@ -38,12 +38,14 @@ namespace {
 
 using ir::ValueId;
 
-/// Loops over dims [0, last) of `shape` around `body(ivs)`, dim 0 over [lo, hi) and the others
-/// over their whole extent.
+/// Loops over dims [outer.size(), last) of `shape` around `body(ivs)` (ivs: `outer`, the indices
+/// of the dims before, then the loops'), dim 0 over [lo, hi) and the others over their whole
+/// extent.
 void loopNest(mlir::OpBuilder& b, mlir::Location loc, const Shape& shape, size_t last,
               mlir::Value lo, mlir::Value hi,
-              const std::function<void(mlir::OpBuilder&, std::vector<mlir::Value>&)>& body) {
-  std::vector<mlir::Value> ivs;
+              const std::function<void(mlir::OpBuilder&, std::vector<mlir::Value>&)>& body,
+              std::vector<mlir::Value> outer = {}) {
+  std::vector<mlir::Value> ivs = std::move(outer);
   std::function<void(mlir::OpBuilder&, size_t)> nest = [&](mlir::OpBuilder& nb, size_t d) {
     if (d == last) {
       body(nb, ivs);
@@ -62,7 +64,7 @@ void loopNest(mlir::OpBuilder& b, mlir::Location loc, const Shape& shape, size_t
           mlir::scf::YieldOp::create(ib, loc);
         });
   };
-  nest(b, 0);
+  nest(b, ivs.size());
 }
 
 /// The values of `grp`'s leaves and nodes at index `ivs` of its shape (its inputs loaded there),
@@ -171,22 +173,7 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
             }
             mlir::scf::YieldOp::create(zb, loc);
           });
-      std::vector<mlir::Value> ivs = outer;
-      std::function<void(mlir::OpBuilder&, size_t)> nest = [&](mlir::OpBuilder& nb, size_t d) {
-        if (d == shape.size()) {
-          body(nb, ivs);
-          return;
-        }
-        mlir::scf::ForOp::create(
-            nb, loc, index(nb, 0), index(nb, shape[d]), index(nb, 1), mlir::ValueRange{},
-            [&](mlir::OpBuilder& ib, mlir::Location, mlir::Value iv, mlir::ValueRange) {
-              ivs.push_back(iv);
-              nest(ib, d + 1);
-              ivs.pop_back();
-              mlir::scf::YieldOp::create(ib, loc);
-            });
-      };
-      nest(rb, 1);
+      loopNest(rb, loc, shape, shape.size(), lo, hi, body, outer);
     });
   }
   mlir::func::ReturnOp::create(b, loc);
