@@ -32,6 +32,11 @@ struct GemmShape {
   auto operator<=>(const GemmShape&) const = default;
 };
 
+/// Multiply-adds below which a GEMM runs in OpenBLAS unmeasured: it takes microseconds either
+/// way, and its probe (a kernel compiled, about 0.1 s) would cost more compile time than
+/// generated code could save in tens of thousands of calls.
+constexpr int64_t kMinMeasuredWork = int64_t{1} << 20;
+
 /// Seconds `run` takes: the median of a few runs after one to warm up (fewer runs for long ones).
 template <typename F> double medianSeconds(F&& run) {
   using Clock = std::chrono::steady_clock;
@@ -149,11 +154,12 @@ passes::MatmulChooser matmulChooser(const codegen::CpuTarget& target) {
              std::to_string(s.k) + " " + std::to_string(s.n) + (s.transposed ? " transposed" : "") +
              "\n";
     };
+    auto small = [](const GemmShape& s) { return s.m * s.k * s.n < kMinMeasuredWork; };
     // The shapes neither this process nor the cache knows, measured together.
     std::vector<GemmShape> measure;
     for (const ir::Node* n : matmuls) {
       const GemmShape s = gemmShape(g, *n);
-      if (known.count(memoOf(s)) > 0 ||
+      if (small(s) || known.count(memoOf(s)) > 0 ||
           std::find(measure.begin(), measure.end(), s) != measure.end())
         continue;
       if (auto cached = codegen::readCachedChoice(keyOf(s)); cached && cached->size() == 1)
@@ -173,8 +179,9 @@ passes::MatmulChooser matmulChooser(const codegen::CpuTarget& target) {
       }
     std::vector<bool> chosen;
     for (const ir::Node* n : matmuls) {
-      auto it = known.find(memoOf(gemmShape(g, *n)));
-      chosen.push_back(it != known.end() && it->second);
+      const GemmShape s = gemmShape(g, *n);
+      auto it = known.find(memoOf(s));
+      chosen.push_back(!small(s) && it != known.end() && it->second);
     }
     return chosen;
   };

@@ -13,7 +13,8 @@ namespace weft {
 /// memory and in the kernel cache (`choices`), so later compilations and processes do not
 /// measure again. The epilogue's own pass over memory, which the fused kernel spares, is not
 /// counted: a tie goes to OpenBLAS, as does a probe that cannot run (not remembered). Code for
-/// another CPU than this one cannot be measured here: OpenBLAS. WEFT_GEMM=generated or
+/// another CPU than this one cannot be measured here: OpenBLAS; nor is a GEMM of fewer than 2^20
+/// multiply-adds (its probe would cost more than it could save): OpenBLAS. WEFT_GEMM=generated or
 /// WEFT_GEMM=blas decides for every shape without measuring (any other value is a ValueError).
 passes::MatmulChooser matmulChooser(const codegen::CpuTarget& target);
 
