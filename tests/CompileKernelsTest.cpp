@@ -126,67 +126,76 @@ TEST(Compile, RowReductionsRunInKernelsAndMatchEager) {
 /// Column sums: a sum over every dim but the last of a value a kernel computes (the gradient of a
 /// per-channel scale and bias over [B, T, C] activations, a forward sum returned) is split into
 /// a sum over the middle dims, which the kernel adds up as it writes the value, and a small sum
-/// over dim 0. Rank 3 and 4, middle dims of 7 to 300 rows, float32 and float64, dims kept or not.
+/// over dim 0. Rank 3 and 4, middle dims of 7 to 300 rows, float32 and float64, dims kept or not,
+/// with and without a layer norm after the scale and bias (whose backward row kernel then adds
+/// the sums up).
 /// The kernel adds each partial sum's rows in order in the element type, then the interpreter the
 /// partials, where eager adds all rows in blocks of 1024: compiled and eager agree to rounding,
 /// relative 1e-5 in float32 (sums of at most 1200 terms of one sign's magnitude), 1e-12 in
 /// float64.
 TEST(Compile, ColumnSumsRunInKernelsAndMatchEager) {
   for (DType dt : {kFloat32, kFloat64})
-    for (const Shape& shape : {Shape{6, 7, 40}, Shape{3, 2, 5, 33}, Shape{4, 300, 20}}) {
-      SCOPED_TRACE(std::string(dtypeName(dt)) + " " + shapeString(shape));
-      Generator g(13);
-      const int64_t c = shape.back();
-      Tensor x = randn(shape, dt, g).requires_grad_();
-      Tensor w = (randn({c}, dt, g) * 0.5 + 1.0).requires_grad_();
-      Tensor b = (randn({c}, dt, g) * 0.1).requires_grad_();
-      Tensor target = randn(shape, dt, g);
-      std::vector<int64_t> leading;
-      for (size_t d = 0; d + 1 < shape.size(); ++d)
-        leading.push_back(static_cast<int64_t>(d));
-      auto f = [&](const Tensor& t) {
-        Tensor h = gelu(x * w + b);
-        Tensor l = (h * t).sum();
-        l.backward();
-        // A forward column sum returned, with and without its dims.
-        Tensor y = (h * 2.0).tanh();
-        return std::vector<Tensor>{l, y.sum(leading, true), y.sum(leading)};
-      };
-      std::vector<Tensor> eager = f(target);
-      std::vector<std::vector<double>> eagerGrads;
-      for (Tensor* p : {&x, &w, &b}) {
-        eagerGrads.push_back(vals(p->grad()));
-        p->set_grad({});
+    for (const Shape& shape : {Shape{6, 7, 40}, Shape{3, 2, 5, 33}, Shape{4, 300, 20}})
+      for (bool norm : {false, true}) {
+        SCOPED_TRACE(std::string(dtypeName(dt)) + " " + shapeString(shape) +
+                     (norm ? " normalized" : ""));
+        Generator g(13);
+        const int64_t c = shape.back();
+        Tensor x = randn(shape, dt, g).requires_grad_();
+        Tensor w = (randn({c}, dt, g) * 0.5 + 1.0).requires_grad_();
+        Tensor b = (randn({c}, dt, g) * 0.1).requires_grad_();
+        Tensor target = randn(shape, dt, g);
+        std::vector<int64_t> leading;
+        for (size_t d = 0; d + 1 < shape.size(); ++d)
+          leading.push_back(static_cast<int64_t>(d));
+        auto f = [&](const Tensor& t) {
+          Tensor z = x * w + b;
+          if (norm) { // layer norm written out: its backward is a row kernel the sums join
+            Tensor mu = z.mean({-1}, true);
+            z = (z - mu) / ((z - mu).pow(2).mean({-1}, true) + 1e-5).sqrt();
+          }
+          Tensor h = gelu(z);
+          Tensor l = (h * t).sum();
+          l.backward();
+          // A forward column sum returned, with and without its dims.
+          Tensor y = (h * 2.0).tanh();
+          return std::vector<Tensor>{l, y.sum(leading, true), y.sum(leading)};
+        };
+        std::vector<Tensor> eager = f(target);
+        std::vector<std::vector<double>> eagerGrads;
+        for (Tensor* p : {&x, &w, &b}) {
+          eagerGrads.push_back(vals(p->grad()));
+          p->set_grad({});
+        }
+        CompiledFunction step{CompileOptions()};
+        std::vector<Tensor> out =
+            step.call({target}, [&](const std::vector<Tensor>& a) { return f(a[0]); });
+        const double rtol = dt == kFloat32 ? 1e-5 : 1e-12, atol = dt == kFloat32 ? 1e-5 : 1e-12;
+        for (size_t i = 0; i < out.size(); ++i)
+          EXPECT_TRUE(allClose(vals(out[i]), vals(eager[i]), rtol, atol)) << "output " << i;
+        EXPECT_EQ(out[1].sizes(), eager[1].sizes());
+        EXPECT_EQ(out[2].sizes(), eager[2].sizes());
+        size_t k = 0;
+        for (Tensor* p : {&x, &w, &b}) {
+          EXPECT_TRUE(allClose(vals(p->grad()), eagerGrads[k], rtol, atol)) << "gradient " << k;
+          ++k;
+        }
+        EXPECT_TRUE(arenaIsSound(step));
+        EXPECT_TRUE(roundTrips(step));
+        // Each column sum's rows are added inside a kernel: kernels write the partial sums, and no
+        // interpreter step computes one.
+        Shape partial(shape.size(), 1);
+        partial.front() = shape.front();
+        partial.back() = c;
+        int partials = 0, fullSums = 0;
+        for (const PlanStep& st : step.executable()->plan.steps) {
+          for (const auto& [type, s] : st.kernelTypes)
+            partials += s == partial ? 1 : 0;
+          fullSums += st.kernel < 0 && st.op == OpCode::Sum && st.shape == partial ? 1 : 0;
+        }
+        EXPECT_GE(partials, 3); // w's and b's gradients, the forward sum
+        EXPECT_EQ(fullSums, 0);
       }
-      CompiledFunction step{CompileOptions()};
-      std::vector<Tensor> out =
-          step.call({target}, [&](const std::vector<Tensor>& a) { return f(a[0]); });
-      const double rtol = dt == kFloat32 ? 1e-5 : 1e-12, atol = dt == kFloat32 ? 1e-5 : 1e-12;
-      for (size_t i = 0; i < out.size(); ++i)
-        EXPECT_TRUE(allClose(vals(out[i]), vals(eager[i]), rtol, atol)) << "output " << i;
-      EXPECT_EQ(out[1].sizes(), eager[1].sizes());
-      EXPECT_EQ(out[2].sizes(), eager[2].sizes());
-      size_t k = 0;
-      for (Tensor* p : {&x, &w, &b}) {
-        EXPECT_TRUE(allClose(vals(p->grad()), eagerGrads[k], rtol, atol)) << "gradient " << k;
-        ++k;
-      }
-      EXPECT_TRUE(arenaIsSound(step));
-      EXPECT_TRUE(roundTrips(step));
-      // Each column sum's rows are added inside a kernel: kernels write the partial sums, and no
-      // interpreter step computes one.
-      Shape partial(shape.size(), 1);
-      partial.front() = shape.front();
-      partial.back() = c;
-      int partials = 0, fullSums = 0;
-      for (const PlanStep& st : step.executable()->plan.steps) {
-        for (const auto& [type, s] : st.kernelTypes)
-          partials += s == partial ? 1 : 0;
-        fullSums += st.kernel < 0 && st.op == OpCode::Sum && st.shape == partial ? 1 : 0;
-      }
-      EXPECT_GE(partials, 3); // w's and b's gradients, the forward sum
-      EXPECT_EQ(fullSums, 0);
-    }
 }
 
 /// An attention's scaled, causally masked softmax and a log_softmax compiled run in row kernels

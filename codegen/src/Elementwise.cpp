@@ -98,6 +98,67 @@ bool elementValues(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
   return true;
 }
 
+/// The column sums (passes::isColumnReduction) a kernel stores, each with its output's index (one
+/// nothing reads is not computed); nullopt where one does not sum a value of the group's shape.
+/// Their memory is their outputs' (a sum is never written over an input).
+struct ColumnSums {
+  std::vector<std::pair<size_t, const ir::Node*>> sums;
+
+  static std::optional<ColumnSums> of(const ir::Graph& g, const ir::FusionGroup& grp) {
+    ColumnSums c;
+    for (int32_t i : grp.nodes) {
+      const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
+      if (!passes::isColumnReduction(g, n)) continue;
+      if (g.type(n.operands[0]).shape != grp.shape || grp.shape.size() < 3) return std::nullopt;
+      auto out = std::find(grp.outputs.begin(), grp.outputs.end(), n.result);
+      if (out != grp.outputs.end())
+        c.sums.emplace_back(static_cast<size_t>(out - grp.outputs.begin()), &n);
+    }
+    return c;
+  }
+  /// Zeroes row `i` (an index of dim 0) of every sum.
+  void zeroRow(mlir::OpBuilder& b, mlir::Location loc, const ir::Graph& g,
+               const ir::FusionGroup& grp, mlir::Block* entry, mlir::Value i) const {
+    const int64_t width = grp.shape.back();
+    mlir::Value rowStart =
+        mlir::arith::MulIOp::create(b, loc, i, mlir::arith::ConstantIndexOp::create(b, loc, width));
+    mlir::scf::ForOp::create(
+        b, loc, mlir::arith::ConstantIndexOp::create(b, loc, 0),
+        mlir::arith::ConstantIndexOp::create(b, loc, width),
+        mlir::arith::ConstantIndexOp::create(b, loc, 1), mlir::ValueRange{},
+        [&](mlir::OpBuilder& zb, mlir::Location, mlir::Value c, mlir::ValueRange) {
+          mlir::Value at = mlir::arith::AddIOp::create(zb, loc, rowStart, c);
+          for (const auto& [k, n] : sums) {
+            mlir::Value z = BodyBuilder(zb, loc, g).constantFloat(g.type(n->result).dtype, 0.0);
+            mlir::memref::StoreOp::create(zb, loc, z, memref(grp, entry, k), at);
+          }
+          mlir::scf::YieldOp::create(zb, loc);
+        });
+  }
+  /// Adds each sum's operand (`valueOf` its value here) into element (i, c) of the sum; false
+  /// where an operand has no value.
+  bool add(mlir::OpBuilder& b, mlir::Location loc, const ir::FusionGroup& grp, mlir::Block* entry,
+           mlir::Value i, mlir::Value c, const std::function<mlir::Value(ValueId)>& valueOf) const {
+    if (sums.empty()) return true;
+    mlir::Value at = mlir::arith::AddIOp::create(
+        b, loc,
+        mlir::arith::MulIOp::create(b, loc, i,
+                                    mlir::arith::ConstantIndexOp::create(b, loc, grp.shape.back())),
+        c);
+    for (const auto& [k, n] : sums) {
+      mlir::Value x = valueOf(n->operands[0]);
+      if (!x) return false;
+      mlir::Value acc = mlir::memref::LoadOp::create(b, loc, memref(grp, entry, k), at);
+      mlir::memref::StoreOp::create(b, loc, mlir::arith::AddFOp::create(b, loc, acc, x),
+                                    memref(grp, entry, k), at);
+    }
+    return true;
+  }
+  static mlir::Value memref(const ir::FusionGroup& grp, mlir::Block* entry, size_t k) {
+    return entry->getArgument(static_cast<unsigned>(grp.inputs.size() + k));
+  }
+};
+
 /// func @k<i>(inputs..., outputs..., lo, hi): the loop nest of one elementwise group, its outer
 /// loop over [lo, hi). In a column kernel (passes::isColumnKernel), each index i of dim 0 first
 /// zeroes its row of each column sum's output, and each element then adds its operand's value
@@ -107,22 +168,8 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
   mlir::Location loc = b.getUnknownLoc();
   auto [entry, lo, hi] = declareKernel(b, module, g, grp, name);
   const Shape& shape = grp.shape;
-  // The column sums the kernel stores, by output (one nothing reads is not computed).
-  std::vector<std::pair<size_t, const ir::Node*>> sums;
-  for (int32_t i : grp.nodes) {
-    const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
-    if (!passes::isColumnReduction(g, n)) continue;
-    if (g.type(n.operands[0]).shape != shape || shape.size() < 3) return mlir::failure();
-    auto out = std::find(grp.outputs.begin(), grp.outputs.end(), n.result);
-    if (out != grp.outputs.end())
-      sums.emplace_back(static_cast<size_t>(out - grp.outputs.begin()), &n);
-  }
-  auto index = [&](mlir::OpBuilder& ob, int64_t v) {
-    return mlir::Value(mlir::arith::ConstantIndexOp::create(ob, loc, v));
-  };
-  auto sumOutput = [&](size_t k) { // a sum's memref (never written over an input)
-    return entry->getArgument(static_cast<unsigned>(grp.inputs.size() + k));
-  };
+  const std::optional<ColumnSums> columns = ColumnSums::of(g, grp);
+  if (!columns) return mlir::failure();
   bool ok = true;
   // The innermost body: loads, the group's nodes in order, stores.
   auto body = [&](mlir::OpBuilder& nb, std::vector<mlir::Value>& ivs) {
@@ -142,37 +189,18 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
       }
       storeOutput(nb, loc, entry, grp, k, it->second, at, g.type(grp.outputs[k]).dtype);
     }
-    if (sums.empty()) return;
-    mlir::Value column = mlir::arith::AddIOp::create(
-        nb, loc, mlir::arith::MulIOp::create(nb, loc, ivs[0], index(nb, shape.back())), ivs.back());
-    for (const auto& [k, n] : sums) {
-      auto it = values.find(n->operands[0]);
-      if (it == values.end()) {
-        ok = false;
-        return;
-      }
-      mlir::Value acc = mlir::memref::LoadOp::create(nb, loc, sumOutput(k), column);
-      mlir::memref::StoreOp::create(nb, loc, mlir::arith::AddFOp::create(nb, loc, acc, it->second),
-                                    sumOutput(k), column);
-    }
+    if (columns->sums.empty()) return; // (a kernel of rank 0 has no ivs)
+    ok = ok && columns->add(nb, loc, grp, entry, ivs[0], ivs.back(), [&](ValueId v) {
+      auto it = values.find(v);
+      return it == values.end() ? mlir::Value{} : it->second;
+    });
   };
-  if (sums.empty()) {
+  if (columns->sums.empty()) {
     loopNest(b, loc, shape, shape.size(), lo, hi, body);
   } else {
     // Per index of dim 0: its sums' rows zeroed, then the loops over the other dims.
     loopNest(b, loc, shape, 1, lo, hi, [&](mlir::OpBuilder& rb, std::vector<mlir::Value>& outer) {
-      mlir::Value zero = index(rb, 0), one = index(rb, 1), width = index(rb, shape.back());
-      mlir::Value rowStart = mlir::arith::MulIOp::create(rb, loc, outer[0], width);
-      mlir::scf::ForOp::create(
-          rb, loc, zero, width, one, mlir::ValueRange{},
-          [&](mlir::OpBuilder& zb, mlir::Location, mlir::Value c, mlir::ValueRange) {
-            mlir::Value at = mlir::arith::AddIOp::create(zb, loc, rowStart, c);
-            for (const auto& [k, n] : sums) {
-              mlir::Value z = BodyBuilder(zb, loc, g).constantFloat(g.type(n->result).dtype, 0.0);
-              mlir::memref::StoreOp::create(zb, loc, z, sumOutput(k), at);
-            }
-            mlir::scf::YieldOp::create(zb, loc);
-          });
+      columns->zeroRow(rb, loc, g, grp, entry, outer[0]);
       loopNest(rb, loc, shape, shape.size(), lo, hi, body, outer);
     });
   }
@@ -191,6 +219,7 @@ constexpr int64_t kSumBlock = 1024;
 /// reductions (sums: in the element type, reassociated so LLVM vectorizes them, blocks of
 /// kSumBlock added in double; amax/amin: NaN-propagating) and stores those outputs. Values of
 /// the reduced shape are computed once per row, between the passes; they are stored at the end.
+/// Column sums (ColumnSums) add their operands up in the last pass.
 mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
                                    const ir::FusionGroup& grp, const std::string& name) {
   mlir::Location loc = b.getUnknownLoc();
@@ -206,11 +235,17 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
   // What computes each value: a node of the group or a leaf, or an input (its position).
   const std::vector<int32_t> stages = passes::rowStages(g, grp);
   const int32_t lastPass = passes::lastRowPass(g, grp, stages);
+  const std::optional<ColumnSums> columns = ColumnSums::of(g, grp);
+  if (!columns) return mlir::failure();
+  std::vector<bool> columnOutput(grp.outputs.size(), false);
+  for (const auto& [k, n] : columns->sums)
+    columnOutput[k] = true;
   std::map<ValueId, const ir::Node*> nodeOf;
   std::map<ValueId, int32_t> stageOf;
   std::map<ValueId, size_t> inputOf;
   for (size_t j = 0; j < grp.nodes.size(); ++j) {
     const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[j])];
+    if (passes::isColumnReduction(g, n)) continue; // added up in the last pass
     if (g.type(n.result).shape != shape && g.type(n.result).shape != reduced)
       return mlir::failure();
     nodeOf[n.result] = &n;
@@ -264,7 +299,7 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
       for (size_t j = 0; j < grp.nodes.size(); ++j) {
         const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[j])];
         if (stages[j] <= s && !isFull(n.result) && !passes::isRowReduction(g, n) &&
-            !eval(rb, row, {}, n.result))
+            !passes::isColumnReduction(g, n) && !eval(rb, row, {}, n.result))
           ok = false;
       }
     };
@@ -281,7 +316,8 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
         if (isFull(grp.outputs[k]) && it != stageOf.end() && it->second == pass)
           stored.push_back(k);
       }
-      if (reductions.empty() && stored.empty()) continue;
+      const bool addColumns = pass == lastPass && !columns->sums.empty();
+      if (reductions.empty() && stored.empty() && !addColumns) continue;
       // Each reduction's accumulator: its type, its start, and how an element joins it. An
       // extremum also carries whether it saw a NaN (slot flagOf[r] after the accumulators): its
       // max/min assumes none (nnan, nsz), so LLVM vectorizes it, and a NaN seen makes the result
@@ -355,6 +391,9 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
                   storeOutput(lb, loc, entry, grp, stored[i], results[i], at,
                               g.type(grp.outputs[stored[i]]).dtype);
               }
+              if (addColumns)
+                ok = ok && columns->add(lb, loc, grp, entry, outer[0], j,
+                                        [&](ValueId v) { return eval(lb, scope, j, v); });
               mlir::scf::YieldOp::create(lb, loc, next);
             });
         return std::vector<mlir::Value>(loop.getResults().begin(), loop.getResults().end());
@@ -413,7 +452,7 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
     ivs.push_back(zero);
     mlir::Value at = linearIndex(rb, loc, ivs, contiguousStrides(reduced));
     for (size_t k = 0; ok && k < numOut; ++k) {
-      if (isFull(grp.outputs[k])) continue;
+      if (isFull(grp.outputs[k]) || columnOutput[k]) continue;
       mlir::Value r = eval(rb, row, {}, grp.outputs[k]);
       if (!r) {
         ok = false;
@@ -422,7 +461,14 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
       storeOutput(rb, loc, entry, grp, k, r, at, g.type(grp.outputs[k]).dtype);
     }
   };
-  loopNest(b, loc, shape, rank - 1, lo, hi, rowBody);
+  if (columns->sums.empty()) {
+    loopNest(b, loc, shape, rank - 1, lo, hi, rowBody);
+  } else { // per index of dim 0, its sums' rows zeroed before its rows
+    loopNest(b, loc, shape, 1, lo, hi, [&](mlir::OpBuilder& ob, std::vector<mlir::Value>& outer) {
+      columns->zeroRow(ob, loc, g, grp, entry, outer[0]);
+      loopNest(ob, loc, shape, rank - 1, lo, hi, rowBody, outer);
+    });
+  }
   mlir::func::ReturnOp::create(b, loc);
   return mlir::success(ok);
 }

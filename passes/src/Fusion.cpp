@@ -498,14 +498,12 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
     // The shape the node is computed at: its result's, or a reduction's operand's.
     const Shape& shape =
         reduction || column ? g.type(node.operands[0]).shape : g.type(node.result).shape;
-    // A group computing at `shape`, or a row kernel whose reduced values have that shape. Row
-    // and column reductions never share a kernel.
+    // A group computing at `shape`, or a row kernel whose reduced values have that shape (a
+    // column sum only of values of the group's shape).
     auto fits = [&](int32_t k) {
       const ir::FusionGroup& grp = groups[static_cast<size_t>(k)];
-      if ((reduction && cols[static_cast<size_t>(k)]) || (column && rows[static_cast<size_t>(k)]))
-        return false;
-      return grp.shape == shape || (!reduction && !column && rows[static_cast<size_t>(k)] &&
-                                    reducedShape(grp.shape) == shape);
+      return grp.shape == shape ||
+             (!column && rows[static_cast<size_t>(k)] && reducedShape(grp.shape) == shape);
     };
     // The groups that compute its operands: the node joins them, and they merge into one group
     // running where the earliest starts, if everything any of them reads from outside is
@@ -520,16 +518,18 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
     auto canJoin = [&](const std::vector<int32_t>& ks) {
       int32_t start = INT32_MAX;
       const Shape* full = nullptr; // row kernels merge only if they reduce rows of one shape
-      bool anyRows = false, anyCols = false;
       for (int32_t k : ks) {
-        anyRows = anyRows || rows[static_cast<size_t>(k)];
-        anyCols = anyCols || cols[static_cast<size_t>(k)];
         start = std::min(start, groups[static_cast<size_t>(k)].nodes.front());
         if (!rows[static_cast<size_t>(k)]) continue;
         if (full != nullptr && *full != groups[static_cast<size_t>(k)].shape) return false;
         full = &groups[static_cast<size_t>(k)].shape;
       }
-      if (anyRows && anyCols) return false;
+      // A group with column sums joins a row kernel only if it computes the row kernel's full
+      // shape (the sums add up values of it).
+      for (int32_t k : ks)
+        if (full != nullptr && cols[static_cast<size_t>(k)] &&
+            groups[static_cast<size_t>(k)].shape != *full)
+          return false;
       for (int32_t k : ks)
         if (readyAfter[static_cast<size_t>(k)] >= start) return false;
       if (heavy[static_cast<size_t>(start)] != heavy[i]) return false;

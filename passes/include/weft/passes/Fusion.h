@@ -96,8 +96,9 @@ const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp);
 /// one node are left out, unless the node reads a constant of more than one element (the kernel
 /// computes it instead of reading a filled buffer).
 ///
-/// A column reduction (isColumnReduction) joins the group computing its operand (not a row
-/// kernel) where it can run there; nothing of the group reads its result.
+/// A column reduction (isColumnReduction) joins the group computing its operand where it can run
+/// there (a row kernel adds it up in its last pass over each row); nothing of the group reads its
+/// result.
 ///
 /// With `chooseMatmul`, a GEMM (isGemm) whose result a group of its shape (not a row or column
 /// kernel) reads becomes that group's first node where `chooseMatmul` says so: a generated GEMM
