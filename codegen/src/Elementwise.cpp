@@ -383,6 +383,10 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
                 results.push_back(eval(lb, scope, j, grp.outputs[k]));
                 if (!results.back()) ok = false;
               }
+              // Before the stores: an output may go over an input the sums' operands read.
+              if (addColumns)
+                ok = ok && columns->add(lb, loc, grp, entry, outer[0], j,
+                                        [&](ValueId v) { return eval(lb, scope, j, v); });
               if (ok) {
                 std::vector<mlir::Value> ivs = outer;
                 ivs.push_back(j);
@@ -391,9 +395,6 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
                   storeOutput(lb, loc, entry, grp, stored[i], results[i], at,
                               g.type(grp.outputs[stored[i]]).dtype);
               }
-              if (addColumns)
-                ok = ok && columns->add(lb, loc, grp, entry, outer[0], j,
-                                        [&](ValueId v) { return eval(lb, scope, j, v); });
               mlir::scf::YieldOp::create(lb, loc, next);
             });
         return std::vector<mlir::Value>(loop.getResults().begin(), loop.getResults().end());

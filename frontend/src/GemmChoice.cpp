@@ -154,12 +154,16 @@ passes::MatmulChooser matmulChooser(const codegen::CpuTarget& target) {
              std::to_string(s.k) + " " + std::to_string(s.n) + (s.transposed ? " transposed" : "") +
              "\n";
     };
-    auto small = [](const GemmShape& s) { return s.m * s.k * s.n < kMinMeasuredWork; };
+    // Small by all of its rows (the shape caps them).
+    auto small = [&](const ir::Node& mm) {
+      const Shape& out = g.type(mm.result).shape;
+      return numel(out) * g.type(mm.operands[0]).shape.back() < kMinMeasuredWork;
+    };
     // The shapes neither this process nor the cache knows, measured together.
     std::vector<GemmShape> measure;
     for (const ir::Node* n : matmuls) {
       const GemmShape s = gemmShape(g, *n);
-      if (small(s) || known.count(memoOf(s)) > 0 ||
+      if (small(*n) || known.count(memoOf(s)) > 0 ||
           std::find(measure.begin(), measure.end(), s) != measure.end())
         continue;
       if (auto cached = codegen::readCachedChoice(keyOf(s)); cached && cached->size() == 1)
@@ -181,7 +185,7 @@ passes::MatmulChooser matmulChooser(const codegen::CpuTarget& target) {
     for (const ir::Node* n : matmuls) {
       const GemmShape s = gemmShape(g, *n);
       auto it = known.find(memoOf(s));
-      chosen.push_back(!small(s) && it != known.end() && it->second);
+      chosen.push_back(!small(*n) && it != known.end() && it->second);
     }
     return chosen;
   };

@@ -35,8 +35,9 @@ std::vector<ValueId> memoryRoots(const ir::Graph& g) {
 
 /// Per output of `grp`: whether it may be written over an input. In a row kernel only a full-shape
 /// output of its last pass may: an earlier pass would write it before a later one reads the input
-/// again; in a column kernel only a full-shape output (reduced outputs are left alone: they are
-/// small).
+/// again (the last pass reads everything it needs at an element, its column sums' operands too,
+/// before it stores there); in a column kernel only a full-shape output (reduced outputs are left
+/// alone: they are small).
 std::vector<bool> mayWriteOver(const ir::Graph& g, const ir::FusionGroup& grp) {
   std::vector<bool> may(grp.outputs.size(), true);
   if (isColumnKernel(g, grp)) // a column sum is stored after its column's rows are read

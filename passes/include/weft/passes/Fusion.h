@@ -46,14 +46,15 @@ bool isColumnReduction(const ir::Graph& g, const ir::Node& n);
 bool isColumnKernel(const ir::Graph& g, const ir::FusionGroup& grp);
 
 /// Whether a group computes row reductions (a row kernel: its shape is that of the rows it
-/// reduces; its other nodes have that shape or the reduced one, the last dim 1).
+/// reduces; its other nodes have that shape or the reduced one, the last dim 1, but its column
+/// sums, [B, 1, C], which it adds up in its last pass).
 bool isRowKernel(const ir::Graph& g, const ir::FusionGroup& grp);
 
 /// Per node of `grp` (in the order of grp.nodes), its stage: 0 for a node reading only inputs and
 /// stage-0 values, one more than its operand's for a row reduction, else its operands' latest. A
 /// row kernel passes over each row once per stage: pass s computes the full-shape values of stage
-/// s that are stored or reduced there; the reductions of stage s + 1 are known after it. All 0 in a
-/// group without reductions.
+/// s that are stored or reduced there; the reductions of stage s + 1 are known after it; the last
+/// pass also adds up the column sums. All 0 in a group without reductions.
 std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp);
 
 /// The last pass a row kernel makes over its rows (`stages` from rowStages): the latest stage of
