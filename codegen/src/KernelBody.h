@@ -240,19 +240,6 @@ private:
         (opInfo(n.op).kind == OpKind::Unary || opInfo(n.op).kind == OpKind::Binary) &&
         n.op != OpCode::Sign && n.op != OpCode::Relu)
       return integerNode(n.op, in, rt);
-    if (n.op == OpCode::Exp && isFloating(rt) && in.size() == 1) {
-      // exp(-inf) is 0, but libmvec computes it on its slow scalar path, and for the whole
-      // vector: a softmax's masked -inf lanes made a causal attention's row kernel 6x slower. They
-      // go in as 0 and come out as 0.
-      mlir::Value v = x();
-      mlir::Value ninf = constantFloat(rt, -std::numeric_limits<double>::infinity());
-      mlir::Value masked =
-          mlir::arith::CmpFOp::create(b, l, mlir::arith::CmpFPredicate::OEQ, v, ninf);
-      mlir::Value zero = constantFloat(rt, 0.0);
-      mlir::Value e =
-          mlir::math::ExpOp::create(b, l, mlir::arith::SelectOp::create(b, l, masked, zero, v));
-      return mlir::arith::SelectOp::create(b, l, masked, zero, e);
-    }
     // An op its table row lowers to one MLIR operation: the operands converted to the result's
     // element type (the domain's promotion), one result. The ops below are built by hand.
     if (std::string_view lowering = opInfo(n.op).lowering; !lowering.empty()) {
@@ -275,6 +262,19 @@ private:
     case OpCode::Relu: { // as the eager kernel: NaN stays, -0 becomes 0
       mlir::Value zero = constantFloat(rt, 0.0);
       return mlir::arith::SelectOp::create(b, l, compare(OpCode::Le, in[0], zero, rt), zero, in[0]);
+    }
+    case OpCode::Exp: {
+      // exp(-inf) is 0, but libmvec computes it on its slow scalar path, and for the whole
+      // vector: a softmax's masked -inf lanes made a causal attention's row kernel 6x slower. They
+      // go in as 0 and come out as 0.
+      mlir::Value v = x();
+      mlir::Value ninf = constantFloat(rt, -std::numeric_limits<double>::infinity());
+      mlir::Value masked =
+          mlir::arith::CmpFOp::create(b, l, mlir::arith::CmpFPredicate::OEQ, v, ninf);
+      mlir::Value zero = constantFloat(rt, 0.0);
+      mlir::Value e =
+          mlir::math::ExpOp::create(b, l, mlir::arith::SelectOp::create(b, l, masked, zero, v));
+      return mlir::arith::SelectOp::create(b, l, masked, zero, e);
     }
     case OpCode::Rsqrt:
       return mlir::arith::DivFOp::create(b, l, one(), mlir::math::SqrtOp::create(b, l, x()));
