@@ -359,11 +359,16 @@ bool isColumnReduction(const ir::Graph& g, const ir::Node& n) {
   const auto rank = static_cast<int64_t>(in.size());
   const bool* keepdim = n.attrs.tryGet<bool>("keepdim");
   if (rank < 3 || !isSumOver(g, n, 1, rank - 1) || keepdim == nullptr || !*keepdim) return false;
-  Shape kept(static_cast<size_t>(rank), 1);
-  kept.front() = in.front();
-  kept.back() = in.back();
+  const Shape kept = columnSumShape(in);
   const int64_t rows = numel(kept) == 0 ? 0 : numel(in) / numel(kept);
   return g.type(n.result).shape == kept && rows >= 2 && rows <= kMaxColumnRows;
+}
+
+Shape columnSumShape(const Shape& in) {
+  Shape kept(in.size(), 1);
+  kept.front() = in.front();
+  kept.back() = in.back();
+  return kept;
 }
 
 bool isColumnKernel(const ir::Graph& g, const ir::FusionGroup& grp) {

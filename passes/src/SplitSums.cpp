@@ -47,16 +47,13 @@ public:
       const ir::TensorType in = g.type(n.operands[0]);
       auto [it, added] = partialOf.try_emplace(n.operands[0], ir::ValueId{});
       if (added) {
-        const size_t rank = in.shape.size();
-        Shape middle, kept(rank, 1);
-        for (size_t d = 1; d + 1 < rank; ++d)
+        Shape middle;
+        for (size_t d = 1; d + 1 < in.shape.size(); ++d)
           middle.push_back(static_cast<int64_t>(d));
-        kept.front() = in.shape.front();
-        kept.back() = in.shape.back();
         partialsAt[i].push_back(static_cast<int32_t>(g.nodes().size()));
-        it->second =
-            g.addNode(OpCode::Sum, {n.operands[0]},
-                      Attrs().set("dims", middle).set("keepdim", true), {in.dtype, kept}, n.loc);
+        it->second = g.addNode(OpCode::Sum, {n.operands[0]},
+                               Attrs().set("dims", middle).set("keepdim", true),
+                               {in.dtype, columnSumShape(in.shape)}, n.loc);
       }
       size_t reader = before;
       for (size_t j = i + 1; j < before && reader == before; ++j)

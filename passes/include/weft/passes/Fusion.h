@@ -40,6 +40,9 @@ inline constexpr int64_t kMaxColumnRows = 1024;
 /// summed ([B, T, C] -> [B, 1, C]; the split-sums pass makes a bias's or a norm weight's gradient,
 /// a sum over all dims but the last, one of these and a small sum over dim 0).
 bool isColumnReduction(const ir::Graph& g, const ir::Node& n);
+/// What a column reduction of a value of shape `in` (rank 2 or more) keeps: [in[0], 1, ..., 1,
+/// in[-1]].
+Shape columnSumShape(const Shape& in);
 
 /// Whether a group computes column reductions (a column kernel: each index of dim 0, which the
 /// threads split, sums its rows into its row of each sum as it computes them).
