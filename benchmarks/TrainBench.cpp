@@ -29,8 +29,6 @@ extern "C" char* openblas_get_config();
 namespace bench {
 namespace {
 
-namespace nn = weft::nn;
-namespace F = weft::nn::functional;
 using weft::Tensor;
 
 int64_t peakBytes() {
@@ -40,14 +38,7 @@ int64_t peakBytes() {
 template <typename Model, typename Optimizer>
 Result train(Model& model, Optimizer& opt, const Tensor& x, const Tensor& y, bool compiled,
              int warmup, int steps) {
-  auto body = [&](const Tensor& a, const Tensor& b) {
-    Tensor out = model->forward(a);
-    Tensor loss = F::cross_entropy(out.flatten(0, out.dim() - 2), b.flatten());
-    loss.backward();
-    opt.step();
-    opt.zero_grad();
-    return loss;
-  };
+  auto body = weft::bench::trainStep(model, opt);
   if (!compiled)
     return timeSteps([&] { return body(x, y).template item<double>(); }, warmup, steps,
                      weft::resetPeakMemory, peakBytes);

@@ -7,6 +7,7 @@
 #include <weft/weft.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -103,5 +104,19 @@ public:
   Tensor causal;
 };
 WEFT_MODULE(Gpt);
+
+/// One train step of `model` with `opt` on (x, y): cross-entropy over every position (the
+/// output's last dim holds the classes), backward, step, zero_grad; returns the loss.
+template <typename Model>
+std::function<Tensor(const Tensor&, const Tensor&)> trainStep(Model& model, optim::Optimizer& opt) {
+  return [&model, &opt](const Tensor& x, const Tensor& y) {
+    Tensor out = model->forward(x);
+    Tensor loss = nn::functional::cross_entropy(out.flatten(0, out.dim() - 2), y.flatten());
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    return loss;
+  };
+}
 
 } // namespace weft::bench

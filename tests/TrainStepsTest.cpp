@@ -13,26 +13,11 @@
 #include <string>
 
 using namespace weft;
-namespace F = weft::nn::functional;
 
 namespace {
 
-using bench::Cnn, bench::Gpt, bench::Mlp;
+using bench::Cnn, bench::Gpt, bench::Mlp, bench::trainStep;
 constexpr int64_t kContext = 16, kVocab = 32;
-
-/// One train step of `model` with `opt` on (x, y): cross-entropy over every position, backward,
-/// step, zero_grad.
-template <typename Model>
-std::function<Tensor(const Tensor&, const Tensor&)> trainStep(Model& model, optim::Optimizer& opt) {
-  return [&model, &opt](const Tensor& x, const Tensor& y) {
-    Tensor out = model->forward(x);
-    Tensor loss = F::cross_entropy(out.flatten(0, out.dim() - 2), y.flatten());
-    loss.backward();
-    opt.step();
-    opt.zero_grad();
-    return loss;
-  };
-}
 
 /// Trains `eagerModel` eagerly and `compiledModel` (the same weights) with a compiled step for
 /// 50 batches from `batch`; every loss agrees within `lossTol` relative, the last parameters
