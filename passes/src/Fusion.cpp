@@ -763,7 +763,6 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
         if (b != mm.operands[0]) alone.inputs.push_back(b);
         alone.outputs = {mm.result};
         alone.shape = g.type(mm.result).shape;
-        alone.inPlace = {-1};
         groupOf[i] = static_cast<int32_t>(groups.size());
         groups.push_back(ir::FusionGroup{{at}, {}, {}, {}, alone.shape, {}, {}});
         keptAs.push_back(static_cast<int32_t>(result.size()));
