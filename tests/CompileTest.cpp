@@ -542,6 +542,64 @@ TEST(Compile, WritesThroughViewsReachTheirBaseAsEagerly) {
   }
 }
 
+TEST(Compile, InPlaceWritesToArgumentsReachTheCallersTensors) {
+  // Written whole and through a view; the caller's tensors change on every call as eagerly.
+  auto body = [](Tensor x, Tensor y) {
+    x.mul_(2.0);
+    y.narrow(1, 1, 2).fill_(-1.0);
+    return (x + y).sum({1});
+  };
+  auto f = compile(body);
+  Tensor xe = arange(6, kFloat32).reshape({2, 3}), ye = ones({2, 3}).t().contiguous().t();
+  Tensor xc = xe.clone(), yc = ye.clone().t().contiguous().t(); // y strided (column-major)
+  for (int call = 0; call < 3; ++call) {
+    Tensor want = body(xe, ye), got = f(xc, yc);
+    EXPECT_EQ(vals(got), vals(want)) << "call " << call;
+    EXPECT_EQ(vals(xc), vals(xe)) << "call " << call;
+    EXPECT_EQ(vals(yc), vals(ye)) << "call " << call;
+  }
+  EXPECT_EQ(f.compiled().num_compiled(), 1u);
+
+  // An update step that takes its parameter as an argument, under NoGradGuard as optimizers run.
+  auto sgd = compile([](Tensor p, const Tensor& g) {
+    p.sub_(g * 0.5);
+    return p.sum();
+  });
+  Tensor p = ones({3}, TensorOptions().requires_grad()), g = tensor({2.0, 4.0, 6.0}).to(kFloat32);
+  {
+    NoGradGuard guard;
+    sgd(p, g);
+  }
+  EXPECT_EQ(vals(p), (std::vector<double>{0, -1, -2}));
+  EXPECT_FALSE(p.grad().defined());
+
+  // The backward of an output reads the argument as the function read it, before the write.
+  Tensor w = tensor({1.0, 2.0, 3.0}).to(kFloat32).requires_grad_();
+  auto scaled = compile([&](Tensor x) {
+    Tensor out = x * w;
+    x.mul_(10.0);
+    return out;
+  });
+  Tensor x = tensor({4.0, 5.0, 6.0}).to(kFloat32);
+  scaled(x).sum().backward();
+  EXPECT_EQ(vals(w.grad()), (std::vector<double>{4, 5, 6}));
+  EXPECT_EQ(vals(x), (std::vector<double>{40, 50, 60}));
+
+  // With a dynamic batch, the caller's rows take the new values (the padded rows are cut off).
+  auto dyn = compile(
+      [](Tensor b) {
+        b.add_(1.0);
+        return b.sum({0});
+      },
+      CompileOptions().dynamic_dim(0));
+  Tensor b5 = arange(10, kFloat32).reshape({5, 2}), b7 = ones({7, 2});
+  EXPECT_EQ(vals(dyn(b5)), (std::vector<double>{25, 30}));
+  EXPECT_EQ(vals(b5), vals(arange(10, kFloat32) + 1.0));
+  EXPECT_EQ(vals(dyn(b7)), (std::vector<double>{14, 14}));
+  EXPECT_EQ(vals(b7), (std::vector<double>(14, 2.0)));
+  EXPECT_EQ(dyn.compiled().num_compiled(), 1u); // 5 and 7 rows: one bucket of 8
+}
+
 TEST(Compile, RandomOpsDrawFreshNumbersEachCallLikeEager) {
   auto dropout = [](const Tensor& x, Generator gen) {
     return x * bernoulli(full_like(x, 0.5), gen) * 2.0;

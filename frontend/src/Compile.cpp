@@ -332,6 +332,27 @@ void planGuards(const TraceContext& tc, CompiledSignature& exe) {
   exe.guardPlan = ir::lowerToPlan(guards);
 }
 
+/// Each argument the function wrote in place takes its new value outside autograd (the call copies
+/// it back), so with grad mode on no such value may depend on a tensor that requires grad: eager
+/// autograd would record the write into the caller's tensor.
+void checkArgumentWrites(TraceContext& tc, const std::vector<Tensor>& args) {
+  std::vector<ir::ValueId> wrt;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].requires_grad()) wrt.push_back(tc.graph.arguments()[i]);
+  for (size_t k = 0; k < tc.state.size(); ++k)
+    if (tc.state[k].requires_grad()) wrt.push_back(tc.graph.state()[k]);
+  if (wrt.empty()) return;
+  std::vector<bool> depends = passes::differentiablyDependsOn(tc.graph, wrt, tc.customRules());
+  for (const ArgumentWrite& w : tc.argumentWrites)
+    WEFT_CHECK(!depends[static_cast<size_t>(tc.graph.outputs()[static_cast<size_t>(w.output)])],
+               Value,
+               "compile: the function writes a value that requires grad in place into "
+               "argument ",
+               w.index,
+               ", which autograd would have to record in the caller's "
+               "tensor. Return the value instead, or write it under NoGradGuard");
+}
+
 /// A constant the function made is made anew by every eager call: its writes do not carry over.
 void dropWritesToOwnConstants(TraceContext& tc) {
   const std::vector<ir::ValueId>& states = tc.graph.state();
@@ -376,6 +397,7 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
                        problems.empty() ? "" : problems[0].message);
   if (!tc.guards.empty()) planGuards(tc, *exe);
   exe->gradMode = is_grad_enabled();
+  if (exe->gradMode && !tc.argumentWrites.empty()) checkArgumentWrites(tc, args);
   std::optional<OutputGradients> og;
   if (exe->gradMode && !tc.usedAutodiff) og = appendOutputGradients(tc, args, exe->numOutputs);
   if (dyn) maskPadding(tc, fn, args, *dyn, *exe, og, loc);
@@ -403,6 +425,7 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
                  "(%zu kernels)\n",
                  traced, passesMs, codegenMs, exe->numKernels);
   bindToCalls(tc, *exe);
+  exe->argumentWrites = tc.argumentWrites;
   exe->keptTensors = tc.keptTensors;
   exe->flags = tc.flags;
   exe->graph = std::make_shared<ir::Graph>(std::move(tc.graph));
@@ -437,6 +460,31 @@ struct Lookup {
   std::vector<size_t> stale; ///< entries whose captured tensors moved on (for the limit's hint)
   bool empty() const { return !exe; }
 };
+
+} // namespace
+
+namespace {
+
+/// Checks that argument `i`, which the function writes in place, shares no memory with another
+/// argument or a captured tensor: the compiled code reads each as a tensor of its own, so it
+/// would not see the write through the other, as eager code does.
+void checkWrittenArgument(const std::vector<Tensor>& args, const std::vector<Tensor>& state,
+                          size_t i, std::source_location loc) {
+  const Storage* written = args[i].impl()->storage.get();
+  auto shares = [&](const Tensor& t) { return t.impl()->storage.get() == written; };
+  for (size_t j = 0; j < args.size(); ++j) {
+    CallSite cs(loc);
+    WEFT_CHECK(j == i || !shares(args[j]), Value, "compile: argument ", i,
+               " is written in place by the function and shares memory with argument ", j,
+               "; compiled code reads each argument as its own tensor. Pass a clone() of one");
+  }
+  for (const Tensor& s : state) {
+    CallSite cs(loc);
+    WEFT_CHECK(!shares(s), Value, "compile: argument ", i,
+               " is written in place by the function and shares memory with a tensor the "
+               "function captures; compiled code reads them apart. Pass a clone()");
+  }
+}
 
 } // namespace
 
@@ -617,6 +665,11 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   if (!found.exe) return fn(args); // past the limit, with RecompileLimitAction::Eager
   const CompiledSignature& exe = *found.exe;
   std::vector<Tensor> in = dyn ? dyn->pad(args) : args;
+  for (const ArgumentWrite& w : exe.argumentWrites) {
+    checkWrittenArgument(args, found.state, w.index, loc);
+    // The backward reads the argument as the function did, not as written back.
+    if (exe.backward) in[w.index] = in[w.index].clone();
+  }
   std::vector<Tensor> all = exe.run(in, found.state);
   auto rowsOf = [&](size_t i) { // an output, its padded rows cut off
     const passes::MaybeAxis& a = dyn ? exe.outputAxes[i] : passes::MaybeAxis();
@@ -625,6 +678,10 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   std::vector<Tensor> out;
   for (size_t i = 0; i < exe.numOutputs; ++i)
     out.push_back(rowsOf(i));
+  for (const ArgumentWrite& w : exe.argumentWrites) {
+    NoGradGuard guard; // the function wrote it outside autograd's record (TraceContext::assign)
+    Tensor(args[w.index]).copy_(rowsOf(static_cast<size_t>(w.output)));
+  }
   // Backward inside reaches the caller's tensors: the eager engine takes it on from them (a leaf's
   // accumulator adds to .grad and runs its hooks; a non-leaf passes it into its own history).
   std::vector<Tensor> reached, grads;

@@ -69,6 +69,8 @@ struct CompiledSignature {
   };
   std::vector<StateRef> stateRefs;
   std::vector<GradEffect> gradEffects;
+  /// Arguments the function writes in place: each call copies their new values into the caller's.
+  std::vector<ArgumentWrite> argumentWrites;
   size_t numOutputs = 0;
   /// What the function does to random generators, in program order; each draw's key is a state
   /// input each call fills (see run()).

@@ -242,12 +242,6 @@ Tensor TraceContext::record(OpCode op, std::span<const Tensor> inputs, const Att
 
 void TraceContext::assign(Tensor& self, const Tensor& result, const char* op) {
   TensorImpl* impl = self.impl().get();
-  const TensorImpl* target = impl->viewBase ? impl->viewBase.get() : impl;
-  WEFT_CHECK(std::none_of(arguments.begin(), arguments.end(),
-                          [&](const Tensor& a) { return a.impl().get() == target; }),
-             Value, op,
-             ": writing in place to an argument of a compiled function is not supported: the "
-             "caller's tensor would not change. Write to a clone() of it, or return the result");
   Tensor r = result.dtype() == self.dtype() ? result : cast(result, self.dtype());
   if (impl->viewBase) { // functionalized: the base takes the new elements
     writeView(self.impl(), r, op);
@@ -410,6 +404,11 @@ std::vector<GradEffect> TraceContext::finish(bool failed) {
       graph.addOutput(valueOf(g));
       effects.push_back(
           {GradEffect::Of::Argument, i, static_cast<int32_t>(graph.outputs().size() - 1)});
+    }
+  for (size_t i = 0; i < arguments.size(); ++i) // arguments written in place: their new values
+    if (ir::ValueId now = valueOf(arguments[i]); now != graph.arguments()[i]) {
+      graph.addOutput(now);
+      argumentWrites.push_back({i, static_cast<int32_t>(graph.outputs().size() - 1)});
     }
   keepEscapedTensors(failed);
   // Every real tensor written in place gets its new value back after each call.

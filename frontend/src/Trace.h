@@ -23,6 +23,13 @@ struct GradEffect {
   int32_t output = -1; ///< graph output holding the gradient; -1: a state's gradient was cleared
 };
 
+/// An argument the function wrote in place (or through a view of it): graph output `output` holds
+/// its final value, which every call copies into the caller's tensor, as the eager write did.
+struct ArgumentWrite {
+  size_t index = 0;
+  int32_t output = -1;
+};
+
 /// What the traced code did to a random generator, in program order, redone on every call.
 struct GeneratorEvent {
   /// Draw: a random node took the next offset. Seed: made or manual_seed (offset 0). Offset:
@@ -83,9 +90,10 @@ struct TraceContext {
   };
   std::vector<CustomRegion> customRegions;
 
-  /// The stand-ins of the function's arguments (in-place writes to them are errors: the caller's
-  /// tensors would not change).
+  /// The stand-ins of the function's arguments.
   std::vector<Tensor> arguments;
+  /// The arguments written in place, with the outputs holding their new values (set by finish()).
+  std::vector<ArgumentWrite> argumentWrites;
   /// Each real gradient the function read from a real leaf (leaf.grad()) -> (the gradient, kept so
   /// its address is not reused, and the leaf): captured as state, it is read through the leaf on
   /// every call.
@@ -126,7 +134,8 @@ struct TraceContext {
   /// The function kept tensors it made (an optimizer's state made on its first step): they became
   /// state the executable writes, and the next call traces again to read them.
   bool keptTensors = false;
-  /// Undoes what tracing did to real tensors' .grad and returns what each call must redo. After a
+  /// Undoes what tracing did to real tensors' .grad and returns what each call must redo (and makes
+  /// each argument's new value an output: argumentWrites). After a
   /// trace that `failed`, kept traced tensors are left without a value instead of becoming state.
   std::vector<GradEffect> finish(bool failed = false);
 };
