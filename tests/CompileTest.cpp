@@ -31,11 +31,13 @@ TEST(Trace, GraphVerifiesAndRoundTripsThroughText) {
 }
 
 TEST(Trace, ReadingAValueInsideATraceIsAClearError) {
-  int itemLine = 0;
-  auto step = compile([&](const Tensor& x) {
+  int itemLine = 0, calls = 0;
+  auto body = [&](const Tensor& x) {
+    ++calls;
     itemLine = __LINE__ + 1;
     return x * x.sum().item<float>();
-  });
+  };
+  auto step = compile(body, CompileOptions().fullgraph());
   try {
     step(ones({2}));
     FAIL();
@@ -47,6 +49,19 @@ TEST(Trace, ReadingAValueInsideATraceIsAClearError) {
         << what;
     EXPECT_NE(what.find("CompileTest.cpp:" + std::to_string(itemLine)), std::string::npos) << what;
   }
+  // Without fullgraph, a function that reads values (here a shape depending on data too) runs
+  // eagerly for that signature: traced once, then called eagerly, nothing compiled.
+  auto lenient = compile([&](const Tensor& x) {
+    ++calls;
+    return x.index({x > 1.0}) * x.sum().item<float>();
+  });
+  calls = 0;
+  Tensor x = tensor({0.5, 2.0, 3.0}).to(kFloat32);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(vals(lenient(x)), (std::vector<double>{11, 16.5}));
+  EXPECT_EQ(calls, 4); // one trace, three eager calls
+  EXPECT_EQ(lenient.compiled().num_compiled(), 0u);
+  EXPECT_EQ(lenient.compiled().graph_text(), "");
 }
 
 class CompiledOp : public ::testing::TestWithParam<int> {};
@@ -664,9 +679,15 @@ TEST(Compile, ValuesReadAfterStateWritesAreTheWrittenOnes) {
                         CompileOptions().specialize_on_values());
   EXPECT_EQ(masked(tensor({1.0, -2.0, 3.0})).item<float>(), 4.0f);
   EXPECT_EQ(masked(tensor({-1.0, 2.0, -3.0})).item<float>(), 2.0f);
-  // Without specialization, reading even a real tensor inside the function is an error.
-  auto g = compile([&](const Tensor& x) { return x * calls.item<float>(); });
+  // Without specialization, reading even a real tensor inside the function is an error with
+  // fullgraph, and runs the function eagerly without.
+  auto g = compile([&](const Tensor& x) { return x * calls.item<float>(); },
+                   CompileOptions().fullgraph());
   EXPECT_THROW(g(tensor({1.0})), ValueError);
+  auto e = compile([&](const Tensor& x) { return x * calls.item<float>(); });
+  EXPECT_EQ(vals(e(tensor({1.0}))), (std::vector<double>{3}));
+  calls.add_(1);
+  EXPECT_EQ(vals(e(tensor({1.0}))), (std::vector<double>{4}));
 }
 
 TEST(Compile, RecompileLimitErrorsOrFallsBackToEager) {

@@ -381,22 +381,29 @@ void bindToCalls(const TraceContext& tc, CompiledSignature& exe) {
 }
 
 std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::vector<Tensor>& args,
-                                         bool specialize, const std::optional<DynamicCall>& dyn,
+                                         const CompileOptions& options,
+                                         const std::optional<DynamicCall>& dyn,
                                          const codegen::CpuTarget& target,
                                          std::source_location loc) {
   auto start = std::chrono::steady_clock::now();
   TraceContext tc;
-  tc.specialize = specialize;
+  tc.specialize = options.specialize_on_values_;
   tc.realArgs = args;
   tc.dynamicDim = dyn.has_value();
   auto exe = std::make_shared<CompiledSignature>();
-  exe->numOutputs = traceInto(tc, fn, dyn ? dyn->typesAt(args, dyn->bucket) : typesOf(args), args,
-                              exe->gradEffects, loc);
+  exe->gradMode = is_grad_enabled();
+  try {
+    exe->numOutputs = traceInto(tc, fn, dyn ? dyn->typesAt(args, dyn->bucket) : typesOf(args), args,
+                                exe->gradEffects, loc);
+  } catch (const Error& e) {
+    if (!tc.readValues || options.fullgraph_) throw;
+    exe->eagerWhy = e.what(); // a data-dependent function: it runs eagerly
+    return exe;
+  }
   std::vector<ir::Diagnostic> problems = ir::verify(tc.graph);
   WEFT_INTERNAL_ASSERT(problems.empty(), "the traced graph does not verify: ",
                        problems.empty() ? "" : problems[0].message);
   if (!tc.guards.empty()) planGuards(tc, *exe);
-  exe->gradMode = is_grad_enabled();
   if (exe->gradMode && !tc.argumentWrites.empty()) checkArgumentWrites(tc, args);
   std::optional<OutputGradients> og;
   if (exe->gradMode && !tc.usedAutodiff) og = appendOutputGradients(tc, args, exe->numOutputs);
@@ -496,6 +503,7 @@ struct CompiledFunction::State {
   std::shared_ptr<CompiledSignature> latest;
   size_t builds = 0; ///< compilations so far (and in flight), stale ones included: the limit
   bool warnedEager = false;
+  bool warnedReads = false; ///< warned that a function reading values runs eagerly
   /// Signatures being compiled now, outside the lock: a caller of the same signature waits for
   /// that build instead of starting another; callers of other signatures are not held up.
   std::vector<std::pair<Signature, std::shared_future<void>>> building;
@@ -640,7 +648,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     lock.unlock();
     site.reset();
     try {
-      found.exe = build(fn, args, st.options.specialize_on_values_, dyn, st.target, loc);
+      found.exe = build(fn, args, st.options, dyn, st.target, loc);
     } catch (...) {
       lock.lock();
       --st.builds;
@@ -648,11 +656,22 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
       throw;
     }
     lock.lock();
+    if (!found.exe->eagerWhy.empty()) {
+      --st.builds; // nothing compiled: later calls of this signature run eagerly without a trace
+      if (!st.warnedReads)
+        std::fprintf(stderr,
+                     "[weft] compile: the function reads tensor values (%s); running it eagerly "
+                     "for this input signature (CompileOptions().fullgraph() makes this an "
+                     "error)\n",
+                     found.exe->eagerWhy.c_str());
+      st.warnedReads = true;
+    }
     st.keep(sig, found);
     finish();
     break;
   }
-  if (!found.empty()) st.latest = found.exe;
+  const bool eager = found.exe && !found.exe->eagerWhy.empty(); // it reads values: see fullgraph
+  if (!found.empty() && !eager) st.latest = found.exe;
   if (found.exe && found.exe->keptTensors) { // runs once: see CompiledSignature::keptTensors
     std::erase_if(st.cache, [&](const auto& entry) { return entry.second == found.exe; });
     st.retraceWhy = "the function kept tensors it made while traced (such as optimizer state "
@@ -662,7 +681,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   }
   lock.unlock();
   site.reset();
-  if (!found.exe) return fn(args); // past the limit, with RecompileLimitAction::Eager
+  if (!found.exe || eager) return fn(args); // past the limit (on_recompile_limit), or reads values
   const CompiledSignature& exe = *found.exe;
   std::vector<Tensor> in = dyn ? dyn->pad(args) : args;
   for (const ArgumentWrite& w : exe.argumentWrites) {

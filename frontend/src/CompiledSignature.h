@@ -109,6 +109,9 @@ struct CompiledSignature {
     Executable program;
   };
   std::optional<Backward> backward;
+  /// Why calls of this signature run the function eagerly (it read tensor values while traced:
+  /// see CompileOptions::fullgraph), or "" for a compiled one. Such an entry has no graph.
+  std::string eagerWhy;
 
   /// `state` with each draw's key replaced by this call's (the generators advance as eager
   /// draws advance them).

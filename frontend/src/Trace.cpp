@@ -70,13 +70,14 @@ TraceScope::~TraceScope() {
 }
 
 void checkNotTraced(const Tensor& t, const char* what) {
-  if (t.defined() && t.impl()->trace != nullptr)
-    WEFT_FAIL(
-        Value, what,
-        ": cannot read the value of a tensor inside a traced or compiled function: the ops are "
-        "recorded, not run, so values are unknown there. Move this read (and any branch on it) out "
-        "of the "
-        "compiled function, or compile with CompileOptions().specialize_on_values()");
+  if (!t.defined() || t.impl()->trace == nullptr) return;
+  t.impl()->trace->readValues = true;
+  WEFT_FAIL(
+      Value, what,
+      ": cannot read the value of a tensor inside a traced or compiled function: the ops are "
+      "recorded, not run, so values are unknown there. Move this read (and any branch on it) out "
+      "of the "
+      "compiled function, or compile with CompileOptions().specialize_on_values()");
 }
 
 std::vector<Buffer> buffersOf(const std::vector<Tensor>& tensors) {
@@ -93,6 +94,7 @@ Tensor readValue(const Tensor& t, const char* what) {
   // tensor may have been written by the trace, and any value read becomes part of the program.
   if (!tc->specialize) {
     checkNotTraced(t, what);
+    tc->readValues = true;
     WEFT_FAIL(Value, what,
               ": reading a tensor's value inside a traced or compiled function bakes it into the "
               "compiled program. Move the read out of the function, or compile with "

@@ -80,6 +80,9 @@ struct TraceContext {
   bool dynamicDim = false;
   /// backward() or autograd::grad ran inside the trace.
   bool usedAutodiff = false;
+  /// The function read a tensor's value without value specialization (the error that stopped
+  /// the trace): compile() runs it eagerly instead, unless CompileOptions::fullgraph.
+  bool readValues = false;
   /// The real value of traced `t`, computed by running the graph recorded so far on the real
   /// arguments and state; recorded as a guard read by `what`.
   Tensor evaluate(const Tensor& t, const char* what);

@@ -27,6 +27,7 @@ struct CompileOptions {
   int recompile_limit_ = 8;
   RecompileLimitAction on_limit_ = RecompileLimitAction::Error;
   bool specialize_on_values_ = false;
+  bool fullgraph_ = false;
   Device device_;
   std::optional<int64_t> dynamic_dim_;
   std::vector<size_t> dynamic_arguments_;
@@ -37,6 +38,13 @@ struct CompileOptions {
   /// another version (counted against the recompile limit). Without it such reads are errors.
   CompileOptions& specialize_on_values(bool on = true) {
     specialize_on_values_ = on;
+    return *this;
+  }
+  /// A function that reads a tensor's value while traced without specialize_on_values (item(),
+  /// nonzero(), indexing with a boolean mask: a shape or branch that depends on data) runs
+  /// eagerly for that input signature, with a warning once; with fullgraph, that read is an error.
+  CompileOptions& fullgraph(bool on = true) {
+    fullgraph_ = on;
     return *this;
   }
   /// At most this many input signatures are compiled.
