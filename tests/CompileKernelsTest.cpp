@@ -433,6 +433,56 @@ TEST(Compile, MatmulEpiloguesRunAsGeneratedGemms) {
   EXPECT_EQ(generated, 2);
 }
 
+/// A permute, a slice or a flip feeding a kernel is read through inside it (a leaf: the kernel
+/// reads the view's operand at the view's strides), not copied first: in a plain kernel, a row
+/// kernel (a softmax of a transpose) and a generated GEMM's epilogue (a transposed residual). The
+/// plans hold no view step and no interpreter step but the interpreter's GEMM; results equal eager
+/// (the elementwise kernels exactly; the softmax within 2e-6, its row sum's order; the GEMM within
+/// float32 rounding of its other order, 1e-5).
+TEST(Compile, KernelsReadThroughViewsWithoutCopies) {
+  Generator g(5);
+  Tensor x = randn({6, 10}, kFloat32, g), y = randn({10, 6}, kFloat32, g);
+  auto onlyKernels = [](const CompiledFunction& cf) {
+    for (const PlanStep& st : cf.executable()->plan.steps)
+      if (st.kernel < 0 && st.op != OpCode::MatMul) return false;
+    return true;
+  };
+  auto plain = [](const Tensor& a, const Tensor& b) {
+    Tensor t = (a.t() * 2.0 + b).exp() - b.flip({1});
+    Tensor s = (a.slice(1, 1, std::nullopt, 3) + 1.0).abs().sqrt(); // columns 1, 4, 7
+    return std::vector<Tensor>{t, s * a.narrow(1, 2, 3)};
+  };
+  auto cp = compile(plain);
+  std::vector<Tensor> want = plain(x, y), got = cp(x, y);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(vals(got[i]), vals(want[i])) << "output " << i;
+  EXPECT_TRUE(onlyKernels(cp.compiled()));
+  EXPECT_EQ(cp.compiled().num_kernels(), 2u);
+  EXPECT_TRUE(arenaIsSound(cp.compiled(), false));
+
+  auto rows = [](const Tensor& a) { return (a.t() * 0.5).softmax(-1); };
+  auto cr = compile(rows);
+  EXPECT_TRUE(allClose(vals(cr(x)), vals(rows(x)), 2e-6, 0));
+  EXPECT_TRUE(onlyKernels(cr.compiled()));
+
+  ::setenv("WEFT_GEMM", "generated", 1);
+  Tensor a = randn({40, 24}, kFloat32, g), w = randn({24, 16}, kFloat32, g),
+         r = randn({16, 40}, kFloat32, g);
+  auto epilogue = [](const Tensor& p, const Tensor& q, const Tensor& res) {
+    return (p.matmul(q) + res.t()).tanh();
+  };
+  auto ce = compile(epilogue);
+  Tensor out = ce(a, w, r);
+  ::unsetenv("WEFT_GEMM");
+  EXPECT_TRUE(allClose(vals(out), vals(epilogue(a, w, r)), 1e-5, 1e-6));
+  int steps = 0;
+  for (const PlanStep& st : ce.compiled().executable()->plan.steps) {
+    EXPECT_GE(st.kernel, 0) << opName(st.op); // the GEMM leads the kernel, the transpose a leaf
+    ++steps;
+  }
+  EXPECT_EQ(steps, 1);
+}
+
 /// By default the choice is measured once per GEMM shape and remembered in the kernel cache's
 /// `choices`: two compilations of a linear layer with a tanh (in two compile() objects, 128 x 96
 /// by 96) leave one entry, and the result equals eager's within float32 rounding whichever way it

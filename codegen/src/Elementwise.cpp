@@ -76,6 +76,7 @@ bool elementValues(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
   BodyBuilder bb(nb, loc, g);
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
     ValueId v = grp.inputs[i];
+    if (!broadcastsTo(g.type(v).shape, grp.shape)) continue; // read only through a view leaf
     values[v] = loadElement(nb, loc, entry->getArgument(static_cast<unsigned>(i)),
                             linearIndex(nb, loc, ivs, broadcastStrides(g.type(v).shape, grp.shape)),
                             g.type(v).dtype);
@@ -85,6 +86,11 @@ bool elementValues(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
   for (int32_t i : order) {
     const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
     if (passes::isColumnReduction(g, n)) continue;
+    if (passes::isViewLeaf(g, n)) {
+      values[n.result] = loadViewLeaf(nb, loc, g, grp, entry, n, ivs, grp.shape);
+      if (!values[n.result]) return false;
+      continue;
+    }
     std::vector<mlir::Value> in;
     for (ValueId o : n.operands) {
       auto it = values.find(o);
@@ -271,6 +277,7 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
       if (auto it = scope.find(v); it != scope.end()) return it->second;
       mlir::Value r;
       if (auto in = inputOf.find(v); in != inputOf.end()) {
+        if (!broadcastsTo(g.type(v).shape, shape)) return {}; // read only through a view leaf
         std::vector<int64_t> strides = broadcastStrides(g.type(v).shape, shape);
         if (!j && strides.back() != 0) return {}; // varies along the row
         std::vector<mlir::Value> ivs = outer;
@@ -281,6 +288,13 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
         const ir::Node& n = *node->second;
         if (passes::isRowReduction(g, n)) return {}; // known only after its pass (in `row`)
         if (!j && isFull(v)) return {};              // varies along the row
+        if (passes::isViewLeaf(g, n)) {
+          std::vector<mlir::Value> ivs = outer;
+          ivs.push_back(j ? j : zero);
+          r = loadViewLeaf(ob, loc, g, grp, entry, n, ivs, shape);
+          if (r) scope[v] = r;
+          return r;
+        }
         std::vector<mlir::Value> in;
         for (ValueId o : n.operands) {
           in.push_back(eval(ob, scope, j, o));
@@ -294,7 +308,9 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
     // Values of the whole row: the inputs that do not vary along it, and the reduced-shape
     // nodes whose reductions are known (stage <= s), in order.
     for (ValueId v : grp.inputs)
-      if (broadcastStrides(g.type(v).shape, shape).back() == 0 && !eval(rb, row, {}, v)) ok = false;
+      if (broadcastsTo(g.type(v).shape, shape) &&
+          broadcastStrides(g.type(v).shape, shape).back() == 0 && !eval(rb, row, {}, v))
+        ok = false;
     auto computeRowValues = [&](int32_t s) {
       for (size_t j = 0; j < grp.nodes.size(); ++j) {
         const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[j])];

@@ -5,6 +5,7 @@
 
 #include "KernelBody.h"
 #include "weft/ir/Graph.h"
+#include "weft/runtime/View.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -12,6 +13,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,39 @@ inline std::vector<int64_t> broadcastStrides(const Shape& shape, const Shape& ou
   for (size_t d = 0; d < shape.size(); ++d)
     if (shape[d] != 1) strides[offset + d] = cs[d];
   return strides;
+}
+
+/// Whether a value of `shape` broadcasts to `out` (right-aligned, 1 or equal per dim): a kernel
+/// computing at `out` reads it at broadcastStrides. An input that does not is read only through
+/// view leaves (viewRead).
+inline bool broadcastsTo(const Shape& shape, const Shape& out) {
+  if (shape.size() > out.size()) return false;
+  const size_t offset = out.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && shape[d] != out[offset + d]) return false;
+  return true;
+}
+
+/// Where a kernel reads a view leaf's operand (passes::isViewLeaf), at each index of `over` (the
+/// shape it is read at, of the view's rank, to which the view's shape broadcasts): a stride per
+/// dim in the operand's row-major memory (0 where the view broadcasts) and the view's offset.
+struct ViewRead {
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+inline std::optional<ViewRead> viewRead(const ir::Graph& g, const ir::Node& leaf,
+                                        const Shape& over) {
+  const Shape& in = g.type(leaf.operands.at(0)).shape;
+  std::optional<ViewGeometry> view = computeView(leaf.op, in, contiguousStrides(in), leaf.attrs);
+  if (!view || view->shape.size() != over.size()) return std::nullopt;
+  ViewRead r{std::vector<int64_t>(over.size(), 0), view->offset};
+  for (size_t d = 0; d < over.size(); ++d) {
+    if (view->shape[d] == over[d])
+      r.strides[d] = view->strides[d];
+    else if (view->shape[d] != 1)
+      return std::nullopt;
+  }
+  return r;
 }
 
 /// A kernel function being built: its entry block and the bounds of its outer loop.
@@ -88,6 +124,23 @@ inline mlir::Value loadElement(mlir::OpBuilder& b, mlir::Location loc, mlir::Val
             mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI32Type(), 16))));
   }
   return x;
+}
+
+/// The value of view leaf `leaf` of `grp` (passes::isViewLeaf) at index `ivs` of `over`: its
+/// operand, an input of the group, loaded where the view puts that index (viewRead). Null where
+/// the operand is not an input or the view does not fit `over`.
+inline mlir::Value loadViewLeaf(mlir::OpBuilder& b, mlir::Location loc, const ir::Graph& g,
+                                const ir::FusionGroup& grp, mlir::Block* entry,
+                                const ir::Node& leaf, const std::vector<mlir::Value>& ivs,
+                                const Shape& over) {
+  auto in = std::find(grp.inputs.begin(), grp.inputs.end(), leaf.operands.at(0));
+  std::optional<ViewRead> read = viewRead(g, leaf, over);
+  if (in == grp.inputs.end() || !read || ivs.size() != over.size()) return {};
+  mlir::Value at =
+      mlir::arith::AddIOp::create(b, loc, linearIndex(b, loc, ivs, read->strides),
+                                  mlir::arith::ConstantIndexOp::create(b, loc, read->offset));
+  return loadElement(b, loc, entry->getArgument(static_cast<unsigned>(in - grp.inputs.begin())), at,
+                     g.type(leaf.result).dtype);
 }
 
 /// Stores output k of `grp` at `at`: through the memref of the input it is written over, if any

@@ -218,7 +218,9 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
             auto valueOf = [&](ir::ValueId v) {
               if (auto it = values.find(v); it != values.end()) return it->second;
               auto i = std::find(grp.inputs.begin(), grp.inputs.end(), v) - grp.inputs.begin();
-              if (i == static_cast<std::ptrdiff_t>(grp.inputs.size())) return mlir::Value{};
+              if (i == static_cast<std::ptrdiff_t>(grp.inputs.size()) ||
+                  !broadcastsTo(g.type(v).shape, shape))
+                return mlir::Value{};
               mlir::Value x = loadElement(
                   cb, loc, entry->getArgument(static_cast<unsigned>(i)),
                   g.type(v).shape == shape
@@ -234,6 +236,14 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
             order.insert(order.end(), grp.nodes.begin() + 1, grp.nodes.end());
             for (int32_t i : order) {
               const ir::Node& node = g.nodes()[static_cast<size_t>(i)];
+              if (passes::isViewLeaf(g, node)) { // a view of an input: read through it
+                values[node.result] = loadViewLeaf(cb, loc, g, grp, entry, node, ivs, shape);
+                if (!values[node.result]) {
+                  ok = false;
+                  return;
+                }
+                continue;
+              }
               std::vector<mlir::Value> in;
               for (ir::ValueId o : node.operands)
                 in.push_back(valueOf(o));

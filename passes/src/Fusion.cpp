@@ -74,6 +74,10 @@ bool onlyPartReads(const ir::Graph& g, const ir::FusionGroup& grp, ValueId v, co
 /// root (each output element reads a row of A and a column of B).
 bool readsAcross(const ir::Graph& g, const ir::FusionGroup& grp, ValueId v) {
   if (grp.nodes.empty()) return false;
+  for (int32_t i : grp.leaves) // through a view: element i of the view is another of v
+    if (const ir::Node& leaf = g.nodes()[static_cast<size_t>(i)];
+        isViewLeaf(g, leaf) && leaf.operands[0] == v)
+      return true;
   const ir::Node& first = g.nodes()[static_cast<size_t>(grp.nodes.front())];
   if (first.op != OpCode::MatMul) return false;
   if (std::find(first.operands.begin(), first.operands.end(), v) != first.operands.end())
@@ -193,8 +197,11 @@ bool isFlat(const ir::Graph& g, const ir::FusionGroup& grp) {
       return m == n || m == 1;
     });
   };
+  auto flatLeaf = [&](int32_t i) { // a view reads its operand at other indices than its own
+    return fits(i) && !isViewLeaf(g, g.nodes()[static_cast<size_t>(i)]);
+  };
   return std::all_of(grp.nodes.begin(), grp.nodes.end(), fits) &&
-         std::all_of(grp.leaves.begin(), grp.leaves.end(), fits);
+         std::all_of(grp.leaves.begin(), grp.leaves.end(), flatLeaf);
 }
 
 /// Adds group `from` to `into` (both flat, independent): one part per shape.
@@ -408,6 +415,14 @@ bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
            !isFloating(g.type(n.result).dtype));
 }
 
+bool isViewLeaf(const ir::Graph& g, const ir::Node& n) {
+  if ((n.op != OpCode::Permute && n.op != OpCode::Slice && n.op != OpCode::Flip) ||
+      n.operands.size() != 1)
+    return false;
+  const Shape& in = g.type(n.operands[0]).shape;
+  return computeView(n.op, in, contiguousStrides(in), n.attrs).has_value();
+}
+
 bool isGemm(const ir::Graph& g, const ir::Node& n) {
   if (n.op != OpCode::MatMul || n.operands.size() != 2) return false;
   const ir::TensorType &a = g.type(n.operands[0]), &b = g.type(n.operands[1]),
@@ -472,15 +487,18 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
     return k < 0 ? p : groups[static_cast<size_t>(k)].nodes.front();
   };
   // A constant (one value at every index, whatever its shape: the kernel computes it instead of
-  // reading a filled buffer), or a broadcast to `shape`: the kernel reads the broadcast's operand.
+  // reading a filled buffer), or a broadcast or view (isViewLeaf) of `shape`: the kernel reads
+  // its operand (no copy of the view).
   auto isLeaf = [&](ValueId v, const Shape& shape) {
     int32_t p = producer(v);
     if (p < 0) return false;
     const ir::Node& node = g.nodes()[static_cast<size_t>(p)];
     return fusibleTypes(g, node) &&
-           (node.op == OpCode::Full || (node.op == OpCode::Expand && g.type(v).shape == shape));
+           (node.op == OpCode::Full ||
+            ((node.op == OpCode::Expand || isViewLeaf(g, node)) && g.type(v).shape == shape));
   };
-  // Where what a group reads as `v` from outside is computed: for a broadcast leaf, its operand;
+  // Where what a group reads as `v` from outside is computed: for a broadcast or view leaf, its
+  // operand;
   // a constant needs nothing.
   auto needs = [&](ValueId v, const Shape& shape) -> int32_t {
     if (!isLeaf(v, shape)) return computedAt(v);

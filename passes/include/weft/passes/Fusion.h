@@ -69,6 +69,11 @@ int32_t lastRowPass(const ir::Graph& g, const ir::FusionGroup& grp,
 /// floor_divide.
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n);
 
+/// Whether `n` is a view a kernel reads through (a permute, slice or flip of one value): as a
+/// leaf of a group, the kernel reads the operand's row-major memory at the view's strides and
+/// offset instead of a copy of the view.
+bool isViewLeaf(const ir::Graph& g, const ir::Node& n);
+
 /// Whether `n` is a matmul a generated GEMM computes: float32, [..., M, K] (its rows folded into
 /// one M) by [K, N], K and the result not empty.
 bool isGemm(const ir::Graph& g, const ir::Node& n);
@@ -89,16 +94,16 @@ std::optional<MatmulB> matmulB(const ir::Graph& g, const ir::FusionGroup& grp, i
 const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp);
 
 /// Groups of elementwise nodes (unary, binary, where, cast, stop_gradient) of one result shape and
-/// fusible dtypes, with scalar constants and broadcasts of values computed outside inlined as
-/// leaves; a row reduction joins the group of its operand's shape, which then also takes
-/// elementwise nodes of the reduced shape (a row kernel: layer norm, a softmax's backward). A node
-/// joins the groups of its operands' producers, merging them into one, when each value any of them
-/// reads from outside is an input or computed before the earliest of them starts, so the group can
-/// run as one step there (else it joins one group where that holds, or starts its own), and no
-/// heavy node lies between where they start and the node (which would then be stored across it: the
-/// remat pass moved it there on purpose). A group computes all its values where it runs. Groups of
-/// one node are left out, unless the node reads a constant of more than one element (the kernel
-/// computes it instead of reading a filled buffer).
+/// fusible dtypes, with scalar constants, broadcasts and views (isViewLeaf) of values computed
+/// outside inlined as leaves; a row reduction joins the group of its operand's shape, which then
+/// also takes elementwise nodes of the reduced shape (a row kernel: layer norm, a softmax's
+/// backward). A node joins the groups of its operands' producers, merging them into one, when each
+/// value any of them reads from outside is an input or computed before the earliest of them starts,
+/// so the group can run as one step there (else it joins one group where that holds, or starts its
+/// own), and no heavy node lies between where they start and the node (which would then be stored
+/// across it: the remat pass moved it there on purpose). A group computes all its values where it
+/// runs. Groups of one node are left out, unless the node reads a constant of more than one element
+/// (the kernel computes it instead of reading a filled buffer).
 ///
 /// A column reduction (isColumnReduction) joins the group computing its operand where it can run
 /// there (a row kernel adds it up in its last pass over each row); nothing of the group reads its
