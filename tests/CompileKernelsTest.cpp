@@ -481,6 +481,21 @@ TEST(Compile, KernelsReadThroughViewsWithoutCopies) {
     ++steps;
   }
   EXPECT_EQ(steps, 1);
+
+  // A group reading the GEMM's result through a view reads other tiles than the GEMM's own: the
+  // GEMM does not lead it, both run as kernels.
+  ::setenv("WEFT_GEMM", "generated", 1);
+  Tensor sq = randn({24, 16}, kFloat32, g);
+  auto flipped = [](const Tensor& p, const Tensor& q) {
+    Tensor prod = p.matmul(q);
+    return (prod + prod.flip({0})).tanh();
+  };
+  auto cf = compile(flipped);
+  Tensor fo = cf(a, sq);
+  ::unsetenv("WEFT_GEMM");
+  EXPECT_TRUE(allClose(vals(fo), vals(flipped(a, sq)), 1e-5, 1e-6));
+  for (const PlanStep& st : cf.compiled().executable()->plan.steps)
+    EXPECT_GE(st.kernel, 0) << opName(st.op);
 }
 
 /// By default the choice is measured once per GEMM shape and remembered in the kernel cache's

@@ -613,6 +613,25 @@ TEST(Compile, InPlaceWritesToArgumentsReachTheCallersTensors) {
   EXPECT_EQ(vals(dyn(b7)), (std::vector<double>{14, 14}));
   EXPECT_EQ(vals(b7), (std::vector<double>(14, 2.0)));
   EXPECT_EQ(dyn.compiled().num_compiled(), 1u); // 5 and 7 rows: one bucket of 8
+
+  // Outputs that share memory with a written argument keep the function's values: a copy taken
+  // before the write, another argument copied into before the write, a write of the argument's
+  // own transpose.
+  auto copies = compile([](Tensor a, Tensor b, Tensor c) {
+    Tensor old = a.clone();
+    a.add_(1.0);
+    b.copy_(c);
+    c.add_(10.0);
+    a.copy_(a.t().contiguous());
+    return std::vector<Tensor>{old, b * 1.0};
+  });
+  Tensor a = arange(4, kFloat32).reshape({2, 2}), b = zeros({2, 2}), c = ones({2, 2});
+  std::vector<Tensor> got = copies(a, b, c);
+  EXPECT_EQ(vals(got[0]), (std::vector<double>{0, 1, 2, 3}));
+  EXPECT_EQ(vals(got[1]), (std::vector<double>{1, 1, 1, 1}));
+  EXPECT_EQ(vals(a), (std::vector<double>{1, 3, 2, 4}));
+  EXPECT_EQ(vals(b), (std::vector<double>{1, 1, 1, 1}));
+  EXPECT_EQ(vals(c), (std::vector<double>{11, 11, 11, 11}));
 }
 
 TEST(Compile, RandomOpsDrawFreshNumbersEachCallLikeEager) {

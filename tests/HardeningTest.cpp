@@ -543,6 +543,48 @@ TEST(Hardening, InPlaceWritesToCompiledArgumentsThatCannotReachTheCallerAreError
   EXPECT_TRUE(mentions(m, "requires grad in place into argument 0")) << m;
   auto k = compile([](const Tensor& x) { return x.clone().add_(1.0); }); // a copy is fine
   EXPECT_EQ(vals(k(ones({2}))), (std::vector<double>{2, 2}));
+  // An expanded argument written: refused before anything runs (the other argument unchanged).
+  auto both = compile([](Tensor x, Tensor y) {
+    y.add_(1.0);
+    x.add_(1.0);
+    return x.sum();
+  });
+  Tensor y = zeros({3});
+  m = errorOf([&] { (void)both(ones({1}).expand({3}), y); });
+  EXPECT_TRUE(mentions(m, "argument 0 is written in place by the function, but more than one"))
+      << m;
+  EXPECT_EQ(vals(y), (std::vector<double>{0, 0, 0}));
+  // A non-leaf argument that requires grad: eager would record the write; compiled code cannot.
+  auto relu = compile([](Tensor h) { return h.relu_(); });
+  Tensor leaf = ones({2}, TensorOptions().requires_grad());
+  m = errorOf([&] { (void)relu(leaf * 2.0); });
+  EXPECT_TRUE(mentions(m, "argument 0 of the compiled function requires grad")) << m;
+}
+
+TEST(Hardening, FunctionsReadingValuesRunEagerlyWithinTheLimit) {
+  // Traced once per new signature, up to the recompile limit; past it, eagerly without a trace.
+  int calls = 0;
+  auto f = compile(
+      [&](const Tensor& x) {
+        ++calls;
+        return x * x.sum().item<float>();
+      },
+      CompileOptions().recompile_limit(3));
+  for (int64_t n = 1; n <= 10; ++n)
+    EXPECT_EQ(vals(f(ones({n}))), std::vector<double>(static_cast<size_t>(n), double(n)));
+  EXPECT_EQ(calls, 13); // 3 traces and 10 eager calls
+  EXPECT_EQ(f.compiled().num_compiled(), 0u);
+  // A function that made and kept a tensor (lazily created state) before its read: the failed
+  // trace left that tensor without a value, so the read stays an error rather than running an
+  // eager call on it.
+  Tensor state;
+  auto lazy = compile([&](const Tensor& x) {
+    if (!state.defined()) state = zeros({2});
+    state.add_(x);
+    return x * state.sum().item<float>();
+  });
+  std::string m = errorOf([&] { (void)lazy(ones({2})); });
+  EXPECT_TRUE(mentions(m, "item")) << m;
 }
 
 TEST(Hardening, ALosingConcurrentBackwardChangesNothing) {

@@ -3,8 +3,10 @@
 // matmuls, layer norms, transposes, slices, concatenations, in-place writes to intermediates,
 // gathers, sorts, casts), and each runs eagerly and through compile(): without grad, with the
 // gradients taken outside (eager autograd through the compiled backward), with the gradients taken
-// inside (autograd::grad traced into the graph), and with a dynamic batch (two batch sizes of one
-// bucket; a program that moves rows across the batch is an error then, which is fine). What the
+// inside (autograd::grad traced into the graph), and with a dynamic batch (three batch sizes of one
+// bucket; a program that moves rows across the batch is an error then, which is fine). Programs
+// may write their arguments in place (where no gradient is taken); the arguments after the call
+// are compared too. What the
 // fixed tests do not think of, this finds: a fusion, a pass or a kernel that computes another value
 // than eager for some combination of ops, shapes and dtypes.
 //
@@ -80,7 +82,7 @@ std::vector<Tensor> program(uint64_t seed, const Tensor& x, const Tensor& y, con
     const auto rank = static_cast<int>(a.dim());
     const auto dimOf = [&] { return static_cast<int64_t>(r.pick(std::max(rank, 1))); };
     Tensor out = a;
-    switch (r.pick(22)) {
+    switch (r.pick(23)) {
     case 0: { // unary
       const char* names[] = {"tanh", "sigmoid", "relu", "gelu",       "exp",
                              "log",  "sqrt",    "sin",  "reciprocal", "neg"};
@@ -307,6 +309,17 @@ std::vector<Tensor> program(uint64_t seed, const Tensor& x, const Tensor& y, con
       out = a.sort(-1, r.coin()).first;
       break;
     }
+    case 21: { // an in-place write to an argument (not one that requires grad: eager refuses)
+      Tensor arg = r.coin() ? x : y;
+      if (arg.requires_grad()) break;
+      note("argument-write");
+      if (r.coin())
+        arg.mul_(0.75);
+      else if (arg.dim() > 0 && arg.size(-1) > 1)
+        arg.narrow(-1, 0, 1).fill_(0.5);
+      out = arg * 1.0;
+      break;
+    }
     default: { // centre and scale by y (an affine norm's shape)
       if (rank == 0 || !broadcastsTo(y.sizes(), a.sizes())) break;
       note("affine");
@@ -325,9 +338,10 @@ std::vector<Tensor> program(uint64_t seed, const Tensor& x, const Tensor& y, con
 /// dynamic batch (grad or not).
 enum class Mode { NoGrad, GradOutside, GradInside, DynamicBatch };
 
-/// The program's outputs and, with gradients, the gradient of each input (of sum(out * cot)).
+/// The program's outputs, the inputs after it ran (it may write them) and, with gradients, the
+/// gradient of each input (of sum(out * cot)).
 struct Result {
-  std::vector<Tensor> outs, grads;
+  std::vector<Tensor> outs, grads, inputs;
 };
 
 using Program = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
@@ -355,6 +369,8 @@ Result evaluate(const Program& f, const std::vector<Tensor>& inputs, bool grad, 
   }
   for (Tensor& o : r.outs)
     o = o.detach();
+  for (const Tensor& t : in)
+    r.inputs.push_back(t.detach());
   return r;
 }
 
@@ -404,12 +420,16 @@ double relativeError(const Tensor& got, const Tensor& ref, std::string* where = 
 void checkPrograms(uint64_t first, uint64_t count, DType dtype, bool large, size_t& kernels) {
   for (uint64_t seed = first; seed < first + count; ++seed) {
     Rng r(seed * 7919 + 1);
-    const int64_t B = large ? 16 : 2 + r.pick(4), T = large ? 64 : 1 + r.pick(9),
-                  C = large ? 128 : 1 + r.pick(12);
+    const auto mode = static_cast<Mode>(r.pick(4));
+    // A dynamic batch of 7 or 8 rows (16 when large) is called with it and 1 and 2 rows fewer:
+    // three sizes of one bucket, so the padded rows are masked on two of the calls.
+    const int64_t B = large                        ? 16
+                      : mode == Mode::DynamicBatch ? 7 + r.pick(2)
+                                                   : 2 + r.pick(4),
+                  T = large ? 64 : 1 + r.pick(9), C = large ? 128 : 1 + r.pick(12);
     Generator g(seed);
     const Tensor x = randn({B, T, C}, kFloat64, g), w = randn({C, C + 3}, kFloat64, g);
     const Tensor y = r.coin() ? randn({1, T, C}, kFloat64, g) : randn({C}, kFloat64, g);
-    const auto mode = static_cast<Mode>(r.pick(4));
     const bool grad = mode == Mode::GradOutside || (mode == Mode::DynamicBatch && r.coin());
     Program eager = [seed](const std::vector<Tensor>& in) {
       return program(seed, in[0], in[1], in[2]);
@@ -427,12 +447,12 @@ void checkPrograms(uint64_t first, uint64_t count, DType dtype, bool large, size
       return compiled(in[0], in[1], in[2]);
     };
     std::string ops;
-    (void)program(seed, x, y, w, &ops);
+    (void)program(seed, x.clone(), y.clone(), w, &ops); // it may write its arguments
     const std::string what = "program " + std::to_string(seed) + " (" +
                              std::string(dtypeName(dtype)) + ", B" + std::to_string(B) + " T" +
                              std::to_string(T) + " C" + std::to_string(C) + ", mode " +
                              std::to_string(static_cast<int>(mode)) + "): " + ops;
-    // Without a dynamic batch: two calls of one executable. With one: 2 and 1 fewer rows too.
+    // Without a dynamic batch: two calls of one executable. With one: 1 and 2 fewer rows too.
     const int calls = mode == Mode::DynamicBatch ? 3 : 2;
     for (int call = 0; call < calls; ++call) {
       std::vector<Tensor> in64 = {x, y, w};
@@ -467,6 +487,9 @@ void checkPrograms(uint64_t first, uint64_t count, DType dtype, bool large, size
         check(got.outs[i], same.outs[i], ref.outs[i], "output " + std::to_string(i));
       for (size_t i = 0; i < ref.grads.size(); ++i)
         check(got.grads[i], same.grads[i], ref.grads[i], "gradient of input " + std::to_string(i));
+      for (size_t i = 0; i < ref.inputs.size(); ++i)
+        check(got.inputs[i], same.inputs[i], ref.inputs[i],
+              "input " + std::to_string(i) + " after");
       if (::testing::Test::HasFailure()) return;
     }
     kernels += compiled.compiled().num_kernels();

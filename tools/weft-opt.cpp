@@ -176,14 +176,17 @@ int main(int argc, char** argv) {
   }
   weft::ir::Graph& g = *graph;
   auto s = static_cast<size_t>(seeds), n = static_cast<size_t>(grads);
-  if (s > g.arguments().size() || n > g.outputs().size()) {
+  // After --mask-rows the last argument is the valid-row mask; the seeds come before it, as in
+  // compile() (which masks after appending the output gradients).
+  const size_t after = maskSize > 0 ? 1 : 0;
+  if (s + after > g.arguments().size() || n > g.outputs().size()) {
     std::fprintf(stderr,
                  "%s: error: --split=%zu,%zu: the graph has %zu arguments and %zu outputs\n",
                  path.c_str(), s, n, g.arguments().size(), g.outputs().size());
     return 1;
   }
-  std::vector<weft::ir::ValueId> seedValues(g.arguments().end() - static_cast<long>(s),
-                                            g.arguments().end());
+  std::vector<weft::ir::ValueId> seedValues(g.arguments().end() - static_cast<long>(s + after),
+                                            g.arguments().end() - static_cast<long>(after));
   std::vector<weft::ir::ValueId> gradValues(g.outputs().end() - static_cast<long>(n),
                                             g.outputs().end());
   g.mutableOutputs().resize(g.outputs().size() - n);

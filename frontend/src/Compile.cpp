@@ -396,7 +396,9 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
     exe->numOutputs = traceInto(tc, fn, dyn ? dyn->typesAt(args, dyn->bucket) : typesOf(args), args,
                                 exe->gradEffects, loc);
   } catch (const Error& e) {
-    if (!tc.readValues || options.fullgraph_) throw;
+    // Not after the function kept tensors it made (an optimizer's state): left without values,
+    // they would fail every eager call after.
+    if (!tc.readValues || options.fullgraph_ || tc.keptAfterFailure) throw;
     exe->eagerWhy = e.what(); // a data-dependent function: it runs eagerly
     return exe;
   }
@@ -479,6 +481,12 @@ void checkWrittenArgument(const std::vector<Tensor>& args, const std::vector<Ten
                           size_t i, std::source_location loc) {
   const Storage* written = args[i].impl()->storage.get();
   auto shares = [&](const Tensor& t) { return t.impl()->storage.get() == written; };
+  for (size_t d = 0; d < static_cast<size_t>(args[i].dim()); ++d) {
+    CallSite cs(loc);
+    WEFT_CHECK(args[i].sizes()[d] <= 1 || args[i].strides()[d] != 0, Value, "compile: argument ", i,
+               " is written in place by the function, but more than one of its elements "
+               "refers to a single memory location (an expanded tensor). Pass a clone() of it");
+  }
   for (size_t j = 0; j < args.size(); ++j) {
     CallSite cs(loc);
     WEFT_CHECK(j == i || !shares(args[j]), Value, "compile: argument ", i,
@@ -503,7 +511,8 @@ struct CompiledFunction::State {
   std::shared_ptr<CompiledSignature> latest;
   size_t builds = 0; ///< compilations so far (and in flight), stale ones included: the limit
   bool warnedEager = false;
-  bool warnedReads = false; ///< warned that a function reading values runs eagerly
+  bool warnedReads = false;   ///< warned that a function reading values runs eagerly
+  size_t eagerSignatures = 0; ///< signatures that run eagerly because the function reads values
   /// Signatures being compiled now, outside the lock: a caller of the same signature waits for
   /// that build instead of starting another; callers of other signatures are not held up.
   std::vector<std::pair<Signature, std::shared_future<void>>> building;
@@ -633,6 +642,8 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
       lock.lock();
       continue;
     }
+    // A function that read values for as many signatures as the limit: not traced again.
+    if (static_cast<int>(st.eagerSignatures) >= st.options.recompile_limit_) break;
     if (!st.mayCompile(found)) break; // past the limit, running eagerly
     if (st.builds > 0 && debugFlag("WEFT_LOG_RECOMPILES").value_or("0") == "1")
       std::fprintf(stderr, "[weft] compile: recompiling (compilation %zu): %s\n", st.builds + 1,
@@ -658,6 +669,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     lock.lock();
     if (!found.exe->eagerWhy.empty()) {
       --st.builds; // nothing compiled: later calls of this signature run eagerly without a trace
+      ++st.eagerSignatures;
       if (!st.warnedReads)
         std::fprintf(stderr,
                      "[weft] compile: the function reads tensor values (%s); running it eagerly "
@@ -690,6 +702,18 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     if (exe.backward) in[w.index] = in[w.index].clone();
   }
   std::vector<Tensor> all = exe.run(in, found.state);
+  if (!exe.argumentWrites.empty()) {
+    // An output may be an argument's memory (the plan returns an unchanged input as it is, `old =
+    // x.clone()` included): it keeps the value the function gave it, not the one written back.
+    std::vector<const Storage*> written;
+    for (const ArgumentWrite& w : exe.argumentWrites)
+      written.push_back(args[w.index].impl()->storage.get());
+    NoGradGuard guard;
+    for (Tensor& t : all)
+      if (t.defined() &&
+          std::find(written.begin(), written.end(), t.impl()->storage.get()) != written.end())
+        t = t.clone();
+  }
   auto rowsOf = [&](size_t i) { // an output, its padded rows cut off
     const passes::MaybeAxis& a = dyn ? exe.outputAxes[i] : passes::MaybeAxis();
     return a ? all[i].narrow(a->axis, 0, dyn->rows * a->factor) : all[i];

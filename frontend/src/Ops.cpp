@@ -111,6 +111,18 @@ void checkWritable(const Tensor& self, const char* op) {
                "a single memory location (an expanded tensor). Please clone() the tensor before "
                "performing the operation.");
   if (!is_grad_enabled()) return;
+  // An argument of a compiled function stands in for the caller's tensor: a leaf as eager says,
+  // or a non-leaf whose history compiled code cannot extend.
+  if (TraceContext* tc = currentTrace(); tc != nullptr && self.requires_grad()) {
+    const TensorImpl* target =
+        self.impl()->viewBase ? self.impl()->viewBase.get() : self.impl().get();
+    for (size_t i = 0; i < tc->arguments.size() && i < tc->realArgs.size(); ++i)
+      WEFT_CHECK(tc->arguments[i].impl().get() != target || tc->realArgs[i].is_leaf(), Value, op,
+                 ": argument ", i,
+                 " of the compiled function requires grad and is written in "
+                 "place; compiled code cannot record the write in its history (eager autograd "
+                 "would). Write to a clone() of it, or return the result");
+  }
   WEFT_CHECK(!(self.is_leaf() && self.requires_grad()), Value, op,
              ": a leaf Variable that requires grad is being used in an in-place operation.");
   const TensorImpl* base = self.impl()->viewBase.get();

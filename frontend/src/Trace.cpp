@@ -373,7 +373,10 @@ void TraceContext::keepEscapedTensors(bool failed) {
     p->viewBase = {};
     p->strides = contiguousStrides(p->shape);
     p->offset = 0;
-    if (failed) continue; // no value: an eager op on it is an error, a later trace rejects it
+    if (failed) { // no value: an eager op on it is an error, a later trace rejects it
+      keptAfterFailure = true;
+      continue;
+    }
     p->storage =
         Storage::allocate(static_cast<size_t>(checkedByteSize(p->shape, p->dtype, "keep")), true);
     ir::ValueId s = valueOf(Tensor(p)); // a new state tensor; its value comes from the graph

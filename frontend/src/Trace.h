@@ -83,6 +83,9 @@ struct TraceContext {
   /// The function read a tensor's value without value specialization (the error that stopped
   /// the trace): compile() runs it eagerly instead, unless CompileOptions::fullgraph.
   bool readValues = false;
+  /// A trace that failed left tensors the function made and kept without values
+  /// (keepEscapedTensors).
+  bool keptAfterFailure = false;
   /// The real value of traced `t`, computed by running the graph recorded so far on the real
   /// arguments and state; recorded as a guard read by `what`.
   Tensor evaluate(const Tensor& t, const char* what);

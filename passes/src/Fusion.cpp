@@ -135,6 +135,14 @@ void markInPlace(const ir::Graph& g, std::vector<ir::FusionGroup>& groups, RunsA
       int32_t& at = lastReadAt[static_cast<size_t>(root[static_cast<size_t>(o)])];
       at = std::max(at, runsAt(static_cast<int32_t>(n)));
     }
+  // A leaf reads its operands where each group inlining it runs (a view leaf read by a later
+  // kernel keeps its operand's memory alive until then).
+  for (const ir::FusionGroup& grp : groups)
+    for (int32_t i : grp.leaves)
+      for (ValueId o : g.nodes()[static_cast<size_t>(i)].operands) {
+        int32_t& at = lastReadAt[static_cast<size_t>(root[static_cast<size_t>(o)])];
+        at = std::max(at, runsAt(grp.nodes.front()));
+      }
   for (ValueId o : g.outputs())
     lastReadAt[static_cast<size_t>(root[static_cast<size_t>(o)])] = INT32_MAX;
   for (const ir::StateUpdate& u : g.stateUpdates())
@@ -748,6 +756,11 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
               (heavy[static_cast<size_t>(start)] != heavy[i + 1] && !holdsLess(grp)) ||
               std::find(grp.inputs.begin(), grp.inputs.end(), mm.result) == grp.inputs.end())
             return false;
+          // Through a view the epilogue would read other tiles' results than its own.
+          for (int32_t l : grp.leaves)
+            if (const ir::Node& leaf = g.nodes()[static_cast<size_t>(l)];
+                isViewLeaf(g, leaf) && leaf.operands[0] == mm.result)
+              return false;
           return std::all_of(grp.inputs.begin(), grp.inputs.end(),
                              [&](ValueId v) { return v == mm.result || computedAt(v) < at; });
         };

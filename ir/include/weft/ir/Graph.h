@@ -45,8 +45,10 @@ struct Node {
 /// Nodes that one generated kernel computes (the fuse pass finds them). `nodes` (ascending) write
 /// values of the group's shape (of their part's, below), but for reductions and what reads them:
 /// a row kernel's values of its rows' reduced shape, a column kernel's sums, a matmul kernel's
-/// GEMM (its operands' shapes differ); `leaves` are scalar constants and broadcasts
-/// the kernel computes inline (they may also run on their own for other readers). `inputs` are
+/// GEMM (its operands' shapes differ); `leaves` are scalar constants, broadcasts and views
+/// (permutes, slices, flips: the kernel reads their operand at the view's strides; a matmul
+/// kernel's transposed B) the kernel computes inline (they may also run on their own for other
+/// readers). `inputs` are
 /// read, `outputs` are the values others need. The kernel runs where the group's first node is, so
 /// every input is computed before it. `inPlace` has, per output, the index in `inputs` of a state
 /// input the kernel writes that output over (the state's new value, where nothing reads the old one
