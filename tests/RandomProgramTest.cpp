@@ -422,11 +422,19 @@ void checkPrograms(uint64_t first, uint64_t count, DType dtype, bool large, size
     Rng r(seed * 7919 + 1);
     const auto mode = static_cast<Mode>(r.pick(4));
     // A dynamic batch of 7 or 8 rows (16 when large) is called with it and 1 and 2 rows fewer:
-    // three sizes of one bucket, so the padded rows are masked on two of the calls.
-    const int64_t B = large                        ? 16
-                      : mode == Mode::DynamicBatch ? 7 + r.pick(2)
-                                                   : 2 + r.pick(4),
-                  T = large ? 64 : 1 + r.pick(9), C = large ? 128 : 1 + r.pick(12);
+    // three sizes of one bucket, so the padded rows are masked on two of the calls. Its T and C
+    // never equal a batch size (5 to 8): the program's choices depend on shapes (which values
+    // broadcast together), and must not change with the batch.
+    const bool dynamic = mode == Mode::DynamicBatch;
+    const int64_t B = large     ? 16
+                      : dynamic ? 7 + r.pick(2)
+                                : 2 + r.pick(4),
+                  T = large     ? 64
+                      : dynamic ? 2 + r.pick(3)
+                                : 1 + r.pick(9),
+                  C = large     ? 128
+                      : dynamic ? 9 + r.pick(4)
+                                : 1 + r.pick(12);
     Generator g(seed);
     const Tensor x = randn({B, T, C}, kFloat64, g), w = randn({C, C + 3}, kFloat64, g);
     const Tensor y = r.coin() ? randn({1, T, C}, kFloat64, g) : randn({C}, kFloat64, g);
