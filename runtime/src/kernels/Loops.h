@@ -9,6 +9,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <tuple>
@@ -93,6 +94,61 @@ template <size_t N> struct LoopNest {
   /// forRange over everything, split across the thread pool.
   template <typename Run> void parallel(int64_t grain, Run&& run) const {
     parallelFor(numel(), grain, [&](int64_t b, int64_t e) { forRange(b, e, run); });
+  }
+
+  /// Whether an operand is read across its rows (a transpose): its inner stride spans more than
+  /// a cache line while the next dim's is smaller. Walked run by run, each of its elements would
+  /// then come from another cache line (and page) than the last.
+  bool readsAcross() const {
+    const size_t nd = shape.size();
+    if (nd < 2) return false;
+    for (size_t k = 0; k < N; ++k) {
+      const int64_t inner = std::abs(strides[k][nd - 1]), next = std::abs(strides[k][nd - 2]);
+      if (inner > 64 && next < inner) return true;
+    }
+    return false;
+  }
+
+  /// Like parallel(), for an order-free `run`; where an operand is read across its rows
+  /// (readsAcross), the inner two dims go in square blocks, a block's runs one per row: the
+  /// cache lines a block touches serve all its rows.
+  template <typename Run> void parallelBlocked(int64_t grain, Run&& run) const {
+    if (!readsAcross()) {
+      parallel(grain, run);
+      return;
+    }
+    constexpr int64_t kBlockRows = 32, kBlockCols = 128;
+    const size_t nd = shape.size();
+    const int64_t rows = shape[nd - 2], cols = shape[nd - 1];
+    const int64_t rowBlocks = (rows + kBlockRows - 1) / kBlockRows,
+                  colBlocks = (cols + kBlockCols - 1) / kBlockCols;
+    const int64_t outer = numel() / (rows * cols);
+    std::array<int64_t, N> innerStrides;
+    for (size_t k = 0; k < N; ++k)
+      innerStrides[k] = strides[k][nd - 1];
+    parallelFor(outer * rowBlocks * colBlocks,
+                std::max<int64_t>(1, grain / (kBlockRows * kBlockCols)), [&](int64_t b, int64_t e) {
+                  for (int64_t blk = b; blk < e; ++blk) {
+                    const int64_t o = blk / (rowBlocks * colBlocks);
+                    const int64_t r0 = (blk / colBlocks) % rowBlocks * kBlockRows,
+                                  c0 = blk % colBlocks * kBlockCols;
+                    std::array<char*, N> start = base;
+                    int64_t rem = o; // the outer dims' index
+                    for (size_t d = nd - 2; d-- > 0;) {
+                      const int64_t i = rem % shape[d];
+                      rem /= shape[d];
+                      for (size_t k = 0; k < N; ++k)
+                        start[k] += i * strides[k][d];
+                    }
+                    const int64_t count = std::min(kBlockCols, cols - c0);
+                    for (int64_t r = r0; r < std::min(rows, r0 + kBlockRows); ++r) {
+                      std::array<char*, N> p = start;
+                      for (size_t k = 0; k < N; ++k)
+                        p[k] += r * strides[k][nd - 2] + c0 * strides[k][nd - 1];
+                      run(p, innerStrides, count);
+                    }
+                  }
+                });
   }
 };
 
@@ -201,8 +257,8 @@ void forEachTile(const TensorRef& out, std::array<const TensorRef*, sizeof...(In
     sizes[k + 1] = elemSizes[k];
   }
   LoopNest<N> nest(out.shape, strides, ptrs, sizes);
-  nest.parallel(kElementwiseGrain, [&](const std::array<char*, N>& p,
-                                       const std::array<int64_t, N>& s, int64_t count) {
+  nest.parallelBlocked(kElementwiseGrain, [&](const std::array<char*, N>& p,
+                                              const std::array<int64_t, N>& s, int64_t count) {
     [&]<size_t... I>(std::index_sequence<I...>) {
       alignas(64) unsigned char scratch[sizeof...(InT) + 1][kTileElements * 8];
       for (int64_t j0 = 0; j0 < count; j0 += kTileElements) {
