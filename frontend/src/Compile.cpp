@@ -479,26 +479,19 @@ namespace {
 /// would not see the write through the other, as eager code does.
 void checkWrittenArgument(const std::vector<Tensor>& args, const std::vector<Tensor>& state,
                           size_t i, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(!isExpanded(args[i]), Value, "compile: argument ", i,
+             " is written in place by the function, but more than one of its elements "
+             "refers to a single memory location (an expanded tensor). Pass a clone() of it");
   const Storage* written = args[i].impl()->storage.get();
   auto shares = [&](const Tensor& t) { return t.impl()->storage.get() == written; };
-  for (size_t d = 0; d < static_cast<size_t>(args[i].dim()); ++d) {
-    CallSite cs(loc);
-    WEFT_CHECK(args[i].sizes()[d] <= 1 || args[i].strides()[d] != 0, Value, "compile: argument ", i,
-               " is written in place by the function, but more than one of its elements "
-               "refers to a single memory location (an expanded tensor). Pass a clone() of it");
-  }
-  for (size_t j = 0; j < args.size(); ++j) {
-    CallSite cs(loc);
+  for (size_t j = 0; j < args.size(); ++j)
     WEFT_CHECK(j == i || !shares(args[j]), Value, "compile: argument ", i,
                " is written in place by the function and shares memory with argument ", j,
                "; compiled code reads each argument as its own tensor. Pass a clone() of one");
-  }
-  for (const Tensor& s : state) {
-    CallSite cs(loc);
-    WEFT_CHECK(!shares(s), Value, "compile: argument ", i,
-               " is written in place by the function and shares memory with a tensor the "
-               "function captures; compiled code reads them apart. Pass a clone()");
-  }
+  WEFT_CHECK(std::none_of(state.begin(), state.end(), shares), Value, "compile: argument ", i,
+             " is written in place by the function and shares memory with a tensor the "
+             "function captures; compiled code reads them apart. Pass a clone()");
 }
 
 } // namespace

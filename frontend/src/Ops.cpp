@@ -103,13 +103,18 @@ Tensor binaryOp(OpCode op, Scalar a, const Tensor& b) {
 
 } // namespace
 
-void checkWritable(const Tensor& self, const char* op) {
-  const Shape &sizes = self.sizes(), &strides = self.strides();
+bool isExpanded(const Tensor& t) {
+  const Shape &sizes = t.sizes(), &strides = t.strides();
   for (size_t d = 0; d < sizes.size(); ++d)
-    WEFT_CHECK(sizes[d] <= 1 || strides[d] != 0, Value, op,
-               ": unsupported operation: more than one element of the written-to tensor refers to "
-               "a single memory location (an expanded tensor). Please clone() the tensor before "
-               "performing the operation.");
+    if (sizes[d] > 1 && strides[d] == 0) return true;
+  return false;
+}
+
+void checkWritable(const Tensor& self, const char* op) {
+  WEFT_CHECK(!isExpanded(self), Value, op,
+             ": unsupported operation: more than one element of the written-to tensor refers to "
+             "a single memory location (an expanded tensor). Please clone() the tensor before "
+             "performing the operation.");
   if (!is_grad_enabled()) return;
   // An argument of a compiled function stands in for the caller's tensor: a leaf as eager says,
   // or a non-leaf whose history compiled code cannot extend.

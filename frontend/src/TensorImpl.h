@@ -95,6 +95,9 @@ Tensor fullOf(const Shape& shape, Scalar value, DType dtype);
 /// Checks that an in-place op named `op` may write `self`: no two of its elements share memory (an
 /// expanded view), and it is not a leaf requiring grad while grad mode is on.
 void checkWritable(const Tensor& self, const char* op);
+/// Whether more than one element of `t` refers to one memory location (an expanded tensor, which
+/// in-place ops refuse to write).
+bool isExpanded(const Tensor& t);
 /// Wraps a negative dim and checks it against `rank` (IndexError naming `op` otherwise). As in
 /// PyTorch a 0-d tensor has one dimension here (0 or -1 wrap to 0), which does not index its
 /// sizes: callers that index sizes() handle rank 0 first; dispatch() runs primitives along it.
