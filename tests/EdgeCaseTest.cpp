@@ -210,6 +210,129 @@ const std::map<std::string, EdgeOp>& edgeOps() {
       {"embedding", {K::Indexing, one([](const Tensor& x) {
                        return embedding(tensor({0, 0}), x.reshape({-1, 1}));
                      })}},
+      // composites: shapes
+      {"view_as", {K::Movement, one([](const Tensor& x) { return x.view_as(x.reshape({-1})); })}},
+      {"broadcast_to", {K::Movement, one([](const Tensor& x) {
+                          Shape s = x.sizes();
+                          s.insert(s.begin(), 2);
+                          return x.broadcast_to(s);
+                        })}},
+      {"swapaxes", {K::Movement, one([](const Tensor& x) { return x.swapaxes(0, -1); })}},
+      {"movedim", {K::Movement, one([](const Tensor& x) { return x.movedim(0, -1); })}},
+      {"movedim2", {K::Movement, one([](const Tensor& x) { return x.movedim({0, 1}, {-1, 0}); })}},
+      {"unbind", {K::Reduction, [](const Tensor& x) { return x.unbind(0); }}},
+      {"unbind_1", {K::Reduction, [](const Tensor& x) { return x.unbind(-1); }}},
+      {"repeat", {K::Movement, one([](const Tensor& x) {
+                    return x.repeat(Shape(static_cast<size_t>(x.dim() + 1), 2));
+                  })}},
+      {"tile", {K::Movement, one([](const Tensor& x) { return x.tile({2}); })}},
+      {"repeat_interleave",
+       {K::Movement, one([](const Tensor& x) { return x.repeat_interleave(2); })}},
+      {"repeat_interleave0",
+       {K::Movement, one([](const Tensor& x) { return x.repeat_interleave(2, 0); })}},
+      {"roll", {K::Movement, one([](const Tensor& x) { return x.roll(3); })}},
+      {"roll0", {K::Movement, one([](const Tensor& x) { return x.roll(-1, 0); })}},
+      {"roll2", {K::Movement, one([](const Tensor& x) { return x.roll({1, 5}, {0, -1}); })}},
+      {"diagonal", {K::Movement, one([](const Tensor& x) { return x.diagonal(); })}},
+      {"diagonal_off", {K::Movement, one([](const Tensor& x) { return x.diagonal(1, -1, 0); })}},
+      {"diagonal_neg", {K::Movement, one([](const Tensor& x) { return x.diagonal(-1); })}},
+      {"diag", {K::Movement, one([](const Tensor& x) { return x.diag(); })}},
+      {"diag1", {K::Movement, one([](const Tensor& x) { return x.diag(1); })}},
+      {"diag_neg", {K::Movement, one([](const Tensor& x) { return x.diag(-2); })}},
+      {"trace", {K::Reduction, one([](const Tensor& x) { return x.trace(); })}},
+      {"take_along_dim", {K::Reduction, one([](const Tensor& x) {
+                            return x.take_along_dim(x.argsort(-1), -1);
+                          })}},
+      {"take_along_dim_flat", {K::Reduction, one([](const Tensor& x) {
+                                 return x.take_along_dim(x.flatten().argsort());
+                               })}},
+      {"take_along_dim_bcast", {K::Indexing, one([](const Tensor& x) {
+                                  return x.take_along_dim(
+                                      zeros(Shape(static_cast<size_t>(x.dim()), 1), kInt64), 0);
+                                })}},
+      {"masked_select",
+       {K::Indexing, one([](const Tensor& x) { return x.masked_select(x > 0); }), true}},
+      {"broadcast_tensors", {K::Movement, [](const Tensor& x) {
+                               Shape s(static_cast<size_t>(x.dim()) + 1, 1);
+                               s[0] = 3;
+                               return broadcast_tensors({x.unsqueeze(0), zeros(s, kFloat64)});
+                             }}},
+      {"meshgrid", {K::Movement, [](const Tensor& x) {
+                      return meshgrid({x.flatten(), x.flatten().slice(0, 0, 2)}, "ij");
+                    }}},
+      {"meshgrid_xy", {K::Movement, [](const Tensor& x) {
+                         return meshgrid({x.flatten(), x.flatten().slice(0, 0, 3)}, "xy");
+                       }}},
+      // composites: products
+      {"outer_flat", {K::Pairwise, one([](const Tensor& x) {
+                        return outer(x.flatten(), x.flatten());
+                      })}},
+      {"dot", {K::Reduction, one([](const Tensor& x) { return dot(x.flatten(), x.flatten()); })}},
+      {"mv", {K::Reduction, one([](const Tensor& x) {
+                return x.reshape({1, -1}).mv(x.flatten());
+              })}},
+      {"addmm", {K::Pairwise, one([](const Tensor& x) {
+                   return x.reshape({-1, 1}).addmm(x.reshape({-1, 1}), x.reshape({1, -1}), 0.5, 2);
+                 })}},
+      {"addmm_beta0", {K::Pairwise, one([](const Tensor& x) {
+                         return x.reshape({-1, 1}).addmm(x.reshape({-1, 1}), x.reshape({1, -1}),
+                                                         0);
+                       })}},
+      {"einsum_outer", {K::Pairwise, one([](const Tensor& x) {
+                          return einsum("i,j->ij", {x.flatten(), x.flatten()});
+                        })}},
+      {"einsum_mm", {K::Reduction, one([](const Tensor& x) {
+                       return einsum("ij,kj->ik", {x.reshape({1, -1}), x.reshape({1, -1})});
+                     })}},
+      {"einsum_batch",
+       {K::Reduction, one([](const Tensor& x) { return einsum("bij,bkj->bki", {x, x}); })}},
+      {"einsum_implicit",
+       {K::Reduction, one([](const Tensor& x) { return einsum("bij,bkj", {x, x}); })}},
+      {"einsum_ellipsis",
+       {K::Reduction, one([](const Tensor& x) { return einsum("...i,...i->...", {x, x}); })}},
+      {"einsum_sum0", {K::Reduction, one([](const Tensor& x) { return einsum("i...->...", {x}); })}},
+      {"einsum_diag", {K::Pairwise, one([](const Tensor& x) {
+                         return einsum("ii->i", {outer(x.flatten(), x.flatten())});
+                       })}},
+      {"einsum_three", {K::Reduction, one([](const Tensor& x) {
+                          Tensor f = x.flatten();
+                          return einsum("i,j,k->", {f, f, f});
+                        })}},
+      {"einsum_chain", {K::Reduction, one([](const Tensor& x) {
+                          return einsum("ij,jk,kl->il",
+                                        {x.reshape({-1, 1}), x.reshape({1, -1}), x.reshape({-1, 1})});
+                        })}},
+      // composites: elementwise and reductions
+      {"atan2", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.atan2(b); })}},
+      {"logaddexp",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return logaddexp(a, b); })}},
+      {"isclose", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) {
+                     return isclose(a, b, 0.5, 0.1);
+                   })}},
+      {"isclose_nan", {K::Elementwise, one([](const Tensor& x) {
+                         return isclose(x, x * 1.0000001, 1e-5, 1e-8, true);
+                       })}},
+      {"allclose", {K::Reduction, one([](const Tensor& x) {
+                      return scalar_tensor(allclose(x, x + 1e-9));
+                    }),
+                    true}},
+      {"equal", {K::Reduction, one([](const Tensor& x) {
+                   return scalar_tensor(equal(x, x.clone()));
+                 }),
+                 true}},
+      {"frac", {K::Elementwise, one([](const Tensor& x) { return x.frac(); })}},
+      {"type_as", {K::Elementwise, one([](const Tensor& x) {
+                     return x.type_as(zeros({1}, kFloat32));
+                   })}},
+      {"new_full", {K::Movement, one([](const Tensor& x) { return x.new_full({2, 3}, 1.5); })}},
+      {"nansum", {K::Reduction, one([](const Tensor& x) { return x.nansum(); })}},
+      {"nansum0", {K::Reduction, one([](const Tensor& x) { return x.nansum({0}); })}},
+      {"count_nonzero", {K::Reduction, one([](const Tensor& x) { return x.count_nonzero(); })}},
+      {"count_nonzero0",
+       {K::Reduction, one([](const Tensor& x) { return x.count_nonzero({0}); })}},
+      {"median", {K::Reduction, one([](const Tensor& x) { return x.median(); })}},
+      {"median0", {K::Reduction, two([](const Tensor& x) { return x.median(0); })}},
+      {"median_1k", {K::Reduction, two([](const Tensor& x) { return x.median(-1, true); })}},
   };
   return ops;
 }
@@ -285,6 +408,8 @@ Tensor input(const std::string& name) {
   if (name == "empty") return zeros({0}, kFloat64);
   if (name == "empty30") return zeros({3, 0}, kFloat64);
   if (name == "empty03") return zeros({0, 3}, kFloat64);
+  if (name == "cube")
+    return ((arange(24, kFloat64) * 7).remainder(24) - 11.5).div(8).reshape({2, 3, 4});
   ADD_FAILURE() << "unknown input " << name;
   return {};
 }
@@ -358,7 +483,7 @@ TEST(EdgeCases, TheTableAndTheReferenceListTheSameOps) {
     EXPECT_TRUE(referenced.count(name)) << name << " has no reference results";
   for (const std::string& name : referenced)
     EXPECT_TRUE(edgeOps().count(name)) << name << " is not in the test's table";
-  EXPECT_GE(cases().size(), 800u);
+  EXPECT_GE(cases().size(), 1500u);
 }
 
 TEST(EdgeCases, EagerGivesPyTorchsResultOrAWeftError) {
@@ -372,9 +497,10 @@ TEST(EdgeCases, EagerGivesPyTorchsResultOrAWeftError) {
       EXPECT_TRUE(c.error) << "PyTorch gives a result, weft raised: " << message;
       continue;
     }
-    ASSERT_FALSE(c.error) << "PyTorch raises, weft returned a result";
+    EXPECT_FALSE(c.error) << "PyTorch raises, weft returned a result";
+    if (c.error) continue;
     EXPECT_TRUE(matches(out, c));
-    EXPECT_EQ(differentiable(out[0]), c.grad.has_value());
+    EXPECT_EQ(!out.empty() && differentiable(out[0]), c.grad.has_value());
     if (c.grad && differentiable(out[0])) {
       EXPECT_TRUE(sameValues(gradientOf(op, x).to_vector<double>(), *c.grad)) << "gradient";
     }

@@ -204,6 +204,52 @@ std::vector<MethodCase> methods() {
          return c.to(kFloat32);
        }},
       {"detach", [](auto& x, auto&) { return x.detach() * 2.0; }},
+      // composites of primitives
+      {"einsum_attention",
+       [](auto& x, auto& y) {
+         Tensor scores = einsum("bqd,kd->bqk", {x, y}).tanh();
+         return einsum("bqk,kd->bqd", {scores, y});
+       }},
+      {"repeat_tile_interleave",
+       [](auto& x, auto& y) {
+         return x.repeat({1, 2, 1}).narrow(1, 1, 3) + y.tile({2, 1, 1}) +
+                y.repeat_interleave(2, 0).narrow(0, 0, 3);
+       }},
+      {"roll_movedim_swapaxes",
+       [](auto& x, auto&) {
+         return x.roll({1, -2}, {0, 2}).movedim(0, -1).swapaxes(0, 1);
+       }},
+      {"diagonal_diag_trace",
+       [](auto& x, auto& y) {
+         return x.diagonal(1, 1, 2).sum() + y.diag().diag(1).sum(0) + y.narrow(1, 0, 3).trace();
+       }},
+      {"take_along_dim_median",
+       [](auto& x, auto&) {
+         return x.take_along_dim(x.argsort(-1), -1) + x.median(1, true).first;
+       }},
+      {"atan2_logaddexp_frac",
+       [](auto& x, auto& y) { return x.atan2(y) + x.logaddexp(y * 2.0) + (x * 3.0).frac(); }},
+      {"unbind_stack_outer",
+       [](auto& x, auto& y) {
+         std::vector<Tensor> rows = y.unbind(0);
+         return stack({rows[2], rows[0], rows[1]}) +
+                x.select(0, 0) * outer(y.select(0, 1), y.select(0, 2)).narrow(0, 0, 1);
+       }},
+      {"addmm_mv_dot",
+       [](auto& x, auto& y) {
+         Tensor m = x.reshape({6, 4});
+         return y.narrow(0, 0, 1).narrow(1, 0, 3).addmm(m.narrow(0, 0, 1), y.t(), 0.5, 2.0) +
+                m.narrow(0, 0, 3).mv(y.select(0, 0)).dot(y.select(1, 0));
+       }},
+      {"reduction_dims_as_numbers", // as LibTorch spells them: x.sum(1) is x.sum({1})
+       [](auto& x, auto&) {
+         return x.sum(1) + x.mean(1, true).amax(1) + x.amin(0).logsumexp(0).unsqueeze(0) +
+                x.var(1) * x.std(1, 0) + x.flip(2).norm(2, 1);
+       }},
+      {"nansum_count_nonzero",
+       [](auto& x, auto&) {
+         return x.log().nansum({1}) + x.gt(0.5).count_nonzero({1}).to(kFloat32);
+       }},
   };
 }
 

@@ -370,6 +370,8 @@ double binaryReference(OpCode op, double a, double b) {
     return std::pow(a, b);
   case OpCode::Fmod:
     return std::fmod(a, b);
+  case OpCode::Atan2:
+    return std::atan2(a, b);
   case OpCode::FloorDivide:
     return std::floor(a / b);
   case OpCode::Maximum:

@@ -439,4 +439,98 @@ Tensor Tensor::addcdiv(const Tensor& t1, const Tensor& t2, Scalar value,
   return *this + t1 * value / t2;
 }
 
+Tensor Tensor::arctan2(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return atan2(other);
+}
+Tensor logaddexp(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "logaddexp: called with an undefined tensor");
+  const DType t = result_type(a, b);
+  WEFT_CHECK(isFloating(t), DType, "logaddexp: expected floating-point inputs, got ",
+             dtypeName(a.dtype()), " and ", dtypeName(b.dtype()));
+  Tensor x = a.to(t), y = b.to(t);
+  Tensor r = maximum(x, y) + (x - y).abs().neg().exp().log1p();
+  return where(x.eq(y).logical_and(x.isinf()), x, r); // inf - inf would be NaN
+}
+Tensor Tensor::logaddexp(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::logaddexp(*this, other);
+}
+Tensor Tensor::frac(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("frac");
+  WEFT_CHECK(isFloating(dtype()), DType, "frac: expected a floating-point input, got ",
+             dtypeName(dtype()));
+  return *this - trunc();
+}
+
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equalNan,
+               std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "isclose: called with an undefined tensor");
+  WEFT_CHECK(a.dtype() == b.dtype(), DType, "isclose: ", dtypeName(a.dtype()), " did not match ",
+             dtypeName(b.dtype()));
+  WEFT_CHECK(rtol >= 0 && atol >= 0, Value,
+             "isclose: rtol and atol must be greater than or equal to zero, got ", rtol, " and ",
+             atol);
+  Tensor close = a.eq(b);
+  if (equalNan && isFloating(a.dtype())) close = close.logical_or(a.isnan().logical_and(b.isnan()));
+  // Integers compare in float64; infinities only by equality above.
+  Tensor x = isFloating(a.dtype()) ? a : a.to(DType::Float64);
+  Tensor y = isFloating(b.dtype()) ? b : b.to(DType::Float64);
+  Tensor error = (x - y).abs();
+  return close.logical_or(error.isfinite().logical_and(error.le(y.abs() * rtol + atol)));
+}
+Tensor Tensor::isclose(const Tensor& other, double rtol, double atol, bool equalNan,
+                       std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::isclose(*this, other, rtol, atol, equalNan);
+}
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equalNan,
+              std::source_location loc) {
+  CallSite cs(loc);
+  return isclose(a, b, rtol, atol, equalNan).all().item<bool>();
+}
+bool Tensor::allclose(const Tensor& other, double rtol, double atol, bool equalNan,
+                      std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::allclose(*this, other, rtol, atol, equalNan);
+}
+bool equal(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "equal: called with an undefined tensor");
+  return a.sizes() == b.sizes() && a.eq(b).all().item<bool>();
+}
+bool Tensor::equal(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::equal(*this, other);
+}
+
+Tensor Tensor::type_as(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(other.defined(), Value, "type_as: other is an undefined tensor");
+  return to(other.dtype());
+}
+Tensor Tensor::new_zeros(Shape shape, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("new_zeros");
+  return zeros(std::move(shape), dtype());
+}
+Tensor Tensor::new_ones(Shape shape, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("new_ones");
+  return ones(std::move(shape), dtype());
+}
+Tensor Tensor::new_full(Shape shape, Scalar value, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("new_full");
+  return full(std::move(shape), value, dtype());
+}
+Tensor Tensor::new_empty(Shape shape, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("new_empty");
+  return empty(std::move(shape), dtype());
+}
+
 } // namespace weft

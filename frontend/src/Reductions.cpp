@@ -71,14 +71,14 @@ Tensor Tensor::sum(std::source_location loc) const {
   CallSite cs(loc);
   return sum({}, false);
 }
-Tensor Tensor::sum(Shape dims, bool keepdim, std::optional<DType> dtype,
+Tensor Tensor::sum(Dims dims, bool keepdim, std::optional<DType> dtype,
                    std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("sum");
   DType t = dtype.value_or(isFloating(this->dtype()) ? this->dtype() : DType::Int64);
   return reduce_op(OpCode::Sum, to(t), wrapDims(dims, dim(), "sum"), keepdim);
 }
-Tensor sum(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+Tensor sum(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
   CallSite cs(loc);
   return x.sum(std::move(dims), keepdim);
 }
@@ -86,7 +86,7 @@ Tensor Tensor::mean(std::source_location loc) const {
   CallSite cs(loc);
   return mean({}, false);
 }
-Tensor Tensor::mean(Shape dims, bool keepdim, std::source_location loc) const {
+Tensor Tensor::mean(Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("mean");
   WEFT_CHECK(isFloating(dtype()), DType,
@@ -96,7 +96,7 @@ Tensor Tensor::mean(Shape dims, bool keepdim, std::source_location loc) const {
   Shape wd = wrapDims(dims, dim(), "mean");
   return divideByCount(reduce_op(OpCode::Sum, *this, wd, keepdim), *this, wd, keepdim, 0);
 }
-Tensor mean(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+Tensor mean(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
   CallSite cs(loc);
   return x.mean(std::move(dims), keepdim);
 }
@@ -111,12 +111,12 @@ Tensor Tensor::prod(int64_t d, bool keepdim, std::source_location loc) const {
   return reduce_op(OpCode::Prod, to(isFloating(dtype()) ? dtype() : DType::Int64),
                    {wrapDim(d, dim(), "prod")}, keepdim);
 }
-Tensor Tensor::amax(Shape dims, bool keepdim, std::source_location loc) const {
+Tensor Tensor::amax(Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("amax");
   return reduce_op(OpCode::AMax, *this, wrapDims(dims, dim(), "amax"), keepdim);
 }
-Tensor Tensor::amin(Shape dims, bool keepdim, std::source_location loc) const {
+Tensor Tensor::amin(Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("amin");
   return reduce_op(OpCode::AMin, *this, wrapDims(dims, dim(), "amin"), keepdim);
@@ -151,7 +151,7 @@ Tensor Tensor::argmin(std::optional<int64_t> d, bool keepdim, std::source_locati
   CallSite cs(loc);
   return argExtremum(OpCode::ArgMin, *this, d, keepdim);
 }
-Tensor Tensor::var(Shape dims, int64_t correction, bool keepdim, std::source_location loc) const {
+Tensor Tensor::var(Dims dims, int64_t correction, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("var");
   WEFT_CHECK(isFloating(dtype()), DType, "var: expected a floating-point input, got ",
@@ -161,11 +161,11 @@ Tensor Tensor::var(Shape dims, int64_t correction, bool keepdim, std::source_loc
   Shape wd = wrapDims(dims, dim(), "var");
   return divideByCount(reduce_op(OpCode::Sum, d * d, wd, keepdim), *this, wd, keepdim, correction);
 }
-Tensor Tensor::std(Shape dims, int64_t correction, bool keepdim, std::source_location loc) const {
+Tensor Tensor::std(Dims dims, int64_t correction, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   return var(std::move(dims), correction, keepdim).sqrt();
 }
-Tensor Tensor::logsumexp(Shape dims, bool keepdim, std::source_location loc) const {
+Tensor Tensor::logsumexp(Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("logsumexp");
   Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
@@ -176,11 +176,11 @@ Tensor Tensor::logsumexp(Shape dims, bool keepdim, std::source_location loc) con
   Tensor r = (x - m).exp().sum(wd, true).log() + m;
   return keepdim ? r : reduce_op(OpCode::Sum, r, wd, false); // sum over size-1 dims drops them
 }
-Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+Tensor logsumexp(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
   CallSite cs(loc);
   return x.logsumexp(std::move(dims), keepdim);
 }
-Tensor Tensor::norm(double p, Shape dims, bool keepdim, std::source_location loc) const {
+Tensor Tensor::norm(double p, Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   WEFT_CHECK(defined(), Value, "norm: called on an undefined tensor");
   WEFT_CHECK(isFloating(dtype()), DType, "norm: expected a floating-point input, got ",
@@ -212,18 +212,18 @@ Tensor anyOrAll(const Tensor& x, bool any, Shape dims, bool keepdim, const char*
   return x.dtype() == DType::UInt8 ? cast(r, DType::UInt8) : r;
 }
 } // namespace
-Tensor Tensor::any(Shape dims, bool keepdim, std::source_location loc) const {
+Tensor Tensor::any(Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   return anyOrAll(*this, true, std::move(dims), keepdim, "any");
 }
-Tensor Tensor::all(Shape dims, bool keepdim, std::source_location loc) const {
+Tensor Tensor::all(Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   return anyOrAll(*this, false, std::move(dims), keepdim, "all");
 }
-Tensor any(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+Tensor any(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
   return x.any(std::move(dims), keepdim, loc);
 }
-Tensor all(const Tensor& x, Shape dims, bool keepdim, std::source_location loc) {
+Tensor all(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
   return x.all(std::move(dims), keepdim, loc);
 }
 Tensor Tensor::isnan(std::source_location loc) const {
@@ -307,6 +307,68 @@ Tensor Tensor::log_softmax(int64_t d, std::source_location loc) const {
 Tensor log_softmax(const Tensor& x, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
   return x.log_softmax(dim);
+}
+
+} // namespace weft
+
+namespace weft {
+
+Tensor Tensor::nansum(Dims dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("nansum");
+  if (!isFloating(dtype())) return sum(dims, keepdim);
+  return where(isnan(), full({}, 0.0, dtype()), *this).sum(dims, keepdim);
+}
+Tensor nansum(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.nansum(std::move(dims), keepdim);
+}
+Tensor Tensor::count_nonzero(Dims dims, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("count_nonzero");
+  return ne(0).sum(dims, false, DType::Int64);
+}
+Tensor count_nonzero(const Tensor& x, Dims dims, std::source_location loc) {
+  CallSite cs(loc);
+  return x.count_nonzero(std::move(dims));
+}
+
+std::pair<Tensor, Tensor> Tensor::median(int64_t d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("median");
+  d = wrapDim(d, dim(), "median");
+  Tensor x = dim() == 0 ? reshape({1}) : *this;
+  const int64_t n = x.size(d);
+  WEFT_CHECK(n > 0, Index, "median: expected reduction dim ", d, " to have non-zero size");
+  auto [sorted, order] = x.sort(d);
+  Shape kept = x.sizes();
+  kept[static_cast<size_t>(d)] = 1;
+  // The lower median; where a slice holds NaNs (sorted last, in their order), its first NaN.
+  Tensor at = full(kept, (n - 1) / 2, DType::Int64);
+  if (isFloating(dtype())) {
+    Tensor nans = x.isnan().sum({d}, true, DType::Int64);
+    at = where(nans.gt(0), nans.neg() + n, at);
+  }
+  Tensor values = sorted.gather(d, at), indices = order.gather(d, at);
+  if (dim() == 0) return {values.reshape({}), indices.reshape({})};
+  if (!keepdim) return {values.squeeze(d), indices.squeeze(d)};
+  return {values, indices};
+}
+Tensor Tensor::median(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("median");
+  // An empty tensor's median is NaN (still a function of it, as in PyTorch).
+  if (numel() == 0 && isFloating(dtype())) return sum() + std::nan("");
+  return flatten().median(0).first;
+}
+Tensor median(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.median();
+}
+std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim,
+                                 std::source_location loc) {
+  CallSite cs(loc);
+  return x.median(dim, keepdim);
 }
 
 } // namespace weft

@@ -378,12 +378,13 @@ Tensor flip(const Tensor& t, const Shape& dims) {
   return dispatch(OpCode::Flip, {t}, Attrs{{"dims", dims}});
 }
 
-Tensor Tensor::flip(Shape dims, std::source_location loc) const {
+Tensor Tensor::flip(Dims dims, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("flip");
-  for (int64_t& d : dims)
-    d = wrapDim(d, dim(), "flip");
-  return weft::flip(*this, dims);
+  Shape wrapped;
+  for (int64_t d : dims)
+    wrapped.push_back(wrapDim(d, dim(), "flip"));
+  return weft::flip(*this, wrapped);
 }
 
 // ---- autograd accessors ----

@@ -26,6 +26,10 @@ INPUTS = {
     "empty": lambda: torch.zeros(0, dtype=torch.float64),
     "empty30": lambda: torch.zeros(3, 0, dtype=torch.float64),
     "empty03": lambda: torch.zeros(0, 3, dtype=torch.float64),
+    # distinct values, none zero, in [-1.4375, 1.4375]: what shape ops of rank 3 need
+    "cube": lambda: (torch.tensor([(i * 7) % 24 for i in range(24)], dtype=torch.float64) - 11.5)
+    .div(8)
+    .reshape(2, 3, 4),
 }
 
 
@@ -108,6 +112,68 @@ OPS = {
     "max_pool1d": lambda x: F.max_pool1d(x.reshape(1, 1, -1), 1),
     "avg_pool1d": lambda x: F.avg_pool1d(x.reshape(1, 1, -1), 1),
     "embedding": lambda x: F.embedding(torch.tensor([0, 0]), x.reshape(-1, 1)),
+    # composites: shapes
+    "view_as": lambda x: x.view_as(x.reshape(-1)),
+    "broadcast_to": lambda x: x.broadcast_to((2, *x.shape)),
+    "swapaxes": lambda x: x.swapaxes(0, -1),
+    "movedim": lambda x: x.movedim(0, -1),
+    "movedim2": lambda x: x.movedim((0, 1), (-1, 0)),
+    "unbind": lambda x: x.unbind(0),
+    "unbind_1": lambda x: x.unbind(-1),
+    "repeat": lambda x: x.repeat(*([2] * (x.dim() + 1))),
+    "tile": lambda x: x.tile((2,)),
+    "repeat_interleave": lambda x: x.repeat_interleave(2),
+    "repeat_interleave0": lambda x: x.repeat_interleave(2, 0),
+    "roll": lambda x: x.roll(3),
+    "roll0": lambda x: x.roll(-1, 0),
+    "roll2": lambda x: x.roll((1, 5), (0, -1)),
+    "diagonal": lambda x: x.diagonal(),
+    "diagonal_off": lambda x: x.diagonal(1, -1, 0),
+    "diagonal_neg": lambda x: x.diagonal(-1),
+    "diag": lambda x: x.diag(),
+    "diag1": lambda x: x.diag(1),
+    "diag_neg": lambda x: x.diag(-2),
+    "trace": lambda x: x.trace(),
+    "take_along_dim": lambda x: x.take_along_dim(x.argsort(-1), -1),
+    "take_along_dim_flat": lambda x: x.take_along_dim(x.flatten().argsort()),
+    "take_along_dim_bcast": lambda x: x.take_along_dim(torch.zeros([1] * x.dim(), dtype=torch.int64), 0),
+    "masked_select": lambda x: x.masked_select(x > 0),
+    "broadcast_tensors": lambda x: torch.broadcast_tensors(x.unsqueeze(0), torch.zeros([3] + [1] * x.dim(), dtype=torch.float64)),
+    "meshgrid": lambda x: torch.meshgrid(x.flatten(), x.flatten()[:2], indexing="ij"),
+    "meshgrid_xy": lambda x: torch.meshgrid(x.flatten(), x.flatten()[:3], indexing="xy"),
+    # composites: products
+    "outer_flat": lambda x: torch.outer(x.flatten(), x.flatten()),
+    "dot": lambda x: torch.dot(x.flatten(), x.flatten()),
+    "mv": lambda x: x.reshape(1, -1).mv(x.flatten()),
+    "addmm": lambda x: x.reshape(-1, 1).addmm(x.reshape(-1, 1), x.reshape(1, -1), beta=0.5, alpha=2),
+    "addmm_beta0": lambda x: x.reshape(-1, 1).addmm(x.reshape(-1, 1), x.reshape(1, -1), beta=0),
+    "einsum_outer": lambda x: torch.einsum("i,j->ij", x.flatten(), x.flatten()),
+    "einsum_mm": lambda x: torch.einsum("ij,kj->ik", x.reshape(1, -1), x.reshape(1, -1)),
+    "einsum_batch": lambda x: torch.einsum("bij,bkj->bki", x, x),
+    "einsum_implicit": lambda x: torch.einsum("bij,bkj", x, x),
+    "einsum_ellipsis": lambda x: torch.einsum("...i,...i->...", x, x),
+    "einsum_sum0": lambda x: torch.einsum("i...->...", x),
+    "einsum_diag": lambda x: torch.einsum("ii->i", torch.outer(x.flatten(), x.flatten())),
+    "einsum_three": lambda x: torch.einsum("i,j,k->", x.flatten(), x.flatten(), x.flatten()),
+    "einsum_chain": lambda x: torch.einsum("ij,jk,kl->il", x.reshape(-1, 1), x.reshape(1, -1), x.reshape(-1, 1)),
+    # composites: elementwise and reductions
+    "atan2": outer(torch.atan2),
+    "logaddexp": outer(torch.logaddexp),
+    "isclose": outer(lambda a, b: torch.isclose(a, b, rtol=0.5, atol=0.1)),
+    # (not broadcast: PyTorch 1.13's isclose with equal_nan fails to broadcast)
+    "isclose_nan": lambda x: torch.isclose(x, x * 1.0000001, equal_nan=True),
+    "allclose": lambda x: torch.tensor(torch.allclose(x, x + 1e-9)),
+    "equal": lambda x: torch.tensor(torch.equal(x, x.clone())),
+    "frac": lambda x: x.frac(),
+    "type_as": lambda x: x.type_as(torch.zeros(1, dtype=torch.float32)),
+    "new_full": lambda x: x.new_full((2, 3), 1.5),
+    "nansum": lambda x: x.nansum(),
+    "nansum0": lambda x: x.nansum(0),
+    "count_nonzero": lambda x: x.count_nonzero(),
+    "count_nonzero0": lambda x: x.count_nonzero(0),
+    "median": lambda x: x.median(),
+    "median0": lambda x: x.median(0),
+    "median_1k": lambda x: x.median(-1, True),
 }
 
 # Gradients where weft deliberately differs from PyTorch 1.13, each computed by the rule weft
@@ -211,8 +277,8 @@ def main():
                 continue
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             grad = "-"
-            first = outs[0]
-            if first.requires_grad and first.is_floating_point():
+            first = outs[0] if outs else None  # unbind along an empty dim gives no tensors
+            if first is not None and first.requires_grad and first.is_floating_point():
                 w = weights(first.numel()).reshape(first.shape)
                 (g,) = torch.autograd.grad((first * w).sum(), x, allow_unused=True)
                 if op in GRADIENT_RULES:

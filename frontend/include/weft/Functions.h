@@ -4,6 +4,7 @@
 #include "weft/Tensor.h"
 
 #include <atomic>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -139,24 +140,60 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0, WEFT
 Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, double value = 0.0, WEFT_LOC);
 /// Indices of the non-zero elements, one row per element (shape [n, dim]). Eager only.
 Tensor nonzero(const Tensor& x, WEFT_LOC);
+/// The tensors expanded to their common broadcast shape.
+std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& tensors, WEFT_LOC);
+/// Coordinate grids of 0-d or 1-D tensors: indexing "ij" (matrix) or "xy" (Cartesian: the first
+/// two outputs' dims swapped).
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, std::string_view indexing = "ij",
+                             WEFT_LOC);
+Tensor broadcast_to(const Tensor& x, Shape shape, WEFT_LOC);
+Tensor movedim(const Tensor& x, Shape source, Shape destination, WEFT_LOC);
+Tensor movedim(const Tensor& x, int64_t source, int64_t destination, WEFT_LOC);
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0, WEFT_LOC);
+Tensor tile(const Tensor& x, Shape dims, WEFT_LOC);
+Tensor repeat_interleave(const Tensor& x, int64_t repeats,
+                         std::optional<int64_t> dim = std::nullopt, WEFT_LOC);
+Tensor roll(const Tensor& x, Shape shifts, Shape dims = {}, WEFT_LOC);
+Tensor diagonal(const Tensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1, WEFT_LOC);
+Tensor diag(const Tensor& x, int64_t diagonal = 0, WEFT_LOC);
+Tensor trace(const Tensor& x, WEFT_LOC);
 
 // ---- reductions and friends ----
-Tensor sum(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
-Tensor mean(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
+Tensor sum(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
+Tensor mean(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
 Tensor softmax(const Tensor& x, int64_t dim, WEFT_LOC);
 Tensor log_softmax(const Tensor& x, int64_t dim, WEFT_LOC);
-Tensor logsumexp(const Tensor& x, Shape dims, bool keepdim = false, WEFT_LOC);
+Tensor logsumexp(const Tensor& x, Dims dims, bool keepdim = false, WEFT_LOC);
 Tensor remainder(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor remainder(const Tensor& a, Scalar b, WEFT_LOC);
-Tensor any(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
-Tensor all(const Tensor& x, Shape dims = {}, bool keepdim = false, WEFT_LOC);
+Tensor any(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
+Tensor all(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
 Tensor isnan(const Tensor& x, WEFT_LOC);
 Tensor isinf(const Tensor& x, WEFT_LOC);
 Tensor isfinite(const Tensor& x, WEFT_LOC);
 Tensor cumsum(const Tensor& x, int64_t dim, WEFT_LOC);
+Tensor nansum(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
+Tensor count_nonzero(const Tensor& x, Dims dims = {}, WEFT_LOC);
+Tensor median(const Tensor& x, WEFT_LOC);
+std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false, WEFT_LOC);
+Tensor logaddexp(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+               bool equal_nan = false, WEFT_LOC);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false, WEFT_LOC);
+bool equal(const Tensor& a, const Tensor& b, WEFT_LOC);
 
 // ---- linear algebra, convolution, pooling, indexing ----
 Tensor matmul(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor outer(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor dot(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor mv(const Tensor& mat, const Tensor& vec, WEFT_LOC);
+Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta = 1,
+             Scalar alpha = 1, WEFT_LOC);
+/// Einstein summation as torch.einsum: "ij,jk->ik", "bhqd,bhkd->bhqk", "...i,...i->...", "ii->i";
+/// without "->" the output is the labels used once, in alphabetical order. Contractions run as
+/// batched matmuls, one operand pair at a time from the left.
+Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands, WEFT_LOC);
 /// N-d convolution on (N, C, L) or (N, C, H, W) with weight (O, C/groups, k...) and optional bias.
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1,
               int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1, WEFT_LOC);
@@ -187,6 +224,9 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, WEFT_LOC);
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC);
+Tensor take_along_dim(const Tensor& x, const Tensor& indices,
+                      std::optional<int64_t> dim = std::nullopt, WEFT_LOC);
+Tensor masked_select(const Tensor& x, const Tensor& mask, WEFT_LOC);
 /// Rows of `weight` picked by integer `indices`: shape indices.shape + [embedding_dim].
 Tensor embedding(const Tensor& indices, const Tensor& weight, WEFT_LOC);
 /// int64 one-hot encoding with `num_classes` (-1: max index + 1).

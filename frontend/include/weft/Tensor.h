@@ -67,6 +67,26 @@ private:
   Kind kind_;
 };
 
+/// The dims a reduction works on, given as LibTorch takes them: one dim (x.sum(1)), a list
+/// (x.sum({0, 2})) or a Shape; empty means every dim.
+class Dims {
+public:
+  Dims() = default;
+  Dims(int64_t dim) : dims_{dim} {}                          // NOLINT: implicit by design
+  Dims(std::initializer_list<int64_t> dims) : dims_(dims) {} // NOLINT
+  Dims(Shape dims) : dims_(std::move(dims)) {}               // NOLINT
+  Dims(const std::vector<int64_t>& dims) : dims_(dims) {}    // NOLINT
+  operator const Shape&() const { return dims_; }            // NOLINT
+  bool empty() const { return dims_.empty(); }
+  size_t size() const { return dims_.size(); }
+  int64_t operator[](size_t i) const { return dims_[i]; }
+  auto begin() const { return dims_.begin(); }
+  auto end() const { return dims_.end(); }
+
+private:
+  Shape dims_;
+};
+
 /// Options for factories, spelled like torch::TensorOptions. A factory whose dtype PyTorch infers
 /// from its arguments (arange, full) does so only when no dtype was given.
 struct TensorOptions {
@@ -158,7 +178,41 @@ public:
   Tensor unsqueeze(int64_t dim, WEFT_LOC) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1, WEFT_LOC) const;
   Tensor unflatten(int64_t dim, Shape sizes, WEFT_LOC) const;
-  Tensor flip(Shape dims, WEFT_LOC) const;
+  Tensor flip(Dims dims, WEFT_LOC) const;
+  /// view(other.sizes()), reshape(other.sizes()), expand(shape).
+  Tensor view_as(const Tensor& other, WEFT_LOC) const;
+  Tensor reshape_as(const Tensor& other, WEFT_LOC) const;
+  Tensor broadcast_to(Shape shape, WEFT_LOC) const;
+  /// transpose(dim0, dim1) under NumPy's names.
+  Tensor swapaxes(int64_t dim0, int64_t dim1, WEFT_LOC) const;
+  Tensor swapdims(int64_t dim0, int64_t dim1, WEFT_LOC) const;
+  /// The dims `source` moved to positions `destination`, the others keeping their order (a view).
+  Tensor movedim(Shape source, Shape destination, WEFT_LOC) const;
+  Tensor movedim(int64_t source, int64_t destination, WEFT_LOC) const;
+  Tensor moveaxis(int64_t source, int64_t destination, WEFT_LOC) const;
+  /// The slices along `dim`, each without that dim.
+  std::vector<Tensor> unbind(int64_t dim = 0, WEFT_LOC) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0, WEFT_LOC) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0, WEFT_LOC) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0, WEFT_LOC) const;
+  /// The tensor tiled `repeats[i]` times along dim i (more repeats than dims add leading dims).
+  Tensor repeat(Shape repeats, WEFT_LOC) const;
+  /// repeat(), with fewer `dims` than the tensor has meaning 1 for the leading ones.
+  Tensor tile(Shape dims, WEFT_LOC) const;
+  /// Each element repeated `repeats` times in a row along `dim` (none: of the flattened tensor).
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt,
+                           WEFT_LOC) const;
+  /// Elements shifted by `shifts[i]` along `dims[i]`, wrapping around (no dims: the flattened
+  /// tensor, shape kept).
+  Tensor roll(Shape shifts, Shape dims = {}, WEFT_LOC) const;
+  Tensor roll(int64_t shift, std::optional<int64_t> dim = std::nullopt, WEFT_LOC) const;
+  /// The diagonal `offset` of the planes (dim1, dim2), as a new last dim. A copy where the tensor
+  /// is not contiguous (PyTorch returns a view: writes to it do not reach this tensor).
+  Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1, WEFT_LOC) const;
+  /// A 1-D tensor as the diagonal `diagonal` of a square matrix; a matrix's diagonal as 1-D.
+  Tensor diag(int64_t diagonal = 0, WEFT_LOC) const;
+  /// The sum of a matrix's diagonal.
+  Tensor trace(WEFT_LOC) const;
   /// LibTorch-style indexing: integers, Slice, None, Ellipsis, bools, bool masks, integer tensors.
   Tensor index(std::initializer_list<indexing::TensorIndex> indices, WEFT_LOC) const;
   Tensor index(const std::vector<indexing::TensorIndex>& indices, WEFT_LOC) const;
@@ -204,7 +258,7 @@ public:
   Tensor addcdiv(const Tensor& t1, const Tensor& t2, Scalar value = 1, WEFT_LOC) const;
   /// The p-norm over `dims` (empty: all): p = 2 (default), 1, infinity or any other positive p
   /// (float16/bfloat16 summed in float; a zero norm has gradient 0).
-  Tensor norm(double p = 2, Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
+  Tensor norm(double p = 2, Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
   /// Division rounded as torch.div's rounding_mode: "trunc" (toward zero) or "floor" (toward minus
   /// infinity, floor_divide); integers stay integers (a divisor of 0 is then an error).
   Tensor div(const Tensor& other, std::string_view rounding_mode, WEFT_LOC) const;
@@ -222,17 +276,38 @@ public:
   /// `diagonal` (<= `diagonal`) are kept, the rest are zero.
   Tensor triu(int64_t diagonal = 0, WEFT_LOC) const;
   Tensor tril(int64_t diagonal = 0, WEFT_LOC) const;
+  /// atan2() (a row of the op table) under NumPy's name.
+  Tensor arctan2(const Tensor& other, WEFT_LOC) const;
+  /// log(exp(self) + exp(other)), without overflow.
+  Tensor logaddexp(const Tensor& other, WEFT_LOC) const;
+  /// self - trunc(self).
+  Tensor frac(WEFT_LOC) const;
+  /// |self - other| <= atol + rtol * |other| elementwise (bool); NaNs equal only with equal_nan.
+  Tensor isclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8,
+                 bool equal_nan = false, WEFT_LOC) const;
+  /// Whether isclose() holds everywhere (reads values: inside compile(), a data-dependent call).
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false,
+                WEFT_LOC) const;
+  /// Same shape and the same values (NaN is unequal to itself; reads values like allclose).
+  bool equal(const Tensor& other, WEFT_LOC) const;
+  /// to(other.dtype()).
+  Tensor type_as(const Tensor& other, WEFT_LOC) const;
+  /// New tensors of this tensor's dtype.
+  Tensor new_zeros(Shape shape, WEFT_LOC) const;
+  Tensor new_ones(Shape shape, WEFT_LOC) const;
+  Tensor new_full(Shape shape, Scalar value, WEFT_LOC) const;
+  Tensor new_empty(Shape shape, WEFT_LOC) const;
 
   // ---- reductions (empty dims = all) ----
   Tensor sum(WEFT_LOC) const;
-  Tensor sum(Shape dims, bool keepdim = false, std::optional<DType> dtype = std::nullopt,
+  Tensor sum(Dims dims, bool keepdim = false, std::optional<DType> dtype = std::nullopt,
              WEFT_LOC) const;
   Tensor mean(WEFT_LOC) const;
-  Tensor mean(Shape dims, bool keepdim = false, WEFT_LOC) const;
+  Tensor mean(Dims dims, bool keepdim = false, WEFT_LOC) const;
   Tensor prod(WEFT_LOC) const;
   Tensor prod(int64_t dim, bool keepdim = false, WEFT_LOC) const;
-  Tensor amax(Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
-  Tensor amin(Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
+  Tensor amax(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
+  Tensor amin(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
   Tensor max(WEFT_LOC) const;
   Tensor min(WEFT_LOC) const;
   /// Max/min along `dim`: (values, indices) as torch.max(x, dim).
@@ -240,13 +315,21 @@ public:
   std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false, WEFT_LOC) const;
   Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false, WEFT_LOC) const;
   Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false, WEFT_LOC) const;
-  Tensor var(Shape dims = {}, int64_t correction = 1, bool keepdim = false, WEFT_LOC) const;
-  Tensor std(Shape dims = {}, int64_t correction = 1, bool keepdim = false, WEFT_LOC) const;
-  Tensor logsumexp(Shape dims, bool keepdim = false, WEFT_LOC) const;
+  Tensor var(Dims dims = {}, int64_t correction = 1, bool keepdim = false, WEFT_LOC) const;
+  Tensor std(Dims dims = {}, int64_t correction = 1, bool keepdim = false, WEFT_LOC) const;
+  Tensor logsumexp(Dims dims, bool keepdim = false, WEFT_LOC) const;
+  /// sum() with NaNs counted as zero.
+  Tensor nansum(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
+  /// The number of nonzero elements over `dims` (empty: all), int64.
+  Tensor count_nonzero(Dims dims = {}, WEFT_LOC) const;
+  /// The lower median (element (n - 1) / 2 of the sorted values); NaN where a NaN is present.
+  Tensor median(WEFT_LOC) const;
+  /// Median along `dim`: (values, indices), as torch.median(x, dim).
+  std::pair<Tensor, Tensor> median(int64_t dim, bool keepdim = false, WEFT_LOC) const;
   /// Whether any (all) elements are nonzero, over `dims` (empty: all): bool, uint8 for a uint8
   /// input, as torch.any and torch.all.
-  Tensor any(Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
-  Tensor all(Shape dims = {}, bool keepdim = false, WEFT_LOC) const;
+  Tensor any(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
+  Tensor all(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
   /// Elementwise NaN, infinity and finiteness tests: bool (integers are never NaN or infinite).
   Tensor isnan(WEFT_LOC) const;
   Tensor isinf(WEFT_LOC) const;
@@ -262,10 +345,23 @@ public:
   Tensor matmul(const Tensor& other, WEFT_LOC) const;
   Tensor mm(const Tensor& other, WEFT_LOC) const;
   Tensor bmm(const Tensor& other, WEFT_LOC) const;
+  /// Products of two 1-D tensors: every pair (outer), summed (dot); matrix times vector (mv).
+  Tensor outer(const Tensor& vec, WEFT_LOC) const;
+  Tensor dot(const Tensor& other, WEFT_LOC) const;
+  Tensor mv(const Tensor& vec, WEFT_LOC) const;
+  /// beta * self + alpha * (mat1 @ mat2); with beta = 0 self is not read (NaNs in it vanish).
+  Tensor addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1,
+               WEFT_LOC) const;
   Tensor gather(int64_t dim, const Tensor& index, WEFT_LOC) const;
   Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
   Tensor index_select(int64_t dim, const Tensor& index, WEFT_LOC) const;
+  /// gather() with `indices` and this tensor broadcast against each other in every dim but
+  /// `dim` (none: both flattened).
+  Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt,
+                        WEFT_LOC) const;
+  /// The elements where `mask` (broadcast) is true, as 1-D (a data-dependent shape).
+  Tensor masked_select(const Tensor& mask, WEFT_LOC) const;
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC) const;
 
   // ---- in place (bump the version counter) ----

@@ -1,0 +1,329 @@
+// Products built on matmul: outer, dot, mv, addmm and einsum.
+#include "TensorImpl.h"
+#include "weft/Functions.h"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+
+namespace weft {
+
+Tensor outer(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "outer: called with an undefined tensor");
+  WEFT_CHECK(a.dim() == 1 && b.dim() == 1, Shape, "outer: expected 1-D arguments, got ",
+             shapeString(a.sizes()), " and ", shapeString(b.sizes()));
+  return a.unsqueeze(1) * b.unsqueeze(0);
+}
+Tensor Tensor::outer(const Tensor& vec, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::outer(*this, vec);
+}
+
+Tensor dot(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "dot: called with an undefined tensor");
+  WEFT_CHECK(a.dim() == 1 && b.dim() == 1, Shape, "dot: 1D tensors expected, but got ", a.dim(),
+             "D and ", b.dim(), "D tensors");
+  WEFT_CHECK(a.dtype() == b.dtype(), DType, "dot: expected both vectors to have same dtype, but ",
+             "found ", dtypeName(a.dtype()), " and ", dtypeName(b.dtype()));
+  WEFT_CHECK(a.size(0) == b.size(0), Shape, "dot: inconsistent tensor size, expected tensor [",
+             a.size(0), "] and src [", b.size(0), "] to have the same number of elements, but got ",
+             a.size(0), " and ", b.size(0), " elements respectively");
+  return matmul(a, b);
+}
+Tensor Tensor::dot(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::dot(*this, other);
+}
+
+Tensor mv(const Tensor& mat, const Tensor& vec, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(mat.defined() && vec.defined(), Value, "mv: called with an undefined tensor");
+  WEFT_CHECK(mat.dim() == 2 && vec.dim() == 1, Shape, "mv: expected a matrix and a vector, got ",
+             shapeString(mat.sizes()), " and ", shapeString(vec.sizes()));
+  return matmul(mat, vec);
+}
+Tensor Tensor::mv(const Tensor& vec, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::mv(*this, vec);
+}
+
+Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha,
+             std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(self.defined(), Value, "addmm: self is an undefined tensor");
+  Tensor product = mat1.mm(mat2);
+  if (alpha.toDouble() != 1) product = product * alpha;
+  self.expand(product.sizes()); // self must broadcast to the product, read or not
+  if (beta.toDouble() == 0) return product;
+  return (beta.toDouble() == 1 ? self : self * beta) + product;
+}
+Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha,
+                     std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::addmm(*this, mat1, mat2, beta, alpha);
+}
+
+namespace {
+
+/// einsum's labels: letters 0..51 in ASCII order (A-Z, a-z), then one per ellipsis dim.
+using Labels = std::vector<int>;
+constexpr int kEllipsisLabel = 52;
+
+int letterLabel(char c) {
+  return c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? 26 + (c - 'a') : -1;
+}
+
+/// One term of the equation: its letters, and where its ellipsis stands (-1: none).
+struct Term {
+  Labels letters;
+  int ellipsisAt = -1;
+};
+
+Term parseTerm(std::string_view s, std::string_view equation) {
+  Term t;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s.substr(i, 3) == "...") {
+      WEFT_CHECK(t.ellipsisAt < 0, Value, "einsum: more than one ellipsis in a term of \"",
+                 equation, "\"");
+      t.ellipsisAt = static_cast<int>(t.letters.size());
+      i += 2;
+      continue;
+    }
+    int l = letterLabel(s[i]);
+    WEFT_CHECK(l >= 0, Value, "einsum: invalid subscript '", s[i], "' in \"", equation,
+               "\": subscripts are letters A-Z and a-z");
+    t.letters.push_back(l);
+  }
+  return t;
+}
+
+/// The labels of a term whose ellipsis covers `covered` dims, right-aligned among `widest`.
+Labels expandTerm(const Term& t, int64_t covered, int64_t widest) {
+  Labels r(t.letters.begin(), t.letters.begin() + std::max(t.ellipsisAt, 0));
+  for (int64_t k = 0; k < covered; ++k)
+    r.push_back(kEllipsisLabel + static_cast<int>(widest - covered + k));
+  if (t.ellipsisAt >= 0)
+    r.insert(r.end(), t.letters.begin() + t.ellipsisAt, t.letters.end());
+  else
+    r = t.letters;
+  return r;
+}
+
+struct Operand {
+  Tensor value;
+  Labels labels;
+};
+
+/// Sums the dims of `op` whose labels `keep` rejects.
+void sumUnkept(Operand& op, const std::function<bool(int)>& keep) {
+  Shape dims;
+  Labels kept;
+  for (size_t i = 0; i < op.labels.size(); ++i)
+    if (keep(op.labels[i]))
+      kept.push_back(op.labels[i]);
+    else
+      dims.push_back(static_cast<int64_t>(i));
+  if (dims.empty()) return;
+  op.value = op.value.sum(dims);
+  op.labels = kept;
+}
+
+/// One operand's dims in `order` (labels it has), permuted and broadcast to `sizes` per label.
+Tensor arrange(const Operand& op, const Labels& order) {
+  Shape perm;
+  for (int l : order)
+    perm.push_back(std::find(op.labels.begin(), op.labels.end(), l) - op.labels.begin());
+  return op.value.permute(perm);
+}
+
+} // namespace
+
+Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands,
+              std::source_location loc) {
+  CallSite cs(loc);
+  std::string eq;
+  for (char c : equation)
+    if (c != ' ') eq.push_back(c);
+  size_t arrow = eq.find("->");
+  std::string_view lhs = std::string_view(eq).substr(0, arrow);
+  std::vector<Term> terms;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(parseTerm(lhs.substr(start, comma - start), equation));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  WEFT_CHECK(terms.size() == operands.size(), Value, "einsum: \"", equation, "\" names ",
+             terms.size(), " operands, but ", operands.size(), " were given");
+  int64_t widest = 0;
+  std::vector<int64_t> covered;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    WEFT_CHECK(operands[i].defined(), Value, "einsum: operand ", i, " is an undefined tensor");
+    auto letters = static_cast<int64_t>(terms[i].letters.size());
+    const int64_t rank = operands[i].dim();
+    WEFT_CHECK(terms[i].ellipsisAt >= 0 ? rank >= letters : rank == letters, Shape,
+               "einsum: the term for operand ", i, " of \"", equation, "\" has ", letters,
+               " subscripts", terms[i].ellipsisAt >= 0 ? " and an ellipsis" : "",
+               ", but the operand has ", rank, " dims");
+    covered.push_back(terms[i].ellipsisAt >= 0 ? rank - letters : 0);
+    widest = std::max(widest, covered.back());
+  }
+  std::vector<Operand> ops;
+  std::array<int, kEllipsisLabel> uses{};
+  for (size_t i = 0; i < terms.size(); ++i) {
+    ops.push_back({operands[i], expandTerm(terms[i], covered[i], widest)});
+    for (int l : terms[i].letters)
+      ++uses[static_cast<size_t>(l)];
+  }
+  Labels output;
+  if (arrow == std::string::npos) { // the ellipsis dims, then the letters used once, sorted
+    for (int64_t k = 0; k < widest; ++k)
+      output.push_back(kEllipsisLabel + static_cast<int>(k));
+    for (int l = 0; l < kEllipsisLabel; ++l)
+      if (uses[static_cast<size_t>(l)] == 1) output.push_back(l);
+  } else {
+    Term out = parseTerm(std::string_view(eq).substr(arrow + 2), equation);
+    output = expandTerm(out, out.ellipsisAt >= 0 ? widest : 0, widest);
+    for (size_t i = 0; i < out.letters.size(); ++i) {
+      int l = out.letters[i];
+      WEFT_CHECK(uses[static_cast<size_t>(l)] > 0, Value, "einsum: output subscript '",
+                 eq[arrow + 2 + i], "' of \"", equation, "\" appears in no input");
+      WEFT_CHECK(std::count(out.letters.begin(), out.letters.end(), l) == 1, Value,
+                 "einsum: output subscript '", eq[arrow + 2 + i], "' of \"", equation,
+                 "\" appears more than once");
+    }
+  }
+  auto inOutput = [&](int l) { return std::find(output.begin(), output.end(), l) != output.end(); };
+  // Per operand: a label repeated in it takes the diagonal; a label no other operand and not the
+  // output has is summed at once.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Operand& op = ops[i];
+    for (bool again = true; again;) {
+      again = false;
+      for (size_t p = 0; p < op.labels.size() && !again; ++p)
+        for (size_t q = p + 1; q < op.labels.size() && !again; ++q) {
+          if (op.labels[p] != op.labels[q]) continue;
+          WEFT_CHECK(op.value.size(static_cast<int64_t>(p)) ==
+                         op.value.size(static_cast<int64_t>(q)),
+                     Shape, "einsum: subscript repeated in operand ", i, " of \"", equation,
+                     "\" labels dims of sizes ", op.value.size(static_cast<int64_t>(p)), " and ",
+                     op.value.size(static_cast<int64_t>(q)));
+          int l = op.labels[p];
+          op.value = op.value.diagonal(0, static_cast<int64_t>(p), static_cast<int64_t>(q));
+          op.labels.erase(op.labels.begin() + static_cast<std::ptrdiff_t>(q));
+          op.labels.erase(op.labels.begin() + static_cast<std::ptrdiff_t>(p));
+          op.labels.push_back(l);
+          again = true;
+        }
+    }
+    sumUnkept(op, [&](int l) {
+      if (inOutput(l)) return true;
+      for (size_t j = 0; j < ops.size(); ++j)
+        if (j != i &&
+            std::find(ops[j].labels.begin(), ops[j].labels.end(), l) != ops[j].labels.end())
+          return true;
+      return false;
+    });
+  }
+  // Fold from the left: the pair's shared labels that a later operand or the output needs are
+  // batch dims, the other shared ones are contracted (a matmul; without any, a broadcast product).
+  Operand acc = ops[0];
+  for (size_t i = 1; i < ops.size(); ++i) {
+    Operand& next = ops[i];
+    auto later = [&](int l) {
+      if (inOutput(l)) return true;
+      for (size_t j = i + 1; j < ops.size(); ++j)
+        if (std::find(ops[j].labels.begin(), ops[j].labels.end(), l) != ops[j].labels.end())
+          return true;
+      return false;
+    };
+    auto has = [](const Operand& op, int l) {
+      return std::find(op.labels.begin(), op.labels.end(), l) != op.labels.end();
+    };
+    sumUnkept(acc, [&](int l) { return later(l) || has(next, l); });
+    sumUnkept(next, [&](int l) { return later(l) || has(acc, l); });
+    Labels batch, contracted, aOnly, bOnly;
+    std::vector<int64_t> sizeOf(static_cast<size_t>(kEllipsisLabel + widest), 1);
+    for (size_t k = 0; k < acc.labels.size(); ++k) {
+      int l = acc.labels[k];
+      sizeOf[static_cast<size_t>(l)] = acc.value.size(static_cast<int64_t>(k));
+      (has(next, l) ? (later(l) ? batch : contracted) : aOnly).push_back(l);
+    }
+    for (size_t k = 0; k < next.labels.size(); ++k) {
+      int l = next.labels[k];
+      int64_t n = next.value.size(static_cast<int64_t>(k));
+      int64_t& s = sizeOf[static_cast<size_t>(l)];
+      if (!has(acc, l)) {
+        s = n;
+        bOnly.push_back(l);
+        continue;
+      }
+      WEFT_CHECK(s == n || s == 1 || n == 1, Shape, "einsum: a subscript of \"", equation,
+                 "\" labels dims of sizes ", s, " and ", n, ", which do not broadcast");
+      s = s == 1 ? n : s;
+    }
+    auto sizes = [&](const Labels& ls) {
+      Shape r;
+      for (int l : ls)
+        r.push_back(sizeOf[static_cast<size_t>(l)]);
+      return r;
+    };
+    auto product = [](const Shape& s) {
+      int64_t p = 1;
+      for (int64_t v : s)
+        p *= v;
+      return p;
+    };
+    Labels result = batch;
+    result.insert(result.end(), aOnly.begin(), aOnly.end());
+    result.insert(result.end(), bOnly.begin(), bOnly.end());
+    Tensor value;
+    if (contracted.empty()) { // a broadcast product: [batch, aOnly, 1...] * [batch, 1..., bOnly]
+      Labels aOrder = batch, bOrder = batch;
+      aOrder.insert(aOrder.end(), aOnly.begin(), aOnly.end());
+      bOrder.insert(bOrder.end(), bOnly.begin(), bOnly.end());
+      Tensor a = arrange(acc, aOrder), b = arrange(next, bOrder);
+      Shape aShape = a.sizes(), bShape(b.sizes().begin(), b.sizes().begin() + batch.size());
+      aShape.insert(aShape.end(), bOnly.size(), 1);
+      bShape.insert(bShape.end(), aOnly.size(), 1);
+      bShape.insert(bShape.end(), b.sizes().begin() + static_cast<std::ptrdiff_t>(batch.size()),
+                    b.sizes().end());
+      value = a.reshape(aShape) * b.reshape(bShape);
+    } else { // [batch, M, K] @ [batch, K, N]
+      Labels aOrder = batch, bOrder = batch;
+      aOrder.insert(aOrder.end(), aOnly.begin(), aOnly.end());
+      aOrder.insert(aOrder.end(), contracted.begin(), contracted.end());
+      bOrder.insert(bOrder.end(), contracted.begin(), contracted.end());
+      bOrder.insert(bOrder.end(), bOnly.begin(), bOnly.end());
+      Tensor a = arrange(acc, aOrder), b = arrange(next, bOrder);
+      const int64_t k = product(sizes(contracted));
+      // A contracted dim of size 1 on one side broadcasts to the other's.
+      Shape aFull(a.sizes().begin(), a.sizes().begin() + batch.size()), bFull;
+      for (int l : aOnly)
+        aFull.push_back(acc.value.size(std::find(acc.labels.begin(), acc.labels.end(), l) -
+                                       acc.labels.begin()));
+      for (int64_t s : sizes(contracted)) {
+        aFull.push_back(s);
+        bFull.push_back(s);
+      }
+      bFull.insert(bFull.begin(), b.sizes().begin(), b.sizes().begin() + batch.size());
+      for (int l : bOnly)
+        bFull.push_back(next.value.size(std::find(next.labels.begin(), next.labels.end(), l) -
+                                        next.labels.begin()));
+      a = a.expand(aFull);
+      b = b.expand(bFull);
+      Shape aMat(a.sizes().begin(), a.sizes().begin() + batch.size());
+      Shape bMat(b.sizes().begin(), b.sizes().begin() + batch.size());
+      aMat.insert(aMat.end(), {product(sizes(aOnly)), k});
+      bMat.insert(bMat.end(), {k, product(sizes(bOnly))});
+      value = matmul(a.reshape(aMat), b.reshape(bMat)).reshape(sizes(result));
+    }
+    acc = {value, result};
+  }
+  sumUnkept(acc, inOutput);
+  return arrange(acc, output);
+}
+
+} // namespace weft

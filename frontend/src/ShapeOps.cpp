@@ -1,0 +1,372 @@
+// Shape composites built from views and copies: view_as, broadcast_to, movedim, unbind, repeat,
+// tile, repeat_interleave, roll, diagonal, diag, trace, take_along_dim, masked_select,
+// broadcast_tensors and meshgrid. Each is a few primitives, so autograd and compile() see those.
+#include "TensorImpl.h"
+#include "weft/Functions.h"
+#include "weft/Indexing.h"
+#include "weft/ir/Types.h"
+
+#include <algorithm>
+
+namespace weft {
+namespace {
+
+Shape broadcastAll(const std::vector<Shape>& shapes, const char* op) {
+  Shape r = shapes.empty() ? Shape{} : shapes[0];
+  for (const Shape& s : shapes) {
+    auto b = ir::broadcastShapes(r, s, op);
+    WEFT_CHECK(static_cast<bool>(b), Shape, op, ": shapes ", shapeString(r), " and ",
+               shapeString(s), " cannot be broadcast together");
+    r = b.value();
+  }
+  return r;
+}
+
+/// Wrapped dims of `dims` for a tensor of rank `rank`, each at most once.
+Shape uniqueDims(const Shape& dims, int64_t rank, const char* op, const char* what) {
+  Shape r;
+  for (int64_t d : dims) {
+    int64_t w = wrapDim(d, rank, op);
+    WEFT_CHECK(std::find(r.begin(), r.end(), w) == r.end(), Value, op, ": repeated dim in ", what);
+    r.push_back(w);
+  }
+  return r;
+}
+
+} // namespace
+
+Tensor Tensor::view_as(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(other.defined(), Value, "view_as: other is an undefined tensor");
+  return view(other.sizes());
+}
+Tensor Tensor::reshape_as(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  WEFT_CHECK(other.defined(), Value, "reshape_as: other is an undefined tensor");
+  return reshape(other.sizes());
+}
+Tensor Tensor::broadcast_to(Shape shape, std::source_location loc) const {
+  CallSite cs(loc);
+  return expand(std::move(shape));
+}
+Tensor broadcast_to(const Tensor& x, Shape shape, std::source_location loc) {
+  CallSite cs(loc);
+  return x.expand(std::move(shape));
+}
+Tensor Tensor::swapaxes(int64_t dim0, int64_t dim1, std::source_location loc) const {
+  CallSite cs(loc);
+  return transpose(dim0, dim1);
+}
+Tensor Tensor::swapdims(int64_t dim0, int64_t dim1, std::source_location loc) const {
+  CallSite cs(loc);
+  return transpose(dim0, dim1);
+}
+
+Tensor Tensor::movedim(Shape source, Shape destination, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("movedim");
+  WEFT_CHECK(source.size() == destination.size(), Value,
+             "movedim: Invalid source or destination dims: source (", shapeString(source),
+             " dims) should contain the same number of dims as destination (",
+             shapeString(destination), " dims)");
+  const int64_t n = dim();
+  Shape src = uniqueDims(source, n, "movedim", "source"),
+        dst = uniqueDims(destination, n, "movedim", "destination");
+  if (n == 0) return *this;
+  Shape perm(static_cast<size_t>(n), -1);
+  std::vector<bool> moved(static_cast<size_t>(n), false);
+  for (size_t i = 0; i < src.size(); ++i) {
+    perm[static_cast<size_t>(dst[i])] = src[i];
+    moved[static_cast<size_t>(src[i])] = true;
+  }
+  int64_t next = 0; // the dims not moved fill the free places in order
+  for (int64_t& p : perm) {
+    if (p >= 0) continue;
+    while (moved[static_cast<size_t>(next)])
+      ++next;
+    p = next++;
+  }
+  return permute(perm);
+}
+Tensor Tensor::movedim(int64_t source, int64_t destination, std::source_location loc) const {
+  CallSite cs(loc);
+  return movedim(Shape{source}, Shape{destination});
+}
+Tensor Tensor::moveaxis(int64_t source, int64_t destination, std::source_location loc) const {
+  CallSite cs(loc);
+  return movedim(Shape{source}, Shape{destination});
+}
+Tensor movedim(const Tensor& x, Shape source, Shape destination, std::source_location loc) {
+  CallSite cs(loc);
+  return x.movedim(std::move(source), std::move(destination));
+}
+Tensor movedim(const Tensor& x, int64_t source, int64_t destination, std::source_location loc) {
+  CallSite cs(loc);
+  return x.movedim(source, destination);
+}
+
+std::vector<Tensor> Tensor::unbind(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("unbind");
+  WEFT_CHECK(dim() > 0, Index, "unbind: dimension specified as ", d,
+             " but tensor has no dimensions");
+  d = wrapDim(d, dim(), "unbind");
+  std::vector<Tensor> parts;
+  for (int64_t i = 0; i < size(d); ++i)
+    parts.push_back(select(d, i));
+  return parts;
+}
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.unbind(dim);
+}
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::split(*this, split_size, d);
+}
+std::vector<Tensor> Tensor::split(const std::vector<int64_t>& sizes, int64_t d,
+                                  std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::split(*this, sizes, d);
+}
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::chunk(*this, chunks, d);
+}
+
+Tensor Tensor::repeat(Shape repeats, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("repeat");
+  WEFT_CHECK(static_cast<int64_t>(repeats.size()) >= dim(), Value,
+             "repeat: number of dimensions of repeat dims (", repeats.size(),
+             ") can not be smaller than number of dimensions of tensor (", dim(), ")");
+  for (int64_t r : repeats)
+    WEFT_CHECK(r >= 0, Value, "repeat: repeats cannot be negative, got ", shapeString(repeats));
+  // Each dim i of size s becomes (1, s), is expanded to (r, s) and folded to r * s.
+  Shape lifted, expanded, result;
+  const size_t lead = repeats.size() - static_cast<size_t>(dim());
+  for (size_t i = 0; i < repeats.size(); ++i) {
+    int64_t s = i < lead ? 1 : sizes()[i - lead];
+    lifted.insert(lifted.end(), {1, s});
+    expanded.insert(expanded.end(), {repeats[i], s});
+    result.push_back(repeats[i] * s);
+  }
+  return weft::reshape(weft::reshape(*this, lifted).expand(expanded), result);
+}
+Tensor Tensor::tile(Shape dims, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("tile");
+  while (static_cast<int64_t>(dims.size()) < dim())
+    dims.insert(dims.begin(), 1);
+  return repeat(dims);
+}
+Tensor tile(const Tensor& x, Shape dims, std::source_location loc) {
+  CallSite cs(loc);
+  return x.tile(std::move(dims));
+}
+
+Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> d,
+                                 std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("repeat_interleave");
+  WEFT_CHECK(repeats >= 0, Value, "repeat_interleave: repeats can not be negative, got ", repeats);
+  WEFT_CHECK(!d || dim() > 0, Index, "repeat_interleave: dimension specified as ", d.value_or(0),
+             " but tensor has no dimensions");
+  Tensor x = d ? *this : flatten();
+  int64_t at = d ? wrapDim(*d, x.dim(), "repeat_interleave") : 0;
+  if (x.dim() == 0) x = x.reshape({1});
+  Shape s = x.sizes();
+  s.insert(s.begin() + at + 1, repeats);
+  return x.unsqueeze(at + 1).expand(s).flatten(at, at + 1);
+}
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim,
+                         std::source_location loc) {
+  CallSite cs(loc);
+  return x.repeat_interleave(repeats, dim);
+}
+
+Tensor Tensor::roll(Shape shifts, Shape dims, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("roll");
+  if (dims.empty()) {
+    WEFT_CHECK(shifts.size() == 1, Value, "roll: without dims, shifts must have one value, got ",
+               shapeString(shifts));
+    return flatten().roll(shifts, {0}).view(sizes());
+  }
+  WEFT_CHECK(shifts.size() == dims.size(), Value, "roll: shifts (", shapeString(shifts),
+             ") and dims (", shapeString(dims), ") must have the same number of values");
+  WEFT_CHECK(dim() > 0, Index, "roll: dims given for a 0-dim tensor");
+  Tensor x = *this;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrapDim(dims[i], dim(), "roll");
+    int64_t n = x.size(d);
+    if (n == 0) continue;
+    int64_t s = ((shifts[i] % n) + n) % n;
+    if (s == 0) continue;
+    x = cat({x.narrow(d, n - s, s), x.narrow(d, 0, n - s)}, d);
+  }
+  return x;
+}
+Tensor Tensor::roll(int64_t shift, std::optional<int64_t> d, std::source_location loc) const {
+  CallSite cs(loc);
+  return d ? roll(Shape{shift}, Shape{*d}) : roll(Shape{shift}, Shape{});
+}
+Tensor roll(const Tensor& x, Shape shifts, Shape dims, std::source_location loc) {
+  CallSite cs(loc);
+  return x.roll(std::move(shifts), std::move(dims));
+}
+
+Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2,
+                        std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("diagonal");
+  WEFT_CHECK(dim() >= 2, Index, "diagonal: expected a tensor of at least 2 dims, got ",
+             shapeString(sizes()));
+  int64_t d1 = wrapDim(dim1, dim(), "diagonal"), d2 = wrapDim(dim2, dim(), "diagonal");
+  WEFT_CHECK(d1 != d2, Value, "diagonal: dimensions cannot be identical ", dim1, ", ", dim2);
+  // The plane's dims go last; its rows of m elements, flattened, hold the diagonal every m + 1.
+  Shape perm;
+  for (int64_t d = 0; d < dim(); ++d)
+    if (d != d1 && d != d2) perm.push_back(d);
+  perm.insert(perm.end(), {d1, d2});
+  Tensor planes = permute(perm);
+  const int64_t n = size(d1), m = size(d2);
+  const int64_t len =
+      std::max<int64_t>(0, offset >= 0 ? std::min(n, m - offset) : std::min(n + offset, m));
+  Tensor flat = planes.flatten(-2);
+  if (len == 0) return flat.narrow(-1, 0, 0);
+  const int64_t start = offset >= 0 ? offset : -offset * m;
+  return flat.slice(-1, start, start + (len - 1) * (m + 1) + 1, m + 1);
+}
+Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2,
+                std::source_location loc) {
+  CallSite cs(loc);
+  return x.diagonal(offset, dim1, dim2);
+}
+
+Tensor Tensor::diag(int64_t k, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("diag");
+  WEFT_CHECK(dim() == 1 || dim() == 2, Shape, "diag: supports 1-D or 2-D tensors, got ", dim(),
+             "-D");
+  if (dim() == 2) {
+    WEFT_CHECK(k >= 0 ? k <= size(1) : -k <= size(0), Index, "diag: offset ", k,
+               " is out of range for a matrix of shape ", shapeString(sizes()));
+    return diagonal(k);
+  }
+  // v_i goes to row i (+|k| below the diagonal), column i (+k above): flat position i (n + 1)
+  // plus the start, so each element followed by n zeros, shifted by the start, is the matrix.
+  const int64_t len = size(0), n = len + std::abs(k);
+  WEFT_CHECK(n < (int64_t{1} << 31), Value, "diag: a ", n, " x ", n,
+             " matrix is too large to make");
+  const int64_t start = k >= 0 ? k : -k * n;
+  Tensor flat = weft::pad(unsqueeze(1), {0, n}).flatten();
+  const int64_t have = start + len * (n + 1);
+  flat = weft::pad(flat, {start, std::max<int64_t>(0, n * n - have)});
+  return flat.narrow(0, 0, n * n).view({n, n});
+}
+Tensor diag(const Tensor& x, int64_t diagonal, std::source_location loc) {
+  CallSite cs(loc);
+  return x.diag(diagonal);
+}
+
+Tensor Tensor::trace(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("trace");
+  WEFT_CHECK(dim() == 2, Shape, "trace: expected a matrix, got ", shapeString(sizes()));
+  return diagonal().sum();
+}
+Tensor trace(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.trace();
+}
+
+Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> d,
+                              std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("take_along_dim");
+  WEFT_CHECK(indices.defined(), Value, "take_along_dim: indices is an undefined tensor");
+  WEFT_CHECK(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, DType,
+             "take_along_dim: dtype of indices should be Long but got ",
+             dtypeName(indices.dtype()));
+  if (!d) return flatten().gather(0, indices.flatten());
+  WEFT_CHECK(dim() == indices.dim(), Shape,
+             "take_along_dim: input and indices should have the same number of dimensions, but "
+             "got ",
+             dim(), " dimensions and ", indices.dim(), " dimensions");
+  WEFT_CHECK(dim() > 0, Index, "take_along_dim: dimension specified as ", *d,
+             " but tensor has no dimensions");
+  int64_t at = wrapDim(*d, dim(), "take_along_dim");
+  // Broadcast in every dim but `at`, where each keeps its own size.
+  Shape self = sizes(), idx = indices.sizes();
+  self[static_cast<size_t>(at)] = 1;
+  idx[static_cast<size_t>(at)] = 1;
+  Shape common = broadcastAll({self, idx}, "take_along_dim");
+  Shape selfShape = common, idxShape = common;
+  selfShape[static_cast<size_t>(at)] = size(at);
+  idxShape[static_cast<size_t>(at)] = indices.size(at);
+  return expand(selfShape).gather(at, indices.expand(idxShape));
+}
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim,
+                      std::source_location loc) {
+  CallSite cs(loc);
+  return x.take_along_dim(indices, dim);
+}
+
+Tensor Tensor::masked_select(const Tensor& mask, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("masked_select");
+  WEFT_CHECK(mask.defined() && mask.dtype() == DType::Bool, DType,
+             "masked_select: expected a bool mask, got ",
+             mask.defined() ? dtypeName(mask.dtype()) : "an undefined tensor");
+  Shape common = broadcastAll({sizes(), mask.sizes()}, "masked_select");
+  return expand(common).index({mask.expand(common)});
+}
+Tensor masked_select(const Tensor& x, const Tensor& mask, std::source_location loc) {
+  CallSite cs(loc);
+  return x.masked_select(mask);
+}
+
+std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& tensors,
+                                      std::source_location loc) {
+  CallSite cs(loc);
+  std::vector<Shape> shapes;
+  for (const Tensor& t : tensors) {
+    WEFT_CHECK(t.defined(), Value, "broadcast_tensors: called with an undefined tensor");
+    shapes.push_back(t.sizes());
+  }
+  Shape common = broadcastAll(shapes, "broadcast_tensors");
+  std::vector<Tensor> r;
+  for (const Tensor& t : tensors)
+    r.push_back(t.expand(common));
+  return r;
+}
+
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, std::string_view indexing,
+                             std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(indexing == "ij" || indexing == "xy", Value,
+             "meshgrid: indexing must be \"ij\" or \"xy\", got \"", indexing, "\"");
+  WEFT_CHECK(!tensors.empty(), Value, "meshgrid: expects a non-empty list of tensors");
+  Shape shape;
+  for (const Tensor& t : tensors) {
+    WEFT_CHECK(t.defined() && t.dim() <= 1, Shape, "meshgrid: expects 0-D or 1-D tensors, got ",
+               t.defined() ? shapeString(t.sizes()) : "an undefined tensor");
+    WEFT_CHECK(t.dtype() == tensors[0].dtype(), DType,
+               "meshgrid: expects all tensors to have the same dtype");
+    shape.push_back(t.numel());
+  }
+  // "xy": the first two inputs index the second and first dims.
+  const bool swap = indexing == "xy" && tensors.size() >= 2;
+  auto place = [&](size_t i) { return swap && i < 2 ? 1 - i : i; };
+  if (swap) std::swap(shape[0], shape[1]);
+  std::vector<Tensor> grids;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Shape lifted(shape.size(), 1);
+    lifted[place(i)] = shape[place(i)];
+    grids.push_back(tensors[i].reshape(lifted).expand(shape));
+  }
+  return grids;
+}
+
+} // namespace weft
