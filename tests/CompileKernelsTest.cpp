@@ -498,6 +498,28 @@ TEST(Compile, KernelsReadThroughViewsWithoutCopies) {
     EXPECT_GE(st.kernel, 0) << opName(st.op);
 }
 
+/// A kernel reading a transpose walks its last two dims in 64 x 64 blocks (readsAcrossRows), rows
+/// split between threads: partial blocks in both dims and a batch dim before them give every
+/// element as eager does.
+TEST(Compile, KernelsReadingAcrossRowsWalkInBlocksAndMatchEager) {
+  Generator g(8);
+  Tensor x = randn({70, 150}, kFloat64, g), y = randn({150, 70}, kFloat64, g);
+  Tensor bx = randn({3, 130, 70}, kFloat64, g), by = randn({70, 130}, kFloat64, g);
+  auto two = [](const Tensor& a, const Tensor& b) {
+    return std::vector<Tensor>{(a.t() * 2.0 + b).exp() * b, a.t() - b.abs().sqrt()};
+  };
+  auto batched = [](const Tensor& a, const Tensor& b) { return (a.transpose(1, 2) + b).tanh(); };
+  auto ct = compile(two);
+  auto cb = compile(batched);
+  std::vector<Tensor> want = two(x, y), got = ct(x, y);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(vals(got[i]), vals(want[i])) << "output " << i; // the same scalar code: exact
+  EXPECT_EQ(vals(cb(bx, by)), vals(batched(bx, by)));
+  for (const CompiledFunction* cf : {&ct.compiled(), &cb.compiled()})
+    for (const PlanStep& st : cf->executable()->plan.steps)
+      EXPECT_GE(st.kernel, 0) << opName(st.op); // the transposes are the kernels' leaves
+}
+
 /// By default the choice is measured once per GEMM shape and remembered in the kernel cache's
 /// `choices`: two compilations of a linear layer with a tanh (in two compile() objects, 128 x 96
 /// by 96) leave one entry, and the result equals eager's within float32 rounding whichever way it

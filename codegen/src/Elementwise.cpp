@@ -67,6 +67,69 @@ void loopNest(mlir::OpBuilder& b, mlir::Location loc, const Shape& shape, size_t
   nest(b, ivs.size());
 }
 
+/// Whether a kernel over `grp.shape` reads a view leaf across its rows: the leaf's stride along the
+/// last dim spans more than a cache line and the one along the dim before is smaller (a
+/// transpose). Each element of such a read touches another cache line; walking the last two dims
+/// in blocks (blockedNest) lets the lines a block's first row loads serve its other rows.
+bool readsAcrossRows(const ir::Graph& g, const ir::FusionGroup& grp) {
+  const size_t r = grp.shape.size();
+  if (r < 2) return false;
+  for (int32_t i : grp.leaves) {
+    const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
+    if (!passes::isViewLeaf(g, n)) continue;
+    std::optional<ViewRead> read = viewRead(g, n, grp.shape);
+    if (!read) continue;
+    const auto bytes = static_cast<int64_t>(elementSize(g.type(n.result).dtype));
+    const int64_t inner = std::abs(read->strides[r - 1]) * bytes,
+                  next = std::abs(read->strides[r - 2]) * bytes;
+    if (inner > 64 && next < inner) return true;
+  }
+  return false;
+}
+
+/// loopNest over all of `shape`, the last two dims walked in blocks of kBlockRows x kBlockCols
+/// (rows from [lo, hi) where they are dim 0), each block row by row; every element is computed as
+/// in loopNest. (64 x 64 measured best here, at 256^2 to 2048^2 float32.)
+void blockedNest(mlir::OpBuilder& b, mlir::Location loc, const Shape& shape, mlir::Value lo,
+                 mlir::Value hi,
+                 const std::function<void(mlir::OpBuilder&, std::vector<mlir::Value>&)>& body) {
+  constexpr int64_t kBlockRows = 64, kBlockCols = 64;
+  const size_t r = shape.size();
+  loopNest(b, loc, shape, r - 2, lo, hi, [&](mlir::OpBuilder& ob, std::vector<mlir::Value>& outer) {
+    auto index = [&](mlir::OpBuilder& x, int64_t v) -> mlir::Value {
+      return mlir::arith::ConstantIndexOp::create(x, loc, v);
+    };
+    mlir::Value rowLo = r == 2 ? lo : index(ob, 0), rowHi = r == 2 ? hi : index(ob, shape[r - 2]);
+    auto loop = [&](mlir::OpBuilder& x, mlir::Value from, mlir::Value to, int64_t step,
+                    const std::function<void(mlir::OpBuilder&, mlir::Value)>& inner) {
+      mlir::scf::ForOp::create(
+          x, loc, from, to, index(x, step), mlir::ValueRange{},
+          [&](mlir::OpBuilder& ib, mlir::Location, mlir::Value iv, mlir::ValueRange) {
+            inner(ib, iv);
+            mlir::scf::YieldOp::create(ib, loc);
+          });
+    };
+    auto upTo = [&](mlir::OpBuilder& x, mlir::Value start, int64_t size, mlir::Value limit) {
+      return mlir::arith::MinSIOp::create(
+          x, loc, mlir::arith::AddIOp::create(x, loc, start, index(x, size)), limit);
+    };
+    loop(ob, rowLo, rowHi, kBlockRows, [&](mlir::OpBuilder& rb, mlir::Value r0) {
+      mlir::Value rowEnd = upTo(rb, r0, kBlockRows, rowHi);
+      loop(rb, index(rb, 0), index(rb, shape[r - 1]), kBlockCols,
+           [&](mlir::OpBuilder& cb, mlir::Value c0) {
+             mlir::Value colEnd = upTo(cb, c0, kBlockCols, index(cb, shape[r - 1]));
+             loop(cb, r0, rowEnd, 1, [&](mlir::OpBuilder& ib, mlir::Value i) {
+               loop(ib, c0, colEnd, 1, [&](mlir::OpBuilder& jb, mlir::Value j) {
+                 std::vector<mlir::Value> ivs = outer;
+                 ivs.insert(ivs.end(), {i, j});
+                 body(jb, ivs);
+               });
+             });
+           });
+    });
+  });
+}
+
 /// The values of `grp`'s leaves and nodes at index `ivs` of its shape (its inputs loaded there),
 /// but those of its column reductions; false where the group reads or computes a value it cannot
 /// (a malformed group: the kernel fails and the interpreter runs the graph, nothing throws).
@@ -201,7 +264,9 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
       return it == values.end() ? mlir::Value{} : it->second;
     });
   };
-  if (columns->sums.empty()) {
+  if (columns->sums.empty() && readsAcrossRows(g, grp)) {
+    blockedNest(b, loc, shape, lo, hi, body);
+  } else if (columns->sums.empty()) {
     loopNest(b, loc, shape, shape.size(), lo, hi, body);
   } else {
     // Per index of dim 0: its sums' rows zeroed, then the loops over the other dims.
