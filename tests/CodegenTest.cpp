@@ -179,6 +179,41 @@ TEST(Codegen, DamagedLinkedSetIsRejectedAndRebuilt) {
   EXPECT_EQ(codegen::kernelCacheStats().linkedHits, 1); // the rebuilt entry is good
 }
 
+/// A plain kernel is one linalg.generic on tensors inside a destination-passing function: its
+/// inputs and output are strided views of the memref arguments, read as tensors and written back
+/// in place (the dumped module holds no copy). The loops lowered from it compute expGraph's values
+/// bit for bit (SecondCompilationReadsTheDiskCache checks them).
+TEST(Codegen, PlainKernelsAreLinalgGenericsOnTensors) {
+  CacheDir cache; // empty: the kernel is built
+  fs::path dump = fs::temp_directory_path() / ("weft-dump-test-" + std::to_string(::getpid()));
+  fs::remove_all(dump);
+  fs::create_directories(dump);
+  ::setenv("WEFT_DUMP_DIR", dump.c_str(), 1);
+  std::vector<float> x = input(300);
+  std::vector<float> y = runKernel(expGraph(100), x);
+  ::unsetenv("WEFT_DUMP_DIR");
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  std::string input, lowered;
+  for (const auto& e : fs::directory_iterator(dump)) {
+    const std::string name = e.path().filename().string();
+    if (name.ends_with(".input.mlir")) input += read(e.path());
+    if (name.ends_with(".llvm.mlir")) lowered += read(e.path());
+  }
+  fs::remove_all(dump);
+  EXPECT_NE(input.find("linalg.generic"), std::string::npos) << input;
+  EXPECT_NE(input.find("bufferization.to_tensor"), std::string::npos);
+  EXPECT_NE(input.find("bufferization.materialize_in_destination"), std::string::npos);
+  EXPECT_EQ(input.find("scf.for"), std::string::npos) << "loops are linalg's to make";
+  EXPECT_FALSE(lowered.empty());
+  EXPECT_EQ(lowered.find("memrefCopy"), std::string::npos) << "bufferized with a copy";
+  EXPECT_EQ(lowered.find("malloc"), std::string::npos) << "bufferized with a new buffer";
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_FLOAT_EQ(y[i], std::exp(x[i]) * 2.0f + x[i]) << "at " << i;
+}
+
 TEST(Codegen, AMalformedGroupIsADiagnosticNotACrash) {
   // Codegen is built without exceptions: a group that reads a value it is not given (or a
   // constant without its value) must come back as a diagnostic, not abort the process.

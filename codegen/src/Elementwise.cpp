@@ -15,7 +15,9 @@
 #include "weft/runtime/ThreadPool.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -130,13 +132,16 @@ void blockedNest(mlir::OpBuilder& b, mlir::Location loc, const Shape& shape, mli
   });
 }
 
+bool computeNodes(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
+                  const ir::FusionGroup& grp, std::map<ValueId, mlir::Value>& values,
+                  const std::function<mlir::Value(const ir::Node&)>& viewLeaf);
+
 /// The values of `grp`'s leaves and nodes at index `ivs` of its shape (its inputs loaded there),
 /// but those of its column reductions; false where the group reads or computes a value it cannot
 /// (a malformed group: the kernel fails and the interpreter runs the graph, nothing throws).
 bool elementValues(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
                    const ir::FusionGroup& grp, mlir::Block* entry,
                    const std::vector<mlir::Value>& ivs, std::map<ValueId, mlir::Value>& values) {
-  BodyBuilder bb(nb, loc, g);
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
     ValueId v = grp.inputs[i];
     if (!broadcastsTo(g.type(v).shape, grp.shape)) continue; // read only through a view leaf
@@ -144,13 +149,25 @@ bool elementValues(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
                             linearIndex(nb, loc, ivs, broadcastStrides(g.type(v).shape, grp.shape)),
                             g.type(v).dtype);
   }
+  return computeNodes(nb, loc, g, grp, values, [&](const ir::Node& leaf) {
+    return loadViewLeaf(nb, loc, g, grp, entry, leaf, ivs, grp.shape);
+  });
+}
+
+/// Computes `grp`'s leaves and nodes but its column reductions into `values`, which holds the
+/// inputs they read; a view leaf's value is `viewLeaf`'s (or already in `values`). False where
+/// one reads a value it has not (a malformed group).
+bool computeNodes(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
+                  const ir::FusionGroup& grp, std::map<ValueId, mlir::Value>& values,
+                  const std::function<mlir::Value(const ir::Node&)>& viewLeaf) {
+  BodyBuilder bb(nb, loc, g);
   std::vector<int32_t> order = grp.leaves; // leaves first: they read only inputs
   order.insert(order.end(), grp.nodes.begin(), grp.nodes.end());
   for (int32_t i : order) {
     const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
     if (passes::isColumnReduction(g, n)) continue;
     if (passes::isViewLeaf(g, n)) {
-      values[n.result] = loadViewLeaf(nb, loc, g, grp, entry, n, ivs, grp.shape);
+      if (values.count(n.result) == 0) values[n.result] = viewLeaf(n);
       if (!values[n.result]) return false;
       continue;
     }
@@ -228,6 +245,131 @@ struct ColumnSums {
   }
 };
 
+/// Whether buildKernel builds `grp` as one linalg.generic (buildGenericKernel): every output and
+/// every input written over has the group's shape (no column sums), it has a dim to split between
+/// threads, and no view it reads needs blocking (readsAcrossRows).
+bool isGenericKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
+  if (grp.shape.empty() || readsAcrossRows(g, grp)) return false;
+  for (ValueId v : grp.outputs)
+    if (g.type(v).shape != grp.shape) return false;
+  for (int32_t over : grp.inPlace)
+    if (over >= 0 && (static_cast<size_t>(over) >= grp.inputs.size() ||
+                      g.type(grp.inputs[static_cast<size_t>(over)]).shape != grp.shape))
+      return false;
+  return grp.inPlace.size() <= grp.outputs.size();
+}
+
+/// A plain kernel as one linalg.generic on tensors over rows [lo, hi) of the group's shape:
+/// - each input, and each view leaf's operand, is a strided view of its flat memref there (stride
+///   0 where it broadcasts, the view's strides for a leaf), read as a tensor;
+/// - each output is such a view of its memref, or of the input it is written over, whose value
+///   the body reads from the output's block argument (the input is no operand of its own);
+/// - the body computes the group's nodes (computeNodes) and yields its outputs, which are
+///   materialized in those views.
+/// Bufferization writes the outputs in place and linalg's loops lower the generic to the loop
+/// nest over the same elements loopNest builds (compileToObject).
+mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, const ir::Graph& g,
+                                       const ir::FusionGroup& grp, mlir::Block* entry,
+                                       mlir::Value lo, mlir::Value hi) {
+  const Shape& shape = grp.shape;
+  const size_t rank = shape.size();
+  mlir::MLIRContext* ctx = b.getContext();
+  mlir::Value rows = mlir::arith::SubIOp::create(b, loc, hi, lo);
+  std::vector<int64_t> viewShape(shape.begin(), shape.end());
+  viewShape[0] = mlir::ShapedType::kDynamic;
+  auto tensorOf = [&](DType t) { return mlir::RankedTensorType::get(viewShape, memoryType(b, t)); };
+  // Memref `m` seen over rows [lo, hi) of the group's shape with `strides` from `offset`.
+  auto view = [&](mlir::Value m, const std::vector<int64_t>& strides, int64_t offset,
+                  DType t) -> mlir::Value {
+    mlir::Value start = mlir::arith::AddIOp::create(
+        b, loc,
+        mlir::arith::MulIOp::create(b, loc, lo,
+                                    mlir::arith::ConstantIndexOp::create(b, loc, strides[0])),
+        mlir::arith::ConstantIndexOp::create(b, loc, offset));
+    llvm::SmallVector<mlir::OpFoldResult> sizes{rows}, steps;
+    for (size_t d = 1; d < rank; ++d)
+      sizes.push_back(b.getIndexAttr(shape[d]));
+    for (int64_t st : strides)
+      steps.push_back(b.getIndexAttr(st));
+    auto layout = mlir::StridedLayoutAttr::get(ctx, mlir::ShapedType::kDynamic, strides);
+    auto type = mlir::MemRefType::get(viewShape, memoryType(b, t), layout);
+    return mlir::memref::ReinterpretCastOp::create(b, loc, type, m, mlir::OpFoldResult(start),
+                                                   sizes, steps);
+  };
+  std::vector<int32_t> writtenBy(grp.inputs.size(), -1); // the output written over each input
+  for (size_t k = 0; k < grp.inPlace.size() && k < grp.outputs.size(); ++k)
+    if (grp.inPlace[k] >= 0)
+      writtenBy[static_cast<size_t>(grp.inPlace[k])] = static_cast<int32_t>(k);
+  std::vector<mlir::Value> ins, outViews, outs;
+  std::vector<std::pair<ValueId, DType>> inValues; // what each `ins` block argument is
+  for (size_t i = 0; i < grp.inputs.size(); ++i) {
+    ValueId v = grp.inputs[i];
+    if (writtenBy[i] >= 0 || !broadcastsTo(g.type(v).shape, shape)) continue;
+    mlir::Value m = view(entry->getArgument(static_cast<unsigned>(i)),
+                         broadcastStrides(g.type(v).shape, shape), 0, g.type(v).dtype);
+    ins.push_back(
+        mlir::bufferization::ToTensorOp::create(b, loc, tensorOf(g.type(v).dtype), m, true, false));
+    inValues.emplace_back(v, g.type(v).dtype);
+  }
+  for (int32_t i : grp.leaves) {
+    const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
+    if (!passes::isViewLeaf(g, n)) continue;
+    auto in = std::find(grp.inputs.begin(), grp.inputs.end(), n.operands.at(0));
+    std::optional<ViewRead> read = viewRead(g, n, shape);
+    if (in == grp.inputs.end() || !read) return mlir::failure();
+    mlir::Value m = view(entry->getArgument(static_cast<unsigned>(in - grp.inputs.begin())),
+                         read->strides, read->offset, g.type(n.result).dtype);
+    ins.push_back(mlir::bufferization::ToTensorOp::create(b, loc, tensorOf(g.type(n.result).dtype),
+                                                          m, true, false));
+    inValues.emplace_back(n.result, g.type(n.result).dtype);
+  }
+  for (size_t k = 0; k < grp.outputs.size(); ++k) {
+    const int32_t over = k < grp.inPlace.size() ? grp.inPlace[k] : -1;
+    auto arg =
+        static_cast<unsigned>(over >= 0 ? over : static_cast<int32_t>(grp.inputs.size() + k));
+    const DType t = g.type(grp.outputs[k]).dtype;
+    outViews.push_back(view(entry->getArgument(arg), broadcastStrides(shape, shape), 0, t));
+    outs.push_back(
+        mlir::bufferization::ToTensorOp::create(b, loc, tensorOf(t), outViews.back(), true, true));
+  }
+  std::vector<mlir::AffineMap> maps(ins.size() + outs.size(),
+                                    b.getMultiDimIdentityMap(static_cast<unsigned>(rank)));
+  std::vector<mlir::utils::IteratorType> iterators(rank, mlir::utils::IteratorType::parallel);
+  std::vector<mlir::Type> resultTypes;
+  for (mlir::Value o : outs)
+    resultTypes.push_back(o.getType());
+  bool ok = true;
+  auto generic = mlir::linalg::GenericOp::create(
+      b, loc, resultTypes, ins, outs, maps, iterators,
+      [&](mlir::OpBuilder& nb, mlir::Location, mlir::ValueRange args) {
+        std::map<ValueId, mlir::Value> values;
+        for (size_t j = 0; j < inValues.size(); ++j)
+          values[inValues[j].first] = fromMemory(nb, loc, args[j], inValues[j].second);
+        for (size_t i = 0; i < grp.inputs.size(); ++i)
+          if (writtenBy[i] >= 0)
+            values[grp.inputs[i]] =
+                fromMemory(nb, loc, args[ins.size() + static_cast<size_t>(writtenBy[i])],
+                           g.type(grp.inputs[i]).dtype);
+        ok = computeNodes(nb, loc, g, grp, values, [](const ir::Node&) { return mlir::Value{}; });
+        std::vector<mlir::Value> yields;
+        for (size_t k = 0; ok && k < grp.outputs.size(); ++k) {
+          auto it = values.find(grp.outputs[k]);
+          ok = it != values.end();
+          if (ok) yields.push_back(toMemory(nb, loc, it->second, g.type(grp.outputs[k]).dtype));
+        }
+        if (!ok)
+          yields = std::vector<mlir::Value>(args.begin() + static_cast<std::ptrdiff_t>(ins.size()),
+                                            args.end());
+        mlir::linalg::YieldOp::create(nb, loc, yields);
+      });
+  for (size_t k = 0; k < outs.size(); ++k)
+    mlir::bufferization::MaterializeInDestinationOp::create(
+        b, loc, mlir::Type(), generic->getResult(static_cast<unsigned>(k)), outViews[k], true,
+        true);
+  mlir::func::ReturnOp::create(b, loc);
+  return mlir::success(ok);
+}
+
 /// func @k<i>(inputs..., outputs..., lo, hi): the loop nest of one elementwise group, its outer
 /// loop over [lo, hi). In a column kernel (passes::isColumnKernel), each index i of dim 0 first
 /// zeroes its row of each column sum's output, and each element then adds its operand's value
@@ -236,6 +378,7 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
                                 const ir::FusionGroup& grp, const std::string& name) {
   mlir::Location loc = b.getUnknownLoc();
   auto [entry, lo, hi] = declareKernel(b, module, g, grp, name);
+  if (isGenericKernel(g, grp)) return buildGenericKernel(b, loc, g, grp, entry, lo, hi);
   const Shape& shape = grp.shape;
   const std::optional<ColumnSums> columns = ColumnSums::of(g, grp);
   if (!columns) return mlir::failure();

@@ -106,10 +106,9 @@ inline mlir::Value linearIndex(mlir::OpBuilder& b, mlir::Location loc,
   return idx;
 }
 
-/// Loads element `at` of `memref` holding `dtype` into a register (bool: i8 in memory, i1 here).
-inline mlir::Value loadElement(mlir::OpBuilder& b, mlir::Location loc, mlir::Value memref,
-                               mlir::Value at, DType dtype) {
-  mlir::Value x = mlir::memref::LoadOp::create(b, loc, memref, mlir::ValueRange{at});
+/// An element of `dtype` as held in memory (memoryType) in a register as kernels compute with it
+/// (bool: i8 in memory, i1 here; 16-bit floats as f32).
+inline mlir::Value fromMemory(mlir::OpBuilder& b, mlir::Location loc, mlir::Value x, DType dtype) {
   if (dtype == DType::Bool)
     x = mlir::arith::CmpIOp::create(
         b, loc, mlir::arith::CmpIPredicate::ne, x,
@@ -124,6 +123,27 @@ inline mlir::Value loadElement(mlir::OpBuilder& b, mlir::Location loc, mlir::Val
             mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI32Type(), 16))));
   }
   return x;
+}
+
+/// Loads element `at` of `memref` holding `dtype` into a register (fromMemory).
+inline mlir::Value loadElement(mlir::OpBuilder& b, mlir::Location loc, mlir::Value memref,
+                               mlir::Value at, DType dtype) {
+  return fromMemory(b, loc, mlir::memref::LoadOp::create(b, loc, memref, mlir::ValueRange{at}),
+                    dtype);
+}
+
+/// A register value of `dtype` as memory holds it (the inverse of fromMemory).
+inline mlir::Value toMemory(mlir::OpBuilder& b, mlir::Location loc, mlir::Value r, DType dtype) {
+  if (dtype == DType::Bool) r = mlir::arith::ExtUIOp::create(b, loc, b.getI8Type(), r);
+  // 16-bit floats: `r` is already rounded to its type (BodyBuilder::node), so these are exact.
+  if (dtype == DType::Float16) r = mlir::arith::TruncFOp::create(b, loc, b.getF16Type(), r);
+  if (dtype == DType::BFloat16)
+    r = mlir::arith::TruncIOp::create(
+        b, loc, b.getI16Type(),
+        mlir::arith::ShRUIOp::create(
+            b, loc, mlir::arith::BitcastOp::create(b, loc, b.getI32Type(), r),
+            mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI32Type(), 16))));
+  return r;
 }
 
 /// The value of view leaf `leaf` of `grp` (passes::isViewLeaf) at index `ivs` of `over`: its
@@ -149,15 +169,7 @@ inline mlir::Value loadViewLeaf(mlir::OpBuilder& b, mlir::Location loc, const ir
 inline void storeOutput(mlir::OpBuilder& b, mlir::Location loc, mlir::Block* entry,
                         const ir::FusionGroup& grp, size_t k, mlir::Value r, mlir::Value at,
                         DType dtype) {
-  if (dtype == DType::Bool) r = mlir::arith::ExtUIOp::create(b, loc, b.getI8Type(), r);
-  // 16-bit floats: `r` is already rounded to its type (BodyBuilder::node), so these are exact.
-  if (dtype == DType::Float16) r = mlir::arith::TruncFOp::create(b, loc, b.getF16Type(), r);
-  if (dtype == DType::BFloat16)
-    r = mlir::arith::TruncIOp::create(
-        b, loc, b.getI16Type(),
-        mlir::arith::ShRUIOp::create(
-            b, loc, mlir::arith::BitcastOp::create(b, loc, b.getI32Type(), r),
-            mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(b.getI32Type(), 16))));
+  r = toMemory(b, loc, r, dtype);
   int32_t over = k < grp.inPlace.size() ? grp.inPlace[k] : -1;
   auto arg = static_cast<unsigned>(over >= 0 ? over : static_cast<int32_t>(grp.inputs.size() + k));
   mlir::memref::StoreOp::create(b, loc, r, entry->getArgument(arg), mlir::ValueRange{at});
