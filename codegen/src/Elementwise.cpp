@@ -21,9 +21,11 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/raw_ostream.h"
@@ -34,6 +36,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace weft::codegen {
 namespace {
@@ -72,7 +75,8 @@ void loopNest(mlir::OpBuilder& b, mlir::Location loc, const Shape& shape, size_t
 /// Whether a kernel over `grp.shape` reads a view leaf across its rows: the leaf's stride along the
 /// last dim spans more than a cache line and the one along the dim before is smaller (a
 /// transpose). Each element of such a read touches another cache line; walking the last two dims
-/// in blocks (blockedNest) lets the lines a block's first row loads serve its other rows.
+/// in blocks (buildGenericKernel's tiles) lets the lines a block's first row loads serve its
+/// other rows.
 bool readsAcrossRows(const ir::Graph& g, const ir::FusionGroup& grp) {
   const size_t r = grp.shape.size();
   if (r < 2) return false;
@@ -87,49 +91,6 @@ bool readsAcrossRows(const ir::Graph& g, const ir::FusionGroup& grp) {
     if (inner > 64 && next < inner) return true;
   }
   return false;
-}
-
-/// loopNest over all of `shape`, the last two dims walked in blocks of kBlockRows x kBlockCols
-/// (rows from [lo, hi) where they are dim 0), each block row by row; every element is computed as
-/// in loopNest. (64 x 64 measured best here, at 256^2 to 2048^2 float32.)
-void blockedNest(mlir::OpBuilder& b, mlir::Location loc, const Shape& shape, mlir::Value lo,
-                 mlir::Value hi,
-                 const std::function<void(mlir::OpBuilder&, std::vector<mlir::Value>&)>& body) {
-  constexpr int64_t kBlockRows = 64, kBlockCols = 64;
-  const size_t r = shape.size();
-  loopNest(b, loc, shape, r - 2, lo, hi, [&](mlir::OpBuilder& ob, std::vector<mlir::Value>& outer) {
-    auto index = [&](mlir::OpBuilder& x, int64_t v) -> mlir::Value {
-      return mlir::arith::ConstantIndexOp::create(x, loc, v);
-    };
-    mlir::Value rowLo = r == 2 ? lo : index(ob, 0), rowHi = r == 2 ? hi : index(ob, shape[r - 2]);
-    auto loop = [&](mlir::OpBuilder& x, mlir::Value from, mlir::Value to, int64_t step,
-                    const std::function<void(mlir::OpBuilder&, mlir::Value)>& inner) {
-      mlir::scf::ForOp::create(
-          x, loc, from, to, index(x, step), mlir::ValueRange{},
-          [&](mlir::OpBuilder& ib, mlir::Location, mlir::Value iv, mlir::ValueRange) {
-            inner(ib, iv);
-            mlir::scf::YieldOp::create(ib, loc);
-          });
-    };
-    auto upTo = [&](mlir::OpBuilder& x, mlir::Value start, int64_t size, mlir::Value limit) {
-      return mlir::arith::MinSIOp::create(
-          x, loc, mlir::arith::AddIOp::create(x, loc, start, index(x, size)), limit);
-    };
-    loop(ob, rowLo, rowHi, kBlockRows, [&](mlir::OpBuilder& rb, mlir::Value r0) {
-      mlir::Value rowEnd = upTo(rb, r0, kBlockRows, rowHi);
-      loop(rb, index(rb, 0), index(rb, shape[r - 1]), kBlockCols,
-           [&](mlir::OpBuilder& cb, mlir::Value c0) {
-             mlir::Value colEnd = upTo(cb, c0, kBlockCols, index(cb, shape[r - 1]));
-             loop(cb, r0, rowEnd, 1, [&](mlir::OpBuilder& ib, mlir::Value i) {
-               loop(ib, c0, colEnd, 1, [&](mlir::OpBuilder& jb, mlir::Value j) {
-                 std::vector<mlir::Value> ivs = outer;
-                 ivs.insert(ivs.end(), {i, j});
-                 body(jb, ivs);
-               });
-             });
-           });
-    });
-  });
 }
 
 bool computeNodes(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
@@ -246,10 +207,10 @@ struct ColumnSums {
 };
 
 /// Whether buildKernel builds `grp` as one linalg.generic (buildGenericKernel): every output and
-/// every input written over has the group's shape (no column sums), it has a dim to split between
-/// threads, and no view it reads needs blocking (readsAcrossRows).
+/// every input written over has the group's shape (no column sums) and it has a dim to split
+/// between threads.
 bool isGenericKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
-  if (grp.shape.empty() || readsAcrossRows(g, grp)) return false;
+  if (grp.shape.empty()) return false;
   for (ValueId v : grp.outputs)
     if (g.type(v).shape != grp.shape) return false;
   for (int32_t over : grp.inPlace)
@@ -266,8 +227,10 @@ bool isGenericKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
 ///   the body reads from the output's block argument (the input is no operand of its own);
 /// - the body computes the group's nodes (computeNodes) and yields its outputs, which are
 ///   materialized in those views.
-/// Bufferization writes the outputs in place and linalg's loops lower the generic to the loop
-/// nest over the same elements loopNest builds (compileToObject).
+/// A kernel reading a view across its rows (readsAcrossRows) is tiled: the last two dims in
+/// blocks of 64 x 64 (measured best at 256^2 to 2048^2 float32), the others one index at a time.
+/// Bufferization writes the outputs in place and linalg's loops lower the generic (each tile's)
+/// to a loop nest (compileToObject).
 mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, const ir::Graph& g,
                                        const ir::FusionGroup& grp, mlir::Block* entry,
                                        mlir::Value lo, mlir::Value hi) {
@@ -300,11 +263,18 @@ mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, c
   for (size_t k = 0; k < grp.inPlace.size() && k < grp.outputs.size(); ++k)
     if (grp.inPlace[k] >= 0)
       writtenBy[static_cast<size_t>(grp.inPlace[k])] = static_cast<int32_t>(k);
+  // The values the group reads as they are (not through a view leaf), or returns.
+  std::set<ValueId> read(grp.outputs.begin(), grp.outputs.end());
+  for (const std::vector<int32_t>* list : {&grp.leaves, &grp.nodes})
+    for (int32_t i : *list)
+      if (!passes::isViewLeaf(g, g.nodes()[static_cast<size_t>(i)]))
+        read.insert(g.nodes()[static_cast<size_t>(i)].operands.begin(),
+                    g.nodes()[static_cast<size_t>(i)].operands.end());
   std::vector<mlir::Value> ins, outViews, outs;
   std::vector<std::pair<ValueId, DType>> inValues; // what each `ins` block argument is
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
     ValueId v = grp.inputs[i];
-    if (writtenBy[i] >= 0 || !broadcastsTo(g.type(v).shape, shape)) continue;
+    if (writtenBy[i] >= 0 || read.count(v) == 0 || !broadcastsTo(g.type(v).shape, shape)) continue;
     mlir::Value m = view(entry->getArgument(static_cast<unsigned>(i)),
                          broadcastStrides(g.type(v).shape, shape), 0, g.type(v).dtype);
     ins.push_back(
@@ -362,10 +332,23 @@ mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, c
                                             args.end());
         mlir::linalg::YieldOp::create(nb, loc, yields);
       });
+  std::vector<mlir::Value> results(generic->getResults().begin(), generic->getResults().end());
+  if (ok && rank >= 2 && readsAcrossRows(g, grp)) {
+    llvm::SmallVector<mlir::OpFoldResult> tiles(rank, b.getIndexAttr(1));
+    tiles[rank - 2] = tiles[rank - 1] = b.getIndexAttr(64);
+    mlir::IRRewriter rewriter(b);
+    rewriter.setInsertionPoint(generic);
+    auto tiled =
+        mlir::scf::tileUsingSCF(rewriter, llvm::cast<mlir::TilingInterface>(generic.getOperation()),
+                                mlir::scf::SCFTilingOptions().setTileSizes(tiles));
+    if (mlir::failed(tiled)) return mlir::failure();
+    results.assign(tiled->replacements.begin(), tiled->replacements.end());
+    rewriter.eraseOp(generic);
+    b.setInsertionPointToEnd(entry);
+  }
   for (size_t k = 0; k < outs.size(); ++k)
-    mlir::bufferization::MaterializeInDestinationOp::create(
-        b, loc, mlir::Type(), generic->getResult(static_cast<unsigned>(k)), outViews[k], true,
-        true);
+    mlir::bufferization::MaterializeInDestinationOp::create(b, loc, mlir::Type(), results[k],
+                                                            outViews[k], true, true);
   mlir::func::ReturnOp::create(b, loc);
   return mlir::success(ok);
 }
@@ -407,9 +390,7 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
       return it == values.end() ? mlir::Value{} : it->second;
     });
   };
-  if (columns->sums.empty() && readsAcrossRows(g, grp)) {
-    blockedNest(b, loc, shape, lo, hi, body);
-  } else if (columns->sums.empty()) {
+  if (columns->sums.empty()) {
     loopNest(b, loc, shape, shape.size(), lo, hi, body);
   } else {
     // Per index of dim 0: its sums' rows zeroed, then the loops over the other dims.
