@@ -206,13 +206,18 @@ struct ColumnSums {
   }
 };
 
-/// Whether buildKernel builds `grp` as one linalg.generic (buildGenericKernel): every output and
-/// every input written over has the group's shape (no column sums) and it has a dim to split
-/// between threads.
+/// Whether buildKernel builds `grp` as one linalg.generic (buildGenericKernel): it has a dim to
+/// split between threads, every output has the group's shape or is a column sum (ColumnSums), the
+/// latter not in a kernel reading across rows, and every input written over has the group's shape.
 bool isGenericKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
-  if (grp.shape.empty()) return false;
-  for (ValueId v : grp.outputs)
-    if (g.type(v).shape != grp.shape) return false;
+  const std::optional<ColumnSums> columns = ColumnSums::of(g, grp);
+  if (grp.shape.empty() || !columns) return false;
+  if (!columns->sums.empty() && readsAcrossRows(g, grp)) return false;
+  for (size_t k = 0; k < grp.outputs.size(); ++k)
+    if (g.type(grp.outputs[k]).shape != grp.shape &&
+        std::none_of(columns->sums.begin(), columns->sums.end(),
+                     [&](const auto& sum) { return sum.first == k; }))
+      return false;
   for (int32_t over : grp.inPlace)
     if (over >= 0 && (static_cast<size_t>(over) >= grp.inputs.size() ||
                       g.type(grp.inputs[static_cast<size_t>(over)]).shape != grp.shape))
@@ -225,6 +230,9 @@ bool isGenericKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
 ///   0 where it broadcasts, the view's strides for a leaf), read as a tensor;
 /// - each output is such a view of its memref, or of the input it is written over, whose value
 ///   the body reads from the output's block argument (the input is no operand of its own);
+/// - a column sum's output is a view of its memref as [rows, last dim], zeroed, which the body
+///   adds its operand to (the dims between the first and the last are reductions: each index of
+///   dim 0 sums its rows in order, as ColumnSums does);
 /// - the body computes the group's nodes (computeNodes) and yields its outputs, which are
 ///   materialized in those views.
 /// A kernel reading a view across its rows (readsAcrossRows) is tiled: the last two dims in
@@ -293,18 +301,53 @@ mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, c
                                                           m, true, false));
     inValues.emplace_back(n.result, g.type(n.result).dtype);
   }
+  const std::optional<ColumnSums> columns = ColumnSums::of(g, grp);
+  if (!columns) return mlir::failure();
+  std::vector<const ir::Node*> sumOf(grp.outputs.size(), nullptr); // the column sum per output
+  for (const auto& [k, node] : columns->sums)
+    sumOf[k] = node;
+  std::vector<mlir::AffineMap> maps;
+  const auto dims = static_cast<unsigned>(rank);
+  for (size_t j = 0; j < ins.size(); ++j)
+    maps.push_back(b.getMultiDimIdentityMap(dims));
   for (size_t k = 0; k < grp.outputs.size(); ++k) {
+    const DType t = g.type(grp.outputs[k]).dtype;
+    if (sumOf[k] != nullptr) { // [rows, last dim], zeroed
+      const int64_t width = shape.back();
+      auto type = mlir::MemRefType::get(
+          {mlir::ShapedType::kDynamic, width}, memoryType(b, t),
+          mlir::StridedLayoutAttr::get(ctx, mlir::ShapedType::kDynamic, {width, 1}));
+      mlir::Value start = mlir::arith::MulIOp::create(
+          b, loc, lo, mlir::arith::ConstantIndexOp::create(b, loc, width));
+      outViews.push_back(mlir::memref::ReinterpretCastOp::create(
+          b, loc, type, entry->getArgument(static_cast<unsigned>(grp.inputs.size() + k)),
+          mlir::OpFoldResult(start),
+          llvm::SmallVector<mlir::OpFoldResult>{rows, b.getIndexAttr(width)},
+          llvm::SmallVector<mlir::OpFoldResult>{b.getIndexAttr(width), b.getIndexAttr(1)}));
+      mlir::Value sums = mlir::bufferization::ToTensorOp::create(
+          b, loc,
+          mlir::RankedTensorType::get({mlir::ShapedType::kDynamic, width}, memoryType(b, t)),
+          outViews.back(), true, true);
+      mlir::Value zero = BodyBuilder(b, loc, g).constantFloat(t, 0.0);
+      outs.push_back(
+          mlir::linalg::FillOp::create(b, loc, mlir::ValueRange{zero}, mlir::ValueRange{sums})
+              ->getResult(0));
+      maps.push_back(mlir::AffineMap::get(
+          dims, 0, {b.getAffineDimExpr(0), b.getAffineDimExpr(dims - 1)}, ctx));
+      continue;
+    }
     const int32_t over = k < grp.inPlace.size() ? grp.inPlace[k] : -1;
     auto arg =
         static_cast<unsigned>(over >= 0 ? over : static_cast<int32_t>(grp.inputs.size() + k));
-    const DType t = g.type(grp.outputs[k]).dtype;
     outViews.push_back(view(entry->getArgument(arg), broadcastStrides(shape, shape), 0, t));
     outs.push_back(
         mlir::bufferization::ToTensorOp::create(b, loc, tensorOf(t), outViews.back(), true, true));
+    maps.push_back(b.getMultiDimIdentityMap(dims));
   }
-  std::vector<mlir::AffineMap> maps(ins.size() + outs.size(),
-                                    b.getMultiDimIdentityMap(static_cast<unsigned>(rank)));
   std::vector<mlir::utils::IteratorType> iterators(rank, mlir::utils::IteratorType::parallel);
+  if (!columns->sums.empty())
+    for (size_t d = 1; d + 1 < rank; ++d)
+      iterators[d] = mlir::utils::IteratorType::reduction;
   std::vector<mlir::Type> resultTypes;
   for (mlir::Value o : outs)
     resultTypes.push_back(o.getType());
@@ -323,6 +366,14 @@ mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, c
         ok = computeNodes(nb, loc, g, grp, values, [](const ir::Node&) { return mlir::Value{}; });
         std::vector<mlir::Value> yields;
         for (size_t k = 0; ok && k < grp.outputs.size(); ++k) {
+          if (sumOf[k] != nullptr) { // the sum so far plus this element's operand
+            auto it = values.find(sumOf[k]->operands[0]);
+            ok = it != values.end();
+            if (ok)
+              yields.push_back(
+                  mlir::arith::AddFOp::create(nb, loc, args[ins.size() + k], it->second));
+            continue;
+          }
           auto it = values.find(grp.outputs[k]);
           ok = it != values.end();
           if (ok) yields.push_back(toMemory(nb, loc, it->second, g.type(grp.outputs[k]).dtype));
