@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <tuple>
 #include <unistd.h>
 
@@ -518,6 +519,62 @@ TEST(Compile, KernelsReadingAcrossRowsWalkInBlocksAndMatchEager) {
   for (const CompiledFunction* cf : {&ct.compiled(), &cb.compiled()})
     for (const PlanStep& st : cf->executable()->plan.steps)
       EXPECT_GE(st.kernel, 0) << opName(st.op); // the transposes are the kernels' leaves
+}
+
+/// An optimizer's update over parameters of three shapes is one horizontal kernel: one
+/// linalg.generic per parameter, no hand-built loop (the module codegen builds, WEFT_DUMP_DIR),
+/// each parameter written in place as eager writes it.
+TEST(Compile, HorizontalKernelsAreOneLinalgGenericPerPart) {
+  namespace fs = std::filesystem;
+  Generator g(3);
+  std::vector<Tensor> params = {randn({7, 5}, kFloat32, g), randn({5}, kFloat32, g),
+                                randn({3, 4, 2}, kFloat32, g)};
+  std::vector<Tensor> eagerParams, grads, moments;
+  for (const Tensor& p : params) {
+    eagerParams.push_back(p.clone());
+    grads.push_back(randn(p.sizes(), kFloat32, g));
+    moments.push_back(zeros_like(p));
+  }
+  auto sgd = [&](std::vector<Tensor>& ps, std::vector<Tensor>& ms) {
+    NoGradGuard ng;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      ms[i].mul_(0.9).add_(grads[i]);
+      ps[i].sub_(ms[i] * 0.1);
+    }
+  };
+  std::vector<Tensor> eagerMoments = {zeros_like(params[0]), zeros_like(params[1]),
+                                      zeros_like(params[2])};
+  fs::path dump = fs::temp_directory_path() / ("weft-dump-parts-" + std::to_string(::getpid()));
+  fs::remove_all(dump);
+  fs::create_directories(dump);
+  ::setenv("WEFT_DUMP_DIR", dump.c_str(), 1);
+  ::setenv("WEFT_KERNEL_CACHE", "0", 1); // build it, to see it built
+  auto step = compile([&](const Tensor&) {
+    sgd(params, moments);
+    return std::vector<Tensor>{};
+  });
+  for (int k = 0; k < 2; ++k) {
+    step(zeros({1}));
+    sgd(eagerParams, eagerMoments);
+  }
+  ::unsetenv("WEFT_KERNEL_CACHE");
+  ::unsetenv("WEFT_DUMP_DIR");
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_EQ(vals(params[i]), vals(eagerParams[i])) << "parameter " << i;
+  EXPECT_EQ(step.compiled().num_kernels(), 1u);
+  std::string module;
+  for (const auto& e : fs::directory_iterator(dump))
+    if (e.path().filename().string().ends_with(".input.mlir")) {
+      std::ifstream in(e.path());
+      module += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  fs::remove_all(dump);
+  size_t generics = 0;
+  for (size_t at = module.find("linalg.generic"); at != std::string::npos;
+       at = module.find("linalg.generic", at + 1))
+    ++generics;
+  EXPECT_EQ(generics, params.size()) << module;
+  EXPECT_EQ(module.find("scf.for"), std::string::npos);
 }
 
 /// By default the choice is measured once per GEMM shape and remembered in the kernel cache's

@@ -731,13 +731,16 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
 }
 
 /// A horizontal kernel (FusionGroup::parts): its index space is the parts' elements one after
-/// another, [lo, hi) a range of it; per part one loop over the elements of that range it holds,
-/// computing the part's nodes (those of its shape) and storing its outputs. A value of one element
-/// is read at 0, any other at the loop's index.
+/// another, [lo, hi) a range of it. Per part, one linalg.generic on tensors over the elements of
+/// that range it holds: each input the part reads a 1-D view of its memref there (a value of one
+/// element at stride 0), each output likewise (or the view of the input it is written over, whose
+/// value the body reads from the output's block argument, so every element is read before any is
+/// written), the body the part's nodes (those of its shape).
 mlir::LogicalResult buildPartsKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
                                      const ir::FusionGroup& grp, const std::string& name) {
   mlir::Location loc = b.getUnknownLoc();
   auto [entry, lo, hi] = declareKernel(b, module, g, grp, name);
+  mlir::MLIRContext* ctx = b.getContext();
   std::map<ValueId, const ir::Node*> nodeOf;
   for (int32_t i : grp.leaves)
     nodeOf[g.nodes()[static_cast<size_t>(i)].result] = &g.nodes()[static_cast<size_t>(i)];
@@ -746,31 +749,103 @@ mlir::LogicalResult buildPartsKernel(mlir::OpBuilder& b, mlir::ModuleOp module, 
   std::map<ValueId, size_t> inputOf;
   for (size_t i = 0; i < grp.inputs.size(); ++i)
     inputOf[grp.inputs[i]] = i;
+  std::map<size_t, size_t> writtenBy; // input -> the output written over it
+  for (size_t k = 0; k < grp.inPlace.size() && k < grp.outputs.size(); ++k)
+    if (grp.inPlace[k] >= 0) writtenBy[static_cast<size_t>(grp.inPlace[k])] = k;
+  auto index = [&](int64_t v) -> mlir::Value {
+    return mlir::arith::ConstantIndexOp::create(b, loc, v);
+  };
+  auto tensor1d = [&](DType t) {
+    return mlir::RankedTensorType::get({mlir::ShapedType::kDynamic}, memoryType(b, t));
+  };
   bool ok = true;
   int64_t offset = 0;
   for (const Shape& part : grp.parts) {
     const int64_t count = numel(part);
-    auto index = [&](int64_t v) { return mlir::arith::ConstantIndexOp::create(b, loc, v); };
-    // The part's range within [lo, hi): [max(lo - offset, 0), min(hi - offset, count)).
+    // The part's range within [lo, hi): [max(lo - offset, 0), min(hi - offset, count)), empty
+    // where they do not meet.
     mlir::Value at = index(offset);
     mlir::Value from =
         mlir::arith::MaxSIOp::create(b, loc, mlir::arith::SubIOp::create(b, loc, lo, at), index(0));
     mlir::Value to = mlir::arith::MinSIOp::create(
         b, loc, mlir::arith::SubIOp::create(b, loc, hi, at), index(count));
-    mlir::scf::ForOp::create(
-        b, loc, from, to, index(1), mlir::ValueRange{},
-        [&](mlir::OpBuilder& lb, mlir::Location, mlir::Value i, mlir::ValueRange) {
+    mlir::Value size = mlir::arith::MaxSIOp::create(
+        b, loc, mlir::arith::SubIOp::create(b, loc, to, from), index(0));
+    offset += count;
+    auto ofPart = [&](ValueId v) {
+      return numel(g.type(v).shape) == 1 || numel(g.type(v).shape) == count;
+    };
+    // Memref argument `arg` over the range (one element: its only one, at stride 0).
+    auto view = [&](unsigned arg, DType t, bool scalar) -> mlir::Value {
+      auto type = mlir::MemRefType::get(
+          {mlir::ShapedType::kDynamic}, memoryType(b, t),
+          mlir::StridedLayoutAttr::get(ctx, mlir::ShapedType::kDynamic, {scalar ? 0 : 1}));
+      return mlir::memref::ReinterpretCastOp::create(
+          b, loc, type, entry->getArgument(arg),
+          scalar ? mlir::OpFoldResult(b.getIndexAttr(0)) : mlir::OpFoldResult(from),
+          llvm::SmallVector<mlir::OpFoldResult>{size},
+          llvm::SmallVector<mlir::OpFoldResult>{b.getIndexAttr(scalar ? 0 : 1)});
+    };
+    // The inputs the part's outputs read, as eval below reaches them.
+    std::set<size_t> reads;
+    std::function<void(ValueId)> reach = [&](ValueId v) {
+      if (!ofPart(v)) return;
+      if (auto in = inputOf.find(v); in != inputOf.end()) {
+        reads.insert(in->second);
+      } else if (auto node = nodeOf.find(v); node != nodeOf.end()) {
+        for (ValueId o : node->second->operands)
+          reach(o);
+      }
+    };
+    std::vector<size_t> outputs; // of this part
+    for (size_t k = 0; k < grp.outputs.size(); ++k)
+      if (g.type(grp.outputs[k]).shape == part) {
+        outputs.push_back(k);
+        reach(grp.outputs[k]);
+      }
+    if (outputs.empty()) continue;
+    std::vector<mlir::Value> ins, outs, outViews;
+    std::vector<ValueId> inValues;
+    for (size_t i : reads) {
+      if (writtenBy.count(i) != 0) continue; // read from its output's block argument
+      const ir::TensorType& type = g.type(grp.inputs[i]);
+      mlir::Value m = view(static_cast<unsigned>(i), type.dtype, numel(type.shape) == 1);
+      ins.push_back(
+          mlir::bufferization::ToTensorOp::create(b, loc, tensor1d(type.dtype), m, true, false));
+      inValues.push_back(grp.inputs[i]);
+    }
+    std::map<size_t, size_t> outArg; // input written over -> its output's block argument
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      const size_t k = outputs[j];
+      const int32_t over = k < grp.inPlace.size() ? grp.inPlace[k] : -1;
+      if (over >= 0) outArg[static_cast<size_t>(over)] = ins.size() + j;
+      const DType t = g.type(grp.outputs[k]).dtype;
+      outViews.push_back(
+          view(static_cast<unsigned>(over >= 0 ? static_cast<size_t>(over) : grp.inputs.size() + k),
+               t, false));
+      outs.push_back(mlir::bufferization::ToTensorOp::create(b, loc, tensor1d(t), outViews.back(),
+                                                             true, true));
+    }
+    for (size_t i : reads) // an input written over by another part's output is no operand here
+      if (writtenBy.count(i) != 0 && outArg.count(i) == 0) return mlir::failure();
+    std::vector<mlir::AffineMap> maps(ins.size() + outs.size(), b.getMultiDimIdentityMap(1));
+    std::vector<mlir::Type> resultTypes;
+    for (mlir::Value o : outs)
+      resultTypes.push_back(o.getType());
+    auto generic = mlir::linalg::GenericOp::create(
+        b, loc, resultTypes, ins, outs, maps,
+        std::vector<mlir::utils::IteratorType>{mlir::utils::IteratorType::parallel},
+        [&](mlir::OpBuilder& lb, mlir::Location, mlir::ValueRange args) {
           std::map<ValueId, mlir::Value> values;
-          mlir::Value zero = mlir::arith::ConstantIndexOp::create(lb, loc, 0);
+          for (size_t j = 0; j < inValues.size(); ++j)
+            values[inValues[j]] = fromMemory(lb, loc, args[j], g.type(inValues[j]).dtype);
+          for (const auto& [i, arg] : outArg)
+            values[grp.inputs[i]] = fromMemory(lb, loc, args[arg], g.type(grp.inputs[i]).dtype);
           std::function<mlir::Value(ValueId)> eval = [&](ValueId v) -> mlir::Value {
             if (auto it = values.find(v); it != values.end()) return it->second;
-            const bool scalar = numel(g.type(v).shape) == 1;
-            if (!scalar && numel(g.type(v).shape) != count) return {}; // another part's
+            if (!ofPart(v)) return {}; // another part's
             mlir::Value r;
-            if (auto in = inputOf.find(v); in != inputOf.end()) {
-              r = loadElement(lb, loc, entry->getArgument(static_cast<unsigned>(in->second)),
-                              scalar ? zero : i, g.type(v).dtype);
-            } else if (auto node = nodeOf.find(v); node != nodeOf.end()) {
+            if (auto node = nodeOf.find(v); node != nodeOf.end()) {
               std::vector<mlir::Value> in;
               for (ValueId o : node->second->operands) {
                 in.push_back(eval(o));
@@ -781,19 +856,23 @@ mlir::LogicalResult buildPartsKernel(mlir::OpBuilder& b, mlir::ModuleOp module, 
             if (r) values[v] = r;
             return r;
           };
-          // Every element is loaded before any is stored: an output may be written over an
-          // input another output of the part reads.
-          std::vector<std::pair<size_t, mlir::Value>> results;
-          for (size_t k = 0; k < grp.outputs.size(); ++k) {
-            if (g.type(grp.outputs[k]).shape != part) continue;
-            results.emplace_back(k, eval(grp.outputs[k]));
-            if (!results.back().second) ok = false;
+          std::vector<mlir::Value> yields;
+          for (size_t j = 0; j < outputs.size(); ++j) {
+            mlir::Value r = eval(grp.outputs[outputs[j]]);
+            if (!r) {
+              ok = false;
+              r = args[ins.size() + j];
+            } else {
+              r = toMemory(lb, loc, r, g.type(grp.outputs[outputs[j]]).dtype);
+            }
+            yields.push_back(r);
           }
-          for (const auto& [k, r] : results)
-            if (r) storeOutput(lb, loc, entry, grp, k, r, i, g.type(grp.outputs[k]).dtype);
-          mlir::scf::YieldOp::create(lb, loc);
+          mlir::linalg::YieldOp::create(lb, loc, yields);
         });
-    offset += count;
+    for (size_t j = 0; j < outs.size(); ++j)
+      mlir::bufferization::MaterializeInDestinationOp::create(
+          b, loc, mlir::Type(), generic->getResult(static_cast<unsigned>(j)), outViews[j], true,
+          true);
   }
   mlir::func::ReturnOp::create(b, loc);
   return mlir::success(ok);
