@@ -510,13 +510,25 @@ TEST(Compile, KernelsReadingAcrossRowsWalkInBlocksAndMatchEager) {
     return std::vector<Tensor>{(a.t() * 2.0 + b).exp() * b, a.t() - b.abs().sqrt()};
   };
   auto batched = [](const Tensor& a, const Tensor& b) { return (a.transpose(1, 2) + b).tanh(); };
+  // With a column sum: the dim between the first and the last is tiled too, and each sum still
+  // adds its rows in order.
+  auto summed = [](const Tensor& a, const Tensor& b) {
+    Tensor v = (a.transpose(1, 2) * 2.0 + b).tanh();
+    return std::vector<Tensor>{v, v.sum({1}, true)};
+  };
   auto ct = compile(two);
   auto cb = compile(batched);
+  auto cs = compile(summed);
   std::vector<Tensor> want = two(x, y), got = ct(x, y);
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_EQ(vals(got[i]), vals(want[i])) << "output " << i; // the same scalar code: exact
   EXPECT_EQ(vals(cb(bx, by)), vals(batched(bx, by)));
-  for (const CompiledFunction* cf : {&ct.compiled(), &cb.compiled()})
+  std::vector<Tensor> sums = cs(bx, by), eagerSums = summed(bx, by);
+  EXPECT_EQ(vals(sums[0]), vals(eagerSums[0]));
+  // 70 rows in another order than eager's sum: float64 rounding, far below a wrong element's.
+  EXPECT_TRUE(allClose(vals(sums[1]), vals(eagerSums[1]), 1e-13, 1e-13));
+  EXPECT_EQ(cs.compiled().num_kernels(), 1u); // one column kernel reading the transpose
+  for (const CompiledFunction* cf : {&ct.compiled(), &cb.compiled(), &cs.compiled()})
     for (const PlanStep& st : cf->executable()->plan.steps)
       EXPECT_GE(st.kernel, 0) << opName(st.op); // the transposes are the kernels' leaves
 }

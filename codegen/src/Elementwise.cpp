@@ -93,34 +93,11 @@ bool readsAcrossRows(const ir::Graph& g, const ir::FusionGroup& grp) {
   return false;
 }
 
-bool computeNodes(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
-                  const ir::FusionGroup& grp, std::map<ValueId, mlir::Value>& values,
-                  const std::function<mlir::Value(const ir::Node&)>& viewLeaf);
-
-/// The values of `grp`'s leaves and nodes at index `ivs` of its shape (its inputs loaded there),
-/// but those of its column reductions; false where the group reads or computes a value it cannot
-/// (a malformed group: the kernel fails and the interpreter runs the graph, nothing throws).
-bool elementValues(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
-                   const ir::FusionGroup& grp, mlir::Block* entry,
-                   const std::vector<mlir::Value>& ivs, std::map<ValueId, mlir::Value>& values) {
-  for (size_t i = 0; i < grp.inputs.size(); ++i) {
-    ValueId v = grp.inputs[i];
-    if (!broadcastsTo(g.type(v).shape, grp.shape)) continue; // read only through a view leaf
-    values[v] = loadElement(nb, loc, entry->getArgument(static_cast<unsigned>(i)),
-                            linearIndex(nb, loc, ivs, broadcastStrides(g.type(v).shape, grp.shape)),
-                            g.type(v).dtype);
-  }
-  return computeNodes(nb, loc, g, grp, values, [&](const ir::Node& leaf) {
-    return loadViewLeaf(nb, loc, g, grp, entry, leaf, ivs, grp.shape);
-  });
-}
-
 /// Computes `grp`'s leaves and nodes but its column reductions into `values`, which holds the
-/// inputs they read; a view leaf's value is `viewLeaf`'s (or already in `values`). False where
-/// one reads a value it has not (a malformed group).
+/// inputs and view leaves they read; false where one reads a value it has not (a malformed group:
+/// the kernel fails and the interpreter runs the graph, nothing throws).
 bool computeNodes(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
-                  const ir::FusionGroup& grp, std::map<ValueId, mlir::Value>& values,
-                  const std::function<mlir::Value(const ir::Node&)>& viewLeaf) {
+                  const ir::FusionGroup& grp, std::map<ValueId, mlir::Value>& values) {
   BodyBuilder bb(nb, loc, g);
   std::vector<int32_t> order = grp.leaves; // leaves first: they read only inputs
   order.insert(order.end(), grp.nodes.begin(), grp.nodes.end());
@@ -128,8 +105,7 @@ bool computeNodes(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
     const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
     if (passes::isColumnReduction(g, n)) continue;
     if (passes::isViewLeaf(g, n)) {
-      if (values.count(n.result) == 0) values[n.result] = viewLeaf(n);
-      if (!values[n.result]) return false;
+      if (values.count(n.result) == 0) return false;
       continue;
     }
     std::vector<mlir::Value> in;
@@ -206,13 +182,12 @@ struct ColumnSums {
   }
 };
 
-/// Whether buildKernel builds `grp` as one linalg.generic (buildGenericKernel): it has a dim to
-/// split between threads, every output has the group's shape or is a column sum (ColumnSums), the
-/// latter not in a kernel reading across rows, and every input written over has the group's shape.
+/// Whether buildKernel builds `grp` as one linalg.generic (buildGenericKernel): every output has
+/// the group's shape or is a column sum (ColumnSums), the latter not in a kernel reading across
+/// rows, and every input written over has the group's shape.
 bool isGenericKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
   const std::optional<ColumnSums> columns = ColumnSums::of(g, grp);
-  if (grp.shape.empty() || !columns) return false;
-  if (!columns->sums.empty() && readsAcrossRows(g, grp)) return false;
+  if (!columns) return false;
   for (size_t k = 0; k < grp.outputs.size(); ++k)
     if (g.type(grp.outputs[k]).shape != grp.shape &&
         std::none_of(columns->sums.begin(), columns->sums.end(),
@@ -225,7 +200,8 @@ bool isGenericKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
   return grp.inPlace.size() <= grp.outputs.size();
 }
 
-/// A plain kernel as one linalg.generic on tensors over rows [lo, hi) of the group's shape:
+/// A plain kernel as one linalg.generic on tensors over rows [lo, hi) of the group's shape (a
+/// kernel of rank 0: of shape [1]):
 /// - each input, and each view leaf's operand, is a strided view of its flat memref there (stride
 ///   0 where it broadcasts, the view's strides for a leaf), read as a tensor;
 /// - each output is such a view of its memref, or of the input it is written over, whose value
@@ -242,7 +218,7 @@ bool isGenericKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
 mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, const ir::Graph& g,
                                        const ir::FusionGroup& grp, mlir::Block* entry,
                                        mlir::Value lo, mlir::Value hi) {
-  const Shape& shape = grp.shape;
+  const Shape shape = grp.shape.empty() ? Shape{1} : grp.shape;
   const size_t rank = shape.size();
   mlir::MLIRContext* ctx = b.getContext();
   mlir::Value rows = mlir::arith::SubIOp::create(b, loc, hi, lo);
@@ -363,7 +339,7 @@ mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, c
             values[grp.inputs[i]] =
                 fromMemory(nb, loc, args[ins.size() + static_cast<size_t>(writtenBy[i])],
                            g.type(grp.inputs[i]).dtype);
-        ok = computeNodes(nb, loc, g, grp, values, [](const ir::Node&) { return mlir::Value{}; });
+        ok = computeNodes(nb, loc, g, grp, values);
         std::vector<mlir::Value> yields;
         for (size_t k = 0; ok && k < grp.outputs.size(); ++k) {
           if (sumOf[k] != nullptr) { // the sum so far plus this element's operand
@@ -404,54 +380,15 @@ mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, c
   return mlir::success(ok);
 }
 
-/// func @k<i>(inputs..., outputs..., lo, hi): the loop nest of one elementwise group, its outer
-/// loop over [lo, hi). In a column kernel (passes::isColumnKernel), each index i of dim 0 first
-/// zeroes its row of each column sum's output, and each element then adds its operand's value
-/// there (in the element type, rows in order), so the sums need no other pass over memory.
+/// func @k<i>(inputs..., outputs..., lo, hi): one elementwise group over rows [lo, hi) of its
+/// shape, as one linalg.generic (buildGenericKernel); a group that is not one fails (the
+/// interpreter runs its nodes).
 mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
                                 const ir::FusionGroup& grp, const std::string& name) {
   mlir::Location loc = b.getUnknownLoc();
   auto [entry, lo, hi] = declareKernel(b, module, g, grp, name);
-  if (isGenericKernel(g, grp)) return buildGenericKernel(b, loc, g, grp, entry, lo, hi);
-  const Shape& shape = grp.shape;
-  const std::optional<ColumnSums> columns = ColumnSums::of(g, grp);
-  if (!columns) return mlir::failure();
-  bool ok = true;
-  // The innermost body: loads, the group's nodes in order, stores.
-  auto body = [&](mlir::OpBuilder& nb, std::vector<mlir::Value>& ivs) {
-    std::map<ValueId, mlir::Value> values;
-    if (!elementValues(nb, loc, g, grp, entry, ivs, values)) {
-      ok = false;
-      return;
-    }
-    // As a full-shape input is indexed (LLVM sees an output over it at the same address).
-    mlir::Value at = linearIndex(nb, loc, ivs, broadcastStrides(shape, shape));
-    for (size_t k = 0; k < grp.outputs.size(); ++k) {
-      if (g.type(grp.outputs[k]).shape != shape) continue; // a column sum
-      auto it = values.find(grp.outputs[k]);
-      if (it == values.end()) {
-        ok = false;
-        return;
-      }
-      storeOutput(nb, loc, entry, grp, k, it->second, at, g.type(grp.outputs[k]).dtype);
-    }
-    if (columns->sums.empty()) return; // (a kernel of rank 0 has no ivs)
-    ok = ok && columns->add(nb, loc, grp, entry, ivs[0], ivs.back(), [&](ValueId v) {
-      auto it = values.find(v);
-      return it == values.end() ? mlir::Value{} : it->second;
-    });
-  };
-  if (columns->sums.empty()) {
-    loopNest(b, loc, shape, shape.size(), lo, hi, body);
-  } else {
-    // Per index of dim 0: its sums' rows zeroed, then the loops over the other dims.
-    loopNest(b, loc, shape, 1, lo, hi, [&](mlir::OpBuilder& rb, std::vector<mlir::Value>& outer) {
-      columns->zeroRow(rb, loc, g, grp, entry, outer[0]);
-      loopNest(rb, loc, shape, shape.size(), lo, hi, body, outer);
-    });
-  }
-  mlir::func::ReturnOp::create(b, loc);
-  return mlir::success(ok);
+  if (!isGenericKernel(g, grp)) return mlir::failure();
+  return buildGenericKernel(b, loc, g, grp, entry, lo, hi);
 }
 
 /// Rows summed in blocks of this many elements in the element type, the blocks added in double
