@@ -241,6 +241,9 @@ std::vector<MethodCase> methods() {
          return y.narrow(0, 0, 1).narrow(1, 0, 3).addmm(m.narrow(0, 0, 1), y.t(), 0.5, 2.0) +
                 m.narrow(0, 0, 3).mv(y.select(0, 0)).dot(y.select(1, 0));
        }},
+      {"subscript_operator", // x[i], x[i][j], x[t]
+       [idx](auto& x, auto& y) { return x[1] + x[0][2].unsqueeze(0) + y[idx]; }},
+      {"subscript_out_of_range_is_an_error", [](auto& x, auto&) { return x[2]; }},
       {"reduction_dims_as_numbers", // as LibTorch spells them: x.sum(1) is x.sum({1})
        [](auto& x, auto&) {
          return x.sum(1) + x.mean(1, true).amax(1) + x.amin(0).logsumexp(0).unsqueeze(0) +

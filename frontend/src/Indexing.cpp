@@ -182,6 +182,16 @@ Tensor Tensor::index(const std::vector<indexing::TensorIndex>& indices,
   return indexImpl(*this, indices);
 }
 
+// An operator takes no location: an unknown one (line 0) keeps the ops below from naming theirs.
+Tensor Tensor::operator[](int64_t index) const {
+  CallSite cs{std::source_location{}};
+  return select(0, index);
+}
+Tensor Tensor::operator[](const Tensor& index) const {
+  CallSite cs{std::source_location{}};
+  return indexImpl(*this, {TensorIndex(index)});
+}
+
 Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
                            std::source_location loc) {
   CallSite cs(loc);

@@ -216,6 +216,10 @@ public:
   /// LibTorch-style indexing: integers, Slice, None, Ellipsis, bools, bool masks, integer tensors.
   Tensor index(std::initializer_list<indexing::TensorIndex> indices, WEFT_LOC) const;
   Tensor index(const std::vector<indexing::TensorIndex>& indices, WEFT_LOC) const;
+  /// x[i] is x.select(0, i), x[t] is x.index({t}), as in LibTorch (errors name no caller's line:
+  /// an operator[] takes no location).
+  Tensor operator[](int64_t index) const;
+  Tensor operator[](const Tensor& index) const;
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
                      WEFT_LOC);
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value, WEFT_LOC);
