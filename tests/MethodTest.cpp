@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 
 namespace weft::test {
@@ -318,6 +319,33 @@ INSTANTIATE_TEST_SUITE_P(AllMethods, CompiledMethod, ::testing::Range<size_t>(0,
                          [](const ::testing::TestParamInfo<size_t>& i) {
                            return methods()[i.param].name;
                          });
+
+/// Composites copy where PyTorch returns a new tensor, even where nothing moves (writes to the
+/// result never reach the input, nor is the result an expanded view writes refuse), and refuse
+/// what PyTorch refuses, huge counts included, with a weft::Error.
+TEST(Composites, ReturnNewTensorsAndRefuseWhatPyTorchRefuses) {
+  Tensor x = arange(6, kFloat32).reshape({2, 3});
+  const std::vector<float> before = x.to_vector<float>();
+  std::vector<Tensor> results = {x.repeat({1, 1}),          x.tile({1}),
+                                 x.repeat_interleave(1, 0), x.roll(3, 1),
+                                 x.roll({2, 3}, {0, 1}),    x.narrow(1, 0, 2).diag()};
+  for (Tensor& r : results)
+    r.add_(1.0);
+  EXPECT_EQ(x.to_vector<float>(), before);
+  Tensor column = zeros({2, 1});
+  Tensor wide = column.repeat({1, 3}); // from a size-1 dim: a copy, not a stride-0 view
+  wide.add_(1.0);
+  EXPECT_EQ(wide.sum().item<float>(), 6.0f);
+  EXPECT_EQ(column.sum().item<float>(), 0.0f);
+  EXPECT_THROW((void)zeros({2}).repeat({std::numeric_limits<int64_t>::max()}), Error);
+  EXPECT_THROW((void)zeros({2, 2}).diag(std::numeric_limits<int64_t>::min()), IndexError);
+  EXPECT_THROW((void)zeros({3}).diag(std::numeric_limits<int64_t>::max()), ValueError);
+  EXPECT_THROW((void)ones({2, 2}).addmm(ones({2, 2}, kFloat64), ones({2, 2}, kFloat64), 0),
+               DTypeError);
+  EXPECT_THROW((void)ones({3}).take_along_dim(tensor({0, 1}).to(kInt32)), DTypeError);
+  EXPECT_THROW((void)tensor({true, false}).median(), DTypeError);
+  EXPECT_THROW((void)einsum("ij,jk->il", {ones({2, 2}), ones({2, 2})}), ValueError);
+}
 
 } // namespace
 } // namespace weft::test

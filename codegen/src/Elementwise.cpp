@@ -1,4 +1,6 @@
-// Fused elementwise kernels: one loop nest per group, built with OpBuilder, one module per kernel
+// Fused elementwise kernels, one per group, built with OpBuilder: plain, column and horizontal
+// kernels as linalg generics on tensors, row kernels as loop nests with vectorized reductions,
+// GEMM-led kernels as register-tiled vector code (MatmulKernel.h). One module per kernel,
 // compiled to an object (or read from the disk cache), all linked into one shared object.
 // Transcendental functions call the C library, as the eager kernels do, so fused and eager
 // results agree bit for bit.
@@ -183,8 +185,8 @@ struct ColumnSums {
 };
 
 /// Whether buildKernel builds `grp` as one linalg.generic (buildGenericKernel): every output has
-/// the group's shape or is a column sum (ColumnSums), the latter not in a kernel reading across
-/// rows, and every input written over has the group's shape.
+/// the group's shape or is a column sum (ColumnSums), and every input written over has the
+/// group's shape.
 bool isGenericKernel(const ir::Graph& g, const ir::FusionGroup& grp) {
   const std::optional<ColumnSums> columns = ColumnSums::of(g, grp);
   if (!columns) return false;
@@ -254,6 +256,11 @@ mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, c
       if (!passes::isViewLeaf(g, g.nodes()[static_cast<size_t>(i)]))
         read.insert(g.nodes()[static_cast<size_t>(i)].operands.begin(),
                     g.nodes()[static_cast<size_t>(i)].operands.end());
+  // Every view is `restrict` (one-shot bufferization takes no other), though an input may be
+  // read through several views (x + x.t()): sound because inputs are only read, and the fuse
+  // pass never writes an output over an input read through a view or sharing its memory
+  // (passes::readsAcross), nor does the memory planner give a kernel's output an input's memory
+  // (canWriteOverInput).
   std::vector<mlir::Value> ins, outViews, outs;
   std::vector<std::pair<ValueId, DType>> inValues; // what each `ins` block argument is
   for (size_t i = 0; i < grp.inputs.size(); ++i) {
@@ -269,8 +276,9 @@ mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, c
     const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
     if (!passes::isViewLeaf(g, n)) continue;
     auto in = std::find(grp.inputs.begin(), grp.inputs.end(), n.operands.at(0));
-    std::optional<ViewRead> read = viewRead(g, n, shape);
+    std::optional<ViewRead> read = viewRead(g, n, grp.shape);
     if (in == grp.inputs.end() || !read) return mlir::failure();
+    if (grp.shape.empty()) read->strides = {0}; // its one element, over shape [1]
     mlir::Value m = view(entry->getArgument(static_cast<unsigned>(in - grp.inputs.begin())),
                          read->strides, read->offset, g.type(n.result).dtype);
     ins.push_back(mlir::bufferization::ToTensorOp::create(b, loc, tensorOf(g.type(n.result).dtype),

@@ -213,6 +213,13 @@ int64_t wrapDim(int64_t dim, int64_t rank, const char* op) {
   return dim < 0 ? dim + r : dim;
 }
 
+Shape wrapDims(const Shape& dims, int64_t rank, const char* op) {
+  Shape out;
+  for (int64_t d : dims)
+    out.push_back(wrapDim(d, rank, op));
+  return out;
+}
+
 namespace {
 
 /// Runs `op`'s CPU kernel on `inputs`, writing `out`'s memory (nothing to do when it is empty).

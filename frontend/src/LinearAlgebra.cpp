@@ -52,10 +52,14 @@ Tensor Tensor::mv(const Tensor& vec, std::source_location loc) const {
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha,
              std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(self.defined(), Value, "addmm: self is an undefined tensor");
+  WEFT_CHECK(self.defined() && mat1.defined() && mat2.defined(), Value,
+             "addmm: called with an undefined tensor");
+  WEFT_CHECK(self.dtype() == mat1.dtype() && mat1.dtype() == mat2.dtype(), DType,
+             "addmm: self and the matrices must have the same dtype, got ", dtypeName(self.dtype()),
+             ", ", dtypeName(mat1.dtype()), " and ", dtypeName(mat2.dtype()));
   Tensor product = mat1.mm(mat2);
   if (alpha.toDouble() != 1) product = product * alpha;
-  self.expand(product.sizes()); // self must broadcast to the product, read or not
+  (void)self.expand(product.sizes()); // self must broadcast to the product, read or not
   if (beta.toDouble() == 0) return product;
   return (beta.toDouble() == 1 ? self : self * beta) + product;
 }
@@ -73,6 +77,9 @@ constexpr int kEllipsisLabel = 52;
 
 int letterLabel(char c) {
   return c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? 26 + (c - 'a') : -1;
+}
+char labelLetter(int l) {
+  return static_cast<char>(l < 26 ? 'A' + l : 'a' + (l - 26));
 }
 
 /// One term of the equation: its letters, and where its ellipsis stands (-1: none).
@@ -130,7 +137,7 @@ void sumUnkept(Operand& op, const std::function<bool(int)>& keep) {
   op.labels = kept;
 }
 
-/// One operand's dims in `order` (labels it has), permuted and broadcast to `sizes` per label.
+/// One operand's dims permuted into `order` (labels it has).
 Tensor arrange(const Operand& op, const Labels& order) {
   Shape perm;
   for (int l : order)
@@ -189,9 +196,9 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands,
     for (size_t i = 0; i < out.letters.size(); ++i) {
       int l = out.letters[i];
       WEFT_CHECK(uses[static_cast<size_t>(l)] > 0, Value, "einsum: output subscript '",
-                 eq[arrow + 2 + i], "' of \"", equation, "\" appears in no input");
+                 labelLetter(l), "' of \"", equation, "\" appears in no input");
       WEFT_CHECK(std::count(out.letters.begin(), out.letters.end(), l) == 1, Value,
-                 "einsum: output subscript '", eq[arrow + 2 + i], "' of \"", equation,
+                 "einsum: output subscript '", labelLetter(l), "' of \"", equation,
                  "\" appears more than once");
     }
   }

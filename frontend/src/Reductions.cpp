@@ -12,13 +12,6 @@
 namespace weft {
 namespace {
 
-Shape wrapDims(const Shape& dims, int64_t rank, const char* op) {
-  Shape out;
-  for (int64_t d : dims)
-    out.push_back(wrapDim(d, rank, op));
-  return out;
-}
-
 /// argmax/argmin along `d`, or over the flattened tensor when `d` is not given.
 Tensor argExtremum(OpCode op, const Tensor& x, std::optional<int64_t> d, bool keepdim) {
   WEFT_CHECK(x.defined(), Value, opName(op), ": called on an undefined tensor");
@@ -336,6 +329,7 @@ Tensor count_nonzero(const Tensor& x, Dims dims, std::source_location loc) {
 std::pair<Tensor, Tensor> Tensor::median(int64_t d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("median");
+  WEFT_CHECK(dtype() != DType::Bool, DType, "median: not implemented for bool tensors");
   d = wrapDim(d, dim(), "median");
   Tensor x = dim() == 0 ? reshape({1}) : *this;
   const int64_t n = x.size(d);

@@ -24,12 +24,11 @@ Shape broadcastAll(const std::vector<Shape>& shapes, const char* op) {
 
 /// Wrapped dims of `dims` for a tensor of rank `rank`, each at most once.
 Shape uniqueDims(const Shape& dims, int64_t rank, const char* op, const char* what) {
-  Shape r;
-  for (int64_t d : dims) {
-    int64_t w = wrapDim(d, rank, op);
-    WEFT_CHECK(std::find(r.begin(), r.end(), w) == r.end(), Value, op, ": repeated dim in ", what);
-    r.push_back(w);
-  }
+  Shape r = wrapDims(dims, rank, op);
+  for (size_t i = 0; i < r.size(); ++i)
+    WEFT_CHECK(std::find(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(i), r[i]) ==
+                   r.begin() + static_cast<std::ptrdiff_t>(i),
+               Value, op, ": repeated dim in ", what);
   return r;
 }
 
@@ -94,7 +93,7 @@ Tensor Tensor::movedim(int64_t source, int64_t destination, std::source_location
 }
 Tensor Tensor::moveaxis(int64_t source, int64_t destination, std::source_location loc) const {
   CallSite cs(loc);
-  return movedim(Shape{source}, Shape{destination});
+  return movedim(source, destination);
 }
 Tensor movedim(const Tensor& x, Shape source, Shape destination, std::source_location loc) {
   CallSite cs(loc);
@@ -142,16 +141,20 @@ Tensor Tensor::repeat(Shape repeats, std::source_location loc) const {
              ") can not be smaller than number of dimensions of tensor (", dim(), ")");
   for (int64_t r : repeats)
     WEFT_CHECK(r >= 0, Value, "repeat: repeats cannot be negative, got ", shapeString(repeats));
-  // Each dim i of size s becomes (1, s), is expanded to (r, s) and folded to r * s.
+  // Each dim i of size s becomes (1, s), is expanded to (r, s), copied (a new tensor, as in
+  // PyTorch, even where every r is 1) and folded to r * s.
   Shape lifted, expanded, result;
   const size_t lead = repeats.size() - static_cast<size_t>(dim());
   for (size_t i = 0; i < repeats.size(); ++i) {
     int64_t s = i < lead ? 1 : sizes()[i - lead];
+    std::optional<int64_t> size = checkedMul(repeats[i], s);
+    WEFT_CHECK(size.has_value(), Value, "repeat: ", repeats[i], " repeats of a dim of size ", s,
+               " overflow");
     lifted.insert(lifted.end(), {1, s});
     expanded.insert(expanded.end(), {repeats[i], s});
-    result.push_back(repeats[i] * s);
+    result.push_back(*size);
   }
-  return weft::reshape(weft::reshape(*this, lifted).expand(expanded), result);
+  return weft::reshape(weft::reshape(*this, lifted).expand(expanded).clone(), result);
 }
 Tensor Tensor::tile(Shape dims, std::source_location loc) const {
   CallSite cs(loc);
@@ -177,7 +180,7 @@ Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> d,
   if (x.dim() == 0) x = x.reshape({1});
   Shape s = x.sizes();
   s.insert(s.begin() + at + 1, repeats);
-  return x.unsqueeze(at + 1).expand(s).flatten(at, at + 1);
+  return x.unsqueeze(at + 1).expand(s).clone().flatten(at, at + 1); // a new tensor, as PyTorch
 }
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim,
                          std::source_location loc) {
@@ -197,6 +200,7 @@ Tensor Tensor::roll(Shape shifts, Shape dims, std::source_location loc) const {
              ") and dims (", shapeString(dims), ") must have the same number of values");
   WEFT_CHECK(dim() > 0, Index, "roll: dims given for a 0-dim tensor");
   Tensor x = *this;
+  bool moved = false;
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = wrapDim(dims[i], dim(), "roll");
     int64_t n = x.size(d);
@@ -204,8 +208,9 @@ Tensor Tensor::roll(Shape shifts, Shape dims, std::source_location loc) const {
     int64_t s = ((shifts[i] % n) + n) % n;
     if (s == 0) continue;
     x = cat({x.narrow(d, n - s, s), x.narrow(d, 0, n - s)}, d);
+    moved = true;
   }
-  return x;
+  return moved ? x : x.clone(); // a new tensor, as PyTorch, even where nothing moves
 }
 Tensor Tensor::roll(int64_t shift, std::optional<int64_t> d, std::source_location loc) const {
   CallSite cs(loc);
@@ -250,10 +255,12 @@ Tensor Tensor::diag(int64_t k, std::source_location loc) const {
   WEFT_CHECK(dim() == 1 || dim() == 2, Shape, "diag: supports 1-D or 2-D tensors, got ", dim(),
              "-D");
   if (dim() == 2) {
-    WEFT_CHECK(k >= 0 ? k <= size(1) : -k <= size(0), Index, "diag: offset ", k,
+    WEFT_CHECK(k >= 0 ? k <= size(1) : k >= -size(0), Index, "diag: offset ", k,
                " is out of range for a matrix of shape ", shapeString(sizes()));
-    return diagonal(k);
+    return diagonal(k).clone(); // a new tensor, as PyTorch's diag
   }
+  WEFT_CHECK(k > -(int64_t{1} << 31) && k < (int64_t{1} << 31), Value, "diag: offset ", k,
+             " makes a matrix too large to make");
   // v_i goes to row i (+|k| below the diagonal), column i (+k above): flat position i (n + 1)
   // plus the start, so each element followed by n zeros, shifted by the start, is the matrix.
   const int64_t len = size(0), n = len + std::abs(k);
@@ -286,7 +293,7 @@ Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> d,
   CallSite cs(loc);
   checkDefined("take_along_dim");
   WEFT_CHECK(indices.defined(), Value, "take_along_dim: indices is an undefined tensor");
-  WEFT_CHECK(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, DType,
+  WEFT_CHECK(indices.dtype() == DType::Int64, DType,
              "take_along_dim: dtype of indices should be Long but got ",
              dtypeName(indices.dtype()));
   if (!d) return flatten().gather(0, indices.flatten());

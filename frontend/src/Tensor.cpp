@@ -381,10 +381,7 @@ Tensor flip(const Tensor& t, const Shape& dims) {
 Tensor Tensor::flip(Dims dims, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("flip");
-  Shape wrapped;
-  for (int64_t d : dims)
-    wrapped.push_back(wrapDim(d, dim(), "flip"));
-  return weft::flip(*this, wrapped);
+  return weft::flip(*this, wrapDims(dims, dim(), "flip"));
 }
 
 // ---- autograd accessors ----

@@ -102,6 +102,8 @@ bool isExpanded(const Tensor& t);
 /// PyTorch a 0-d tensor has one dimension here (0 or -1 wrap to 0), which does not index its
 /// sizes: callers that index sizes() handle rank 0 first; dispatch() runs primitives along it.
 int64_t wrapDim(int64_t dim, int64_t rank, const char* op);
+/// wrapDim of each of `dims`.
+Shape wrapDims(const Shape& dims, int64_t rank, const char* op);
 /// A gradient made to fit its input: summed down to `shape` (it was broadcast), cast to `dtype`.
 Tensor fitGradient(Tensor g, const Shape& shape, DType dtype);
 namespace autograd {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace weft {
@@ -72,7 +73,11 @@ private:
 class Dims {
 public:
   Dims() = default;
-  Dims(int64_t dim) : dims_{dim} {}                          // NOLINT: implicit by design
+  /// One dim, of any integer type but bool (x.var(false) is no dim: LibTorch's `unbiased` is
+  /// `correction` here; nor is x.sum(1.5)).
+  template <typename T,
+            typename = std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>>
+  Dims(T dim) : dims_{static_cast<int64_t>(dim)} {}          // NOLINT: implicit by design
   Dims(std::initializer_list<int64_t> dims) : dims_(dims) {} // NOLINT
   Dims(Shape dims) : dims_(std::move(dims)) {}               // NOLINT
   Dims(const std::vector<int64_t>& dims) : dims_(dims) {}    // NOLINT
@@ -206,8 +211,9 @@ public:
   /// tensor, shape kept).
   Tensor roll(Shape shifts, Shape dims = {}, WEFT_LOC) const;
   Tensor roll(int64_t shift, std::optional<int64_t> dim = std::nullopt, WEFT_LOC) const;
-  /// The diagonal `offset` of the planes (dim1, dim2), as a new last dim. A copy where the tensor
-  /// is not contiguous (PyTorch returns a view: writes to it do not reach this tensor).
+  /// The diagonal `offset` of the planes (dim1, dim2), as a new last dim: a view where the tensor
+  /// is contiguous and dim1, dim2 are its last two dims in order, else a copy (PyTorch always
+  /// returns a view: writes to a copy do not reach this tensor).
   Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1, WEFT_LOC) const;
   /// A 1-D tensor as the diagonal `diagonal` of a square matrix; a matrix's diagonal as 1-D.
   Tensor diag(int64_t diagonal = 0, WEFT_LOC) const;
