@@ -276,11 +276,11 @@ mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, c
     const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
     if (!passes::isViewLeaf(g, n)) continue;
     auto in = std::find(grp.inputs.begin(), grp.inputs.end(), n.operands.at(0));
-    std::optional<ViewRead> read = viewRead(g, n, grp.shape);
-    if (in == grp.inputs.end() || !read) return mlir::failure();
-    if (grp.shape.empty()) read->strides = {0}; // its one element, over shape [1]
+    std::optional<ViewRead> leaf = viewRead(g, n, grp.shape);
+    if (in == grp.inputs.end() || !leaf) return mlir::failure();
+    if (grp.shape.empty()) leaf->strides = {0}; // its one element, over shape [1]
     mlir::Value m = view(entry->getArgument(static_cast<unsigned>(in - grp.inputs.begin())),
-                         read->strides, read->offset, g.type(n.result).dtype);
+                         leaf->strides, leaf->offset, g.type(n.result).dtype);
     ins.push_back(mlir::bufferization::ToTensorOp::create(b, loc, tensorOf(g.type(n.result).dtype),
                                                           m, true, false));
     inValues.emplace_back(n.result, g.type(n.result).dtype);

@@ -1,5 +1,6 @@
 // Composite ops built from primitives: shape ops, convolution, pooling, embedding, activations,
-// and pointwise arithmetic (square, clamp_min/max, nan_to_num, lerp, addcmul, addcdiv).
+// pointwise arithmetic (square, clamp_min/max, nan_to_num, lerp, addcmul, addcdiv, logaddexp,
+// frac), comparisons (isclose, allclose, equal), type_as and new_* factories.
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"

@@ -1,5 +1,6 @@
 // Reductions and their composites: sum, mean, prod, amax/amin, max/min, arg*, var/std,
-// logsumexp, norm, any/all, cumsum, sort, topk, softmax and log_softmax.
+// logsumexp, norm, any/all, cumsum, sort, topk, softmax, log_softmax, nansum, count_nonzero and
+// median.
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
