@@ -133,7 +133,10 @@ TEST(Compile, RowReductionsRunInKernelsAndMatchEager) {
 /// The kernel adds each partial sum's rows in order in the element type, then the interpreter the
 /// partials, where eager adds all rows in blocks of 1024: compiled and eager agree to rounding,
 /// relative 1e-5 in float32 (sums of at most 1200 terms of one sign's magnitude), 1e-12 in
-/// float64.
+/// float64. Behind a layer norm the gradients of the scale sum 1200 terms of both signs from the
+/// norm's backward, whose own row sums LLVM vectorizes in another order than eager's: their
+/// rounding walks up to about sqrt(1200) * 2^-24 * 35 (the partial sums' size), so float32 allows
+/// 1e-4 absolute there.
 TEST(Compile, ColumnSumsRunInKernelsAndMatchEager) {
   for (DType dt : {kFloat32, kFloat64})
     for (const Shape& shape : {Shape{6, 7, 40}, Shape{3, 2, 5, 33}, Shape{4, 300, 20}})
@@ -171,7 +174,8 @@ TEST(Compile, ColumnSumsRunInKernelsAndMatchEager) {
         CompiledFunction step{CompileOptions()};
         std::vector<Tensor> out =
             step.call({target}, [&](const std::vector<Tensor>& a) { return f(a[0]); });
-        const double rtol = dt == kFloat32 ? 1e-5 : 1e-12, atol = dt == kFloat32 ? 1e-5 : 1e-12;
+        const double rtol = dt == kFloat32 ? 1e-5 : 1e-12,
+                     atol = dt == kFloat32 ? (norm ? 1e-4 : 1e-5) : 1e-12;
         for (size_t i = 0; i < out.size(); ++i)
           EXPECT_TRUE(allClose(vals(out[i]), vals(eager[i]), rtol, atol)) << "output " << i;
         EXPECT_EQ(out[1].sizes(), eager[1].sizes());
@@ -592,7 +596,10 @@ TEST(Compile, HorizontalKernelsAreOneLinalgGenericPerPart) {
 /// By default the choice is measured once per GEMM shape and remembered in the kernel cache's
 /// `choices`: two compilations of a linear layer with a tanh (in two compile() objects, 128 x 96
 /// by 96) leave one entry, and the result equals eager's within float32 rounding whichever way it
-/// went. A GEMM of fewer than 2^20 multiply-adds (33 x 24 by 40) is not measured: no entry.
+/// went: each output sums 96 products of about 1 in another order than OpenBLAS's kernel for
+/// this CPU, whose rounding walks up to about sqrt(96) * 2^-24 * 10 (the partial sums' size),
+/// so 1e-5 absolute. A GEMM of fewer than 2^20 multiply-adds (33 x 24 by 40) is not measured: no
+/// entry.
 TEST(Compile, GemmChoiceIsMeasuredOncePerShape) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("weft-choice-test-" + std::to_string(getpid()));
@@ -614,7 +621,7 @@ TEST(Compile, GemmChoiceIsMeasuredOncePerShape) {
     Tensor eager = f(x);
     for (int i = 0; i < 2; ++i) {
       auto compiled = compile(f);
-      EXPECT_TRUE(allClose(vals(compiled(x)), vals(eager), 1e-5, 1e-6));
+      EXPECT_TRUE(allClose(vals(compiled(x)), vals(eager), 1e-5, 1e-5));
     }
     EXPECT_EQ(entries(), rows == 33 ? 0u : 1u) << rows << " rows";
   }

@@ -418,8 +418,10 @@ TEST(Compile, GatherGradientCountsNegativeIndicesFromTheEnd) {
 /// output in the merged layout: the transpose and reshape are views, not copies. Rows stay rows
 /// (a @ v) or become columns (a product transposed into [b, t, h, d]); BLAS computes the same
 /// products, only stored elsewhere (the transposed one as B^T A^T, which another OpenBLAS
-/// kernel might sum in another order: relative 1e-6), forward and backward, and the saved
-/// executable keeps the layout.
+/// kernel sums in another order), forward and backward, and the saved executable keeps the
+/// layout. The gradients sum 8 to 16 products through tanh' in an order that depends on the
+/// CPU's OpenBLAS kernel: relative 1e-5 (measured up to 1e-5 on an AVX-512 EPYC), 1e-6 absolute
+/// where terms cancel.
 TEST(Compile, HeadMergeWritesTheMatmulInPlaceOfACopy) {
   Generator g(8);
   Tensor att = randn({2, 4, 8, 8}, kFloat32, g).requires_grad_();
@@ -442,10 +444,10 @@ TEST(Compile, HeadMergeWritesTheMatmulInPlaceOfACopy) {
     return l;
   });
   Tensor compiled = step(w);
-  EXPECT_TRUE(allClose(vals(compiled), vals(eager), 1e-6, 1e-7));
-  EXPECT_TRUE(allClose(vals(att.grad()), grads[0], 1e-6, 1e-7));
-  EXPECT_TRUE(allClose(vals(v.grad()), grads[1], 1e-6, 1e-7));
-  EXPECT_TRUE(allClose(vals(k.grad()), grads[2], 1e-6, 1e-7));
+  EXPECT_TRUE(allClose(vals(compiled), vals(eager), 1e-5, 1e-6));
+  EXPECT_TRUE(allClose(vals(att.grad()), grads[0], 1e-5, 1e-6));
+  EXPECT_TRUE(allClose(vals(v.grad()), grads[1], 1e-5, 1e-6));
+  EXPECT_TRUE(allClose(vals(k.grad()), grads[2], 1e-5, 1e-6));
   EXPECT_TRUE(roundTrips(step.compiled()));
   auto laidOut = [](const Plan& plan) {
     int n = 0;
