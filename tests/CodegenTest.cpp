@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 namespace weft {
@@ -179,39 +180,91 @@ TEST(Codegen, DamagedLinkedSetIsRejectedAndRebuilt) {
   EXPECT_EQ(codegen::kernelCacheStats().linkedHits, 1); // the rebuilt entry is good
 }
 
+/// The modules WEFT_DUMP_DIR received while `run` ran: the kernels as built (".input.mlir") and
+/// lowered to the LLVM dialect (".llvm.mlir").
+struct DumpedModules {
+  std::string input, lowered;
+};
+DumpedModules dumpWhile(const std::function<void()>& run) {
+  fs::path dump = fs::temp_directory_path() / ("weft-dump-test-" + std::to_string(::getpid()));
+  fs::remove_all(dump);
+  fs::create_directories(dump);
+  ::setenv("WEFT_DUMP_DIR", dump.c_str(), 1);
+  run();
+  ::unsetenv("WEFT_DUMP_DIR");
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  DumpedModules r;
+  for (const auto& e : fs::directory_iterator(dump)) {
+    const std::string name = e.path().filename().string();
+    if (name.ends_with(".input.mlir")) r.input += read(e.path());
+    if (name.ends_with(".llvm.mlir")) r.lowered += read(e.path());
+  }
+  fs::remove_all(dump);
+  return r;
+}
+
 /// A plain kernel is one linalg.generic on tensors inside a destination-passing function: its
 /// inputs and output are strided views of the memref arguments, read as tensors and written back
 /// in place (the dumped module holds no copy). The loops lowered from it compute expGraph's values
 /// bit for bit (SecondCompilationReadsTheDiskCache checks them).
 TEST(Codegen, PlainKernelsAreLinalgGenericsOnTensors) {
   CacheDir cache; // empty: the kernel is built
-  fs::path dump = fs::temp_directory_path() / ("weft-dump-test-" + std::to_string(::getpid()));
-  fs::remove_all(dump);
-  fs::create_directories(dump);
-  ::setenv("WEFT_DUMP_DIR", dump.c_str(), 1);
-  std::vector<float> x = input(300);
-  std::vector<float> y = runKernel(expGraph(100), x);
-  ::unsetenv("WEFT_DUMP_DIR");
-  auto read = [](const fs::path& p) {
-    std::ifstream in(p);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  };
-  std::string input, lowered;
-  for (const auto& e : fs::directory_iterator(dump)) {
-    const std::string name = e.path().filename().string();
-    if (name.ends_with(".input.mlir")) input += read(e.path());
-    if (name.ends_with(".llvm.mlir")) lowered += read(e.path());
-  }
-  fs::remove_all(dump);
-  EXPECT_NE(input.find("linalg.generic"), std::string::npos) << input;
-  EXPECT_NE(input.find("bufferization.to_tensor"), std::string::npos);
-  EXPECT_NE(input.find("bufferization.materialize_in_destination"), std::string::npos);
-  EXPECT_EQ(input.find("scf.for"), std::string::npos) << "loops are linalg's to make";
-  EXPECT_FALSE(lowered.empty());
-  EXPECT_EQ(lowered.find("memrefCopy"), std::string::npos) << "bufferized with a copy";
-  EXPECT_EQ(lowered.find("malloc"), std::string::npos) << "bufferized with a new buffer";
+  std::vector<float> x = input(300), y;
+  DumpedModules dumped = dumpWhile([&] { y = runKernel(expGraph(100), x); });
+  EXPECT_NE(dumped.input.find("linalg.generic"), std::string::npos) << dumped.input;
+  EXPECT_NE(dumped.input.find("bufferization.to_tensor"), std::string::npos);
+  EXPECT_NE(dumped.input.find("bufferization.materialize_in_destination"), std::string::npos);
+  EXPECT_EQ(dumped.input.find("scf.for"), std::string::npos) << "loops are linalg's to make";
+  EXPECT_FALSE(dumped.lowered.empty());
+  EXPECT_EQ(dumped.lowered.find("memrefCopy"), std::string::npos) << "bufferized with a copy";
+  EXPECT_EQ(dumped.lowered.find("malloc"), std::string::npos) << "bufferized with a new buffer";
   for (size_t i = 0; i < x.size(); ++i)
     ASSERT_FLOAT_EQ(y[i], std::exp(x[i]) * 2.0f + x[i]) << "at " << i;
+}
+
+/// A row kernel (softmax along rows of 2500, more than one block of its sums) is a loop over the
+/// rows with one linalg.generic per pass along each row: the max and the sum as reductions into
+/// 0-d tensors (stack slots after bufferization, no heap buffer, no copy), the quotient as a
+/// parallel generic. Its values match a softmax computed here in double within 1e-6 relative
+/// (float32 sums of 2500 terms, reassociated in blocks of 1024 added in double: about 1e-7).
+TEST(Codegen, RowKernelsAreLinalgGenericsAlongEachRow) {
+  CacheDir cache; // empty: the kernel is built
+  const int rows = 3, len = 2500;
+  auto parsed = ir::parseGraph(R"(graph @g(%x: float32[3, 2500]) {
+  %m = amax(%x) {dims = [1], keepdim = true} : float32[3, 1]
+  %d = sub(%x, %m) : float32[3, 2500]
+  %e = exp(%d) : float32[3, 2500]
+  %s = sum(%e) {dims = [1], keepdim = true} : float32[3, 1]
+  %y = div(%e, %s) : float32[3, 2500]
+  return(%y)
+}
+)");
+  ASSERT_TRUE(static_cast<bool>(parsed)) << parsed.diagnostic().message;
+  std::vector<float> x(static_cast<size_t>(rows * len));
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>((i * 37) % 101) * 0.05f - 2.0f;
+  std::vector<float> y;
+  DumpedModules dumped = dumpWhile([&] { y = runKernel(parsed.value(), x); });
+  EXPECT_NE(dumped.input.find("iterator_types = [\"reduction\"]"), std::string::npos)
+      << dumped.input;
+  EXPECT_NE(dumped.input.find("iterator_types = [\"parallel\"]"), std::string::npos);
+  EXPECT_FALSE(dumped.lowered.empty());
+  EXPECT_EQ(dumped.lowered.find("memrefCopy"), std::string::npos) << "bufferized with a copy";
+  EXPECT_EQ(dumped.lowered.find("malloc"), std::string::npos) << "bufferized with a new buffer";
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x.data() + r * len;
+    const double max = *std::max_element(row, row + len);
+    double sum = 0;
+    for (int j = 0; j < len; ++j)
+      sum += std::exp(static_cast<double>(row[j]) - max);
+    for (int j = 0; j < len; ++j) {
+      const double want = std::exp(static_cast<double>(row[j]) - max) / sum;
+      ASSERT_NEAR(y[static_cast<size_t>(r * len + j)], want, want * 1e-6) << r << ", " << j;
+    }
+  }
 }
 
 TEST(Codegen, AMalformedGroupIsADiagnosticNotACrash) {

@@ -1,9 +1,9 @@
 // Fused elementwise kernels, one per group, built with OpBuilder: plain, column and horizontal
-// kernels as linalg generics on tensors, row kernels as loop nests with vectorized reductions,
-// GEMM-led kernels as register-tiled vector code (MatmulKernel.h). One module per kernel,
-// compiled to an object (or read from the disk cache), all linked into one shared object.
-// Transcendental functions call the C library, as the eager kernels do, so fused and eager
-// results agree bit for bit.
+// kernels as linalg generics on tensors, row kernels as a loop over the rows with one linalg
+// generic per pass along each row, GEMM-led kernels as register-tiled vector code (MatmulKernel.h).
+// One module per kernel, compiled to an object (or read from the disk cache), all linked into one
+// shared object. Transcendental functions call the C library, as the eager kernels do, so fused and
+// eager results agree bit for bit.
 #include "weft/codegen/Elementwise.h"
 
 #include "CodegenSourceHash.h"
@@ -160,25 +160,6 @@ struct ColumnSums {
           }
           mlir::scf::YieldOp::create(zb, loc);
         });
-  }
-  /// Adds each sum's operand (`valueOf` its value here) into element (i, c) of the sum; false
-  /// where an operand has no value.
-  bool add(mlir::OpBuilder& b, mlir::Location loc, const ir::FusionGroup& grp, mlir::Block* entry,
-           mlir::Value i, mlir::Value c, const std::function<mlir::Value(ValueId)>& valueOf) const {
-    if (sums.empty()) return true;
-    mlir::Value at = mlir::arith::AddIOp::create(
-        b, loc,
-        mlir::arith::MulIOp::create(b, loc, i,
-                                    mlir::arith::ConstantIndexOp::create(b, loc, grp.shape.back())),
-        c);
-    for (const auto& [k, n] : sums) {
-      mlir::Value x = valueOf(n->operands[0]);
-      if (!x) return false;
-      mlir::Value acc = mlir::memref::LoadOp::create(b, loc, memref(grp, entry, k), at);
-      mlir::memref::StoreOp::create(b, loc, mlir::arith::AddFOp::create(b, loc, acc, x),
-                                    memref(grp, entry, k), at);
-    }
-    return true;
   }
   static mlir::Value memref(const ir::FusionGroup& grp, mlir::Block* entry, size_t k) {
     return entry->getArgument(static_cast<unsigned>(grp.inputs.size() + k));
@@ -405,13 +386,15 @@ mlir::LogicalResult buildKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const
 constexpr int64_t kSumBlock = 1024;
 
 /// A row kernel (passes::isRowKernel): loops over the rows (all dims but the last, dim 0 over
-/// [lo, hi)), and per row one pass along it per stage (passes::rowStages). Pass s computes the
-/// full-shape values of stage s that an output or a reduction of stage s + 1 needs, recomputing
-/// the earlier-stage values they read (elementwise, cheaper than storing them), accumulates those
-/// reductions (sums: in the element type, reassociated so LLVM vectorizes them, blocks of
-/// kSumBlock added in double; amax/amin: NaN-propagating) and stores those outputs. Values of
-/// the reduced shape are computed once per row, between the passes; they are stored at the end.
-/// Column sums (ColumnSums) add their operands up in the last pass.
+/// [lo, hi)), and per row one pass along it per stage (passes::rowStages), each pass one
+/// linalg.generic on tensors over the row (a 1-D strided view of each operand and output; a
+/// reduction when the pass accumulates). Pass s computes the full-shape values of stage s that
+/// an output or a reduction of stage s + 1 needs, recomputing the earlier-stage values they read
+/// (elementwise, cheaper than storing them), accumulates those reductions into 0-d tensors (sums:
+/// in the element type, reassociated so LLVM vectorizes them, blocks of kSumBlock added in double;
+/// amax/amin: NaN-propagating) and yields those outputs. Values of the reduced shape are computed
+/// once per row, between the passes, from the accumulators; they are stored at the end. Column
+/// sums (ColumnSums) add their operands up in the last pass's generic.
 mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, const ir::Graph& g,
                                    const ir::FusionGroup& grp, const std::string& name) {
   mlir::Location loc = b.getUnknownLoc();
@@ -448,42 +431,75 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
   for (size_t i = 0; i < numIn; ++i)
     inputOf[grp.inputs[i]] = i;
   auto isFull = [&](ValueId v) { return g.type(v).shape == shape; };
+  for (size_t k = 0; k < grp.inPlace.size() && k < numOut; ++k) // read and written in one place
+    if (const int32_t over = grp.inPlace[k];
+        over >= 0 &&
+        (static_cast<size_t>(over) >= numIn ||
+         g.type(grp.inputs[static_cast<size_t>(over)]).shape != g.type(grp.outputs[k]).shape))
+      return mlir::failure();
+
+  // The generics' operands along the row: each input that varies along it (its stride there not
+  // 0) and each view leaf, with where index (outer..., j) of the row lies in its memref.
+  struct AlongRow {
+    ValueId value;
+    DType dtype;
+    unsigned arg;                 ///< the entry block argument it is read from
+    std::vector<int64_t> strides; ///< per dim of the group's shape
+    int64_t offset = 0;
+    int32_t input = -1; ///< its index among the inputs (-1: a view leaf)
+  };
+  std::vector<AlongRow> alongRow;
+  for (size_t i = 0; i < numIn; ++i) {
+    ValueId v = grp.inputs[i];
+    if (!broadcastsTo(g.type(v).shape, shape)) continue; // read only through a view leaf
+    std::vector<int64_t> strides = broadcastStrides(g.type(v).shape, shape);
+    if (strides.back() != 0)
+      alongRow.push_back(
+          {v, g.type(v).dtype, static_cast<unsigned>(i), strides, 0, static_cast<int32_t>(i)});
+  }
+  for (int32_t i : grp.leaves) {
+    const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
+    if (!passes::isViewLeaf(g, n)) continue;
+    auto in = std::find(grp.inputs.begin(), grp.inputs.end(), n.operands.at(0));
+    std::optional<ViewRead> read = viewRead(g, n, shape);
+    if (in == grp.inputs.end() || !read) return mlir::failure();
+    alongRow.push_back({n.result, g.type(n.result).dtype,
+                        static_cast<unsigned>(in - grp.inputs.begin()), read->strides, read->offset,
+                        -1});
+  }
+  // Accumulators live in stack slots at the function's entry (one per reduction and NaN flag of
+  // each pass), which LLVM promotes to registers.
+  mlir::OpBuilder slots(entry, entry->begin());
 
   bool ok = true;
   auto rowBody = [&](mlir::OpBuilder& rb, std::vector<mlir::Value>& outer) {
     mlir::Value zero = mlir::arith::ConstantIndexOp::create(rb, loc, 0);
-    // Per scope (the row, or one pass's loop body) the values computed there; a pass's scope
+    // Per scope (the row, or one pass's generic body) the values computed there; a body's scope
     // starts as a copy of the row's.
     using Scope = std::map<ValueId, mlir::Value>;
     Scope row;
-    // `v` in `scope` at index `j` along the row (null: a value of the whole row), computed where
-    // the builder is.
-    std::function<mlir::Value(mlir::OpBuilder&, Scope&, mlir::Value, ValueId)> eval =
-        [&](mlir::OpBuilder& ob, Scope& scope, mlir::Value j, ValueId v) -> mlir::Value {
+    // `v` in `scope`, computed where the builder is: `along` the row (in a generic's body, where
+    // the operands along the row are in scope), or once for the whole row.
+    std::function<mlir::Value(mlir::OpBuilder&, Scope&, bool, ValueId)> eval =
+        [&](mlir::OpBuilder& ob, Scope& scope, bool along, ValueId v) -> mlir::Value {
       if (auto it = scope.find(v); it != scope.end()) return it->second;
       mlir::Value r;
       if (auto in = inputOf.find(v); in != inputOf.end()) {
         if (!broadcastsTo(g.type(v).shape, shape)) return {}; // read only through a view leaf
         std::vector<int64_t> strides = broadcastStrides(g.type(v).shape, shape);
-        if (!j && strides.back() != 0) return {}; // varies along the row
+        if (strides.back() != 0) return {}; // varies along the row: a generic's operand
         std::vector<mlir::Value> ivs = outer;
-        ivs.push_back(j ? j : zero);
+        ivs.push_back(zero);
         r = loadElement(ob, loc, entry->getArgument(static_cast<unsigned>(in->second)),
                         linearIndex(ob, loc, ivs, strides), g.type(v).dtype);
       } else if (auto node = nodeOf.find(v); node != nodeOf.end()) {
         const ir::Node& n = *node->second;
         if (passes::isRowReduction(g, n)) return {}; // known only after its pass (in `row`)
-        if (!j && isFull(v)) return {};              // varies along the row
-        if (passes::isViewLeaf(g, n)) {
-          std::vector<mlir::Value> ivs = outer;
-          ivs.push_back(j ? j : zero);
-          r = loadViewLeaf(ob, loc, g, grp, entry, n, ivs, shape);
-          if (r) scope[v] = r;
-          return r;
-        }
+        if (!along && isFull(v)) return {};          // varies along the row
+        if (passes::isViewLeaf(g, n)) return {};     // a generic's operand
         std::vector<mlir::Value> in;
         for (ValueId o : n.operands) {
-          in.push_back(eval(ob, scope, j, o));
+          in.push_back(eval(ob, scope, along, o));
           if (!in.back()) return {};
         }
         r = BodyBuilder(ob, loc, g).node(n, in);
@@ -495,13 +511,13 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
     // nodes whose reductions are known (stage <= s), in order.
     for (ValueId v : grp.inputs)
       if (broadcastsTo(g.type(v).shape, shape) &&
-          broadcastStrides(g.type(v).shape, shape).back() == 0 && !eval(rb, row, {}, v))
+          broadcastStrides(g.type(v).shape, shape).back() == 0 && !eval(rb, row, false, v))
         ok = false;
     auto computeRowValues = [&](int32_t s) {
       for (size_t j = 0; j < grp.nodes.size(); ++j) {
         const ir::Node& n = g.nodes()[static_cast<size_t>(grp.nodes[j])];
         if (stages[j] <= s && !isFull(n.result) && !passes::isRowReduction(g, n) &&
-            !passes::isColumnReduction(g, n) && !eval(rb, row, {}, n.result))
+            !passes::isColumnReduction(g, n) && !eval(rb, row, false, n.result))
           ok = false;
       }
     };
@@ -540,6 +556,10 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
           flagOf[r] = inits.size();
           inits.push_back(BodyBuilder(rb, loc, g).constantFloat(DType::Bool, 0.0));
         }
+      std::vector<mlir::Value> accSlots;
+      for (mlir::Value init : inits)
+        accSlots.push_back(
+            mlir::memref::AllocaOp::create(slots, loc, mlir::MemRefType::get({}, init.getType())));
       auto combine = [&](mlir::OpBuilder& ob, const ir::Node& n, mlir::Value acc, mlir::Value x) {
         if (n.op == OpCode::Sum) {
           auto add = mlir::arith::AddFOp::create(ob, loc, acc, x);
@@ -561,49 +581,138 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
             ob, loc, flag,
             mlir::arith::CmpFOp::create(ob, loc, mlir::arith::CmpFPredicate::UNO, x, x)));
       };
-      // One loop over [from, to) of the row, carrying the accumulators.
-      auto passLoop = [&](mlir::OpBuilder& ob, mlir::Value from, mlir::Value to,
-                          std::vector<mlir::Value> start) {
-        mlir::Value step = mlir::arith::ConstantIndexOp::create(ob, loc, 1);
-        auto loop = mlir::scf::ForOp::create(
-            ob, loc, from, to, step, start,
-            [&](mlir::OpBuilder& lb, mlir::Location, mlir::Value j, mlir::ValueRange accs) {
+      // The inputs an output of this pass is written over: read from that output's operand.
+      std::vector<int32_t> writtenBy(numIn, -1);
+      for (size_t s = 0; s < stored.size(); ++s)
+        if (int32_t over = stored[s] < grp.inPlace.size() ? grp.inPlace[stored[s]] : -1; over >= 0)
+          writtenBy[static_cast<size_t>(over)] = static_cast<int32_t>(s);
+      // One linalg.generic over elements [from, from + size) of the row (`size` a constant where
+      // `fixed`), its accumulators starting at `start`: reads the operands along the row, computes
+      // the values its reductions, outputs and column sums need, and yields the accumulators
+      // joined with this element's, the outputs, and the column sums plus this element's.
+      // Returns the accumulators after it.
+      auto passGeneric = [&](mlir::OpBuilder& ob, mlir::Value from, mlir::Value size,
+                             std::optional<int64_t> fixed, const std::vector<mlir::Value>& start) {
+        mlir::MLIRContext* ctx = ob.getContext();
+        const int64_t extent = fixed.value_or(mlir::ShapedType::kDynamic);
+        mlir::OpFoldResult length = fixed ? mlir::OpFoldResult(ob.getIndexAttr(*fixed)) : size;
+        // Memref `m` from `at` along the row with `stride`, as a tensor.
+        auto rowView = [&](mlir::Value m, mlir::Value at, int64_t stride, DType t, bool write,
+                           std::vector<mlir::Value>* views) {
+          auto layout = mlir::StridedLayoutAttr::get(ctx, mlir::ShapedType::kDynamic, {stride});
+          auto type = mlir::MemRefType::get({extent}, memoryType(ob, t), layout);
+          mlir::Value view = mlir::memref::ReinterpretCastOp::create(
+              ob, loc, type, m, mlir::OpFoldResult(at),
+              llvm::SmallVector<mlir::OpFoldResult>{length},
+              llvm::SmallVector<mlir::OpFoldResult>{ob.getIndexAttr(stride)});
+          if (views) views->push_back(view);
+          return mlir::Value(mlir::bufferization::ToTensorOp::create(
+              ob, loc, mlir::RankedTensorType::get({extent}, memoryType(ob, t)), view, true,
+              write));
+        };
+        std::vector<mlir::Value> ivs = outer;
+        ivs.push_back(from);
+        std::vector<mlir::Value> ins, outs, destinations;
+        std::vector<const AlongRow*> inOf;
+        for (const AlongRow& a : alongRow) {
+          if (a.input >= 0 && writtenBy[static_cast<size_t>(a.input)] >= 0) continue;
+          mlir::Value at =
+              mlir::arith::AddIOp::create(ob, loc, linearIndex(ob, loc, ivs, a.strides),
+                                          mlir::arith::ConstantIndexOp::create(ob, loc, a.offset));
+          ins.push_back(
+              rowView(entry->getArgument(a.arg), at, a.strides.back(), a.dtype, false, nullptr));
+          inOf.push_back(&a);
+        }
+        for (size_t r = 0; r < accSlots.size(); ++r) {
+          mlir::memref::StoreOp::create(ob, loc, start[r], accSlots[r], mlir::ValueRange{});
+          outs.push_back(mlir::bufferization::ToTensorOp::create(
+              ob, loc, mlir::RankedTensorType::get({}, start[r].getType()), accSlots[r], true,
+              true));
+          destinations.push_back(accSlots[r]);
+        }
+        mlir::Value at = linearIndex(ob, loc, ivs, contiguousStrides(shape));
+        for (size_t k : stored) {
+          const int32_t over = k < grp.inPlace.size() ? grp.inPlace[k] : -1;
+          auto arg = static_cast<unsigned>(over >= 0 ? over : static_cast<int32_t>(numIn + k));
+          outs.push_back(rowView(entry->getArgument(arg), at, 1, g.type(grp.outputs[k]).dtype, true,
+                                 &destinations));
+        }
+        if (addColumns) {
+          mlir::Value columnAt = mlir::arith::AddIOp::create(
+              ob, loc,
+              mlir::arith::MulIOp::create(ob, loc, outer[0],
+                                          mlir::arith::ConstantIndexOp::create(ob, loc, len)),
+              from);
+          for (const auto& [k, n] : columns->sums)
+            outs.push_back(rowView(ColumnSums::memref(grp, entry, k), columnAt, 1,
+                                   g.type(n->result).dtype, true, &destinations));
+        }
+        const size_t accBase = ins.size(), storedBase = accBase + accSlots.size(),
+                     columnBase = storedBase + stored.size();
+        std::vector<mlir::AffineMap> maps(ins.size(), ob.getMultiDimIdentityMap(1));
+        maps.insert(maps.end(), accSlots.size(), mlir::AffineMap::get(1, 0, ctx));
+        maps.insert(maps.end(), outs.size() - accSlots.size(), ob.getMultiDimIdentityMap(1));
+        std::vector<mlir::Type> resultTypes;
+        for (mlir::Value o : outs)
+          resultTypes.push_back(o.getType());
+        auto generic = mlir::linalg::GenericOp::create(
+            ob, loc, resultTypes, ins, outs, maps,
+            {reductions.empty() ? mlir::utils::IteratorType::parallel
+                                : mlir::utils::IteratorType::reduction},
+            [&](mlir::OpBuilder& nb, mlir::Location, mlir::ValueRange args) {
               Scope scope = row;
-              std::vector<mlir::Value> next(accs.begin(), accs.end());
+              for (size_t j = 0; j < ins.size(); ++j)
+                scope[inOf[j]->value] = fromMemory(nb, loc, args[j], inOf[j]->dtype);
+              for (size_t i = 0; i < numIn; ++i)
+                if (writtenBy[i] >= 0)
+                  scope[grp.inputs[i]] =
+                      fromMemory(nb, loc, args[storedBase + static_cast<size_t>(writtenBy[i])],
+                                 g.type(grp.inputs[i]).dtype);
+              std::vector<mlir::Value> yields(args.begin() + static_cast<std::ptrdiff_t>(accBase),
+                                              args.end());
+              bool bodyOk = true;
               for (size_t r = 0; r < reductions.size(); ++r) {
-                mlir::Value x = eval(lb, scope, j, reductions[r]->operands[0]);
+                mlir::Value x = eval(nb, scope, true, reductions[r]->operands[0]);
                 if (!x) {
-                  ok = false;
-                  x = accs[r];
+                  bodyOk = false;
+                  break;
                 }
-                next[r] = combine(lb, *reductions[r], accs[r], x);
+                yields[r] = combine(nb, *reductions[r], args[accBase + r], x);
                 if (reductions[r]->op != OpCode::Sum)
-                  next[flagOf[r]] = sawNaN(lb, accs[flagOf[r]], x);
+                  yields[flagOf[r]] = sawNaN(nb, args[accBase + flagOf[r]], x);
               }
-              std::vector<mlir::Value> results;
-              for (size_t k : stored) {
-                results.push_back(eval(lb, scope, j, grp.outputs[k]));
-                if (!results.back()) ok = false;
+              for (size_t s = 0; bodyOk && s < stored.size(); ++s) {
+                mlir::Value x = eval(nb, scope, true, grp.outputs[stored[s]]);
+                bodyOk = static_cast<bool>(x);
+                if (x)
+                  yields[storedBase - accBase + s] =
+                      toMemory(nb, loc, x, g.type(grp.outputs[stored[s]]).dtype);
               }
-              // Before the stores: an output may go over an input the sums' operands read.
-              if (addColumns)
-                ok = ok && columns->add(lb, loc, grp, entry, outer[0], j,
-                                        [&](ValueId v) { return eval(lb, scope, j, v); });
-              if (ok) {
-                std::vector<mlir::Value> ivs = outer;
-                ivs.push_back(j);
-                mlir::Value at = linearIndex(lb, loc, ivs, contiguousStrides(shape));
-                for (size_t i = 0; i < stored.size(); ++i)
-                  storeOutput(lb, loc, entry, grp, stored[i], results[i], at,
-                              g.type(grp.outputs[stored[i]]).dtype);
+              for (size_t c = 0; bodyOk && addColumns && c < columns->sums.size(); ++c) {
+                mlir::Value x = eval(nb, scope, true, columns->sums[c].second->operands[0]);
+                bodyOk = static_cast<bool>(x);
+                if (x)
+                  yields[columnBase - accBase + c] =
+                      mlir::arith::AddFOp::create(nb, loc, args[columnBase + c], x);
               }
-              mlir::scf::YieldOp::create(lb, loc, next);
+              if (!bodyOk) { // the kernel fails; the body only has to verify
+                ok = false;
+                yields.assign(args.begin() + static_cast<std::ptrdiff_t>(accBase), args.end());
+              }
+              mlir::linalg::YieldOp::create(nb, loc, yields);
             });
-        return std::vector<mlir::Value>(loop.getResults().begin(), loop.getResults().end());
+        std::vector<mlir::Value> after;
+        for (size_t o = 0; o < outs.size(); ++o)
+          mlir::bufferization::MaterializeInDestinationOp::create(
+              ob, loc, mlir::Type(), generic->getResult(static_cast<unsigned>(o)), destinations[o],
+              true, true);
+        for (mlir::Value slot : accSlots)
+          after.push_back(mlir::memref::LoadOp::create(ob, loc, slot, mlir::ValueRange{}));
+        return after;
       };
       std::vector<mlir::Value> results;
       if (len <= kSumBlock) {
-        results = passLoop(rb, zero, mlir::arith::ConstantIndexOp::create(rb, loc, len), inits);
+        results = passGeneric(rb, zero, {}, len, inits);
       } else {
         // Blocks of kSumBlock: sums restart at 0 in each and are added in double after it.
         std::vector<mlir::Value> outerInits = inits;
@@ -620,7 +729,8 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
               std::vector<mlir::Value> start(accs.begin(), accs.end());
               for (size_t r = 0; r < reductions.size(); ++r)
                 if (reductions[r]->op == OpCode::Sum) start[r] = inits[r];
-              std::vector<mlir::Value> next = passLoop(bb, from, to, start);
+              std::vector<mlir::Value> next = passGeneric(
+                  bb, from, mlir::arith::SubIOp::create(bb, loc, to, from), std::nullopt, start);
               for (size_t r = 0; r < reductions.size(); ++r) {
                 if (reductions[r]->op != OpCode::Sum) continue;
                 BodyBuilder conv(bb, loc, g);
@@ -656,7 +766,7 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
     mlir::Value at = linearIndex(rb, loc, ivs, contiguousStrides(reduced));
     for (size_t k = 0; ok && k < numOut; ++k) {
       if (isFull(grp.outputs[k]) || columnOutput[k]) continue;
-      mlir::Value r = eval(rb, row, {}, grp.outputs[k]);
+      mlir::Value r = eval(rb, row, false, grp.outputs[k]);
       if (!r) {
         ok = false;
         return;

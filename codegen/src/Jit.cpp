@@ -191,8 +191,8 @@ ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const Cp
   dumpModule(module, n, "input");
   if (mlir::failed(mlir::verify(module))) return failure("the generated module does not verify");
   mlir::PassManager pm(module->getContext());
-  // Kernels built as linalg on tensors (buildGenericKernel): their tensors become the memrefs
-  // they view (in place: cleanup drops the self-copies left), the generics loop nests.
+  // Kernels built as linalg on tensors (buildGenericKernel, buildRowKernel): their tensors become
+  // the memrefs they view (in place: cleanup drops the self-copies left), the generics loop nests.
   bool linalg = false;
   module->walk([&](mlir::linalg::GenericOp) { linalg = true; });
   if (linalg) {
