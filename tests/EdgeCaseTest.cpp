@@ -333,6 +333,64 @@ const std::map<std::string, EdgeOp>& edgeOps() {
       {"median", {K::Reduction, one([](const Tensor& x) { return x.median(); })}},
       {"median0", {K::Reduction, two([](const Tensor& x) { return x.median(0); })}},
       {"median_1k", {K::Reduction, two([](const Tensor& x) { return x.median(-1, true); })}},
+      // composites: aliases
+      {"absolute", {K::Elementwise, one([](const Tensor& x) { return x.absolute(); })}},
+      {"arccos", {K::Elementwise, one([](const Tensor& x) { return x.arccos(); })}},
+      {"arcsinh", {K::Elementwise, one([](const Tensor& x) { return x.arcsinh(); })}},
+      {"negative", {K::Elementwise, one([](const Tensor& x) { return x.negative(); })}},
+      {"fix", {K::Elementwise, one([](const Tensor& x) { return x.fix(); })}},
+      {"sgn", {K::Elementwise, one([](const Tensor& x) { return x.sgn(); })}},
+      {"clip", {K::Elementwise, one([](const Tensor& x) { return x.clip(-1, 2); })}},
+      {"true_divide",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.true_divide(b); })}},
+      {"deg2rad", {K::Elementwise, one([](const Tensor& x) { return x.deg2rad(); })}},
+      {"rad2deg", {K::Elementwise, one([](const Tensor& x) { return x.rad2deg(); })}},
+      // composites: shapes
+      {"fliplr", {K::Movement, one([](const Tensor& x) { return x.fliplr(); })}},
+      {"flipud", {K::Movement, one([](const Tensor& x) { return x.flipud(); })}},
+      {"rot90", {K::Movement, one([](const Tensor& x) { return x.rot90(); })}},
+      {"rot90_2", {K::Movement, one([](const Tensor& x) { return x.rot90(2, {0, -1}); })}},
+      {"rot90_neg", {K::Movement, one([](const Tensor& x) { return x.rot90(-1, {1, 0}); })}},
+      {"ravel", {K::Movement, one([](const Tensor& x) { return x.ravel(); })}},
+      {"tensor_split", {K::Movement, [](const Tensor& x) { return x.tensor_split(3); }}},
+      {"tensor_split_idx",
+       {K::Movement, [](const Tensor& x) { return x.tensor_split(std::vector<int64_t>{1, 5}, -1); }}},
+      {"hsplit", {K::Movement, [](const Tensor& x) { return x.hsplit(2); }}},
+      {"vsplit_idx",
+       {K::Movement, [](const Tensor& x) { return x.vsplit(std::vector<int64_t>{1}); }}},
+      {"diff", {K::Movement, one([](const Tensor& x) { return x.diff(); })}},
+      {"diff2", {K::Movement, one([](const Tensor& x) { return x.diff(2, 0); })}},
+      {"diff_prepend",
+       {K::Movement, one([](const Tensor& x) { return x.diff(1, 0, x.narrow(0, 0, 1)); })}},
+      {"take", {K::Indexing, one([](const Tensor& x) { return x.take(tensor({0, -1})); })}},
+      {"diag_embed", {K::Movement, one([](const Tensor& x) { return x.diag_embed(); })}},
+      {"diag_embed_off",
+       {K::Movement, one([](const Tensor& x) { return x.diag_embed(1, 0, -1); })}},
+      // composites: products
+      {"inner", {K::Reduction, one([](const Tensor& x) { return x.inner(x); })}},
+      {"vdot", {K::Reduction, one([](const Tensor& x) { return x.flatten().vdot(x.flatten()); })}},
+      {"kron", {K::Movement, one([](const Tensor& x) {
+                  return x.kron(from_vector(std::vector<double>{1.0, -2.0}, {1, 2}));
+                })}},
+      {"cross", {K::Elementwise, one([](const Tensor& x) { return x.cross(x.flip({-1})); })}},
+      {"addmv", {K::Reduction, one([](const Tensor& x) {
+                   return ones({1}, kFloat64).addmv(x.reshape({1, -1}), x.flatten(), 0.5, 2);
+                 })}},
+      {"addr", {K::Reduction, one([](const Tensor& x) {
+                  return ones({1}, kFloat64).addr(x.flatten(), x.flatten(), 2);
+                })}},
+      {"baddbmm", {K::Reduction, one([](const Tensor& x) {
+                     return ones({1}, kFloat64)
+                         .baddbmm(x.reshape({1, 1, -1}), x.reshape({1, -1, 1}), 1, 0.5);
+                   })}},
+      {"matrix_power", {K::Reduction, one([](const Tensor& x) {
+                          return outer(x.flatten(), x.flatten()).matrix_power(3);
+                        })}},
+      // composites: reductions
+      {"nanmean", {K::Reduction, one([](const Tensor& x) { return x.nanmean(); })}},
+      {"nanmean0", {K::Reduction, one([](const Tensor& x) { return x.nanmean({0}); })}},
+      {"msort", {K::Reduction, one([](const Tensor& x) { return x.msort(); })}},
+      {"kthvalue", {K::Reduction, two([](const Tensor& x) { return x.kthvalue(2, 0); })}},
   };
   return ops;
 }

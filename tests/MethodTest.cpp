@@ -347,5 +347,63 @@ TEST(Composites, ReturnNewTensorsAndRefuseWhatPyTorchRefuses) {
   EXPECT_THROW((void)einsum("ij,jk->il", {ones({2, 2}), ones({2, 2})}), ValueError);
 }
 
+/// The composites the edge-case table does not cover: aminmax (PyTorch 1.13 cannot differentiate
+/// it, so the reference has no gradient to compare), h/v/dsplit's sections and indices, addbmm,
+/// ger, matrix_power's identity and refusals, and the properties under older names. Values are
+/// small integers in float32: every sum and product here is exact.
+TEST(Composites, SplitsProductsAndPropertiesAsPyTorch) {
+  Tensor x = arange(24, kFloat32).reshape({2, 3, 4});
+  auto [lo, hi] = x.aminmax();
+  EXPECT_EQ(lo.dim(), 0);
+  EXPECT_EQ(lo.item<float>(), 0.0f);
+  EXPECT_EQ(hi.item<float>(), 23.0f);
+  auto [rowLo, rowHi] = x.aminmax(2, true);
+  EXPECT_EQ(rowLo.sizes(), (Shape{2, 3, 1}));
+  EXPECT_EQ(rowLo.flatten().to_vector<float>(), x.select(2, 0).flatten().to_vector<float>());
+  EXPECT_EQ(rowHi.flatten().to_vector<float>(), x.select(2, 3).flatten().to_vector<float>());
+  EXPECT_THROW((void)zeros({0}).aminmax(), IndexError);
+
+  std::vector<Tensor> h = x.hsplit(3);
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[1].sizes(), (Shape{2, 1, 4}));
+  EXPECT_EQ(h[1].to_vector<float>(), x.narrow(1, 1, 1).to_vector<float>());
+  EXPECT_THROW((void)x.hsplit(2), ValueError); // 3 rows do not split in 2
+  EXPECT_EQ(x.vsplit(2)[1].to_vector<float>(), x.select(0, 1).flatten().to_vector<float>());
+  std::vector<Tensor> d = x.dsplit(std::vector<int64_t>{1, 3});
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].size(2), 1);
+  EXPECT_EQ(d[1].size(2), 2);
+  EXPECT_EQ(d[2].size(2), 1);
+  EXPECT_THROW((void)zeros({2, 2}).dsplit(2), ShapeError);
+  std::vector<Tensor> t = arange(5, kFloat32).tensor_split(std::vector<int64_t>{3, 1, 9});
+  ASSERT_EQ(t.size(), 4u); // [0, 3), [3, 3) empty, [3, 5), [5, 5) empty
+  EXPECT_EQ(t[0].numel(), 3);
+  EXPECT_EQ(t[1].numel(), 0);
+  EXPECT_EQ(t[2].to_vector<float>(), (std::vector<float>{3, 4}));
+  EXPECT_EQ(t[3].numel(), 0);
+
+  Tensor b1 = arange(24, kFloat32).reshape({2, 3, 4}), b2 = arange(24, kFloat32).reshape({2, 4, 3});
+  Tensor want = b1.bmm(b2).sum({0}) * 2.0 + 1.0;
+  EXPECT_EQ(ones({3, 3}).addbmm(b1, b2, 1, 2).to_vector<float>(), want.to_vector<float>());
+  Tensor v = arange(3, kFloat32);
+  EXPECT_EQ(v.ger(v).to_vector<float>(), outer(v, v).to_vector<float>());
+  Tensor m = tensor({1.0f, 1.0f, 0.0f, 1.0f}).reshape({2, 2});
+  EXPECT_EQ(m.matrix_power(0).to_vector<float>(), eye(2).to_vector<float>());
+  EXPECT_EQ(m.matrix_power(5).to_vector<float>(), (std::vector<float>{1, 5, 0, 1}));
+  EXPECT_THROW((void)m.matrix_power(-1), ValueError);
+  EXPECT_THROW((void)zeros({2, 3}).matrix_power(2), ShapeError);
+  EXPECT_THROW((void)tensor({true}).positive(), DTypeError);
+  EXPECT_EQ(tensor({1, 2}).deg2rad().dtype(), kFloat32); // integers become float32
+
+  EXPECT_EQ(x.ndimension(), 3);
+  EXPECT_EQ(x.nelement(), 24);
+  EXPECT_EQ(x.element_size(), 4);
+  EXPECT_EQ(zeros({1}, kInt64).element_size(), 8);
+  EXPECT_EQ(zeros({1}, kBool).element_size(), 1);
+  EXPECT_TRUE(x.is_same_size(b1));
+  EXPECT_FALSE(x.is_same_size(b2));
+  EXPECT_TRUE(x.cpu().is_same(x));
+}
+
 } // namespace
 } // namespace weft::test

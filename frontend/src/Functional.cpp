@@ -1,6 +1,7 @@
 // Composite ops built from primitives: shape ops, convolution, pooling, embedding, activations,
 // pointwise arithmetic (square, clamp_min/max, nan_to_num, lerp, addcmul, addcdiv, logaddexp,
-// frac), comparisons (isclose, allclose, equal), type_as and new_* factories.
+// frac, deg2rad, rad2deg), comparisons (isclose, allclose, equal), type_as, new_* factories, and
+// aliases under NumPy's and PyTorch's other names (absolute, arccos, negative, fix, clip, ...).
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
@@ -8,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 namespace weft {
 namespace {
@@ -532,6 +534,112 @@ Tensor Tensor::new_empty(Shape shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("new_empty");
   return empty(std::move(shape), dtype());
+}
+
+Tensor Tensor::absolute(std::source_location loc) const {
+  CallSite cs(loc);
+  return abs();
+}
+Tensor Tensor::arccos(std::source_location loc) const {
+  CallSite cs(loc);
+  return acos();
+}
+Tensor Tensor::arcsin(std::source_location loc) const {
+  CallSite cs(loc);
+  return asin();
+}
+Tensor Tensor::arctan(std::source_location loc) const {
+  CallSite cs(loc);
+  return atan();
+}
+Tensor Tensor::arccosh(std::source_location loc) const {
+  CallSite cs(loc);
+  return acosh();
+}
+Tensor Tensor::arcsinh(std::source_location loc) const {
+  CallSite cs(loc);
+  return asinh();
+}
+Tensor Tensor::arctanh(std::source_location loc) const {
+  CallSite cs(loc);
+  return atanh();
+}
+Tensor Tensor::negative(std::source_location loc) const {
+  CallSite cs(loc);
+  return neg();
+}
+Tensor Tensor::fix(std::source_location loc) const {
+  CallSite cs(loc);
+  return trunc();
+}
+Tensor Tensor::sgn(std::source_location loc) const {
+  CallSite cs(loc);
+  return sign();
+}
+Tensor Tensor::clip(std::optional<Scalar> min, std::optional<Scalar> max,
+                    std::source_location loc) const {
+  CallSite cs(loc);
+  return clamp(min, max);
+}
+Tensor Tensor::true_divide(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return div(other);
+}
+Tensor Tensor::true_divide(Scalar other, std::source_location loc) const {
+  CallSite cs(loc);
+  return div(other);
+}
+Tensor Tensor::divide(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return div(other);
+}
+Tensor Tensor::divide(Scalar other, std::source_location loc) const {
+  CallSite cs(loc);
+  return div(other);
+}
+Tensor Tensor::multiply(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return mul(other);
+}
+Tensor Tensor::multiply(Scalar other, std::source_location loc) const {
+  CallSite cs(loc);
+  return mul(other);
+}
+Tensor Tensor::subtract(const Tensor& other, Scalar alpha, std::source_location loc) const {
+  CallSite cs(loc);
+  return sub(other, alpha);
+}
+Tensor Tensor::subtract(Scalar other, Scalar alpha, std::source_location loc) const {
+  CallSite cs(loc);
+  return sub(other, alpha);
+}
+Tensor Tensor::positive(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("positive");
+  WEFT_CHECK(dtype() != DType::Bool, DType, "positive: the `+` operator, on a bool tensor is not ",
+             "supported");
+  return *this;
+}
+
+Tensor Tensor::deg2rad(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("deg2rad");
+  const Tensor x = isFloating(dtype()) ? *this : to(DType::Float32);
+  return x * (std::numbers::pi / 180.0);
+}
+Tensor deg2rad(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.deg2rad();
+}
+Tensor Tensor::rad2deg(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("rad2deg");
+  const Tensor x = isFloating(dtype()) ? *this : to(DType::Float32);
+  return x * (180.0 / std::numbers::pi);
+}
+Tensor rad2deg(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.rad2deg();
 }
 
 } // namespace weft

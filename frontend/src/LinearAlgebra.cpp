@@ -1,4 +1,5 @@
-// Products built on matmul: outer, dot, mv, addmm and einsum.
+// Products built on matmul: outer, dot, mv, addmm and einsum; inner, vdot, ger, kron, cross,
+// addmv, addr, baddbmm, addbmm and matrix_power.
 #include "TensorImpl.h"
 #include "weft/Functions.h"
 
@@ -331,6 +332,172 @@ Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands,
   }
   sumUnkept(acc, inOutput);
   return arrange(acc, output);
+}
+
+Tensor inner(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "inner: called with an undefined tensor");
+  if (a.dim() == 0 || b.dim() == 0) return a * b;
+  WEFT_CHECK(a.size(-1) == b.size(-1), Shape, "inner: the last dims must match, got ",
+             shapeString(a.sizes()), " and ", shapeString(b.sizes()));
+  Shape out(a.sizes().begin(), a.sizes().end() - 1);
+  out.insert(out.end(), b.sizes().begin(), b.sizes().end() - 1);
+  const int64_t k = a.size(-1);
+  auto rowsOf = [](const Tensor& t) {
+    return weft::numel(Shape(t.sizes().begin(), t.sizes().end() - 1));
+  };
+  return a.reshape({rowsOf(a), k}).matmul(b.reshape({rowsOf(b), k}).t()).reshape(out);
+}
+Tensor Tensor::inner(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::inner(*this, other);
+}
+
+Tensor vdot(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "vdot: called with an undefined tensor");
+  WEFT_CHECK(a.dim() == 1 && b.dim() == 1, Shape, "vdot: 1D tensors expected, but got ", a.dim(),
+             "D and ", b.dim(), "D tensors");
+  return dot(a, b);
+}
+Tensor Tensor::vdot(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::vdot(*this, other);
+}
+Tensor Tensor::ger(const Tensor& vec2, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::outer(*this, vec2);
+}
+
+Tensor kron(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "kron: called with an undefined tensor");
+  const int64_t rank = std::max(a.dim(), b.dim());
+  Shape as(static_cast<size_t>(rank - a.dim()), 1), bs(static_cast<size_t>(rank - b.dim()), 1);
+  as.insert(as.end(), a.sizes().begin(), a.sizes().end());
+  bs.insert(bs.end(), b.sizes().begin(), b.sizes().end());
+  // a as [a0, 1, a1, 1, ...] times b as [1, b0, 1, b1, ...]: element (i, j) of each pair of dims
+  // is a[i] * b[j], which the reshape lays out as block i, position j.
+  Shape ai, bi, out;
+  for (size_t d = 0; d < static_cast<size_t>(rank); ++d) {
+    ai.insert(ai.end(), {as[d], 1});
+    bi.insert(bi.end(), {1, bs[d]});
+    out.push_back(as[d] * bs[d]);
+  }
+  return (a.reshape(ai) * b.reshape(bi)).reshape(out);
+}
+Tensor Tensor::kron(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::kron(*this, other);
+}
+
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim,
+             std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "cross: called with an undefined tensor");
+  WEFT_CHECK(a.dim() == b.dim(), Shape,
+             "cross: inputs must have the same number of dimensions, got ", a.dim(), " and ",
+             b.dim());
+  std::vector<Tensor> ab = broadcast_tensors({a, b});
+  int64_t d = -1;
+  if (dim) {
+    d = wrapDim(*dim, ab[0].dim(), "cross");
+  } else {
+    for (int64_t i = 0; i < ab[0].dim() && d < 0; ++i)
+      if (ab[0].size(i) == 3) d = i;
+    WEFT_CHECK(d >= 0, Shape, "cross: no dimension of size 3 in input of shape ",
+               shapeString(ab[0].sizes()));
+  }
+  WEFT_CHECK(ab[0].size(d) == 3, Shape, "cross: dimension ", d, " does not have size 3, got ",
+             ab[0].size(d));
+  // c_i = a_(i+1) b_(i+2) - a_(i+2) b_(i+1), indices mod 3.
+  return ab[0].roll(-1, d) * ab[1].roll(-2, d) - ab[0].roll(-2, d) * ab[1].roll(-1, d);
+}
+Tensor Tensor::cross(const Tensor& other, std::optional<int64_t> dim,
+                     std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::cross(*this, other, dim);
+}
+
+namespace {
+
+/// beta * self + alpha * product (self broadcast to it, not read where beta is 0), as addmm.
+Tensor scaledSum(const Tensor& self, Tensor product, Scalar beta, Scalar alpha, const char* op) {
+  WEFT_CHECK(self.defined(), Value, op, ": called with an undefined tensor");
+  WEFT_CHECK(self.dtype() == product.dtype(), DType, op, ": self and the product must have the ",
+             "same dtype, got ", dtypeName(self.dtype()), " and ", dtypeName(product.dtype()));
+  if (alpha.toDouble() != 1) product = product * alpha;
+  (void)self.expand(product.sizes()); // self must broadcast to the product, read or not
+  if (beta.toDouble() == 0) return product;
+  return (beta.toDouble() == 1 ? self : self * beta) + product;
+}
+
+} // namespace
+
+Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta, Scalar alpha,
+             std::source_location loc) {
+  CallSite cs(loc);
+  return scaledSum(self, mv(mat, vec), beta, alpha, "addmv");
+}
+Tensor Tensor::addmv(const Tensor& mat, const Tensor& vec, Scalar beta, Scalar alpha,
+                     std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::addmv(*this, mat, vec, beta, alpha);
+}
+Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, Scalar beta, Scalar alpha,
+            std::source_location loc) {
+  CallSite cs(loc);
+  return scaledSum(self, outer(vec1, vec2), beta, alpha, "addr");
+}
+Tensor Tensor::addr(const Tensor& vec1, const Tensor& vec2, Scalar beta, Scalar alpha,
+                    std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::addr(*this, vec1, vec2, beta, alpha);
+}
+Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, Scalar beta,
+               Scalar alpha, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(batch1.defined() && batch2.defined(), Value,
+             "baddbmm: called with an undefined tensor");
+  return scaledSum(self, batch1.bmm(batch2), beta, alpha, "baddbmm");
+}
+Tensor Tensor::baddbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta, Scalar alpha,
+                       std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::baddbmm(*this, batch1, batch2, beta, alpha);
+}
+Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, Scalar beta,
+              Scalar alpha, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(batch1.defined() && batch2.defined(), Value,
+             "addbmm: called with an undefined tensor");
+  return scaledSum(self, batch1.bmm(batch2).sum({0}), beta, alpha, "addbmm");
+}
+Tensor Tensor::addbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta, Scalar alpha,
+                      std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::addbmm(*this, batch1, batch2, beta, alpha);
+}
+
+Tensor matrix_power(const Tensor& x, int64_t n, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined(), Value, "matrix_power: called with an undefined tensor");
+  WEFT_CHECK(x.dim() >= 2 && x.size(-1) == x.size(-2), Shape,
+             "matrix_power: expected a tensor of square matrices, got shape ",
+             shapeString(x.sizes()));
+  WEFT_CHECK(n >= 0, Value, "matrix_power: negative powers need a matrix inverse, which weft ",
+             "does not have; got n = ", n);
+  if (n == 0) return eye(x.size(-1), std::nullopt, x.dtype()).expand(x.sizes()).clone();
+  Tensor result, power = x;
+  for (int64_t m = n; m > 0; m >>= 1) { // binary powering: x^n = product of x^(2^i), bit i set
+    if (m & 1) result = result.defined() ? result.matmul(power) : power;
+    if (m > 1) power = power.matmul(power);
+  }
+  return n == 1 ? x.clone() : result;
+}
+Tensor Tensor::matrix_power(int64_t n, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::matrix_power(*this, n);
 }
 
 } // namespace weft

@@ -1,6 +1,6 @@
 // Reductions and their composites: sum, mean, prod, amax/amin, max/min, arg*, var/std,
-// logsumexp, norm, any/all, cumsum, sort, topk, softmax, log_softmax, nansum, count_nonzero and
-// median.
+// logsumexp, norm, any/all, cumsum, sort, topk, softmax, log_softmax, nansum, count_nonzero,
+// median, nanmean, aminmax, msort and kthvalue.
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
@@ -364,6 +364,70 @@ std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim,
                                  std::source_location loc) {
   CallSite cs(loc);
   return x.median(dim, keepdim);
+}
+
+Tensor Tensor::nanmean(Dims dims, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("nanmean");
+  WEFT_CHECK(isFloating(dtype()), DType,
+             "nanmean: expected input to have floating point dtype but got ", dtypeName(dtype()));
+  Tensor counted = isnan().logical_not().sum(dims, keepdim).to(dtype());
+  return nansum(std::move(dims), keepdim) / counted;
+}
+Tensor nanmean(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.nanmean(std::move(dims), keepdim);
+}
+
+std::pair<Tensor, Tensor> Tensor::aminmax(std::optional<int64_t> d, bool keepdim,
+                                          std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("aminmax");
+  if (!d) {
+    WEFT_CHECK(numel() > 0, Index, "aminmax: cannot compute aminmax over an empty dimension as ",
+               "the operation has no identity");
+    Tensor lo = reshape({-1}).amin({0}), hi = reshape({-1}).amax({0});
+    if (!keepdim) return {lo, hi};
+    Shape ones(static_cast<size_t>(dim()), 1);
+    return {lo.reshape(ones), hi.reshape(ones)};
+  }
+  const int64_t at = wrapDim(*d, dim(), "aminmax");
+  WEFT_CHECK(dim() == 0 || size(at) > 0, Index, "aminmax: cannot compute aminmax over an empty ",
+             "dimension as the operation has no identity");
+  if (dim() == 0) return {amin({}, keepdim), amax({}, keepdim)};
+  return {amin({at}, keepdim), amax({at}, keepdim)};
+}
+std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim,
+                                  std::source_location loc) {
+  CallSite cs(loc);
+  return x.aminmax(dim, keepdim);
+}
+
+Tensor Tensor::msort(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("msort");
+  return sort(0).first;
+}
+
+std::pair<Tensor, Tensor> Tensor::kthvalue(int64_t k, int64_t d, bool keepdim,
+                                           std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("kthvalue");
+  const int64_t at = wrapDim(d, dim(), "kthvalue");
+  Tensor x = dim() == 0 ? reshape({1}) : *this;
+  WEFT_CHECK(k >= 1 && k <= x.size(at), Index,
+             "kthvalue: selected number k out of range for dimension ", at, " (k = ", k, ", size ",
+             x.size(at), ")");
+  auto [sorted, order] = x.sort(at); // NaNs last, as they count as the largest
+  Tensor values = sorted.narrow(at, k - 1, 1), indices = order.narrow(at, k - 1, 1);
+  if (dim() == 0) return {values.reshape({}), indices.reshape({})};
+  if (!keepdim) return {values.squeeze(at), indices.squeeze(at)};
+  return {values, indices};
+}
+std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim,
+                                   std::source_location loc) {
+  CallSite cs(loc);
+  return x.kthvalue(k, dim, keepdim);
 }
 
 } // namespace weft

@@ -1,12 +1,14 @@
 // Shape composites built from views and copies: view_as, broadcast_to, movedim, unbind, repeat,
 // tile, repeat_interleave, roll, diagonal, diag, trace, take_along_dim, masked_select,
-// broadcast_tensors and meshgrid. Each is a few primitives, so autograd and compile() see those.
+// broadcast_tensors, meshgrid, fliplr/flipud, rot90, ravel, tensor_split and h/v/dsplit, diff,
+// take and diag_embed. Each is a few primitives, so autograd and compile() see those.
 #include "TensorImpl.h"
 #include "weft/Functions.h"
 #include "weft/Indexing.h"
 #include "weft/ir/Types.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace weft {
 namespace {
@@ -374,6 +376,225 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, std::string_vie
     grids.push_back(tensors[i].reshape(lifted).expand(shape));
   }
   return grids;
+}
+
+Tensor Tensor::fliplr(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("fliplr");
+  WEFT_CHECK(dim() >= 2, Shape, "fliplr: input must be >= 2-d, got shape ", shapeString(sizes()));
+  return flip({1});
+}
+Tensor fliplr(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.fliplr();
+}
+Tensor Tensor::flipud(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("flipud");
+  WEFT_CHECK(dim() >= 1, Shape, "flipud: input must be >= 1-d, got shape ", shapeString(sizes()));
+  return flip({0});
+}
+Tensor flipud(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.flipud();
+}
+
+Tensor Tensor::rot90(int64_t k, Shape dims, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("rot90");
+  WEFT_CHECK(dims.size() == 2, Value,
+             "rot90: expected total rotation dims == 2, but got dims = ", dims.size());
+  WEFT_CHECK(dim() >= 2, Shape, "rot90: expected total dims >= 2, but got total dims = ", dim());
+  Shape d = uniqueDims(dims, dim(), "rot90", "dims");
+  switch (((k % 4) + 4) % 4) { // a quarter turn: columns reversed, then the two dims swapped
+  case 1:
+    return flip({d[1]}).transpose(d[0], d[1]);
+  case 2:
+    return flip({d[0], d[1]});
+  case 3:
+    return flip({d[0]}).transpose(d[0], d[1]);
+  default:
+    return clone();
+  }
+}
+Tensor rot90(const Tensor& x, int64_t k, Shape dims, std::source_location loc) {
+  CallSite cs(loc);
+  return x.rot90(k, std::move(dims));
+}
+
+Tensor Tensor::ravel(std::source_location loc) const {
+  CallSite cs(loc);
+  return reshape({-1});
+}
+
+std::vector<Tensor> Tensor::tensor_split(int64_t sections, int64_t d,
+                                         std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("tensor_split");
+  WEFT_CHECK(dim() >= 1, Shape, "tensor_split: expected at least a 1-dimensional tensor, but got ",
+             "a tensor with 0 dims");
+  WEFT_CHECK(sections > 0, Value, "tensor_split: number of sections must be larger than 0, got ",
+             sections);
+  const int64_t at = wrapDim(d, dim(), "tensor_split"), n = size(at);
+  std::vector<Tensor> parts;
+  for (int64_t i = 0, start = 0; i < sections; ++i) {
+    const int64_t length = n / sections + (i < n % sections ? 1 : 0);
+    parts.push_back(narrow(at, start, length));
+    start += length;
+  }
+  return parts;
+}
+std::vector<Tensor> Tensor::tensor_split(const std::vector<int64_t>& indices, int64_t d,
+                                         std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("tensor_split");
+  WEFT_CHECK(dim() >= 1, Shape, "tensor_split: expected at least a 1-dimensional tensor, but got ",
+             "a tensor with 0 dims");
+  const int64_t at = wrapDim(d, dim(), "tensor_split"), n = size(at);
+  std::vector<Tensor> parts;
+  int64_t start = 0;
+  for (size_t i = 0; i <= indices.size(); ++i) {
+    // As Python slices: an index past the end is the end, a negative one counts from it.
+    auto clampIndex = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
+    const int64_t end = i < indices.size() ? clampIndex(indices[i]) : n;
+    const int64_t from = std::min(start, n);
+    parts.push_back(narrow(at, from, std::max(end - from, int64_t{0})));
+    start = std::max(end, from);
+  }
+  return parts;
+}
+std::vector<Tensor> tensor_split(const Tensor& x, int64_t sections, int64_t dim,
+                                 std::source_location loc) {
+  CallSite cs(loc);
+  return x.tensor_split(sections, dim);
+}
+std::vector<Tensor> tensor_split(const Tensor& x, const std::vector<int64_t>& indices, int64_t dim,
+                                 std::source_location loc) {
+  CallSite cs(loc);
+  return x.tensor_split(indices, dim);
+}
+
+namespace {
+
+/// The dim hsplit/vsplit/dsplit (`op`) split along, checking the rank they need and, for
+/// `sections`, that it divides the dim.
+int64_t directionalSplitDim(const Tensor& x, const char* op, int64_t minRank, int64_t d,
+                            std::optional<int64_t> sections) {
+  WEFT_CHECK(x.defined(), Value, op, ": called with an undefined tensor");
+  WEFT_CHECK(x.dim() >= minRank, Shape, op, " requires a tensor with at least ", minRank,
+             " dimension", minRank == 1 ? "" : "s", ", but got a tensor with ", x.dim(),
+             " dimensions");
+  if (sections) {
+    WEFT_CHECK(*sections > 0 && x.size(d) % *sections == 0, Value, op,
+               " attempted to split along dimension ", d, ", but the size of the dimension ",
+               x.size(d), " is not divisible by the split_size ", *sections);
+  }
+  return d;
+}
+
+} // namespace
+
+std::vector<Tensor> Tensor::hsplit(int64_t sections, std::source_location loc) const {
+  CallSite cs(loc);
+  const int64_t d = dim() == 1 ? 0 : 1;
+  return tensor_split(sections, directionalSplitDim(*this, "hsplit", 1, d, sections));
+}
+std::vector<Tensor> Tensor::hsplit(const std::vector<int64_t>& indices,
+                                   std::source_location loc) const {
+  CallSite cs(loc);
+  const int64_t d = dim() == 1 ? 0 : 1;
+  return tensor_split(indices, directionalSplitDim(*this, "hsplit", 1, d, std::nullopt));
+}
+std::vector<Tensor> Tensor::vsplit(int64_t sections, std::source_location loc) const {
+  CallSite cs(loc);
+  return tensor_split(sections, directionalSplitDim(*this, "vsplit", 2, 0, sections));
+}
+std::vector<Tensor> Tensor::vsplit(const std::vector<int64_t>& indices,
+                                   std::source_location loc) const {
+  CallSite cs(loc);
+  return tensor_split(indices, directionalSplitDim(*this, "vsplit", 2, 0, std::nullopt));
+}
+std::vector<Tensor> Tensor::dsplit(int64_t sections, std::source_location loc) const {
+  CallSite cs(loc);
+  return tensor_split(sections, directionalSplitDim(*this, "dsplit", 3, 2, sections));
+}
+std::vector<Tensor> Tensor::dsplit(const std::vector<int64_t>& indices,
+                                   std::source_location loc) const {
+  CallSite cs(loc);
+  return tensor_split(indices, directionalSplitDim(*this, "dsplit", 3, 2, std::nullopt));
+}
+
+Tensor Tensor::diff(int64_t n, int64_t d, const Tensor& prepend, const Tensor& append,
+                    std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("diff");
+  WEFT_CHECK(dim() >= 1, Shape, "diff: expects input to be at least one-dimensional");
+  WEFT_CHECK(n >= 0, Value, "diff: order must be non-negative but got ", n);
+  const int64_t at = wrapDim(d, dim(), "diff");
+  Tensor x = *this;
+  for (const Tensor* side : {&prepend, &append}) {
+    if (!side->defined()) continue;
+    WEFT_CHECK(side->dim() == dim(), Shape, "diff: expects prepend or append to be the same ",
+               "dimension as input");
+  }
+  if (prepend.defined() || append.defined()) {
+    std::vector<Tensor> parts;
+    if (prepend.defined()) parts.push_back(prepend);
+    parts.push_back(x);
+    if (append.defined()) parts.push_back(append);
+    x = cat(parts, at);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t len = x.size(at);
+    if (len == 0) break;
+    Tensor later = x.narrow(at, 1, len - 1), earlier = x.narrow(at, 0, len - 1);
+    x = x.dtype() == DType::Bool ? later.logical_xor(earlier) : later - earlier;
+  }
+  return x;
+}
+Tensor diff(const Tensor& x, int64_t n, int64_t dim, const Tensor& prepend, const Tensor& append,
+            std::source_location loc) {
+  CallSite cs(loc);
+  return x.diff(n, dim, prepend, append);
+}
+
+Tensor Tensor::take(const Tensor& index, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("take");
+  WEFT_CHECK(index.defined() && index.dtype() == DType::Int64, DType,
+             "take: expected a long tensor for index, but got ",
+             index.defined() ? dtypeName(index.dtype()) : "an undefined tensor");
+  WEFT_CHECK(numel() > 0 || index.numel() == 0, Index, "take: tried to take from an empty tensor");
+  Tensor flat = index.flatten();
+  Tensor wrapped = where(flat < 0, flat + numel(), flat); // negative: from the end
+  return reshape({-1}).index_select(0, wrapped).reshape(index.sizes());
+}
+Tensor take(const Tensor& x, const Tensor& index, std::source_location loc) {
+  CallSite cs(loc);
+  return x.take(index);
+}
+
+Tensor Tensor::diag_embed(int64_t offset, int64_t dim1, int64_t dim2,
+                          std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("diag_embed");
+  WEFT_CHECK(dim() >= 1, Shape, "diag_embed: expected a tensor of at least 1 dimension");
+  const int64_t rank = dim() + 1;
+  const int64_t d1 = wrapDim(dim1, rank, "diag_embed"), d2 = wrapDim(dim2, rank, "diag_embed");
+  WEFT_CHECK(d1 != d2, Value, "diag_embed: diagonal dimensions cannot be identical ", dim1, ", ",
+             dim2);
+  const int64_t n = size(-1), k = std::abs(offset);
+  WEFT_CHECK(k <= std::numeric_limits<int64_t>::max() / 2 - n, Value, "diag_embed: offset ", offset,
+             " is too large");
+  // [..., n, n] with x[..., i] at (i, i), then shifted to (i, i + offset) by padding.
+  Tensor square = where(eye(n, std::nullopt, DType::Bool), unsqueeze(-1), zeros({}, dtype()));
+  if (k > 0) square = offset > 0 ? pad(square, {k, 0, 0, k}) : pad(square, {0, k, k, 0});
+  return square.movedim({rank - 2, rank - 1}, {d1, d2});
+}
+Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2,
+                  std::source_location loc) {
+  CallSite cs(loc);
+  return x.diag_embed(offset, dim1, dim2);
 }
 
 } // namespace weft

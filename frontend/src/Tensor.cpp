@@ -47,6 +47,15 @@ int64_t Tensor::storage_offset() const {
   checkDefined("storage_offset");
   return impl_->offset;
 }
+int64_t Tensor::element_size() const {
+  checkDefined("element_size");
+  return static_cast<int64_t>(elementSize(dtype()));
+}
+bool Tensor::is_same_size(const Tensor& other) const {
+  checkDefined("is_same_size");
+  WEFT_CHECK(other.defined(), Value, "is_same_size: called with an undefined tensor");
+  return sizes() == other.sizes();
+}
 bool Tensor::is_contiguous() const {
   checkDefined("is_contiguous");
   // Geometry only, so it also answers for traced tensors (whose views have eager's strides).

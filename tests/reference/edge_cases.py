@@ -174,6 +174,33 @@ OPS = {
     "median": lambda x: x.median(),
     "median0": lambda x: x.median(0),
     "median_1k": lambda x: x.median(-1, True),
+    # composites: aliases
+    "absolute": torch.absolute, "arccos": torch.arccos, "arcsinh": torch.arcsinh,
+    "negative": torch.negative, "fix": torch.fix, "sgn": torch.sgn,
+    "clip": lambda x: x.clip(-1, 2), "true_divide": outer(torch.true_divide),
+    "deg2rad": torch.deg2rad, "rad2deg": torch.rad2deg,
+    # composites: shapes
+    "fliplr": torch.fliplr, "flipud": torch.flipud, "rot90": lambda x: x.rot90(),
+    "rot90_2": lambda x: x.rot90(2, (0, -1)), "rot90_neg": lambda x: x.rot90(-1, (1, 0)),
+    "ravel": torch.ravel, "tensor_split": lambda x: x.tensor_split(3),
+    "tensor_split_idx": lambda x: x.tensor_split((1, 5), -1),
+    "hsplit": lambda x: x.hsplit(2), "vsplit_idx": lambda x: x.vsplit([1]),
+    "diff": lambda x: x.diff(), "diff2": lambda x: x.diff(2, 0),
+    "diff_prepend": lambda x: x.diff(dim=0, prepend=x.narrow(0, 0, 1)),
+    "take": lambda x: x.take(torch.tensor([0, -1])),
+    "diag_embed": lambda x: torch.diag_embed(x),
+    "diag_embed_off": lambda x: torch.diag_embed(x, 1, 0, -1),
+    # composites: products
+    "inner": lambda x: torch.inner(x, x), "vdot": lambda x: torch.vdot(x.flatten(), x.flatten()),
+    "kron": lambda x: torch.kron(x, torch.tensor([[1.0, -2.0]], dtype=torch.float64)),
+    "cross": lambda x: torch.cross(x, x.flip(-1)),
+    "addmv": lambda x: torch.ones(1, dtype=torch.float64).addmv(x.reshape(1, -1), x.flatten(), beta=0.5, alpha=2),
+    "addr": lambda x: torch.ones(1, dtype=torch.float64).addr(x.flatten(), x.flatten(), beta=2),
+    "baddbmm": lambda x: torch.ones(1, dtype=torch.float64).baddbmm(x.reshape(1, 1, -1), x.reshape(1, -1, 1), alpha=0.5),
+    "matrix_power": lambda x: torch.outer(x.flatten(), x.flatten()).matrix_power(3),
+    # composites: reductions
+    "nanmean": lambda x: x.nanmean(), "nanmean0": lambda x: x.nanmean(0),
+    "msort": torch.msort, "kthvalue": lambda x: x.kthvalue(2, 0),
 }
 
 # Gradients where weft deliberately differs from PyTorch 1.13, each computed by the rule weft
@@ -239,7 +266,22 @@ def var_composite(dims, root):
     return grad
 
 
+def nanmean_rule(dims):
+    """PyTorch's nanmean, nansum / count, masks nansum's gradient by multiplying: a slice of NaNs
+    only (count 0) gets inf * 0 = NaN there; weft's nansum selects 0 at each NaN, whatever the
+    gradient, so a NaN element gets 0 and the others the gradient / count."""
+
+    def grad(x, w):
+        d = dims(x)
+        count = (~x.isnan()).sum() if d is None else (~x.isnan()).sum(d, keepdim=True)
+        return torch.where(x.isnan(), torch.zeros_like(x), w.reshape(count.shape) / count)
+
+    return grad
+
+
 GRADIENT_RULES = {
+    "nanmean": nanmean_rule(lambda x: None),
+    "nanmean0": nanmean_rule(lambda x: 0 if x.dim() else None),
     "amax": nan_routed(torch.amax, lambda x: list(range(x.dim()))),
     "amax0": nan_routed(torch.amax, lambda x: 0),
     "amin_1": nan_routed(torch.amin, lambda x: -1),
@@ -281,6 +323,8 @@ def main():
             if first is not None and first.requires_grad and first.is_floating_point():
                 w = weights(first.numel()).reshape(first.shape)
                 (g,) = torch.autograd.grad((first * w).sum(), x, allow_unused=True)
+                if g is not None and g._is_zerotensor():  # sgn's: zeros without storage
+                    g = torch.zeros_like(x)
                 if op in GRADIENT_RULES:
                     g = GRADIENT_RULES[op](x.detach(), w)
                 grad = fmt_values(g if g is not None else torch.zeros_like(x))

@@ -157,6 +157,17 @@ Tensor roll(const Tensor& x, Shape shifts, Shape dims = {}, WEFT_LOC);
 Tensor diagonal(const Tensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1, WEFT_LOC);
 Tensor diag(const Tensor& x, int64_t diagonal = 0, WEFT_LOC);
 Tensor trace(const Tensor& x, WEFT_LOC);
+Tensor fliplr(const Tensor& x, WEFT_LOC);
+Tensor flipud(const Tensor& x, WEFT_LOC);
+Tensor rot90(const Tensor& x, int64_t k = 1, Shape dims = {0, 1}, WEFT_LOC);
+std::vector<Tensor> tensor_split(const Tensor& x, int64_t sections, int64_t dim = 0, WEFT_LOC);
+std::vector<Tensor> tensor_split(const Tensor& x, const std::vector<int64_t>& indices,
+                                 int64_t dim = 0, WEFT_LOC);
+Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {},
+            const Tensor& append = {}, WEFT_LOC);
+Tensor take(const Tensor& x, const Tensor& index, WEFT_LOC);
+Tensor diag_embed(const Tensor& x, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1,
+                  WEFT_LOC);
 
 // ---- reductions and friends ----
 Tensor sum(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
@@ -176,6 +187,13 @@ Tensor nansum(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
 Tensor count_nonzero(const Tensor& x, Dims dims = {}, WEFT_LOC);
 Tensor median(const Tensor& x, WEFT_LOC);
 std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false, WEFT_LOC);
+Tensor nanmean(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
+std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt,
+                                  bool keepdim = false, WEFT_LOC);
+std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1,
+                                   bool keepdim = false, WEFT_LOC);
+Tensor deg2rad(const Tensor& x, WEFT_LOC);
+Tensor rad2deg(const Tensor& x, WEFT_LOC);
 Tensor logaddexp(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
                bool equal_nan = false, WEFT_LOC);
@@ -190,6 +208,19 @@ Tensor dot(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor mv(const Tensor& mat, const Tensor& vec, WEFT_LOC);
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta = 1,
              Scalar alpha = 1, WEFT_LOC);
+Tensor inner(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor vdot(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor kron(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt, WEFT_LOC);
+Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta = 1,
+             Scalar alpha = 1, WEFT_LOC);
+Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, Scalar beta = 1,
+            Scalar alpha = 1, WEFT_LOC);
+Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, Scalar beta = 1,
+               Scalar alpha = 1, WEFT_LOC);
+Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, Scalar beta = 1,
+              Scalar alpha = 1, WEFT_LOC);
+Tensor matrix_power(const Tensor& x, int64_t n, WEFT_LOC);
 /// Einstein summation as torch.einsum: "ij,jk->ik", "bhqd,bhkd->bhqk", "...i,...i->...", "ii->i";
 /// without "->" the output is the labels used once, in alphabetical order. Contractions run as
 /// batched matmuls, one operand pair at a time from the left.

@@ -144,6 +144,14 @@ public:
   int64_t storage_offset() const;
   bool is_contiguous() const;
   bool is_floating_point() const { return isFloating(dtype()); }
+  /// dim(), numel() and the bytes of one element, under PyTorch's older names.
+  int64_t ndimension() const { return dim(); }
+  int64_t nelement() const { return numel(); }
+  int64_t element_size() const;
+  /// Whether `other` has this tensor's shape.
+  bool is_same_size(const Tensor& other) const;
+  /// This tensor: every tensor lives in host memory.
+  Tensor cpu() const { return *this; }
   /// Pointer to the first element (of the view, not the storage).
   void* data_ptr() const;
   template <typename T> T* data_ptr(WEFT_LOC) const;
@@ -219,6 +227,35 @@ public:
   Tensor diag(int64_t diagonal = 0, WEFT_LOC) const;
   /// The sum of a matrix's diagonal.
   Tensor trace(WEFT_LOC) const;
+  /// flip(1) (rank 2 or more) and flip(0) (rank 1 or more).
+  Tensor fliplr(WEFT_LOC) const;
+  Tensor flipud(WEFT_LOC) const;
+  /// Rotated by 90 degrees `k` times in the plane of `dims`, from the first dim toward the second.
+  Tensor rot90(int64_t k = 1, Shape dims = {0, 1}, WEFT_LOC) const;
+  /// reshape({-1}).
+  Tensor ravel(WEFT_LOC) const;
+  /// Views of `sections` nearly equal parts along `dim` (the first size % sections of them one
+  /// element longer), or of the parts between `indices`.
+  std::vector<Tensor> tensor_split(int64_t sections, int64_t dim = 0, WEFT_LOC) const;
+  std::vector<Tensor> tensor_split(const std::vector<int64_t>& indices, int64_t dim = 0,
+                                   WEFT_LOC) const;
+  /// tensor_split() along dim 1 (dim 0 for 1-D), dim 0 (rank 2 or more) and dim 2 (rank 3 or
+  /// more); `sections` must divide the dim.
+  std::vector<Tensor> hsplit(int64_t sections, WEFT_LOC) const;
+  std::vector<Tensor> hsplit(const std::vector<int64_t>& indices, WEFT_LOC) const;
+  std::vector<Tensor> vsplit(int64_t sections, WEFT_LOC) const;
+  std::vector<Tensor> vsplit(const std::vector<int64_t>& indices, WEFT_LOC) const;
+  std::vector<Tensor> dsplit(int64_t sections, WEFT_LOC) const;
+  std::vector<Tensor> dsplit(const std::vector<int64_t>& indices, WEFT_LOC) const;
+  /// The n-th forward difference along `dim` (bool: !=), `prepend` and `append` joined first.
+  Tensor diff(int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {},
+              const Tensor& append = {}, WEFT_LOC) const;
+  /// The elements at `index` (int64; negative: from the end) of the flattened tensor, shaped as
+  /// `index`.
+  Tensor take(const Tensor& index, WEFT_LOC) const;
+  /// Each vector along the last dim as diagonal `offset` of the planes (dim1, dim2) of a new
+  /// tensor one dim larger, zero elsewhere.
+  Tensor diag_embed(int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1, WEFT_LOC) const;
   /// LibTorch-style indexing: integers, Slice, None, Ellipsis, bools, bool masks, integer tensors.
   Tensor index(std::initializer_list<indexing::TensorIndex> indices, WEFT_LOC) const;
   Tensor index(const std::vector<indexing::TensorIndex>& indices, WEFT_LOC) const;
@@ -307,6 +344,32 @@ public:
   Tensor new_ones(Shape shape, WEFT_LOC) const;
   Tensor new_full(Shape shape, Scalar value, WEFT_LOC) const;
   Tensor new_empty(Shape shape, WEFT_LOC) const;
+  /// Aliases under NumPy's and PyTorch's other names: abs, acos, asin, atan, acosh, asinh,
+  /// atanh, neg, trunc, sign (tensors are real), clamp, div, mul and sub.
+  Tensor absolute(WEFT_LOC) const;
+  Tensor arccos(WEFT_LOC) const;
+  Tensor arcsin(WEFT_LOC) const;
+  Tensor arctan(WEFT_LOC) const;
+  Tensor arccosh(WEFT_LOC) const;
+  Tensor arcsinh(WEFT_LOC) const;
+  Tensor arctanh(WEFT_LOC) const;
+  Tensor negative(WEFT_LOC) const;
+  Tensor fix(WEFT_LOC) const;
+  Tensor sgn(WEFT_LOC) const;
+  Tensor clip(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC) const;
+  Tensor true_divide(const Tensor& other, WEFT_LOC) const;
+  Tensor true_divide(Scalar other, WEFT_LOC) const;
+  Tensor divide(const Tensor& other, WEFT_LOC) const;
+  Tensor divide(Scalar other, WEFT_LOC) const;
+  Tensor multiply(const Tensor& other, WEFT_LOC) const;
+  Tensor multiply(Scalar other, WEFT_LOC) const;
+  Tensor subtract(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
+  Tensor subtract(Scalar other, Scalar alpha = 1, WEFT_LOC) const;
+  /// This tensor itself (torch.positive; a bool tensor is an error, as there).
+  Tensor positive(WEFT_LOC) const;
+  /// Degrees to radians and radians to degrees (integers and bool give float32).
+  Tensor deg2rad(WEFT_LOC) const;
+  Tensor rad2deg(WEFT_LOC) const;
 
   // ---- reductions (empty dims = all) ----
   Tensor sum(WEFT_LOC) const;
@@ -336,6 +399,16 @@ public:
   Tensor median(WEFT_LOC) const;
   /// Median along `dim`: (values, indices), as torch.median(x, dim).
   std::pair<Tensor, Tensor> median(int64_t dim, bool keepdim = false, WEFT_LOC) const;
+  /// mean() of the elements that are not NaN (NaN where all are); floating tensors only.
+  Tensor nanmean(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
+  /// (amin, amax) over `dim` (none: all elements).
+  std::pair<Tensor, Tensor> aminmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                                    WEFT_LOC) const;
+  /// The values sorted along dim 0.
+  Tensor msort(WEFT_LOC) const;
+  /// The k-th smallest element along `dim` (k from 1) and its index.
+  std::pair<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false,
+                                     WEFT_LOC) const;
   /// Whether any (all) elements are nonzero, over `dims` (empty: all): bool, uint8 for a uint8
   /// input, as torch.any and torch.all.
   Tensor any(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
@@ -362,6 +435,28 @@ public:
   /// beta * self + alpha * (mat1 @ mat2); with beta = 0 self is not read (NaNs in it vanish).
   Tensor addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1,
                WEFT_LOC) const;
+  /// Sums of products over the last dims of both (a 0-d operand: the product); dot() of two
+  /// equal-length vectors (vdot); outer() (ger).
+  Tensor inner(const Tensor& other, WEFT_LOC) const;
+  Tensor vdot(const Tensor& other, WEFT_LOC) const;
+  Tensor ger(const Tensor& vec2, WEFT_LOC) const;
+  /// The Kronecker product: each element of this tensor times `other`, as blocks.
+  Tensor kron(const Tensor& other, WEFT_LOC) const;
+  /// The cross product of 3-vectors along `dim` (none: the first dim of size 3), broadcast.
+  Tensor cross(const Tensor& other, std::optional<int64_t> dim = std::nullopt, WEFT_LOC) const;
+  /// beta * self + alpha * product, as addmm: mat @ vec (addmv), outer(vec1, vec2) (addr),
+  /// batch1 @ batch2 per batch (baddbmm) and summed over the batch (addbmm); beta = 0 reads no
+  /// self.
+  Tensor addmv(const Tensor& mat, const Tensor& vec, Scalar beta = 1, Scalar alpha = 1,
+               WEFT_LOC) const;
+  Tensor addr(const Tensor& vec1, const Tensor& vec2, Scalar beta = 1, Scalar alpha = 1,
+              WEFT_LOC) const;
+  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1,
+                 WEFT_LOC) const;
+  Tensor addbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1,
+                WEFT_LOC) const;
+  /// The square matrices (last two dims) to the power n >= 0 (0: identity), by repeated squaring.
+  Tensor matrix_power(int64_t n, WEFT_LOC) const;
   Tensor gather(int64_t dim, const Tensor& index, WEFT_LOC) const;
   Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
