@@ -257,9 +257,10 @@ mlir::LogicalResult buildGenericKernel(mlir::OpBuilder& b, mlir::Location loc, c
   for (int32_t i : grp.leaves) {
     const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
     if (!passes::isViewLeaf(g, n)) continue;
-    auto in = std::find(grp.inputs.begin(), grp.inputs.end(), n.operands.at(0));
-    std::optional<ViewRead> leaf = viewRead(g, n, grp.shape);
-    if (in == grp.inputs.end() || !leaf) return mlir::failure();
+    std::optional<ViewRead> leaf = viewRead(g, n, grp.shape); // one operand, if any
+    if (!leaf) return mlir::failure();
+    auto in = std::find(grp.inputs.begin(), grp.inputs.end(), n.operands[0]);
+    if (in == grp.inputs.end()) return mlir::failure();
     if (grp.shape.empty()) leaf->strides = {0}; // its one element, over shape [1]
     mlir::Value m = view(entry->getArgument(static_cast<unsigned>(in - grp.inputs.begin())),
                          leaf->strides, leaf->offset, g.type(n.result).dtype);
@@ -460,9 +461,10 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
   for (int32_t i : grp.leaves) {
     const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
     if (!passes::isViewLeaf(g, n)) continue;
-    auto in = std::find(grp.inputs.begin(), grp.inputs.end(), n.operands.at(0));
-    std::optional<ViewRead> read = viewRead(g, n, shape);
-    if (in == grp.inputs.end() || !read) return mlir::failure();
+    std::optional<ViewRead> read = viewRead(g, n, shape); // one operand, if any
+    if (!read) return mlir::failure();
+    auto in = std::find(grp.inputs.begin(), grp.inputs.end(), n.operands[0]);
+    if (in == grp.inputs.end()) return mlir::failure();
     alongRow.push_back({n.result, g.type(n.result).dtype,
                         static_cast<unsigned>(in - grp.inputs.begin()), read->strides, read->offset,
                         -1});

@@ -51,7 +51,8 @@ struct ViewRead {
 };
 inline std::optional<ViewRead> viewRead(const ir::Graph& g, const ir::Node& leaf,
                                         const Shape& over) {
-  const Shape& in = g.type(leaf.operands.at(0)).shape;
+  if (leaf.operands.size() != 1) return std::nullopt; // codegen never throws: no .at()
+  const Shape& in = g.type(leaf.operands[0]).shape;
   std::optional<ViewGeometry> view = computeView(leaf.op, in, contiguousStrides(in), leaf.attrs);
   if (!view || view->shape.size() != over.size()) return std::nullopt;
   ViewRead r{std::vector<int64_t>(over.size(), 0), view->offset};
@@ -153,9 +154,10 @@ inline mlir::Value loadViewLeaf(mlir::OpBuilder& b, mlir::Location loc, const ir
                                 const ir::FusionGroup& grp, mlir::Block* entry,
                                 const ir::Node& leaf, const std::vector<mlir::Value>& ivs,
                                 const Shape& over) {
-  auto in = std::find(grp.inputs.begin(), grp.inputs.end(), leaf.operands.at(0));
   std::optional<ViewRead> read = viewRead(g, leaf, over);
-  if (in == grp.inputs.end() || !read || ivs.size() != over.size()) return {};
+  if (!read || ivs.size() != over.size()) return {};
+  auto in = std::find(grp.inputs.begin(), grp.inputs.end(), leaf.operands[0]);
+  if (in == grp.inputs.end()) return {};
   mlir::Value at =
       mlir::arith::AddIOp::create(b, loc, linearIndex(b, loc, ivs, read->strides),
                                   mlir::arith::ConstantIndexOp::create(b, loc, read->offset));

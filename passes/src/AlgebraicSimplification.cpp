@@ -35,7 +35,7 @@ private:
   static std::optional<double> constant(const ir::Graph& g, ir::ValueId v) {
     const ir::Node* n = producer(g, v);
     if (n == nullptr || n->op != OpCode::Full) return std::nullopt;
-    return n->attrs.number("value");
+    return n->attrs.tryNumber("value");
   }
 
   /// What `n` can be replaced by, if it is an identity: one of its operands.
