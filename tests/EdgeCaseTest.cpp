@@ -391,6 +391,23 @@ const std::map<std::string, EdgeOp>& edgeOps() {
       {"nanmean0", {K::Reduction, one([](const Tensor& x) { return x.nanmean({0}); })}},
       {"msort", {K::Reduction, one([](const Tensor& x) { return x.msort(); })}},
       {"kthvalue", {K::Reduction, two([](const Tensor& x) { return x.kthvalue(2, 0); })}},
+      // composites: indexing and in-place forms (on a clone, so the gradient reaches x)
+      {"index_fill",
+       {K::Indexing, one([](const Tensor& x) { return x.index_fill(0, tensor({0, -1}), -1.5); })}},
+      {"index_copy", {K::Indexing, one([](const Tensor& x) {
+                        return x.index_copy(0, tensor({0}), x.narrow(0, 0, 1) * 2);
+                      })}},
+      {"pow_", {K::Elementwise, one([](const Tensor& x) { return x.clone().pow_(2); })}},
+      {"clamp_min_", {K::Elementwise, one([](const Tensor& x) { return x.clone().clamp_min_(0.5); })}},
+      {"lerp_", {K::Elementwise, one([](const Tensor& x) { return x.clone().lerp_(x * 2, 0.25); })}},
+      {"addcmul_",
+       {K::Elementwise, one([](const Tensor& x) { return x.clone().addcmul_(x, x, 0.5); })}},
+      {"addcdiv_", {K::Elementwise, one([](const Tensor& x) {
+                      return x.clone().addcdiv_(x, x * x + 1, -2);
+                    })}},
+      {"index_add_", {K::Indexing, one([](const Tensor& x) {
+                        return x.clone().index_add_(0, tensor({0}), x.narrow(0, 0, 1));
+                      })}},
   };
   return ops;
 }

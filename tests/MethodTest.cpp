@@ -405,5 +405,45 @@ TEST(Composites, SplitsProductsAndPropertiesAsPyTorch) {
   EXPECT_TRUE(x.cpu().is_same(x));
 }
 
+/// The in-place samplers overwrite every element within their distribution's support (10000
+/// samples: the uniform mean within 0.02 of 0.5 and the normal's within 0.05 of 2 are 7 and 5
+/// standard errors), write a leaf that requires grad only under NoGradGuard, and refuse what
+/// PyTorch refuses; index_fill's index is checked eagerly and compiled.
+TEST(Composites, SamplersFillInPlaceAndIndicesAreChecked) {
+  manual_seed(3);
+  Tensor u = empty({10000});
+  Tensor& same = u.uniform_(-1, 2);
+  EXPECT_TRUE(same.is_same(u));
+  EXPECT_GE(u.min().item<float>(), -1.0f);
+  EXPECT_LT(u.max().item<float>(), 2.0f);
+  EXPECT_NEAR(u.mean().item<float>(), 0.5f, 0.02f);
+  Tensor n = empty({10000}, kFloat64).normal_(2, 0.5);
+  EXPECT_NEAR(n.mean().item<double>(), 2.0, 0.05);
+  Tensor b = empty({1000}).bernoulli_(0.3);
+  EXPECT_EQ((b.eq(0.0).logical_or(b.eq(1.0))).all().item<bool>(), true);
+  EXPECT_EQ(full({4}, 1.0).bernoulli().sum().item<float>(), 4.0f);
+  EXPECT_THROW((void)empty({3}, kInt64).uniform_(), DTypeError);
+  EXPECT_THROW((void)empty({3}).uniform_(2, 1), ValueError);
+  EXPECT_THROW((void)empty({3}).normal_(0, -1), ValueError);
+  Tensor w = zeros({3}).requires_grad_();
+  EXPECT_THROW((void)w.normal_(), Error); // a leaf that requires grad, outside NoGradGuard
+  {
+    NoGradGuard guard;
+    w.normal_();
+  }
+  EXPECT_TRUE(w.requires_grad());
+
+  EXPECT_THROW((void)zeros({3}).index_fill(0, tensor({3}), 1.0), IndexError);
+  EXPECT_EQ(zeros({3}).index_fill(0, tensor({-3}), 1.0).to_vector<float>(),
+            (std::vector<float>{1, 0, 0}));
+  auto fill = compile([](const Tensor& x) { return x.index_fill(0, tensor({4}), 1.0); });
+  EXPECT_THROW((void)fill(zeros({3})), IndexError);
+  Tensor acc = zeros({3});
+  acc.addcmul_(tensor({1.0f, 2.0f, 3.0f}), tensor({2.0f, 2.0f, 2.0f}), 0.5)
+      .addcdiv_(tensor({4.0f, 4.0f, 4.0f}), tensor({2.0f, 4.0f, 8.0f}))
+      .lerp_(zeros({3}), 0.5);
+  EXPECT_EQ(acc.to_vector<float>(), (std::vector<float>{1.5f, 1.5f, 1.75f}));
+}
+
 } // namespace
 } // namespace weft::test

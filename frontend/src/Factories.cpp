@@ -299,4 +299,31 @@ Tensor randperm(int64_t n, std::optional<Generator> gen, std::source_location lo
   return rand({n}, DType::Float64, std::move(gen)).argsort();
 }
 
+Tensor& Tensor::uniform_(double from, double to, std::source_location loc) {
+  CallSite cs(loc);
+  checkDefined("uniform_");
+  WEFT_CHECK(is_floating_point(), DType, "uniform_: expected a floating tensor, got ",
+             dtypeName(dtype()));
+  WEFT_CHECK(from <= to, Value,
+             "uniform_: expects to return a [from, to) range, but found from=", from, " > to=", to);
+  return copy_(rand(sizes(), dtype()) * (to - from) + from);
+}
+Tensor& Tensor::normal_(double mean, double std, std::source_location loc) {
+  CallSite cs(loc);
+  checkDefined("normal_");
+  WEFT_CHECK(is_floating_point(), DType, "normal_: expected a floating tensor, got ",
+             dtypeName(dtype()));
+  WEFT_CHECK(std >= 0, Value, "normal_: expects std >= 0.0, but found std ", std);
+  return copy_(randn(sizes(), dtype()) * std + mean);
+}
+Tensor& Tensor::bernoulli_(double p, std::source_location loc) {
+  CallSite cs(loc);
+  checkDefined("bernoulli_");
+  return copy_(weft::bernoulli(sizes(), p, dtype()));
+}
+Tensor Tensor::bernoulli(std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::bernoulli(*this);
+}
+
 } // namespace weft

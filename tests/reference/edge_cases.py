@@ -201,6 +201,14 @@ OPS = {
     # composites: reductions
     "nanmean": lambda x: x.nanmean(), "nanmean0": lambda x: x.nanmean(0),
     "msort": torch.msort, "kthvalue": lambda x: x.kthvalue(2, 0),
+    # composites: indexing and in-place forms (on a clone, so the gradient reaches x)
+    "index_fill": lambda x: x.index_fill(0, torch.tensor([0, -1]), -1.5),
+    "index_copy": lambda x: x.index_copy(0, torch.tensor([0]), x.narrow(0, 0, 1) * 2),
+    "pow_": lambda x: x.clone().pow_(2), "clamp_min_": lambda x: x.clone().clamp_min_(0.5),
+    "lerp_": lambda x: x.clone().lerp_(x * 2, 0.25),
+    "addcmul_": lambda x: x.clone().addcmul_(x, x, value=0.5),
+    "addcdiv_": lambda x: x.clone().addcdiv_(x, x * x + 1, value=-2),
+    "index_add_": lambda x: x.clone().index_add_(0, torch.tensor([0]), x.narrow(0, 0, 1)),
 }
 
 # Gradients where weft deliberately differs from PyTorch 1.13, each computed by the rule weft

@@ -468,6 +468,12 @@ public:
   /// The elements where `mask` (broadcast) is true, as 1-D (a data-dependent shape).
   Tensor masked_select(const Tensor& mask, WEFT_LOC) const;
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC) const;
+  /// This tensor with the slices at `index` along `dim` set to `value` (index_fill) or to
+  /// `source`'s slices in order (index_copy).
+  Tensor index_fill(int64_t dim, const Tensor& index, Scalar value, WEFT_LOC) const;
+  Tensor index_copy(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC) const;
+  /// Samples 1 with probability self (elementwise, in [0, 1]), else 0, from the default generator.
+  Tensor bernoulli(WEFT_LOC) const;
 
   // ---- in place (bump the version counter) ----
   Tensor& add_(const Tensor& other, Scalar alpha = 1, WEFT_LOC);
@@ -489,6 +495,25 @@ public:
   Tensor& fill_(Scalar value, WEFT_LOC);
   Tensor& copy_(const Tensor& src, WEFT_LOC);
   Tensor& masked_fill_(const Tensor& mask, Scalar value, WEFT_LOC);
+  Tensor& pow_(const Tensor& exponent, WEFT_LOC);
+  Tensor& pow_(Scalar exponent, WEFT_LOC);
+  Tensor& clamp_min_(Scalar min, WEFT_LOC);
+  Tensor& clamp_max_(Scalar max, WEFT_LOC);
+  Tensor& lerp_(const Tensor& end, const Tensor& weight, WEFT_LOC);
+  Tensor& lerp_(const Tensor& end, Scalar weight, WEFT_LOC);
+  Tensor& addcmul_(const Tensor& t1, const Tensor& t2, Scalar value = 1, WEFT_LOC);
+  Tensor& addcdiv_(const Tensor& t1, const Tensor& t2, Scalar value = 1, WEFT_LOC);
+  Tensor& index_fill_(int64_t dim, const Tensor& index, Scalar value, WEFT_LOC);
+  Tensor& index_copy_(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC);
+  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC);
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
+  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
+  /// Overwritten with samples from the default generator: uniform on [from, to), normal with
+  /// `mean` and `std`, 1 with probability p (else 0). Like any write, an error on a leaf that
+  /// requires grad outside NoGradGuard; the values carry no gradient.
+  Tensor& uniform_(double from = 0, double to = 1, WEFT_LOC);
+  Tensor& normal_(double mean = 0, double std = 1, WEFT_LOC);
+  Tensor& bernoulli_(double p = 0.5, WEFT_LOC);
 
   // ---- autograd ----
   bool requires_grad() const;
