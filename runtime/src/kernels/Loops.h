@@ -175,8 +175,13 @@ template <typename T> T kmul(T a, T b) {
     return a * b;
   }
 }
+/// -v: a float's sign flipped (neg(0.0) is -0.0, as PyTorch and generated code's arith.negf), an
+/// integer subtracted from 0 with wraparound.
 template <typename T> T kneg(T v) {
-  return ksub(T(0), v);
+  if constexpr (std::is_floating_point_v<T>)
+    return -v;
+  else
+    return ksub(T(0), v);
 }
 
 /// A float converted to a signed integer type: as the x86 conversion instructions (so as PyTorch
