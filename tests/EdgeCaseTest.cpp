@@ -408,6 +408,27 @@ const std::map<std::string, EdgeOp>& edgeOps() {
       {"index_add_", {K::Indexing, one([](const Tensor& x) {
                         return x.clone().index_add_(0, tensor({0}), x.narrow(0, 0, 1));
                       })}},
+      // composites: more elementwise
+      {"hypot", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.hypot(b); })}},
+      {"fmax", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.fmax(b); })}},
+      {"fmin", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.fmin(b); })}},
+      {"float_power", {K::Elementwise, one([](const Tensor& x) { return x.float_power(3); })}},
+      {"logaddexp2",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.logaddexp2(b); })}},
+      {"ldexp", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.ldexp(b); })}},
+      {"sinc", {K::Elementwise, one([](const Tensor& x) { return x.sinc(); })}},
+      {"logit", {K::Elementwise, one([](const Tensor& x) { return x.logit(); })}},
+      {"logit_eps", {K::Elementwise, one([](const Tensor& x) { return x.logit(0.25); })}},
+      {"xlogy", {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.xlogy(b); })}},
+      {"signbit", {K::Elementwise, one([](const Tensor& x) { return x.signbit(); })}},
+      {"copysign",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.copysign(b); })}},
+      {"quantile", {K::Reduction, one([](const Tensor& x) { return x.quantile(0.3); })}},
+      {"quantile0", {K::Reduction, one([](const Tensor& x) { return x.quantile(0.75, 0, true); })}},
+      {"quantile_nearest",
+       {K::Reduction, one([](const Tensor& x) { return x.quantile(0.5, -1, false, "nearest"); })}},
+      {"quantile_midpoint",
+       {K::Reduction, one([](const Tensor& x) { return x.quantile(0.4, 0, false, "midpoint"); })}},
   };
   return ops;
 }

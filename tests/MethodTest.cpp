@@ -445,5 +445,22 @@ TEST(Composites, SamplersFillInPlaceAndIndicesAreChecked) {
   EXPECT_EQ(acc.to_vector<float>(), (std::vector<float>{1.5f, 1.5f, 1.75f}));
 }
 
+/// heaviside (PyTorch 1.13 cannot differentiate it, so the edge-case table, which compares
+/// gradients, leaves it out) and copysign with a number, -0.0 included.
+TEST(Composites, HeavisideAndCopysignOfANumber) {
+  Tensor x = tensor({-2.0f, 0.0f, 3.0f, std::nanf("")});
+  EXPECT_EQ(x.heaviside(full({4}, 0.5f)).to_vector<float>().at(1), 0.5f);
+  std::vector<float> h = x.heaviside(full({4}, 0.5f)).to_vector<float>();
+  EXPECT_EQ(h[0], 0.0f);
+  EXPECT_EQ(h[2], 1.0f);
+  EXPECT_EQ(h[3], 0.0f); // NaN > 0 is false, as in PyTorch
+  EXPECT_THROW((void)x.heaviside(zeros({4}, kFloat64)), DTypeError);
+  std::vector<float> c = tensor({-2.0f, 0.0f, 3.0f}).copysign(-0.0).to_vector<float>();
+  EXPECT_EQ(c[0], -2.0f);
+  EXPECT_TRUE(std::signbit(c[1]));
+  EXPECT_EQ(c[2], -3.0f);
+  EXPECT_EQ(tensor({-1, 2}).copysign(1.0).to_vector<float>(), (std::vector<float>{1, 2}));
+}
+
 } // namespace
 } // namespace weft::test

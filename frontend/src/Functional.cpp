@@ -1,7 +1,8 @@
 // Composite ops built from primitives: shape ops, convolution, pooling, embedding, activations,
 // pointwise arithmetic (square, clamp_min/max, nan_to_num, lerp, addcmul, addcdiv, logaddexp,
-// frac, deg2rad, rad2deg), comparisons (isclose, allclose, equal), type_as, new_* factories, and
-// aliases under NumPy's and PyTorch's other names (absolute, arccos, negative, fix, clip, ...).
+// frac, deg2rad, rad2deg, hypot, fmax/fmin, float_power, logaddexp2, ldexp, sinc, logit, xlogy,
+// signbit, copysign, heaviside), comparisons (isclose, allclose, equal), type_as, new_* factories,
+// and aliases under NumPy's and PyTorch's other names (absolute, arccos, negative, fix, clip, ...).
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
@@ -640,6 +641,171 @@ Tensor Tensor::rad2deg(std::source_location loc) const {
 Tensor rad2deg(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
   return x.rad2deg();
+}
+
+namespace {
+
+/// `a` and `b` in their floating result type (integers promote to float32), for `op`.
+std::pair<Tensor, Tensor> floatingPair(const Tensor& a, const Tensor& b, const char* op) {
+  WEFT_CHECK(a.defined() && b.defined(), Value, op, ": called with an undefined tensor");
+  DType t = result_type(a, b);
+  if (!isFloating(t)) t = DType::Float32;
+  return {a.to(t), b.to(t)};
+}
+
+} // namespace
+
+Tensor hypot(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "hypot: called with an undefined tensor");
+  WEFT_CHECK(isFloating(result_type(a, b)), DType, "hypot: expected floating-point inputs, got ",
+             dtypeName(a.dtype()), " and ", dtypeName(b.dtype()));
+  auto [x, y] = floatingPair(a, b, "hypot");
+  // sqrt(x^2 + y^2) (overflowing where a square does: beyond about 1.8e19 in float32); an
+  // infinite side makes it infinite even beside a NaN, as the C library's hypot.
+  Tensor r = (x * x + y * y).sqrt();
+  return where(x.isinf().logical_or(y.isinf()), full({}, INFINITY, r.dtype()), r);
+}
+Tensor Tensor::hypot(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::hypot(*this, other);
+}
+
+Tensor fmax(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "fmax: called with an undefined tensor");
+  const DType t = result_type(a, b);
+  Tensor x = a.to(t), y = b.to(t);
+  // The larger, a NaN only where both are: ties and a NaN `y` pick x (PyTorch's gradient too).
+  return where(x.ge(y).logical_or(y.isnan()), x, y);
+}
+Tensor Tensor::fmax(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::fmax(*this, other);
+}
+Tensor fmin(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "fmin: called with an undefined tensor");
+  const DType t = result_type(a, b);
+  Tensor x = a.to(t), y = b.to(t);
+  return where(x.le(y).logical_or(y.isnan()), x, y);
+}
+Tensor Tensor::fmin(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::fmin(*this, other);
+}
+
+Tensor Tensor::float_power(const Tensor& exponent, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("float_power");
+  WEFT_CHECK(exponent.defined(), Value, "float_power: called with an undefined tensor");
+  return to(DType::Float64).pow(exponent.to(DType::Float64));
+}
+Tensor Tensor::float_power(Scalar exponent, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("float_power");
+  return to(DType::Float64).pow(exponent.toDouble());
+}
+
+Tensor logaddexp2(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "logaddexp2: called with an undefined tensor");
+  const DType t = result_type(a, b);
+  WEFT_CHECK(isFloating(t), DType, "logaddexp2: expected floating-point inputs, got ",
+             dtypeName(a.dtype()), " and ", dtypeName(b.dtype()));
+  Tensor x = a.to(t), y = b.to(t);
+  Tensor r = maximum(x, y) + (x - y).abs().neg().exp2().log1p() * (1.0 / std::numbers::ln2);
+  return where(x.eq(y).logical_and(x.isinf()), x, r); // inf - inf would be NaN
+}
+Tensor Tensor::logaddexp2(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::logaddexp2(*this, other);
+}
+
+Tensor ldexp(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  auto [x, y] = floatingPair(a, b, "ldexp");
+  return x * y.exp2();
+}
+Tensor Tensor::ldexp(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::ldexp(*this, other);
+}
+
+Tensor Tensor::sinc(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("sinc");
+  const Tensor x = isFloating(dtype()) ? *this : to(DType::Float32);
+  // sin(pi x) / (pi x), 1 at 0; the quotient reads 1 there instead of 0, so its unused branch
+  // never divides by zero (whose NaN would reach the gradient).
+  Tensor zero = x.eq(0.0), safe = where(zero, full({}, 1.0, x.dtype()), x) * std::numbers::pi;
+  return where(zero, full({}, 1.0, x.dtype()), safe.sin() / safe);
+}
+Tensor sinc(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.sinc();
+}
+
+Tensor Tensor::logit(std::optional<double> eps, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("logit");
+  Tensor z = isFloating(dtype()) ? *this : to(DType::Float32);
+  if (eps) z = z.clamp(*eps, 1.0 - *eps);
+  // log(z) - log(1 - z): at 0 and 1 an infinite gradient, as PyTorch's 1 / (z (1 - z)).
+  return z.log() - z.neg().log1p();
+}
+Tensor logit(const Tensor& x, std::optional<double> eps, std::source_location loc) {
+  CallSite cs(loc);
+  return x.logit(eps);
+}
+
+Tensor xlogy(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  auto [x, y] = floatingPair(a, b, "xlogy");
+  // 0 where x is 0 (unless y is NaN), x * log(y) elsewhere. x reaches the product only where it
+  // counts, so its gradient there is 0 (PyTorch: xlogy(0, y) = 0); y's is 0 / y, as PyTorch's.
+  Tensor zero = x.eq(0.0).logical_and(y.isnan().logical_not());
+  Tensor kept = where(zero, full({}, 0.0, x.dtype()), x);
+  return where(zero, full({}, 0.0, x.dtype()), kept * y.log());
+}
+Tensor Tensor::xlogy(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::xlogy(*this, other);
+}
+
+Tensor Tensor::signbit(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("signbit");
+  if (dtype() == DType::Bool) return zeros(sizes(), DType::Bool);
+  if (!isFloating(dtype())) return lt(0);
+  // Negative, or a zero whose reciprocal is -inf (-0.0). A NaN counts as positive: its sign bit
+  // is not visible to comparisons.
+  return lt(0).logical_or(eq(0).logical_and(reciprocal().lt(0)));
+}
+Tensor signbit(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.signbit();
+}
+
+Tensor Tensor::copysign(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  auto [x, y] = floatingPair(*this, other, "copysign");
+  return where(y.signbit(), x.abs().neg(), x.abs());
+}
+Tensor Tensor::copysign(Scalar other, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("copysign");
+  const Tensor x = isFloating(dtype()) ? *this : to(DType::Float32);
+  return std::signbit(other.toDouble()) ? x.abs().neg() : x.abs();
+}
+
+Tensor Tensor::heaviside(const Tensor& values, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("heaviside");
+  WEFT_CHECK(values.defined() && values.dtype() == dtype(), DType,
+             "heaviside: not implemented for tensors with different dtypes (", dtypeName(dtype()),
+             " and ", values.defined() ? dtypeName(values.dtype()) : "undefined", ")");
+  return where(eq(0), values, gt(0).to(dtype()));
 }
 
 } // namespace weft

@@ -1,6 +1,6 @@
 // Reductions and their composites: sum, mean, prod, amax/amin, max/min, arg*, var/std,
 // logsumexp, norm, any/all, cumsum, sort, topk, softmax, log_softmax, nansum, count_nonzero,
-// median, nanmean, aminmax, msort and kthvalue.
+// median, nanmean, aminmax, msort, kthvalue and quantile.
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
@@ -428,6 +428,48 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool
                                    std::source_location loc) {
   CallSite cs(loc);
   return x.kthvalue(k, dim, keepdim);
+}
+
+Tensor Tensor::quantile(double q, std::optional<int64_t> d, bool keepdim,
+                        std::string_view interpolation, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("quantile");
+  WEFT_CHECK(dtype() == DType::Float32 || dtype() == DType::Float64, DType,
+             "quantile: input tensor must be either float or double dtype, got ",
+             dtypeName(dtype()));
+  WEFT_CHECK(numel() > 0, Value, "quantile: input tensor must be non-empty");
+  WEFT_CHECK(q >= 0 && q <= 1, Value, "quantile: q must be in the range [0, 1] but got ", q);
+  WEFT_CHECK(interpolation == "linear" || interpolation == "lower" || interpolation == "higher" ||
+                 interpolation == "nearest" || interpolation == "midpoint",
+             Value, "quantile: interpolation must be one of linear, lower, higher, midpoint or ",
+             "nearest, got '", interpolation, "'");
+  Tensor x = !d ? reshape({-1}) : dim() == 0 ? reshape({1}) : *this;
+  const int64_t at = d ? wrapDim(*d, std::max<int64_t>(dim(), 1), "quantile") : 0;
+  const int64_t n = x.size(at);
+  WEFT_CHECK(n > 0, Value, "quantile: input tensor must be non-empty");
+  Tensor sorted = x.sort(at).first; // NaNs last
+  const double pos = q * static_cast<double>(n - 1);
+  int64_t lo = static_cast<int64_t>(std::floor(pos)), hi = static_cast<int64_t>(std::ceil(pos));
+  if (interpolation == "nearest") lo = hi = static_cast<int64_t>(std::nearbyint(pos));
+  Tensor below = sorted.narrow(at, lo, 1), above = sorted.narrow(at, hi, 1);
+  Tensor r = interpolation == "lower"      ? below
+             : interpolation == "higher"   ? above
+             : interpolation == "nearest"  ? below
+             : interpolation == "midpoint" ? below.lerp(above, 0.5)
+                                           : below.lerp(above, pos - static_cast<double>(lo));
+  // A slice holding a NaN: its last sorted value, a NaN.
+  r = where(x.isnan().any({at}, true), sorted.narrow(at, n - 1, 1), r);
+  if (!d) {
+    if (!keepdim) return r.reshape({});
+    return r.reshape(Shape(static_cast<size_t>(dim()), 1));
+  }
+  if (dim() == 0) return r.reshape({});
+  return keepdim ? r : r.squeeze(at);
+}
+Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
+                std::string_view interpolation, std::source_location loc) {
+  CallSite cs(loc);
+  return x.quantile(q, dim, keepdim, interpolation);
 }
 
 } // namespace weft

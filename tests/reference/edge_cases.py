@@ -209,6 +209,15 @@ OPS = {
     "addcmul_": lambda x: x.clone().addcmul_(x, x, value=0.5),
     "addcdiv_": lambda x: x.clone().addcdiv_(x, x * x + 1, value=-2),
     "index_add_": lambda x: x.clone().index_add_(0, torch.tensor([0]), x.narrow(0, 0, 1)),
+    # composites: more elementwise
+    "hypot": outer(torch.hypot), "fmax": outer(torch.fmax), "fmin": outer(torch.fmin),
+    "float_power": lambda x: x.float_power(3), "logaddexp2": outer(torch.logaddexp2),
+    "ldexp": outer(torch.ldexp), "sinc": torch.sinc, "logit": torch.logit,
+    "logit_eps": lambda x: x.logit(0.25), "xlogy": outer(torch.xlogy),
+    "signbit": torch.signbit, "copysign": outer(torch.copysign),
+    "quantile": lambda x: x.quantile(0.3), "quantile0": lambda x: x.quantile(0.75, 0, True),
+    "quantile_nearest": lambda x: x.quantile(0.5, -1, interpolation="nearest"),
+    "quantile_midpoint": lambda x: x.quantile(0.4, 0, interpolation="midpoint"),
 }
 
 # Gradients where weft deliberately differs from PyTorch 1.13, each computed by the rule weft
@@ -287,7 +296,41 @@ def nanmean_rule(dims):
     return grad
 
 
+def as_composed(f):
+    """The gradient of weft's composite `f`, written here with PyTorch's ops (whose gradients the
+    ops' own rows check)."""
+
+    def grad(x, w):
+        x = x.clone().requires_grad_()
+        y = f(x)
+        (g,) = torch.autograd.grad((y * w.reshape(y.shape)).sum(), x)
+        return g
+
+    return grad
+
+
+def weft_logit(eps=None):
+    """logit as log(z) - log1p(-z) (z clamped with eps): gradient 1/z + 1/(1 - z) wherever z is a
+    number. PyTorch's is NaN outside [0, 1] (where the value is NaN anyway) and, with eps, at a
+    NaN input (which clamp passes no gradient)."""
+
+    def f(x):
+        z = x if eps is None else x.clamp(eps, 1 - eps)
+        return z.log() - (-z).log1p()
+
+    return f
+
+
+def weft_copysign(a, b):
+    """copysign as |a| or -|a| by b's sign bit: gradient sign(a) or -sign(a). PyTorch's divides
+    the result by a, NaN at an infinite a."""
+    return torch.where(torch.signbit(b), -a.abs(), a.abs())
+
+
 GRADIENT_RULES = {
+    "logit": as_composed(weft_logit()),
+    "logit_eps": as_composed(weft_logit(0.25)),
+    "copysign": as_composed(outer(weft_copysign)),
     "nanmean": nanmean_rule(lambda x: None),
     "nanmean0": nanmean_rule(lambda x: 0 if x.dim() else None),
     "amax": nan_routed(torch.amax, lambda x: list(range(x.dim()))),

@@ -194,6 +194,17 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1,
                                    bool keepdim = false, WEFT_LOC);
 Tensor deg2rad(const Tensor& x, WEFT_LOC);
 Tensor rad2deg(const Tensor& x, WEFT_LOC);
+Tensor hypot(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor fmax(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor fmin(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor logaddexp2(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor ldexp(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor sinc(const Tensor& x, WEFT_LOC);
+Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt, WEFT_LOC);
+Tensor xlogy(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor signbit(const Tensor& x, WEFT_LOC);
+Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt,
+                bool keepdim = false, std::string_view interpolation = "linear", WEFT_LOC);
 Tensor logaddexp(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
                bool equal_nan = false, WEFT_LOC);

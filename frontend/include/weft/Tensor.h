@@ -370,6 +370,31 @@ public:
   /// Degrees to radians and radians to degrees (integers and bool give float32).
   Tensor deg2rad(WEFT_LOC) const;
   Tensor rad2deg(WEFT_LOC) const;
+  /// sqrt(self^2 + other^2), infinite where either is (even beside a NaN); floating only.
+  Tensor hypot(const Tensor& other, WEFT_LOC) const;
+  /// The larger (smaller) of the two, ignoring a NaN beside a number (NaN where both are).
+  Tensor fmax(const Tensor& other, WEFT_LOC) const;
+  Tensor fmin(const Tensor& other, WEFT_LOC) const;
+  /// pow() in float64.
+  Tensor float_power(const Tensor& exponent, WEFT_LOC) const;
+  Tensor float_power(Scalar exponent, WEFT_LOC) const;
+  /// log2(2^self + 2^other), without overflow.
+  Tensor logaddexp2(const Tensor& other, WEFT_LOC) const;
+  /// self * 2^other.
+  Tensor ldexp(const Tensor& other, WEFT_LOC) const;
+  /// sin(pi x) / (pi x), 1 at 0.
+  Tensor sinc(WEFT_LOC) const;
+  /// log(z / (1 - z)), z clamped to [eps, 1 - eps] when eps is given.
+  Tensor logit(std::optional<double> eps = std::nullopt, WEFT_LOC) const;
+  /// self * log(other), 0 where self is 0 (unless other is NaN).
+  Tensor xlogy(const Tensor& other, WEFT_LOC) const;
+  /// Whether the sign is negative, -0.0 included (bool; a NaN counts as positive).
+  Tensor signbit(WEFT_LOC) const;
+  /// |self| with the sign of `other` (-0.0 negative); floating result.
+  Tensor copysign(const Tensor& other, WEFT_LOC) const;
+  Tensor copysign(Scalar other, WEFT_LOC) const;
+  /// 0 where self < 0, `values` where self == 0, 1 where self > 0 (NaN: 0); one dtype.
+  Tensor heaviside(const Tensor& values, WEFT_LOC) const;
 
   // ---- reductions (empty dims = all) ----
   Tensor sum(WEFT_LOC) const;
@@ -409,6 +434,11 @@ public:
   /// The k-th smallest element along `dim` (k from 1) and its index.
   std::pair<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false,
                                      WEFT_LOC) const;
+  /// The q-quantile (q in [0, 1]) over `dim` (none: all elements), between the sorted values at
+  /// q (n - 1) by `interpolation`: "linear", "lower", "higher", "nearest" (half to even) or
+  /// "midpoint"; NaN where a slice holds one. float32 and float64.
+  Tensor quantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                  std::string_view interpolation = "linear", WEFT_LOC) const;
   /// Whether any (all) elements are nonzero, over `dims` (empty: all): bool, uint8 for a uint8
   /// input, as torch.any and torch.all.
   Tensor any(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
