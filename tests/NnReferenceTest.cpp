@@ -265,6 +265,24 @@ std::vector<ModuleCase> activationCases() {
        module([] { return Hardtanh(HardtanhOptions().min_val(-0.5).max_val(2.0)); })},
       {"softmax", module([] { return Softmax(1); })},
       {"log_softmax", module([] { return LogSoftmax(0); })},
+      {"relu6", module([] { return ReLU6(); })},
+      {"hardswish", module([] { return Hardswish(); })},
+      {"hardsigmoid", module([] { return Hardsigmoid(); })},
+      {"selu", module([] { return SELU(); })},
+      {"celu", module([] { return CELU(0.5); })},
+      {"softsign", module([] { return Softsign(); })},
+      {"logsigmoid", module([] { return LogSigmoid(); })},
+      {"tanhshrink", module([] { return Tanhshrink(); })},
+      {"softshrink", module([] { return Softshrink(0.3); })},
+      {"hardshrink", module([] { return Hardshrink(); })},
+      {"threshold", module([] { return Threshold(ThresholdOptions(0.1, 20.0)); })},
+      {"glu", module([] { return GLU(1); })},
+      {"cosine_similarity", module([] { return CosineSimilarity(); })},
+      {"cosine_similarity_broadcast",
+       module([] { return CosineSimilarity(CosineSimilarityOptions().dim(-1).eps(1e-6)); })},
+      {"pairwise_distance", module([] { return PairwiseDistance(); })},
+      {"pairwise_distance_p1_keepdim",
+       module([] { return PairwiseDistance(PairwiseDistanceOptions().p(1.0).keepdim(true)); })},
   };
 }
 
@@ -293,6 +311,18 @@ std::vector<ModuleCase> lossCases() {
             {named("cosine_embedding"), module([r] {
                return CosineEmbeddingLoss(CosineEmbeddingLossOptions().reduction(r));
              })},
+            {named("margin_ranking"), module([r] {
+               return MarginRankingLoss(MarginRankingLossOptions().margin(0.2).reduction(r));
+             })},
+            {named("soft_margin"), module([r] { return SoftMarginLoss(r); })},
+            {named("hinge_embedding"),
+             module([r] { return HingeEmbeddingLoss(HingeEmbeddingLossOptions().reduction(r)); })},
+            {named("triplet_margin"),
+             module([r] { return TripletMarginLoss(TripletMarginLossOptions().reduction(r)); })},
+            {named("poisson_nll"),
+             module([r] { return PoissonNLLLoss(PoissonNLLLossOptions().reduction(r)); })},
+            {named("gaussian_nll"),
+             module([r] { return GaussianNLLLoss(GaussianNLLLossOptions().reduction(r)); })},
         });
   }
   using CE = CrossEntropyLossOptions;
@@ -373,6 +403,14 @@ std::vector<ModuleCase> lossCases() {
           {"cosine_embedding_margin_none", module([] {
              return CosineEmbeddingLoss(CosineEmbeddingLossOptions().margin(0.3).reduction(kNone));
            })},
+          {"triplet_margin_swap_p1", module([] {
+             return TripletMarginLoss(TripletMarginLossOptions().margin(0.5).p(1.0).swap(true));
+           })},
+          {"poisson_nll_full_linear", module([] {
+             return PoissonNLLLoss(PoissonNLLLossOptions().log_input(false).full(true));
+           })},
+          {"gaussian_nll_full_homoscedastic",
+           module([] { return GaussianNLLLoss(GaussianNLLLossOptions().full(true)); })},
       });
   return cases;
 }

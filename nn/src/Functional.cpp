@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 namespace weft::nn::functional {
 namespace {
@@ -444,6 +445,169 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& t
   Tensor zero = zeros_like(cos);
   Tensor loss = where(target == 1, 1.0 - cos, zero) +
                 where(target == -1, (cos - o.margin()).clamp(0.0), zero);
+  return reduce(loss, o.reduction());
+}
+
+// ---- more activations ----
+
+Tensor relu6(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return hardtanh(x, 0.0, 6.0);
+}
+Tensor hardswish(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x * (x + 3.0).clamp(0.0, 6.0) * (1.0 / 6.0);
+}
+Tensor hardsigmoid(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return (x + 3.0).clamp(0.0, 6.0) * (1.0 / 6.0);
+}
+Tensor selu(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  constexpr double kAlpha = 1.6732632423543772848170429916717;
+  constexpr double kScale = 1.0507009873554804934193349852946;
+  return elu(x, kAlpha) * kScale;
+}
+Tensor celu(const Tensor& x, double alpha, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(alpha != 0, Value, "celu: alpha must not be 0");
+  return where(x > 0, x, (x * (1.0 / alpha)).expm1() * alpha);
+}
+Tensor softsign(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x / (x.abs() + 1.0);
+}
+Tensor logsigmoid(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  // min(x, 0) - log1p(exp(-|x|)): no exp of a large positive number.
+  return x.clamp_max(0.0) - x.abs().neg().exp().log1p();
+}
+Tensor tanhshrink(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x - x.tanh();
+}
+Tensor softshrink(const Tensor& x, double lambd, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(lambd >= 0, Value,
+             "softshrink: lambda must be greater or equal to 0, but found to be ", lambd);
+  Tensor zero = zeros({}, x.dtype());
+  return where(x > lambd, x - lambd, where(x < -lambd, x + lambd, zero));
+}
+Tensor hardshrink(const Tensor& x, double lambd, std::source_location loc) {
+  CallSite cs(loc);
+  return where(x.abs() > lambd, x, zeros({}, x.dtype()));
+}
+Tensor threshold(const Tensor& x, double threshold, double value, std::source_location loc) {
+  CallSite cs(loc);
+  return where(x > threshold, x, full({}, value, x.dtype()));
+}
+Tensor glu(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined() && x.dim() > 0, Shape, "glu: does not support scalars");
+  const int64_t d = dim < 0 ? dim + x.dim() : dim;
+  WEFT_CHECK(d >= 0 && d < x.dim(), Index, "glu: dim ", dim, " out of range for rank ", x.dim());
+  WEFT_CHECK(x.size(d) % 2 == 0, Shape, "glu: halving dimension must be even, but dimension ", d,
+             " is size ", x.size(d));
+  const int64_t half = x.size(d) / 2;
+  return x.narrow(d, 0, half) * x.narrow(d, half, half).sigmoid();
+}
+Tensor softmin(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return softmax(x.neg(), dim);
+}
+
+// ---- distances ----
+
+Tensor normalize(const Tensor& x, double p, int64_t dim, double eps, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined(), Value, "normalize: called with an undefined tensor");
+  return x / x.norm(p, {dim}, true).clamp_min(eps);
+}
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps,
+                         std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x1.defined() && x2.defined(), Value,
+             "cosine_similarity: called with an undefined tensor");
+  std::vector<Tensor> xs = broadcast_tensors({x1, x2});
+  auto unit = [&](const Tensor& t) { return t / t.norm(2, {dim}, true).clamp_min(eps); };
+  return (unit(xs[0]) * unit(xs[1])).sum({dim});
+}
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim,
+                         std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x1.defined() && x2.defined(), Value,
+             "pairwise_distance: called with an undefined tensor");
+  Tensor d = x1 - x2 + eps;
+  if (d.dim() == 0) return d.abs();
+  return d.norm(p, {-1}, keepdim);
+}
+
+// ---- more losses ----
+
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
+                           const MarginRankingLossOptions& o, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x1.defined() && x2.defined() && target.defined(), Value,
+             "margin_ranking_loss: called with an undefined tensor");
+  return reduce((target.neg() * (x1 - x2) + o.margin()).clamp_min(0.0), o.reduction());
+}
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target, const SoftMarginLossOptions& o,
+                        std::source_location loc) {
+  CallSite cs(loc);
+  checkSameShape(input, target, "soft_margin_loss");
+  return reduce((input.neg() * target).exp().log1p(), o.reduction());
+}
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target,
+                            const HingeEmbeddingLossOptions& o, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(input.defined() && target.defined(), Value,
+             "hinge_embedding_loss: called with an undefined tensor");
+  Tensor zero = zeros({}, input.dtype());
+  Tensor margin = where(target != 1, (input.neg() + o.margin()).clamp_min(0.0), zero);
+  return reduce(margin + where(target != -1, input, zero), o.reduction());
+}
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           const TripletMarginLossOptions& o, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(anchor.defined() && positive.defined() && negative.defined(), Value,
+             "triplet_margin_loss: called with an undefined tensor");
+  WEFT_CHECK(anchor.dim() == positive.dim() && anchor.dim() == negative.dim(), Shape,
+             "triplet_margin_loss: anchor, positive and negative must have the same number of "
+             "dimensions, got ",
+             anchor.dim(), ", ", positive.dim(), " and ", negative.dim());
+  Tensor toPositive = pairwise_distance(anchor, positive, o.p(), o.eps());
+  Tensor toNegative = pairwise_distance(anchor, negative, o.p(), o.eps());
+  if (o.swap())
+    toNegative = minimum(toNegative, pairwise_distance(positive, negative, o.p(), o.eps()));
+  return reduce((toPositive - toNegative + o.margin()).clamp_min(0.0), o.reduction());
+}
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, const PoissonNLLLossOptions& o,
+                        std::source_location loc) {
+  CallSite cs(loc);
+  checkSameShape(input, target, "poisson_nll_loss");
+  Tensor loss =
+      o.log_input() ? input.exp() - target * input : input - target * (input + o.eps()).log();
+  if (o.full()) { // Stirling: target log(target) - target + 0.5 log(2 pi target), where target > 1
+    Tensor safe = where(target > 1, target, ones({}, target.dtype()));
+    Tensor stirling = safe * safe.log() - safe + (safe * (2 * std::numbers::pi)).log() * 0.5;
+    loss = loss + where(target > 1, stirling, zeros({}, stirling.dtype()));
+  }
+  return reduce(loss, o.reduction());
+}
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
+                         const GaussianNLLLossOptions& o, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(input.defined() && target.defined() && var.defined(), Value,
+             "gaussian_nll_loss: called with an undefined tensor");
+  WEFT_CHECK(o.eps() > 0, Value, "gaussian_nll_loss: eps must be positive, got ", o.eps());
+  Tensor v = var;
+  // A var of one dim less than the input (homoscedastic over the last dim) gets that dim back.
+  if (v.dim() + 1 == input.dim() && input.dim() > 0) v = v.unsqueeze(-1);
+  // Clamped to eps with the gradient passing the clamp unchanged (PyTorch clamps under no_grad).
+  v = v + (v.clamp_min(o.eps()) - v).detach();
+  Tensor d = input - target;
+  Tensor loss = (v.log() + d * d / v) * 0.5;
+  if (o.full()) loss = loss + 0.5 * std::log(2 * std::numbers::pi);
   return reduce(loss, o.reduction());
 }
 

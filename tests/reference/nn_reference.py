@@ -186,6 +186,14 @@ class RMSNorm(nn.Module):
         return y * self.weight if self.weight is not None else y
 
 
+class Hardsigmoid(nn.Module):
+    """nn.Hardsigmoid's documented relu6(x + 3) / 6: PyTorch 1.13's own backward multiplies by
+    the float constant 1.0f / 6.0f, 3e-8 off in float64."""
+
+    def forward(self, x):
+        return F.relu6(x + 3) / 6
+
+
 def sdpa(q, k, v, attn_mask=None, is_causal=False):
     """torch.nn.functional.scaled_dot_product_attention's documented formula (no dropout)."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
@@ -302,6 +310,24 @@ case("hardtanh", lambda: Module(nn.Hardtanh(), randn(3, 4, scale=2)))
 case("hardtanh_range", lambda: Module(nn.Hardtanh(-0.5, 2.0), randn(3, 4, scale=2)))
 case("softmax", lambda: Module(nn.Softmax(1), randn(2, 3, 4)))
 case("log_softmax", lambda: Module(nn.LogSoftmax(0), randn(3, 4, scale=2)))
+case("relu6", lambda: Module(nn.ReLU6(), randn(3, 4, scale=4)))
+case("hardswish", lambda: Module(nn.Hardswish(), randn(3, 4, scale=3)))
+case("hardsigmoid", lambda: Module(Hardsigmoid(), randn(3, 4, scale=3)))
+case("selu", lambda: Module(nn.SELU(), randn(3, 4, scale=2)))
+case("celu", lambda: Module(nn.CELU(0.5), randn(3, 4, scale=2)))
+case("softsign", lambda: Module(nn.Softsign(), randn(3, 4, scale=2)))
+case("logsigmoid", lambda: Module(nn.LogSigmoid(), randn(3, 4, scale=20)))
+case("tanhshrink", lambda: Module(nn.Tanhshrink(), randn(3, 4, scale=2)))
+case("softshrink", lambda: Module(nn.Softshrink(0.3), randn(3, 4)))
+case("hardshrink", lambda: Module(nn.Hardshrink(), randn(3, 4)))
+case("threshold", lambda: Module(nn.Threshold(0.1, 20.0), randn(3, 4)))
+case("glu", lambda: Module(nn.GLU(1), randn(3, 4, 2)))
+case("cosine_similarity", lambda: Module(nn.CosineSimilarity(), randn(3, 4), randn(3, 4)))
+case("cosine_similarity_broadcast",
+     lambda: Module(nn.CosineSimilarity(dim=-1, eps=1e-6), randn(2, 3, 4), randn(3, 4)))
+case("pairwise_distance", lambda: Module(nn.PairwiseDistance(), randn(3, 4), randn(3, 4)))
+case("pairwise_distance_p1_keepdim",
+     lambda: Module(nn.PairwiseDistance(p=1.0, keepdim=True), randn(3, 4), randn(3, 4)))
 
 # losses
 for r in ["none", "mean", "sum"]:
@@ -388,6 +414,34 @@ case("cosine_embedding_margin",
 case("cosine_embedding_margin_none",
      lambda: Loss(F.cosine_embedding_loss, randn(6, 3), randn(6, 3), signs(6), grad=(0, 1),
                   margin=0.3, reduction="none"))
+for r in ["none", "mean", "sum"]:
+    case(f"margin_ranking_{r}",
+         lambda r=r: Loss(F.margin_ranking_loss, randn(6), randn(6), signs(6), grad=(0, 1),
+                          margin=0.2, reduction=r))
+    case(f"soft_margin_{r}",
+         lambda r=r: Loss(F.soft_margin_loss, randn(2, 3), signs(6).reshape(2, 3).double(),
+                          reduction=r))
+    case(f"hinge_embedding_{r}",
+         lambda r=r: Loss(F.hinge_embedding_loss, randn(2, 3), signs(6).reshape(2, 3).double(),
+                          reduction=r))
+    case(f"triplet_margin_{r}",
+         lambda r=r: Loss(F.triplet_margin_loss, randn(4, 3), randn(4, 3), randn(4, 3),
+                          grad=(0, 1, 2), reduction=r))
+    case(f"poisson_nll_{r}",
+         lambda r=r: Loss(F.poisson_nll_loss, randn(3, 4), torch.poisson(positive(3, 4) * 2),
+                          reduction=r))
+    case(f"gaussian_nll_{r}",
+         lambda r=r: Loss(F.gaussian_nll_loss, randn(3, 4), randn(3, 4), positive(3, 4),
+                          grad=(0, 2), reduction=r))
+case("triplet_margin_swap_p1",
+     lambda: Loss(F.triplet_margin_loss, randn(4, 3), randn(4, 3), randn(4, 3), grad=(0, 1, 2),
+                  margin=0.5, p=1.0, swap=True))
+case("poisson_nll_full_linear",
+     lambda: Loss(F.poisson_nll_loss, positive(3, 4), torch.poisson(positive(3, 4) * 3),
+                  log_input=False, full=True))
+case("gaussian_nll_full_homoscedastic",
+     lambda: Loss(F.gaussian_nll_loss, randn(3, 4), randn(3, 4), positive(3), grad=(0, 2),
+                  full=True))
 
 # recurrent layers: output and final states concatenated into one flat tensor
 

@@ -22,7 +22,90 @@ WEFT_ACTIVATION(SiLU, functional::silu(x));
 WEFT_ACTIVATION(Mish, functional::mish(x));
 WEFT_ACTIVATION(Sigmoid, sigmoid(x));
 WEFT_ACTIVATION(Tanh, tanh(x));
+WEFT_ACTIVATION(ReLU6, functional::relu6(x));
+WEFT_ACTIVATION(Hardswish, functional::hardswish(x));
+WEFT_ACTIVATION(Hardsigmoid, functional::hardsigmoid(x));
+WEFT_ACTIVATION(SELU, functional::selu(x));
+WEFT_ACTIVATION(Softsign, functional::softsign(x));
+WEFT_ACTIVATION(LogSigmoid, functional::logsigmoid(x));
+WEFT_ACTIVATION(Tanhshrink, functional::tanhshrink(x));
 #undef WEFT_ACTIVATION
+
+/// Declares activation module `Name` with one double option `opt` (default `def`) computing
+/// functional::`fn`(x, opt).
+#define WEFT_ACTIVATION_1(Name, opt, def, fn)                                                      \
+  struct Name##Options {                                                                           \
+    Name##Options(double v = def) : opt##_(v) {} /* NOLINT: implicit, Name(0.5) */                 \
+    WEFT_ARG(double, opt);                                                                         \
+  };                                                                                               \
+  class Name##Impl : public Module {                                                               \
+  public:                                                                                          \
+    explicit Name##Impl(const Name##Options& options = {}) : options(options) {}                   \
+    Tensor forward(const Tensor& x) { return functional::fn(x, options.opt()); }                   \
+    Name##Options options;                                                                         \
+  };                                                                                               \
+  WEFT_MODULE(Name)
+
+WEFT_ACTIVATION_1(CELU, alpha, 1.0, celu);
+WEFT_ACTIVATION_1(Softshrink, lambda, 0.5, softshrink);
+WEFT_ACTIVATION_1(Hardshrink, lambda, 0.5, hardshrink);
+#undef WEFT_ACTIVATION_1
+
+struct ThresholdOptions {
+  ThresholdOptions(double threshold, double value) : threshold_(threshold), value_(value) {}
+  WEFT_ARG(double, threshold);
+  WEFT_ARG(double, value);
+};
+class ThresholdImpl : public Module {
+public:
+  explicit ThresholdImpl(const ThresholdOptions& options) : options(options) {}
+  Tensor forward(const Tensor& x) {
+    return functional::threshold(x, options.threshold(), options.value());
+  }
+  ThresholdOptions options;
+};
+WEFT_MODULE(Threshold);
+
+struct GLUOptions {
+  GLUOptions(int64_t dim = -1) : dim_(dim) {} // NOLINT: GLU(1)
+  WEFT_ARG(int64_t, dim);
+};
+class GLUImpl : public Module {
+public:
+  explicit GLUImpl(const GLUOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& x) { return functional::glu(x, options.dim()); }
+  GLUOptions options;
+};
+WEFT_MODULE(GLU);
+
+/// Cosine similarity and pairwise distance between two inputs, as modules.
+struct CosineSimilarityOptions {
+  WEFT_ARG(int64_t, dim) = 1;
+  WEFT_ARG(double, eps) = 1e-8;
+};
+class CosineSimilarityImpl : public Module {
+public:
+  explicit CosineSimilarityImpl(const CosineSimilarityOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& x1, const Tensor& x2) {
+    return functional::cosine_similarity(x1, x2, options.dim(), options.eps());
+  }
+  CosineSimilarityOptions options;
+};
+WEFT_MODULE(CosineSimilarity);
+struct PairwiseDistanceOptions {
+  WEFT_ARG(double, p) = 2.0;
+  WEFT_ARG(double, eps) = 1e-6;
+  WEFT_ARG(bool, keepdim) = false;
+};
+class PairwiseDistanceImpl : public Module {
+public:
+  explicit PairwiseDistanceImpl(const PairwiseDistanceOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& x1, const Tensor& x2) {
+    return functional::pairwise_distance(x1, x2, options.p(), options.eps(), options.keepdim());
+  }
+  PairwiseDistanceOptions options;
+};
+WEFT_MODULE(PairwiseDistance);
 
 struct LeakyReLUOptions {
   WEFT_ARG(double, negative_slope) = 0.01;

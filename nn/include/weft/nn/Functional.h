@@ -61,6 +61,39 @@ struct CosineEmbeddingLossOptions {
   WEFT_ARG(double, margin) = 0.0;
   WEFT_ARG(Reduction, reduction) = kMean;
 };
+using SoftMarginLossOptions = LossOptions;
+struct MarginRankingLossOptions {
+  WEFT_ARG(double, margin) = 0.0;
+  WEFT_ARG(Reduction, reduction) = kMean;
+};
+struct HingeEmbeddingLossOptions {
+  WEFT_ARG(double, margin) = 1.0;
+  WEFT_ARG(Reduction, reduction) = kMean;
+};
+/// max(0, margin + d(anchor, positive) - d(anchor, negative)) with d the p-norm distance
+/// (pairwise_distance); `swap` takes the smaller of d(anchor, negative) and d(positive, negative).
+struct TripletMarginLossOptions {
+  WEFT_ARG(double, margin) = 1.0;
+  WEFT_ARG(double, p) = 2.0;
+  WEFT_ARG(double, eps) = 1e-6;
+  WEFT_ARG(bool, swap) = false;
+  WEFT_ARG(Reduction, reduction) = kMean;
+};
+/// Poisson negative log likelihood: exp(input) - target * input with `log_input`, else
+/// input - target * log(input + eps); `full` adds Stirling's term where target > 1.
+struct PoissonNLLLossOptions {
+  WEFT_ARG(bool, log_input) = true;
+  WEFT_ARG(bool, full) = false;
+  WEFT_ARG(double, eps) = 1e-8;
+  WEFT_ARG(Reduction, reduction) = kMean;
+};
+/// Gaussian negative log likelihood 0.5 (log var + (input - target)^2 / var), var clamped to
+/// `eps` (its gradient passing the clamp unchanged, as PyTorch's); `full` adds 0.5 log(2 pi).
+struct GaussianNLLLossOptions {
+  WEFT_ARG(bool, full) = false;
+  WEFT_ARG(double, eps) = 1e-6;
+  WEFT_ARG(Reduction, reduction) = kMean;
+};
 
 namespace functional {
 
@@ -123,6 +156,41 @@ Tensor mish(const Tensor& x, WEFT_LOC);
 /// log(1 + exp(beta x)) / beta, or x where beta x > threshold.
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0, WEFT_LOC);
 Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0, WEFT_LOC);
+/// min(max(x, 0), 6); x * relu6(x + 3) / 6; relu6(x + 3) / 6.
+Tensor relu6(const Tensor& x, WEFT_LOC);
+Tensor hardswish(const Tensor& x, WEFT_LOC);
+Tensor hardsigmoid(const Tensor& x, WEFT_LOC);
+/// elu with SELU's alpha, times its scale (self-normalizing).
+Tensor selu(const Tensor& x, WEFT_LOC);
+/// x where x > 0, else alpha * (exp(x / alpha) - 1).
+Tensor celu(const Tensor& x, double alpha = 1.0, WEFT_LOC);
+/// x / (1 + |x|).
+Tensor softsign(const Tensor& x, WEFT_LOC);
+/// log(sigmoid(x)), without overflow.
+Tensor logsigmoid(const Tensor& x, WEFT_LOC);
+/// x - tanh(x).
+Tensor tanhshrink(const Tensor& x, WEFT_LOC);
+/// x moved toward 0 by lambd, 0 within [-lambd, lambd] (softshrink); x outside it, else 0
+/// (hardshrink).
+Tensor softshrink(const Tensor& x, double lambd = 0.5, WEFT_LOC);
+Tensor hardshrink(const Tensor& x, double lambd = 0.5, WEFT_LOC);
+/// x where x > threshold, else value.
+Tensor threshold(const Tensor& x, double threshold, double value, WEFT_LOC);
+/// The first half of `dim` times the sigmoid of the second half.
+Tensor glu(const Tensor& x, int64_t dim = -1, WEFT_LOC);
+/// softmax(-x, dim).
+Tensor softmin(const Tensor& x, int64_t dim, WEFT_LOC);
+
+// ---- distances ----
+/// x divided by its p-norm along `dim`, at least `eps`.
+Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12, WEFT_LOC);
+/// The cosine of the angle between x1 and x2 (broadcast) along `dim`: each divided by its norm
+/// (at least eps), multiplied and summed.
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8,
+                         WEFT_LOC);
+/// The p-norm of x1 - x2 + eps along the last dim.
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6,
+                         bool keepdim = false, WEFT_LOC);
 
 // ---- losses ----
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossOptions& o = {}, WEFT_LOC);
@@ -145,6 +213,21 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions&
 /// 1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1.
 Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
                              const CosineEmbeddingLossOptions& o = {}, WEFT_LOC);
+/// max(0, -target (x1 - x2) + margin), target +1 or -1.
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
+                           const MarginRankingLossOptions& o = {}, WEFT_LOC);
+/// log(1 + exp(-target input)), target +1 or -1.
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target,
+                        const SoftMarginLossOptions& o = {}, WEFT_LOC);
+/// input where target is not -1, plus max(0, margin - input) where target is not 1.
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target,
+                            const HingeEmbeddingLossOptions& o = {}, WEFT_LOC);
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           const TripletMarginLossOptions& o = {}, WEFT_LOC);
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target,
+                        const PoissonNLLLossOptions& o = {}, WEFT_LOC);
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
+                         const GaussianNLLLossOptions& o = {}, WEFT_LOC);
 
 } // namespace functional
 } // namespace weft::nn

@@ -27,7 +27,27 @@ WEFT_LOSS(NLLLoss, NLLLossOptions, nll_loss);
 WEFT_LOSS(BCELoss, BCELossOptions, binary_cross_entropy);
 WEFT_LOSS(BCEWithLogitsLoss, BCEWithLogitsLossOptions, binary_cross_entropy_with_logits);
 WEFT_LOSS(KLDivLoss, KLDivLossOptions, kl_div);
+WEFT_LOSS(SoftMarginLoss, SoftMarginLossOptions, soft_margin_loss);
+WEFT_LOSS(HingeEmbeddingLoss, HingeEmbeddingLossOptions, hinge_embedding_loss);
+WEFT_LOSS(PoissonNLLLoss, PoissonNLLLossOptions, poisson_nll_loss);
 #undef WEFT_LOSS
+
+/// Declares loss module `Name` of three inputs computing functional::`fn`(a, b, c, options).
+#define WEFT_LOSS3(Name, Options, fn)                                                              \
+  class Name##Impl : public Module {                                                               \
+  public:                                                                                          \
+    explicit Name##Impl(const Options& options = {}) : options(options) {}                         \
+    Tensor forward(const Tensor& a, const Tensor& b, const Tensor& c) {                            \
+      return functional::fn(a, b, c, options);                                                     \
+    }                                                                                              \
+    Options options;                                                                               \
+  };                                                                                               \
+  WEFT_MODULE(Name)
+
+WEFT_LOSS3(MarginRankingLoss, MarginRankingLossOptions, margin_ranking_loss);
+WEFT_LOSS3(TripletMarginLoss, TripletMarginLossOptions, triplet_margin_loss);
+WEFT_LOSS3(GaussianNLLLoss, GaussianNLLLossOptions, gaussian_nll_loss);
+#undef WEFT_LOSS3
 
 class CosineEmbeddingLossImpl : public Module {
 public:
