@@ -233,6 +233,19 @@ std::vector<ModuleCase> layerCases() {
        })},
       {"adaptive_avgpool2d_3d_up", module([] { return AdaptiveAvgPool2d(4); })},
       {"pixel_shuffle", module([] { return PixelShuffle(2); })},
+      {"upsample_nearest", module([] { return Upsample(UpsampleOptions().scale_factor({2.0})); })},
+      {"upsample_nearest_size", module([] {
+         return Upsample(UpsampleOptions().size({5, 2}));
+       })},
+      {"upsample_bilinear", module([] {
+         return Upsample(UpsampleOptions().size({5, 7}).mode("bilinear"));
+       })},
+      {"upsample_bilinear_corners", module([] {
+         return Upsample(
+             UpsampleOptions().scale_factor({1.5}).mode("bilinear").align_corners(true));
+       })},
+      {"upsample_linear_down",
+       module([] { return Upsample(UpsampleOptions().size({3}).mode("linear")); })},
       {"flatten", module([] { return Flatten(); })},
       {"flatten_range", module([] { return Flatten(FlattenOptions().start_dim(0).end_dim(1)); })},
       {"unflatten", module([] {

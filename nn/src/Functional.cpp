@@ -262,6 +262,86 @@ Tensor pixel_shuffle(const Tensor& x, int64_t r, std::source_location loc) {
   return y.reshape(out);
 }
 
+Tensor interpolate(const Tensor& x, const InterpolateOptions& o, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined() && x.dim() >= 3, Shape,
+             "interpolate: expected an input of 3 or more dims (N, C, spatial...), got ",
+             x.defined() ? shapeString(x.sizes()) : "an undefined tensor");
+  WEFT_CHECK(x.is_floating_point(), DType, "interpolate: expected a floating input, got ",
+             dtypeName(x.dtype()));
+  const std::string& mode = o.mode();
+  const bool linear = mode == "linear" || mode == "bilinear" || mode == "trilinear";
+  WEFT_CHECK(linear || mode == "nearest", Value, "interpolate: unsupported mode '", mode,
+             "' (nearest, linear, bilinear, trilinear)");
+  const size_t spatial = static_cast<size_t>(x.dim() - 2);
+  WEFT_CHECK(!linear || (mode == "linear") == (spatial == 1), Shape, "interpolate: mode '", mode,
+             "' does not fit an input of shape ", shapeString(x.sizes()));
+  WEFT_CHECK(!linear || mode != "bilinear" || spatial == 2, Shape,
+             "interpolate: bilinear expects a 4-D input, got ", shapeString(x.sizes()));
+  WEFT_CHECK(!linear || mode != "trilinear" || spatial == 3, Shape,
+             "interpolate: trilinear expects a 5-D input, got ", shapeString(x.sizes()));
+  WEFT_CHECK(o.size().empty() != o.scale_factor().empty(), Value,
+             "interpolate: give exactly one of size and scale_factor");
+  WEFT_CHECK(!(mode == "nearest" && o.align_corners()), Value,
+             "interpolate: align_corners only applies to the linear modes");
+  auto perDim = [&](const auto& v, const char* what) {
+    WEFT_CHECK(v.size() == 1 || v.size() == spatial, Value, "interpolate: ", what, " has ",
+               v.size(), " values for ", spatial, " spatial dims");
+    return v.size() == 1 ? std::vector(spatial, v[0]) : v;
+  };
+  std::vector<int64_t> outSize;
+  std::vector<double> scale; // source positions per output position, per dim
+  if (!o.size().empty()) {
+    outSize = perDim(o.size(), "size");
+  } else {
+    std::vector<double> factors = perDim(o.scale_factor(), "scale_factor");
+    for (size_t i = 0; i < spatial; ++i) {
+      WEFT_CHECK(factors[i] > 0 && std::isfinite(factors[i]), Value,
+                 "interpolate: scale_factor must be positive and finite, got ", factors[i]);
+      const double n =
+          std::floor(static_cast<double>(x.size(static_cast<int64_t>(i) + 2)) * factors[i]);
+      WEFT_CHECK(n < 1e12, Value, "interpolate: scale_factor ", factors[i], " is too large");
+      outSize.push_back(static_cast<int64_t>(n));
+      scale.push_back(1.0 / factors[i]); // PyTorch's scale with scale_factor given
+    }
+  }
+  Tensor y = x;
+  for (size_t i = 0; i < spatial; ++i) {
+    const auto d = static_cast<int64_t>(i) + 2;
+    const int64_t in = x.size(d), out = outSize[i];
+    WEFT_CHECK(out > 0 && in > 0, Value, "interpolate: input and output sizes must be positive, ",
+               "got ", in, " -> ", out, " along dim ", d);
+    const double s = scale.empty() ? static_cast<double>(in) / static_cast<double>(out) : scale[i];
+    Shape along(static_cast<size_t>(x.dim()), 1);
+    along[static_cast<size_t>(d)] = out;
+    if (!linear) {
+      std::vector<int64_t> src(static_cast<size_t>(out));
+      for (int64_t j = 0; j < out; ++j)
+        src[static_cast<size_t>(j)] =
+            std::min(static_cast<int64_t>(std::floor(static_cast<double>(j) * s)), in - 1);
+      y = y.index_select(d, from_vector(src));
+      continue;
+    }
+    std::vector<int64_t> lo(static_cast<size_t>(out)), hi(static_cast<size_t>(out));
+    std::vector<double> w(static_cast<size_t>(out));
+    for (int64_t j = 0; j < out; ++j) {
+      double pos = o.align_corners()
+                       ? (out > 1 ? static_cast<double>(j) * static_cast<double>(in - 1) /
+                                        static_cast<double>(out - 1)
+                                  : 0.0)
+                       : std::max((static_cast<double>(j) + 0.5) * s - 0.5, 0.0);
+      const auto k = std::min(static_cast<int64_t>(std::floor(pos)), in - 1);
+      lo[static_cast<size_t>(j)] = k;
+      hi[static_cast<size_t>(j)] = std::min(k + 1, in - 1);
+      w[static_cast<size_t>(j)] = pos - static_cast<double>(k);
+    }
+    Tensor weight = from_vector(w, along).to(x.dtype());
+    Tensor a = y.index_select(d, from_vector(lo)), b = y.index_select(d, from_vector(hi));
+    y = a * (1.0 - weight) + b * weight;
+  }
+  return y;
+}
+
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& mask, double dropoutP, bool causal,
                                     std::source_location loc) {

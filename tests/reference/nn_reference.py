@@ -286,6 +286,13 @@ case("avgpool2d_stride_padding",
 case("adaptive_avgpool2d", lambda: Module(nn.AdaptiveAvgPool2d((3, 2)), randn(2, 2, 7, 5)))
 case("adaptive_avgpool2d_3d_up", lambda: Module(nn.AdaptiveAvgPool2d(4), randn(2, 3, 5)))
 case("pixel_shuffle", lambda: Module(nn.PixelShuffle(2), randn(2, 8, 2, 3)))
+case("upsample_nearest", lambda: Module(nn.Upsample(scale_factor=2), randn(1, 2, 3, 3)))
+case("upsample_nearest_size", lambda: Module(nn.Upsample(size=(5, 2)), randn(1, 2, 3, 3)))
+case("upsample_bilinear", lambda: Module(nn.Upsample(size=(5, 7), mode="bilinear"), randn(2, 1, 3, 4)))
+case("upsample_bilinear_corners",
+     lambda: Module(nn.Upsample(scale_factor=1.5, mode="bilinear", align_corners=True),
+                    randn(1, 2, 3, 4)))
+case("upsample_linear_down", lambda: Module(nn.Upsample(size=3, mode="linear"), randn(2, 2, 7)))
 case("flatten", lambda: Module(nn.Flatten(), randn(2, 3, 2, 2)))
 case("flatten_range", lambda: Module(nn.Flatten(0, 1), randn(2, 3, 4)))
 case("unflatten", lambda: Module(nn.Unflatten(1, (2, 3)), randn(2, 6, 2)))

@@ -5,6 +5,7 @@
 #include "weft/nn/Options.h"
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace weft::nn {
@@ -95,6 +96,19 @@ struct GaussianNLLLossOptions {
   WEFT_ARG(Reduction, reduction) = kMean;
 };
 
+/// Resampling of the spatial dims (all after the first two: (N, C, L), (N, C, H, W), ...) to
+/// `size`, or to floor(in * scale_factor) per dim (one value for all dims, or one each): mode
+/// "nearest" (source index floor(out * in / out_size)), "linear" / "bilinear" (interpolated
+/// between the two nearest source positions; `align_corners` maps the corner pixels onto each
+/// other, else pixel centers at half-integers, as PyTorch).
+struct InterpolateOptions {
+  WEFT_ARG(std::vector<int64_t>, size);
+  WEFT_ARG(std::vector<double>, scale_factor);
+  WEFT_ARG(std::string, mode) = "nearest";
+  WEFT_ARG(bool, align_corners) = false;
+};
+using UpsampleOptions = InterpolateOptions;
+
 namespace functional {
 
 // ---- layers ----
@@ -126,6 +140,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight,
                  std::optional<int64_t> padding_idx = std::nullopt, WEFT_LOC);
 /// Average pooling to an output of `output_size` (PyTorch's adaptive windows).
 Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray output_size, WEFT_LOC);
+Tensor interpolate(const Tensor& x, const InterpolateOptions& o, WEFT_LOC);
 /// (N, C*r*r, H, W) -> (N, C, H*r, W*r).
 Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor, WEFT_LOC);
 /// softmax(q k^T / sqrt(d) + mask) v; `attn_mask` is boolean (true: attend) or additive;

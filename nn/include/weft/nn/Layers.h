@@ -179,6 +179,14 @@ public:
   int64_t upscale_factor;
 };
 WEFT_MODULE(PixelShuffle);
+/// functional::interpolate as a module: nearest by default.
+class UpsampleImpl : public Module {
+public:
+  explicit UpsampleImpl(const UpsampleOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& x) { return functional::interpolate(x, options); }
+  UpsampleOptions options;
+};
+WEFT_MODULE(Upsample);
 
 // ---- normalization ----
 struct BatchNormOptions {
