@@ -471,7 +471,7 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
   }
   // Accumulators live in stack slots at the function's entry (one per reduction and NaN flag of
   // each pass), which LLVM promotes to registers.
-  mlir::OpBuilder slots(entry, entry->begin());
+  mlir::OpBuilder slots(b.getContext());
 
   bool ok = true;
   auto rowBody = [&](mlir::OpBuilder& rb, std::vector<mlir::Value>& outer) {
@@ -498,7 +498,14 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
         const ir::Node& n = *node->second;
         if (passes::isRowReduction(g, n)) return {}; // known only after its pass (in `row`)
         if (!along && isFull(v)) return {};          // varies along the row
-        if (passes::isViewLeaf(g, n)) return {};     // a generic's operand
+        if (passes::isViewLeaf(g, n)) {
+          if (along) return {};                 // a generic's operand, in scope there
+          std::vector<mlir::Value> ivs = outer; // a reduced-shape leaf: once per row
+          ivs.push_back(zero);
+          r = loadViewLeaf(ob, loc, g, grp, entry, n, ivs, shape);
+          if (r) scope[v] = r;
+          return r;
+        }
         std::vector<mlir::Value> in;
         for (ValueId o : n.operands) {
           in.push_back(eval(ob, scope, along, o));
@@ -559,9 +566,11 @@ mlir::LogicalResult buildRowKernel(mlir::OpBuilder& b, mlir::ModuleOp module, co
           inits.push_back(BodyBuilder(rb, loc, g).constantFloat(DType::Bool, 0.0));
         }
       std::vector<mlir::Value> accSlots;
-      for (mlir::Value init : inits)
+      for (mlir::Value init : inits) {
+        slots.setInsertionPointToStart(entry); // before the row loops, whenever they were built
         accSlots.push_back(
             mlir::memref::AllocaOp::create(slots, loc, mlir::MemRefType::get({}, init.getType())));
+      }
       auto combine = [&](mlir::OpBuilder& ob, const ir::Node& n, mlir::Value acc, mlir::Value x) {
         if (n.op == OpCode::Sum) {
           auto add = mlir::arith::AddFOp::create(ob, loc, acc, x);

@@ -20,8 +20,9 @@ struct GroupKernels {
   std::vector<std::string> failures;
 };
 
-/// Compiles each group of `g` (see passes::findElementwiseGroups) into a loop nest (func, scf,
-/// memref, arith, math), or, for a group whose first node is a float32 matmul, a GEMM with the
+/// Compiles each group of `g` (see passes::findElementwiseGroups) into linalg generics on tensors
+/// over strided views of its memrefs (a row kernel: one per pass along each row), or, for a group
+/// whose first node is a float32 matmul, a GEMM with the
 /// group's other nodes as its epilogue (register tiles in the vector dialect: MatmulKernel.h), one
 /// MLIR module per kernel, and from there into machine code for
 /// `target`: each kernel is read from the disk cache or compiled (in parallel on the thread pool),
