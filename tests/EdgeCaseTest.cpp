@@ -355,6 +355,9 @@ const std::map<std::string, EdgeOp>& edgeOps() {
       {"tensor_split", {K::Movement, [](const Tensor& x) { return x.tensor_split(3); }}},
       {"tensor_split_idx",
        {K::Movement, [](const Tensor& x) { return x.tensor_split(std::vector<int64_t>{1, 5}, -1); }}},
+      {"tensor_split_unordered", {K::Movement, [](const Tensor& x) {
+         return x.tensor_split(std::vector<int64_t>{1, 5, 2, -9, 8}, -1);
+       }}},
       {"hsplit", {K::Movement, [](const Tensor& x) { return x.hsplit(2); }}},
       {"vsplit_idx",
        {K::Movement, [](const Tensor& x) { return x.vsplit(std::vector<int64_t>{1}); }}},

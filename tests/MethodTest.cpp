@@ -376,10 +376,10 @@ TEST(Composites, SplitsProductsAndPropertiesAsPyTorch) {
   EXPECT_EQ(d[2].size(2), 1);
   EXPECT_THROW((void)zeros({2, 2}).dsplit(2), ShapeError);
   std::vector<Tensor> t = arange(5, kFloat32).tensor_split(std::vector<int64_t>{3, 1, 9});
-  ASSERT_EQ(t.size(), 4u); // [0, 3), [3, 3) empty, [3, 5), [5, 5) empty
+  ASSERT_EQ(t.size(), 4u); // [0, 3), [3, 1) empty, [1, 5) (9 is past the end), [5, 5) empty
   EXPECT_EQ(t[0].numel(), 3);
   EXPECT_EQ(t[1].numel(), 0);
-  EXPECT_EQ(t[2].to_vector<float>(), (std::vector<float>{3, 4}));
+  EXPECT_EQ(t[2].to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
   EXPECT_EQ(t[3].numel(), 0);
 
   Tensor b1 = arange(24, kFloat32).reshape({2, 3, 4}), b2 = arange(24, kFloat32).reshape({2, 4, 3});

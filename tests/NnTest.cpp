@@ -46,6 +46,31 @@ template <typename E> void expectThrows(const std::string& text, const std::func
 
 } // namespace
 
+/// Where PyTorch's kernels pass a NaN through (hardshrink, threshold) weft's do too; interpolate
+/// picks nearest sources as PyTorch (the same index at the same size, half of it at twice the
+/// size, whatever the scale factor); gaussian_nll_loss refuses a var of another shape.
+TEST(Nn, ShrinkThresholdNearestAndVarShapesAsPyTorch) {
+  namespace F = nn::functional;
+  Tensor x = tensor({std::nanf(""), 0.2f, -2.0f});
+  std::vector<float> h = F::hardshrink(x).to_vector<float>(),
+                     t = F::threshold(x, 0.1, 9.0).to_vector<float>();
+  EXPECT_TRUE(std::isnan(h[0]));
+  EXPECT_EQ(h[1], 0.0f);
+  EXPECT_EQ(h[2], -2.0f);
+  EXPECT_TRUE(std::isnan(t[0]));
+  EXPECT_EQ(t[1], 0.2f);
+  EXPECT_EQ(t[2], 9.0f);
+  Tensor row = arange(5, kFloat32).reshape({1, 1, 5});
+  EXPECT_EQ(F::interpolate(row, nn::InterpolateOptions().scale_factor({2.1})).to_vector<float>(),
+            (std::vector<float>{0, 0, 1, 1, 2, 2, 3, 3, 4, 4}));
+  EXPECT_EQ(F::interpolate(row, nn::InterpolateOptions().scale_factor({1.1})).to_vector<float>(),
+            (std::vector<float>{0, 1, 2, 3, 4}));
+  EXPECT_THROW((void)F::interpolate(row, nn::InterpolateOptions().size({int64_t{1} << 50})),
+               ValueError);
+  EXPECT_THROW((void)F::gaussian_nll_loss(zeros({2, 3}), zeros({2, 3}), ones({1, 3})), ShapeError);
+  EXPECT_NO_THROW((void)F::gaussian_nll_loss(zeros({2, 3}), zeros({2, 3}), ones({2, 1})));
+}
+
 TEST(Nn, ModulesRegisterNameAndPrintTheirTree) {
   nn::Sequential m = smallCnn();
   std::vector<std::string> names;

@@ -319,7 +319,8 @@ Tensor& Tensor::normal_(double mean, double std, std::source_location loc) {
 Tensor& Tensor::bernoulli_(double p, std::source_location loc) {
   CallSite cs(loc);
   checkDefined("bernoulli_");
-  return copy_(weft::bernoulli(sizes(), p, dtype()));
+  // Drawn in float32 and converted: integer and bool tensors get 0s and 1s too.
+  return copy_(weft::bernoulli(sizes(), p, isFloating(dtype()) ? dtype() : DType::Float32));
 }
 Tensor Tensor::bernoulli(std::source_location loc) const {
   CallSite cs(loc);

@@ -537,74 +537,40 @@ Tensor Tensor::new_empty(Shape shape, std::source_location loc) const {
   return empty(std::move(shape), dtype());
 }
 
-Tensor Tensor::absolute(std::source_location loc) const {
-  CallSite cs(loc);
-  return abs();
-}
-Tensor Tensor::arccos(std::source_location loc) const {
-  CallSite cs(loc);
-  return acos();
-}
-Tensor Tensor::arcsin(std::source_location loc) const {
-  CallSite cs(loc);
-  return asin();
-}
-Tensor Tensor::arctan(std::source_location loc) const {
-  CallSite cs(loc);
-  return atan();
-}
-Tensor Tensor::arccosh(std::source_location loc) const {
-  CallSite cs(loc);
-  return acosh();
-}
-Tensor Tensor::arcsinh(std::source_location loc) const {
-  CallSite cs(loc);
-  return asinh();
-}
-Tensor Tensor::arctanh(std::source_location loc) const {
-  CallSite cs(loc);
-  return atanh();
-}
-Tensor Tensor::negative(std::source_location loc) const {
-  CallSite cs(loc);
-  return neg();
-}
-Tensor Tensor::fix(std::source_location loc) const {
-  CallSite cs(loc);
-  return trunc();
-}
-Tensor Tensor::sgn(std::source_location loc) const {
-  CallSite cs(loc);
-  return sign();
-}
+// Aliases under NumPy's and PyTorch's other names.
+#define WEFT_ALIAS(alias, op)                                                                      \
+  Tensor Tensor::alias(std::source_location loc) const {                                           \
+    CallSite cs(loc);                                                                              \
+    return op();                                                                                   \
+  }
+WEFT_ALIAS(absolute, abs)
+WEFT_ALIAS(arccos, acos)
+WEFT_ALIAS(arcsin, asin)
+WEFT_ALIAS(arctan, atan)
+WEFT_ALIAS(arccosh, acosh)
+WEFT_ALIAS(arcsinh, asinh)
+WEFT_ALIAS(arctanh, atanh)
+WEFT_ALIAS(negative, neg)
+WEFT_ALIAS(fix, trunc)
+WEFT_ALIAS(sgn, sign)
+#undef WEFT_ALIAS
+#define WEFT_BINARY_ALIAS(alias, op)                                                               \
+  Tensor Tensor::alias(const Tensor& other, std::source_location loc) const {                      \
+    CallSite cs(loc);                                                                              \
+    return op(other);                                                                              \
+  }                                                                                                \
+  Tensor Tensor::alias(Scalar other, std::source_location loc) const {                             \
+    CallSite cs(loc);                                                                              \
+    return op(other);                                                                              \
+  }
+WEFT_BINARY_ALIAS(true_divide, div)
+WEFT_BINARY_ALIAS(divide, div)
+WEFT_BINARY_ALIAS(multiply, mul)
+#undef WEFT_BINARY_ALIAS
 Tensor Tensor::clip(std::optional<Scalar> min, std::optional<Scalar> max,
                     std::source_location loc) const {
   CallSite cs(loc);
   return clamp(min, max);
-}
-Tensor Tensor::true_divide(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return div(other);
-}
-Tensor Tensor::true_divide(Scalar other, std::source_location loc) const {
-  CallSite cs(loc);
-  return div(other);
-}
-Tensor Tensor::divide(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return div(other);
-}
-Tensor Tensor::divide(Scalar other, std::source_location loc) const {
-  CallSite cs(loc);
-  return div(other);
-}
-Tensor Tensor::multiply(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return mul(other);
-}
-Tensor Tensor::multiply(Scalar other, std::source_location loc) const {
-  CallSite cs(loc);
-  return mul(other);
 }
 Tensor Tensor::subtract(const Tensor& other, Scalar alpha, std::source_location loc) const {
   CallSite cs(loc);
@@ -763,7 +729,8 @@ Tensor xlogy(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
   auto [x, y] = floatingPair(a, b, "xlogy");
   // 0 where x is 0 (unless y is NaN), x * log(y) elsewhere. x reaches the product only where it
-  // counts, so its gradient there is 0 (PyTorch: xlogy(0, y) = 0); y's is 0 / y, as PyTorch's.
+  // counts, so its gradient there is 0 (PyTorch: xlogy(0, y) = 0); y's is x / y there, 0 / y
+  // (NaN at y = 0), as PyTorch's.
   Tensor zero = x.eq(0.0).logical_and(y.isnan().logical_not());
   Tensor kept = where(zero, full({}, 0.0, x.dtype()), x);
   return where(zero, full({}, 0.0, x.dtype()), kept * y.log());

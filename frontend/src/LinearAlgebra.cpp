@@ -1,5 +1,5 @@
-// Products built on matmul: outer, dot, mv, addmm and einsum; inner, vdot, ger, kron, cross,
-// addmv, addr, baddbmm, addbmm and matrix_power.
+// Products: outer, dot, mv, addmm, einsum, inner, vdot, ger, addmv, addr, baddbmm, addbmm and
+// matrix_power on matmul; kron and cross elementwise.
 #include "TensorImpl.h"
 #include "weft/Functions.h"
 
@@ -382,7 +382,9 @@ Tensor kron(const Tensor& a, const Tensor& b, std::source_location loc) {
   for (size_t d = 0; d < static_cast<size_t>(rank); ++d) {
     ai.insert(ai.end(), {as[d], 1});
     bi.insert(bi.end(), {1, bs[d]});
-    out.push_back(as[d] * bs[d]);
+    std::optional<int64_t> size = checkedMul(as[d], bs[d]);
+    WEFT_CHECK(size.has_value(), Value, "kron: the result's dim ", d, " is too large");
+    out.push_back(*size);
   }
   return (a.reshape(ai) * b.reshape(bi)).reshape(out);
 }
@@ -398,18 +400,18 @@ Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim,
   WEFT_CHECK(a.dim() == b.dim(), Shape,
              "cross: inputs must have the same number of dimensions, got ", a.dim(), " and ",
              b.dim());
-  std::vector<Tensor> ab = broadcast_tensors({a, b});
   int64_t d = -1;
   if (dim) {
-    d = wrapDim(*dim, ab[0].dim(), "cross");
-  } else {
-    for (int64_t i = 0; i < ab[0].dim() && d < 0; ++i)
-      if (ab[0].size(i) == 3) d = i;
+    d = wrapDim(*dim, a.dim(), "cross");
+  } else { // the first dim of size 3 of the first input's own shape
+    for (int64_t i = 0; i < a.dim() && d < 0; ++i)
+      if (a.size(i) == 3) d = i;
     WEFT_CHECK(d >= 0, Shape, "cross: no dimension of size 3 in input of shape ",
-               shapeString(ab[0].sizes()));
+               shapeString(a.sizes()));
   }
-  WEFT_CHECK(ab[0].size(d) == 3, Shape, "cross: dimension ", d, " does not have size 3, got ",
-             ab[0].size(d));
+  WEFT_CHECK(a.size(d) == 3 && b.size(d) == 3, Shape, "cross: inputs dimension ", d,
+             " must have length 3, got ", a.size(d), " and ", b.size(d));
+  std::vector<Tensor> ab = broadcast_tensors({a, b});
   // c_i = a_(i+1) b_(i+2) - a_(i+2) b_(i+1), indices mod 3.
   return ab[0].roll(-1, d) * ab[1].roll(-2, d) - ab[0].roll(-2, d) * ab[1].roll(-1, d);
 }

@@ -939,9 +939,10 @@ Tensor Tensor::index_copy(int64_t at, const Tensor& index, const Tensor& source,
   WEFT_CHECK(src.dim() == self.dim() && src.size(d) == index.numel(), Shape,
              "index_copy: source of shape ", shapeString(source.sizes()), " does not fit ",
              index.numel(), " indices along dim ", d, " of ", shapeString(sizes()));
-  // The rows at `index` zeroed, then source's rows added there: a copy of each.
-  Tensor cleared = self.index_fill(d, index, 0);
-  Tensor r = cleared.index_add(d, index, src);
+  // Slice i of source scattered to position index[i] along d (with duplicates, one of them).
+  Shape along(static_cast<size_t>(src.dim()), 1);
+  along[static_cast<size_t>(d)] = index.numel();
+  Tensor r = self.scatter(d, index.reshape(along).expand(src.sizes()), src);
   return dim() == 0 ? r.reshape({}) : r;
 }
 Tensor& Tensor::index_copy_(int64_t dim, const Tensor& index, const Tensor& source,

@@ -451,15 +451,16 @@ std::vector<Tensor> Tensor::tensor_split(const std::vector<int64_t>& indices, in
   WEFT_CHECK(dim() >= 1, Shape, "tensor_split: expected at least a 1-dimensional tensor, but got ",
              "a tensor with 0 dims");
   const int64_t at = wrapDim(d, dim(), "tensor_split"), n = size(at);
+  // Part i is the slice [indices[i - 1], indices[i]), each bound as in a Python slice (past the
+  // end: the end; negative: from the end), empty where the bounds decrease.
+  auto bound = [n](int64_t v) {
+    return std::clamp(v < 0 ? std::max(v, -n) + n : v, int64_t{0}, n);
+  };
   std::vector<Tensor> parts;
-  int64_t start = 0;
   for (size_t i = 0; i <= indices.size(); ++i) {
-    // As Python slices: an index past the end is the end, a negative one counts from it.
-    auto clampIndex = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
-    const int64_t end = i < indices.size() ? clampIndex(indices[i]) : n;
-    const int64_t from = std::min(start, n);
+    const int64_t from = i == 0 ? 0 : bound(indices[i - 1]);
+    const int64_t end = i < indices.size() ? bound(indices[i]) : n;
     parts.push_back(narrow(at, from, std::max(end - from, int64_t{0})));
-    start = std::max(end, from);
   }
   return parts;
 }
@@ -544,6 +545,7 @@ Tensor Tensor::diff(int64_t n, int64_t d, const Tensor& prepend, const Tensor& a
     if (append.defined()) parts.push_back(append);
     x = cat(parts, at);
   }
+  if (n == 0) return x.is_same(*this) ? clone() : x; // a new tensor, as PyTorch's
   for (int64_t i = 0; i < n; ++i) {
     const int64_t len = x.size(at);
     if (len == 0) break;

@@ -311,14 +311,21 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o, std::source_loc
     const int64_t in = x.size(d), out = outSize[i];
     WEFT_CHECK(out > 0 && in > 0, Value, "interpolate: input and output sizes must be positive, ",
                "got ", in, " -> ", out, " along dim ", d);
+    WEFT_CHECK(static_cast<double>(y.numel()) / static_cast<double>(in) * static_cast<double>(out) <
+                   1e12,
+               Value, "interpolate: an output of size ", out, " along dim ", d, " is too large");
     const double s = scale.empty() ? static_cast<double>(in) / static_cast<double>(out) : scale[i];
     Shape along(static_cast<size_t>(x.dim()), 1);
     along[static_cast<size_t>(d)] = out;
-    if (!linear) {
+    if (!linear) { // PyTorch's nearest_idx: exact for the same size and for twice it, else in float
+      const auto fs = static_cast<float>(s);
       std::vector<int64_t> src(static_cast<size_t>(out));
       for (int64_t j = 0; j < out; ++j)
         src[static_cast<size_t>(j)] =
-            std::min(static_cast<int64_t>(std::floor(static_cast<double>(j) * s)), in - 1);
+            out == in ? j
+            : out == 2 * in
+                ? j >> 1
+                : std::min(static_cast<int64_t>(std::floor(static_cast<float>(j) * fs)), in - 1);
       y = y.index_select(d, from_vector(src));
       continue;
     }
@@ -575,11 +582,11 @@ Tensor softshrink(const Tensor& x, double lambd, std::source_location loc) {
 }
 Tensor hardshrink(const Tensor& x, double lambd, std::source_location loc) {
   CallSite cs(loc);
-  return where(x.abs() > lambd, x, zeros({}, x.dtype()));
+  return where(x.abs() <= lambd, zeros({}, x.dtype()), x); // NaN passes, as in PyTorch
 }
 Tensor threshold(const Tensor& x, double threshold, double value, std::source_location loc) {
   CallSite cs(loc);
-  return where(x > threshold, x, full({}, value, x.dtype()));
+  return where(x <= threshold, full({}, value, x.dtype()), x); // NaN passes, as in PyTorch
 }
 Tensor glu(const Tensor& x, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
@@ -681,8 +688,16 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
              "gaussian_nll_loss: called with an undefined tensor");
   WEFT_CHECK(o.eps() > 0, Value, "gaussian_nll_loss: eps must be positive, got ", o.eps());
   Tensor v = var;
-  // A var of one dim less than the input (homoscedastic over the last dim) gets that dim back.
-  if (v.dim() + 1 == input.dim() && input.dim() > 0) v = v.unsqueeze(-1);
+  // var is the input's shape, or that without its last dim (one variance for the last dim's
+  // values), or with it as 1.
+  const Shape& in = input.sizes();
+  const Shape lead = in.empty() ? Shape{} : Shape(in.begin(), in.end() - 1);
+  Shape leadOne = lead;
+  leadOne.push_back(1);
+  WEFT_CHECK(v.sizes() == in || (!in.empty() && (v.sizes() == lead || v.sizes() == leadOne)), Shape,
+             "gaussian_nll_loss: var of shape ", shapeString(v.sizes()),
+             " is of incorrect size for an input of shape ", shapeString(in));
+  if (v.sizes() == lead && v.sizes() != in) v = v.unsqueeze(-1);
   // Clamped to eps with the gradient passing the clamp unchanged (PyTorch clamps under no_grad).
   v = v + (v.clamp_min(o.eps()) - v).detach();
   Tensor d = input - target;

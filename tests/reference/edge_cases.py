@@ -184,6 +184,7 @@ OPS = {
     "rot90_2": lambda x: x.rot90(2, (0, -1)), "rot90_neg": lambda x: x.rot90(-1, (1, 0)),
     "ravel": torch.ravel, "tensor_split": lambda x: x.tensor_split(3),
     "tensor_split_idx": lambda x: x.tensor_split((1, 5), -1),
+    "tensor_split_unordered": lambda x: x.tensor_split((1, 5, 2, -9, 8), -1),
     "hsplit": lambda x: x.hsplit(2), "vsplit_idx": lambda x: x.vsplit([1]),
     "diff": lambda x: x.diff(), "diff2": lambda x: x.diff(2, 0),
     "diff_prepend": lambda x: x.diff(dim=0, prepend=x.narrow(0, 0, 1)),

@@ -370,7 +370,9 @@ public:
   /// Degrees to radians and radians to degrees (integers and bool give float32).
   Tensor deg2rad(WEFT_LOC) const;
   Tensor rad2deg(WEFT_LOC) const;
-  /// sqrt(self^2 + other^2), infinite where either is (even beside a NaN); floating only.
+  /// sqrt(self^2 + other^2), infinite where either is (even beside a NaN); floating only. The
+  /// squares are formed, so it overflows and underflows where they do (float32: beyond about
+  /// 1.8e19 and below 1e-19), where std::hypot would not.
   Tensor hypot(const Tensor& other, WEFT_LOC) const;
   /// The larger (smaller) of the two, ignoring a NaN beside a number (NaN where both are).
   Tensor fmax(const Tensor& other, WEFT_LOC) const;
@@ -393,7 +395,8 @@ public:
   /// |self| with the sign of `other` (-0.0 negative); floating result.
   Tensor copysign(const Tensor& other, WEFT_LOC) const;
   Tensor copysign(Scalar other, WEFT_LOC) const;
-  /// 0 where self < 0, `values` where self == 0, 1 where self > 0 (NaN: 0); one dtype.
+  /// 0 where self < 0, `values` where self == 0, 1 where self > 0 (NaN: 0); one dtype. `values`
+  /// gets a gradient where self == 0 (PyTorch 1.13 cannot differentiate heaviside).
   Tensor heaviside(const Tensor& values, WEFT_LOC) const;
 
   // ---- reductions (empty dims = all) ----
@@ -472,7 +475,8 @@ public:
   Tensor ger(const Tensor& vec2, WEFT_LOC) const;
   /// The Kronecker product: each element of this tensor times `other`, as blocks.
   Tensor kron(const Tensor& other, WEFT_LOC) const;
-  /// The cross product of 3-vectors along `dim` (none: the first dim of size 3), broadcast.
+  /// The cross product of 3-vectors along `dim` (none: this tensor's first dim of size 3), both
+  /// of size 3 there, broadcast in the other dims.
   Tensor cross(const Tensor& other, std::optional<int64_t> dim = std::nullopt, WEFT_LOC) const;
   /// beta * self + alpha * product, as addmm: mat @ vec (addmv), outer(vec1, vec2) (addr),
   /// batch1 @ batch2 per batch (baddbmm) and summed over the batch (addbmm); beta = 0 reads no

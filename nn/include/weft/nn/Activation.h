@@ -1,4 +1,5 @@
-// Activation modules: each forwards to its nn::functional form.
+// Activation modules, and the two-input CosineSimilarity and PairwiseDistance: each forwards to
+// its nn::functional form.
 #pragma once
 
 #include "weft/nn/Functional.h"

@@ -189,7 +189,7 @@ Tensor tanhshrink(const Tensor& x, WEFT_LOC);
 /// (hardshrink).
 Tensor softshrink(const Tensor& x, double lambd = 0.5, WEFT_LOC);
 Tensor hardshrink(const Tensor& x, double lambd = 0.5, WEFT_LOC);
-/// x where x > threshold, else value.
+/// value where x <= threshold, else x (NaN stays NaN).
 Tensor threshold(const Tensor& x, double threshold, double value, WEFT_LOC);
 /// The first half of `dim` times the sigmoid of the second half.
 Tensor glu(const Tensor& x, int64_t dim = -1, WEFT_LOC);
