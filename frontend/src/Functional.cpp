@@ -588,11 +588,20 @@ Tensor Tensor::positive(std::source_location loc) const {
   return *this;
 }
 
+namespace {
+
+/// `x` itself if floating, else converted to float32 (as PyTorch's float-valued functions take
+/// integers).
+Tensor floatingOrFloat32(const Tensor& x) {
+  return isFloating(x.dtype()) ? x : x.to(DType::Float32);
+}
+
+} // namespace
+
 Tensor Tensor::deg2rad(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("deg2rad");
-  const Tensor x = isFloating(dtype()) ? *this : to(DType::Float32);
-  return x * (std::numbers::pi / 180.0);
+  return floatingOrFloat32(*this) * (std::numbers::pi / 180.0);
 }
 Tensor deg2rad(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
@@ -601,8 +610,7 @@ Tensor deg2rad(const Tensor& x, std::source_location loc) {
 Tensor Tensor::rad2deg(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("rad2deg");
-  const Tensor x = isFloating(dtype()) ? *this : to(DType::Float32);
-  return x * (180.0 / std::numbers::pi);
+  return floatingOrFloat32(*this) * (180.0 / std::numbers::pi);
 }
 Tensor rad2deg(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
@@ -637,13 +645,22 @@ Tensor Tensor::hypot(const Tensor& other, std::source_location loc) const {
   return weft::hypot(*this, other);
 }
 
-Tensor fmax(const Tensor& a, const Tensor& b, std::source_location loc) {
-  CallSite cs(loc);
-  WEFT_CHECK(a.defined() && b.defined(), Value, "fmax: called with an undefined tensor");
+namespace {
+
+/// fmax (`larger`) or fmin of `a` and `b` in their result type: the larger (smaller), a NaN only
+/// where both are; ties and a NaN `b` pick a, which gets the gradient there (as PyTorch's).
+Tensor pickIgnoringNaN(const Tensor& a, const Tensor& b, bool larger, const char* op) {
+  WEFT_CHECK(a.defined() && b.defined(), Value, op, ": called with an undefined tensor");
   const DType t = result_type(a, b);
   Tensor x = a.to(t), y = b.to(t);
-  // The larger, a NaN only where both are: ties and a NaN `y` pick x (PyTorch's gradient too).
-  return where(x.ge(y).logical_or(y.isnan()), x, y);
+  return where((larger ? x.ge(y) : x.le(y)).logical_or(y.isnan()), x, y);
+}
+
+} // namespace
+
+Tensor fmax(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  return pickIgnoringNaN(a, b, true, "fmax");
 }
 Tensor Tensor::fmax(const Tensor& other, std::source_location loc) const {
   CallSite cs(loc);
@@ -651,10 +668,7 @@ Tensor Tensor::fmax(const Tensor& other, std::source_location loc) const {
 }
 Tensor fmin(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(a.defined() && b.defined(), Value, "fmin: called with an undefined tensor");
-  const DType t = result_type(a, b);
-  Tensor x = a.to(t), y = b.to(t);
-  return where(x.le(y).logical_or(y.isnan()), x, y);
+  return pickIgnoringNaN(a, b, false, "fmin");
 }
 Tensor Tensor::fmin(const Tensor& other, std::source_location loc) const {
   CallSite cs(loc);
@@ -701,7 +715,7 @@ Tensor Tensor::ldexp(const Tensor& other, std::source_location loc) const {
 Tensor Tensor::sinc(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("sinc");
-  const Tensor x = isFloating(dtype()) ? *this : to(DType::Float32);
+  const Tensor x = floatingOrFloat32(*this);
   // sin(pi x) / (pi x), 1 at 0; the quotient reads 1 there instead of 0, so its unused branch
   // never divides by zero (whose NaN would reach the gradient).
   Tensor zero = x.eq(0.0), safe = where(zero, full({}, 1.0, x.dtype()), x) * std::numbers::pi;
@@ -715,7 +729,7 @@ Tensor sinc(const Tensor& x, std::source_location loc) {
 Tensor Tensor::logit(std::optional<double> eps, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("logit");
-  Tensor z = isFloating(dtype()) ? *this : to(DType::Float32);
+  Tensor z = floatingOrFloat32(*this);
   if (eps) z = z.clamp(*eps, 1.0 - *eps);
   // log(z) - log(1 - z): at 0 and 1 an infinite gradient, as PyTorch's 1 / (z (1 - z)).
   return z.log() - z.neg().log1p();
@@ -762,7 +776,7 @@ Tensor Tensor::copysign(const Tensor& other, std::source_location loc) const {
 Tensor Tensor::copysign(Scalar other, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("copysign");
-  const Tensor x = isFloating(dtype()) ? *this : to(DType::Float32);
+  const Tensor x = floatingOrFloat32(*this);
   return std::signbit(other.toDouble()) ? x.abs().neg() : x.abs();
 }
 

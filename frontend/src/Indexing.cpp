@@ -1,4 +1,5 @@
-// Tensor::index and index_put_: basic indexing as views, advanced indexing through gather-like ops.
+// Tensor::index and index_put_: basic indexing as views, advanced indexing through gather-like ops;
+// index_fill and index_copy.
 #include "weft/Indexing.h"
 #include "TensorImpl.h"
 #include "Trace.h"
@@ -220,4 +221,57 @@ Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, Sc
   return index_put_(indices, scalar_tensor(value, dtype()));
 }
 
+// ---- index_fill and index_copy: slices along one dim, picked by an index ----
+
+namespace {
+
+/// A bool mask of `x`'s dim `dim`, true at each of `index`'s positions (int64 or int32, negative
+/// counting from the end), shaped to broadcast against `x`.
+Tensor indexMask(const Tensor& x, int64_t dim, const Tensor& index, const char* op) {
+  WEFT_CHECK(x.defined(), Value, op, ": called on an undefined tensor");
+  WEFT_CHECK(index.defined() && (index.dtype() == DType::Int64 || index.dtype() == DType::Int32),
+             DType, op, ": expected an int64 or int32 index");
+  WEFT_CHECK(index.dim() <= 1, Shape, op, ": index should have dimension 1 or 0, got ",
+             index.dim());
+  const int64_t d = wrapDim(dim, x.dim(), op), n = x.dim() == 0 ? 1 : x.size(d);
+  Tensor i = index.reshape({-1}).to(DType::Int64);
+  WEFT_CHECK(n > 0 || i.numel() == 0, Index, op, ": index out of range for dimension ", d,
+             " of size 0");
+  // Scattered, so an index out of range is scatter's error (negative ones count from the end),
+  // eagerly or compiled.
+  Tensor mask = zeros({n}, DType::Bool).scatter(0, i, ones({i.numel()}, DType::Bool));
+  Shape shape(static_cast<size_t>(x.dim()), 1);
+  if (x.dim() > 0) shape[static_cast<size_t>(d)] = n;
+  return mask.reshape(shape);
+}
+
+} // namespace
+
+Tensor Tensor::index_fill(int64_t dim, const Tensor& index, Scalar value,
+                          std::source_location loc) const {
+  CallSite cs(loc);
+  return where(indexMask(*this, dim, index, "index_fill"), full({}, value, dtype()), *this);
+}
+Tensor Tensor::index_copy(int64_t at, const Tensor& index, const Tensor& source,
+                          std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("index_copy");
+  WEFT_CHECK(source.defined() && source.dtype() == dtype(), DType,
+             "index_copy: self and source must have the same dtype");
+  WEFT_CHECK(index.defined() && index.dtype() == DType::Int64, DType,
+             "index_copy: expected an int64 index");
+  WEFT_CHECK(index.dim() <= 1, Shape, "index_copy: index should have dimension 1 or 0, got ",
+             index.dim());
+  const int64_t d = wrapDim(at, std::max<int64_t>(dim(), 1), "index_copy");
+  Tensor self = dim() == 0 ? reshape({1}) : *this;
+  Tensor src = source.dim() == 0 ? source.reshape({1}) : source;
+  WEFT_CHECK(src.dim() == self.dim() && src.size(d) == index.numel(), Shape,
+             "index_copy: source of shape ", shapeString(source.sizes()), " does not fit ",
+             index.numel(), " indices along dim ", d, " of ", shapeString(sizes()));
+  // Slice i of source scattered to position index[i] along d (with duplicates, one of them).
+  Shape along(static_cast<size_t>(src.dim()), 1);
+  along[static_cast<size_t>(d)] = index.numel();
+  Tensor r = self.scatter(d, index.reshape(along).expand(src.sizes()), src);
+  return dim() == 0 ? r.reshape({}) : r;
+}
 } // namespace weft

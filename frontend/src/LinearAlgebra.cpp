@@ -50,6 +50,22 @@ Tensor Tensor::mv(const Tensor& vec, std::source_location loc) const {
   return weft::mv(*this, vec);
 }
 
+namespace {
+
+/// beta * self + alpha * product (self broadcast to it, not read where beta is 0): addmm,
+/// addmv, addr, baddbmm and addbmm.
+Tensor scaledSum(const Tensor& self, Tensor product, Scalar beta, Scalar alpha, const char* op) {
+  WEFT_CHECK(self.defined(), Value, op, ": called with an undefined tensor");
+  WEFT_CHECK(self.dtype() == product.dtype(), DType, op, ": self and the product must have the ",
+             "same dtype, got ", dtypeName(self.dtype()), " and ", dtypeName(product.dtype()));
+  if (alpha.toDouble() != 1) product = product * alpha;
+  (void)self.expand(product.sizes()); // self must broadcast to the product, read or not
+  if (beta.toDouble() == 0) return product;
+  return (beta.toDouble() == 1 ? self : self * beta) + product;
+}
+
+} // namespace
+
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha,
              std::source_location loc) {
   CallSite cs(loc);
@@ -58,11 +74,7 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar 
   WEFT_CHECK(self.dtype() == mat1.dtype() && mat1.dtype() == mat2.dtype(), DType,
              "addmm: self and the matrices must have the same dtype, got ", dtypeName(self.dtype()),
              ", ", dtypeName(mat1.dtype()), " and ", dtypeName(mat2.dtype()));
-  Tensor product = mat1.mm(mat2);
-  if (alpha.toDouble() != 1) product = product * alpha;
-  (void)self.expand(product.sizes()); // self must broadcast to the product, read or not
-  if (beta.toDouble() == 0) return product;
-  return (beta.toDouble() == 1 ? self : self * beta) + product;
+  return scaledSum(self, mat1.mm(mat2), beta, alpha, "addmm");
 }
 Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha,
                      std::source_location loc) const {
@@ -420,21 +432,6 @@ Tensor Tensor::cross(const Tensor& other, std::optional<int64_t> dim,
   CallSite cs(loc);
   return weft::cross(*this, other, dim);
 }
-
-namespace {
-
-/// beta * self + alpha * product (self broadcast to it, not read where beta is 0), as addmm.
-Tensor scaledSum(const Tensor& self, Tensor product, Scalar beta, Scalar alpha, const char* op) {
-  WEFT_CHECK(self.defined(), Value, op, ": called with an undefined tensor");
-  WEFT_CHECK(self.dtype() == product.dtype(), DType, op, ": self and the product must have the ",
-             "same dtype, got ", dtypeName(self.dtype()), " and ", dtypeName(product.dtype()));
-  if (alpha.toDouble() != 1) product = product * alpha;
-  (void)self.expand(product.sizes()); // self must broadcast to the product, read or not
-  if (beta.toDouble() == 0) return product;
-  return (beta.toDouble() == 1 ? self : self * beta) + product;
-}
-
-} // namespace
 
 Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta, Scalar alpha,
              std::source_location loc) {
