@@ -10,6 +10,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-22 libclang-rt-22-dev
+  ccache
 )
 missing=()
 for p in "${packages[@]}"; do

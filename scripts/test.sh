@@ -7,6 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
+# ccache lets the add_subdirectory consumer below reuse the Release objects (same flags, paths
+# made relative to the checkout), and a rerun reuse everything unchanged.
+export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$PWD"
+
 run_preset() {
   echo "=== $1: configure, build, test"
   cmake --preset "$1" >/dev/null
@@ -22,7 +26,8 @@ cmake --install build/release --prefix build/install >/dev/null
 cmake -S tests/consumer -B build/consumer-installed -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
 cmake --build build/consumer-installed
 build/consumer-installed/consumer
-cmake -S tests/consumer -B build/consumer-subdir -G Ninja -DWEFT_SOURCE_DIR="$PWD" >/dev/null
+cmake -S tests/consumer -B build/consumer-subdir -G Ninja -DWEFT_SOURCE_DIR="$PWD" \
+  -DCMAKE_BUILD_TYPE=Release -DWEFT_WERROR=ON >/dev/null
 cmake --build build/consumer-subdir -j2
 build/consumer-subdir/consumer
 
