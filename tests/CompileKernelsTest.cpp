@@ -4,6 +4,7 @@
 #include "CompileTestUtil.h"
 #include "OpSamples.h"
 #include "TestUtil.h"
+#include "weft/codegen/KernelCache.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -644,6 +645,69 @@ TEST(Compile, GemmChoiceIsMeasuredOncePerShape) {
     }
     EXPECT_EQ(entries(), rows == 33 ? 0u : 1u) << rows << " rows";
   }
+  ::unsetenv("WEFT_CACHE_DIR");
+  fs::remove_all(dir);
+}
+
+/// A compiled program is cached whole on disk: a second compile() object (as in a second process)
+/// runs the graph it traces through neither the passes nor code generation. Its executable comes
+/// from the cache, its kernels count as cache hits, and it gives the same bits, kernels and text
+/// form. A damaged entry is rejected and built again; another thread count (GEMM choices are
+/// measured per thread count) is another entry.
+TEST(Compile, ExecutablesComeWholeFromTheDiskCache) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("weft-exe-test-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ::setenv("WEFT_CACHE_DIR", dir.c_str(), 1);
+  codegen::resetKernelCacheStats();
+  auto entries = [&] {
+    std::vector<fs::path> r;
+    for (const auto& e : fs::directory_iterator(dir / "executables"))
+      r.push_back(e.path());
+    return r;
+  };
+  Generator g(3);
+  Tensor x = randn({64, 48}, kFloat32, g), w = randn({48, 32}, kFloat32, g),
+         b = randn({32}, kFloat32, g);
+  auto f = [&](const Tensor& t) { return ((t.matmul(w) + b).relu() * 2).softmax(-1); };
+  auto first = compile(f);
+  const std::vector<double> expected = vals(first(x));
+  const codegen::KernelCacheStats built = codegen::kernelCacheStats();
+  const size_t kernels = first.compiled().num_kernels();
+  ASSERT_GT(kernels, 0u);
+  EXPECT_EQ(built.executableHits, 0);
+  ASSERT_EQ(entries().size(), 1u);
+
+  auto second = compile(f);
+  EXPECT_EQ(vals(second(x)), expected);
+  codegen::KernelCacheStats now = codegen::kernelCacheStats();
+  EXPECT_EQ(now.executableHits, 1);
+  EXPECT_EQ(now.misses, built.misses); // nothing compiled
+  EXPECT_EQ(now.hits - built.hits, static_cast<int64_t>(kernels));
+  EXPECT_EQ(second.compiled().num_kernels(), kernels);
+  EXPECT_EQ(second.compiled().graph_text(), first.compiled().graph_text());
+
+  { // flip one byte in the middle of the entry
+    const fs::path entry = entries().at(0);
+    std::fstream file(entry, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(fs::file_size(entry) / 2));
+    file.put('\x5a');
+  }
+  auto third = compile(f);
+  EXPECT_EQ(vals(third(x)), expected);
+  EXPECT_EQ(codegen::kernelCacheStats().rejected, 1);
+  EXPECT_EQ(codegen::kernelCacheStats().executableHits, 1);
+  auto fourth = compile(f); // the rebuilt entry is good
+  EXPECT_EQ(vals(fourth(x)), expected);
+  EXPECT_EQ(codegen::kernelCacheStats().executableHits, 2);
+
+  const int threads = getNumThreads();
+  setNumThreads(threads == 1 ? 2 : 1);
+  auto fifth = compile(f);
+  EXPECT_EQ(vals(fifth(x)), expected);
+  setNumThreads(threads);
+  EXPECT_EQ(codegen::kernelCacheStats().executableHits, 2);
+  EXPECT_EQ(entries().size(), 2u);
   ::unsetenv("WEFT_CACHE_DIR");
   fs::remove_all(dir);
 }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 namespace weft::ir {
 namespace {
@@ -55,6 +56,41 @@ TEST(Ir, EveryAttributeTypeRoundTrips) {
     auto parsed = parseGraph(printGraph(g));
     ASSERT_TRUE(static_cast<bool>(parsed)) << parsed.diagnostic().message;
     EXPECT_EQ(parsed.value().nodes()[0].attrs.items()[0].second, v) << printAttr(v);
+  }
+}
+
+/// Cache keys hold keyBytes: equal for a graph and its text form parsed back, different after
+/// any change an executable could depend on (an attribute's last bit, a dtype, a location, the
+/// outputs, a state update).
+TEST(Ir, KeyBytesTellEveryChangeApart) {
+  const Graph g = smallGraph();
+  auto parsed = parseGraph(printGraph(g));
+  ASSERT_TRUE(static_cast<bool>(parsed)) << parsed.diagnostic().message;
+  EXPECT_EQ(keyBytes(parsed.value()), keyBytes(g));
+  std::vector<std::function<void(Graph&)>> changes = {
+      [](Graph& c) { c.mutableNodes()[2].attrs.set("keepdim", true); },
+      [](Graph& c) { c.mutableNodes()[0].loc.line = 8; },
+      [](Graph& c) { c.mutableNodes()[1].op = OpCode::Log; },
+      [](Graph& c) { c.mutableOutputs().push_back(c.nodes()[1].result); },
+      [](Graph& c) { c.mutableStateUpdates().clear(); },
+      [](Graph& c) {
+        ValueId x = c.arguments()[0];
+        c.addNode(OpCode::Mul, {x, x}, Attrs{{"alpha", std::nextafter(1.0, 2.0)}},
+                  {DType::Float32, {2, 3}});
+      },
+      [](Graph& c) {
+        ValueId x = c.arguments()[0];
+        c.addNode(OpCode::Mul, {x, x}, Attrs{{"alpha", std::nextafter(1.0, 2.0)}},
+                  {DType::Float64, {2, 3}}); // the one before in another dtype
+      }};
+  std::vector<std::vector<uint8_t>> seen = {keyBytes(g)};
+  for (size_t i = 0; i < changes.size(); ++i) {
+    Graph c = g;
+    changes[i](c);
+    std::vector<uint8_t> key = keyBytes(c);
+    for (const auto& other : seen)
+      EXPECT_NE(key, other) << "change " << i;
+    seen.push_back(key);
   }
 }
 

@@ -1,16 +1,19 @@
 // The kernel cache: one file per kernel, named by the hash of its key, one per linked set of
-// kernels (the shared object a compilation loads, keyed by its kernels' symbols) and one per
-// decision (a GEMM shape's choice). A file holds
+// kernels (the shared object a compilation loads, keyed by its kernels' symbols), one per
+// decision (a GEMM shape's choice) and one per whole program (a graph's executable). A file holds
 // "WEFTKRN1", the whole key, the bytes and a checksum of all, so a damaged file, a truncated write
 // or a hash collision is detected and the entry is built again.
 #include "weft/codegen/KernelCache.h"
 
 #include "CodegenSourceHash.h"
+#include "CompilerSourceHash.h"
 #include "weft/runtime/DebugFlags.h"
 
 #include "weft/runtime/Hash.h"
 #include "llvm/Config/llvm-config.h"
+#include "llvm/Support/BLAKE3.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +27,8 @@ namespace {
 
 constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'K', 'R', 'N', '1'};
 
-std::atomic<int64_t> hits{0}, misses{0}, rejected{0}, writeFailures{0}, linkedHits{0};
+std::atomic<int64_t> hits{0}, misses{0}, rejected{0}, writeFailures{0}, linkedHits{0},
+    executableHits{0};
 
 /// Creates `dir` and its parents (mkdir -p); false if it cannot.
 bool makeDirs(const std::string& dir) {
@@ -54,8 +58,20 @@ std::string hashHex(const std::string& text) {
   return buf;
 }
 
+std::string digestHex(std::span<const uint8_t> bytes) {
+  const auto digest = llvm::BLAKE3::hash<32>(llvm::ArrayRef<uint8_t>(bytes.data(), bytes.size()));
+  std::string hex;
+  for (uint8_t b : digest) {
+    constexpr char kDigits[] = "0123456789abcdef";
+    hex += kDigits[b >> 4];
+    hex += kDigits[b & 15];
+  }
+  return hex;
+}
+
 KernelCacheStats kernelCacheStats() {
-  return {hits.load(), misses.load(), rejected.load(), writeFailures.load(), linkedHits.load()};
+  return {hits.load(),          misses.load(),     rejected.load(),
+          writeFailures.load(), linkedHits.load(), executableHits.load()};
 }
 
 void resetKernelCacheStats() {
@@ -64,6 +80,7 @@ void resetKernelCacheStats() {
   rejected = 0;
   writeFailures = 0;
   linkedHits = 0;
+  executableHits = 0;
 }
 
 std::string kernelCacheDir() {
@@ -91,7 +108,11 @@ std::optional<std::vector<uint8_t>> readEntry(const std::string& dir, const char
     if (count) ++misses;
     return std::nullopt;
   }
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.seekg(0, std::ios::end);
+  std::string bytes(static_cast<size_t>(std::max<std::streamoff>(in.tellg(), 0)), '\0');
+  in.seekg(0);
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!in) bytes.clear(); // unreadable: rejected below as damaged
   // magic, key length, key, object length, object, checksum
   auto reject = [&] {
     ++rejected;
@@ -154,7 +175,7 @@ void writeEntry(const std::string& dir, const char* ext, const std::string& key,
 }
 
 /// A directory beside kernelCacheDir(): `linked` for linked sets of kernels, `choices` for
-/// decisions.
+/// decisions, `executables` for whole programs.
 std::string siblingCacheDir(const char* name) {
   std::string dir = kernelCacheDir(); // .../kernels
   return dir.empty() ? dir : dir.substr(0, dir.size() - std::string("kernels").size()) + name;
@@ -185,6 +206,23 @@ void writeCachedLinked(const std::string& key, const std::vector<uint8_t>& share
 
 std::string codegenVersion() {
   return WEFT_CODEGEN_SOURCE_HASH " llvm " LLVM_VERSION_STRING;
+}
+
+std::string compilerVersion() {
+  return WEFT_COMPILER_SOURCE_HASH " llvm " LLVM_VERSION_STRING;
+}
+
+std::optional<std::vector<uint8_t>> readCachedExecutable(const std::string& key) {
+  return readEntry(siblingCacheDir("executables"), ".wx", key, false);
+}
+
+void writeCachedExecutable(const std::string& key, const std::vector<uint8_t>& bytes) {
+  writeEntry(siblingCacheDir("executables"), ".wx", key, bytes);
+}
+
+void countExecutableHit(int64_t kernels) {
+  hits += kernels;
+  ++executableHits;
 }
 
 std::optional<std::vector<uint8_t>> readCachedChoice(const std::string& key) {

@@ -5,17 +5,20 @@
 #include "GemmChoice.h"
 #include "weft/Autograd.h"
 #include "weft/codegen/Elementwise.h"
+#include "weft/codegen/KernelCache.h"
 #include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
 #include "weft/passes/Pass.h"
 #include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Interpreter.h"
+#include "weft/runtime/ThreadPool.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -316,6 +319,50 @@ Executable lower(const ir::Graph& g, const codegen::CpuTarget& target, size_t& n
   return e;
 }
 
+/// The disk cache's key for the executable graph `g` becomes: the graph entering the pipeline, the
+/// target, the compiler's version, the threads (GEMM choices are measured per thread count) and
+/// the settings that change what the pipeline builds. Empty, so nothing is cached, when the cache
+/// is off or a setting asks to watch the pipeline at work (it would have nothing to show).
+std::string executableKey(const ir::Graph& g, const codegen::CpuTarget& target) {
+  for (const char* watch :
+       {"WEFT_PRINT_IR_AFTER", "WEFT_PRINT_PLAN", "WEFT_DUMP_DIR", "WEFT_LOG_FALLBACKS"})
+    if (auto v = debugFlag(watch); v && !v->empty() && *v != "0") return "";
+  if (codegen::kernelCacheDir().empty()) return "";
+  std::string key = "weft-executable 1 " + codegen::compilerVersion() + "\n" + target.codeTarget() +
+                    "\nthreads " + std::to_string(getNumThreads()) + "\n";
+  for (const char* setting : {"WEFT_CODEGEN", "WEFT_GEMM", "WEFT_SKIP_PASSES"})
+    key += std::string(setting) + "=" + debugFlag(setting).value_or("") + "\n";
+  return key + "graph " + codegen::digestHex(ir::keyBytes(g)) + "\n";
+}
+
+/// The executable cached under `key` (its kernels counted into `numKernels`), or nullopt. An
+/// entry that does not load (code for another CPU) is built again.
+std::optional<Executable> readExecutable(const std::string& key, size_t& numKernels) {
+  if (key.empty()) return std::nullopt;
+  std::optional<std::vector<uint8_t>> bytes = codegen::readCachedExecutable(key);
+  uint64_t kernels = 0;
+  if (!bytes || bytes->size() < sizeof kernels) return std::nullopt;
+  std::memcpy(&kernels, bytes->data(), sizeof kernels);
+  try {
+    Executable e = Executable::load(std::span(*bytes).subspan(sizeof kernels));
+    numKernels += kernels;
+    codegen::countExecutableHit(static_cast<int64_t>(kernels));
+    return e;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+/// Caches `program`, which runs `kernels` generated kernels, under `key`.
+void writeExecutable(const std::string& key, const Executable& program, uint64_t kernels) {
+  if (key.empty()) return;
+  std::vector<uint8_t> bytes(sizeof kernels);
+  std::memcpy(bytes.data(), &kernels, sizeof kernels);
+  std::vector<uint8_t> saved = program.save();
+  bytes.insert(bytes.end(), saved.begin(), saved.end());
+  codegen::writeCachedExecutable(key, bytes);
+}
+
 /// The values the function read while traced, computed alone before each call (guards).
 void planGuards(const TraceContext& tc, CompiledSignature& exe) {
   ir::Graph guards = tc.graph;
@@ -418,21 +465,34 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
   };
   double traced = since(start), passesMs = 0, codegenMs = 0;
+  int cached = 0;
+  // Each graph's executable comes from the disk cache where an earlier compilation (this process
+  // or another) built it; else from the pass pipeline and code generation, and is cached.
   auto optimizeAndLower = [&](ir::Graph& g, Executable& program) {
     auto t = Clock::now();
+    const std::string key = executableKey(g, target);
+    if (std::optional<Executable> hit = readExecutable(key, exe->numKernels)) {
+      program = std::move(*hit);
+      codegenMs += since(t);
+      ++cached;
+      return false;
+    }
     optimize(g, target);
     passesMs += since(t);
     t = Clock::now();
+    const size_t before = exe->numKernels;
     program = lower(g, target, exe->numKernels);
+    writeExecutable(key, program, exe->numKernels - before);
     codegenMs += since(t);
+    return true;
   };
-  optimizeAndLower(tc.graph, exe->program);
+  exe->graphOptimized = optimizeAndLower(tc.graph, exe->program);
   if (exe->backward) optimizeAndLower(*exe->backward->graph, exe->backward->program);
   if (debugFlag("WEFT_TIME_PASSES").value_or("0") == "1")
     std::fprintf(stderr,
                  "[weft] compile: trace %.1f ms, passes %.1f ms, codegen and lowering %.1f ms "
-                 "(%zu kernels)\n",
-                 traced, passesMs, codegenMs, exe->numKernels);
+                 "(%zu kernels; %d of %d executables from the disk cache)\n",
+                 traced, passesMs, codegenMs, exe->numKernels, cached, exe->backward ? 2 : 1);
   bindToCalls(tc, *exe);
   exe->argumentWrites = tc.argumentWrites;
   exe->keptTensors = tc.keptTensors;
@@ -759,7 +819,11 @@ std::shared_ptr<const Executable> CompiledFunction::executable() const {
 
 std::string CompiledFunction::graph_text() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->latest ? ir::printGraph(*state_->latest->graph) : "";
+  if (!state_->latest) return "";
+  if (state_->latest->graphOptimized) return ir::printGraph(*state_->latest->graph);
+  ir::Graph g = *state_->latest->graph; // its executable came from the disk cache
+  optimize(g, state_->target);
+  return ir::printGraph(g);
 }
 
 } // namespace weft

@@ -51,6 +51,9 @@ std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vecto
 /// One compiled signature: the optimized graph, its plan and the real tensors it reads and writes.
 struct CompiledSignature {
   std::shared_ptr<ir::Graph> graph;
+  /// Whether `graph` went through the pass pipeline (not when its executable came from the disk
+  /// cache: graph_text() runs the pipeline on a copy then).
+  bool graphOptimized = true;
   /// The graph in runtime terms: signature, steps and kernels (what save() writes).
   Executable program;
   /// How a call finds the real tensor a state input reads.

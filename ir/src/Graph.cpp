@@ -1,6 +1,8 @@
 // Building and editing graphs.
 #include "weft/ir/Graph.h"
 
+#include "weft/runtime/ByteWriter.h"
+
 namespace weft::ir {
 
 ValueId Graph::addArgument(const TensorType& type, std::string name) {
@@ -70,6 +72,52 @@ void Graph::placeNodes(const std::vector<int32_t>& order) {
   nodes_ = std::move(reordered);
   for (size_t i = 0; i < nodes_.size(); ++i)
     values_[static_cast<size_t>(nodes_[i].result)].producer = static_cast<int32_t>(i);
+}
+
+std::vector<uint8_t> keyBytes(const Graph& g) {
+  ByteWriter w;
+  w.bytes.reserve(64 * g.nodes().size() + 32 * g.values().size() + 256);
+  w.str(g.name());
+  auto type = [&](const TensorType& t) {
+    w.pod(static_cast<uint8_t>(t.dtype));
+    w.ints(t.shape);
+  };
+  w.u64(g.values().size());
+  for (const Value& v : g.values()) {
+    type(v.type);
+    w.pod(v.producer);
+    w.str(v.name);
+  }
+  w.u64(g.nodes().size());
+  for (const Node& n : g.nodes()) {
+    w.pod(static_cast<uint16_t>(n.op));
+    w.slots(n.operands);
+    w.attrs(n.attrs);
+    w.pod(n.result);
+    w.str(n.loc.file);
+    w.pod(n.loc.line);
+  }
+  w.slots(g.arguments());
+  w.slots(g.state());
+  w.slots(g.outputs());
+  w.u64(g.stateUpdates().size());
+  for (const StateUpdate& u : g.stateUpdates()) {
+    w.pod(u.state);
+    w.pod(u.newValue);
+  }
+  w.u64(g.kernels().size());
+  for (const FusionGroup& k : g.kernels()) {
+    w.slots(k.nodes);
+    w.slots(k.leaves);
+    w.slots(k.inputs);
+    w.slots(k.outputs);
+    w.ints(k.shape);
+    w.slots(k.inPlace);
+    w.u64(k.parts.size());
+    for (const Shape& p : k.parts)
+      w.ints(p);
+  }
+  return std::move(w.bytes);
 }
 
 } // namespace weft::ir

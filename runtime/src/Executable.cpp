@@ -3,6 +3,7 @@
 // ops and dtypes by name so that reordering the tables does not change the meaning of old bytes).
 #include "weft/runtime/Executable.h"
 
+#include "weft/runtime/ByteWriter.h"
 #include "weft/runtime/Error.h"
 #include "weft/runtime/Hash.h"
 
@@ -21,71 +22,16 @@ uint64_t fnv1a(std::span<const uint8_t> bytes) {
   return fnv1a64(bytes.data(), bytes.size());
 }
 
-class Writer {
-public:
-  std::vector<uint8_t> bytes;
-  template <typename T> void pod(T v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    size_t at = bytes.size();
-    bytes.resize(at + sizeof(T));
-    std::memcpy(bytes.data() + at, &v, sizeof(T));
+void writeValues(ByteWriter& w, const std::vector<ExecutableValue>& vs) {
+  w.u64(vs.size());
+  for (const ExecutableValue& v : vs) {
+    w.str(v.name);
+    w.dtype(v.dtype);
+    w.ints(v.shape);
   }
-  void u64(uint64_t v) { pod(v); }
-  void i64(int64_t v) { pod(v); }
-  void str(std::string_view s) {
-    u64(s.size());
-    bytes.insert(bytes.end(), s.begin(), s.end());
-  }
-  void blob(std::span<const uint8_t> b) {
-    u64(b.size());
-    bytes.insert(bytes.end(), b.begin(), b.end());
-  }
-  void ints(std::span<const int64_t> v) {
-    u64(v.size());
-    for (int64_t x : v)
-      i64(x);
-  }
-  void slots(std::span<const int32_t> v) {
-    u64(v.size());
-    for (int32_t x : v)
-      pod(x);
-  }
-  void dtype(DType t) { str(dtypeName(t)); }
-  void attrs(const Attrs& a) {
-    u64(a.items().size());
-    for (const auto& [name, value] : a.items()) {
-      str(name);
-      pod(static_cast<uint8_t>(value.index()));
-      std::visit(
-          [&](const auto& v) {
-            using T = std::decay_t<decltype(v)>;
-            if constexpr (std::is_same_v<T, int64_t>)
-              i64(v);
-            else if constexpr (std::is_same_v<T, double>)
-              pod(v);
-            else if constexpr (std::is_same_v<T, bool>)
-              pod(static_cast<uint8_t>(v));
-            else if constexpr (std::is_same_v<T, Shape>)
-              ints(v);
-            else if constexpr (std::is_same_v<T, DType>)
-              dtype(v);
-            else
-              str(v);
-          },
-          value);
-    }
-  }
-  void values(const std::vector<ExecutableValue>& vs) {
-    u64(vs.size());
-    for (const ExecutableValue& v : vs) {
-      str(v.name);
-      dtype(v.dtype);
-      ints(v.shape);
-    }
-  }
-};
+}
 
-/// Reads what Writer wrote; anything short or out of range is an error naming the field.
+/// Reads what ByteWriter wrote; anything short or out of range is an error naming the field.
 class Reader {
 public:
   explicit Reader(std::span<const uint8_t> bytes) : bytes_(bytes) {}
@@ -216,10 +162,10 @@ void checkValues(const char* what, const std::vector<ExecutableValue>& expected,
 } // namespace
 
 std::vector<uint8_t> Executable::save() const {
-  Writer w;
-  w.values(arguments);
-  w.values(state);
-  w.values(outputs);
+  ByteWriter w;
+  writeValues(w, arguments);
+  writeValues(w, state);
+  writeValues(w, outputs);
   w.pod(plan.numSlots);
   w.slots(plan.argumentSlots);
   w.slots(plan.stateSlots);
@@ -258,7 +204,7 @@ std::vector<uint8_t> Executable::save() const {
     w.ints(s.outputStrides);
   }
   std::vector<uint8_t> out(kMagic, kMagic + sizeof kMagic);
-  Writer head;
+  ByteWriter head;
   head.pod(kVersion);
   head.u64(fnv1a(w.bytes));
   out.insert(out.end(), head.bytes.begin(), head.bytes.end());

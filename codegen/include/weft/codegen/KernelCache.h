@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,8 @@ struct KernelCacheStats {
   int64_t misses = 0;   ///< kernels compiled (absent, or the cache is off)
   int64_t rejected = 0; ///< entries found damaged or for another key, then rebuilt
   int64_t writeFailures = 0;
-  int64_t linkedHits = 0; ///< compilations whose linked kernels came whole from the cache
+  int64_t linkedHits = 0;     ///< compilations whose linked kernels came whole from the cache
+  int64_t executableHits = 0; ///< programs read whole from the cache (their kernels are hits)
 };
 KernelCacheStats kernelCacheStats();
 void resetKernelCacheStats();
@@ -44,6 +46,25 @@ std::string codegenVersion();
 std::optional<std::vector<uint8_t>> readCachedChoice(const std::string& key);
 /// Stores a decision under `key`, as writeCachedKernel stores objects.
 void writeCachedChoice(const std::string& key, const std::vector<uint8_t>& value);
+
+/// A whole compiled program (an executable's bytes and what the compiler reported of it) cached
+/// under `key` (the graph entering the pass pipeline, the target, compilerVersion() and the
+/// settings that change what it becomes), or nullopt. Not counted: the caller counts a hit with
+/// countExecutableHit() once the bytes load. Damaged entries count as rejected.
+std::optional<std::vector<uint8_t>> readCachedExecutable(const std::string& key);
+/// Stores a compiled program under `key`, as writeCachedKernel stores objects.
+void writeCachedExecutable(const std::string& key, const std::vector<uint8_t>& bytes);
+/// Counts a program read whole from the cache, and its `kernels` as kernel hits.
+void countExecutableHit(int64_t kernels);
+
+/// What identifies the whole compiler in executable cache keys: a hash of the sources of the IR,
+/// the passes, the runtime (memory planning, lowering, the executable format), the code
+/// generator and compile() itself, and LLVM's version.
+std::string compilerVersion();
+
+/// The BLAKE3 digest of `bytes` as 64 hex digits: what a key holds of a large input (a whole
+/// graph), so that entries stay small and collisions are out of reach.
+std::string digestHex(std::span<const uint8_t> bytes);
 
 /// A 64-bit FNV-1a hash of `text` as 16 hex digits: cache file names and kernel symbols.
 std::string hashHex(const std::string& text);

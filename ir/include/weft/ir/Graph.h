@@ -151,4 +151,10 @@ private:
   std::vector<FusionGroup> kernels_;
 };
 
+/// `g` in a compact binary form, equal for equal graphs and different otherwise (every value,
+/// node with its attributes and location, input, output, state update and kernel): what cache
+/// keys hold. Several times faster to make than the text form; not a file format (it changes
+/// with the compiler, whose version the keys also hold).
+std::vector<uint8_t> keyBytes(const Graph& g);
+
 } // namespace weft::ir

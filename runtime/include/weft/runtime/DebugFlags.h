@@ -25,8 +25,10 @@ namespace weft {
     "generated or blas: how compiled float32 matmuls with elementwise readers run, for every "     \
     "shape (default: measured once per shape)")                                                    \
   X(WEFT_CACHE_DIR,                                                                                \
-    "where compiled kernels are cached (default $XDG_CACHE_HOME/weft or ~/.cache/weft)")           \
-  X(WEFT_KERNEL_CACHE, "0: compile every kernel anew, neither reading nor writing the disk cache") \
+    "where compiled kernels and programs are cached (default $XDG_CACHE_HOME/weft or "             \
+    "~/.cache/weft)")                                                                              \
+  X(WEFT_KERNEL_CACHE,                                                                             \
+    "0: compile every program and kernel anew, neither reading nor writing the disk cache")        \
   X(WEFT_PROFILE,                                                                                  \
     "1: time every step of compiled plans by op, and the buffers held at their peak; tables on "   \
     "stderr at exit")
