@@ -462,5 +462,47 @@ TEST(Composites, HeavisideAndCopysignOfANumber) {
   EXPECT_EQ(tensor({-1, 2}).copysign(1.0).to_vector<float>(), (std::vector<float>{1, 2}));
 }
 
+/// The scans beside cumsum, against values PyTorch 1.13 gave (float64). cumprod's gradient at and
+/// after a zero, and logcumsumexp far below its running value, are where naive formulas fail
+/// (a division by zero; log(0) = -inf): 1e-4 absolute covers the four digits quoted.
+TEST(Scans, CumprodLogcumsumexpCummaxAndCumminAsPyTorch) {
+  Tensor a = tensor({2.0, 0.0, 3.0, 0.0, 4.0}, kFloat64).requires_grad_(true);
+  a.cumprod(0).backward(tensor({1.0, 2.0, 3.0, 4.0, 5.0}, kFloat64));
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{1, 22, 0, 0, 0}));
+  Tensor b = tensor({-1000.0, 0.0, 1.0}, kFloat64).requires_grad_(true);
+  Tensor l = b.logcumsumexp(0);
+  EXPECT_TRUE(allClose(l.to_vector<double>(), {-1000.0, 0.0, 1.3133}, 0, 1e-4));
+  l.backward(tensor({1.0, -2.0, 3.0}, kFloat64));
+  EXPECT_TRUE(allClose(b.grad().to_vector<double>(), {1.0, -1.1932, 2.1932}, 0, 1e-4));
+  EXPECT_THROW((void)tensor({1, 2, 3}).logcumsumexp(0), DTypeError);
+
+  Tensor x = tensor({1.0, 3.0, 3.0, 2.0, NAN, 5.0, NAN, 1.0}, kFloat64);
+  auto [hi, hiAt] = x.cummax(0);
+  EXPECT_EQ(hiAt.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 2, 4, 4, 6, 6}));
+  EXPECT_EQ(hi.to_vector<double>()[3], 3.0);
+  EXPECT_TRUE(std::isnan(hi.to_vector<double>()[5]));
+  auto [lo, loAt] = cummin(tensor({2.0, -1.0, -1.0, 0.0, -3.0}, kFloat64), 0);
+  EXPECT_EQ(loAt.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 2, 4}));
+  EXPECT_EQ(lo.to_vector<double>(), (std::vector<double>{2, -1, -1, -1, -3}));
+  EXPECT_EQ(tensor({1, 2, 3}).cumprod(0).dtype(), kInt64);
+
+  // Compiled, the same values and gradients.
+  auto leaf = [] {
+    return tensor({0.5, 0.0, -1.5, 2.0, 0.0, 1.0}, kFloat64).reshape({2, 3}).requires_grad_(true);
+  };
+  Tensor w = leaf(), v = leaf();
+  auto f = [](const Tensor& t) {
+    auto [m, at] = t.cummax(1);
+    return (t.cumprod(1) + t.logcumsumexp(0) + m).sum() + at.sum().to(kFloat64);
+  };
+  Tensor eager = f(w);
+  eager.backward();
+  auto compiled = compile(f);
+  Tensor out = compiled(v);
+  out.backward();
+  EXPECT_EQ(out.item<double>(), eager.item<double>());
+  EXPECT_TRUE(allClose(v.grad().to_vector<double>(), w.grad().to_vector<double>(), 1e-12, 1e-12));
+}
+
 } // namespace
 } // namespace weft::test

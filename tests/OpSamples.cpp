@@ -122,6 +122,20 @@ template <typename F> void forLines(const Shape& shape, int64_t dim, F f) {
     f(unravel(i, other));
 }
 
+/// `x` with each line along `dim` replaced by its running `step`, from `start`.
+template <typename Step> NdArray scanNd(const NdArray& x, int64_t dim, double start, Step step) {
+  NdArray r = x;
+  forLines(r.shape, dim, [&](Shape idx) {
+    double acc = start;
+    for (int64_t k = 0; k < r.shape[static_cast<size_t>(dim)]; ++k) {
+      idx[static_cast<size_t>(dim)] = k;
+      acc = step(acc, x.at(idx));
+      r.at(idx) = acc;
+    }
+  });
+  return r;
+}
+
 NdArray argReduceNd(const NdArray& x, const Attrs& at, bool isMax) {
   int64_t dim = at.i("dim");
   Shape os = x.shape;
@@ -477,23 +491,66 @@ std::vector<OpSample> samplesFor(OpCode op) {
                return argReduceNd(in[0], at, op == OpCode::ArgMax);
              }}};
   case OpCode::CumSum:
-    return {{"dim 1",
-             {normal({3, 5}, 12)},
+  case OpCode::CumProd:
+  case OpCode::LogCumSumExp: {
+    auto ref = [op](const std::vector<NdArray>& in, const Attrs& at) {
+      return scanNd(in[0], at.i("dim"),
+                    op == OpCode::CumSum    ? 0.0
+                    : op == OpCode::CumProd ? 1.0
+                                            : -INFINITY,
+                    [op](double acc, double v) {
+                      if (op == OpCode::CumSum) return acc + v;
+                      if (op == OpCode::CumProd) return acc * v;
+                      const double hi = std::max(acc, v);
+                      return hi == -INFINITY ? hi
+                                             : hi + std::log1p(std::exp(std::min(acc, v) - hi));
+                    });
+    };
+    std::vector<OpSample> r = {
+        {"dim 1", {normal({3, 5}, 12)}, Attrs{{"dim", int64_t{1}}}, {}, ref},
+        {"dim 0 of a transpose",
+         {normal({5, 3}, 13)},
+         Attrs{{"dim", int64_t{0}}},
+         [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].t()}; },
+         ref}};
+    if (op == OpCode::CumProd) // zeros: the gradient before, at and after a line's first one
+      r.push_back({"zeros",
+                   {from_vector(std::vector<double>{0.5, 0.0, 1.5, -2.0, 0.0, 1.2, -0.7, 1.1, 0.9,
+                                                    0.0, 0.0, 1.3},
+                                {3, 4})},
+                   Attrs{{"dim", int64_t{1}}},
+                   {},
+                   ref});
+    return r;
+  }
+  case OpCode::CumArgMax:
+  case OpCode::CumArgMin: {
+    auto ref = [op](const std::vector<NdArray>& in, const Attrs& at) {
+      NdArray r = in[0];
+      const int64_t dim = at.i("dim");
+      forLines(r.shape, dim, [&](Shape idx) {
+        double best = 0, bv = 0;
+        for (int64_t k = 0; k < r.shape[static_cast<size_t>(dim)]; ++k) {
+          idx[static_cast<size_t>(dim)] = k;
+          const double v = in[0].at(idx);
+          if (k == 0 || std::isnan(v) || (op == OpCode::CumArgMax ? v >= bv : v <= bv)) {
+            best = static_cast<double>(k);
+            bv = v;
+          }
+          r.at(idx) = best;
+        }
+      });
+      return r;
+    };
+    return {{"dim 1", {normal({3, 5}, 14)}, Attrs{{"dim", int64_t{1}}}, {}, ref, {}, false},
+            {"ties and NaNs",
+             {from_vector(std::vector<double>{1, 3, 3, 2, NAN, 5, NAN, 1}, {2, 4})},
              Attrs{{"dim", int64_t{1}}},
              {},
-             [](const std::vector<NdArray>& in, const Attrs& at) {
-               NdArray r = in[0];
-               int64_t dim = at.i("dim");
-               forLines(r.shape, dim, [&](Shape idx) {
-                 double acc = 0;
-                 for (int64_t k = 0; k < r.shape[static_cast<size_t>(dim)]; ++k) {
-                   idx[static_cast<size_t>(dim)] = k;
-                   acc += in[0].at(idx);
-                   r.at(idx) = acc;
-                 }
-               });
-               return r;
-             }}};
+             ref,
+             {},
+             false}};
+  }
   case OpCode::Softmax:
   case OpCode::LogSoftmax: {
     auto ref = [op](const std::vector<NdArray>& in, const Attrs& at) {

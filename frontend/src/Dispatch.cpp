@@ -157,6 +157,7 @@ bool alongDimOfScalar(OpCode op, std::span<const Tensor> in, const Attrs& at) {
     return at.has("dims") && !at.ints("dims").empty();
   case OpKind::ArgReduce:
   case OpKind::Scan:
+  case OpKind::ArgScan:
   case OpKind::Normalize:
   case OpKind::Sort:
   case OpKind::Gather:

@@ -256,6 +256,54 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
   return x.cumsum(dim);
 }
+Tensor Tensor::cumprod(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("cumprod");
+  Tensor x = isFloating(dtype()) ? *this : to(DType::Int64);
+  return dispatch(OpCode::CumProd, {x}, Attrs{{"dim", wrapDim(d, dim(), "cumprod")}});
+}
+Tensor cumprod(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.cumprod(dim);
+}
+namespace {
+/// cummax/cummin: the values at the running extremum's index, so the gradient reaches that one
+/// element, as in PyTorch.
+std::pair<Tensor, Tensor> cumExtremum(OpCode op, const Tensor& x, int64_t d) {
+  const int64_t at = wrapDim(d, x.dim(), opName(op).data());
+  Tensor index = dispatch(op, {x}, Attrs{{"dim", at}});
+  return {x.gather(at, index), index};
+}
+} // namespace
+std::pair<Tensor, Tensor> Tensor::cummax(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("cummax");
+  return cumExtremum(OpCode::CumArgMax, *this, d);
+}
+std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.cummax(dim);
+}
+std::pair<Tensor, Tensor> Tensor::cummin(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("cummin");
+  return cumExtremum(OpCode::CumArgMin, *this, d);
+}
+std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.cummin(dim);
+}
+Tensor Tensor::logcumsumexp(int64_t d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("logcumsumexp");
+  WEFT_CHECK(isFloating(dtype()), DType, "logcumsumexp: expected a floating-point input, got ",
+             dtypeName(dtype()));
+  return dispatch(OpCode::LogCumSumExp, {*this}, Attrs{{"dim", wrapDim(d, dim(), "logcumsumexp")}});
+}
+Tensor logcumsumexp(const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return x.logcumsumexp(dim);
+}
 Tensor Tensor::argsort(int64_t d, bool descending, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("argsort");

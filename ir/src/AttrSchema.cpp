@@ -65,6 +65,7 @@ Schema buildSchema(OpCode op) {
   case OpKind::ArgReduce:
     return {{"dim", T::Int}, {"keepdim", T::Bool}};
   case OpKind::Scan:
+  case OpKind::ArgScan:
   case OpKind::Normalize:
     return {{"dim", T::Int}};
   case OpKind::Sort:

@@ -470,6 +470,8 @@ Result<TensorType> inferKind(const OpInfo& info, std::span<const TensorType> in,
     return argReduce(name, in, at);
   case OpKind::Scan:
     return alongDim(name, in, at, in[0].dtype);
+  case OpKind::ArgScan:
+    return alongDim(name, in, at, DType::Int64);
   case OpKind::Normalize:
     if (!isFloating(in[0].dtype))
       return diag(ErrorKind::DType, name, ": expected a floating-point input, got ",

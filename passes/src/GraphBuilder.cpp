@@ -157,6 +157,12 @@ GValue flip(const GValue& x, const Shape& dims) {
 GValue cumsum(const GValue& x, int64_t dim) {
   return x.b->emit(OpCode::CumSum, {x}, Attrs{{"dim", dim}});
 }
+GValue cumprod(const GValue& x, int64_t dim) {
+  return x.b->emit(OpCode::CumProd, {x}, Attrs{{"dim", dim}});
+}
+GValue logcumsumexp(const GValue& x, int64_t dim) {
+  return x.b->emit(OpCode::LogCumSumExp, {x}, Attrs{{"dim", dim}});
+}
 GValue pad_dims(const GValue& x, const Shape& pads, double value) {
   return x.b->emit(OpCode::Pad, {x}, Attrs{{"pads", pads}, {"value", value}});
 }

@@ -258,6 +258,7 @@ private:
     case OpKind::Identity:
     case OpKind::Where:
     case OpKind::Scan: // a prefix sum along the rows: valid rows never read later ones
+    case OpKind::ArgScan:
       for (size_t i = 0; i < ax.size(); ++i) {
         if (!ax[i]) continue;
         DynamicAxis aligned{ax[i]->axis + r - rank(i), ax[i]->factor};

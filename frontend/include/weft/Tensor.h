@@ -451,6 +451,14 @@ public:
   Tensor isinf(WEFT_LOC) const;
   Tensor isfinite(WEFT_LOC) const;
   Tensor cumsum(int64_t dim, WEFT_LOC) const;
+  /// Running products along `dim` (integers and bool in int64, as cumsum).
+  Tensor cumprod(int64_t dim, WEFT_LOC) const;
+  /// The running maximum (minimum) along `dim` and its index: (values, indices), as
+  /// torch.cummax; a tie or a NaN takes the later index.
+  std::pair<Tensor, Tensor> cummax(int64_t dim, WEFT_LOC) const;
+  std::pair<Tensor, Tensor> cummin(int64_t dim, WEFT_LOC) const;
+  /// log(cumsum(exp(x))) along `dim`, computed stably; floating tensors only.
+  Tensor logcumsumexp(int64_t dim, WEFT_LOC) const;
   std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, WEFT_LOC) const;
   Tensor argsort(int64_t dim = -1, bool descending = false, WEFT_LOC) const;
   std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, WEFT_LOC) const;

@@ -1,4 +1,5 @@
-// Reductions (sum, prod, amax, amin, argmax, argmin), cumsum, softmax, log-softmax and argsort
+// Reductions (sum, prod, amax, amin, argmax, argmin), scans (cumsum, cumprod, logcumsumexp, the
+// running argmax/argmin), softmax, log-softmax and argsort
 // along dimensions.
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
@@ -392,22 +393,86 @@ void ArgMin(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at
   argExtremum<false>(in[0], out, at);
 }
 
-void CumSum(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+namespace {
+
+/// out[j] = start (+) in[0] (+) ... (+) in[j] along `dim`, accumulated in the type reductions use
+/// (double for float32, as PyTorch's CPU scans). `step(acc, v)` is the (+).
+template <typename Step>
+void scanLines(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at, double start,
+               Step step) {
   WEFT_INTERNAL_ASSERT(in[0].dtype == out.dtype);
   visitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    using Acc = typename SumOp<T>::Acc;
-    forEachLine(in[0], out, at.i("dim"), sizeof(T), sizeof(T),
+    using C = ComputeType<T>;
+    using Acc = AccumulateType<C>;
+    forEachLine(
+        in[0], out, at.i("dim"), sizeof(T), sizeof(T),
+        [&](const char* p, int64_t s, char* q, int64_t qs, int64_t n) {
+          // (an infinite start is for floating types only)
+          Acc acc = std::is_floating_point_v<Acc> || std::isfinite(start) ? static_cast<Acc>(start)
+                                                                          : Acc{};
+          for (int64_t j = 0; j < n; ++j) {
+            acc =
+                step(acc, static_cast<Acc>(static_cast<C>(*reinterpret_cast<const T*>(p + j * s))));
+            *reinterpret_cast<T*>(q + j * qs) = convert<T>(static_cast<C>(acc));
+          }
+        });
+  });
+}
+
+/// log(exp(a) + exp(b)) without overflow; equal infinities stay themselves, a NaN spreads.
+template <typename A> A logAddExp(A a, A b) {
+  if constexpr (std::is_floating_point_v<A>) {
+    if (std::isnan(a) || std::isnan(b)) return a + b;
+    const A lo = std::min(a, b), hi = std::max(a, b);
+    if (lo == hi && !std::isfinite(lo)) return lo; // -inf and -inf, or inf and inf
+    return hi + std::log1p(std::exp(lo - hi));
+  } else {
+    return a; // integers never get here: the op takes floating inputs
+  }
+}
+
+/// The index of the running maximum (Max) or minimum along `dim`: a tie or a NaN moves it on.
+template <bool Max>
+void cumArgExtremum(const TensorRef& in, const TensorRef& out, const Attrs& at) {
+  visitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = ComputeType<T>;
+    forEachLine(in, out, at.i("dim"), sizeof(T), sizeof(int64_t),
                 [](const char* p, int64_t s, char* q, int64_t qs, int64_t n) {
-                  Acc acc = 0;
+                  int64_t best = 0;
+                  C bv{};
                   for (int64_t j = 0; j < n; ++j) {
-                    acc = kadd(acc, static_cast<Acc>(static_cast<ComputeType<T>>(
-                                        *reinterpret_cast<const T*>(p + j * s))));
-                    *reinterpret_cast<T*>(q + j * qs) =
-                        convert<T>(static_cast<ComputeType<T>>(acc));
+                    const auto v = static_cast<C>(*reinterpret_cast<const T*>(p + j * s));
+                    bool take = j == 0 || (Max ? v >= bv : v <= bv);
+                    if constexpr (std::is_floating_point_v<C>) take = take || std::isnan(v);
+                    if (take) {
+                      best = j;
+                      bv = v;
+                    }
+                    *reinterpret_cast<int64_t*>(q + j * qs) = best;
                   }
                 });
   });
+}
+
+} // namespace
+
+void CumSum(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  scanLines(in, out, at, 0.0, [](auto acc, auto v) { return kadd(acc, v); });
+}
+void CumProd(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  scanLines(in, out, at, 1.0, [](auto acc, auto v) { return kmul(acc, v); });
+}
+void LogCumSumExp(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  scanLines(in, out, at, -std::numeric_limits<double>::infinity(),
+            [](auto acc, auto v) { return logAddExp(acc, v); });
+}
+void CumArgMax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  cumArgExtremum<true>(in[0], out, at);
+}
+void CumArgMin(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  cumArgExtremum<false>(in[0], out, at);
 }
 
 namespace {

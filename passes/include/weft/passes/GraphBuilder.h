@@ -86,6 +86,8 @@ GValue permute(const GValue& x, const Shape& dims);
 GValue expand(const GValue& x, const Shape& shape);
 GValue flip(const GValue& x, const Shape& dims);
 GValue cumsum(const GValue& x, int64_t dim);
+GValue cumprod(const GValue& x, int64_t dim);
+GValue logcumsumexp(const GValue& x, int64_t dim);
 GValue pad_dims(const GValue& x, const Shape& pads, double value);
 GValue slice_dim(const GValue& x, int64_t dim, int64_t start, int64_t end, int64_t step);
 GValue reduce_op(OpCode op, const GValue& x, const Shape& dims, bool keepdim);

@@ -28,7 +28,8 @@ enum class OpKind : uint8_t {
   Reduce,
   ArgReduce,
   Scan,
-  Normalize, // along `dim` of a floating input, each element depends on its whole line
+  ArgScan,   // along `dim`, an int64 index per element
+  Normalize, // along `dim` of a floating input, each element depends on (some of) its line
   Sort,
   Reshape,
   Permute,

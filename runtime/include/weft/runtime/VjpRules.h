@@ -5,9 +5,9 @@
 // and ==, !=, <, >, <= (with T and double operands where the rules use them), a function per unary
 // op and per binary op with a plain API named as in the op table (exp, cos, pow, ...), where,
 // zeros_like, ones_like, zeros_shaped(like, shape), cast, shape_of, shapes_of, dtype_of,
-// is_floating, reshape, permute, expand, flip, cumsum, pad_dims, slice_dim, reduce_op, matmul, mT,
-// conv, conv_input_grad, conv_weight_grad, gather, scatter, scatter_add, index_select and
-// index_add; and be default-constructible as "no gradient".
+// is_floating, reshape, permute, expand, flip, cumsum, cumprod, logcumsumexp, pad_dims, slice_dim,
+// reduce_op, matmul, mT, conv, conv_input_grad, conv_weight_grad, gather, scatter, scatter_add,
+// index_select and index_add; and be default-constructible as "no gradient".
 #pragma once
 
 #include "weft/runtime/Attrs.h"
@@ -109,6 +109,55 @@ template <typename T> T vjp_extremum(const T& g, const T& x, const T& y, const A
   T mask = cast(x == reshape(y, k), dtype_of(x)) + cast(x != x, dtype_of(x));
   T count = reduce_op(OpCode::Sum, mask, at.ints("dims"), true);
   return reshape(g, k) * mask / count;
+}
+
+/// cumprod along `d`: dy_j / dx_i is the product of x_0..x_j without x_i (j >= i). Before a
+/// line's first zero that is y_j / x_i, so the gradient is the reversed cumsum of g * y over x_i
+/// (PyTorch's formula, which it also uses when there are no zeros); at the first zero it is the
+/// reversed cumsum of g times the products with that zero left out; after it, every product holds
+/// the zero: 0. One element passes g on, as in PyTorch (a NaN included).
+template <typename T> T vjp_cumprod(const T& g, const T& x, const T& y, int64_t d) {
+  if (numel(shape_of(x)) <= 1) return g;
+  const Shape dims{d};
+  auto reversedCumsum = [&](const T& v) { return flip(cumsum(flip(v, dims), d), dims); };
+  T zero = cast(x == 0.0, dtype_of(x));
+  T seen = cumsum(zero, d); // zeros at or before each element
+  T before = seen == 0.0;
+  T first = seen * zero == 1.0;
+  T beforeFirst = reversedCumsum(g * y) / where(before, x, ones_like(x));
+  T atFirst = reversedCumsum(g * cumprod(where(first, ones_like(x), x), d));
+  return where(before, beforeFirst, where(first, atFirst, zeros_like(g)));
+}
+
+/// The lowest finite value of floating `dtype`.
+inline double lowestFinite(DType dtype) {
+  switch (dtype) {
+  case DType::Float16:
+    return -65504.0;
+  case DType::BFloat16:
+    return -3.3895313892515355e38;
+  case DType::Float32:
+    return -3.4028234663852886e38;
+  default:
+    return -1.7976931348623157e308;
+  }
+}
+
+/// logcumsumexp along `d`: dy_j / dx_i = exp(x_i - y_j) for j >= i. The sum over j of g_j times
+/// that is taken apart into g's positive and negative parts, each summed in log space (a reversed
+/// logcumsumexp of log|g| - y) so nothing overflows; a part's absent terms are the lowest finite
+/// value, whose exp is 0 (PyTorch's and TensorFlow's formula). One element passes g on (PyTorch
+/// does so for a 0-d tensor; a one-element line holding NaN gets g here, NaN there).
+template <typename T> T vjp_logcumsumexp(const T& g, const T& x, const T& y, int64_t d) {
+  if (numel(shape_of(x)) <= 1) return g;
+  const Shape dims{d};
+  auto reversed = [&](const T& v) { return flip(logcumsumexp(flip(v, dims), d), dims); };
+  T none = zeros_like(g) + lowestFinite(dtype_of(g));
+  T logAbs = log(abs(g));
+  T zero = zeros_like(g);
+  T positive = exp(reversed(where(zero < g, logAbs, none) - y) + x);
+  T negative = exp(reversed(where(g < zero, logAbs, none) - y) + x);
+  return positive - negative;
 }
 
 /// prod: d prod / d x_i is the product of the others. A slice of one element passes g on; a slice
