@@ -382,6 +382,47 @@ const std::map<std::string, EdgeOp>& edgeOps() {
                   return x.kron(from_vector(std::vector<double>{1.0, -2.0}, {1, 2}));
                 })}},
       {"cross", {K::Elementwise, one([](const Tensor& x) { return x.cross(x.flip({-1})); })}},
+      {"erfc", {K::Elementwise, one([](const Tensor& x) { return x.erfc(); })}},
+      {"greater",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.greater(b); })}},
+      {"less_equal",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.less_equal(b); })}},
+      {"not_equal",
+       {K::Pairwise, outer([](const Tensor& a, const Tensor& b) { return a.not_equal(b); })}},
+      {"angle", {K::Elementwise, one([](const Tensor& x) { return x.angle(); })}},
+      {"isposinf", {K::Elementwise, one([](const Tensor& x) { return x.isposinf(); })}},
+      {"isneginf", {K::Elementwise, one([](const Tensor& x) { return x.isneginf(); })}},
+      {"isreal", {K::Elementwise, one([](const Tensor& x) { return x.isreal(); })}},
+      {"conj", {K::Elementwise, one([](const Tensor& x) { return x.conj(); })}},
+      {"dist", {K::Reduction, one([](const Tensor& x) {
+                  return x.dist(x.dim() > 0 ? x.flip({0}) : x * 2);
+                })}},
+      {"dist_inf", {K::Reduction, one([](const Tensor& x) {
+                      return x.dist(ones_like(x), std::numeric_limits<double>::infinity());
+                    })}},
+      {"cov", {K::Reduction, one([](const Tensor& x) { return x.cov(); })}},
+      {"cov0", {K::Reduction, one([](const Tensor& x) { return x.cov(0); })}},
+      {"corrcoef", {K::Reduction, one([](const Tensor& x) { return x.corrcoef(); })}},
+      {"prelu", {K::Elementwise, one([](const Tensor& x) {
+                   return x.prelu(from_vector(std::vector<double>{0.25}, {1}));
+                 })}},
+      {"diagflat", {K::Movement, one([](const Tensor& x) { return x.diagflat(); })}},
+      {"diagflat_off", {K::Movement, one([](const Tensor& x) { return x.diagflat(-1); })}},
+      {"mH", {K::Movement, one([](const Tensor& x) { return x.mH(); })}},
+      {"sum_to_size", {K::Reduction, one([](const Tensor& x) {
+                         return x.sum_to_size(Shape(static_cast<size_t>(std::max<int64_t>(x.dim(), 1)), 1));
+                       })}},
+      {"slice_scatter", {K::Movement, one([](const Tensor& x) {
+                           if (x.dim() == 0) return x;
+                           Tensor src = x.narrow(0, 0, (x.size(0) + 1) / 2) * 3;
+                           return x.slice_scatter(src, 0, 0, std::nullopt, 2);
+                         })}},
+      {"select_scatter", {K::Movement, one([](const Tensor& x) {
+                            return x.select_scatter(x.select(0, -1) * 2, 0, 0);
+                          })}},
+      {"diagonal_scatter", {K::Movement, one([](const Tensor& x) {
+                              return x.diagonal_scatter(x.diagonal() * -1);
+                            })}},
       {"addmv", {K::Reduction, one([](const Tensor& x) {
                    return ones({1}, kFloat64).addmv(x.reshape({1, -1}), x.flatten(), 0.5, 2);
                  })}},

@@ -462,6 +462,29 @@ TEST(Composites, HeavisideAndCopysignOfANumber) {
   EXPECT_EQ(tensor({-1, 2}).copysign(1.0).to_vector<float>(), (std::vector<float>{1, 2}));
 }
 
+/// Predicates and per-channel forms the edge-case table does not reach.
+TEST(Composites, PredicatesChannelsAndSplitsAsPyTorch) {
+  EXPECT_TRUE(tensor({1, -2}).is_signed());
+  EXPECT_FALSE(tensor({1, 2}, kUInt8).is_signed());
+  EXPECT_FALSE(tensor({true}).is_signed());
+  EXPECT_TRUE(tensor({0.5}).is_nonzero());
+  EXPECT_FALSE(zeros({1, 1}).is_nonzero());
+  EXPECT_THROW((void)zeros({2}).is_nonzero(), ValueError);
+  EXPECT_THROW((void)zeros({0}).is_nonzero(), ValueError);
+  // A weight per channel (dim 1): channel 0 scales by 0.1, channel 1 by 0.2; 0 is not scaled.
+  Tensor x = tensor({-1.0, 2.0, -3.0, 0.0}, kFloat64).reshape({1, 2, 2});
+  EXPECT_EQ(x.prelu(tensor({0.1, 0.2}, kFloat64)).to_vector<double>(),
+            (std::vector<double>{-0.1, 2.0, -3.0 * 0.2, 0.0}));
+  EXPECT_THROW((void)x.prelu(tensor({0.1, 0.2, 0.3})), ShapeError);
+  std::vector<Tensor> parts = arange(6).split_with_sizes({1, 2, 3});
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[2].to_vector<int64_t>(), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(zeros({2, 3, 4}).adjoint().sizes(), (Shape{2, 4, 3}));
+  EXPECT_EQ(tensor({1, 5}).greater(2).to_vector<bool>(), (std::vector<bool>{false, true}));
+  EXPECT_THROW((void)zeros({2, 3}).sum_to_size({4}), ShapeError);
+  EXPECT_THROW((void)zeros({4, 3}).slice_scatter(zeros({1, 3}), 0, 0, 4, 2), ShapeError);
+}
+
 /// The scans beside cumsum, against values PyTorch 1.13 gave (float64). cumprod's gradient at and
 /// after a zero, and logcumsumexp far below its running value, are where naive formulas fail
 /// (a division by zero; log(0) = -inf): 1e-4 absolute covers the four digits quoted.

@@ -354,6 +354,8 @@ double unaryReference(OpCode op, double x) {
     return 1.0 / (1.0 + std::exp(-x));
   case OpCode::Erf:
     return std::erf(x);
+  case OpCode::Erfc:
+    return std::erfc(x);
   case OpCode::Reciprocal:
     return 1.0 / x;
   case OpCode::Floor:

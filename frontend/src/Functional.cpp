@@ -566,7 +566,90 @@ WEFT_ALIAS(sgn, sign)
 WEFT_BINARY_ALIAS(true_divide, div)
 WEFT_BINARY_ALIAS(divide, div)
 WEFT_BINARY_ALIAS(multiply, mul)
+WEFT_BINARY_ALIAS(greater, gt)
+WEFT_BINARY_ALIAS(greater_equal, ge)
+WEFT_BINARY_ALIAS(less, lt)
+WEFT_BINARY_ALIAS(less_equal, le)
+WEFT_BINARY_ALIAS(not_equal, ne)
 #undef WEFT_BINARY_ALIAS
+#define WEFT_ITSELF(name)                                                                          \
+  Tensor Tensor::name(std::source_location loc) const {                                            \
+    CallSite cs(loc);                                                                              \
+    checkDefined(#name);                                                                           \
+    return *this;                                                                                  \
+  }
+WEFT_ITSELF(conj)
+WEFT_ITSELF(conj_physical)
+WEFT_ITSELF(resolve_conj)
+WEFT_ITSELF(resolve_neg)
+#undef WEFT_ITSELF
+bool Tensor::is_signed() const {
+  checkDefined("is_signed");
+  return dtype() != DType::Bool && dtype() != DType::UInt8;
+}
+bool Tensor::is_nonzero(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("is_nonzero");
+  WEFT_CHECK(numel() == 1, Value, "Boolean value of Tensor with ",
+             numel() == 0 ? "no values" : "more than one value", " is ambiguous");
+  return item<double>() != 0;
+}
+Tensor Tensor::angle(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("angle");
+  Tensor x = floatingOrFloat32(*this);
+  // NaN stays NaN; the gradient is 0 everywhere, as PyTorch's for real inputs (sign() * 0 keeps
+  // the result differentiable, its gradient 0).
+  Tensor pi = where(x.lt(0), full({}, std::numbers::pi, x.dtype()), zeros({}, x.dtype()));
+  return where(x.ne(x), x.detach(), pi) + x.sign() * 0.0;
+}
+Tensor angle(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.angle();
+}
+Tensor Tensor::isposinf(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("isposinf");
+  if (!isFloating(dtype())) return zeros(sizes(), DType::Bool);
+  return eq(std::numeric_limits<double>::infinity());
+}
+Tensor isposinf(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.isposinf();
+}
+Tensor Tensor::isneginf(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("isneginf");
+  if (!isFloating(dtype())) return zeros(sizes(), DType::Bool);
+  return eq(-std::numeric_limits<double>::infinity());
+}
+Tensor isneginf(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.isneginf();
+}
+Tensor Tensor::isreal(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("isreal");
+  return ones(sizes(), DType::Bool);
+}
+Tensor Tensor::prelu(const Tensor& weight, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("prelu");
+  WEFT_CHECK(weight.defined(), Value, "prelu: the weight is undefined");
+  const int64_t channels = dim() >= 2 ? size(1) : 1;
+  WEFT_CHECK(weight.numel() == 1 || weight.numel() == channels, Shape,
+             "prelu: mismatch of parameter numbers and input channel size. Found parameter "
+             "numbers = ",
+             weight.numel(), " and channel size = ", channels, ".");
+  Shape ws(static_cast<size_t>(std::max<int64_t>(dim() - 1, 0)), 1);
+  if (!ws.empty()) ws[0] = weight.numel();
+  Tensor w = weight.reshape(ws.empty() ? Shape{} : ws);
+  return where(gt(0), *this, w * *this);
+}
+Tensor prelu(const Tensor& x, const Tensor& weight, std::source_location loc) {
+  CallSite cs(loc);
+  return x.prelu(weight);
+}
 Tensor Tensor::clip(std::optional<Scalar> min, std::optional<Scalar> max,
                     std::source_location loc) const {
   CallSite cs(loc);
@@ -588,15 +671,9 @@ Tensor Tensor::positive(std::source_location loc) const {
   return *this;
 }
 
-namespace {
-
-/// `x` itself if floating, else converted to float32 (as PyTorch's float-valued functions take
-/// integers).
 Tensor floatingOrFloat32(const Tensor& x) {
   return isFloating(x.dtype()) ? x : x.to(DType::Float32);
 }
-
-} // namespace
 
 Tensor Tensor::deg2rad(std::source_location loc) const {
   CallSite cs(loc);

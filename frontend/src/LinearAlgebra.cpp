@@ -499,4 +499,47 @@ Tensor Tensor::matrix_power(int64_t n, std::source_location loc) const {
   return weft::matrix_power(*this, n);
 }
 
+Tensor Tensor::dist(const Tensor& other, double p, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("dist");
+  WEFT_CHECK(other.defined(), Value, "dist: other is undefined");
+  return sub(other).norm(p);
+}
+Tensor dist(const Tensor& x, const Tensor& other, double p, std::source_location loc) {
+  CallSite cs(loc);
+  return x.dist(other, p);
+}
+
+Tensor Tensor::cov(int64_t correction, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("cov");
+  WEFT_CHECK(dim() <= 2, Shape, "cov(): expected input to have two or fewer dimensions but got an ",
+             "input with ", dim(), " dimensions");
+  Tensor x = floatingOrFloat32(dim() < 2 ? reshape({1, -1}) : *this);
+  const int64_t observations = x.size(1);
+  // Fewer observations than the correction: divided by 0 (inf and NaN), as PyTorch.
+  const auto divisor = static_cast<double>(std::max<int64_t>(observations - correction, 0));
+  Tensor centered = x - x.mean({1}, true);
+  Tensor c = centered.matmul(centered.t()) / divisor;
+  return dim() < 2 ? c.reshape({}) : c;
+}
+Tensor cov(const Tensor& x, int64_t correction, std::source_location loc) {
+  CallSite cs(loc);
+  return x.cov(correction);
+}
+
+Tensor Tensor::corrcoef(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("corrcoef");
+  Tensor c = cov();
+  if (c.dim() == 0) return c / c; // one variable: 1, or NaN
+  Tensor stddev = c.diagonal().sqrt();
+  c = c / stddev.reshape({-1, 1}) / stddev.reshape({1, -1});
+  return c.clamp(-1.0, 1.0);
+}
+Tensor corrcoef(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.corrcoef();
+}
+
 } // namespace weft

@@ -183,7 +183,12 @@ Tensor Tensor::norm(double p, Dims dims, bool keepdim, std::source_location loc)
   // 16-bit floats sum in float (a float16 square overflows from 256 on), rounded once at the end.
   const bool narrow = dtype() == DType::Float16 || dtype() == DType::BFloat16;
   Tensor x = narrow ? cast(*this, DType::Float32) : *this, r;
-  if (std::isinf(p)) {
+  bool emptySlices = dims.empty() ? numel() == 0 : false; // what the norm of each slice covers
+  for (int64_t d : dims)
+    emptySlices = emptySlices || size(d) == 0;
+  if (std::isinf(p) && emptySlices) {
+    r = x.abs().sum(std::move(dims), keepdim); // the largest of no magnitudes: 0, as PyTorch
+  } else if (std::isinf(p)) {
     r = x.abs().amax(std::move(dims), keepdim);
   } else if (p == 1) {
     r = x.abs().sum(std::move(dims), keepdim);

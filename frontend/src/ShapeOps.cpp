@@ -6,6 +6,7 @@
 #include "weft/Functions.h"
 #include "weft/Indexing.h"
 #include "weft/ir/Types.h"
+#include "weft/runtime/VjpRules.h"
 
 #include <algorithm>
 #include <limits>
@@ -597,6 +598,113 @@ Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2,
                   std::source_location loc) {
   CallSite cs(loc);
   return x.diag_embed(offset, dim1, dim2);
+}
+
+std::vector<Tensor> Tensor::split_with_sizes(const std::vector<int64_t>& sizes, int64_t d,
+                                             std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::split(*this, sizes, d);
+}
+
+Tensor Tensor::slice_scatter(const Tensor& src, int64_t d, std::optional<int64_t> start,
+                             std::optional<int64_t> end, int64_t step,
+                             std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("slice_scatter");
+  WEFT_CHECK(src.defined(), Value, "slice_scatter: src is undefined");
+  WEFT_CHECK(dim() > 0, Index, "slice_scatter: cannot slice a 0-d tensor");
+  WEFT_CHECK(step > 0, Value, "slice_scatter: slice step must be positive, got ", step);
+  const int64_t at = wrapDim(d, dim(), "slice_scatter"), n = size(at);
+  auto bound = [n](std::optional<int64_t> v, int64_t fallback) {
+    if (!v) return fallback;
+    return std::clamp<int64_t>(*v < 0 ? *v + n : *v, 0, n);
+  };
+  const int64_t b = bound(start, 0), e = std::max(b, bound(end, n));
+  Shape expected = sizes();
+  expected[static_cast<size_t>(at)] = (e - b + step - 1) / step;
+  WEFT_CHECK(src.sizes() == expected, Shape, "slice_scatter: expected src to have a size equal to ",
+             "the slice of self. src size = ", shapeString(src.sizes()),
+             ", slice size = ", shapeString(expected));
+  return index_copy(at, arange(b, e, step, DType::Int64), src.to(dtype()));
+}
+
+Tensor Tensor::select_scatter(const Tensor& src, int64_t d, int64_t index,
+                              std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("select_scatter");
+  WEFT_CHECK(src.defined(), Value, "select_scatter: src is undefined");
+  WEFT_CHECK(dim() > 0, Index, "select_scatter: cannot select from a 0-d tensor");
+  const int64_t at = wrapDim(d, dim(), "select_scatter"), n = size(at);
+  WEFT_CHECK(index >= -n && index < n, Index, "select_scatter: index ", index,
+             " out of range for tensor of size ", shapeString(sizes()), " at dimension ", at);
+  return slice_scatter(src.unsqueeze(at), at, index < 0 ? index + n : index,
+                       (index < 0 ? index + n : index) + 1);
+}
+
+Tensor Tensor::diagonal_scatter(const Tensor& src, int64_t offset, int64_t dim1, int64_t dim2,
+                                std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("diagonal_scatter");
+  WEFT_CHECK(src.defined(), Value, "diagonal_scatter: src is undefined");
+  Tensor diag = diagonal(offset, dim1, dim2);
+  WEFT_CHECK(src.sizes() == diag.sizes(), Shape,
+             "diagonal_scatter: expected src to have a size equal to the diagonal of self. src "
+             "size = ",
+             shapeString(src.sizes()), ", diagonal size = ", shapeString(diag.sizes()));
+  // The two dims last and flattened: the diagonal's elements are the positions
+  // (i + r0) * cols + i + c0, where index_copy writes src (differentiably in both).
+  const int64_t d1 = wrapDim(dim1, dim(), "diagonal_scatter"),
+                d2 = wrapDim(dim2, dim(), "diagonal_scatter");
+  Tensor moved = movedim({d1, d2}, {-2, -1});
+  const int64_t rows = moved.size(-2), cols = moved.size(-1);
+  const int64_t r0 = std::max<int64_t>(-offset, 0), c0 = std::max<int64_t>(offset, 0);
+  const int64_t length = diag.size(-1);
+  Tensor at = arange(0, length, 1, DType::Int64) * (cols + 1) + (r0 * cols + c0);
+  Shape flat = moved.sizes();
+  flat.pop_back();
+  flat.back() = rows * cols;
+  Tensor written = moved.reshape(flat).index_copy(-1, at, src.to(dtype()));
+  return written.reshape(moved.sizes()).movedim({-2, -1}, {d1, d2});
+}
+
+Tensor Tensor::sum_to_size(const Shape& shape, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("sum_to_size");
+  bool fits = shape.size() <= static_cast<size_t>(dim());
+  for (size_t i = 0; fits && i < shape.size(); ++i) {
+    const int64_t have = size(static_cast<int64_t>(dim() - shape.size() + i));
+    fits = shape[i] == have || shape[i] == 1;
+  }
+  WEFT_CHECK(fits, Shape, "sum_to_size: size {", shapeString(shape),
+             "} is not expandable to size {", shapeString(sizes()), "}.");
+  return rules::sum_to(*this, shape);
+}
+
+Tensor Tensor::diagflat(int64_t offset, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("diagflat");
+  return flatten().diag(offset);
+}
+Tensor diagflat(const Tensor& x, int64_t offset, std::source_location loc) {
+  CallSite cs(loc);
+  return x.diagflat(offset);
+}
+
+Tensor Tensor::adjoint(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("adjoint");
+  if (dim() == 0) return *this; // as PyTorch 1.13
+  WEFT_CHECK(dim() >= 2, Shape, "tensor.adjoint() is only supported on matrices or batches of ",
+             "matrices. Got ", dim(), "-D tensor.");
+  return transpose(-2, -1);
+}
+Tensor Tensor::mH(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("mH");
+  if (dim() == 0) return *this; // as PyTorch 1.13
+  WEFT_CHECK(dim() >= 2, Shape, "tensor.mH is only supported on matrices or batches of matrices. ",
+             "Got ", dim(), "-D tensor.");
+  return transpose(-2, -1);
 }
 
 } // namespace weft

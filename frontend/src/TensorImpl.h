@@ -133,6 +133,9 @@ Tensor slice_dim(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64
 Tensor reduce_op(OpCode op, const Tensor& x, Shape dims, bool keepdim);
 Tensor conv(const Tensor& x, const Tensor& w, const Attrs& at);
 Tensor conv_input_grad(const Tensor& gy, const Tensor& w, const Attrs& at, const Shape& inputShape);
+/// `x` itself if floating, else converted to float32 (as PyTorch's float-valued functions take
+/// integers).
+Tensor floatingOrFloat32(const Tensor& x);
 Tensor conv_weight_grad(const Tensor& x, const Tensor& gy, const Attrs& at,
                         const Shape& weightShape);
 

@@ -207,6 +207,17 @@ public:
   std::vector<Tensor> unbind(int64_t dim = 0, WEFT_LOC) const;
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0, WEFT_LOC) const;
   std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0, WEFT_LOC) const;
+  std::vector<Tensor> split_with_sizes(const std::vector<int64_t>& sizes, int64_t dim = 0,
+                                       WEFT_LOC) const;
+  /// Copies of this tensor with `src` written over a slice (dim, start, end, step), the index
+  /// `index` of `dim`, or a diagonal: out of place, differentiable in both.
+  Tensor slice_scatter(const Tensor& src, int64_t dim = 0, std::optional<int64_t> start = {},
+                       std::optional<int64_t> end = {}, int64_t step = 1, WEFT_LOC) const;
+  Tensor select_scatter(const Tensor& src, int64_t dim, int64_t index, WEFT_LOC) const;
+  Tensor diagonal_scatter(const Tensor& src, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1,
+                          WEFT_LOC) const;
+  /// This tensor summed down to `shape` (which it must broadcast to), as the gradient of expand.
+  Tensor sum_to_size(const Shape& shape, WEFT_LOC) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0, WEFT_LOC) const;
   /// The tensor tiled `repeats[i]` times along dim i (more repeats than dims add leading dims).
   Tensor repeat(Shape repeats, WEFT_LOC) const;
@@ -225,6 +236,8 @@ public:
   Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1, WEFT_LOC) const;
   /// A 1-D tensor as the diagonal `diagonal` of a square matrix; a matrix's diagonal as 1-D.
   Tensor diag(int64_t diagonal = 0, WEFT_LOC) const;
+  /// The flattened tensor on the `offset` diagonal of a square matrix.
+  Tensor diagflat(int64_t offset = 0, WEFT_LOC) const;
   /// The sum of a matrix's diagonal.
   Tensor trace(WEFT_LOC) const;
   /// flip(1) (rank 2 or more) and flip(0) (rank 1 or more).
@@ -306,6 +319,16 @@ public:
   /// The p-norm over `dims` (empty: all): p = 2 (default), 1, infinity or any other positive p
   /// (float16/bfloat16 summed in float; a zero norm has gradient 0).
   Tensor norm(double p = 2, Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
+  /// The p-norm of this tensor minus `other` (broadcast).
+  Tensor dist(const Tensor& other, double p = 2, WEFT_LOC) const;
+  /// The covariance of the rows (variables) over the columns (observations), divided by the
+  /// number of observations minus `correction`; a 1-D tensor is one variable. corrcoef: the
+  /// covariance over the product of standard deviations, clipped to [-1, 1].
+  Tensor cov(int64_t correction = 1, WEFT_LOC) const;
+  Tensor corrcoef(WEFT_LOC) const;
+  /// Parametric ReLU: x where x >= 0, weight * x elsewhere; `weight` has one element or one per
+  /// channel (dim 1).
+  Tensor prelu(const Tensor& weight, WEFT_LOC) const;
   /// Division rounded as torch.div's rounding_mode: "trunc" (toward zero) or "floor" (toward minus
   /// infinity, floor_divide); integers stay integers (a divisor of 0 is then an error).
   Tensor div(const Tensor& other, std::string_view rounding_mode, WEFT_LOC) const;
@@ -365,6 +388,46 @@ public:
   Tensor multiply(Scalar other, WEFT_LOC) const;
   Tensor subtract(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
   Tensor subtract(Scalar other, Scalar alpha = 1, WEFT_LOC) const;
+  /// gt, ge, lt, le and ne under their long names.
+  Tensor greater(const Tensor& other, WEFT_LOC) const;
+  Tensor greater(Scalar other, WEFT_LOC) const;
+  Tensor greater_equal(const Tensor& other, WEFT_LOC) const;
+  Tensor greater_equal(Scalar other, WEFT_LOC) const;
+  Tensor less(const Tensor& other, WEFT_LOC) const;
+  Tensor less(Scalar other, WEFT_LOC) const;
+  Tensor less_equal(const Tensor& other, WEFT_LOC) const;
+  Tensor less_equal(Scalar other, WEFT_LOC) const;
+  Tensor not_equal(const Tensor& other, WEFT_LOC) const;
+  Tensor not_equal(Scalar other, WEFT_LOC) const;
+  /// Tensors are real: conj, conj_physical, resolve_conj and resolve_neg are the tensor itself;
+  /// is_complex, is_conj and is_neg are false.
+  Tensor conj(WEFT_LOC) const;
+  Tensor conj_physical(WEFT_LOC) const;
+  Tensor resolve_conj(WEFT_LOC) const;
+  Tensor resolve_neg(WEFT_LOC) const;
+  bool is_complex() const {
+    return false;
+  }
+  bool is_conj() const {
+    return false;
+  }
+  bool is_neg() const {
+    return false;
+  }
+  /// Whether the dtype holds negative numbers (bool and uint8 do not).
+  bool is_signed() const;
+  /// The one element's truth (an error for zero or several elements).
+  bool is_nonzero(WEFT_LOC) const;
+  /// The argument of a real number: pi where negative, 0 elsewhere, NaN for NaN (integers give
+  /// float32).
+  Tensor angle(WEFT_LOC) const;
+  /// The last two dims swapped (the conjugate transpose of real matrices).
+  Tensor adjoint(WEFT_LOC) const;
+  Tensor mH(WEFT_LOC) const;
+  /// Elementwise tests: +inf, -inf; isreal is true everywhere (tensors are real).
+  Tensor isposinf(WEFT_LOC) const;
+  Tensor isneginf(WEFT_LOC) const;
+  Tensor isreal(WEFT_LOC) const;
   /// This tensor itself (torch.positive; a bool tensor is an error, as there).
   Tensor positive(WEFT_LOC) const;
   /// Degrees to radians and radians to degrees (integers and bool give float32).
