@@ -49,6 +49,19 @@ template <typename E> void expectThrows(const std::string& text, const std::func
 /// Where PyTorch's kernels pass a NaN through (hardshrink, threshold) weft's do too; interpolate
 /// picks nearest sources as PyTorch (the same index at the same size, half of it at twice the
 /// size, whatever the scale factor); gaussian_nll_loss refuses a var of another shape.
+/// PReLU learns its slope: one weight per channel starting at `init`, reached by the gradient of
+/// the negative inputs only (PyTorch's rule: d/dw (w * x) = x where x <= 0).
+TEST(Nn, PReLULearnsOneSlopePerChannel) {
+  nn::PReLU act(nn::PReLUOptions().num_parameters(2).init(0.1));
+  ASSERT_EQ(act->parameters().size(), 1u);
+  Tensor x = tensor({-1.0f, 2.0f, -3.0f, 4.0f}).reshape({1, 2, 2});
+  Tensor y = act(x);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{-0.1f, 2.0f, -3.0f * 0.1f, 4.0f}));
+  y.sum().backward();
+  EXPECT_EQ(act->weight.grad().to_vector<float>(), (std::vector<float>{-1.0f, -3.0f}));
+  EXPECT_THROW(nn::PReLU(nn::PReLUOptions().num_parameters(0)), ValueError);
+}
+
 TEST(Nn, ShrinkThresholdNearestAndVarShapesAsPyTorch) {
   namespace F = nn::functional;
   Tensor x = tensor({std::nanf(""), 0.2f, -2.0f});

@@ -196,6 +196,12 @@ void BatchNormImpl::pretty_print(std::ostream& os) const {
      << ", track_running_stats=" << (options.track_running_stats() ? "true" : "false") << ")";
 }
 
+PReLUImpl::PReLUImpl(const PReLUOptions& o) : options(o) {
+  WEFT_CHECK(o.num_parameters() >= 1, Value, "PReLU: num_parameters must be at least 1, got ",
+             o.num_parameters());
+  weight = register_parameter("weight", full({o.num_parameters()}, o.init()));
+}
+
 LayerNormImpl::LayerNormImpl(const LayerNormOptions& o) : options(o) {
   if (o.elementwise_affine()) {
     weight = register_parameter("weight", ones(o.normalized_shape()));

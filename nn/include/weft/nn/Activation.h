@@ -79,6 +79,21 @@ public:
 };
 WEFT_MODULE(GLU);
 
+/// Parametric ReLU: x where x > 0, weight * x elsewhere, with one learned weight or one per
+/// channel (dim 1), starting at `init` (torch.nn.PReLU).
+struct PReLUOptions {
+  WEFT_ARG(int64_t, num_parameters) = 1;
+  WEFT_ARG(double, init) = 0.25;
+};
+class PReLUImpl : public Module {
+public:
+  explicit PReLUImpl(const PReLUOptions& options = {});
+  Tensor forward(const Tensor& x) { return x.prelu(weight); }
+  PReLUOptions options;
+  Tensor weight;
+};
+WEFT_MODULE(PReLU);
+
 /// Cosine similarity and pairwise distance between two inputs, as modules.
 struct CosineSimilarityOptions {
   WEFT_ARG(int64_t, dim) = 1;
