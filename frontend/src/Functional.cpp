@@ -607,11 +607,16 @@ Tensor angle(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
   return x.angle();
 }
+namespace {
+/// Where `x` is the infinity `inf` (false everywhere for integers).
+Tensor isInfinity(const Tensor& x, double inf, const char* op) {
+  WEFT_CHECK(x.defined(), Value, op, ": called on an undefined tensor");
+  return isFloating(x.dtype()) ? x.eq(inf) : zeros(x.sizes(), DType::Bool);
+}
+} // namespace
 Tensor Tensor::isposinf(std::source_location loc) const {
   CallSite cs(loc);
-  checkDefined("isposinf");
-  if (!isFloating(dtype())) return zeros(sizes(), DType::Bool);
-  return eq(std::numeric_limits<double>::infinity());
+  return isInfinity(*this, std::numeric_limits<double>::infinity(), "isposinf");
 }
 Tensor isposinf(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
@@ -619,9 +624,7 @@ Tensor isposinf(const Tensor& x, std::source_location loc) {
 }
 Tensor Tensor::isneginf(std::source_location loc) const {
   CallSite cs(loc);
-  checkDefined("isneginf");
-  if (!isFloating(dtype())) return zeros(sizes(), DType::Bool);
-  return eq(-std::numeric_limits<double>::infinity());
+  return isInfinity(*this, -std::numeric_limits<double>::infinity(), "isneginf");
 }
 Tensor isneginf(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
