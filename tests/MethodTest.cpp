@@ -485,6 +485,32 @@ TEST(Composites, PredicatesChannelsAndSplitsAsPyTorch) {
   EXPECT_THROW((void)zeros({4, 3}).slice_scatter(zeros({1, 3}), 0, 0, 4, 2), ShapeError);
 }
 
+/// bincount and histc against PyTorch 1.13's values; a NaN is in no bin (PyTorch 1.13 counts it in
+/// the first one when given a range). Both read values (bincount's size, histc's default range),
+/// so compile() runs them eagerly, with the same results.
+TEST(Composites, BincountAndHistcAsPyTorch) {
+  Tensor x = tensor({1, 1, 3});
+  EXPECT_EQ(x.bincount().to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 0, 1}));
+  EXPECT_EQ(bincount(x, {}, 6).to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 0, 1, 0, 0}));
+  Tensor weighted = x.bincount(tensor({0.5f, 0.25f, 2.0f}));
+  EXPECT_EQ(weighted.dtype(), kFloat32);
+  EXPECT_EQ(weighted.to_vector<float>(), (std::vector<float>{0, 0.75f, 0, 2}));
+  EXPECT_EQ(zeros({0}, kInt64).bincount().numel(), 0);
+  EXPECT_THROW((void)tensor({-1}).bincount(), ValueError);
+  EXPECT_THROW((void)tensor({1.5}).bincount(), DTypeError);
+  EXPECT_THROW((void)x.bincount(tensor({1.0})), ShapeError);
+
+  Tensor h = tensor({1.0, 2.0, 1.0, 4.0, NAN, 0.0}, kFloat64);
+  EXPECT_EQ(h.histc(4, 0, 3).to_vector<double>(), (std::vector<double>{1, 2, 1, 0}));
+  EXPECT_EQ(tensor({1.0, 2.0, 1.0}).histc(4).to_vector<float>(), (std::vector<float>{2, 0, 0, 1}));
+  EXPECT_EQ(tensor({2.0, 2.0}).histc(4).to_vector<float>(), (std::vector<float>{0, 0, 2, 0}));
+  EXPECT_THROW((void)tensor({1, 2}).histc(4), DTypeError);
+  EXPECT_THROW((void)h.histc(0), ValueError);
+  auto counts = compile([](const Tensor& t) { return t.histc(3) + t.abs().to(kInt64).bincount(); });
+  Tensor v = tensor({0.0, 1.0, 2.0}, kFloat64);
+  EXPECT_EQ(counts(v).to_vector<double>(), (std::vector<double>{2, 2, 2}));
+}
+
 /// The scans beside cumsum, against values PyTorch 1.13 gave (float64). cumprod's gradient at and
 /// after a zero, and logcumsumexp far below its running value, are where naive formulas fail
 /// (a division by zero; log(0) = -inf): 1e-4 absolute covers the four digits quoted.

@@ -261,6 +261,59 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
   return x.cumsum(dim);
 }
+Tensor Tensor::histc(int64_t bins, double min, double max, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("histc");
+  WEFT_CHECK(isFloating(dtype()), DType, "histc: expected a floating-point input, got ",
+             dtypeName(dtype()));
+  WEFT_CHECK(bins > 0, Value, "torch.histc(): bins must be > 0, but got ", bins);
+  WEFT_CHECK(!(min > max), Value, "torch.histc(): max must be larger than min");
+  double lo = min, hi = max;
+  if (lo == hi && numel() > 0) { // the elements' own range
+    lo = amin().item<double>();
+    hi = amax().item<double>();
+  }
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+  WEFT_CHECK(std::isfinite(lo) && std::isfinite(hi), Value, "torch.histc(): range of [", lo, ", ",
+             hi, "] is not finite");
+  // As PyTorch's linear bins: (x - lo) * bins / (hi - lo), rounded down; hi itself in the last.
+  Tensor x = flatten(), inside = x.ge(lo).logical_and(x.le(hi));
+  Tensor bin = ((x - lo) * static_cast<double>(bins) / (hi - lo)).floor();
+  bin = where(inside, bin.clamp(0.0, static_cast<double>(bins - 1)), zeros_like(bin));
+  return zeros({bins}, dtype()).scatter_add(0, bin.to(DType::Int64), inside.to(dtype()));
+}
+Tensor histc(const Tensor& x, int64_t bins, double min, double max, std::source_location loc) {
+  CallSite cs(loc);
+  return x.histc(bins, min, max);
+}
+Tensor Tensor::bincount(const Tensor& weights, int64_t minlength, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("bincount");
+  WEFT_CHECK(dim() == 1 && !isFloating(dtype()) && dtype() != DType::Bool, DType,
+             "bincount only supports 1-d non-negative integral inputs.");
+  WEFT_CHECK(minlength >= 0, Value, "bincount: minlength should be >= 0, got ", minlength);
+  WEFT_CHECK(!weights.defined() || (weights.dim() == 1 && weights.size(0) == size(0)), Shape,
+             "bincount: weights should be 1-d and have the same length as input");
+  int64_t length = minlength;
+  if (numel() > 0) {
+    WEFT_CHECK(amin().item<int64_t>() >= 0, Value,
+               "bincount only supports 1-d non-negative integral inputs.");
+    length = std::max(length, amax().item<int64_t>() + 1);
+  }
+  const DType out = !weights.defined()            ? DType::Int64
+                    : isFloating(weights.dtype()) ? weights.dtype()
+                                                  : DType::Float64;
+  Tensor w = weights.defined() ? weights.to(out) : ones({size(0)}, out);
+  return zeros({length}, out).scatter_add(0, to(DType::Int64), w);
+}
+Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength,
+                std::source_location loc) {
+  CallSite cs(loc);
+  return x.bincount(weights, minlength);
+}
 Tensor Tensor::cumprod(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("cumprod");

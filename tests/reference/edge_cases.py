@@ -81,6 +81,9 @@ OPS = {
     "logsumexp0": lambda x: x.logsumexp(0), "logsumexp_1": lambda x: x.logsumexp(-1),
     "cumsum0": lambda x: x.cumsum(0), "cumsum_1": lambda x: x.cumsum(-1),
     "cumprod0": lambda x: x.cumprod(0), "cumprod_1": lambda x: x.cumprod(-1),
+    # (PyTorch 1.13 counts NaNs in the first bin when given a range; weft counts no NaN)
+    "histc": lambda x: torch.histc(x.nan_to_num(5.0), 4, -1, 2),
+    "histc_own": lambda x: torch.histc(x.nan_to_num(5.0, 6.0, -6.0), 3),
     "cummax0": lambda x: x.cummax(0), "cummin_1": lambda x: x.cummin(-1),
     "logcumsumexp0": lambda x: x.logcumsumexp(0), "logcumsumexp_1": lambda x: x.logcumsumexp(-1),
     "sort0": lambda x: x.sort(0), "sort_desc": lambda x: x.sort(-1, True),

@@ -183,6 +183,8 @@ Tensor isnan(const Tensor& x, WEFT_LOC);
 Tensor isinf(const Tensor& x, WEFT_LOC);
 Tensor isfinite(const Tensor& x, WEFT_LOC);
 Tensor cumsum(const Tensor& x, int64_t dim, WEFT_LOC);
+Tensor histc(const Tensor& x, int64_t bins = 100, double min = 0, double max = 0, WEFT_LOC);
+Tensor bincount(const Tensor& x, const Tensor& weights = {}, int64_t minlength = 0, WEFT_LOC);
 Tensor dist(const Tensor& x, const Tensor& other, double p = 2, WEFT_LOC);
 Tensor cov(const Tensor& x, int64_t correction = 1, WEFT_LOC);
 Tensor corrcoef(const Tensor& x, WEFT_LOC);

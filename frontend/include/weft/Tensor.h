@@ -514,6 +514,14 @@ public:
   Tensor isinf(WEFT_LOC) const;
   Tensor isfinite(WEFT_LOC) const;
   Tensor cumsum(int64_t dim, WEFT_LOC) const;
+  /// The counts of elements in `bins` equal-width bins over [min, max] (both 0: the elements'
+  /// own range), in this tensor's floating dtype; elements outside and NaNs are not counted.
+  /// With the default range it reads the values, so compile() runs it eagerly.
+  Tensor histc(int64_t bins = 100, double min = 0, double max = 0, WEFT_LOC) const;
+  /// The number of times each value 0..max (or at least `minlength` values) occurs in this 1-D
+  /// tensor of non-negative integers, int64; or the sum of `weights` at them (float64 for
+  /// integer weights, as PyTorch 1.13). Its size depends on the values: compile() runs it eagerly.
+  Tensor bincount(const Tensor& weights = {}, int64_t minlength = 0, WEFT_LOC) const;
   /// Running products along `dim` (integers and bool in int64, as cumsum).
   Tensor cumprod(int64_t dim, WEFT_LOC) const;
   /// The running maximum (minimum) along `dim` and its index: (values, indices), as
