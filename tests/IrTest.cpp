@@ -83,6 +83,9 @@ TEST(Ir, KeyBytesTellEveryChangeApart) {
         c.addNode(OpCode::Mul, {x, x}, Attrs{{"alpha", std::nextafter(1.0, 2.0)}},
                   {DType::Float64, {2, 3}}); // the one before in another dtype
       }};
+  Graph moved = g; // another line: another key, unless locations are left out
+  moved.mutableNodes()[0].loc.line = 9;
+  EXPECT_EQ(keyBytes(moved, false), keyBytes(g, false));
   std::vector<std::vector<uint8_t>> seen = {keyBytes(g)};
   for (size_t i = 0; i < changes.size(); ++i) {
     Graph c = g;

@@ -518,6 +518,23 @@ TEST(Scans, CumprodLogcumsumexpCummaxAndCumminAsPyTorch) {
   Tensor a = tensor({2.0, 0.0, 3.0, 0.0, 4.0}, kFloat64).requires_grad_(true);
   a.cumprod(0).backward(tensor({1.0, 2.0, 3.0, 4.0, 5.0}, kFloat64));
   EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{1, 22, 0, 0, 0}));
+  // An inf after a zero stays out of the gradients before it (0 * inf would be NaN), and a line
+  // of one element passes g on, even an inf.
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const auto& [in, want] :
+       {std::pair{std::vector<double>{2, 0, inf}, std::vector<double>{1, inf, 0}},
+        std::pair{std::vector<double>{0, 0, inf}, std::vector<double>{1, 0, 0}},
+        std::pair{std::vector<double>{3, 0, 2, 0, inf}, std::vector<double>{1, 9, 0, 0, 0}}}) {
+    Tensor c = from_vector(in, {static_cast<int64_t>(in.size())}).requires_grad_(true);
+    c.cumprod(0).sum().backward();
+    EXPECT_EQ(c.grad().to_vector<double>(), want);
+  }
+  Tensor column = from_vector(std::vector<double>{inf, 2.0}, {2, 1}).requires_grad_(true);
+  column.cumprod(1).sum().backward();
+  EXPECT_EQ(column.grad().to_vector<double>(), (std::vector<double>{1, 1}));
+  EXPECT_EQ(full({}, -3.0, kFloat64).norm(2, {0}).item<double>(), 3.0);
+  EXPECT_EQ(zeros({0, 2}, kFloat64).norm(std::numeric_limits<double>::infinity(), {0}).sizes(),
+            (Shape{2}));
   Tensor b = tensor({-1000.0, 0.0, 1.0}, kFloat64).requires_grad_(true);
   Tensor l = b.logcumsumexp(0);
   EXPECT_TRUE(allClose(l.to_vector<double>(), {-1000.0, 0.0, 1.3133}, 0, 1e-4));

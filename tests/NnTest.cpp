@@ -46,9 +46,6 @@ template <typename E> void expectThrows(const std::string& text, const std::func
 
 } // namespace
 
-/// Where PyTorch's kernels pass a NaN through (hardshrink, threshold) weft's do too; interpolate
-/// picks nearest sources as PyTorch (the same index at the same size, half of it at twice the
-/// size, whatever the scale factor); gaussian_nll_loss refuses a var of another shape.
 /// PReLU learns its slope: one weight per channel starting at `init`, reached by the gradient of
 /// the negative inputs only (PyTorch's rule: d/dw (w * x) = x where x <= 0).
 TEST(Nn, PReLULearnsOneSlopePerChannel) {
@@ -62,6 +59,9 @@ TEST(Nn, PReLULearnsOneSlopePerChannel) {
   EXPECT_THROW(nn::PReLU(nn::PReLUOptions().num_parameters(0)), ValueError);
 }
 
+/// Where PyTorch's kernels pass a NaN through (hardshrink, threshold) weft's do too; interpolate
+/// picks nearest sources as PyTorch (the same index at the same size, half of it at twice the
+/// size, whatever the scale factor); gaussian_nll_loss refuses a var of another shape.
 TEST(Nn, ShrinkThresholdNearestAndVarShapesAsPyTorch) {
   namespace F = nn::functional;
   Tensor x = tensor({std::nanf(""), 0.2f, -2.0f});

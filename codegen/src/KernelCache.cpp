@@ -103,14 +103,17 @@ std::optional<std::vector<uint8_t>> readEntry(const std::string& dir, const char
     if (count) ++misses;
     return std::nullopt;
   }
-  std::ifstream in(entryPath(dir, key, ext), std::ios::binary);
-  if (!in) {
+  const std::string path = entryPath(dir, key, ext);
+  struct stat st {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in || stat(path.c_str(), &st) != 0) {
     if (count) ++misses;
     return std::nullopt;
   }
-  in.seekg(0, std::ios::end);
-  std::string bytes(static_cast<size_t>(std::max<std::streamoff>(in.tellg(), 0)), '\0');
-  in.seekg(0);
+  // Not a plain file, or larger than any entry weft writes: rejected below as damaged.
+  constexpr off_t kLargest = off_t{1} << 32;
+  const bool plain = S_ISREG(st.st_mode) && st.st_size <= kLargest;
+  std::string bytes(plain ? static_cast<size_t>(st.st_size) : 0, '\0');
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!in) bytes.clear(); // unreadable: rejected below as damaged
   // magic, key length, key, object length, object, checksum

@@ -274,7 +274,9 @@ void optimize(ir::Graph& g, const codegen::CpuTarget& target) {
 
 /// `g` as a runtime executable: the fuse pass's kernels run as generated code, loaded on the CPU
 /// (unless WEFT_CODEGEN=0 or codegen cannot lower a group, when the interpreter runs every node).
-Executable lower(const ir::Graph& g, const codegen::CpuTarget& target, size_t& numKernels) {
+Executable lower(const ir::Graph& g, const codegen::CpuTarget& target, size_t& numKernels,
+                 bool& complete) {
+  complete = true; // every group codegen was asked for became a kernel
   std::vector<ir::FusedKernel> fused;
   KernelTable table;
   if (debugFlag("WEFT_CODEGEN").value_or("1") != "0") {
@@ -289,14 +291,17 @@ Executable lower(const ir::Graph& g, const codegen::CpuTarget& target, size_t& n
         const int32_t kernel = kernels.value().kernelOf[k];
         fused.push_back({groups[k], kernel});
         numKernels += kernel >= 0 ? 1 : 0;
+        complete = complete && kernel >= 0;
         if (kernel < 0 && log)
           std::fprintf(stderr, "[weft] codegen: kernel %zu %s runs in the interpreter: %s\n", k,
                        shapeString(groups[k].shape).c_str(), kernels.value().failures[k].c_str());
       }
       table = std::move(kernels.value().table);
-    } else if (log && !groups.empty()) {
-      std::fprintf(stderr, "[weft] codegen: all %zu kernels run in the interpreter: %s\n",
-                   groups.size(), kernels.diagnostic().message.c_str());
+    } else if (!groups.empty()) {
+      complete = false;
+      if (log)
+        std::fprintf(stderr, "[weft] codegen: all %zu kernels run in the interpreter: %s\n",
+                     groups.size(), kernels.diagnostic().message.c_str());
     }
   }
   Executable e;
@@ -332,7 +337,8 @@ std::string executableKey(const ir::Graph& g, const codegen::CpuTarget& target) 
                     "\nthreads " + std::to_string(getNumThreads()) + "\n";
   for (const char* setting : {"WEFT_CODEGEN", "WEFT_GEMM", "WEFT_SKIP_PASSES"})
     key += std::string(setting) + "=" + debugFlag(setting).value_or("") + "\n";
-  return key + "graph " + codegen::digestHex(ir::keyBytes(g)) + "\n";
+  // Without source locations: no step of an executable carries one.
+  return key + "graph " + codegen::digestHex(ir::keyBytes(g, false)) + "\n";
 }
 
 /// The executable cached under `key` (its kernels counted into `numKernels`), or nullopt. An
@@ -481,8 +487,11 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
     passesMs += since(t);
     t = Clock::now();
     const size_t before = exe->numKernels;
-    program = lower(g, target, exe->numKernels);
-    writeExecutable(key, program, exe->numKernels - before);
+    bool complete = false;
+    program = lower(g, target, exe->numKernels, complete);
+    // A kernel that fell back to the interpreter (a link that failed for want of disk space, say)
+    // is built again next time rather than kept.
+    if (complete) writeExecutable(key, program, exe->numKernels - before);
     codegenMs += since(t);
     return true;
   };
@@ -818,11 +827,19 @@ std::shared_ptr<const Executable> CompiledFunction::executable() const {
 }
 
 std::string CompiledFunction::graph_text() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  if (!state_->latest) return "";
-  if (state_->latest->graphOptimized) return ir::printGraph(*state_->latest->graph);
-  ir::Graph g = *state_->latest->graph; // its executable came from the disk cache
-  optimize(g, state_->target);
+  std::shared_ptr<const CompiledSignature> latest;
+  codegen::CpuTarget target;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    latest = state_->latest;
+    target = state_->target;
+  }
+  if (!latest) return "";
+  if (latest->graphOptimized) return ir::printGraph(*latest->graph);
+  // Its executable came from the disk cache: the pipeline runs on a copy, outside the lock (the
+  // fuse pass may measure a GEMM shape no cache entry has), with today's settings.
+  ir::Graph g = *latest->graph;
+  optimize(g, target);
   return ir::printGraph(g);
 }
 

@@ -639,6 +639,8 @@ Tensor Tensor::prelu(const Tensor& weight, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("prelu");
   WEFT_CHECK(weight.defined(), Value, "prelu: the weight is undefined");
+  WEFT_CHECK(weight.dim() <= 1, Shape, "prelu: expected the weight to be 0-D or 1-D, got ",
+             weight.dim(), "-D");
   const int64_t channels = dim() >= 2 ? size(1) : 1;
   WEFT_CHECK(weight.numel() == 1 || weight.numel() == channels, Shape,
              "prelu: mismatch of parameter numbers and input channel size. Found parameter "

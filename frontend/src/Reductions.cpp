@@ -183,9 +183,11 @@ Tensor Tensor::norm(double p, Dims dims, bool keepdim, std::source_location loc)
   // 16-bit floats sum in float (a float16 square overflows from 256 on), rounded once at the end.
   const bool narrow = dtype() == DType::Float16 || dtype() == DType::BFloat16;
   Tensor x = narrow ? cast(*this, DType::Float32) : *this, r;
-  bool emptySlices = dims.empty() ? numel() == 0 : false; // what the norm of each slice covers
-  for (int64_t d : dims)
-    emptySlices = emptySlices || size(d) == 0;
+  // Whether the slices each norm covers are empty (only an empty tensor has those).
+  bool emptySlices = numel() == 0 && dims.empty();
+  if (numel() == 0)
+    for (int64_t d : dims)
+      emptySlices = emptySlices || sizes()[static_cast<size_t>(wrapDim(d, dim(), "norm"))] == 0;
   if (std::isinf(p) && emptySlices) {
     r = x.abs().sum(std::move(dims), keepdim); // the largest of no magnitudes: 0, as PyTorch
   } else if (std::isinf(p)) {
@@ -327,8 +329,8 @@ Tensor cumprod(const Tensor& x, int64_t dim, std::source_location loc) {
 namespace {
 /// cummax/cummin: the values at the running extremum's index, so the gradient reaches that one
 /// element, as in PyTorch.
-std::pair<Tensor, Tensor> cumExtremum(OpCode op, const Tensor& x, int64_t d) {
-  const int64_t at = wrapDim(d, x.dim(), opName(op).data());
+std::pair<Tensor, Tensor> cumExtremum(OpCode op, const Tensor& x, int64_t d, const char* name) {
+  const int64_t at = wrapDim(d, x.dim(), name);
   Tensor index = dispatch(op, {x}, Attrs{{"dim", at}});
   return {x.gather(at, index), index};
 }
@@ -336,7 +338,7 @@ std::pair<Tensor, Tensor> cumExtremum(OpCode op, const Tensor& x, int64_t d) {
 std::pair<Tensor, Tensor> Tensor::cummax(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("cummax");
-  return cumExtremum(OpCode::CumArgMax, *this, d);
+  return cumExtremum(OpCode::CumArgMax, *this, d, "cummax");
 }
 std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
@@ -345,7 +347,7 @@ std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim, std::source_locat
 std::pair<Tensor, Tensor> Tensor::cummin(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("cummin");
-  return cumExtremum(OpCode::CumArgMin, *this, d);
+  return cumExtremum(OpCode::CumArgMin, *this, d, "cummin");
 }
 std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim, std::source_location loc) {
   CallSite cs(loc);

@@ -621,7 +621,7 @@ Tensor Tensor::slice_scatter(const Tensor& src, int64_t d, std::optional<int64_t
   };
   const int64_t b = bound(start, 0), e = std::max(b, bound(end, n));
   Shape expected = sizes();
-  expected[static_cast<size_t>(at)] = (e - b + step - 1) / step;
+  expected[static_cast<size_t>(at)] = e == b ? 0 : 1 + (e - b - 1) / step;
   WEFT_CHECK(src.sizes() == expected, Shape, "slice_scatter: expected src to have a size equal to ",
              "the slice of self. src size = ", shapeString(src.sizes()),
              ", slice size = ", shapeString(expected));

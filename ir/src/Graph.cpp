@@ -74,7 +74,7 @@ void Graph::placeNodes(const std::vector<int32_t>& order) {
     values_[static_cast<size_t>(nodes_[i].result)].producer = static_cast<int32_t>(i);
 }
 
-std::vector<uint8_t> keyBytes(const Graph& g) {
+std::vector<uint8_t> keyBytes(const Graph& g, bool locations) {
   ByteWriter w;
   w.bytes.reserve(64 * g.nodes().size() + 32 * g.values().size() + 256);
   w.str(g.name());
@@ -94,8 +94,10 @@ std::vector<uint8_t> keyBytes(const Graph& g) {
     w.slots(n.operands);
     w.attrs(n.attrs);
     w.pod(n.result);
-    w.str(n.loc.file);
-    w.pod(n.loc.line);
+    if (locations) {
+      w.str(n.loc.file);
+      w.pod(n.loc.line);
+    }
   }
   w.slots(g.arguments());
   w.slots(g.state());

@@ -326,7 +326,7 @@ public:
   /// covariance over the product of standard deviations, clipped to [-1, 1].
   Tensor cov(int64_t correction = 1, WEFT_LOC) const;
   Tensor corrcoef(WEFT_LOC) const;
-  /// Parametric ReLU: x where x >= 0, weight * x elsewhere; `weight` has one element or one per
+  /// Parametric ReLU: x where x > 0, weight * x elsewhere; `weight` has one element or one per
   /// channel (dim 1).
   Tensor prelu(const Tensor& weight, WEFT_LOC) const;
   /// Division rounded as torch.div's rounding_mode: "trunc" (toward zero) or "floor" (toward minus

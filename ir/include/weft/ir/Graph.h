@@ -152,9 +152,9 @@ private:
 };
 
 /// `g` in a compact binary form, equal for equal graphs and different otherwise (every value,
-/// node with its attributes and location, input, output, state update and kernel): what cache
-/// keys hold. Several times faster to make than the text form; not a file format (it changes
-/// with the compiler, whose version the keys also hold).
-std::vector<uint8_t> keyBytes(const Graph& g);
+/// node with its attributes and, unless `locations` is false, its source location, input, output,
+/// state update and kernel): what cache keys hold. Several times faster to make than the text
+/// form; not a file format (it changes with the compiler, whose version the keys also hold).
+std::vector<uint8_t> keyBytes(const Graph& g, bool locations = true);
 
 } // namespace weft::ir

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "weft/runtime/Attrs.h"
+#include "weft/runtime/DType.h"
 #include "weft/runtime/OpTable.h"
 #include "weft/runtime/TensorRef.h"
 
@@ -112,35 +113,24 @@ template <typename T> T vjp_extremum(const T& g, const T& x, const T& y, const A
 }
 
 /// cumprod along `d`: dy_j / dx_i is the product of x_0..x_j without x_i (j >= i). Before a
-/// line's first zero that is y_j / x_i, so the gradient is the reversed cumsum of g * y over x_i
-/// (PyTorch's formula, which it also uses when there are no zeros); at the first zero it is the
-/// reversed cumsum of g times the products with that zero left out; after it, every product holds
-/// the zero: 0. One element passes g on, as in PyTorch (a NaN included).
+/// line's first zero that is y_j / x_i, so the gradient is the reversed cumsum of g * y (up to
+/// the zero) over x_i, PyTorch's formula; at the first zero it is the reversed cumsum of g times
+/// the products with that zero left out, up to the second zero; after it, every product holds the
+/// zero: 0. Terms past those zeros are masked out before they are summed (an inf there would make
+/// 0 * inf = NaN). A line of one element passes g on, as in PyTorch (a NaN included).
 template <typename T> T vjp_cumprod(const T& g, const T& x, const T& y, int64_t d) {
-  if (numel(shape_of(x)) <= 1) return g;
+  const Shape shape = shape_of(x);
+  if (numel(shape) <= 1 || shape[static_cast<size_t>(d)] == 1) return g;
   const Shape dims{d};
   auto reversedCumsum = [&](const T& v) { return flip(cumsum(flip(v, dims), d), dims); };
   T zero = cast(x == 0.0, dtype_of(x));
   T seen = cumsum(zero, d); // zeros at or before each element
-  T before = seen == 0.0;
-  T first = seen * zero == 1.0;
-  T beforeFirst = reversedCumsum(g * y) / where(before, x, ones_like(x));
-  T atFirst = reversedCumsum(g * cumprod(where(first, ones_like(x), x), d));
+  T before = seen == 0.0, between = seen == 1.0, first = seen * zero == 1.0;
+  T beforeFirst =
+      reversedCumsum(where(before, g * y, zeros_like(g))) / where(before, x, ones_like(x));
+  T withoutFirst = cumprod(where(first, ones_like(x), x), d);
+  T atFirst = reversedCumsum(where(between, g * withoutFirst, zeros_like(g)));
   return where(before, beforeFirst, where(first, atFirst, zeros_like(g)));
-}
-
-/// The lowest finite value of floating `dtype`.
-inline double lowestFinite(DType dtype) {
-  switch (dtype) {
-  case DType::Float16:
-    return -65504.0;
-  case DType::BFloat16:
-    return -3.3895313892515355e38;
-  case DType::Float32:
-    return -3.4028234663852886e38;
-  default:
-    return -1.7976931348623157e308;
-  }
 }
 
 /// logcumsumexp along `d`: dy_j / dx_i = exp(x_i - y_j) for j >= i. The sum over j of g_j times
@@ -152,7 +142,7 @@ template <typename T> T vjp_logcumsumexp(const T& g, const T& x, const T& y, int
   if (numel(shape_of(x)) <= 1) return g;
   const Shape dims{d};
   auto reversed = [&](const T& v) { return flip(logcumsumexp(flip(v, dims), d), dims); };
-  T none = zeros_like(g) + lowestFinite(dtype_of(g));
+  T none = zeros_like(g) - largestFinite(dtype_of(g));
   T logAbs = log(abs(g));
   T zero = zeros_like(g);
   T positive = exp(reversed(where(zero < g, logAbs, none) - y) + x);
