@@ -183,15 +183,11 @@ Tensor Tensor::norm(double p, Dims dims, bool keepdim, std::source_location loc)
   // 16-bit floats sum in float (a float16 square overflows from 256 on), rounded once at the end.
   const bool narrow = dtype() == DType::Float16 || dtype() == DType::BFloat16;
   Tensor x = narrow ? cast(*this, DType::Float32) : *this, r;
-  // Whether the slices each norm covers are empty (only an empty tensor has those).
-  bool emptySlices = numel() == 0 && dims.empty();
-  if (numel() == 0)
-    for (int64_t d : dims)
-      emptySlices = emptySlices || sizes()[static_cast<size_t>(wrapDim(d, dim(), "norm"))] == 0;
-  if (std::isinf(p) && emptySlices) {
-    r = x.abs().sum(std::move(dims), keepdim); // the largest of no magnitudes: 0, as PyTorch
-  } else if (std::isinf(p)) {
-    r = x.abs().amax(std::move(dims), keepdim);
+  if (std::isinf(p)) {
+    // An empty tensor has no magnitudes to take the largest of: its slices' norms are 0 (as
+    // PyTorch's), and the sum gives that (or the same empty result) where amax would refuse.
+    r = numel() == 0 ? x.abs().sum(std::move(dims), keepdim)
+                     : x.abs().amax(std::move(dims), keepdim);
   } else if (p == 1) {
     r = x.abs().sum(std::move(dims), keepdim);
   } else {

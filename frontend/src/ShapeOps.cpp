@@ -690,21 +690,23 @@ Tensor diagflat(const Tensor& x, int64_t offset, std::source_location loc) {
   return x.diagflat(offset);
 }
 
+namespace {
+/// adjoint() and mH: the last two dims swapped (0-d: the tensor itself, as PyTorch 1.13).
+Tensor lastTwoSwapped(const Tensor& x, const char* what) {
+  WEFT_CHECK(x.defined(), Value, what, ": called on an undefined tensor");
+  if (x.dim() == 0) return x;
+  WEFT_CHECK(x.dim() >= 2, Shape, what, " is only supported on matrices or batches of matrices. ",
+             "Got ", x.dim(), "-D tensor.");
+  return x.transpose(-2, -1);
+}
+} // namespace
 Tensor Tensor::adjoint(std::source_location loc) const {
   CallSite cs(loc);
-  checkDefined("adjoint");
-  if (dim() == 0) return *this; // as PyTorch 1.13
-  WEFT_CHECK(dim() >= 2, Shape, "tensor.adjoint() is only supported on matrices or batches of ",
-             "matrices. Got ", dim(), "-D tensor.");
-  return transpose(-2, -1);
+  return lastTwoSwapped(*this, "tensor.adjoint()");
 }
 Tensor Tensor::mH(std::source_location loc) const {
   CallSite cs(loc);
-  checkDefined("mH");
-  if (dim() == 0) return *this; // as PyTorch 1.13
-  WEFT_CHECK(dim() >= 2, Shape, "tensor.mH is only supported on matrices or batches of matrices. ",
-             "Got ", dim(), "-D tensor.");
-  return transpose(-2, -1);
+  return lastTwoSwapped(*this, "tensor.mH");
 }
 
 } // namespace weft
