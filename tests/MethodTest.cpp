@@ -250,6 +250,14 @@ std::vector<MethodCase> methods() {
          return x.sum(1) + x.mean(1, true).amax(1) + x.amin(0).logsumexp(0).unsqueeze(0) +
                 x.var(1) * x.std(1, 0) + x.flip(2).norm(2, 1);
        }},
+      {"bitwise_on_masks_and_integers",
+       [](auto& x, auto& y) {
+         Tensor masks = (x.gt(0) & y.lt(0.5)) | (~x.lt(-1) ^ y.gt(0));
+         Tensor n = (x * 8.0).to(kInt32);
+         Tensor bits = ((n & 7) << 2) ^ (n >> 1) | ~n;
+         return masks.to(kFloat32) + bits.to(kFloat32) + n.gcd(tensor({6}, kInt32)).to(kFloat32);
+       }},
+      {"bitwise_on_floats_is_an_error", [](auto& x, auto& y) { return x & y; }},
       {"nansum_count_nonzero",
        [](auto& x, auto&) {
          return x.log().nansum({1}) + x.gt(0.5).count_nonzero({1}).to(kFloat32);
@@ -568,6 +576,66 @@ TEST(Scans, CumprodLogcumsumexpCummaxAndCumminAsPyTorch) {
   out.backward();
   EXPECT_EQ(out.item<double>(), eager.item<double>());
   EXPECT_TRUE(allClose(v.grad().to_vector<double>(), w.grad().to_vector<double>(), 1e-12, 1e-12));
+}
+
+/// Bitwise operators, shifts, gcd and lcm against PyTorch's values. Shifts by a negative amount
+/// or one past the type's width follow PyTorch 2's rule (0, or the sign bits); 1.13 left them to
+/// the CPU (x86 shifts by the amount modulo the width).
+TEST(Bitwise, OperatorsShiftsGcdAndLcmAsPyTorch) {
+  const int32_t lowest = std::numeric_limits<int32_t>::min();
+  Tensor a = tensor({-8, 5, 7, -1, 3, 100}, kInt32), b = tensor({1, 33, -1, 31, 32, 3}, kInt32);
+  EXPECT_EQ((a << b).to_vector<int32_t>(), (std::vector<int32_t>{-16, 0, 0, lowest, 0, 800}));
+  EXPECT_EQ((a >> b).to_vector<int32_t>(), (std::vector<int32_t>{-4, 0, 0, -1, 0, 12}));
+  EXPECT_EQ(bitwise_right_shift(tensor({-8}, kInt32), tensor({40}, kInt32)).item<int32_t>(), -1);
+  Tensor u = tensor({2, 200, 200}, kUInt8), v = tensor({9, 1, 8}, kUInt8);
+  EXPECT_EQ((u << v).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 144, 0}));
+  EXPECT_EQ((u >> v).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 100, 0}));
+  EXPECT_EQ(tensor({0, -4, 6, 0}).gcd(tensor({0, 6, -9, -5})).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 2, 3, 5}));
+  EXPECT_EQ(lcm(tensor({0, -4, 6, 3}), tensor({0, 6, -9, -5})).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 12, 18, 15}));
+  EXPECT_EQ(tensor({lowest}, kInt32).gcd(tensor({0}, kInt32)).item<int32_t>(), lowest);
+  Tensor t = tensor({true, false}, kBool);
+  EXPECT_EQ((t ^ tensor({true, true}, kBool)).to_vector<bool>(), (std::vector<bool>{false, true}));
+  EXPECT_EQ((~t).to_vector<bool>(), (std::vector<bool>{false, true}));
+  EXPECT_EQ((~tensor({5}, kUInt8)).item<uint8_t>(), 250);
+  EXPECT_EQ((~tensor({5})).item<int64_t>(), -6);
+  EXPECT_EQ((tensor({3}) << 2).item<int64_t>(), 12);
+  EXPECT_EQ((2 << tensor({3})).item<int64_t>(), 16);
+  Tensor anded = tensor({3}) & true;
+  EXPECT_EQ(anded.dtype(), kInt64);
+  EXPECT_EQ(anded.item<int64_t>(), 1);
+  EXPECT_EQ(bitwise_and(tensor({3}, kUInt8), tensor({-1})).dtype(), kInt64);
+  // PyTorch refuses floats for all of them, and bool for shifts, gcd and lcm.
+  EXPECT_THROW((void)(tensor({1.5}) & tensor({1.0})), DTypeError);
+  EXPECT_THROW((void)(~tensor({1.5})), DTypeError);
+  EXPECT_THROW((void)(tensor({1.5}) << 1), DTypeError);
+  EXPECT_THROW((void)(t << t), DTypeError);
+  EXPECT_THROW((void)t.gcd(t), DTypeError);
+  // In place, and the compound assignments.
+  Tensor x = tensor({12, 5}, kInt32);
+  x &= 6;
+  x.bitwise_or_(1);
+  x <<= tensor({1, 2}, kInt32);
+  x ^= 1;
+  EXPECT_EQ(x.to_vector<int32_t>(), (std::vector<int32_t>{11, 21}));
+  EXPECT_EQ(x.dtype(), kInt32);
+  EXPECT_THROW(x.bitwise_and_(1.5), DTypeError);
+
+  // Compiled (fused kernels for the shifts and bitwise ops, the interpreter's for gcd and lcm),
+  // on every integer dtype, with amounts out of range: eager's bits.
+  for (DType dt : {kInt32, kInt64, kUInt8}) {
+    SCOPED_TRACE(dtypeName(dt));
+    Tensor p = tensor({-8, 5, 7, -1, 3, 100, 64, -128}).to(dt);
+    Tensor q = tensor({1, 33, -1, 31, 64, 3, 7, 8}).to(dt);
+    auto f = [](const Tensor& p, const Tensor& q) {
+      return ((p << q) ^ (p >> q)) + (~p & q) + (p | 3) + p.gcd(q) * p.lcm(q);
+    };
+    Tensor eager = f(p, q);
+    Tensor compiled = compile(f)(p, q);
+    EXPECT_EQ(compiled.dtype(), dt);
+    EXPECT_EQ(compiled.to_vector<int64_t>(), eager.to_vector<int64_t>());
+  }
 }
 
 } // namespace

@@ -263,6 +263,24 @@ OpSample unarySample(OpCode op) {
   return s;
 }
 
+/// Integral ops: int64 samples of both signs (shift amounts in [0, 8), so every integer dtype
+/// holds the results), the second operand broadcast.
+OpSample integralSample(OpCode op) {
+  const bool unary = opInfo(op).kind == OpKind::Unary;
+  const bool shift = op == OpCode::BitwiseLeftShift || op == OpCode::BitwiseRightShift;
+  Tensor a = (normal(unary ? Shape{3, 4} : Shape{3, 1, 4}, 2) * 20).round().to(kInt64);
+  Tensor b =
+      shift ? randint(0, 8, {5, 4}, kInt64, gen(3)) : (normal({5, 4}, 3) * 20).round().to(kInt64);
+  std::vector<Tensor> in = unary ? std::vector<Tensor>{a} : std::vector<Tensor>{a, b};
+  OpSample s{"integers", in, {}, {}, [op, unary](const std::vector<NdArray>& in, const Attrs&) {
+               return mapNd(in, [op, unary](const std::vector<double>& v) {
+                 return unary ? unaryReference(op, v[0]) : binaryReference(op, v[0], v[1]);
+               });
+             }};
+  s.gradcheck = false;
+  return s;
+}
+
 OpSample binarySample(OpCode op) {
   bool positive = op == OpCode::Pow || op == OpCode::Div;
   Tensor a = positive ? uniform({3, 1, 4}, 0.5, 2.0, 2) : normal({3, 1, 4}, 2);
@@ -366,6 +384,8 @@ double unaryReference(OpCode op, double x) {
     return std::nearbyint(x);
   case OpCode::LogicalNot:
     return x == 0 ? 1.0 : 0.0;
+  case OpCode::BitwiseNot:
+    return static_cast<double>(~static_cast<int64_t>(x));
   default:
     ADD_FAILURE() << "no unary reference for " << opName(op);
     return 0;
@@ -412,14 +432,36 @@ double binaryReference(OpCode op, double a, double b) {
     return (a != 0) || (b != 0);
   case OpCode::LogicalXor:
     return (a != 0) != (b != 0);
+  case OpCode::BitwiseAnd:
+    return static_cast<double>(static_cast<int64_t>(a) & static_cast<int64_t>(b));
+  case OpCode::BitwiseOr:
+    return static_cast<double>(static_cast<int64_t>(a) | static_cast<int64_t>(b));
+  case OpCode::BitwiseXor:
+    return static_cast<double>(static_cast<int64_t>(a) ^ static_cast<int64_t>(b));
+  case OpCode::BitwiseLeftShift: // amounts in [0, 8): a * 2^b
+    return a * std::exp2(b);
+  case OpCode::BitwiseRightShift: // arithmetic: rounds toward minus infinity
+    return std::floor(a / std::exp2(b));
+  case OpCode::Gcd:
+    return static_cast<double>(std::gcd(static_cast<int64_t>(a), static_cast<int64_t>(b)));
+  case OpCode::Lcm:
+    return static_cast<double>(std::lcm(static_cast<int64_t>(a), static_cast<int64_t>(b)));
   default:
     ADD_FAILURE() << "no binary reference for " << opName(op);
     return 0;
   }
 }
 
+bool integralOnly(OpCode op) {
+  const OpInfo& info = opInfo(op);
+  return (info.kind == OpKind::Unary && info.unaryDomain == UnaryDomain::Bitwise) ||
+         (info.kind == OpKind::Binary && (info.binaryResult == BinaryResult::Bitwise ||
+                                          info.binaryResult == BinaryResult::Integer));
+}
+
 std::vector<OpSample> samplesFor(OpCode op) {
   const OpInfo& info = opInfo(op);
+  if (integralOnly(op)) return {integralSample(op)};
   if (info.kind == OpKind::Unary) return {unarySample(op)};
   if (info.kind == OpKind::Binary) return {binarySample(op)};
   auto identity = [](const std::vector<NdArray>& in, const Attrs&) { return in[0]; };

@@ -42,6 +42,10 @@ struct OpSample {
   }
 };
 
+/// True for ops that take integers (and maybe bool) only: their samples hold int64 inputs, which
+/// the tests convert to each dtype they try.
+bool integralOnly(OpCode op);
+
 /// The samples of `op`; every op in the table must have at least one.
 std::vector<OpSample> samplesFor(OpCode op);
 

@@ -102,8 +102,14 @@ TEST_P(OpTable, EveryAcceptedDtypeMatchesReference) {
     SCOPED_TRACE(s.label);
     for (DType t : {kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kBool}) {
       SCOPED_TRACE(dtypeName(t));
+      // ~ on bool is logical not, which an int64 reference cannot tell (MethodTest checks it).
+      if (op() == OpCode::BitwiseNot && t == kBool) continue;
       std::vector<Tensor> in;
       for (const Tensor& x : s.inputs) {
+        if (integralOnly(op()) && !isFloating(t)) { // the int64 samples, wrapped to t
+          in.push_back(x.to(t));
+          continue;
+        }
         if (!x.is_floating_point()) {
           in.push_back(x);
           continue;

@@ -209,6 +209,34 @@ public:
       return mlir::arith::SubIOp::create(b, loc_, in[0], in[1]);
     case OpCode::Mul:
       return mlir::arith::MulIOp::create(b, loc_, in[0], in[1]);
+    case OpCode::BitwiseNot: // xor with every bit set
+      return mlir::arith::XOrIOp::create(b, loc_, in[0], constantInteger(t, -1));
+    case OpCode::BitwiseAnd:
+      return mlir::arith::AndIOp::create(b, loc_, in[0], in[1]);
+    case OpCode::BitwiseOr:
+      return mlir::arith::OrIOp::create(b, loc_, in[0], in[1]);
+    case OpCode::BitwiseXor:
+      return mlir::arith::XOrIOp::create(b, loc_, in[0], in[1]);
+    case OpCode::BitwiseLeftShift:
+    case OpCode::BitwiseRightShift: {
+      // As the eager kshl/kshr: an amount outside [0, width) (negative ones are huge unsigned)
+      // gives 0, or the sign bits for a signed right shift. The amount shifted by stays in range,
+      // as LLVM's shifts past the width are poison.
+      const int64_t width = static_cast<int64_t>(elementSize(t)) * 8;
+      const bool left = op == OpCode::BitwiseLeftShift;
+      const int64_t widest = left || u ? width : width - 1;
+      mlir::Value inRange = mlir::arith::CmpIOp::create(b, loc_, mlir::arith::CmpIPredicate::ult,
+                                                        in[1], integerConstant(t, widest));
+      mlir::Value zero = constantInteger(t, 0);
+      if (!left && !u) // out of range: by width - 1, every bit the sign's
+        return mlir::arith::ShRSIOp::create(
+            b, loc_, in[0],
+            mlir::arith::SelectOp::create(b, loc_, inRange, in[1], integerConstant(t, widest)));
+      mlir::Value amount = mlir::arith::SelectOp::create(b, loc_, inRange, in[1], zero);
+      mlir::Value shifted = left ? mlir::arith::ShLIOp::create(b, loc_, in[0], amount).getResult()
+                                 : mlir::arith::ShRUIOp::create(b, loc_, in[0], amount).getResult();
+      return mlir::arith::SelectOp::create(b, loc_, inRange, shifted, zero);
+    }
     case OpCode::Maximum:
       return u ? mlir::arith::MaxUIOp::create(b, loc_, in[0], in[1]).getResult()
                : mlir::arith::MaxSIOp::create(b, loc_, in[0], in[1]).getResult();
@@ -319,6 +347,15 @@ private:
       return mlir::arith::DivFOp::create(b, l, one(), x());
     case OpCode::LogicalNot:
       return mlir::arith::XOrIOp::create(b, l, truth(in[0], it), constantFloat(DType::Bool, 1.0));
+    // On bool (integers: integerNode), bitwise is logical.
+    case OpCode::BitwiseNot:
+      return mlir::arith::XOrIOp::create(b, l, in[0], constantFloat(DType::Bool, 1.0));
+    case OpCode::BitwiseAnd:
+      return mlir::arith::AndIOp::create(b, l, in[0], in[1]);
+    case OpCode::BitwiseOr:
+      return mlir::arith::OrIOp::create(b, l, in[0], in[1]);
+    case OpCode::BitwiseXor:
+      return mlir::arith::XOrIOp::create(b, l, in[0], in[1]);
     case OpCode::Eq:
     case OpCode::Ne:
     case OpCode::Lt:

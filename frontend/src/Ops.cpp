@@ -460,7 +460,7 @@ Tensor operator-(LocatedTensor a) {
 }
 Tensor operator~(LocatedTensor a) {
   CallSite cs(a.loc);
-  return unaryOp(OpCode::LogicalNot, a.tensor);
+  return unaryOp(OpCode::BitwiseNot, a.tensor);
 }
 Tensor operator+(LocatedTensor a, const Tensor& b) {
   CallSite cs(a.loc);
@@ -504,15 +504,63 @@ Tensor operator>=(LocatedTensor a, const Tensor& b) {
 }
 Tensor operator&(LocatedTensor a, const Tensor& b) {
   CallSite cs(a.loc);
-  return binaryOp(OpCode::LogicalAnd, a.tensor, b);
+  return binaryOp(OpCode::BitwiseAnd, a.tensor, b);
 }
 Tensor operator|(LocatedTensor a, const Tensor& b) {
   CallSite cs(a.loc);
-  return binaryOp(OpCode::LogicalOr, a.tensor, b);
+  return binaryOp(OpCode::BitwiseOr, a.tensor, b);
 }
 Tensor operator^(LocatedTensor a, const Tensor& b) {
   CallSite cs(a.loc);
-  return binaryOp(OpCode::LogicalXor, a.tensor, b);
+  return binaryOp(OpCode::BitwiseXor, a.tensor, b);
+}
+Tensor operator<<(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::BitwiseLeftShift, a.tensor, b);
+}
+Tensor operator>>(LocatedTensor a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::BitwiseRightShift, a.tensor, b);
+}
+Tensor operator&(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::BitwiseAnd, a.tensor, b);
+}
+Tensor operator|(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::BitwiseOr, a.tensor, b);
+}
+Tensor operator^(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::BitwiseXor, a.tensor, b);
+}
+Tensor operator<<(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::BitwiseLeftShift, a.tensor, b);
+}
+Tensor operator>>(LocatedTensor a, Scalar b) {
+  CallSite cs(a.loc);
+  return binaryOp(OpCode::BitwiseRightShift, a.tensor, b);
+}
+Tensor operator&(Scalar a, LocatedTensor b) {
+  CallSite cs(b.loc);
+  return binaryOp(OpCode::BitwiseAnd, a, b.tensor);
+}
+Tensor operator|(Scalar a, LocatedTensor b) {
+  CallSite cs(b.loc);
+  return binaryOp(OpCode::BitwiseOr, a, b.tensor);
+}
+Tensor operator^(Scalar a, LocatedTensor b) {
+  CallSite cs(b.loc);
+  return binaryOp(OpCode::BitwiseXor, a, b.tensor);
+}
+Tensor operator<<(Scalar a, LocatedTensor b) {
+  CallSite cs(b.loc);
+  return binaryOp(OpCode::BitwiseLeftShift, a, b.tensor);
+}
+Tensor operator>>(Scalar a, LocatedTensor b) {
+  CallSite cs(b.loc);
+  return binaryOp(OpCode::BitwiseRightShift, a, b.tensor);
 }
 Tensor operator+(LocatedTensor a, Scalar b) {
   CallSite cs(a.loc);
@@ -611,6 +659,46 @@ Tensor& operator%=(LocatedTarget a, const Tensor& b) {
 Tensor& operator%=(LocatedTarget a, Scalar b) {
   CallSite cs(a.loc);
   return a.tensor.remainder_(b);
+}
+Tensor& operator&=(LocatedTarget a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return a.tensor.bitwise_and_(b);
+}
+Tensor& operator|=(LocatedTarget a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return a.tensor.bitwise_or_(b);
+}
+Tensor& operator^=(LocatedTarget a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return a.tensor.bitwise_xor_(b);
+}
+Tensor& operator<<=(LocatedTarget a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return a.tensor.bitwise_left_shift_(b);
+}
+Tensor& operator>>=(LocatedTarget a, const Tensor& b) {
+  CallSite cs(a.loc);
+  return a.tensor.bitwise_right_shift_(b);
+}
+Tensor& operator&=(LocatedTarget a, Scalar b) {
+  CallSite cs(a.loc);
+  return a.tensor.bitwise_and_(b);
+}
+Tensor& operator|=(LocatedTarget a, Scalar b) {
+  CallSite cs(a.loc);
+  return a.tensor.bitwise_or_(b);
+}
+Tensor& operator^=(LocatedTarget a, Scalar b) {
+  CallSite cs(a.loc);
+  return a.tensor.bitwise_xor_(b);
+}
+Tensor& operator<<=(LocatedTarget a, Scalar b) {
+  CallSite cs(a.loc);
+  return a.tensor.bitwise_left_shift_(b);
+}
+Tensor& operator>>=(LocatedTarget a, Scalar b) {
+  CallSite cs(a.loc);
+  return a.tensor.bitwise_right_shift_(b);
 }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, std::source_location loc) {
@@ -750,6 +838,13 @@ WEFT_BINARY_ASSIGN(mul_, Mul)
 WEFT_BINARY_ASSIGN(div_, Div)
 WEFT_BINARY_ASSIGN(fmod_, Fmod)
 WEFT_BINARY_ASSIGN(floor_divide_, FloorDivide)
+WEFT_BINARY_ASSIGN(bitwise_and_, BitwiseAnd)
+WEFT_BINARY_ASSIGN(bitwise_or_, BitwiseOr)
+WEFT_BINARY_ASSIGN(bitwise_xor_, BitwiseXor)
+WEFT_BINARY_ASSIGN(bitwise_left_shift_, BitwiseLeftShift)
+WEFT_BINARY_ASSIGN(bitwise_right_shift_, BitwiseRightShift)
+WEFT_BINARY_ASSIGN(gcd_, Gcd)
+WEFT_BINARY_ASSIGN(lcm_, Lcm)
 #undef WEFT_BINARY_ASSIGN
 Tensor& Tensor::remainder_(const Tensor& other, std::source_location loc) {
   CallSite cs(loc);

@@ -37,6 +37,10 @@ Result<TensorType> unary(std::string_view op, const OpInfo& info, In in) {
     return in[0];
   case UnaryDomain::Logical:
     return TensorType{DType::Bool, in[0].shape};
+  case UnaryDomain::Bitwise:
+    if (isFloating(t))
+      return diag(ErrorKind::DType, op, ": expected an integer or bool input, got ", dt(t));
+    return in[0];
   }
   return in[0];
 }
@@ -58,6 +62,14 @@ Result<TensorType> binary(std::string_view op, const OpInfo& info, In in) {
     return TensorType{t, shape.value()};
   case BinaryResult::Bool:
     return TensorType{DType::Bool, shape.value()};
+  case BinaryResult::Bitwise:
+    if (isFloating(t))
+      return diag(ErrorKind::DType, op, ": expected integer or bool inputs, got ", dt(t));
+    return TensorType{t, shape.value()};
+  case BinaryResult::Integer:
+    if (isFloating(t) || t == DType::Bool)
+      return diag(ErrorKind::DType, op, ": expected integer inputs, got ", dt(t));
+    return TensorType{t, shape.value()};
   }
   return TensorType{t, shape.value()};
 }

@@ -603,6 +603,21 @@ public:
   Tensor& remainder_(Scalar other, WEFT_LOC);
   Tensor& floor_divide_(const Tensor& other, WEFT_LOC);
   Tensor& floor_divide_(Scalar other, WEFT_LOC);
+  /// Bitwise (integers and bool), shifts, gcd and lcm (integers), in place.
+  Tensor& bitwise_and_(const Tensor& other, WEFT_LOC);
+  Tensor& bitwise_and_(Scalar other, WEFT_LOC);
+  Tensor& bitwise_or_(const Tensor& other, WEFT_LOC);
+  Tensor& bitwise_or_(Scalar other, WEFT_LOC);
+  Tensor& bitwise_xor_(const Tensor& other, WEFT_LOC);
+  Tensor& bitwise_xor_(Scalar other, WEFT_LOC);
+  Tensor& bitwise_left_shift_(const Tensor& other, WEFT_LOC);
+  Tensor& bitwise_left_shift_(Scalar other, WEFT_LOC);
+  Tensor& bitwise_right_shift_(const Tensor& other, WEFT_LOC);
+  Tensor& bitwise_right_shift_(Scalar other, WEFT_LOC);
+  Tensor& gcd_(const Tensor& other, WEFT_LOC);
+  Tensor& gcd_(Scalar other, WEFT_LOC);
+  Tensor& lcm_(const Tensor& other, WEFT_LOC);
+  Tensor& lcm_(Scalar other, WEFT_LOC);
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC);
   Tensor& zero_(WEFT_LOC);
   Tensor& fill_(Scalar value, WEFT_LOC);
@@ -680,6 +695,8 @@ struct LocatedTarget {
   std::source_location loc; ///< the line of the expression
 };
 Tensor operator-(LocatedTensor a);
+/// ~ & | ^ << >> are PyTorch's bitwise operators: integers bit by bit, bool logically (~ is
+/// logical_not there), shifts on integers only; floating-point operands are an error.
 Tensor operator~(LocatedTensor a);
 Tensor operator+(LocatedTensor a, const Tensor& b);
 Tensor operator-(LocatedTensor a, const Tensor& b);
@@ -695,6 +712,18 @@ Tensor operator>=(LocatedTensor a, const Tensor& b);
 Tensor operator&(LocatedTensor a, const Tensor& b);
 Tensor operator|(LocatedTensor a, const Tensor& b);
 Tensor operator^(LocatedTensor a, const Tensor& b);
+Tensor operator<<(LocatedTensor a, const Tensor& b);
+Tensor operator>>(LocatedTensor a, const Tensor& b);
+Tensor operator&(LocatedTensor a, Scalar b);
+Tensor operator|(LocatedTensor a, Scalar b);
+Tensor operator^(LocatedTensor a, Scalar b);
+Tensor operator<<(LocatedTensor a, Scalar b);
+Tensor operator>>(LocatedTensor a, Scalar b);
+Tensor operator&(Scalar a, LocatedTensor b);
+Tensor operator|(Scalar a, LocatedTensor b);
+Tensor operator^(Scalar a, LocatedTensor b);
+Tensor operator<<(Scalar a, LocatedTensor b);
+Tensor operator>>(Scalar a, LocatedTensor b);
 Tensor operator+(LocatedTensor a, Scalar b);
 Tensor operator-(LocatedTensor a, Scalar b);
 Tensor operator*(LocatedTensor a, Scalar b);
@@ -721,6 +750,16 @@ Tensor& operator*=(LocatedTarget a, Scalar b);
 Tensor& operator/=(LocatedTarget a, Scalar b);
 Tensor& operator%=(LocatedTarget a, const Tensor& b);
 Tensor& operator%=(LocatedTarget a, Scalar b);
+Tensor& operator&=(LocatedTarget a, const Tensor& b);
+Tensor& operator|=(LocatedTarget a, const Tensor& b);
+Tensor& operator^=(LocatedTarget a, const Tensor& b);
+Tensor& operator<<=(LocatedTarget a, const Tensor& b);
+Tensor& operator>>=(LocatedTarget a, const Tensor& b);
+Tensor& operator&=(LocatedTarget a, Scalar b);
+Tensor& operator|=(LocatedTarget a, Scalar b);
+Tensor& operator^=(LocatedTarget a, Scalar b);
+Tensor& operator<<=(LocatedTarget a, Scalar b);
+Tensor& operator>>=(LocatedTarget a, Scalar b);
 /// Prints like PyTorch: "tensor([1., 2.], requires_grad=True)".
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 

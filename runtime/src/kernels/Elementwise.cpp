@@ -111,6 +111,63 @@ template <typename T> T kfloordiv(T a, T b) {
     }
   }
 }
+// Bitwise ops on integers and bool (bool: logical).
+template <typename T> T kbitnot(T v) {
+  if constexpr (std::is_same_v<T, bool>)
+    return !v;
+  else
+    return static_cast<T>(~v);
+}
+template <typename T> T kbitand(T a, T b) {
+  return static_cast<T>(a & b);
+}
+template <typename T> T kbitor(T a, T b) {
+  return static_cast<T>(a | b);
+}
+template <typename T> T kbitxor(T a, T b) {
+  return static_cast<T>(a ^ b);
+}
+// Shifts as PyTorch 2 defines them: a negative amount or one of the type's width or more gives 0
+// (left), or every bit the sign's (right; 0 for unsigned types). The bits shifted out are lost.
+template <typename T> bool kshiftInRange(T b, int width) {
+  if constexpr (std::is_signed_v<T>)
+    if (b < T(0)) return false;
+  return static_cast<uint64_t>(b) < static_cast<uint64_t>(width);
+}
+template <typename T> T kshl(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  if (!kshiftInRange(b, sizeof(T) * 8)) return T(0);
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) << b));
+}
+template <typename T> T kshr(T a, T b) {
+  constexpr int widest = sizeof(T) * 8 - (std::is_signed_v<T> ? 1 : 0);
+  if (!kshiftInRange(b, widest)) return static_cast<T>(a >> widest); // all sign bits, or 0
+  return static_cast<T>(a >> b);
+}
+/// |v| as the unsigned type (the minimum of a signed type has no signed magnitude).
+template <typename T> std::make_unsigned_t<T> kmagnitude(T v) {
+  using U = std::make_unsigned_t<T>;
+  if constexpr (std::is_signed_v<T>)
+    if (v < T(0)) return static_cast<U>(U(0) - static_cast<U>(v));
+  return static_cast<U>(v);
+}
+// The greatest common divisor of |a| and |b| (0 for two zeros), and the least common multiple
+// (0 if either is 0), computed on magnitudes so no step overflows; as PyTorch's, a result past
+// the type's maximum wraps (gcd(INT_MIN, 0) is INT_MIN).
+template <typename T> T kgcd(T a, T b) {
+  auto x = kmagnitude(a), y = kmagnitude(b);
+  while (x != 0) {
+    auto r = static_cast<decltype(x)>(y % x);
+    y = x;
+    x = r;
+  }
+  return static_cast<T>(y);
+}
+template <typename T> T klcm(T a, T b) {
+  auto g = kmagnitude(kgcd(a, b));
+  if (g == 0) return T(0);
+  return kabs(static_cast<T>(static_cast<decltype(g)>(kmagnitude(a) / g * kmagnitude(b))));
+}
 template <typename T> T kmax(T a, T b) {
   if constexpr (std::is_floating_point_v<T>)
     if (std::isnan(a) || std::isnan(b))
@@ -131,6 +188,8 @@ template <UnaryDomain D, typename T> constexpr bool unaryAccepts() {
     return kIsFloat<T>;
   else if constexpr (D == UnaryDomain::Numeric)
     return !std::is_same_v<T, bool>;
+  else if constexpr (D == UnaryDomain::Bitwise)
+    return std::is_integral_v<T>;
   else
     return true;
 }
@@ -155,7 +214,11 @@ void binaryTyped(const TensorRef& a, const TensorRef& b, const TensorRef& out, F
     using T = decltype(tag);
     if constexpr (R == BinaryResult::Bool) {
       mapElementwise<bool, T, T>(out, {&a, &b}, fn);
-    } else if constexpr (std::is_same_v<T, bool> || (R == BinaryResult::Float && !kIsFloat<T>)) {
+    } else if constexpr (std::is_same_v<T, bool>    ? R != BinaryResult::Bitwise
+                         : R == BinaryResult::Float ? !kIsFloat<T>
+                         : R == BinaryResult::Bitwise || R == BinaryResult::Integer
+                             ? !std::is_integral_v<T>
+                             : false) {
       WEFT_INTERNAL_ASSERT(false, "binary kernel called with dtype ", dtypeName(a.dtype));
     } else {
       mapElementwise<T, T, T>(out, {&a, &b}, fn);

@@ -51,10 +51,12 @@ enum class OpKind : uint8_t {
   Random
 };
 
-/// Which dtypes a unary op accepts and what it returns.
-enum class UnaryDomain : uint8_t { Float, Numeric, Logical };
-/// What a binary op returns for its (promoted) input dtype.
-enum class BinaryResult : uint8_t { Same, Float, Bool };
+/// Which dtypes a unary op accepts and what it returns. Bitwise: integers and bool, result of the
+/// input's dtype.
+enum class UnaryDomain : uint8_t { Float, Numeric, Logical, Bitwise };
+/// What a binary op returns for its (promoted) input dtype. Bitwise: integers and bool, Integer:
+/// integers only, both of the inputs' dtype.
+enum class BinaryResult : uint8_t { Same, Float, Bool, Bitwise, Integer };
 
 /// The static facts about one op.
 struct OpInfo {
