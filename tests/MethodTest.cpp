@@ -258,6 +258,34 @@ std::vector<MethodCase> methods() {
          return masks.to(kFloat32) + bits.to(kFloat32) + n.gcd(tensor({6}, kInt32)).to(kFloat32);
        }},
       {"bitwise_on_floats_is_an_error", [](auto& x, auto& y) { return x & y; }},
+      {"unfold_searchsorted_isin",
+       [](auto& x, auto& y) {
+         Tensor windows = x.unfold(2, 2, 1).sum({-1}) + y.unfold(1, 2, 1).mean({-1}).sum(0);
+         Tensor sorted = y.flatten().sort().first;
+         Tensor at = searchsorted(sorted, x) + bucketize(x, sorted, false, true);
+         return windows.narrow(2, 0, 3) * at.narrow(2, 0, 3).to(kFloat32) +
+                isin(x, y).to(kFloat32).narrow(2, 0, 3);
+       }},
+      {"tensordot_cdist_renorm",
+       [](auto& x, auto& y) {
+         return tensordot(x, y, {1, 2}, {0, 1}).sum() + cdist(x, y.narrow(0, 0, 2)).sum() +
+                x.renorm(2, 1, 1.0) + tensordot(y, y.t(), 1).sum();
+       }},
+      {"stacks_block_diag_cartesian_prod",
+       [](auto& x, auto& y) {
+         Tensor r = y.select(0, 0);
+         return hstack({y, y}).sum() + vstack({r, y}).sum(0).sum() + dstack({y, y}).sum() +
+                column_stack({y.select(1, 0), y}).sum() +
+                block_diag({y, r, x.select(0, 0)}).sum(0).sum() +
+                cartesian_prod({r, r}).prod(1).sum() + x;
+       }},
+      {"trapezoid_xlog1py_var_mean",
+       [](auto& x, auto& y) {
+         auto [v, m] = var_mean(x, {1}, 1, true);
+         auto [sd, m2] = std_mean(y, {0});
+         return trapezoid(x, y.select(0, 1)).unsqueeze(-1) + trapezoid(x, 0.5, 1).sum() +
+                xlog1py(x.abs(), y.select(0, 0)) + v * m + (sd * m2).sum();
+       }},
       {"nansum_count_nonzero",
        [](auto& x, auto&) {
          return x.log().nansum({1}) + x.gt(0.5).count_nonzero({1}).to(kFloat32);
@@ -636,6 +664,96 @@ TEST(Bitwise, OperatorsShiftsGcdAndLcmAsPyTorch) {
     EXPECT_EQ(compiled.dtype(), dt);
     EXPECT_EQ(compiled.to_vector<int64_t>(), eager.to_vector<int64_t>());
   }
+}
+
+/// Stacking, windows, sorted searches, membership, contractions and distances against PyTorch
+/// 1.13's values (exact: small integers and sums of them, or float32 results within 1e-6).
+TEST(Composites, StacksSearchesContractionsAndDistancesAsPyTorch) {
+  auto vec = [](const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); };
+  using V = std::vector<double>;
+  Tensor x = arange(10, kFloat32).reshape({2, 5});
+  EXPECT_EQ(vec(x.unfold(1, 3, 2)), (V{0, 1, 2, 2, 3, 4, 5, 6, 7, 7, 8, 9}));
+  EXPECT_EQ(x.unfold(1, 3, 2).sizes(), (Shape{2, 2, 3}));
+  EXPECT_EQ(x.unfold(0, 1, 1).sizes(), (Shape{2, 5, 1}));
+  EXPECT_EQ(vec(arange(7, kFloat32).unfold(0, 2, 3)), (V{0, 1, 3, 4}));
+  EXPECT_EQ(full({}, 5.0).unfold(0, 1, 1).sizes(), (Shape{1}));
+  EXPECT_THROW((void)x.unfold(1, 6, 1), ValueError);
+  EXPECT_THROW((void)x.unfold(1, 2, 0), ValueError);
+
+  Tensor seq = tensor({1.0f, 3.0f, 5.0f, 7.0f, 9.0f});
+  Tensor v = tensor({3.0f, 6.0f, 9.0f, 0.0f, 10.0f, 5.0f}).reshape({2, 3});
+  EXPECT_EQ(vec(searchsorted(seq, v)), (V{1, 3, 4, 0, 5, 2}));
+  EXPECT_EQ(vec(searchsorted(seq, v, false, true)), (V{2, 3, 5, 0, 5, 3}));
+  Tensor rows = tensor({1.0f, 3.0f, 5.0f, 2.0f, 4.0f, 6.0f}).reshape({2, 3});
+  Tensor rv = tensor({3.0f, 6.0f, 1.0f, 4.0f}).reshape({2, 2});
+  EXPECT_EQ(vec(searchsorted(rows, rv)), (V{1, 3, 0, 1}));
+  EXPECT_EQ(vec(searchsorted(rows, rv, false, true)), (V{2, 3, 0, 2}));
+  EXPECT_EQ(searchsorted(seq, v, true).dtype(), kInt32);
+  EXPECT_THROW((void)searchsorted(rows, v.narrow(0, 0, 1)), ShapeError);
+  Tensor bounds = tensor({1, 5, 9});
+  EXPECT_EQ(vec(bucketize(tensor({1, 5, 9, 11}), bounds, false, true)), (V{1, 2, 3, 3}));
+  EXPECT_EQ(bucketize(tensor({1, 5, 9, 11}), bounds).dtype(), kInt64);
+  EXPECT_EQ(vec(isin(tensor({1, 2, 3, 4}).reshape({2, 2}), tensor({2, 3}))), (V{0, 1, 1, 0}));
+  EXPECT_EQ(vec(isin(tensor({1, 2, 3}), 2, false, true)), (V{1, 0, 1}));
+
+  EXPECT_EQ(trapezoid(tensor({1.0f, 2.0f, 4.0f, 7.0f})).item<float>(), 10.0f);
+  Tensor ys = tensor({1.0f, 2.0f, 4.0f, 3.0f, 3.0f, 3.0f}).reshape({2, 3});
+  EXPECT_EQ(vec(trapezoid(ys, tensor({0.0f, 1.0f, 3.0f}))), (V{7.5, 9.0}));
+  EXPECT_EQ(trapezoid(tensor({1.0f, 2.0f, 4.0f}), 0.5).item<float>(), 2.25f);
+  EXPECT_EQ(vec(trapz(tensor({1.0f, 2.0f, 4.0f, 8.0f}).reshape({2, 2}), 1.0, 0)), (V{2.5, 5.0}));
+  Tensor lp = xlog1py(tensor({0.0f, 2.0f, 0.0f}), tensor({-1.0f, 1.0f, NAN}));
+  EXPECT_EQ(lp.to_vector<float>()[0], 0.0f);
+  EXPECT_NEAR(lp.to_vector<float>()[1], 1.3862944f, 1e-6);
+  EXPECT_TRUE(std::isnan(lp.to_vector<float>()[2]));
+  auto [var, mean] =
+      var_mean(tensor({1.0, 2.0, 4.0, 3.0, 5.0, 9.0}, kFloat64).reshape({2, 3}), {1});
+  EXPECT_TRUE(allClose(vec(var), {7.0 / 3, 28.0 / 3}, 1e-12, 1e-12));
+  EXPECT_EQ(vec(mean), (V{7.0 / 3, 17.0 / 3}));
+  auto [sd, mean0] =
+      std_mean(tensor({1.0, 2.0, 4.0, 3.0, 5.0, 9.0}, kFloat64).reshape({2, 3}), {0}, 0);
+  EXPECT_EQ(vec(sd), (V{1.0, 1.5, 2.5}));
+  EXPECT_EQ(vec(mean0), (V{2.0, 3.5, 6.5}));
+
+  Tensor a = arange(24, kFloat32).reshape({2, 3, 4}), b = arange(12, kFloat32).reshape({4, 3});
+  EXPECT_EQ(vec(tensordot(a, b, {1, 2}, {1, 0})), (V{440, 1232}));
+  EXPECT_EQ(
+      vec(tensordot(arange(6, kFloat32).reshape({2, 3}), arange(6, kFloat32).reshape({3, 2}), 1)),
+      (V{10, 13, 28, 40}));
+  EXPECT_EQ(tensordot(arange(3, kFloat32), arange(2, kFloat32), 0).sizes(), (Shape{3, 2}));
+  EXPECT_THROW((void)tensordot(a, b, {2}, {1}), ShapeError);
+  Tensor x1 = tensor({0.0f, 0.0f, 1.0f, 1.0f, 2.0f, 0.0f}).reshape({3, 2});
+  Tensor x2 = tensor({1.0f, 0.0f, 0.0f, 3.0f}).reshape({2, 2});
+  EXPECT_TRUE(allClose(vec(cdist(x1, x2)), {1, 3, 1, 2.2360680, 1, 3.6055512}, 1e-6, 1e-6));
+  EXPECT_EQ(vec(cdist(x1, x2, 1)), (V{1, 3, 1, 3, 1, 5}));
+  EXPECT_EQ(vec(cdist(x1, x2, std::numeric_limits<double>::infinity())), (V{1, 3, 1, 2, 1, 3}));
+  // A zero distance has gradient 0 (PyTorch's), not NaN.
+  Tensor p = tensor({1.0f, -2.0f, 0.5f, 3.0f}).reshape({2, 2}).requires_grad_(true);
+  cdist(p, tensor({1.0f, -2.0f, 0.0f, 0.0f}).reshape({2, 2})).sum().backward();
+  EXPECT_TRUE(allClose(vec(p.grad()), {0.4472136, -0.8944272, 0.0648953, 1.9814310}, 1e-6, 1e-6));
+  Tensor r = tensor({3.0f, 4.0f, 0.3f, 0.4f, 6.0f, 8.0f}).reshape({3, 2});
+  EXPECT_TRUE(allClose(vec(r.renorm(2, 0, 1.0)), {0.6, 0.8, 0.3, 0.4, 0.6, 0.8}, 1e-6, 1e-6));
+
+  Tensor bd =
+      block_diag({tensor({1, 2, 3, 4}).reshape({2, 2}), full({}, 5, kInt64), tensor({6.0f, 7.0f})});
+  EXPECT_EQ(bd.dtype(), kFloat32);
+  EXPECT_EQ(vec(bd), (V{1, 2, 0, 0, 0, 3, 4, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 6, 7}));
+  EXPECT_EQ(vec(cartesian_prod({tensor({1, 2}), tensor({3, 4, 5})})),
+            (V{1, 3, 1, 4, 1, 5, 2, 3, 2, 4, 2, 5}));
+  EXPECT_EQ(vec(hstack({tensor({1, 2}), tensor({3})})), (V{1, 2, 3}));
+  EXPECT_EQ(vec(vstack({tensor({1, 2}), tensor({3, 4})})), (V{1, 2, 3, 4}));
+  EXPECT_EQ(dstack({tensor({1, 2}), tensor({3, 4})}).sizes(), (Shape{1, 2, 2}));
+  EXPECT_EQ(vec(dstack({tensor({1, 2}), tensor({3, 4})})), (V{1, 3, 2, 4}));
+  EXPECT_EQ(vec(column_stack({tensor({1, 2}), tensor({3, 4, 5, 6}).reshape({2, 2})})),
+            (V{1, 3, 4, 2, 5, 6}));
+  EXPECT_EQ(atleast_3d(tensor({1, 2})).sizes(), (Shape{1, 2, 1}));
+  EXPECT_EQ(atleast_3d(ones({2, 3})).sizes(), (Shape{2, 3, 1}));
+  EXPECT_EQ(atleast_2d(full({}, 1.0)).sizes(), (Shape{1, 1}));
+  EXPECT_EQ(vec(tril_indices(3, 4, 1)), (V{0, 0, 1, 1, 1, 2, 2, 2, 2, 0, 1, 0, 1, 2, 0, 1, 2, 3}));
+  EXPECT_EQ(vec(triu_indices(3, 3, -1)), (V{0, 0, 0, 1, 1, 1, 2, 2, 0, 1, 2, 0, 1, 2, 1, 2}));
+  EXPECT_EQ(vec(triu_indices(4, 3, 1)), (V{0, 0, 1, 1, 2, 2}));
+  EXPECT_EQ(tril_indices(0, 3).sizes(), (Shape{2, 0}));
+  EXPECT_EQ(tril_indices(3, 3).dtype(), kInt64);
+  EXPECT_EQ(vec(tensor({0, 1, 2, 0}).reshape({2, 2}).argwhere()), (V{0, 1, 1, 0}));
 }
 
 } // namespace

@@ -177,6 +177,46 @@ Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions o, std::source_loc
   return finish((arange(n).unsqueeze(1) == arange(cols)).to(o.dtype_), o);
 }
 
+namespace {
+/// The (row, column) pairs of a row x col matrix on or below (`lower`) or on or above diagonal
+/// `offset`, in row-major order, as a [2, n] tensor.
+Tensor triangleIndices(int64_t row, int64_t col, int64_t offset, bool lower, TensorOptions o,
+                       const char* op) {
+  WEFT_CHECK(row >= 0 && col >= 0, Value, op, ": row and col must be non-negative, got ", row,
+             " and ", col);
+  WEFT_CHECK(o.dtype_ == DType::Int64 || o.dtype_ == DType::Int32, DType, op,
+             ": expected an int32 or int64 dtype, got ", dtypeName(o.dtype_));
+  std::vector<int64_t> rows, cols;
+  for (int64_t i = 0; i < row; ++i) {
+    // Row i keeps columns [0, i + offset] (lower) or [i + offset, col) (upper).
+    const int64_t from = lower ? 0 : std::clamp<int64_t>(i + offset, 0, col);
+    const int64_t to = lower ? std::clamp<int64_t>(i + offset + 1, 0, col) : col;
+    WEFT_CHECK(static_cast<int64_t>(rows.size()) + (to - from) <= (int64_t{1} << 31), Value, op,
+               ": the result is too large");
+    for (int64_t j = from; j < to; ++j) {
+      rows.push_back(i);
+      cols.push_back(j);
+    }
+  }
+  const auto n = static_cast<int64_t>(rows.size());
+  rows.insert(rows.end(), cols.begin(), cols.end());
+  return finish(from_vector(rows, {2, n}).to(o.dtype_), o);
+}
+} // namespace
+
+Tensor tril_indices(int64_t row, int64_t col, int64_t offset, TensorOptions o,
+                    std::source_location loc) {
+  CallSite cs(loc);
+  if (!o.has_dtype_) o.dtype(kInt64);
+  return triangleIndices(row, col, offset, true, o, "tril_indices");
+}
+Tensor triu_indices(int64_t row, int64_t col, int64_t offset, TensorOptions o,
+                    std::source_location loc) {
+  CallSite cs(loc);
+  if (!o.has_dtype_) o.dtype(kInt64);
+  return triangleIndices(row, col, offset, false, o, "triu_indices");
+}
+
 Tensor from_blob(void* data, Shape shape, TensorOptions o, std::function<void(void*)> deleter,
                  std::source_location loc) {
   CallSite cs(loc);

@@ -821,19 +821,47 @@ Tensor logit(const Tensor& x, std::optional<double> eps, std::source_location lo
   return x.logit(eps);
 }
 
-Tensor xlogy(const Tensor& a, const Tensor& b, std::source_location loc) {
-  CallSite cs(loc);
-  auto [x, y] = floatingPair(a, b, "xlogy");
-  // 0 where x is 0 (unless y is NaN), x * log(y) elsewhere. x reaches the product only where it
-  // counts, so its gradient there is 0 (PyTorch: xlogy(0, y) = 0); y's is x / y there, 0 / y
-  // (NaN at y = 0), as PyTorch's.
+namespace {
+/// x * log(y) (xlogy), or x * log1p(y) (xlog1py): 0 where x is 0 (unless y is NaN). x reaches the
+/// product only where it counts, so its gradient there is 0 (PyTorch: xlogy(0, y) = 0); y's is
+/// x / y there, 0 / y (NaN at y = 0), as PyTorch's.
+Tensor xTimesLog(const Tensor& a, const Tensor& b, bool plusOne, const char* op) {
+  auto [x, y] = floatingPair(a, b, op);
   Tensor zero = x.eq(0.0).logical_and(y.isnan().logical_not());
   Tensor kept = where(zero, full({}, 0.0, x.dtype()), x);
-  return where(zero, full({}, 0.0, x.dtype()), kept * y.log());
+  return where(zero, full({}, 0.0, x.dtype()), kept * (plusOne ? y.log1p() : y.log()));
+}
+} // namespace
+
+Tensor xlogy(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  return xTimesLog(a, b, false, "xlogy");
 }
 Tensor Tensor::xlogy(const Tensor& other, std::source_location loc) const {
   CallSite cs(loc);
   return weft::xlogy(*this, other);
+}
+
+Tensor xlog1py(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  return xTimesLog(a, b, true, "xlog1py");
+}
+Tensor Tensor::xlog1py(const Tensor& other, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::xlog1py(*this, other);
+}
+
+Tensor Tensor::nonzero(std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::nonzero(*this);
+}
+Tensor Tensor::argwhere(std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::nonzero(*this);
+}
+Tensor argwhere(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return weft::nonzero(x);
 }
 
 Tensor Tensor::signbit(std::source_location loc) const {

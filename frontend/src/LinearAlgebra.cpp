@@ -542,4 +542,108 @@ Tensor corrcoef(const Tensor& x, std::source_location loc) {
   return x.corrcoef();
 }
 
+// ---- tensordot, pairwise distances, renorm ----
+
+Tensor tensordot(const Tensor& a, const Tensor& b, const std::vector<int64_t>& dims_a,
+                 const std::vector<int64_t>& dims_b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "tensordot: called with an undefined tensor");
+  WEFT_CHECK(dims_a.size() == dims_b.size(), Value,
+             "tensordot: both dimension lists should have same length, got ", dims_a.size(),
+             " and ", dims_b.size());
+  Shape da = wrapDims(Shape(dims_a.begin(), dims_a.end()), a.dim(), "tensordot");
+  Shape db = wrapDims(Shape(dims_b.begin(), dims_b.end()), b.dim(), "tensordot");
+  int64_t inner = 1;
+  for (size_t i = 0; i < da.size(); ++i) {
+    WEFT_CHECK(a.size(da[i]) == b.size(db[i]), Shape,
+               "tensordot: contracted dimensions need to "
+               "match, but first has size ",
+               a.size(da[i]), " in dim ", da[i], " and second has size ", b.size(db[i]), " in dim ",
+               db[i]);
+    WEFT_CHECK(std::count(da.begin(), da.end(), da[i]) == 1 &&
+                   std::count(db.begin(), db.end(), db[i]) == 1,
+               Value, "tensordot: a dim appears more than once in the list of dims");
+    inner *= a.size(da[i]);
+  }
+  // a's free dims then its contracted ones, b's contracted ones then its free ones: one matmul
+  // of [free a, inner] by [inner, free b].
+  Shape pa, pb, out;
+  int64_t outerA = 1, outerB = 1;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (std::find(da.begin(), da.end(), d) == da.end()) {
+      pa.push_back(d);
+      out.push_back(a.size(d));
+      outerA *= a.size(d);
+    }
+  pa.insert(pa.end(), da.begin(), da.end());
+  pb.assign(db.begin(), db.end());
+  for (int64_t d = 0; d < b.dim(); ++d)
+    if (std::find(db.begin(), db.end(), d) == db.end()) {
+      pb.push_back(d);
+      out.push_back(b.size(d));
+      outerB *= b.size(d);
+    }
+  DType t = promoteTypes(a.dtype(), b.dtype());
+  Tensor m = a.to(t)
+                 .permute(pa)
+                 .reshape({outerA, inner})
+                 .matmul(b.to(t).permute(pb).reshape({inner, outerB}));
+  return m.reshape(out);
+}
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "tensordot: called with an undefined tensor");
+  WEFT_CHECK(dims >= 0 && dims <= a.dim() && dims <= b.dim(), Value,
+             "tensordot: dims must be between 0 and both ranks, got ", dims, " for ranks ", a.dim(),
+             " and ", b.dim());
+  // a's last `dims` dims against b's first.
+  std::vector<int64_t> da, db;
+  for (int64_t i = 0; i < dims; ++i) {
+    da.push_back(a.dim() - dims + i);
+    db.push_back(i);
+  }
+  return tensordot(a, b, da, db);
+}
+
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x1.defined() && x2.defined(), Value, "cdist: called with an undefined tensor");
+  WEFT_CHECK(x1.dim() >= 2 && x2.dim() >= 2, Shape,
+             "cdist only supports at least 2D tensors, X1 got: ", x1.dim(), "D, X2 got: ", x2.dim(),
+             "D");
+  WEFT_CHECK(x1.size(-1) == x2.size(-1), Shape,
+             "cdist: X1 and X2 must have the same number of columns. X1: ", x1.size(-1),
+             " X2: ", x2.size(-1));
+  WEFT_CHECK(isFloating(x1.dtype()) && isFloating(x2.dtype()), DType,
+             "cdist only supports floating-point dtypes, X1 got: ", dtypeName(x1.dtype()),
+             ", X2 got: ", dtypeName(x2.dtype()));
+  WEFT_CHECK(p >= 0, Value, "cdist only supports non-negative p values, got ", p);
+  // Every pair's difference, [..., P, R, M], and its p-norm over M: exact (PyTorch's matmul form
+  // for large p=2 inputs trades accuracy for memory).
+  return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, {-1});
+}
+
+Tensor Tensor::renorm(double p, int64_t dim, double maxnorm, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("renorm");
+  WEFT_CHECK(isFloating(dtype()), DType, "renorm: expected a floating-point input, got ",
+             dtypeName(dtype()));
+  WEFT_CHECK(p > 0, Value, "renorm: non-positive-norm not supported, got ", p);
+  WEFT_CHECK(maxnorm >= 0, Value, "renorm: expected maxnorm to be >= 0 but got ", maxnorm);
+  WEFT_CHECK(this->dim() > 1, Shape, "renorm: input needs at least 2 dimensions, got ", this->dim(),
+             " dimensions");
+  const int64_t d = wrapDim(dim, this->dim(), "renorm");
+  Shape others;
+  for (int64_t i = 0; i < this->dim(); ++i)
+    if (i != d) others.push_back(i);
+  // Each slice along `dim` whose norm exceeds maxnorm scaled down to it (with PyTorch's 1e-7).
+  Tensor norms = norm(p, others, true);
+  Tensor scale = where(norms.gt(maxnorm), maxnorm / (norms + 1e-7), ones_like(norms));
+  return *this * scale;
+}
+Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm, std::source_location loc) {
+  CallSite cs(loc);
+  return x.renorm(p, dim, maxnorm);
+}
+
 } // namespace weft

@@ -576,4 +576,112 @@ Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keep
   return x.quantile(q, dim, keepdim, interpolation);
 }
 
+// ---- statistics pairs, sorted searches, membership, integration ----
+
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, Dims dims, int64_t correction, bool keepdim,
+                                   std::source_location loc) {
+  CallSite cs(loc);
+  return {x.var(dims, correction, keepdim), x.mean(dims, keepdim)};
+}
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, Dims dims, int64_t correction, bool keepdim,
+                                   std::source_location loc) {
+  CallSite cs(loc);
+  return {x.std(dims, correction, keepdim), x.mean(dims, keepdim)};
+}
+
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool out_int32, bool right,
+                    std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(sorted_sequence.defined() && values.defined(), Value,
+             "searchsorted: called with an undefined tensor");
+  const Tensor& seq = sorted_sequence;
+  WEFT_CHECK(seq.dim() >= 1, Shape,
+             "searchsorted: boundaries tensor should be 1 dimension or the first N-1 dimensions "
+             "of boundaries tensor and input value tensor must match, but we got boundaries "
+             "tensor ",
+             shapeString(seq.sizes()), " and input value tensor ", shapeString(values.sizes()));
+  if (seq.dim() > 1) {
+    const Shape &s = seq.sizes(), &v = values.sizes();
+    WEFT_CHECK(v.size() == s.size() && std::equal(s.begin(), s.end() - 1, v.begin()), Shape,
+               "searchsorted: boundaries tensor should be 1 dimension or the first N-1 "
+               "dimensions of boundaries tensor and input value tensor must match, but we got "
+               "boundaries tensor ",
+               shapeString(s), " and input value tensor ", shapeString(v));
+  }
+  DType t = promoteTypes(seq.dtype(), values.dtype());
+  // The insertion point is how many boundaries lie below the value (left) or not above it
+  // (right): one comparison per value and boundary, so it traces into a plain graph.
+  Tensor b = seq.to(t), v = values.to(t).unsqueeze(-1);
+  if (seq.dim() > 1) b = b.unsqueeze(-2);
+  Tensor below = right ? b.le(v) : b.lt(v);
+  return below.sum({-1}).to(out_int32 ? kInt32 : kInt64);
+}
+Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool out_int32, bool right,
+                 std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(boundaries.defined() && boundaries.dim() == 1, Shape,
+             "bucketize: boundaries tensor must be 1 dimension, but got dim(",
+             boundaries.defined() ? boundaries.dim() : 0, ")");
+  WEFT_CHECK(input.defined(), Value, "bucketize: called with an undefined tensor");
+  return searchsorted(boundaries, input, out_int32, right);
+}
+
+Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique, bool invert,
+            std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(elements.defined() && test_elements.defined(), Value,
+             "isin: called with an undefined tensor");
+  DType t = promoteTypes(elements.dtype(), test_elements.dtype());
+  Tensor found = elements.to(t).unsqueeze(-1).eq(test_elements.to(t).reshape({-1})).any({-1});
+  return invert ? found.logical_not() : found;
+}
+Tensor isin(const Tensor& elements, Scalar test_element, bool assume_unique, bool invert,
+            std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(elements.defined(), Value, "isin: called with an undefined tensor");
+  Tensor found = elements.eq(test_element);
+  return invert ? found.logical_not() : found;
+}
+
+Tensor trapezoid(const Tensor& y, const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(y.defined() && x.defined(), Value, "trapezoid: called with an undefined tensor");
+  WEFT_CHECK(y.dim() >= 1, Shape, "trapezoid: the input must have at least one dimension");
+  const int64_t d = wrapDim(dim, y.dim(), "trapezoid");
+  const int64_t n = y.size(d);
+  if (n == 0) return y.sum({d});
+  // The spacing: x's differences along `dim` (a 1-D x runs along it).
+  Tensor dx = x.dim() == 1 ? x.diff() : x.diff(1, x.dim() == y.dim() ? d : dim);
+  if (x.dim() == 1 && y.dim() > 1) {
+    WEFT_CHECK(x.numel() == n, Shape,
+               "trapezoid: there must be one `x` value for each sample "
+               "point, got ",
+               x.numel(), " and ", n);
+    Shape s(static_cast<size_t>(y.dim()), 1);
+    s[static_cast<size_t>(d)] = n - 1;
+    dx = dx.reshape(s);
+  }
+  Tensor mid = (y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * dx;
+  return mid.sum({d}) / 2.0;
+}
+Tensor trapezoid(const Tensor& y, Scalar dx, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(y.defined(), Value, "trapezoid: called with an undefined tensor");
+  WEFT_CHECK(y.dim() >= 1, Shape, "trapezoid: the input must have at least one dimension");
+  const int64_t d = wrapDim(dim, y.dim(), "trapezoid");
+  const int64_t n = y.size(d);
+  if (n == 0) return y.sum({d});
+  // dx (sum of the ends halved, plus the inner points), as torch.trapezoid.
+  Tensor inner = y.sum({d}) - (y.select(d, 0) + y.select(d, n - 1)) / 2.0;
+  return inner * dx;
+}
+Tensor trapz(const Tensor& y, const Tensor& x, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return trapezoid(y, x, dim);
+}
+Tensor trapz(const Tensor& y, double dx, int64_t dim, std::source_location loc) {
+  CallSite cs(loc);
+  return trapezoid(y, dx, dim);
+}
+
 } // namespace weft

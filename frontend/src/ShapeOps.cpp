@@ -709,4 +709,132 @@ Tensor Tensor::mH(std::source_location loc) const {
   return lastTwoSwapped(*this, "tensor.mH");
 }
 
+// ---- stacking, block diagonals, products of sets, sliding windows ----
+
+namespace {
+/// `t` with at least `rank` dims, as torch.atleast_1d/2d/3d place them: a 1-D [n] is [1, n], a
+/// 2-D [m, n] as a 3-D is [m, n, 1], and a 1-D as a 3-D is [1, n, 1].
+Tensor atLeast(const Tensor& t, int64_t rank, const char* op) {
+  WEFT_CHECK(t.defined(), Value, op, ": called with an undefined tensor");
+  const Shape& s = t.sizes();
+  switch (std::min<int64_t>(t.dim(), rank)) {
+  case 0:
+    return t.reshape(Shape(static_cast<size_t>(rank), 1));
+  case 1:
+    return rank == 1 ? t : rank == 2 ? t.reshape({1, s[0]}) : t.reshape({1, s[0], 1});
+  case 2:
+    return rank == 2 ? t : t.reshape({s[0], s[1], 1});
+  default:
+    return t;
+  }
+}
+std::vector<Tensor> allAtLeast(const std::vector<Tensor>& ts, int64_t rank, const char* op) {
+  WEFT_CHECK(!ts.empty(), Value, op, ": expects a non-empty list of tensors");
+  std::vector<Tensor> r;
+  for (const Tensor& t : ts)
+    r.push_back(atLeast(t, rank, op));
+  return r;
+}
+} // namespace
+
+Tensor atleast_1d(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return atLeast(x, 1, "atleast_1d");
+}
+Tensor atleast_2d(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return atLeast(x, 2, "atleast_2d");
+}
+Tensor atleast_3d(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return atLeast(x, 3, "atleast_3d");
+}
+
+Tensor hstack(const std::vector<Tensor>& tensors, std::source_location loc) {
+  CallSite cs(loc);
+  std::vector<Tensor> ts = allAtLeast(tensors, 1, "hstack");
+  return cat(ts, ts[0].dim() == 1 ? 0 : 1);
+}
+Tensor vstack(const std::vector<Tensor>& tensors, std::source_location loc) {
+  CallSite cs(loc);
+  return cat(allAtLeast(tensors, 2, "vstack"), 0);
+}
+Tensor row_stack(const std::vector<Tensor>& tensors, std::source_location loc) {
+  CallSite cs(loc);
+  return vstack(tensors);
+}
+Tensor dstack(const std::vector<Tensor>& tensors, std::source_location loc) {
+  CallSite cs(loc);
+  return cat(allAtLeast(tensors, 3, "dstack"), 2);
+}
+Tensor column_stack(const std::vector<Tensor>& tensors, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(!tensors.empty(), Value, "column_stack: expects a non-empty list of tensors");
+  std::vector<Tensor> columns;
+  for (const Tensor& t : tensors) {
+    WEFT_CHECK(t.defined(), Value, "column_stack: called with an undefined tensor");
+    columns.push_back(t.dim() <= 1 ? t.reshape({t.numel(), 1}) : t);
+  }
+  return cat(columns, 1);
+}
+
+Tensor block_diag(const std::vector<Tensor>& tensors, std::source_location loc) {
+  CallSite cs(loc);
+  std::vector<Tensor> blocks;
+  int64_t width = 0;
+  for (const Tensor& t : tensors) {
+    WEFT_CHECK(t.defined(), Value, "block_diag: called with an undefined tensor");
+    WEFT_CHECK(t.dim() <= 2, Shape,
+               "block_diag: input tensors must have 2 or fewer dimensions, got ",
+               shapeString(t.sizes()));
+    blocks.push_back(atLeast(t, 2, "block_diag"));
+    width += blocks.back().size(1);
+  }
+  if (blocks.empty()) return zeros({1, 0});
+  DType t = blocks[0].dtype();
+  for (const Tensor& b : blocks)
+    t = promoteTypes(t, b.dtype());
+  // Each block padded with zeros to the full width at its columns, the rows stacked.
+  std::vector<Tensor> rows;
+  int64_t at = 0;
+  for (const Tensor& b : blocks) {
+    const int64_t cols = b.size(1);
+    rows.push_back(pad(b.to(t), {at, width - at - cols}));
+    at += cols;
+  }
+  return cat(rows, 0);
+}
+
+Tensor cartesian_prod(const std::vector<Tensor>& tensors, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(!tensors.empty(), Value, "cartesian_prod: expects a non-empty list of tensors");
+  for (const Tensor& t : tensors)
+    WEFT_CHECK(t.defined() && t.dim() == 1, Shape, "cartesian_prod: expects 1-D tensors, got ",
+               t.defined() ? shapeString(t.sizes()) : "an undefined tensor");
+  if (tensors.size() == 1) return tensors[0].clone();
+  std::vector<Tensor> columns;
+  for (const Tensor& g : meshgrid(tensors, "ij"))
+    columns.push_back(g.reshape({-1}));
+  return stack(columns, 1);
+}
+
+Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("unfold");
+  if (dim() == 0) return reshape({1}).unfold(wrapDim(d, 1, "unfold"), size, step).reshape({size});
+  d = wrapDim(d, dim(), "unfold");
+  const int64_t n = sizes()[static_cast<size_t>(d)];
+  WEFT_CHECK(size >= 0 && size <= n, Value, "unfold: maximum size for tensor at dimension ", d,
+             " is ", n, " but size is ", size);
+  WEFT_CHECK(step > 0, Value, "unfold: step is ", step, " but must be > 0");
+  // Window w's element j is element w * step + j of `d`: one index_select of every window's
+  // elements, then `d` split into (windows, size) and the size moved last.
+  const int64_t windows = (n - size) / step + 1;
+  Tensor index = (arange(windows).mul(step).unsqueeze(1) + arange(size).unsqueeze(0)).reshape({-1});
+  Shape split = sizes();
+  split[static_cast<size_t>(d)] = windows;
+  split.insert(split.begin() + d + 1, size);
+  return index_select(d, index).reshape(split).movedim(d + 1, -1);
+}
+
 } // namespace weft

@@ -35,6 +35,12 @@ Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions options =
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {}, WEFT_LOC);
 Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, TensorOptions options = {},
            WEFT_LOC);
+/// The row and column indices of the lower (upper) triangle of a row x col matrix, on or below
+/// (above) diagonal `offset`: [2, n], int64 unless the options say int32.
+Tensor tril_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions options = {},
+                    WEFT_LOC);
+Tensor triu_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions options = {},
+                    WEFT_LOC);
 /// A tensor over memory the caller owns (no copy); `deleter` runs when the last view goes.
 Tensor from_blob(void* data, Shape shape, TensorOptions options = {},
                  std::function<void(void*)> deleter = {}, WEFT_LOC);
@@ -140,6 +146,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0, WEFT
 Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, double value = 0.0, WEFT_LOC);
 /// Indices of the non-zero elements, one row per element (shape [n, dim]). Eager only.
 Tensor nonzero(const Tensor& x, WEFT_LOC);
+/// nonzero(x), as torch.argwhere.
+Tensor argwhere(const Tensor& x, WEFT_LOC);
 /// The tensors expanded to their common broadcast shape.
 std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& tensors, WEFT_LOC);
 /// Coordinate grids of 0-d or 1-D tensors: indexing "ij" (matrix) or "xy" (Cartesian: the first
@@ -168,6 +176,21 @@ Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tensor& prep
 Tensor take(const Tensor& x, const Tensor& index, WEFT_LOC);
 Tensor diag_embed(const Tensor& x, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1,
                   WEFT_LOC);
+/// `x` with at least 1, 2 or 3 dims (a 1-D [n] as [1, n] and [1, n, 1], a 2-D as [m, n, 1]).
+Tensor atleast_1d(const Tensor& x, WEFT_LOC);
+Tensor atleast_2d(const Tensor& x, WEFT_LOC);
+Tensor atleast_3d(const Tensor& x, WEFT_LOC);
+/// cat along dim 1 (dim 0 for 1-D tensors), dim 0 of atleast_2d, dim 2 of atleast_3d; column_stack
+/// makes 0-D and 1-D tensors columns first.
+Tensor hstack(const std::vector<Tensor>& tensors, WEFT_LOC);
+Tensor vstack(const std::vector<Tensor>& tensors, WEFT_LOC);
+Tensor row_stack(const std::vector<Tensor>& tensors, WEFT_LOC);
+Tensor dstack(const std::vector<Tensor>& tensors, WEFT_LOC);
+Tensor column_stack(const std::vector<Tensor>& tensors, WEFT_LOC);
+/// The tensors (0-D, 1-D as a row, or 2-D) as the blocks of a block-diagonal matrix.
+Tensor block_diag(const std::vector<Tensor>& tensors, WEFT_LOC);
+/// Every combination of one element of each 1-D tensor, [n, tensors] (a copy of a lone tensor).
+Tensor cartesian_prod(const std::vector<Tensor>& tensors, WEFT_LOC);
 
 // ---- reductions and friends ----
 Tensor sum(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
@@ -216,6 +239,31 @@ Tensor ldexp(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor sinc(const Tensor& x, WEFT_LOC);
 Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt, WEFT_LOC);
 Tensor xlogy(const Tensor& a, const Tensor& b, WEFT_LOC);
+/// x * log1p(y), 0 where x is 0 (unless y is NaN).
+Tensor xlog1py(const Tensor& a, const Tensor& b, WEFT_LOC);
+/// (var, mean) and (std, mean) over `dims` (empty: all), as torch.var_mean / torch.std_mean.
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, Dims dims = {}, int64_t correction = 1,
+                                   bool keepdim = false, WEFT_LOC);
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, Dims dims = {}, int64_t correction = 1,
+                                   bool keepdim = false, WEFT_LOC);
+/// Where each value would be inserted to keep `sorted_sequence` (1-D, or rows matching `values`'
+/// leading dims) sorted: before equal boundaries, or after them with `right`. One comparison per
+/// value and boundary, so it compiles.
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool out_int32 = false,
+                    bool right = false, WEFT_LOC);
+/// The bucket of each input value among 1-D `boundaries`: searchsorted(boundaries, input).
+Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool out_int32 = false,
+                 bool right = false, WEFT_LOC);
+/// Whether each element is among `test_elements` (bool, elements' shape).
+Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique = false,
+            bool invert = false, WEFT_LOC);
+Tensor isin(const Tensor& elements, Scalar test_element, bool assume_unique = false,
+            bool invert = false, WEFT_LOC);
+/// The trapezoidal rule along `dim`, at sample points `x` or spacing `dx`.
+Tensor trapezoid(const Tensor& y, const Tensor& x, int64_t dim = -1, WEFT_LOC);
+Tensor trapezoid(const Tensor& y, Scalar dx = 1, int64_t dim = -1, WEFT_LOC);
+Tensor trapz(const Tensor& y, const Tensor& x, int64_t dim = -1, WEFT_LOC);
+Tensor trapz(const Tensor& y, double dx = 1, int64_t dim = -1, WEFT_LOC);
 Tensor signbit(const Tensor& x, WEFT_LOC);
 Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt,
                 bool keepdim = false, std::string_view interpolation = "linear", WEFT_LOC);
@@ -236,6 +284,15 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar 
 Tensor inner(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor vdot(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor kron(const Tensor& a, const Tensor& b, WEFT_LOC);
+/// Contracts `dims_a` of a with `dims_b` of b (or a's last `dims` dims with b's first): a's free
+/// dims, then b's.
+Tensor tensordot(const Tensor& a, const Tensor& b, const std::vector<int64_t>& dims_a,
+                 const std::vector<int64_t>& dims_b, WEFT_LOC);
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims = 2, WEFT_LOC);
+/// The p-norm distance between each row of x1 [..., P, M] and each of x2 [..., R, M].
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2, WEFT_LOC);
+/// Each slice along `dim` with a p-norm above maxnorm scaled to maxnorm.
+Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm, WEFT_LOC);
 Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt, WEFT_LOC);
 Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta = 1,
              Scalar alpha = 1, WEFT_LOC);

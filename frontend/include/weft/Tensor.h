@@ -453,6 +453,7 @@ public:
   Tensor logit(std::optional<double> eps = std::nullopt, WEFT_LOC) const;
   /// self * log(other), 0 where self is 0 (unless other is NaN).
   Tensor xlogy(const Tensor& other, WEFT_LOC) const;
+  Tensor xlog1py(const Tensor& other, WEFT_LOC) const;
   /// Whether the sign is negative, -0.0 included (bool; a NaN counts as positive).
   Tensor signbit(WEFT_LOC) const;
   /// |self| with the sign of `other` (-0.0 negative); floating result.
@@ -574,6 +575,14 @@ public:
   Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
   Tensor index_select(int64_t dim, const Tensor& index, WEFT_LOC) const;
+  /// Every window of `size` elements along `dim`, `step` apart, as a new last dim (a copy, where
+  /// PyTorch returns a view).
+  Tensor unfold(int64_t dim, int64_t size, int64_t step, WEFT_LOC) const;
+  /// The indices of nonzero elements, [n, dim] (eager only: the shape depends on the values).
+  Tensor nonzero(WEFT_LOC) const;
+  Tensor argwhere(WEFT_LOC) const;
+  /// Slices along `dim` with a p-norm above maxnorm scaled down to it.
+  Tensor renorm(double p, int64_t dim, double maxnorm, WEFT_LOC) const;
   /// gather() with `indices` and this tensor broadcast against each other in every dim but
   /// `dim` (none: both flattened).
   Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt,
