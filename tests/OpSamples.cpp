@@ -244,8 +244,9 @@ Attrs convAttrs(Shape stride, Shape padding, Shape dilation, int64_t groups) {
 OpSample unarySample(OpCode op) {
   bool positive = op == OpCode::Log || op == OpCode::Sqrt || op == OpCode::Rsqrt ||
                   op == OpCode::Log1p || op == OpCode::Reciprocal || op == OpCode::Log2 ||
-                  op == OpCode::Log10;
-  bool unit = op == OpCode::Asin || op == OpCode::Acos || op == OpCode::Atanh; // (-1, 1)
+                  op == OpCode::Log10 || op == OpCode::Lgamma || op == OpCode::Digamma;
+  bool unit = op == OpCode::Asin || op == OpCode::Acos || op == OpCode::Atanh ||
+              op == OpCode::Erfinv; // (-1, 1)
   Tensor x = positive              ? uniform({3, 4}, 0.5, 2.0, 1)
              : unit                ? uniform({3, 4}, -0.9, 0.9, 1)
              : op == OpCode::Acosh ? uniform({3, 4}, 1.2, 3.0, 1)
@@ -285,6 +286,10 @@ OpSample binarySample(OpCode op) {
   bool positive = op == OpCode::Pow || op == OpCode::Div;
   Tensor a = positive ? uniform({3, 1, 4}, 0.5, 2.0, 2) : normal({3, 1, 4}, 2);
   Tensor b = positive ? uniform({5, 4}, 0.5, 2.0, 3) : normal({5, 4}, 3);
+  if (op == OpCode::Zeta) { // exponents above 1, offsets away from the poles at 0, -1, ...
+    a = uniform({3, 1, 4}, 1.5, 3.5, 2);
+    b = uniform({5, 4}, 0.5, 2.0, 3);
+  }
   if (op == OpCode::Fmod || op == OpCode::FloorDivide) { // divisors away from 0, both signs
     a = normal({3, 1, 4}, 2) * 4.0;
     b = uniform({5, 4}, 0.5, 2.0, 3) * normal({5, 4}, 3).sign();
@@ -294,7 +299,7 @@ OpSample binarySample(OpCode op) {
                  return binaryReference(op, v[0], v[1]);
                });
              }};
-  s.gradcheck = opInfo(op).differentiable;
+  s.gradcheck = opInfo(op).differentiable && op != OpCode::Zeta; // zeta: no gradient for a
   return s;
 }
 
@@ -312,6 +317,46 @@ NdArray sliceNd(const NdArray& x, const Attrs& at) {
   return r;
 }
 
+} // namespace
+
+namespace {
+/// Reference special functions, computed differently from the kernels (Elementwise.cpp): digamma
+/// and zeta in long double with their series started further out, erfinv by bisection on erf.
+long double digammaReference(long double x) {
+  if (x == 0) return std::signbit(static_cast<double>(x)) ? INFINITY : -INFINITY;
+  if (x < 0) {
+    if (x == std::floor(x)) return NAN;
+    return digammaReference(1 - x) -
+           3.14159265358979323846264L / std::tan(3.14159265358979323846264L * x);
+  }
+  long double shift = 0;
+  for (; x < 40; x += 1)
+    shift -= 1 / x;
+  const long double z = 1 / (x * x);
+  return shift + std::log(x) - 1 / (2 * x) - z / 12 + z * z / 120 - z * z * z / 252 +
+         z * z * z * z / 240;
+}
+long double zetaReference(long double s, long double q) {
+  if (s == 1 || (q <= 0 && q == std::floor(q))) return INFINITY;
+  if (s < 1 || (q <= 0 && s != std::floor(s))) return NAN;
+  // sum_{k < 60} (q + k)^-s, then the tail's integral, half-term and first two Bernoulli terms.
+  long double sum = 0, w = q;
+  for (int k = 0; k < 60; ++k, w += 1)
+    sum += std::pow(w, -s);
+  const long double first = std::pow(w, -s);
+  return sum + w * first / (s - 1) + first / 2 + s * first / (12 * w) -
+         s * (s + 1) * (s + 2) * first / (720 * w * w * w);
+}
+double erfinvReference(double y) {
+  if (std::isnan(y) || y < -1 || y > 1) return NAN;
+  if (std::fabs(y) == 1) return std::copysign(INFINITY, y);
+  double lo = -7, hi = 7;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    (std::erf(mid) < y ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
 } // namespace
 
 double unaryReference(OpCode op, double x) {
@@ -384,6 +429,12 @@ double unaryReference(OpCode op, double x) {
     return std::nearbyint(x);
   case OpCode::LogicalNot:
     return x == 0 ? 1.0 : 0.0;
+  case OpCode::Lgamma:
+    return std::lgamma(x);
+  case OpCode::Digamma:
+    return static_cast<double>(digammaReference(x));
+  case OpCode::Erfinv:
+    return erfinvReference(x);
   case OpCode::BitwiseNot:
     return static_cast<double>(~static_cast<int64_t>(x));
   default:
@@ -442,6 +493,8 @@ double binaryReference(OpCode op, double a, double b) {
     return a * std::exp2(b);
   case OpCode::BitwiseRightShift: // arithmetic: rounds toward minus infinity
     return std::floor(a / std::exp2(b));
+  case OpCode::Zeta:
+    return static_cast<double>(zetaReference(a, b));
   case OpCode::Gcd:
     return static_cast<double>(std::gcd(static_cast<int64_t>(a), static_cast<int64_t>(b)));
   case OpCode::Lcm:

@@ -808,6 +808,43 @@ Tensor sinc(const Tensor& x, std::source_location loc) {
   return x.sinc();
 }
 
+Tensor Tensor::polygamma(int64_t n, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("polygamma");
+  WEFT_CHECK(n >= 0, Value, "polygamma(n, x) does not support negative n, got ", n);
+  const Tensor x = floatingOrFloat32(*this);
+  if (n == 0) return x.digamma();
+  // (-1)^(n+1) n! zeta(n + 1, x).
+  double factorial = 1;
+  for (int64_t k = 2; k <= n; ++k)
+    factorial *= static_cast<double>(k);
+  return full({}, static_cast<double>(n + 1), x.dtype()).zeta(x) *
+         (n % 2 == 1 ? factorial : -factorial);
+}
+Tensor polygamma(int64_t n, const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.polygamma(n);
+}
+
+Tensor Tensor::mvlgamma(int64_t p, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("mvlgamma");
+  WEFT_CHECK(p >= 1, Value, "mvlgamma: p has to be greater than or equal to 1, got ", p);
+  const Tensor x = floatingOrFloat32(*this);
+  if (currentTrace() == nullptr && x.numel() > 0) // PyTorch's domain check (it reads values)
+    WEFT_CHECK(x.gt((static_cast<double>(p) - 1) / 2).all().item<bool>(), Value,
+               "mvlgamma: all elements must be greater than (p-1)/2");
+  // p (p - 1) / 4 log(pi) + sum_{i < p} lgamma(x - i / 2).
+  Tensor sum = x.lgamma();
+  for (int64_t i = 1; i < p; ++i)
+    sum = sum + (x - static_cast<double>(i) / 2).lgamma();
+  return sum + static_cast<double>(p * (p - 1)) / 4 * std::log(std::numbers::pi);
+}
+Tensor mvlgamma(const Tensor& x, int64_t p, std::source_location loc) {
+  CallSite cs(loc);
+  return x.mvlgamma(p);
+}
+
 Tensor Tensor::logit(std::optional<double> eps, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("logit");

@@ -419,7 +419,10 @@ std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp) {
 bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
   // Integer pow is a square-and-multiply loop per element, gcd and lcm are Euclid's loop,
   // integer fmod and floor_divide must report a zero divisor: the interpreter's kernels run them.
-  if (n.op == OpCode::Gcd || n.op == OpCode::Lcm) return false;
+  // Special functions (lgamma, digamma, erfinv, zeta) are loops too, in double.
+  if (n.op == OpCode::Gcd || n.op == OpCode::Lcm || n.op == OpCode::Lgamma ||
+      n.op == OpCode::Digamma || n.op == OpCode::Erfinv || n.op == OpCode::Zeta)
+    return false;
   return !((n.op == OpCode::Pow || n.op == OpCode::Fmod || n.op == OpCode::FloorDivide) &&
            !isFloating(g.type(n.result).dtype));
 }

@@ -241,6 +241,8 @@ Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt, WEFT_LOC
 Tensor xlogy(const Tensor& a, const Tensor& b, WEFT_LOC);
 /// x * log1p(y), 0 where x is 0 (unless y is NaN).
 Tensor xlog1py(const Tensor& a, const Tensor& b, WEFT_LOC);
+Tensor polygamma(int64_t n, const Tensor& x, WEFT_LOC);
+Tensor mvlgamma(const Tensor& x, int64_t p, WEFT_LOC);
 /// (var, mean) and (std, mean) over `dims` (empty: all), as torch.var_mean / torch.std_mean.
 std::pair<Tensor, Tensor> var_mean(const Tensor& x, Dims dims = {}, int64_t correction = 1,
                                    bool keepdim = false, WEFT_LOC);

@@ -454,6 +454,10 @@ public:
   /// self * log(other), 0 where self is 0 (unless other is NaN).
   Tensor xlogy(const Tensor& other, WEFT_LOC) const;
   Tensor xlog1py(const Tensor& other, WEFT_LOC) const;
+  /// The n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, x) (digamma for n = 0).
+  Tensor polygamma(int64_t n, WEFT_LOC) const;
+  /// The multivariate log-gamma function of dimension p (elements must exceed (p - 1) / 2).
+  Tensor mvlgamma(int64_t p, WEFT_LOC) const;
   /// Whether the sign is negative, -0.0 included (bool; a NaN counts as positive).
   Tensor signbit(WEFT_LOC) const;
   /// |self| with the sign of `other` (-0.0 negative); floating result.

@@ -4,6 +4,7 @@
 #include "weft/runtime/VectorMath.h"
 
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 namespace weft::kernels {
@@ -111,6 +112,137 @@ template <typename T> T kfloordiv(T a, T b) {
     }
   }
 }
+// ---- special functions, in double ----
+
+/// log|gamma(x)| through the reentrant lgamma_r (lgamma writes the global signgam: a data race
+/// when threads share a tensor's elements).
+inline double lgammaDouble(double x) {
+  int sign = 0;
+  return lgamma_r(x, &sign);
+}
+
+/// digamma (psi), as PyTorch: -inf at +0 (+inf at -0), NaN at the negative integers, the
+/// reflection formula below 0, the recurrence up to 10, then the asymptotic series
+/// ln x - 1/(2x) - sum B_2n / (2n x^2n).
+inline double digammaDouble(double x) {
+  constexpr double pi = 3.14159265358979323846;
+  if (x == 0) return std::copysign(std::numeric_limits<double>::infinity(), -x);
+  if (std::isnan(x)) return x;
+  if (x < 0) {
+    if (x == std::floor(x)) return std::numeric_limits<double>::quiet_NaN();
+    // psi(x) = psi(1 - x) - pi / tan(pi x), the tangent of the fractional part (its period is 1).
+    return digammaDouble(1 - x) - pi / std::tan(pi * (x - std::floor(x)));
+  }
+  double shift = 0;
+  while (x < 10) {
+    shift -= 1 / x;
+    x += 1;
+  }
+  if (std::isinf(x)) return x;
+  // B_2n / 2n for n = 1..7: 1/12, -1/120, 1/252, -1/240, 1/132, -691/32760, 1/12.
+  const double z = 1 / (x * x);
+  const double series =
+      z * (1.0 / 12 +
+           z * (-1.0 / 120 +
+                z * (1.0 / 252 +
+                     z * (-1.0 / 240 + z * (1.0 / 132 + z * (-691.0 / 32760 + z * (1.0 / 12)))))));
+  return shift + std::log(x) - 0.5 / x - series;
+}
+
+/// The Hurwitz zeta function sum_k (k + q)^-s for s > 1 (PyTorch's domain: NaN below 1, inf at
+/// s = 1 and at q a non-positive integer): direct terms until q + k >= 9, then the Euler-Maclaurin
+/// tail with the Bernoulli terms B_2j / (2j)! (s)_(2j-1) / w^(s+2j-1).
+inline double zetaDouble(double s, double q) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if (std::isnan(s) || std::isnan(q)) return s + q;
+  if (s == 1) return inf;
+  if (s < 1) return std::numeric_limits<double>::quiet_NaN();
+  if (q <= 0) {
+    if (q == std::floor(q)) return inf;
+    if (s != std::floor(s)) return std::numeric_limits<double>::quiet_NaN(); // q^-s not real
+  }
+  constexpr double eps = 1.11022302462515654042e-16;
+  double sum = std::pow(q, -s), a = q, term = 0;
+  for (int i = 0; i < 9 || a <= 9; ++i) {
+    a += 1;
+    term = std::pow(a, -s);
+    sum += term;
+    if (std::fabs(term / sum) < eps) return sum;
+  }
+  // The tail from w = a: integral w^(1-s) / (s - 1), minus half the first term, plus
+  // sum_j B_2j / (2j)! * s (s+1) ... (s+2j-2) / w^(s+2j-1). (2j)! / B_2j for j = 1..12:
+  static constexpr double factorialOverBernoulli[] = {12.0,
+                                                      -720.0,
+                                                      30240.0,
+                                                      -1209600.0,
+                                                      47900160.0,
+                                                      -1.8924375803183791606e9,
+                                                      7.47242496e10,
+                                                      -2.950130727918164224e12,
+                                                      1.1646782814350067249e14,
+                                                      -4.5979787224074726105e15,
+                                                      1.8152105401943546773e17,
+                                                      -7.1661652561756670113e18};
+  const double w = a;
+  sum += term * w / (s - 1) - 0.5 * term;
+  double rising = 1, k = 0;
+  for (double d : factorialOverBernoulli) {
+    rising *= s + k; // s (s+1) ... (s+2j-2)
+    term /= w;
+    const double t = rising * term / d;
+    sum += t;
+    if (std::fabs(t / sum) < eps) break;
+    k += 1;
+    rising *= s + k;
+    term /= w;
+    k += 1;
+  }
+  return sum;
+}
+
+/// The inverse error function: +-inf at +-1, NaN outside [-1, 1]. A first guess within ~10%
+/// (the Taylor series in the middle, the asymptote x^2 = w - ln x + ln 2 - ln(pi)/2 in the tails,
+/// w = -ln(1 - y^2)), then Halley steps on erf(x) = |y|, written as erfc(x) = 1 - |y| past 0.5
+/// (1 - |y| is exact there, so the tails keep their precision).
+inline double erfinvDouble(double y) {
+  if (std::isnan(y) || y < -1 || y > 1) return std::numeric_limits<double>::quiet_NaN();
+  if (y == 1 || y == -1) return std::copysign(std::numeric_limits<double>::infinity(), y);
+  if (y == 0) return y; // keeps -0
+  constexpr double twoOverSqrtPi = 1.12837916709551257390;
+  const double a = std::fabs(y), r = 1 - a;
+  const bool tail = a > 0.5;
+  const double w = -std::log(r * (1 + a));
+  double x;
+  if (w < 2) {
+    const double c = 0.886226925452758 * a, c2 = c * c;
+    x = c * (1 + c2 * (1.0 / 3 + c2 * (7.0 / 30 + c2 * (127.0 / 630))));
+  } else {
+    const double t = std::sqrt(w);
+    x = t - (std::log(t) - 0.1207822376352452) / (2 * t);
+  }
+  for (int i = 0; i < 8; ++i) {
+    const double f = tail ? r - std::erfc(x) : std::erf(x) - a; // erf(x) - |y|
+    const double step = f / (twoOverSqrtPi * std::exp(-x * x));
+    const double h = step / (1 + x * step);
+    x -= h;
+    if (!(std::fabs(h) > 1e-16 * x)) break;
+  }
+  return std::copysign(x, y);
+}
+
+template <typename T> T klgamma(T v) {
+  return static_cast<T>(lgammaDouble(static_cast<double>(v)));
+}
+template <typename T> T kdigamma(T v) {
+  return static_cast<T>(digammaDouble(static_cast<double>(v)));
+}
+template <typename T> T kerfinv(T v) {
+  return static_cast<T>(erfinvDouble(static_cast<double>(v)));
+}
+template <typename T> T kzeta(T a, T b) {
+  return static_cast<T>(zetaDouble(static_cast<double>(a), static_cast<double>(b)));
+}
+
 // Bitwise ops on integers and bool (bool: logical).
 template <typename T> T kbitnot(T v) {
   if constexpr (std::is_same_v<T, bool>)
