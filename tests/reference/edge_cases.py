@@ -237,6 +237,10 @@ OPS = {
     "quantile": lambda x: x.quantile(0.3), "quantile0": lambda x: x.quantile(0.75, 0, True),
     "quantile_nearest": lambda x: x.quantile(0.5, -1, interpolation="nearest"),
     "quantile_midpoint": lambda x: x.quantile(0.4, 0, interpolation="midpoint"),
+    # special functions (not digamma and polygamma: weft's derivatives of digamma come from the
+    # Hurwitz zeta, exact to ~1e-16 where PyTorch's trigamma is ~3e-10 off, and infinite at the
+    # poles where PyTorch gives 1.6e32; tests/MethodTest.cpp checks them to 1e-9)
+    "lgamma": torch.lgamma, "erfinv": torch.erfinv, "xlog1py": outer(torch.special.xlog1py),
 }
 
 # Gradients where weft deliberately differs from PyTorch 1.13, each computed by the rule weft

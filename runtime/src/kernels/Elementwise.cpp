@@ -157,6 +157,7 @@ inline double zetaDouble(double s, double q) {
   if (std::isnan(s) || std::isnan(q)) return s + q;
   if (s == 1) return inf;
   if (s < 1) return std::numeric_limits<double>::quiet_NaN();
+  if (q == inf) return 0; // every term 0 (trigamma(inf) = 0, as PyTorch's)
   if (q <= 0) {
     if (q == std::floor(q)) return inf;
     if (s != std::floor(s)) return std::numeric_limits<double>::quiet_NaN(); // q^-s not real
