@@ -286,6 +286,17 @@ std::vector<MethodCase> methods() {
          return trapezoid(x, y.select(0, 1)).unsqueeze(-1) + trapezoid(x, 0.5, 1).sum() +
                 xlog1py(x.abs(), y.select(0, 0)) + v * m + (sd * m2).sum();
        }},
+      {"inverse_det_solve",
+       [](auto& x, auto& y) {
+         Tensor m = x.narrow(1, 0, 3).narrow(2, 0, 3) + eye(3) * 3.0;
+         auto [sign, logabs] = m.slogdet();
+         return m.inverse().sum({1}) + m.det().unsqueeze(1) + (sign * logabs).unsqueeze(1) +
+                linalg_solve(m, y.select(1, 0).unsqueeze(0).expand({2, 3}));
+       }},
+      {"inverse_of_a_singular_matrix_is_an_error",
+       [](auto& x, auto&) {
+         return zeros({3, 3}).inverse() + x.sum();
+       }},
       {"nansum_count_nonzero",
        [](auto& x, auto&) {
          return x.log().nansum({1}) + x.gt(0.5).count_nonzero({1}).to(kFloat32);
@@ -835,6 +846,63 @@ TEST(SpecialFunctions, LgammaDigammaPolygammaErfinvZetaAsPyTorch) {
   compiled.backward();
   EXPECT_EQ(compiled.item<double>(), eager.item<double>());
   EXPECT_TRUE(allClose(b.grad().to_vector<double>(), a.grad().to_vector<double>(), 1e-12, 1e-12));
+}
+
+/// Inverse, determinants and solve against PyTorch 1.13's float64 values (LAPACK's LU on both
+/// sides; 1e-12 relative, 1e-14 absolute for entries that are 0 up to rounding).
+TEST(Linalg, InverseDetSolveAsPyTorch) {
+  auto close = [](const Tensor& t, const std::vector<double>& want) {
+    return allClose(t.to_vector<double>(), want, 1e-12, 1e-14);
+  };
+  Tensor a = tensor({4.0, 7.0, 2.0, 3.0, 6.0, 1.0, 2.0, 5.0, 3.0}, kFloat64).reshape({3, 3});
+  EXPECT_TRUE(close(a.inverse(), {1.444444444444445, -1.2222222222222232, -0.5555555555555558,
+                                  -0.777777777777778, 0.8888888888888893, 0.22222222222222238,
+                                  0.33333333333333326, -0.6666666666666665, 0.33333333333333337}));
+  EXPECT_TRUE(close(a.det(), {9.0}));
+  Tensor swap = tensor({0.0, 1.0, 1.0, 0.0}, kFloat64).reshape({2, 2});
+  EXPECT_EQ(swap.det().item<double>(), -1.0);
+  EXPECT_EQ(tensor({1.0, 2.0, 2.0, 4.0}, kFloat64).reshape({2, 2}).det().item<double>(), 0.0);
+  EXPECT_TRUE(close(a.logdet(), {2.1972245773362187}));
+  EXPECT_TRUE(std::isnan(swap.logdet().item<double>()));
+  auto [sign, logabs] = swap.slogdet();
+  EXPECT_EQ(sign.item<double>(), -1.0);
+  EXPECT_EQ(logabs.item<double>(), 0.0);
+  EXPECT_TRUE(close(linalg_solve(a, tensor({1.0, 2.0, 3.0}, kFloat64)),
+                    {-2.666666666666668, 1.6666666666666672, 0.0}));
+  EXPECT_TRUE(close(linalg_solve(a, eye(3, std::nullopt, kFloat64).narrow(1, 0, 2)),
+                    {1.444444444444445, -1.2222222222222232, -0.777777777777778, 0.8888888888888893,
+                     0.33333333333333326, -0.6666666666666665}));
+  EXPECT_EQ(zeros({0, 0}).det().item<float>(), 1.0f);
+  EXPECT_EQ(eye(2).expand({3, 2, 2}).det().to_vector<float>(), (std::vector<float>{1, 1, 1}));
+  // PyTorch's errors: singular, not square, integers.
+  try {
+    (void)tensor({1.0f, 2.0f, 2.0f, 4.0f}).reshape({2, 2}).inverse();
+    ADD_FAILURE() << "a singular matrix was inverted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("singular"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)zeros({2, 3}).det(), ShapeError);
+  EXPECT_THROW((void)tensor({1, 2, 3, 4}).reshape({2, 2}).inverse(), DTypeError);
+  EXPECT_THROW((void)linalg_solve(a, tensor({1.0, 2.0}, kFloat64)), ShapeError);
+
+  // Gradients: det's is det A^-T, the inverse's -A^-T g A^-T.
+  Tensor x = a.clone().requires_grad_(true);
+  x.det().backward();
+  EXPECT_TRUE(close(x.grad(), {13, -7, 3, -11, 8, -6, -5, 2, 3}));
+  Tensor w = arange(9, kFloat64).reshape({3, 3});
+  Tensor z = a.clone().requires_grad_(true);
+  (z.inverse() * w).sum().backward();
+  EXPECT_TRUE(close(z.grad(), {2.2222222222222237, -1.2222222222222225, 0, -2.7777777777777803,
+                               1.7777777777777788, 0, 0.8888888888888903, -0.8888888888888901, 0}));
+  // Compiled, forward and backward.
+  auto f = [&w](const Tensor& m) { return (m.inverse() * w).sum() + m.det() + m.logdet(); };
+  Tensor p = a.clone().requires_grad_(true), q = a.clone().requires_grad_(true);
+  Tensor eager = f(p);
+  eager.backward();
+  Tensor compiled = compile(f)(q);
+  compiled.backward();
+  EXPECT_EQ(compiled.item<double>(), eager.item<double>());
+  EXPECT_TRUE(allClose(q.grad().to_vector<double>(), p.grad().to_vector<double>(), 1e-12, 1e-12));
 }
 
 } // namespace

@@ -241,6 +241,46 @@ Attrs convAttrs(Shape stride, Shape padding, Shape dilation, int64_t groups) {
       {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
 }
 
+/// Each matrix of x ([..., n, n]) inverted (`inverse`) or its determinant, by Gauss-Jordan
+/// elimination with partial pivoting in double.
+NdArray gaussJordanNd(const NdArray& x, bool inverse) {
+  const size_t r = x.shape.size();
+  const int64_t n = x.shape[r - 1];
+  Shape batch(x.shape.begin(), x.shape.end() - 2);
+  NdArray out = zerosNd(inverse ? x.shape : batch);
+  for (int64_t k = 0; k < numel(batch); ++k) {
+    std::vector<std::vector<double>> m(static_cast<size_t>(n),
+                                       std::vector<double>(static_cast<size_t>(2 * n), 0.0));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < n; ++j)
+        m[i][j] = x.v[static_cast<size_t>((k * n + i) * n + j)];
+      m[i][n + i] = 1;
+    }
+    double det = 1;
+    for (int64_t c = 0; c < n; ++c) {
+      int64_t p = c;
+      for (int64_t i = c + 1; i < n; ++i)
+        if (std::fabs(m[i][c]) > std::fabs(m[p][c])) p = i;
+      if (p != c) {
+        std::swap(m[p], m[c]);
+        det = -det;
+      }
+      det *= m[c][c];
+      for (int64_t j = 2 * n - 1; j >= c; --j)
+        m[c][j] /= m[c][c];
+      for (int64_t i = 0; i < n; ++i)
+        if (i != c)
+          for (int64_t j = 2 * n - 1; j >= c; --j)
+            m[i][j] -= m[i][c] * m[c][j];
+    }
+    if (!inverse) out.v[static_cast<size_t>(k)] = det;
+    for (int64_t i = 0; inverse && i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        out.v[static_cast<size_t>((k * n + i) * n + j)] = m[i][n + j];
+  }
+  return out;
+}
+
 OpSample unarySample(OpCode op) {
   bool positive = op == OpCode::Log || op == OpCode::Sqrt || op == OpCode::Rsqrt ||
                   op == OpCode::Log1p || op == OpCode::Reciprocal || op == OpCode::Log2 ||
@@ -812,6 +852,27 @@ std::vector<OpSample> samplesFor(OpCode op) {
                }
                return r;
              }}};
+  case OpCode::Inverse:
+  case OpCode::Det: {
+    // Well-conditioned matrices (normal entries plus 3 on the diagonal); the batch read through
+    // a transpose, so the kernel sees strides.
+    Tensor a = normal({2, 4, 4}, 40) + eye(4, std::nullopt, kFloat64) * 3.0;
+    const bool inverse = op == OpCode::Inverse;
+    return {{"strided batch",
+             {a},
+             {},
+             [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].mT()}; },
+             [inverse](const std::vector<NdArray>& in, const Attrs&) {
+               return gaussJordanNd(in[0], inverse);
+             }},
+            {"empty matrices",
+             {zeros({3, 0, 0}, kFloat64)},
+             {},
+             {},
+             [inverse](const std::vector<NdArray>& in, const Attrs&) {
+               return gaussJordanNd(in[0], inverse);
+             }}};
+  }
   case OpCode::MatMul:
     return {{"batched broadcast",
              {normal({2, 1, 3, 4}, 26), normal({3, 4, 5}, 27)},

@@ -646,4 +646,56 @@ Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm, std::sourc
   return x.renorm(p, dim, maxnorm);
 }
 
+// ---- inverse, determinants, solve ----
+
+Tensor Tensor::inverse(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("inverse");
+  return dispatch(OpCode::Inverse, {*this});
+}
+Tensor inverse(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.inverse();
+}
+Tensor Tensor::det(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("det");
+  return dispatch(OpCode::Det, {*this});
+}
+Tensor det(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.det();
+}
+Tensor Tensor::logdet(std::source_location loc) const {
+  CallSite cs(loc);
+  return det().log(); // NaN for a negative determinant, -inf for a singular matrix, as PyTorch
+}
+Tensor logdet(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.logdet();
+}
+std::pair<Tensor, Tensor> Tensor::slogdet(std::source_location loc) const {
+  CallSite cs(loc);
+  Tensor d = det();
+  return {d.sign(), d.abs().log()};
+}
+std::pair<Tensor, Tensor> slogdet(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.slogdet();
+}
+Tensor linalg_solve(const Tensor& a, const Tensor& b, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined() && b.defined(), Value, "linalg.solve: called with an undefined tensor");
+  WEFT_CHECK(a.dim() >= 2, Shape, "linalg.solve: A must be batches of square matrices, got shape ",
+             shapeString(a.sizes()));
+  // B is a batch of vectors where it has one dim fewer than A (PyTorch's rule), else of matrices.
+  const bool vector = b.dim() == 1 || (b.dim() == a.dim() - 1 &&
+                                       b.sizes() == Shape(a.sizes().begin(), a.sizes().end() - 1));
+  WEFT_CHECK(b.dim() >= 1 && b.size(vector ? -1 : -2) == a.size(-1), Shape,
+             "linalg.solve: incompatible shapes of A and B for the equation AX = B (",
+             shapeString(a.sizes()), " and ", shapeString(b.sizes()), ")");
+  Tensor inv = a.inverse();
+  return vector ? inv.matmul(b.unsqueeze(-1)).squeeze(-1) : inv.matmul(b);
+}
+
 } // namespace weft

@@ -57,6 +57,7 @@ Schema buildSchema(OpCode op) {
   case OpKind::Identity:
   case OpKind::Where:
   case OpKind::MatMul:
+  case OpKind::SquareMatrix:
     return {};
   case OpKind::Cast:
     return {{"dtype", T::DType}};

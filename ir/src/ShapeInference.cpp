@@ -507,6 +507,18 @@ Result<TensorType> inferKind(const OpInfo& info, std::span<const TensorType> in,
     return cat(name, in, at);
   case OpKind::MatMul:
     return matmul(name, in);
+  case OpKind::SquareMatrix: {
+    const Shape& s = in[0].shape;
+    if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
+      return diag(ErrorKind::Shape, name,
+                  ": a tensor of square matrices [..., n, n] is expected, got shape ",
+                  shapeString(s));
+    if (in[0].dtype != DType::Float32 && in[0].dtype != DType::Float64)
+      return diag(ErrorKind::DType, name, ": expected a float32 or float64 input, got ",
+                  dt(in[0].dtype));
+    if (info.code == OpCode::Det) return TensorType{in[0].dtype, Shape(s.begin(), s.end() - 2)};
+    return in[0];
+  }
   case OpKind::Conv:
   case OpKind::ConvInputGrad:
   case OpKind::ConvWeightGrad:

@@ -160,6 +160,9 @@ GValue cumsum(const GValue& x, int64_t dim) {
 GValue cumprod(const GValue& x, int64_t dim) {
   return x.b->emit(OpCode::CumProd, {x}, Attrs{{"dim", dim}});
 }
+GValue inverse(const GValue& x) {
+  return x.b->emit(OpCode::Inverse, {x});
+}
 GValue logcumsumexp(const GValue& x, int64_t dim) {
   return x.b->emit(OpCode::LogCumSumExp, {x}, Attrs{{"dim", dim}});
 }

@@ -305,6 +305,13 @@ Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, S
 Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, Scalar beta = 1,
               Scalar alpha = 1, WEFT_LOC);
 Tensor matrix_power(const Tensor& x, int64_t n, WEFT_LOC);
+Tensor inverse(const Tensor& x, WEFT_LOC);
+Tensor det(const Tensor& x, WEFT_LOC);
+Tensor logdet(const Tensor& x, WEFT_LOC);
+std::pair<Tensor, Tensor> slogdet(const Tensor& x, WEFT_LOC);
+/// X with AX = B, for a batch of square A and B a batch of vectors (one dim fewer than A) or of
+/// matrices: inverse(A) @ B.
+Tensor linalg_solve(const Tensor& a, const Tensor& b, WEFT_LOC);
 /// Einstein summation as torch.einsum: "ij,jk->ik", "bhqd,bhkd->bhqk", "...i,...i->...", "ii->i";
 /// without "->" the output is the labels used once, in alphabetical order. Contractions run as
 /// batched matmuls, one operand pair at a time from the left.

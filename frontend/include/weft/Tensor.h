@@ -559,6 +559,12 @@ public:
   Tensor ger(const Tensor& vec2, WEFT_LOC) const;
   /// The Kronecker product: each element of this tensor times `other`, as blocks.
   Tensor kron(const Tensor& other, WEFT_LOC) const;
+  /// The inverse of each square matrix [..., n, n] (float32/float64; singular: an error), its
+  /// determinant, log-determinant (NaN below 0) and (sign, log|det|).
+  Tensor inverse(WEFT_LOC) const;
+  Tensor det(WEFT_LOC) const;
+  Tensor logdet(WEFT_LOC) const;
+  std::pair<Tensor, Tensor> slogdet(WEFT_LOC) const;
   /// The cross product of 3-vectors along `dim` (none: this tensor's first dim of size 3), both
   /// of size 3 there, broadcast in the other dims.
   Tensor cross(const Tensor& other, std::optional<int64_t> dim = std::nullopt, WEFT_LOC) const;

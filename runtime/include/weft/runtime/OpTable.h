@@ -46,6 +46,7 @@ enum class OpKind : uint8_t {
   Scatter,
   IndexSelect,
   IndexAdd,
+  SquareMatrix, // a batch of square matrices [..., n, n] (float32/float64): linear algebra
   Pool,
   Full,
   Random

@@ -77,6 +77,18 @@ template <typename T> T vjp_matmul(const T& g, const T& a, const T& b, size_t i)
   return sum_to(matmul(mT(a), g), bs);
 }
 
+/// inverse's gradient: -(A^-1)^T g (A^-1)^T, from the output alone.
+template <typename T> T vjp_inverse(const T& g, const T& y) {
+  return -matmul(matmul(mT(y), g), mT(y));
+}
+/// det's gradient: g det(A) (A^-1)^T, each matrix's g and det broadcast over its elements.
+template <typename T> T vjp_det(const T& g, const T& x, const T& y) {
+  Shape s = shape_of(g);
+  s.push_back(1);
+  s.push_back(1);
+  return reshape(g * y, s) * mT(inverse(x));
+}
+
 /// gather's gradient for x: g added at the gathered positions. Where the index picks one position
 /// per line along `dim` and matches x elsewhere (cross-entropy's target, take_along_dim of an
 /// argmax), it is where(position == index, g, 0), an elementwise expression that fuses into its

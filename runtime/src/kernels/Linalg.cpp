@@ -1,0 +1,114 @@
+// Linear algebra kernels on batches of square matrices through LAPACK's LU factorization, which
+// OpenBLAS carries: getrf factors each matrix, getri inverts it from the factors.
+#include "Loops.h"
+#include "weft/runtime/Kernels.h"
+
+#include <cstring>
+#include <vector>
+
+extern "C" {
+// LAPACK's Fortran interface (no header ships with Debian's OpenBLAS): column-major, every
+// argument by pointer, `info` 0 on success, i > 0 when U(i, i) is exactly zero.
+void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
+void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
+void sgetri_(const int* n, float* a, const int* lda, const int* ipiv, float* work, const int* lwork,
+             int* info);
+void dgetri_(const int* n, double* a, const int* lda, const int* ipiv, double* work,
+             const int* lwork, int* info);
+}
+
+namespace weft::kernels {
+namespace {
+
+void getrf(int n, float* a, int* pivots, int* info) {
+  sgetrf_(&n, &n, a, &n, pivots, info);
+}
+void getrf(int n, double* a, int* pivots, int* info) {
+  dgetrf_(&n, &n, a, &n, pivots, info);
+}
+void getri(int n, float* a, const int* pivots, float* work, int lwork, int* info) {
+  sgetri_(&n, a, &n, pivots, work, &lwork, info);
+}
+void getri(int n, double* a, const int* pivots, double* work, int lwork, int* info) {
+  dgetri_(&n, a, &n, pivots, work, &lwork, info);
+}
+
+/// Calls `f(matrix, k)` on a contiguous copy of each matrix k of `x` ([..., n, n], any strides),
+/// row-major, which LAPACK reads as its transpose: LU of A^T gives det(A^T) = det(A), and
+/// inverting A^T in place leaves (A^T)^-1 = (A^-1)^T, which read back row-major is A^-1.
+template <typename T, typename F> void forEachMatrix(const TensorRef& x, F f) {
+  const size_t rank = x.shape.size();
+  const int64_t n = x.shape[rank - 1];
+  const int64_t count = n == 0 ? numel(x.shape) : numel(x.shape) / (n * n);
+  WEFT_CHECK(n <= (int64_t{1} << 20), Value, "linear algebra on matrices of size ", n,
+             " is not supported");
+  Shape batch(x.shape.begin(), x.shape.end() - 2);
+  std::vector<T> m(static_cast<size_t>(n * n));
+  for (int64_t k = 0; k < (n == 0 ? numel(batch) : count); ++k) {
+    // The element offset of matrix k.
+    int64_t offset = 0, rest = k;
+    for (size_t d = batch.size(); d-- > 0;) {
+      offset += (rest % batch[d]) * x.strides[d];
+      rest /= batch[d];
+    }
+    const T* base = static_cast<const T*>(x.data) + offset;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        m[static_cast<size_t>(i * n + j)] = base[i * x.strides[rank - 2] + j * x.strides[rank - 1]];
+    f(m.data(), static_cast<int>(n), k);
+  }
+}
+
+} // namespace
+
+void Inverse(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.ptr<T>();
+    std::vector<int> pivots;
+    std::vector<T> work;
+    forEachMatrix<T>(in[0], [&](T* m, int n, int64_t k) {
+      if (n == 0) return;
+      pivots.resize(static_cast<size_t>(n));
+      work.resize(static_cast<size_t>(n) * 64);
+      int info = 0;
+      getrf(n, m, pivots.data(), &info);
+      WEFT_CHECK(info == 0, Value, "linalg.inv: The diagonal element ", info,
+                 " is zero, the inversion could not be completed because the input matrix is "
+                 "singular.");
+      getri(n, m, pivots.data(), work.data(), static_cast<int>(work.size()), &info);
+      WEFT_CHECK(info == 0, Value, "linalg.inv: the inversion failed (LAPACK info ", info, ")");
+      std::memcpy(o + k * n * n, m, sizeof(T) * static_cast<size_t>(n) * static_cast<size_t>(n));
+    });
+  };
+  if (in[0].dtype == DType::Float32)
+    run(float());
+  else
+    run(double());
+}
+
+void Det(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.ptr<T>();
+    std::vector<int> pivots;
+    forEachMatrix<T>(in[0], [&](T* m, int n, int64_t k) {
+      // The product of U's diagonal, negated for each row exchange (an empty matrix's is 1).
+      pivots.resize(static_cast<size_t>(n));
+      int info = 0;
+      if (n > 0) getrf(n, m, pivots.data(), &info);
+      T det = 1;
+      for (int i = 0; i < n; ++i)
+        det *= pivots[static_cast<size_t>(i)] != i + 1 ? -m[i * n + i] : m[i * n + i];
+      o[k] = det;
+    });
+  };
+  if (in[0].dtype == DType::Float32)
+    run(float());
+  else
+    run(double());
+}
+
+} // namespace weft::kernels
