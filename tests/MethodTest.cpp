@@ -905,5 +905,46 @@ TEST(Linalg, InverseDetSolveAsPyTorch) {
   EXPECT_TRUE(allClose(q.grad().to_vector<double>(), p.grad().to_vector<double>(), 1e-12, 1e-12));
 }
 
+/// nanmedian and unique against PyTorch 1.13. Two deliberate differences: unique sorts NaNs last
+/// (1.13's order of NaNs is whatever its sort left, [1, nan, nan, 2] here), and an all-NaN slice's
+/// nanmedian index is the slice's first (1.13's comes from nth_element).
+TEST(Composites, NanmedianAndUniqueAsPyTorch) {
+  auto [v, i] = tensor({2.0f, NAN, 1.0f, 5.0f, NAN, NAN, NAN, NAN, 3.0f, NAN, 4.0f, NAN})
+                    .reshape({3, 4})
+                    .nanmedian(1);
+  std::vector<float> values = v.to_vector<float>();
+  EXPECT_EQ(values[0], 2.0f);
+  EXPECT_TRUE(std::isnan(values[1]));
+  EXPECT_EQ(values[2], 3.0f);
+  EXPECT_EQ(i.to_vector<int64_t>()[0], 0);
+  EXPECT_EQ(i.to_vector<int64_t>()[2], 0);
+  EXPECT_EQ(tensor({1.0f, NAN, 3.0f, 2.0f}).nanmedian().item<float>(), 2.0f);
+  EXPECT_TRUE(std::isnan(tensor({NAN}).nanmedian().item<float>()));
+  EXPECT_EQ(tensor({4, 1, 3}).nanmedian().item<int64_t>(), 3);
+
+  auto [u, inverse, counts] = unique(tensor({3, 1, 2, 3, 3, 1}).reshape({2, 3}), true, true, true);
+  EXPECT_EQ(u.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(inverse.sizes(), (Shape{2, 3}));
+  EXPECT_EQ(inverse.to_vector<int64_t>(), (std::vector<int64_t>{2, 0, 1, 2, 2, 0}));
+  EXPECT_EQ(counts.to_vector<int64_t>(), (std::vector<int64_t>{2, 1, 3}));
+  std::vector<float> nans = tensor({2.0f, NAN, 1.0f, NAN, 2.0f}).unique().to_vector<float>();
+  ASSERT_EQ(nans.size(), 4u);
+  EXPECT_EQ(nans[0], 1.0f);
+  EXPECT_EQ(nans[1], 2.0f);
+  EXPECT_TRUE(std::isnan(nans[2]) && std::isnan(nans[3]));
+  auto [e, ei, ec] = unique(zeros({0}), true, false, true);
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(ec.numel(), 0);
+  // Compiled: specialized on the traced values, as nonzero.
+  auto f = [](const Tensor& x) { return x.unique().narrow(0, 0, 3).sum() + nanmedian(x); };
+  Tensor x = tensor({3.0f, 1.0f, 3.0f, NAN, 2.0f});
+  CompiledFunction cf{CompileOptions().specialize_on_values(true)};
+  EXPECT_EQ(
+      cf.call({x}, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; })[0]
+          .item<float>(),
+      f(x).item<float>());
+  EXPECT_EQ(f(x).item<float>(), 8.0f); // 1 + 2 + 3, and the median of 1, 2, 3, 3
+}
+
 } // namespace
 } // namespace weft::test

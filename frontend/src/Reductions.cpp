@@ -431,27 +431,58 @@ Tensor count_nonzero(const Tensor& x, Dims dims, std::source_location loc) {
   return x.count_nonzero(std::move(dims));
 }
 
-std::pair<Tensor, Tensor> Tensor::median(int64_t d, bool keepdim, std::source_location loc) const {
-  CallSite cs(loc);
-  checkDefined("median");
-  WEFT_CHECK(dtype() != DType::Bool, DType, "median: not implemented for bool tensors");
-  d = wrapDim(d, dim(), "median");
-  Tensor x = dim() == 0 ? reshape({1}) : *this;
+namespace {
+/// The lower median along `d` and its index: with NaNs, the first NaN (median), or the median of
+/// the other values, a NaN only where all are (nanmedian).
+std::pair<Tensor, Tensor> medianAlong(const Tensor& self, int64_t d, bool keepdim, bool skipNan,
+                                      const char* op) {
+  WEFT_CHECK(self.dtype() != DType::Bool, DType, op, ": not implemented for bool tensors");
+  d = wrapDim(d, self.dim(), op);
+  Tensor x = self.dim() == 0 ? self.reshape({1}) : self;
   const int64_t n = x.size(d);
-  WEFT_CHECK(n > 0, Index, "median: expected reduction dim ", d, " to have non-zero size");
+  WEFT_CHECK(n > 0, Index, op, ": expected reduction dim ", d, " to have non-zero size");
   auto [sorted, order] = x.sort(d);
   Shape kept = x.sizes();
   kept[static_cast<size_t>(d)] = 1;
-  // The lower median; where a slice holds NaNs (sorted last, in their order), its first NaN.
+  // NaNs sort last, in their order.
   Tensor at = full(kept, (n - 1) / 2, DType::Int64);
-  if (isFloating(dtype())) {
+  if (isFloating(self.dtype())) {
     Tensor nans = x.isnan().sum({d}, true, DType::Int64);
-    at = where(nans.gt(0), nans.neg() + n, at);
+    at = skipNan ? (nans.neg() + (n - 1)).clamp(0, std::nullopt).floor_divide(2)
+                 : where(nans.gt(0), nans.neg() + n, at);
   }
   Tensor values = sorted.gather(d, at), indices = order.gather(d, at);
-  if (dim() == 0) return {values.reshape({}), indices.reshape({})};
+  if (self.dim() == 0) return {values.reshape({}), indices.reshape({})};
   if (!keepdim) return {values.squeeze(d), indices.squeeze(d)};
   return {values, indices};
+}
+} // namespace
+
+std::pair<Tensor, Tensor> Tensor::median(int64_t d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("median");
+  return medianAlong(*this, d, keepdim, false, "median");
+}
+std::pair<Tensor, Tensor> Tensor::nanmedian(int64_t d, bool keepdim,
+                                            std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("nanmedian");
+  return medianAlong(*this, d, keepdim, true, "nanmedian");
+}
+Tensor nanmedian(const Tensor& x, std::source_location loc) {
+  CallSite cs(loc);
+  return x.nanmedian();
+}
+std::pair<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim,
+                                    std::source_location loc) {
+  CallSite cs(loc);
+  return x.nanmedian(dim, keepdim);
+}
+Tensor Tensor::nanmedian(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("nanmedian");
+  if (numel() == 0 && isFloating(dtype())) return sum() + std::nan("");
+  return flatten().nanmedian(0).first;
 }
 Tensor Tensor::median(std::source_location loc) const {
   CallSite cs(loc);
@@ -682,6 +713,47 @@ Tensor trapz(const Tensor& y, const Tensor& x, int64_t dim, std::source_location
 Tensor trapz(const Tensor& y, double dx, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
   return trapezoid(y, dx, dim);
+}
+
+// ---- unique ----
+
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted, bool return_inverse,
+                                          bool return_counts, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined(), Value, "unique: called with an undefined tensor");
+  if (currentTrace() != nullptr) { // how many values come out depends on the values
+    Tensor value = readValue(x, "unique");
+    TraceScope paused(nullptr);
+    return unique(value, sorted, return_inverse, return_counts);
+  }
+  // Sorted (always: PyTorch's CPU unique sorts either way), each value where it differs from the
+  // one before (NaNs never equal: each is its own value, as in PyTorch).
+  Tensor flat = x.detach().reshape({-1});
+  auto [s, order] = flat.sort(0);
+  const int64_t n = s.numel();
+  Tensor first =
+      n == 0 ? zeros({0}, DType::Bool)
+             : cat({ones({1}, DType::Bool), s.narrow(0, 1, n - 1).ne(s.narrow(0, 0, n - 1))});
+  Tensor values = s.masked_select(first);
+  Tensor inverse, counts;
+  if (return_inverse) {
+    // The running count of firsts, minus one, is each sorted element's value index.
+    Tensor group = first.to(DType::Int64).cumsum(0) - 1;
+    inverse = zeros({n}, DType::Int64).scatter(0, order, group).reshape(x.sizes());
+  } else {
+    inverse = zeros({0}, DType::Int64);
+  }
+  if (return_counts) {
+    Tensor starts = cat({nonzero(first).reshape({-1}), full({1}, n, DType::Int64)});
+    counts = starts.diff();
+  } else {
+    counts = zeros({0}, DType::Int64);
+  }
+  return {values, inverse, counts};
+}
+Tensor Tensor::unique(bool sorted, std::source_location loc) const {
+  CallSite cs(loc);
+  return std::get<0>(weft::unique(*this, sorted, false, false));
 }
 
 } // namespace weft

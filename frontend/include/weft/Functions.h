@@ -224,7 +224,14 @@ Tensor nansum(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
 Tensor count_nonzero(const Tensor& x, Dims dims = {}, WEFT_LOC);
 Tensor median(const Tensor& x, WEFT_LOC);
 std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false, WEFT_LOC);
+Tensor nanmedian(const Tensor& x, WEFT_LOC);
+std::pair<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim = false, WEFT_LOC);
 Tensor nanmean(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
+/// The distinct values of x, sorted, and on request each element's index among them (x's shape)
+/// and each value's count (empty tensors where not asked for). Eager: compile() runs it on the
+/// traced values (the count of results depends on them).
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted, bool return_inverse,
+                                          bool return_counts = false, WEFT_LOC);
 std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt,
                                   bool keepdim = false, WEFT_LOC);
 std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1,

@@ -493,6 +493,11 @@ public:
   Tensor count_nonzero(Dims dims = {}, WEFT_LOC) const;
   /// The lower median (element (n - 1) / 2 of the sorted values); NaN where a NaN is present.
   Tensor median(WEFT_LOC) const;
+  /// median ignoring NaNs (NaN only where a slice holds nothing else).
+  std::pair<Tensor, Tensor> nanmedian(int64_t dim, bool keepdim = false, WEFT_LOC) const;
+  Tensor nanmedian(WEFT_LOC) const;
+  /// The distinct values, sorted (weft::unique also gives inverse indices and counts).
+  Tensor unique(bool sorted = true, WEFT_LOC) const;
   /// Median along `dim`: (values, indices), as torch.median(x, dim).
   std::pair<Tensor, Tensor> median(int64_t dim, bool keepdim = false, WEFT_LOC) const;
   /// mean() of the elements that are not NaN (NaN where all are); floating tensors only.
