@@ -182,8 +182,9 @@ public:
     return mlir::arith::CmpFOp::create(b_, loc_, p, a, c);
   }
 
-  /// An op whose result is an integer dtype (the table's lowerings are float operations):
-  /// wrapping arithmetic as the eager kernels' kadd/ksub/kmul, rounding ops are the identity.
+  /// An op whose result is an integer dtype (the table's lowerings are float operations), or a
+  /// bitwise op on bool: wrapping arithmetic as the eager kernels' kadd/ksub/kmul, rounding ops
+  /// are the identity.
   /// Null where generated code does not compute it (integer pow and fmod: the interpreter's).
   mlir::Value integerNode(OpCode op, const std::vector<mlir::Value>& in, DType t) {
     mlir::OpBuilder& b = b_;
@@ -264,7 +265,10 @@ private:
     mlir::Location l = loc_;
     auto x = [&]() { return convert(in[0], it, rt); }; // unary Float-domain ops compute in rt
     auto one = [&]() { return constantFloat(rt, 1.0); };
-    if (!isFloating(rt) && rt != DType::Bool && n.operands.size() == in.size() &&
+    // Bitwise ops on bool are the same i1 operations as on integers (all bits set is true).
+    const bool bitwise = opInfo(n.op).unaryDomain == UnaryDomain::Bitwise ||
+                         opInfo(n.op).binaryResult == BinaryResult::Bitwise;
+    if (!isFloating(rt) && (rt != DType::Bool || bitwise) && n.operands.size() == in.size() &&
         (opInfo(n.op).kind == OpKind::Unary || opInfo(n.op).kind == OpKind::Binary) &&
         n.op != OpCode::Sign && n.op != OpCode::Relu)
       return integerNode(n.op, in, rt);
@@ -347,15 +351,6 @@ private:
       return mlir::arith::DivFOp::create(b, l, one(), x());
     case OpCode::LogicalNot:
       return mlir::arith::XOrIOp::create(b, l, truth(in[0], it), constantFloat(DType::Bool, 1.0));
-    // On bool (integers: integerNode), bitwise is logical.
-    case OpCode::BitwiseNot:
-      return mlir::arith::XOrIOp::create(b, l, in[0], constantFloat(DType::Bool, 1.0));
-    case OpCode::BitwiseAnd:
-      return mlir::arith::AndIOp::create(b, l, in[0], in[1]);
-    case OpCode::BitwiseOr:
-      return mlir::arith::OrIOp::create(b, l, in[0], in[1]);
-    case OpCode::BitwiseXor:
-      return mlir::arith::XOrIOp::create(b, l, in[0], in[1]);
     case OpCode::Eq:
     case OpCode::Ne:
     case OpCode::Lt:
