@@ -946,5 +946,57 @@ TEST(Composites, NanmedianAndUniqueAsPyTorch) {
   EXPECT_EQ(f(x).item<float>(), 8.0f); // 1 + 2 + 3, and the median of 1, 2, 3, 3
 }
 
+/// Arguments at the edges of the new methods: huge sizes and orders are errors or fast results,
+/// never hangs or undefined behaviour; values near poles and NaNs as PyTorch (and mpmath).
+TEST(Composites, EdgesOfTheNewMethods) {
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(tril_indices(3, 3, -5).sizes(), (Shape{2, 0}));
+  EXPECT_EQ(triu_indices(2, 3, 10).sizes(), (Shape{2, 0}));
+  EXPECT_EQ(tril_indices(2, 2, 100).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 0, 1, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(tril_indices(huge, 0).sizes(), (Shape{2, 0}));
+  EXPECT_EQ(triu_indices(huge, 1, 1).sizes(), (Shape{2, 0}));
+  EXPECT_THROW((void)tril_indices(1, huge, huge), ValueError);
+  EXPECT_THROW((void)tril_indices(int64_t{1} << 40, int64_t{1} << 20), ValueError);
+  EXPECT_EQ(tril_indices(3, 3, 0, kInt32).dtype(), kInt32);
+  // digamma next to its poles keeps its digits (mpmath: 1e20, 999911107321.1927).
+  Tensor near = tensor({-1e-20, -2 - 1e-12}, kFloat64).digamma();
+  EXPECT_TRUE(allClose(near.to_vector<double>(), {1e20, 999911107321.1927}, 1e-9, 0));
+  // trigamma far below 0 by reflection: pi^2 / sin^2(pi / 2) - psi1(3e9 + 0.5).
+  EXPECT_NEAR(tensor({-3e9 + 0.5}, kFloat64).polygamma(1).item<double>(), 9.869604401089358, 1e-8);
+  // Returns at once: the factorial is a gamma function, not a loop over n.
+  EXPECT_EQ(tensor({2.0}, kFloat64).polygamma(huge).sizes(), (Shape{1}));
+  EXPECT_THROW((void)tensor({2.0}).mvlgamma(huge), Error);
+  // searchsorted puts NaN last, as PyTorch's binary search.
+  EXPECT_EQ(searchsorted(tensor({1.0f, 2.0f, 3.0f}), tensor({NAN, 2.0f})).to_vector<int64_t>(),
+            (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(searchsorted(tensor({1.0f, 2.0f, 3.0f}), tensor({NAN, 2.0f}), false, true)
+                .to_vector<int64_t>(),
+            (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(cdist(tensor({0.0f, 1.0f, 2.0f}).reshape({1, 3}),
+                  tensor({0.0f, 0.0f, 2.0f, 1.0f, 1.0f, 1.0f}).reshape({2, 3}), 0)
+                .to_vector<float>(),
+            (std::vector<float>{1, 2}));
+  // slogdet neither overflows nor underflows where det does (PyTorch: 1, +-921.03418).
+  auto [bigSign, big] = (eye(200) * 100.0).slogdet();
+  EXPECT_EQ(bigSign.item<float>(), 1.0f);
+  EXPECT_NEAR(big.item<float>(), 921.0341796875f, 1e-3);
+  auto [smallSign, small] = (eye(200) * 0.01).slogdet();
+  EXPECT_EQ(smallSign.item<float>(), 1.0f);
+  EXPECT_NEAR(small.item<float>(), -921.0341796875f, 1e-3);
+  EXPECT_NEAR((eye(200) * 0.01).logdet().item<float>(), -921.0341796875f, 1e-3);
+  auto [negSign, negLog] = (eye(3, std::nullopt, kFloat64) * -2.0).slogdet();
+  EXPECT_EQ(negSign.item<double>(), -1.0);
+  EXPECT_NEAR(negLog.item<double>(), 3 * std::log(2.0), 1e-12);
+  EXPECT_EQ(zeros({3, 3}).slogdet().first.item<float>(), 0.0f);
+  // trapezoid: a 1-D x must match y's dim; a 2-D x lines up with a 3-D y from the right.
+  EXPECT_THROW((void)trapezoid(arange(5, kFloat32), tensor({0.0f, 1.0f})), ShapeError);
+  EXPECT_EQ(trapezoid(arange(8, kFloat32).reshape({2, 2, 2}),
+                      tensor({0.0f, 1.0f, 0.0f, 2.0f}).reshape({2, 2}), 1)
+                .to_vector<float>(),
+            (std::vector<float>{0, 2, 0, 6}));
+  EXPECT_THROW((void)arange(5, kFloat32).unfold(0, -1, 1), ValueError);
+}
+
 } // namespace
 } // namespace weft::test

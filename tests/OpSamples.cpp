@@ -241,9 +241,10 @@ Attrs convAttrs(Shape stride, Shape padding, Shape dilation, int64_t groups) {
       {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
 }
 
-/// Each matrix of x ([..., n, n]) inverted (`inverse`) or its determinant, by Gauss-Jordan
-/// elimination with partial pivoting in double.
-NdArray gaussJordanNd(const NdArray& x, bool inverse) {
+/// Each matrix of x ([..., n, n]) inverted, or its determinant or log|det| (`op`), by
+/// Gauss-Jordan elimination with partial pivoting in double.
+NdArray gaussJordanNd(const NdArray& x, OpCode op) {
+  const bool inverse = op == OpCode::Inverse;
   const size_t r = x.shape.size();
   const int64_t n = x.shape[r - 1];
   Shape batch(x.shape.begin(), x.shape.end() - 2);
@@ -273,7 +274,8 @@ NdArray gaussJordanNd(const NdArray& x, bool inverse) {
           for (int64_t j = 2 * n - 1; j >= c; --j)
             m[i][j] -= m[i][c] * m[c][j];
     }
-    if (!inverse) out.v[static_cast<size_t>(k)] = det;
+    if (!inverse)
+      out.v[static_cast<size_t>(k)] = op == OpCode::Det ? det : std::log(std::fabs(det));
     for (int64_t i = 0; inverse && i < n; ++i)
       for (int64_t j = 0; j < n; ++j)
         out.v[static_cast<size_t>((k * n + i) * n + j)] = m[i][n + j];
@@ -304,8 +306,9 @@ OpSample unarySample(OpCode op) {
   return s;
 }
 
-/// Integral ops: int64 samples of both signs (shift amounts in [0, 8), so every integer dtype
-/// holds the results), the second operand broadcast.
+/// Integral ops: int64 samples of both signs, shift amounts in [0, 8) (no shift past a dtype's
+/// width; uint8 results wrap, as the reference's do when converted), the second operand
+/// broadcast.
 OpSample integralSample(OpCode op) {
   const bool unary = opInfo(op).kind == OpKind::Unary;
   const bool shift = op == OpCode::BitwiseLeftShift || op == OpCode::BitwiseRightShift;
@@ -853,25 +856,22 @@ std::vector<OpSample> samplesFor(OpCode op) {
                return r;
              }}};
   case OpCode::Inverse:
-  case OpCode::Det: {
+  case OpCode::Det:
+  case OpCode::LogAbsDet: {
     // Well-conditioned matrices (normal entries plus 3 on the diagonal); the batch read through
     // a transpose, so the kernel sees strides.
     Tensor a = normal({2, 4, 4}, 40) + eye(4, std::nullopt, kFloat64) * 3.0;
-    const bool inverse = op == OpCode::Inverse;
-    return {{"strided batch",
-             {a},
-             {},
-             [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].mT()}; },
-             [inverse](const std::vector<NdArray>& in, const Attrs&) {
-               return gaussJordanNd(in[0], inverse);
-             }},
-            {"empty matrices",
-             {zeros({3, 0, 0}, kFloat64)},
-             {},
-             {},
-             [inverse](const std::vector<NdArray>& in, const Attrs&) {
-               return gaussJordanNd(in[0], inverse);
-             }}};
+    return {
+        {"strided batch",
+         {a},
+         {},
+         [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0].mT()}; },
+         [op](const std::vector<NdArray>& in, const Attrs&) { return gaussJordanNd(in[0], op); }},
+        {"empty matrices",
+         {zeros({3, 0, 0}, kFloat64)},
+         {},
+         {},
+         [op](const std::vector<NdArray>& in, const Attrs&) { return gaussJordanNd(in[0], op); }}};
   }
   case OpCode::MatMul:
     return {{"batched broadcast",

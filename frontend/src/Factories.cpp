@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace weft {
 namespace {
@@ -186,21 +187,48 @@ Tensor triangleIndices(int64_t row, int64_t col, int64_t offset, bool lower, Ten
              " and ", col);
   WEFT_CHECK(o.dtype_ == DType::Int64 || o.dtype_ == DType::Int32, DType, op,
              ": expected an int32 or int64 dtype, got ", dtypeName(o.dtype_));
-  std::vector<int64_t> rows, cols;
-  for (int64_t i = 0; i < row; ++i) {
-    // Row i keeps columns [0, i + offset] (lower) or [i + offset, col) (upper).
-    const int64_t from = lower ? 0 : std::clamp<int64_t>(i + offset, 0, col);
-    const int64_t to = lower ? std::clamp<int64_t>(i + offset + 1, 0, col) : col;
-    WEFT_CHECK(static_cast<int64_t>(rows.size()) + (to - from) <= (int64_t{1} << 31), Value, op,
-               ": the result is too large");
-    for (int64_t j = from; j < to; ++j) {
-      rows.push_back(i);
-      cols.push_back(j);
-    }
+  // Row i keeps columns [0, i + offset] (lower) or [i + offset, col) (upper). Past -row or col
+  // the offset changes nothing, so it is clamped there (no sum below can overflow), and only the
+  // rows that keep a column are visited: each adds one pair at least, so the count check bounds
+  // the loop.
+  offset = std::clamp(offset, -row, col);
+  auto sum = [](int64_t a, int64_t b) { // saturating: rows and cols may be near INT64_MAX
+    int64_t r = 0;
+    return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+  };
+  const int64_t first = lower ? std::max<int64_t>(0, -offset) : 0;
+  const int64_t end = col == 0 ? first
+                      : lower  ? row
+                               : std::clamp<int64_t>(sum(col, -offset), 0, row);
+  auto span = [&](int64_t i) {
+    return lower ? std::pair<int64_t, int64_t>{0, std::min(sum(sum(i, offset), 1), col)}
+                 : std::pair<int64_t, int64_t>{std::max<int64_t>(sum(i, offset), 0), col};
+  };
+  constexpr int64_t kMaxPairs = int64_t{1} << 31;
+  int64_t n = 0;
+  for (int64_t i = first; i < end; ++i) {
+    auto [from, to] = span(i);
+    n += to - from;
+    WEFT_CHECK(n <= kMaxPairs, Value, op, ": the result would hold more than 2^31 index pairs");
   }
-  const auto n = static_cast<int64_t>(rows.size());
-  rows.insert(rows.end(), cols.begin(), cols.end());
-  return finish(from_vector(rows, {2, n}).to(o.dtype_), o);
+  // The [2, n] result filled in place: row indices, then column indices.
+  Tensor r = makeTensor({2, n}, o.dtype_);
+  auto fill = [&](auto* p) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    int64_t k = 0;
+    for (int64_t i = first; i < end; ++i) {
+      auto [from, to] = span(i);
+      for (int64_t j = from; j < to; ++j, ++k) {
+        p[k] = static_cast<T>(i);
+        p[n + k] = static_cast<T>(j);
+      }
+    }
+  };
+  if (o.dtype_ == DType::Int64)
+    fill(r.data_ptr<int64_t>());
+  else
+    fill(r.data_ptr<int32_t>());
+  return finish(r, o);
 }
 } // namespace
 

@@ -814,12 +814,11 @@ Tensor Tensor::polygamma(int64_t n, std::source_location loc) const {
   WEFT_CHECK(n >= 0, Value, "polygamma(n, x) does not support negative n, got ", n);
   const Tensor x = floatingOrFloat32(*this);
   if (n == 0) return x.digamma();
-  // (-1)^(n+1) n! zeta(n + 1, x).
-  double factorial = 1;
-  for (int64_t k = 2; k <= n; ++k)
-    factorial *= static_cast<double>(k);
-  return full({}, static_cast<double>(n + 1), x.dtype()).zeta(x) *
-         (n % 2 == 1 ? factorial : -factorial);
+  // (-1)^(n+1) n! zeta(n + 1, x), in float32 for 16-bit inputs (n + 1 may not fit them).
+  const double order = static_cast<double>(n) + 1, factorial = std::tgamma(order);
+  const Tensor wide = x.element_size() < 4 ? x.to(DType::Float32) : x;
+  Tensor r = full({}, order, wide.dtype()).zeta(wide) * (n % 2 == 1 ? factorial : -factorial);
+  return r.to(x.dtype());
 }
 Tensor polygamma(int64_t n, const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
@@ -834,11 +833,12 @@ Tensor Tensor::mvlgamma(int64_t p, std::source_location loc) const {
   if (currentTrace() == nullptr && x.numel() > 0) // PyTorch's domain check (it reads values)
     WEFT_CHECK(x.gt((static_cast<double>(p) - 1) / 2).all().item<bool>(), Value,
                "mvlgamma: all elements must be greater than (p-1)/2");
-  // p (p - 1) / 4 log(pi) + sum_{i < p} lgamma(x - i / 2).
-  Tensor sum = x.lgamma();
-  for (int64_t i = 1; i < p; ++i)
-    sum = sum + (x - static_cast<double>(i) / 2).lgamma();
-  return sum + static_cast<double>(p * (p - 1)) / 4 * std::log(std::numbers::pi);
+  // p (p - 1) / 4 log(pi) + sum_{i < p} lgamma(x - i / 2): one op over a new last dim of p terms
+  // (the allocation refuses an absurd p).
+  Tensor halves = arange(p, x.dtype()) * 0.5;
+  Tensor sum = (x.unsqueeze(-1) - halves).lgamma().sum({-1});
+  const double pd = static_cast<double>(p);
+  return sum + pd * (pd - 1) / 4 * std::log(std::numbers::pi);
 }
 Tensor mvlgamma(const Tensor& x, int64_t p, std::source_location loc) {
   CallSite cs(loc);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <functional>
 
 namespace weft {
@@ -620,7 +621,9 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p, std::source_location 
   WEFT_CHECK(p >= 0, Value, "cdist only supports non-negative p values, got ", p);
   // Every pair's difference, [..., P, R, M], and its p-norm over M: exact (PyTorch's matmul form
   // for large p=2 inputs trades accuracy for memory).
-  return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, {-1});
+  Tensor diff = x1.unsqueeze(-2) - x2.unsqueeze(-3);
+  if (p == 0) return diff.ne(0).sum({-1}, false, diff.dtype()); // how many coordinates differ
+  return diff.norm(p, {-1});
 }
 
 Tensor Tensor::renorm(double p, int64_t dim, double maxnorm, std::source_location loc) const {
@@ -668,7 +671,9 @@ Tensor det(const Tensor& x, std::source_location loc) {
 }
 Tensor Tensor::logdet(std::source_location loc) const {
   CallSite cs(loc);
-  return det().log(); // NaN for a negative determinant, -inf for a singular matrix, as PyTorch
+  auto [sign, logabs] = slogdet();
+  // NaN for a negative determinant, -inf for a singular matrix, as PyTorch.
+  return where(sign.lt(0), full({}, std::nan(""), logabs.dtype()), logabs);
 }
 Tensor logdet(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
@@ -676,8 +681,18 @@ Tensor logdet(const Tensor& x, std::source_location loc) {
 }
 std::pair<Tensor, Tensor> Tensor::slogdet(std::source_location loc) const {
   CallSite cs(loc);
-  Tensor d = det();
-  return {d.sign(), d.abs().log()};
+  checkDefined("slogdet");
+  Tensor logabs = dispatch(OpCode::LogAbsDet, {*this});
+  // The sign is det's, of each matrix scaled by |det|^(-1/n) so its determinant is +-1 (no
+  // overflow or underflow); 0 for a singular matrix. It has no gradient.
+  NoGradGuard noGrad;
+  const int64_t n = size(-1);
+  if (n == 0) return {ones_like(logabs), logabs};
+  Shape s = logabs.sizes();
+  s.insert(s.end(), {1, 1});
+  Tensor scaled = *this / (logabs / static_cast<double>(n)).exp().reshape(s);
+  Tensor sign = where(logabs.isinf(), zeros_like(logabs), scaled.det().sign());
+  return {sign, logabs};
 }
 std::pair<Tensor, Tensor> slogdet(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);

@@ -640,20 +640,22 @@ Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool ou
                shapeString(s), " and input value tensor ", shapeString(v));
   }
   DType t = promoteTypes(seq.dtype(), values.dtype());
-  // The insertion point is how many boundaries lie below the value (left) or not above it
-  // (right): one comparison per value and boundary, so it traces into a plain graph.
+  // The insertion point is how many boundaries are not at or above the value (left) or not above
+  // it (right), as PyTorch's binary search decides (so a NaN value goes last): one comparison per
+  // value and boundary, so it traces into a plain graph.
   Tensor b = seq.to(t), v = values.to(t).unsqueeze(-1);
   if (seq.dim() > 1) b = b.unsqueeze(-2);
-  Tensor below = right ? b.le(v) : b.lt(v);
+  Tensor below = (right ? b.gt(v) : b.ge(v)).logical_not();
   return below.sum({-1}).to(out_int32 ? kInt32 : kInt64);
 }
 Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool out_int32, bool right,
                  std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(boundaries.defined() && boundaries.dim() == 1, Shape,
-             "bucketize: boundaries tensor must be 1 dimension, but got dim(",
-             boundaries.defined() ? boundaries.dim() : 0, ")");
-  WEFT_CHECK(input.defined(), Value, "bucketize: called with an undefined tensor");
+  WEFT_CHECK(input.defined() && boundaries.defined(), Value,
+             "bucketize: called with an undefined tensor");
+  WEFT_CHECK(boundaries.dim() == 1, Shape,
+             "bucketize: boundaries tensor must be 1 dimension, but got dim(", boundaries.dim(),
+             ")");
   return searchsorted(boundaries, input, out_int32, right);
 }
 
@@ -681,16 +683,22 @@ Tensor trapezoid(const Tensor& y, const Tensor& x, int64_t dim, std::source_loca
   const int64_t d = wrapDim(dim, y.dim(), "trapezoid");
   const int64_t n = y.size(d);
   if (n == 0) return y.sum({d});
-  // The spacing: x's differences along `dim` (a 1-D x runs along it).
-  Tensor dx = x.dim() == 1 ? x.diff() : x.diff(1, x.dim() == y.dim() ? d : dim);
-  if (x.dim() == 1 && y.dim() > 1) {
+  // The spacing: x's differences along `dim`. A 1-D x runs along it; a wider one is lined up
+  // with y from the right (leading 1s), as broadcasting does.
+  Tensor dx;
+  if (x.dim() == 1) {
     WEFT_CHECK(x.numel() == n, Shape,
-               "trapezoid: there must be one `x` value for each sample "
-               "point, got ",
-               x.numel(), " and ", n);
+               "trapezoid: there must be one `x` value for each sample point, got ", x.numel(),
+               " and ", n);
     Shape s(static_cast<size_t>(y.dim()), 1);
     s[static_cast<size_t>(d)] = n - 1;
-    dx = dx.reshape(s);
+    dx = x.diff().reshape(s);
+  } else {
+    WEFT_CHECK(x.dim() <= y.dim(), Shape, "trapezoid: x of shape ", shapeString(x.sizes()),
+               " has more dimensions than y of shape ", shapeString(y.sizes()));
+    Shape s(static_cast<size_t>(y.dim() - x.dim()), 1);
+    s.insert(s.end(), x.sizes().begin(), x.sizes().end());
+    dx = x.reshape(s).diff(1, d);
   }
   Tensor mid = (y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * dx;
   return mid.sum({d}) / 2.0;

@@ -824,8 +824,9 @@ Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step, std::source_locatio
   if (dim() == 0) return reshape({1}).unfold(wrapDim(d, 1, "unfold"), size, step).reshape({size});
   d = wrapDim(d, dim(), "unfold");
   const int64_t n = sizes()[static_cast<size_t>(d)];
-  WEFT_CHECK(size >= 0 && size <= n, Value, "unfold: maximum size for tensor at dimension ", d,
-             " is ", n, " but size is ", size);
+  WEFT_CHECK(size >= 0, Value, "unfold: size is ", size, " but must be >= 0");
+  WEFT_CHECK(size <= n, Value, "unfold: maximum size for tensor at dimension ", d, " is ", n,
+             " but size is ", size);
   WEFT_CHECK(step > 0, Value, "unfold: step is ", step, " but must be > 0");
   // Window w's element j is element w * step + j of `d`: one index_select of every window's
   // elements, then `d` split into (windows, size) and the size moved last.

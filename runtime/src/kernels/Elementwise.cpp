@@ -130,8 +130,9 @@ inline double digammaDouble(double x) {
   if (std::isnan(x)) return x;
   if (x < 0) {
     if (x == std::floor(x)) return std::numeric_limits<double>::quiet_NaN();
-    // psi(x) = psi(1 - x) - pi / tan(pi x), the tangent of the fractional part (its period is 1).
-    return digammaDouble(1 - x) - pi / std::tan(pi * (x - std::floor(x)));
+    // psi(x) = psi(1 - x) - pi / tan(pi x), the tangent taken of x's distance to the nearest
+    // integer (its period is 1; exact, so x just below 0 or a negative integer keeps its digits).
+    return digammaDouble(1 - x) - pi / std::tan(pi * (x - std::round(x)));
   }
   double shift = 0;
   while (x < 10) {
@@ -161,10 +162,18 @@ inline double zetaDouble(double s, double q) {
   if (q <= 0) {
     if (q == std::floor(q)) return inf;
     if (s != std::floor(s)) return std::numeric_limits<double>::quiet_NaN(); // q^-s not real
+    // trigamma's reflection, psi1(q) + psi1(1 - q) = pi^2 / sin^2(pi q): no term-by-term walk up
+    // from a very negative q. Other orders walk, up to a million terms.
+    constexpr double pi = 3.14159265358979323846;
+    if (s == 2) {
+      const double sine = std::sin(pi * (q - std::round(q)));
+      return pi * pi / (sine * sine) - zetaDouble(2, 1 - q);
+    }
+    if (q < -1e6) return std::numeric_limits<double>::quiet_NaN();
   }
   constexpr double eps = 1.11022302462515654042e-16;
   double sum = std::pow(q, -s), a = q, term = 0;
-  for (int i = 0; i < 9 || a <= 9; ++i) {
+  for (int64_t i = 0; i < 9 || a <= 9; ++i) {
     a += 1;
     term = std::pow(a, -s);
     sum += term;

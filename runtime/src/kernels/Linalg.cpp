@@ -3,6 +3,7 @@
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -88,27 +89,43 @@ void Inverse(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) 
     run(double());
 }
 
-void Det(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+namespace {
+/// Each matrix's U diagonal from its LU factors, reduced by `f(diagonal element, row exchanged)`
+/// from `init` into out (an empty matrix's result is `init`).
+template <typename Fold>
+void foldLuDiagonal(const TensorRef& x, const TensorRef& out, double init, Fold f) {
   WEFT_INTERNAL_ASSERT(out.isContiguous());
   auto run = [&](auto tag) {
     using T = decltype(tag);
     T* o = out.ptr<T>();
     std::vector<int> pivots;
-    forEachMatrix<T>(in[0], [&](T* m, int n, int64_t k) {
-      // The product of U's diagonal, negated for each row exchange (an empty matrix's is 1).
+    forEachMatrix<T>(x, [&](T* m, int n, int64_t k) {
       pivots.resize(static_cast<size_t>(n));
       int info = 0;
       if (n > 0) getrf(n, m, pivots.data(), &info);
-      T det = 1;
+      double r = init; // accumulated in double: float32's log-sums drift by n ulps otherwise
       for (int i = 0; i < n; ++i)
-        det *= pivots[static_cast<size_t>(i)] != i + 1 ? -m[i * n + i] : m[i * n + i];
-      o[k] = det;
+        r = f(r, static_cast<double>(m[static_cast<size_t>(i) * static_cast<size_t>(n + 1)]),
+              pivots[static_cast<size_t>(i)] != i + 1);
+      o[k] = static_cast<T>(r);
     });
   };
-  if (in[0].dtype == DType::Float32)
+  if (x.dtype == DType::Float32)
     run(float());
   else
     run(double());
+}
+} // namespace
+
+void Det(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  // The product of U's diagonal, negated for each row exchange.
+  foldLuDiagonal(in[0], out, 1.0,
+                 [](auto r, auto u, bool swapped) { return r * (swapped ? -u : u); });
+}
+
+void LogAbsDet(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  // The sum of log|U's diagonal| (-inf where an element is 0).
+  foldLuDiagonal(in[0], out, 0.0, [](auto r, auto u, bool) { return r + std::log(std::fabs(u)); });
 }
 
 } // namespace weft::kernels

@@ -81,12 +81,16 @@ template <typename T> T vjp_matmul(const T& g, const T& a, const T& b, size_t i)
 template <typename T> T vjp_inverse(const T& g, const T& y) {
   return -matmul(matmul(mT(y), g), mT(y));
 }
-/// det's gradient: g det(A) (A^-1)^T, each matrix's g and det broadcast over its elements.
-template <typename T> T vjp_det(const T& g, const T& x, const T& y) {
+/// log|det|'s gradient: g (A^-1)^T, each matrix's g broadcast over its elements; det's is that
+/// of g det(A).
+template <typename T> T vjp_logabsdet(const T& g, const T& x) {
   Shape s = shape_of(g);
   s.push_back(1);
   s.push_back(1);
-  return reshape(g * y, s) * mT(inverse(x));
+  return reshape(g, s) * mT(inverse(x));
+}
+template <typename T> T vjp_det(const T& g, const T& x, const T& y) {
+  return vjp_logabsdet(g * y, x);
 }
 
 /// gather's gradient for x: g added at the gathered positions. Where the index picks one position
