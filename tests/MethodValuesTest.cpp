@@ -1,0 +1,400 @@
+// The methods of the bitwise, special-function, linear-algebra and search/stack families against
+// PyTorch 1.13's own numbers (kept here, so the suite needs no PyTorch), eager and compiled, with
+// their errors and edge arguments. MethodTest.cpp checks that every method compiles to eager's
+// result; this file checks that eager's result is PyTorch's.
+#include "TestUtil.h"
+#include "weft/weft.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace weft::test {
+namespace {
+
+/// Bitwise operators, shifts, gcd and lcm against PyTorch's values. Shifts by a negative amount
+/// or one past the type's width follow PyTorch 2's rule (0, or the sign bits); 1.13 left them to
+/// the CPU (x86 shifts by the amount modulo the width).
+TEST(Bitwise, OperatorsShiftsGcdAndLcmAsPyTorch) {
+  const int32_t lowest = std::numeric_limits<int32_t>::min();
+  Tensor a = tensor({-8, 5, 7, -1, 3, 100}, kInt32), b = tensor({1, 33, -1, 31, 32, 3}, kInt32);
+  EXPECT_EQ((a << b).to_vector<int32_t>(), (std::vector<int32_t>{-16, 0, 0, lowest, 0, 800}));
+  EXPECT_EQ((a >> b).to_vector<int32_t>(), (std::vector<int32_t>{-4, 0, 0, -1, 0, 12}));
+  EXPECT_EQ(bitwise_right_shift(tensor({-8}, kInt32), tensor({40}, kInt32)).item<int32_t>(), -1);
+  Tensor u = tensor({2, 200, 200}, kUInt8), v = tensor({9, 1, 8}, kUInt8);
+  EXPECT_EQ((u << v).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 144, 0}));
+  EXPECT_EQ((u >> v).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 100, 0}));
+  EXPECT_EQ(tensor({0, -4, 6, 0}).gcd(tensor({0, 6, -9, -5})).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 2, 3, 5}));
+  EXPECT_EQ(lcm(tensor({0, -4, 6, 3}), tensor({0, 6, -9, -5})).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 12, 18, 15}));
+  EXPECT_EQ(tensor({lowest}, kInt32).gcd(tensor({0}, kInt32)).item<int32_t>(), lowest);
+  Tensor t = tensor({true, false}, kBool);
+  EXPECT_EQ((t ^ tensor({true, true}, kBool)).to_vector<bool>(), (std::vector<bool>{false, true}));
+  EXPECT_EQ((~t).to_vector<bool>(), (std::vector<bool>{false, true}));
+  EXPECT_EQ((~tensor({5}, kUInt8)).item<uint8_t>(), 250);
+  EXPECT_EQ((~tensor({5})).item<int64_t>(), -6);
+  EXPECT_EQ((tensor({3}) << 2).item<int64_t>(), 12);
+  EXPECT_EQ((2 << tensor({3})).item<int64_t>(), 16);
+  Tensor anded = tensor({3}) & true;
+  EXPECT_EQ(anded.dtype(), kInt64);
+  EXPECT_EQ(anded.item<int64_t>(), 1);
+  EXPECT_EQ(bitwise_and(tensor({3}, kUInt8), tensor({-1})).dtype(), kInt64);
+  // PyTorch refuses floats for all of them, and bool for shifts, gcd and lcm.
+  EXPECT_THROW((void)(tensor({1.5}) & tensor({1.0})), DTypeError);
+  EXPECT_THROW((void)(~tensor({1.5})), DTypeError);
+  EXPECT_THROW((void)(tensor({1.5}) << 1), DTypeError);
+  EXPECT_THROW((void)(t << t), DTypeError);
+  EXPECT_THROW((void)t.gcd(t), DTypeError);
+  // In place, and the compound assignments.
+  Tensor x = tensor({12, 5}, kInt32);
+  x &= 6;
+  x.bitwise_or_(1);
+  x <<= tensor({1, 2}, kInt32);
+  x ^= 1;
+  EXPECT_EQ(x.to_vector<int32_t>(), (std::vector<int32_t>{11, 21}));
+  EXPECT_EQ(x.dtype(), kInt32);
+  EXPECT_THROW(x.bitwise_and_(1.5), DTypeError);
+
+  // Compiled (fused kernels for the shifts and bitwise ops, the interpreter's for gcd and lcm),
+  // on every integer dtype, with amounts out of range: eager's bits.
+  for (DType dt : {kInt32, kInt64, kUInt8}) {
+    SCOPED_TRACE(dtypeName(dt));
+    Tensor p = tensor({-8, 5, 7, -1, 3, 100, 64, -128}).to(dt);
+    Tensor q = tensor({1, 33, -1, 31, 64, 3, 7, 8}).to(dt);
+    auto f = [](const Tensor& p, const Tensor& q) {
+      return ((p << q) ^ (p >> q)) + (~p & q) + (p | 3) + p.gcd(q) * p.lcm(q);
+    };
+    Tensor eager = f(p, q);
+    Tensor compiled = compile(f)(p, q);
+    EXPECT_EQ(compiled.dtype(), dt);
+    EXPECT_EQ(compiled.to_vector<int64_t>(), eager.to_vector<int64_t>());
+  }
+}
+
+/// Stacking, windows, sorted searches, membership, contractions and distances against PyTorch
+/// 1.13's values (exact: small integers and sums of them, or float32 results within 1e-6).
+TEST(Composites, StacksSearchesContractionsAndDistancesAsPyTorch) {
+  auto vec = [](const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); };
+  using V = std::vector<double>;
+  Tensor x = arange(10, kFloat32).reshape({2, 5});
+  EXPECT_EQ(vec(x.unfold(1, 3, 2)), (V{0, 1, 2, 2, 3, 4, 5, 6, 7, 7, 8, 9}));
+  EXPECT_EQ(x.unfold(1, 3, 2).sizes(), (Shape{2, 2, 3}));
+  EXPECT_EQ(x.unfold(0, 1, 1).sizes(), (Shape{2, 5, 1}));
+  EXPECT_EQ(vec(arange(7, kFloat32).unfold(0, 2, 3)), (V{0, 1, 3, 4}));
+  EXPECT_EQ(full({}, 5.0).unfold(0, 1, 1).sizes(), (Shape{1}));
+  EXPECT_THROW((void)x.unfold(1, 6, 1), ValueError);
+  EXPECT_THROW((void)x.unfold(1, 2, 0), ValueError);
+
+  Tensor seq = tensor({1.0f, 3.0f, 5.0f, 7.0f, 9.0f});
+  Tensor v = tensor({3.0f, 6.0f, 9.0f, 0.0f, 10.0f, 5.0f}).reshape({2, 3});
+  EXPECT_EQ(vec(searchsorted(seq, v)), (V{1, 3, 4, 0, 5, 2}));
+  EXPECT_EQ(vec(searchsorted(seq, v, false, true)), (V{2, 3, 5, 0, 5, 3}));
+  Tensor rows = tensor({1.0f, 3.0f, 5.0f, 2.0f, 4.0f, 6.0f}).reshape({2, 3});
+  Tensor rv = tensor({3.0f, 6.0f, 1.0f, 4.0f}).reshape({2, 2});
+  EXPECT_EQ(vec(searchsorted(rows, rv)), (V{1, 3, 0, 1}));
+  EXPECT_EQ(vec(searchsorted(rows, rv, false, true)), (V{2, 3, 0, 2}));
+  EXPECT_EQ(searchsorted(seq, v, true).dtype(), kInt32);
+  EXPECT_THROW((void)searchsorted(rows, v.narrow(0, 0, 1)), ShapeError);
+  Tensor bounds = tensor({1, 5, 9});
+  EXPECT_EQ(vec(bucketize(tensor({1, 5, 9, 11}), bounds, false, true)), (V{1, 2, 3, 3}));
+  EXPECT_EQ(bucketize(tensor({1, 5, 9, 11}), bounds).dtype(), kInt64);
+  EXPECT_EQ(vec(isin(tensor({1, 2, 3, 4}).reshape({2, 2}), tensor({2, 3}))), (V{0, 1, 1, 0}));
+  EXPECT_EQ(vec(isin(tensor({1, 2, 3}), 2, false, true)), (V{1, 0, 1}));
+
+  EXPECT_EQ(trapezoid(tensor({1.0f, 2.0f, 4.0f, 7.0f})).item<float>(), 10.0f);
+  Tensor ys = tensor({1.0f, 2.0f, 4.0f, 3.0f, 3.0f, 3.0f}).reshape({2, 3});
+  EXPECT_EQ(vec(trapezoid(ys, tensor({0.0f, 1.0f, 3.0f}))), (V{7.5, 9.0}));
+  EXPECT_EQ(trapezoid(tensor({1.0f, 2.0f, 4.0f}), 0.5).item<float>(), 2.25f);
+  EXPECT_EQ(vec(trapz(tensor({1.0f, 2.0f, 4.0f, 8.0f}).reshape({2, 2}), 1.0, 0)), (V{2.5, 5.0}));
+  Tensor lp = xlog1py(tensor({0.0f, 2.0f, 0.0f}), tensor({-1.0f, 1.0f, NAN}));
+  EXPECT_EQ(lp.to_vector<float>()[0], 0.0f);
+  EXPECT_NEAR(lp.to_vector<float>()[1], 1.3862944f, 1e-6);
+  EXPECT_TRUE(std::isnan(lp.to_vector<float>()[2]));
+  auto [var, mean] =
+      var_mean(tensor({1.0, 2.0, 4.0, 3.0, 5.0, 9.0}, kFloat64).reshape({2, 3}), {1});
+  EXPECT_TRUE(allClose(vec(var), {7.0 / 3, 28.0 / 3}, 1e-12, 1e-12));
+  EXPECT_EQ(vec(mean), (V{7.0 / 3, 17.0 / 3}));
+  auto [sd, mean0] =
+      std_mean(tensor({1.0, 2.0, 4.0, 3.0, 5.0, 9.0}, kFloat64).reshape({2, 3}), {0}, 0);
+  EXPECT_EQ(vec(sd), (V{1.0, 1.5, 2.5}));
+  EXPECT_EQ(vec(mean0), (V{2.0, 3.5, 6.5}));
+
+  Tensor a = arange(24, kFloat32).reshape({2, 3, 4}), b = arange(12, kFloat32).reshape({4, 3});
+  EXPECT_EQ(vec(tensordot(a, b, {1, 2}, {1, 0})), (V{440, 1232}));
+  EXPECT_EQ(
+      vec(tensordot(arange(6, kFloat32).reshape({2, 3}), arange(6, kFloat32).reshape({3, 2}), 1)),
+      (V{10, 13, 28, 40}));
+  EXPECT_EQ(tensordot(arange(3, kFloat32), arange(2, kFloat32), 0).sizes(), (Shape{3, 2}));
+  EXPECT_THROW((void)tensordot(a, b, {2}, {1}), ShapeError);
+  Tensor x1 = tensor({0.0f, 0.0f, 1.0f, 1.0f, 2.0f, 0.0f}).reshape({3, 2});
+  Tensor x2 = tensor({1.0f, 0.0f, 0.0f, 3.0f}).reshape({2, 2});
+  EXPECT_TRUE(allClose(vec(cdist(x1, x2)), {1, 3, 1, 2.2360680, 1, 3.6055512}, 1e-6, 1e-6));
+  EXPECT_EQ(vec(cdist(x1, x2, 1)), (V{1, 3, 1, 3, 1, 5}));
+  EXPECT_EQ(vec(cdist(x1, x2, std::numeric_limits<double>::infinity())), (V{1, 3, 1, 2, 1, 3}));
+  // A zero distance has gradient 0 (PyTorch's), not NaN.
+  Tensor p = tensor({1.0f, -2.0f, 0.5f, 3.0f}).reshape({2, 2}).requires_grad_(true);
+  cdist(p, tensor({1.0f, -2.0f, 0.0f, 0.0f}).reshape({2, 2})).sum().backward();
+  EXPECT_TRUE(allClose(vec(p.grad()), {0.4472136, -0.8944272, 0.0648953, 1.9814310}, 1e-6, 1e-6));
+  Tensor r = tensor({3.0f, 4.0f, 0.3f, 0.4f, 6.0f, 8.0f}).reshape({3, 2});
+  EXPECT_TRUE(allClose(vec(r.renorm(2, 0, 1.0)), {0.6, 0.8, 0.3, 0.4, 0.6, 0.8}, 1e-6, 1e-6));
+
+  Tensor bd =
+      block_diag({tensor({1, 2, 3, 4}).reshape({2, 2}), full({}, 5, kInt64), tensor({6.0f, 7.0f})});
+  EXPECT_EQ(bd.dtype(), kFloat32);
+  EXPECT_EQ(vec(bd), (V{1, 2, 0, 0, 0, 3, 4, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 6, 7}));
+  EXPECT_EQ(vec(cartesian_prod({tensor({1, 2}), tensor({3, 4, 5})})),
+            (V{1, 3, 1, 4, 1, 5, 2, 3, 2, 4, 2, 5}));
+  EXPECT_EQ(vec(hstack({tensor({1, 2}), tensor({3})})), (V{1, 2, 3}));
+  EXPECT_EQ(vec(vstack({tensor({1, 2}), tensor({3, 4})})), (V{1, 2, 3, 4}));
+  EXPECT_EQ(dstack({tensor({1, 2}), tensor({3, 4})}).sizes(), (Shape{1, 2, 2}));
+  EXPECT_EQ(vec(dstack({tensor({1, 2}), tensor({3, 4})})), (V{1, 3, 2, 4}));
+  EXPECT_EQ(vec(column_stack({tensor({1, 2}), tensor({3, 4, 5, 6}).reshape({2, 2})})),
+            (V{1, 3, 4, 2, 5, 6}));
+  EXPECT_EQ(atleast_3d(tensor({1, 2})).sizes(), (Shape{1, 2, 1}));
+  EXPECT_EQ(atleast_3d(ones({2, 3})).sizes(), (Shape{2, 3, 1}));
+  EXPECT_EQ(atleast_2d(full({}, 1.0)).sizes(), (Shape{1, 1}));
+  EXPECT_EQ(vec(tril_indices(3, 4, 1)), (V{0, 0, 1, 1, 1, 2, 2, 2, 2, 0, 1, 0, 1, 2, 0, 1, 2, 3}));
+  EXPECT_EQ(vec(triu_indices(3, 3, -1)), (V{0, 0, 0, 1, 1, 1, 2, 2, 0, 1, 2, 0, 1, 2, 1, 2}));
+  EXPECT_EQ(vec(triu_indices(4, 3, 1)), (V{0, 0, 1, 1, 2, 2}));
+  EXPECT_EQ(tril_indices(0, 3).sizes(), (Shape{2, 0}));
+  EXPECT_EQ(tril_indices(3, 3).dtype(), kInt64);
+  EXPECT_EQ(vec(tensor({0, 1, 2, 0}).reshape({2, 2}).argwhere()), (V{0, 1, 1, 0}));
+}
+
+/// Special functions against PyTorch 1.13's float64 values. Tolerance 1e-12 relative (both are
+/// within a few ulps of the true values), 1e-9 where PyTorch's own trigamma is that far off;
+/// erfinv's tails are mpmath's values (PyTorch's are 2e-12 off at 0.999999, 5e-7 at 1 - 1e-12).
+TEST(SpecialFunctions, LgammaDigammaPolygammaErfinvZetaAsPyTorch) {
+  auto f64 = [](std::vector<double> v) { return from_vector(v, {static_cast<int64_t>(v.size())}); };
+  auto close = [](const Tensor& t, const std::vector<double>& want, double tol) {
+    return allClose(t.to_vector<double>(), want, tol, 0);
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(
+      close(f64({0.5, 1.0, 2.5, -0.5, -2.5, 10.0, 100.5, 1e-3, 30.0}).lgamma(),
+            {0.5723649429247001, 0.0, 0.2846828704729192, 1.2655121234846454, -0.05624371649767405,
+             12.801827480081469, 361.4355404677776, 6.907178885383853, 71.25703896716801},
+            1e-12));
+  Tensor dg = f64({0.5, 1.0, 2.5, -0.5, -2.5, 10.0, 100.5, 1e-3, 0.0, -0.0, -2.0}).digamma();
+  EXPECT_TRUE(
+      close(dg.narrow(0, 0, 8),
+            {-1.9635100260214229, -0.5772156649015328, 0.7031566406452431, 0.03648997397857639,
+             1.1031566406452433, 2.251752589066721, 4.605174352581845, -1000.5755719318104},
+            1e-12));
+  EXPECT_EQ(dg.to_vector<double>()[8], -inf);
+  EXPECT_EQ(dg.to_vector<double>()[9], inf);
+  EXPECT_TRUE(std::isnan(dg.to_vector<double>()[10]));
+  EXPECT_TRUE(close(f64({0.5, 1.0, 2.5, -0.5, 10.0}).polygamma(1),
+                    {4.934802202073678, 1.6449340676383375, 0.4903577562398206, 8.934802200117687,
+                     0.10516633568216657},
+                    1e-9));
+  EXPECT_TRUE(
+      close(polygamma(2, f64({0.5, 1.0, 2.5, 10.0})),
+            {-16.828796644234316, -2.404113806319188, -0.23620405164172736, -0.011049834970802069},
+            1e-12));
+  EXPECT_TRUE(close(f64({0.5, 1.0, 2.5}).polygamma(3),
+                    {97.40909103400242, 6.493939402266829, 0.2239058488172521}, 1e-12));
+  EXPECT_THROW((void)f64({1.0}).polygamma(-1), ValueError);
+  Tensor ei = f64({0.0, 0.3, -0.7, 0.95, -0.999, 0.999999, 1 - 1e-12, 1.0, -1.0, 1.5}).erfinv();
+  EXPECT_TRUE(close(ei.narrow(0, 0, 7),
+                    {0.0, 0.2724627147267544, -0.7328690779592169, 1.385903824349678,
+                     -2.3267537655135153, 3.4589107372754988, 5.042031898572696},
+                    1e-12));
+  EXPECT_EQ(ei.to_vector<double>()[7], inf);
+  EXPECT_EQ(ei.to_vector<double>()[8], -inf);
+  EXPECT_TRUE(std::isnan(ei.to_vector<double>()[9]));
+  // float32: within an ulp of PyTorch's (weft computes in double and rounds once); at 0.9999
+  // mpmath's, which PyTorch misses by 3.5e-7.
+  EXPECT_TRUE(close(tensor({0.3f, -0.7f, 0.9999f}).erfinv(),
+                    {0.27246272563934326, -0.732869029045105, 2.751035451889038}, 1.2e-7));
+  Tensor z = zeta(f64({2.0, 3.0, 2.5, 1.0, 0.5, 4.0}), f64({1.0, 2.0, 0.5, 1.0, 1.0, -2.0}));
+  EXPECT_TRUE(
+      close(z.narrow(0, 0, 3), {1.6449340668482266, 0.2020569031595943, 6.247110634568814}, 1e-12));
+  EXPECT_EQ(z.to_vector<double>()[3], inf);
+  EXPECT_TRUE(std::isnan(z.to_vector<double>()[4]));
+  EXPECT_EQ(z.to_vector<double>()[5], inf);
+  EXPECT_TRUE(close(f64({2.5, 3.0}).mvlgamma(3), {1.8809954616117743, 2.694924879806965}, 1e-12));
+  EXPECT_THROW((void)f64({1.0}).mvlgamma(3), ValueError);
+  EXPECT_EQ(tensor({3}).lgamma().dtype(), kFloat32);
+
+  // Gradients: zeta's in q, digamma's (trigamma), erfinv's.
+  Tensor q = f64({1.5, 3.0}).requires_grad_(true);
+  zeta(f64({2.0, 3.5}), q).sum().backward();
+  EXPECT_TRUE(close(q.grad(), {-0.8287966442343201, -0.03679667928053266}, 1e-12));
+  Tensor t = f64({0.5, 2.0}).requires_grad_(true);
+  t.digamma().sum().backward();
+  EXPECT_TRUE(close(t.grad(), {4.934802202073678, 0.6449340670881899}, 1e-9));
+  Tensor e = f64({0.5, -0.3}).requires_grad_(true);
+  e.erfinv().sum().backward();
+  EXPECT_TRUE(close(e.grad(), {1.1125848189719496, 0.9545203588405493}, 1e-12));
+
+  // Compiled: the interpreter's kernels inside a compiled step, with their gradients.
+  auto fn = [](const Tensor& x) {
+    return (x.lgamma() + x.digamma() * x.polygamma(1) + (x / 4.0).erfinv() + x.mvlgamma(2)).sum();
+  };
+  Tensor a = f64({1.5, 2.5, 3.25}).requires_grad_(true),
+         b = f64({1.5, 2.5, 3.25}).requires_grad_(true);
+  Tensor eager = fn(a);
+  eager.backward();
+  Tensor compiled = compile(fn)(b);
+  compiled.backward();
+  EXPECT_EQ(compiled.item<double>(), eager.item<double>());
+  EXPECT_TRUE(allClose(b.grad().to_vector<double>(), a.grad().to_vector<double>(), 1e-12, 1e-12));
+}
+
+/// Inverse, determinants and solve against PyTorch 1.13's float64 values (LAPACK's LU on both
+/// sides; 1e-12 relative, 1e-14 absolute for entries that are 0 up to rounding).
+TEST(Linalg, InverseDetSolveAsPyTorch) {
+  auto close = [](const Tensor& t, const std::vector<double>& want) {
+    return allClose(t.to_vector<double>(), want, 1e-12, 1e-14);
+  };
+  Tensor a = tensor({4.0, 7.0, 2.0, 3.0, 6.0, 1.0, 2.0, 5.0, 3.0}, kFloat64).reshape({3, 3});
+  EXPECT_TRUE(close(a.inverse(), {1.444444444444445, -1.2222222222222232, -0.5555555555555558,
+                                  -0.777777777777778, 0.8888888888888893, 0.22222222222222238,
+                                  0.33333333333333326, -0.6666666666666665, 0.33333333333333337}));
+  EXPECT_TRUE(close(a.det(), {9.0}));
+  Tensor swap = tensor({0.0, 1.0, 1.0, 0.0}, kFloat64).reshape({2, 2});
+  EXPECT_EQ(swap.det().item<double>(), -1.0);
+  EXPECT_EQ(tensor({1.0, 2.0, 2.0, 4.0}, kFloat64).reshape({2, 2}).det().item<double>(), 0.0);
+  EXPECT_TRUE(close(a.logdet(), {2.1972245773362187}));
+  EXPECT_TRUE(std::isnan(swap.logdet().item<double>()));
+  auto [sign, logabs] = swap.slogdet();
+  EXPECT_EQ(sign.item<double>(), -1.0);
+  EXPECT_EQ(logabs.item<double>(), 0.0);
+  EXPECT_TRUE(close(linalg_solve(a, tensor({1.0, 2.0, 3.0}, kFloat64)),
+                    {-2.666666666666668, 1.6666666666666672, 0.0}));
+  EXPECT_TRUE(close(linalg_solve(a, eye(3, std::nullopt, kFloat64).narrow(1, 0, 2)),
+                    {1.444444444444445, -1.2222222222222232, -0.777777777777778, 0.8888888888888893,
+                     0.33333333333333326, -0.6666666666666665}));
+  EXPECT_EQ(zeros({0, 0}).det().item<float>(), 1.0f);
+  EXPECT_EQ(eye(2).expand({3, 2, 2}).det().to_vector<float>(), (std::vector<float>{1, 1, 1}));
+  // PyTorch's errors: singular, not square, integers.
+  try {
+    (void)tensor({1.0f, 2.0f, 2.0f, 4.0f}).reshape({2, 2}).inverse();
+    ADD_FAILURE() << "a singular matrix was inverted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("singular"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)zeros({2, 3}).det(), ShapeError);
+  EXPECT_THROW((void)tensor({1, 2, 3, 4}).reshape({2, 2}).inverse(), DTypeError);
+  EXPECT_THROW((void)linalg_solve(a, tensor({1.0, 2.0}, kFloat64)), ShapeError);
+
+  // Gradients: det's is det A^-T, the inverse's -A^-T g A^-T.
+  Tensor x = a.clone().requires_grad_(true);
+  x.det().backward();
+  EXPECT_TRUE(close(x.grad(), {13, -7, 3, -11, 8, -6, -5, 2, 3}));
+  Tensor w = arange(9, kFloat64).reshape({3, 3});
+  Tensor z = a.clone().requires_grad_(true);
+  (z.inverse() * w).sum().backward();
+  EXPECT_TRUE(close(z.grad(), {2.2222222222222237, -1.2222222222222225, 0, -2.7777777777777803,
+                               1.7777777777777788, 0, 0.8888888888888903, -0.8888888888888901, 0}));
+  // Compiled, forward and backward.
+  auto f = [&w](const Tensor& m) { return (m.inverse() * w).sum() + m.det() + m.logdet(); };
+  Tensor p = a.clone().requires_grad_(true), q = a.clone().requires_grad_(true);
+  Tensor eager = f(p);
+  eager.backward();
+  Tensor compiled = compile(f)(q);
+  compiled.backward();
+  EXPECT_EQ(compiled.item<double>(), eager.item<double>());
+  EXPECT_TRUE(allClose(q.grad().to_vector<double>(), p.grad().to_vector<double>(), 1e-12, 1e-12));
+}
+
+/// nanmedian and unique against PyTorch 1.13. Two deliberate differences: unique sorts NaNs last
+/// (1.13's order of NaNs is whatever its sort left, [1, nan, nan, 2] here), and an all-NaN slice's
+/// nanmedian index is the slice's first (1.13's comes from nth_element).
+TEST(Composites, NanmedianAndUniqueAsPyTorch) {
+  auto [v, i] = tensor({2.0f, NAN, 1.0f, 5.0f, NAN, NAN, NAN, NAN, 3.0f, NAN, 4.0f, NAN})
+                    .reshape({3, 4})
+                    .nanmedian(1);
+  std::vector<float> values = v.to_vector<float>();
+  EXPECT_EQ(values[0], 2.0f);
+  EXPECT_TRUE(std::isnan(values[1]));
+  EXPECT_EQ(values[2], 3.0f);
+  EXPECT_EQ(i.to_vector<int64_t>()[0], 0);
+  EXPECT_EQ(i.to_vector<int64_t>()[2], 0);
+  EXPECT_EQ(tensor({1.0f, NAN, 3.0f, 2.0f}).nanmedian().item<float>(), 2.0f);
+  EXPECT_TRUE(std::isnan(tensor({NAN}).nanmedian().item<float>()));
+  EXPECT_EQ(tensor({4, 1, 3}).nanmedian().item<int64_t>(), 3);
+
+  auto [u, inverse, counts] = unique(tensor({3, 1, 2, 3, 3, 1}).reshape({2, 3}), true, true, true);
+  EXPECT_EQ(u.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(inverse.sizes(), (Shape{2, 3}));
+  EXPECT_EQ(inverse.to_vector<int64_t>(), (std::vector<int64_t>{2, 0, 1, 2, 2, 0}));
+  EXPECT_EQ(counts.to_vector<int64_t>(), (std::vector<int64_t>{2, 1, 3}));
+  std::vector<float> nans = tensor({2.0f, NAN, 1.0f, NAN, 2.0f}).unique().to_vector<float>();
+  ASSERT_EQ(nans.size(), 4u);
+  EXPECT_EQ(nans[0], 1.0f);
+  EXPECT_EQ(nans[1], 2.0f);
+  EXPECT_TRUE(std::isnan(nans[2]) && std::isnan(nans[3]));
+  auto [e, ei, ec] = unique(zeros({0}), true, false, true);
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_EQ(ec.numel(), 0);
+  // Compiled: specialized on the traced values, as nonzero.
+  auto f = [](const Tensor& x) { return x.unique().narrow(0, 0, 3).sum() + nanmedian(x); };
+  Tensor x = tensor({3.0f, 1.0f, 3.0f, NAN, 2.0f});
+  CompiledFunction cf{CompileOptions().specialize_on_values(true)};
+  EXPECT_EQ(
+      cf.call({x}, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in[0])}; })[0]
+          .item<float>(),
+      f(x).item<float>());
+  EXPECT_EQ(f(x).item<float>(), 8.0f); // 1 + 2 + 3, and the median of 1, 2, 3, 3
+}
+
+/// Arguments at the edges of the new methods: huge sizes and orders are errors or fast results,
+/// never hangs or undefined behaviour; values near poles and NaNs as PyTorch (and mpmath).
+TEST(Composites, EdgesOfTheNewMethods) {
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(tril_indices(3, 3, -5).sizes(), (Shape{2, 0}));
+  EXPECT_EQ(triu_indices(2, 3, 10).sizes(), (Shape{2, 0}));
+  EXPECT_EQ(tril_indices(2, 2, 100).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 0, 1, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(tril_indices(huge, 0).sizes(), (Shape{2, 0}));
+  EXPECT_EQ(triu_indices(huge, 1, 1).sizes(), (Shape{2, 0}));
+  EXPECT_THROW((void)tril_indices(1, huge, huge), ValueError);
+  EXPECT_THROW((void)tril_indices(int64_t{1} << 40, int64_t{1} << 20), ValueError);
+  EXPECT_EQ(tril_indices(3, 3, 0, kInt32).dtype(), kInt32);
+  // digamma next to its poles keeps its digits (mpmath: 1e20, 999911107321.1927).
+  Tensor near = tensor({-1e-20, -2 - 1e-12}, kFloat64).digamma();
+  EXPECT_TRUE(allClose(near.to_vector<double>(), {1e20, 999911107321.1927}, 1e-9, 0));
+  // trigamma far below 0 by reflection: pi^2 / sin^2(pi / 2) - psi1(3e9 + 0.5).
+  EXPECT_NEAR(tensor({-3e9 + 0.5}, kFloat64).polygamma(1).item<double>(), 9.869604401089358, 1e-8);
+  // Returns at once: the factorial is a gamma function, not a loop over n.
+  EXPECT_EQ(tensor({2.0}, kFloat64).polygamma(huge).sizes(), (Shape{1}));
+  EXPECT_THROW((void)tensor({2.0}).mvlgamma(huge), Error);
+  // searchsorted puts NaN last, as PyTorch's binary search.
+  EXPECT_EQ(searchsorted(tensor({1.0f, 2.0f, 3.0f}), tensor({NAN, 2.0f})).to_vector<int64_t>(),
+            (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(searchsorted(tensor({1.0f, 2.0f, 3.0f}), tensor({NAN, 2.0f}), false, true)
+                .to_vector<int64_t>(),
+            (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(cdist(tensor({0.0f, 1.0f, 2.0f}).reshape({1, 3}),
+                  tensor({0.0f, 0.0f, 2.0f, 1.0f, 1.0f, 1.0f}).reshape({2, 3}), 0)
+                .to_vector<float>(),
+            (std::vector<float>{1, 2}));
+  // slogdet neither overflows nor underflows where det does (PyTorch: 1, +-921.03418).
+  auto [bigSign, big] = (eye(200) * 100.0).slogdet();
+  EXPECT_EQ(bigSign.item<float>(), 1.0f);
+  EXPECT_NEAR(big.item<float>(), 921.0341796875f, 1e-3);
+  auto [smallSign, small] = (eye(200) * 0.01).slogdet();
+  EXPECT_EQ(smallSign.item<float>(), 1.0f);
+  EXPECT_NEAR(small.item<float>(), -921.0341796875f, 1e-3);
+  EXPECT_NEAR((eye(200) * 0.01).logdet().item<float>(), -921.0341796875f, 1e-3);
+  auto [negSign, negLog] = (eye(3, std::nullopt, kFloat64) * -2.0).slogdet();
+  EXPECT_EQ(negSign.item<double>(), -1.0);
+  EXPECT_NEAR(negLog.item<double>(), 3 * std::log(2.0), 1e-12);
+  EXPECT_EQ(zeros({3, 3}).slogdet().first.item<float>(), 0.0f);
+  // trapezoid: a 1-D x must match y's dim; a 2-D x lines up with a 3-D y from the right.
+  EXPECT_THROW((void)trapezoid(arange(5, kFloat32), tensor({0.0f, 1.0f})), ShapeError);
+  EXPECT_EQ(trapezoid(arange(8, kFloat32).reshape({2, 2, 2}),
+                      tensor({0.0f, 1.0f, 0.0f, 2.0f}).reshape({2, 2}), 1)
+                .to_vector<float>(),
+            (std::vector<float>{0, 2, 0, 6}));
+  EXPECT_THROW((void)arange(5, kFloat32).unfold(0, -1, 1), ValueError);
+}
+
+} // namespace
+} // namespace weft::test
