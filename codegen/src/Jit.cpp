@@ -16,6 +16,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Linalg/TransformOps/DialectExtension.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Linalg/Transforms/TilingInterfaceImpl.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -25,11 +26,18 @@
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Transform/IR/TransformDialect.h"
+#include "mlir/Dialect/Transform/LoopExtension/LoopExtension.h"
+#include "mlir/Dialect/Transform/Transforms/TransformInterpreterUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/TransformOps/VectorTransformOps.h"
+#include "mlir/Dialect/Vector/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Vector/Transforms/SubsetOpInterfaceImpl.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
@@ -137,6 +145,12 @@ std::unique_ptr<mlir::MLIRContext> newContext() {
   mlir::linalg::registerTilingInterfaceExternalModels(registry);
   mlir::scf::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::tensor::registerBufferizableOpInterfaceExternalModels(registry);
+  mlir::vector::registerBufferizableOpInterfaceExternalModels(registry);
+  registry.insert<mlir::transform::TransformDialect>(); // the generated GEMMs' schedule
+  mlir::linalg::registerTransformDialectExtension(registry);
+  mlir::vector::registerTransformDialectExtension(registry);
+  mlir::transform::registerLoopExtension(registry);
+  mlir::vector::registerSubsetOpInterfaceExternalModels(registry); // hoisting the accumulators
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
   // One thread per context: kernels are compiled in parallel, each in its own context.
@@ -184,22 +198,87 @@ std::string CpuTarget::codeTarget() const {
   return archWord(triple) + " " + cpu + " " + features;
 }
 
+namespace {
+
+/// The transform schedule of generated GEMMs (MatmulKernel.h): each marked linalg.matmul, of
+/// static shape [MR, K] x [K, NR], is tiled by 1 along K and vectorized (with K = 1, vectorized
+/// whole), and so is the zero fill of its accumulator; the accumulator's reads and writes move out
+/// of the K loop (it stays in registers), and each step's contraction becomes MR outer products: a
+/// broadcast element of A times a row of the panel, added with one FMA per vector of NR.
+constexpr const char* kGemmSchedule = R"mlir(
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+    %mm = transform.structured.match ops{["linalg.matmul"]} attributes{weft.gemm} in %root
+        : (!transform.any_op) -> !transform.any_op
+    %step, %k = transform.structured.tile_using_for %mm tile_sizes [0, 0, 1]
+        : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.structured.vectorize %step : !transform.any_op
+    %fill = transform.structured.match ops{["linalg.fill"]} attributes{weft.gemm} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.structured.vectorize %fill : !transform.any_op
+    %whole = transform.structured.match ops{["linalg.matmul"]} attributes{weft.gemm_whole}
+        in %root : (!transform.any_op) -> !transform.any_op
+    transform.structured.vectorize %whole : !transform.any_op
+    %f = transform.structured.match ops{["func.func"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+    transform.apply_patterns to %f {
+      transform.apply_patterns.vector.reduction_to_contract
+      transform.apply_patterns.vector.transfer_permutation_patterns
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.loop.hoist_loop_invariant_subsets %k : !transform.any_op
+    transform.apply_patterns to %f {
+      transform.apply_patterns.vector.lower_contraction lowering_strategy = "outerproduct"
+      transform.apply_patterns.vector.transfer_permutation_patterns
+      transform.apply_patterns.vector.lower_multi_reduction lowering_strategy = "innerparallel"
+      transform.apply_patterns.vector.lower_transfer max_transfer_rank = 1
+      transform.apply_patterns.vector.lower_shape_cast
+      transform.apply_patterns.vector.lower_outerproduct
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.yield
+  }
+}
+)mlir";
+
+} // namespace
+
+mlir::LogicalResult scheduleGemms(mlir::ModuleOp module) {
+  bool any = false;
+  module->walk([&](mlir::linalg::FillOp op) { any = any || op->hasAttr("weft.gemm"); });
+  if (!any) return mlir::success();
+  mlir::OwningOpRef<mlir::ModuleOp> schedule =
+      mlir::parseSourceString<mlir::ModuleOp>(kGemmSchedule, module->getContext());
+  if (!schedule) return mlir::failure();
+  auto* entry = schedule->lookupSymbol("__transform_main");
+  if (entry == nullptr) return mlir::failure();
+  return mlir::transform::applyTransformNamedSequence(module, entry, *schedule,
+                                                      mlir::transform::TransformOptions());
+}
+
 ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const CpuTarget& target,
                                                  std::span<const KernelEntry> entries) {
   static std::atomic<int> counter{0};
   int n = counter++;
   dumpModule(module, n, "input");
   if (mlir::failed(mlir::verify(module))) return failure("the generated module does not verify");
+  if (mlir::failed(scheduleGemms(module))) return failure("the GEMM schedule failed");
+  dumpModule(module, n, "scheduled");
   mlir::PassManager pm(module->getContext());
-  // Kernels built as linalg on tensors (buildGenericKernel, buildRowKernel): their tensors become
-  // the memrefs they view (in place: cleanup drops the self-copies left), the generics loop nests.
+  // Kernels built as linalg on tensors (buildGenericKernel, buildRowKernel, the GEMMs' vectorized
+  // matmuls): their tensors become the memrefs they view (in place: cleanup drops the self-copies
+  // left), the generics loop nests, the register tiles' 2-D transfers row by row.
   bool linalg = false;
-  module->walk([&](mlir::linalg::GenericOp) { linalg = true; });
+  module->walk([&](mlir::Operation* op) {
+    linalg = linalg || mlir::isa<mlir::bufferization::ToTensorOp>(op);
+  });
   if (linalg) {
     pm.addPass(mlir::bufferization::createOneShotBufferizePass());
     pm.addPass(mlir::createCSEPass()); // first: a tile's slice written in place copies to itself
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addNestedPass<mlir::func::FuncOp>(mlir::createConvertLinalgToLoopsPass());
+    pm.addNestedPass<mlir::func::FuncOp>(
+        mlir::createConvertVectorToSCFPass(mlir::VectorTransferToSCFOptions().enableFullUnroll()));
     pm.addPass(mlir::memref::createExpandStridedMetadataPass());
     pm.addPass(mlir::createLowerAffinePass());
   }
@@ -211,6 +290,7 @@ ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const Cp
   pm.addPass(mlir::createArithToLLVMConversionPass());
   pm.addPass(mlir::createConvertFuncToLLVMPass());
   pm.addPass(mlir::createConvertControlFlowToLLVMPass());
+  pm.addPass(mlir::createUBToLLVMConversionPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
   if (mlir::failed(pm.run(module))) return failure("lowering to the LLVM dialect failed");
   dumpModule(module, n, "llvm");

@@ -31,6 +31,10 @@ struct KernelEntry {
   std::string function, symbol;
 };
 
+/// Applies the generated GEMMs' transform schedule to the linalg ops marked "weft.gemm" in
+/// `module` (MatmulKernel.h builds them): register tiles held over K. Nothing to do without any.
+mlir::LogicalResult scheduleGemms(mlir::ModuleOp module);
+
 /// Lowers `module` to the LLVM dialect (transcendental math calls the C library, or libmvec for
 /// the functions the eager kernels compute there: see useVectorMath), adds the packed entries,
 /// optimizes at O2 for `target` and emits a position-independent relocatable object. Only the

@@ -5,13 +5,15 @@
 //
 // The schedule is the one of BLAS libraries. Columns go in blocks whose B, packed panel after
 // panel (each K x NR, contiguous: no cache-set conflicts between its rows), fits in L2. Per block,
-// per MR rows of A (a row tile), each panel's MR x NR product is accumulated in vector registers
-// over all of K (each step one row of the panel times MR broadcast elements of A) and stored into
-// the tile's rows; then the epilogue computes the group's nodes over those rows (one loop per row
-// over the block's columns) and stores its outputs, while the rows are in L1. A launch covers a
-// range of row tiles (threads split the rows) and packs B itself; sums run over K in order, one
-// FMA per step (on targets with FMA). K is not blocked: for K in the thousands one panel's rows no
-// longer stay in L1.
+// per MR rows of A (a row tile), each panel's MR x NR product is a linalg.matmul of static shape
+// [MR, K] x [K, NR] on views of A and the panel, written into the tile's rows; then the epilogue
+// computes the group's nodes over those rows (one loop per row over the block's columns) and
+// stores its outputs, while the rows are in L1. A launch covers a range of row tiles (threads
+// split the rows) and packs B itself. The matmuls become register tiles by the transform schedule
+// in Jit.cpp (kGemmSchedule): K in steps of 1, each step one row of the panel times MR broadcast
+// elements of A into MR x NR accumulators held in vector registers over all of K, so sums run
+// over K in order, one FMA per step (on targets with FMA). K is not blocked: for K in the
+// thousands one panel's rows no longer stay in L1.
 #pragma once
 
 #include "KernelBody.h"
@@ -21,10 +23,11 @@
 #include "weft/passes/Fusion.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
@@ -59,6 +62,24 @@ inline int64_t matmulRowTiles(const ir::Graph& g, const ir::Node& mm, const CpuT
   return (m + mr - 1) / mr;
 }
 
+/// The attributes that mark a generated GEMM's linalg ops for the schedule (Jit.cpp's
+/// kGemmSchedule): its zero fills and matmuls; matmuls with K = 1 are vectorized whole (there
+/// is no loop over K to keep the accumulators in registers over).
+inline constexpr const char* kGemmTag = "weft.gemm";
+inline constexpr const char* kGemmWholeTag = "weft.gemm_whole";
+
+/// A [rows, cols] view (row stride `stride`) of the 1-D float32 memref `m` from element `offset`.
+inline mlir::Value matrixView(mlir::OpBuilder& b, mlir::Location loc, mlir::Value m,
+                              mlir::Value offset, int64_t rows, int64_t cols, int64_t stride) {
+  auto layout =
+      mlir::StridedLayoutAttr::get(b.getContext(), mlir::ShapedType::kDynamic, {stride, 1});
+  auto type = mlir::MemRefType::get({rows, cols}, b.getF32Type(), layout);
+  return mlir::memref::ReinterpretCastOp::create(
+      b, loc, type, m, mlir::OpFoldResult(offset),
+      llvm::SmallVector<mlir::OpFoldResult>{b.getIndexAttr(rows), b.getIndexAttr(cols)},
+      llvm::SmallVector<mlir::OpFoldResult>{b.getIndexAttr(stride), b.getIndexAttr(1)});
+}
+
 /// func @name(inputs..., outputs..., lo, hi): the GEMM of `grp`'s matmul root over row tiles
 /// [lo, hi), then its epilogue per tile. Fails for a group that is not a matmul kernel.
 inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp module,
@@ -78,7 +99,6 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
   const std::optional<passes::MatmulB> mb = passes::matmulB(g, grp, mm->operands[1]);
   mlir::Value a = argOf(mm->operands[0]), bm = argOf(mb->input);
   mlir::Type f32 = b.getF32Type();
-  auto vec = mlir::VectorType::get({nr}, f32);
   auto idx = [&](mlir::OpBuilder& ob, int64_t v) -> mlir::Value {
     return mlir::arith::ConstantIndexOp::create(ob, loc, v);
   };
@@ -116,7 +136,6 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
   mlir::Value tile = mlir::memref::AllocOp::create(b, loc, mlir::MemRefType::get({mr * nb}, f32),
                                                    b.getI64IntegerAttr(64));
   mlir::Value fzero = mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
-  mlir::Value vzero = mlir::vector::BroadcastOp::create(b, loc, vec, fzero);
 
   bool ok = true;
   forLoop(b, zero, idx(b, (n + nb - 1) / nb), one, [&](mlir::OpBuilder& bb0, mlir::Value block) {
@@ -147,35 +166,33 @@ inline mlir::LogicalResult buildMatmulKernel(mlir::OpBuilder& b, mlir::ModuleOp 
       mlir::OpBuilder& pb = bb0;
       forLoop(pb, rowLo, rowHi, idx(pb, mr), [&](mlir::OpBuilder& ib, mlir::Value i0) {
         mlir::Value rows = minIdx(ib, idx(ib, mr), mlir::arith::SubIOp::create(ib, loc, rowHi, i0));
-        // Accumulates `count` rows from row `first` by panel `jo` over all of K and stores them to
-        // the tile's rows from `tileRow`, at the panel's columns.
+        // `count` rows from row `first` times panel `jo` over all of K, stored to the tile's rows
+        // from `tileRow` at the panel's columns: a linalg.matmul on static [count, K] x [K, NR]
+        // views, which the schedule (kGemmSchedule) turns into the register tile.
         auto microKernel = [&](mlir::OpBuilder& mb, mlir::Value first, int64_t count,
                                mlir::Value tileRow, mlir::Value jo) {
-          std::vector<mlir::Value> init(static_cast<size_t>(count), vzero);
-          std::vector<mlir::Value> aRow;
-          for (int64_t r = 0; r < count; ++r)
-            aRow.push_back(mul(mb, add(mb, first, idx(mb, r)), kv));
-          mlir::Value base = mul(mb, jo, idx(mb, k * nr));
-          auto loop = mlir::scf::ForOp::create(
-              mb, loc, zero, kv, one, init,
-              [&](mlir::OpBuilder& lb, mlir::Location, mlir::Value kk, mlir::ValueRange acc) {
-                mlir::Value bv = mlir::vector::LoadOp::create(
-                    lb, loc, vec, panel, mlir::ValueRange{add(lb, base, mul(lb, kk, nrv))});
-                std::vector<mlir::Value> next;
-                for (int64_t r = 0; r < count; ++r) {
-                  mlir::Value x = mlir::memref::LoadOp::create(
-                      lb, loc, a, mlir::ValueRange{add(lb, aRow[static_cast<size_t>(r)], kk)});
-                  mlir::Value xv = mlir::vector::BroadcastOp::create(lb, loc, vec, x);
-                  next.push_back(
-                      mlir::vector::FMAOp::create(lb, loc, xv, bv, acc[static_cast<size_t>(r)]));
-                }
-                mlir::scf::YieldOp::create(lb, loc, next);
-              });
-          for (int64_t r = 0; r < count; ++r)
-            mlir::vector::StoreOp::create(
-                mb, loc, loop.getResult(static_cast<unsigned>(r)), tile,
-                mlir::ValueRange{
-                    add(mb, mul(mb, add(mb, tileRow, idx(mb, r)), nbv), mul(mb, jo, nrv))});
+          mlir::Value av = matrixView(mb, loc, a, mul(mb, first, kv), count, k, k);
+          mlir::Value pv = matrixView(mb, loc, panel, mul(mb, jo, idx(mb, k * nr)), k, nr, nr);
+          mlir::Value tv = matrixView(
+              mb, loc, tile, add(mb, mul(mb, tileRow, nbv), mul(mb, jo, nrv)), count, nr, nb);
+          auto tensor = [&](int64_t rows, int64_t cols) {
+            return mlir::RankedTensorType::get({rows, cols}, f32);
+          };
+          mlir::Value ta =
+              mlir::bufferization::ToTensorOp::create(mb, loc, tensor(count, k), av, true, false);
+          mlir::Value tb =
+              mlir::bufferization::ToTensorOp::create(mb, loc, tensor(k, nr), pv, true, false);
+          mlir::Value tc =
+              mlir::bufferization::ToTensorOp::create(mb, loc, tensor(count, nr), tv, true, true);
+          auto fill =
+              mlir::linalg::FillOp::create(mb, loc, mlir::ValueRange{fzero}, mlir::ValueRange{tc});
+          fill->setAttr(kGemmTag, mb.getUnitAttr());
+          auto product = mlir::linalg::MatmulOp::create(mb, loc, mlir::TypeRange{tensor(count, nr)},
+                                                        mlir::ValueRange{ta, tb},
+                                                        mlir::ValueRange{fill.getResult(0)});
+          product->setAttr(k == 1 ? kGemmWholeTag : kGemmTag, mb.getUnitAttr());
+          mlir::bufferization::MaterializeInDestinationOp::create(
+              mb, loc, mlir::Type(), product.getResult(0), tv, true, true);
         };
         mlir::Value full =
             mlir::arith::CmpIOp::create(ib, loc, mlir::arith::CmpIPredicate::eq, rows, idx(ib, mr));
