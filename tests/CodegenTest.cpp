@@ -22,6 +22,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <sstream>
 
 namespace weft {
 namespace {
@@ -180,10 +181,10 @@ TEST(Codegen, DamagedLinkedSetIsRejectedAndRebuilt) {
   EXPECT_EQ(codegen::kernelCacheStats().linkedHits, 1); // the rebuilt entry is good
 }
 
-/// The modules WEFT_DUMP_DIR received while `run` ran: the kernels as built (".input.mlir") and
-/// lowered to the LLVM dialect (".llvm.mlir").
+/// The modules WEFT_DUMP_DIR received while `run` ran: the kernels as built (".input.mlir"),
+/// after the GEMM schedule (".scheduled.mlir") and lowered to the LLVM dialect (".llvm.mlir").
 struct DumpedModules {
-  std::string input, lowered;
+  std::string input, scheduled, lowered;
 };
 DumpedModules dumpWhile(const std::function<void()>& run) {
   fs::path dump = fs::temp_directory_path() / ("weft-dump-test-" + std::to_string(::getpid()));
@@ -200,6 +201,7 @@ DumpedModules dumpWhile(const std::function<void()>& run) {
   for (const auto& e : fs::directory_iterator(dump)) {
     const std::string name = e.path().filename().string();
     if (name.ends_with(".input.mlir")) r.input += read(e.path());
+    if (name.ends_with(".scheduled.mlir")) r.scheduled += read(e.path());
     if (name.ends_with(".llvm.mlir")) r.lowered += read(e.path());
   }
   fs::remove_all(dump);
@@ -412,6 +414,51 @@ ir::Graph matmulGraph(const MatmulCase& c) {
   return std::move(parsed.value());
 }
 
+/// matmulGraph's kernel: the matmul leading its epilogue. Node 0 is w's transpose or a no-op
+/// expand; a kernel reads the transpose as B's layout. (The no-op expand stays a node before the
+/// kernel: it shows B may be any input.) Node 1 is res.
+ir::FusionGroup matmulGroup(const ir::Graph& g, const MatmulCase& c) {
+  ir::FusionGroup grp;
+  grp.nodes = {2, 4, 5, 6, 8, 9};
+  grp.leaves = {3, 7};
+  if (c.transposedW) grp.leaves.push_back(0);
+  grp.inputs = {g.arguments()[0], c.transposedW ? g.arguments()[1] : g.nodes()[0].result,
+                g.arguments()[2], g.nodes()[1].result, g.arguments()[4]};
+  grp.outputs = {g.outputs()[0], g.outputs()[1]};
+  if (c.transposedW) grp.inPlace = {3, -1}; // o over res
+  grp.shape = g.type(g.outputs()[0]).shape;
+  return grp;
+}
+
+/// A generated GEMM computes in linalg: its register tiles are linalg.matmul ops on tensors (no
+/// vector code as built), and the transform schedule keeps each tile's accumulators in registers
+/// over K: the K loop carries vectors, not the tile's memory. (Without the vector subset models
+/// registered, the schedule hoisted nothing and the kernels ran at half speed with every tile
+/// loaded and stored each step of K.) The values are MatmulKernelWithEpilogueMatchesFloat64's.
+TEST(Codegen, GemmTilesAreLinalgMatmulsHeldInRegisters) {
+  CacheDir cache; // empty: the kernel is built
+  const MatmulCase c{1, 37, 45, 70};
+  ir::Graph g = matmulGraph(c);
+  ir::FusionGroup grp = matmulGroup(g, c);
+  DumpedModules dumped = dumpWhile([&] {
+    auto compiled = codegen::compileElementwise(g, std::span(&grp, 1));
+    ASSERT_TRUE(static_cast<bool>(compiled)) << compiled.diagnostic().message;
+    EXPECT_EQ(compiled.value().kernelOf[0], 0) << compiled.value().failures[0];
+  });
+  EXPECT_NE(dumped.input.find("linalg.matmul"), std::string::npos) << dumped.input;
+  EXPECT_EQ(dumped.input.find("vector."), std::string::npos) << "the tiles are the schedule's";
+  EXPECT_NE(dumped.scheduled.find("vector.fma"), std::string::npos) << dumped.scheduled;
+  EXPECT_EQ(dumped.scheduled.find("linalg.matmul"), std::string::npos) << dumped.scheduled;
+  // The K loops (full tiles and single rows) carry their accumulators as vectors.
+  size_t carried = 0;
+  std::istringstream lines(dumped.scheduled);
+  for (std::string line; std::getline(lines, line);)
+    carried += line.find("iter_args(") != std::string::npos &&
+               line.find(") -> (vector<") != std::string::npos;
+  EXPECT_EQ(carried, 2u) << dumped.scheduled;
+  EXPECT_EQ(dumped.lowered.find("memrefCopy"), std::string::npos) << "bufferized with a copy";
+}
+
 // The generated GEMM's row tiles, column panels and their tails (rows and columns not a multiple
 // of the register tile, fewer rows than one tile, K = 1), column blocks (K = 1100 packs 32 columns
 // of B at a time: four blocks, the last of 4), folded batch rows, B transposed, and a
@@ -436,17 +483,7 @@ TEST(Codegen, MatmulKernelWithEpilogueMatchesFloat64) {
       SCOPED_TRACE(std::to_string(c.batch) + "x" + std::to_string(c.m) + "x" + std::to_string(c.k) +
                    "x" + std::to_string(c.n) + (c.transposedW ? " w.t() " : " ") + target.cpu);
       ir::Graph g = matmulGraph(c);
-      ir::FusionGroup grp;
-      // Node 0 is w's transpose or a no-op expand; a kernel reads the transpose as B's layout. (The
-      // no-op expand stays a node before the kernel: it shows B may be any input.) Node 1 is res.
-      grp.nodes = {2, 4, 5, 6, 8, 9};
-      grp.leaves = {3, 7};
-      if (c.transposedW) grp.leaves.push_back(0);
-      grp.inputs = {g.arguments()[0], c.transposedW ? g.arguments()[1] : g.nodes()[0].result,
-                    g.arguments()[2], g.nodes()[1].result, g.arguments()[4]};
-      grp.outputs = {g.outputs()[0], g.outputs()[1]};
-      if (c.transposedW) grp.inPlace = {3, -1}; // o over res
-      grp.shape = g.type(g.outputs()[0]).shape;
+      ir::FusionGroup grp = matmulGroup(g, c);
       auto compiled = codegen::compileElementwise(g, std::span(&grp, 1), target);
       ASSERT_TRUE(static_cast<bool>(compiled)) << compiled.diagnostic().message;
       ASSERT_EQ(compiled.value().kernelOf[0], 0) << compiled.value().failures[0];
