@@ -15,6 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -626,6 +629,38 @@ TEST(Codegen, CacheCanBeTurnedOff) {
   ::unsetenv("WEFT_KERNEL_CACHE");
   EXPECT_EQ(codegen::kernelCacheStats().misses, 2);
   EXPECT_FALSE(fs::exists(codegen::kernelCacheDir()));
+}
+
+/// Past WEFT_CACHE_MAX_MB the cache removes the entries used longest ago (a hit renews an
+/// entry) until it holds three quarters of the limit. Seven entries of about 40 KB against a
+/// limit of 256 KB: after the seventh write, the two oldest unused entries and the next go (280 KB
+/// down to 160 KB); the entry read a moment before stays, and so do the newest.
+TEST(Codegen, FullCacheDropsTheEntriesUsedLongestAgo) {
+  CacheDir cache;
+  ::setenv("WEFT_CACHE_MAX_MB", "0.25", 1);
+  const std::vector<uint8_t> object(40000, 7);
+  auto key = [](int i) { return "entry " + std::to_string(i); };
+  auto path = [&](int i) {
+    return fs::path(codegen::kernelCacheDir()) / (codegen::hashHex(key(i)) + ".wk");
+  };
+  for (int i = 0; i < 6; ++i) {
+    codegen::writeCachedKernel(key(i), object);
+    ASSERT_TRUE(fs::exists(path(i))) << i;
+    // Used one minute apart, entry 0 first.
+    const timespec used{time(nullptr) - 600 + 60 * i, 0};
+    const timespec times[2] = {used, used};
+    ASSERT_EQ(utimensat(AT_FDCWD, path(i).c_str(), times, 0), 0);
+  }
+  EXPECT_TRUE(codegen::readCachedKernel(key(1)).has_value()); // now the entry used last
+  codegen::writeCachedKernel(key(6), object);
+  ::unsetenv("WEFT_CACHE_MAX_MB");
+  for (int i : {0, 2, 3})
+    EXPECT_FALSE(fs::exists(path(i))) << "entry " << i << " stayed";
+  for (int i : {1, 4, 5, 6}) {
+    auto entry = codegen::readCachedKernel(key(i));
+    ASSERT_TRUE(entry.has_value()) << "entry " << i << " went";
+    EXPECT_EQ(*entry, object);
+  }
 }
 
 TEST(Codegen, CodeForAnotherTargetIsRefused) {

@@ -2,7 +2,8 @@
 // kernels (the shared object a compilation loads, keyed by its kernels' symbols), one per
 // decision (a GEMM shape's choice) and one per whole program (a graph's executable). A file holds
 // "WEFTKRN1", the whole key, the bytes and a checksum of all, so a damaged file, a truncated write
-// or a hash collision is detected and the entry is built again.
+// or a hash collision is detected and the entry is built again. The cache keeps within a size
+// limit: past it, the entries used longest ago are removed (a hit marks an entry used).
 #include "weft/codegen/KernelCache.h"
 
 #include "CodegenSourceHash.h"
@@ -15,10 +16,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
 #include <fstream>
+#include <mutex>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,6 +100,79 @@ std::string kernelCacheDir() {
 
 namespace {
 
+/// A directory beside kernelCacheDir(): `linked` for linked sets of kernels, `choices` for
+/// decisions, `executables` for whole programs.
+std::string siblingCacheDir(const char* name) {
+  std::string dir = kernelCacheDir(); // .../kernels
+  return dir.empty() ? dir : dir.substr(0, dir.size() - std::string("kernels").size()) + name;
+}
+
+/// The cache's size limit in bytes: WEFT_CACHE_MAX_MB (a fraction allowed), else 1 GiB.
+uint64_t cacheLimitBytes() {
+  double mb = 1024;
+  if (auto v = debugFlag("WEFT_CACHE_MAX_MB"); v && !v->empty()) {
+    char* end = nullptr;
+    const double parsed = std::strtod(v->c_str(), &end);
+    if (end != v->c_str() && *end == '\0' && std::isfinite(parsed) && parsed >= 0 && parsed < 1e12)
+      mb = parsed;
+  }
+  return static_cast<uint64_t>(mb * 1024 * 1024);
+}
+
+std::mutex evictMutex;
+uint64_t writtenSinceLook = 0; // guarded by evictMutex
+bool looked = false;           // guarded by evictMutex
+
+/// Keeps the cache within its limit after a write of `bytes`: on this process's first write, and
+/// whenever it has written an eighth of the limit since it last looked, it adds up the entries of
+/// every kind; past the limit, the entries used longest ago (by modification time, which a hit
+/// renews) are removed until the cache holds three quarters of it. A temporary file older than
+/// an hour (its writer died) is removed too. Another process may remove an entry this one is
+/// about to read: the read misses and the entry is built again.
+void keepWithinLimit(uint64_t bytes) {
+  const uint64_t limit = cacheLimitBytes();
+  std::lock_guard<std::mutex> lock(evictMutex);
+  writtenSinceLook += bytes;
+  if (looked && writtenSinceLook < limit / 8) return;
+  looked = true;
+  writtenSinceLook = 0;
+  struct File {
+    std::string path;
+    uint64_t size;
+    timespec used;
+  };
+  std::vector<File> files;
+  uint64_t total = 0;
+  const time_t now = time(nullptr);
+  for (const char* kind : {"kernels", "linked", "choices", "executables"}) {
+    const std::string dir = siblingCacheDir(kind);
+    DIR* d = dir.empty() ? nullptr : opendir(dir.c_str());
+    if (d == nullptr) continue;
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name, path = dir + "/" + name;
+      struct stat st {};
+      if (name == "." || name == ".." || lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+        continue;
+      if (name.find(".tmp-") != std::string::npos) {
+        if (now - st.st_mtim.tv_sec > 3600) unlink(path.c_str());
+        continue;
+      }
+      files.push_back({path, static_cast<uint64_t>(st.st_size), st.st_mtim});
+      total += static_cast<uint64_t>(st.st_size);
+    }
+    closedir(d);
+  }
+  if (total <= limit) return;
+  std::sort(files.begin(), files.end(), [](const File& a, const File& b) {
+    return a.used.tv_sec != b.used.tv_sec ? a.used.tv_sec < b.used.tv_sec
+                                          : a.used.tv_nsec < b.used.tv_nsec;
+  });
+  for (const File& f : files) {
+    if (total <= limit / 4 * 3) break;
+    if (unlink(f.path.c_str()) == 0 || errno == ENOENT) total -= f.size;
+  }
+}
+
 /// Reads the entry for `key` in `dir` (files named <hash><ext>); counts a hit or miss where
 /// `count` says, and a damaged entry always.
 std::optional<std::vector<uint8_t>> readEntry(const std::string& dir, const char* ext,
@@ -141,6 +219,7 @@ std::optional<std::vector<uint8_t>> readEntry(const std::string& dir, const char
   uint64_t expected = fnv1a64(bytes.data(), at);
   if (!u64(sum) || sum != expected || at != bytes.size()) return reject();
   if (count) ++hits;
+  utimensat(AT_FDCWD, path.c_str(), nullptr, 0); // used now: the last to go when the cache is full
   return std::vector<uint8_t>(bytes.begin() + static_cast<std::ptrdiff_t>(objAt),
                               bytes.begin() + static_cast<std::ptrdiff_t>(objAt + objLen));
 }
@@ -174,14 +253,9 @@ void writeEntry(const std::string& dir, const char* ext, const std::string& key,
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     unlink(tmp.c_str());
     ++writeFailures;
+    return;
   }
-}
-
-/// A directory beside kernelCacheDir(): `linked` for linked sets of kernels, `choices` for
-/// decisions, `executables` for whole programs.
-std::string siblingCacheDir(const char* name) {
-  std::string dir = kernelCacheDir(); // .../kernels
-  return dir.empty() ? dir : dir.substr(0, dir.size() - std::string("kernels").size()) + name;
+  keepWithinLimit(bytes.size());
 }
 
 } // namespace

@@ -23,7 +23,9 @@ KernelCacheStats kernelCacheStats();
 void resetKernelCacheStats();
 
 /// The cache directory: WEFT_CACHE_DIR, else $XDG_CACHE_HOME/weft, else $HOME/.cache/weft; empty
-/// when WEFT_KERNEL_CACHE=0 or no directory can be named.
+/// when WEFT_KERNEL_CACHE=0 or no directory can be named. Its entries of every kind together stay
+/// within WEFT_CACHE_MAX_MB (default 1024): past it, a write removes the entries used longest ago
+/// (a read that finds an entry renews it).
 std::string kernelCacheDir();
 
 /// The object cached under `key` (the kernel's MLIR, its target and the compiler's version), or
