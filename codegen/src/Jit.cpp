@@ -156,7 +156,14 @@ std::unique_ptr<mlir::MLIRContext> newContext() {
   // One thread per context: kernels are compiled in parallel, each in its own context.
   auto context =
       std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
-  context->loadAllAvailableDialects();
+  // The kernels' dialects; the transform dialect loads only where a schedule is parsed (a module
+  // with a GEMM), as it and its extensions take time to load.
+  context
+      ->loadDialect<mlir::affine::AffineDialect, mlir::arith::ArithDialect,
+                    mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
+                    mlir::func::FuncDialect, mlir::linalg::LinalgDialect, mlir::LLVM::LLVMDialect,
+                    mlir::math::MathDialect, mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
+                    mlir::tensor::TensorDialect, mlir::vector::VectorDialect>();
   return context;
 }
 
