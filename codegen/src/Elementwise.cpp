@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <functional>
 #include <limits>
 #include <map>
@@ -917,8 +918,12 @@ ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
         missing.push_back(i);
     }
     std::vector<std::string> errors(distinct.size());
-    parallelFor(static_cast<int64_t>(missing.size()), 1, [&](int64_t lo, int64_t hi) {
-      for (auto m = static_cast<size_t>(lo); m < static_cast<size_t>(hi); ++m) {
+    // Each thread takes the next kernel left when it is done with one: kernels take from a few
+    // milliseconds to a few hundred (GEMMs), so fixed shares of them would leave threads idle.
+    std::atomic<size_t> next{0};
+    const auto workers = std::min<int64_t>(getNumThreads(), static_cast<int64_t>(missing.size()));
+    parallelFor(workers, 1, [&](int64_t, int64_t) {
+      for (size_t m; (m = next.fetch_add(1)) < missing.size();) {
         size_t i = missing[m], k = distinct[i];
         if (usesDType(g, groups[k], DType::Float16) &&
             target.features.find("+f16c") == std::string::npos) {
