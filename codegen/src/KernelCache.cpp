@@ -16,10 +16,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
@@ -119,23 +121,21 @@ uint64_t cacheLimitBytes() {
   return static_cast<uint64_t>(mb * 1024 * 1024);
 }
 
-std::mutex evictMutex;
-uint64_t writtenSinceLook = 0; // guarded by evictMutex
-bool looked = false;           // guarded by evictMutex
+std::mutex trimMutex;
+uint64_t writtenSinceTrim = 0; // guarded by trimMutex
+bool wroteBefore = false;      // guarded by trimMutex
 
-/// Keeps the cache within its limit after a write of `bytes`: on this process's first write, and
-/// whenever it has written an eighth of the limit since it last looked, it adds up the entries of
-/// every kind; past the limit, the entries used longest ago (by modification time, which a hit
-/// renews) are removed until the cache holds three quarters of it. A temporary file older than
-/// an hour (its writer died) is removed too. Another process may remove an entry this one is
-/// about to read: the read misses and the entry is built again.
-void keepWithinLimit(uint64_t bytes) {
-  const uint64_t limit = cacheLimitBytes();
-  std::lock_guard<std::mutex> lock(evictMutex);
-  writtenSinceLook += bytes;
-  if (looked && writtenSinceLook < limit / 8) return;
-  looked = true;
-  writtenSinceLook = 0;
+/// Adds up the entries of every kind; past the limit, removes the entries used longest ago (by
+/// modification time, which a hit renews) until the cache holds three quarters of it. A temporary
+/// file older than an hour (its writer died) goes too. Another process may remove an entry this
+/// one is about to read: the read misses and the entry is built again. Marks the cache trimmed
+/// (the file `trimmed` in it, by its time).
+void trim(uint64_t limit) {
+  const std::string root = siblingCacheDir("");
+  if (root.empty()) return;
+  const std::string stamp = root + "trimmed";
+  if (int fd = open(stamp.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644); fd >= 0) close(fd);
+  utimensat(AT_FDCWD, stamp.c_str(), nullptr, 0);
   struct File {
     std::string path;
     uint64_t size;
@@ -171,6 +171,26 @@ void keepWithinLimit(uint64_t bytes) {
     if (total <= limit / 4 * 3) break;
     if (unlink(f.path.c_str()) == 0 || errno == ENOENT) total -= f.size;
   }
+}
+
+/// Keeps the cache within its limit after a write of `bytes`. Reading a large cache's directories
+/// takes a while (0.8 s for 110,000 entries here), so not at every write: when this process has
+/// written an eighth of the limit since it last trimmed the cache, or at its first write when no
+/// process has trimmed it for an hour.
+void keepWithinLimit(uint64_t bytes) {
+  const uint64_t limit = cacheLimitBytes();
+  std::lock_guard<std::mutex> lock(trimMutex);
+  writtenSinceTrim += bytes;
+  bool due = writtenSinceTrim >= limit / 8;
+  if (!wroteBefore && !due) {
+    struct stat st {};
+    const std::string stamp = siblingCacheDir("") + "trimmed";
+    due = stat(stamp.c_str(), &st) != 0 || time(nullptr) - st.st_mtim.tv_sec > 3600;
+  }
+  wroteBefore = true;
+  if (!due) return;
+  writtenSinceTrim = 0;
+  trim(limit);
 }
 
 /// Reads the entry for `key` in `dir` (files named <hash><ext>); counts a hit or miss where
