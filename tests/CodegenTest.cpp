@@ -633,11 +633,15 @@ TEST(Codegen, CacheCanBeTurnedOff) {
 
 /// Past WEFT_CACHE_MAX_MB the cache removes the entries used longest ago (a hit renews an
 /// entry) until it holds three quarters of the limit. Seven entries of about 40 KB against a
-/// limit of 256 KB: after the seventh write, the two oldest unused entries and the next go (280 KB
-/// down to 160 KB); the entry read a moment before stays, and so do the newest.
+/// limit of 256 KB (each write is more than an eighth of it, so each checks): after the seventh
+/// write, the two oldest unused entries and the next go (280 KB down to 160 KB); the entry read a
+/// moment before stays, and so do the newest, and a file the cache did not name.
 TEST(Codegen, FullCacheDropsTheEntriesUsedLongestAgo) {
   CacheDir cache;
-  ::setenv("WEFT_CACHE_MAX_MB", "0.25", 1);
+  struct Limit { // set for this test only, whatever happens in it
+    Limit() { ::setenv("WEFT_CACHE_MAX_MB", "0.25", 1); }
+    ~Limit() { ::unsetenv("WEFT_CACHE_MAX_MB"); }
+  } limit;
   const std::vector<uint8_t> object(40000, 7);
   auto key = [](int i) { return "entry " + std::to_string(i); };
   auto path = [&](int i) {
@@ -651,9 +655,15 @@ TEST(Codegen, FullCacheDropsTheEntriesUsedLongestAgo) {
     const timespec times[2] = {used, used};
     ASSERT_EQ(utimensat(AT_FDCWD, path(i).c_str(), times, 0), 0);
   }
+  // A file the cache did not write, old and large: counted for nothing, and left alone.
+  const fs::path foreign = fs::path(codegen::kernelCacheDir()) / "notes.wk";
+  std::ofstream(foreign) << std::string(100000, 'x');
+  const timespec old{time(nullptr) - 86400, 0};
+  const timespec oldTimes[2] = {old, old};
+  ASSERT_EQ(utimensat(AT_FDCWD, foreign.c_str(), oldTimes, 0), 0);
   EXPECT_TRUE(codegen::readCachedKernel(key(1)).has_value()); // now the entry used last
   codegen::writeCachedKernel(key(6), object);
-  ::unsetenv("WEFT_CACHE_MAX_MB");
+  EXPECT_TRUE(fs::exists(foreign));
   for (int i : {0, 2, 3})
     EXPECT_FALSE(fs::exists(path(i))) << "entry " << i << " stayed";
   for (int i : {1, 4, 5, 6}) {

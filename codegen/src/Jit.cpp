@@ -208,10 +208,11 @@ std::string CpuTarget::codeTarget() const {
 namespace {
 
 /// The transform schedule of generated GEMMs (MatmulKernel.h): each marked linalg.matmul, of
-/// static shape [MR, K] x [K, NR], is tiled by 1 along K and vectorized (with K = 1, vectorized
-/// whole), and so is the zero fill of its accumulator; the accumulator's reads and writes move out
-/// of the K loop (it stays in registers), and each step's contraction becomes MR outer products: a
-/// broadcast element of A times a row of the panel, added with one FMA per vector of NR.
+/// static shape [MR, K] x [K, NR] (or [1, K] x [K, NR] for a tile's last rows), is tiled by 1 along
+/// K and vectorized (with K = 1, vectorized whole), and so is the zero fill of its accumulator; the
+/// accumulator's reads and writes move out of the K loop (it stays in registers), and each step's
+/// contraction becomes MR outer products: a broadcast element of A times a row of the panel, added
+/// with one FMA per vector of NR.
 constexpr const char* kGemmSchedule = R"mlir(
 module attributes {transform.with_named_sequence} {
   transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
@@ -259,8 +260,10 @@ mlir::LogicalResult scheduleGemms(mlir::ModuleOp module) {
   if (!schedule) return mlir::failure();
   auto* entry = schedule->lookupSymbol("__transform_main");
   if (entry == nullptr) return mlir::failure();
-  return mlir::transform::applyTransformNamedSequence(module, entry, *schedule,
-                                                      mlir::transform::TransformOptions());
+  // Without the interpreter's expensive checks (handle invalidation): the schedule is fixed and
+  // tested, and they cost compile time on every GEMM kernel.
+  return mlir::transform::applyTransformNamedSequence(
+      module, entry, *schedule, mlir::transform::TransformOptions().enableExpensiveChecks(false));
 }
 
 ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const CpuTarget& target,

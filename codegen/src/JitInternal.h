@@ -31,8 +31,9 @@ struct KernelEntry {
   std::string function, symbol;
 };
 
-/// Applies the generated GEMMs' transform schedule to the linalg ops marked "weft.gemm" in
-/// `module` (MatmulKernel.h builds them): register tiles held over K. Nothing to do without any.
+/// Applies the generated GEMMs' transform schedule to the linalg ops marked "weft.gemm" or
+/// "weft.gemm_whole" in `module` (MatmulKernel.h builds them): register tiles held over K.
+/// Nothing to do without any.
 mlir::LogicalResult scheduleGemms(mlir::ModuleOp module);
 
 /// Lowers `module` to the LLVM dialect (transcendental math calls the C library, or libmvec for

@@ -109,7 +109,8 @@ std::string siblingCacheDir(const char* name) {
   return dir.empty() ? dir : dir.substr(0, dir.size() - std::string("kernels").size()) + name;
 }
 
-/// The cache's size limit in bytes: WEFT_CACHE_MAX_MB (a fraction allowed), else 1 GiB.
+/// The cache's size limit in bytes: WEFT_CACHE_MAX_MB (a fraction allowed), else 1 GiB; 0 for
+/// none (WEFT_CACHE_MAX_MB=0).
 uint64_t cacheLimitBytes() {
   double mb = 1024;
   if (auto v = debugFlag("WEFT_CACHE_MAX_MB"); v && !v->empty()) {
@@ -124,6 +125,19 @@ uint64_t cacheLimitBytes() {
 std::mutex trimMutex;
 uint64_t writtenSinceTrim = 0; // guarded by trimMutex
 bool wroteBefore = false;      // guarded by trimMutex
+bool trimming = false;         // guarded by trimMutex: a thread of this process is trimming
+
+/// Whether `name` is an entry of the cache's `kind` directory as writeEntry names them (16 hex
+/// digits and the kind's extension), or one's temporary file: nothing else there is touched.
+bool isEntryName(const std::string& name, const char* ext, bool& temporary) {
+  const size_t n = std::strlen(ext);
+  if (name.size() < 16 + n || name.compare(16, n, ext) != 0) return false;
+  if (!std::all_of(name.begin(), name.begin() + 16,
+                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    return false;
+  temporary = name.size() > 16 + n;
+  return !temporary || name.compare(16 + n, 5, ".tmp-") == 0;
+}
 
 /// Adds up the entries of every kind; past the limit, removes the entries used longest ago (by
 /// modification time, which a hit renews) until the cache holds three quarters of it. A temporary
@@ -144,16 +158,20 @@ void trim(uint64_t limit) {
   std::vector<File> files;
   uint64_t total = 0;
   const time_t now = time(nullptr);
-  for (const char* kind : {"kernels", "linked", "choices", "executables"}) {
+  const std::pair<const char*, const char*> kinds[] = {
+      {"kernels", ".wk"}, {"linked", ".wl"}, {"choices", ".wc"}, {"executables", ".wx"}};
+  for (const auto& [kind, ext] : kinds) {
     const std::string dir = siblingCacheDir(kind);
     DIR* d = dir.empty() ? nullptr : opendir(dir.c_str());
     if (d == nullptr) continue;
     while (dirent* e = readdir(d)) {
       const std::string name = e->d_name, path = dir + "/" + name;
       struct stat st {};
-      if (name == "." || name == ".." || lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      bool temporary = false;
+      if (!isEntryName(name, ext, temporary) || lstat(path.c_str(), &st) != 0 ||
+          !S_ISREG(st.st_mode))
         continue;
-      if (name.find(".tmp-") != std::string::npos) {
+      if (temporary) {
         if (now - st.st_mtim.tv_sec > 3600) unlink(path.c_str());
         continue;
       }
@@ -173,24 +191,33 @@ void trim(uint64_t limit) {
   }
 }
 
-/// Keeps the cache within its limit after a write of `bytes`. Reading a large cache's directories
-/// takes a while (0.8 s for 110,000 entries here), so not at every write: when this process has
-/// written an eighth of the limit since it last trimmed the cache, or at its first write when no
-/// process has trimmed it for an hour.
+/// Keeps the cache near its limit after a write of `bytes` (a soft limit). Reading a large
+/// cache's directories takes a while (0.8 s for 110,000 entries here), so not at every write:
+/// when this process has written an eighth of the limit since it last trimmed the cache, or at
+/// its first write when no process has trimmed it for an hour. Between trims the cache may
+/// exceed the limit by what the processes wrote since.
 void keepWithinLimit(uint64_t bytes) {
   const uint64_t limit = cacheLimitBytes();
-  std::lock_guard<std::mutex> lock(trimMutex);
-  writtenSinceTrim += bytes;
-  bool due = writtenSinceTrim >= limit / 8;
-  if (!wroteBefore && !due) {
-    struct stat st {};
-    const std::string stamp = siblingCacheDir("") + "trimmed";
-    due = stat(stamp.c_str(), &st) != 0 || time(nullptr) - st.st_mtim.tv_sec > 3600;
+  if (limit == 0) return; // no limit
+  {
+    // Decided under the lock, trimmed outside it: the other threads' writes do not wait for it
+    // (nor trim too).
+    std::lock_guard<std::mutex> lock(trimMutex);
+    writtenSinceTrim += bytes;
+    bool due = writtenSinceTrim >= limit / 8;
+    if (!wroteBefore && !due) {
+      struct stat st {};
+      const std::string stamp = siblingCacheDir("") + "trimmed";
+      due = stat(stamp.c_str(), &st) != 0 || time(nullptr) - st.st_mtim.tv_sec > 3600;
+    }
+    wroteBefore = true;
+    if (!due || trimming) return;
+    writtenSinceTrim = 0;
+    trimming = true;
   }
-  wroteBefore = true;
-  if (!due) return;
-  writtenSinceTrim = 0;
   trim(limit);
+  std::lock_guard<std::mutex> lock(trimMutex);
+  trimming = false;
 }
 
 /// Reads the entry for `key` in `dir` (files named <hash><ext>); counts a hit or miss where

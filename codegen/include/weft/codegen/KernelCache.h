@@ -23,9 +23,11 @@ KernelCacheStats kernelCacheStats();
 void resetKernelCacheStats();
 
 /// The cache directory: WEFT_CACHE_DIR, else $XDG_CACHE_HOME/weft, else $HOME/.cache/weft; empty
-/// when WEFT_KERNEL_CACHE=0 or no directory can be named. Its entries of every kind together stay
-/// within WEFT_CACHE_MAX_MB (default 1024): past it, a write removes the entries used longest ago
-/// (a read that finds an entry renews it).
+/// when WEFT_KERNEL_CACHE=0 or no directory can be named. Its entries of every kind together are
+/// kept near WEFT_CACHE_MAX_MB (default 1024; 0: no limit): past it, the entries used longest ago
+/// are removed (a read that finds an entry renews it), checked after a process has written an
+/// eighth of the limit, or at its first write when no process has checked for an hour. Files in
+/// the cache's directories that weft did not name are left alone.
 std::string kernelCacheDir();
 
 /// The object cached under `key` (the kernel's MLIR, its target and the compiler's version), or

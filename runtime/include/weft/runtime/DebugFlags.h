@@ -30,7 +30,8 @@ namespace weft {
   X(WEFT_KERNEL_CACHE,                                                                             \
     "0: compile every program and kernel anew, neither reading nor writing the disk cache")        \
   X(WEFT_CACHE_MAX_MB,                                                                             \
-    "the disk cache's size limit in MB (default 1024): past it, the entries used longest ago go")  \
+    "the disk cache's soft size limit in MB (default 1024, 0: none): past it, the entries used "   \
+    "longest ago go")                                                                              \
   X(WEFT_PROFILE,                                                                                  \
     "1: time every step of compiled plans by op, and the buffers held at their peak; tables on "   \
     "stderr at exit")
