@@ -15,6 +15,19 @@
 namespace weft::test {
 namespace {
 
+/// `fn` (a scalar of one float64 input) compiled gives eager's value exactly, and its gradient
+/// within 1e-12 relative and absolute (the compiled step runs the same kernels; its backward may
+/// add the terms of a gradient in another order).
+template <typename F> void expectCompiledAsEager(F fn, const Tensor& input) {
+  Tensor p = input.clone().requires_grad_(true), q = input.clone().requires_grad_(true);
+  Tensor eager = fn(p);
+  eager.backward();
+  Tensor compiled = compile(fn)(q);
+  compiled.backward();
+  EXPECT_EQ(compiled.item<double>(), eager.item<double>());
+  EXPECT_TRUE(allClose(q.grad().to_vector<double>(), p.grad().to_vector<double>(), 1e-12, 1e-12));
+}
+
 /// Bitwise operators, shifts, gcd and lcm against PyTorch's values. Shifts by a negative amount
 /// or one past the type's width follow PyTorch 2's rule (0, or the sign bits); 1.13 left them to
 /// the CPU (x86 shifts by the amount modulo the width).
@@ -236,14 +249,7 @@ TEST(SpecialFunctions, LgammaDigammaPolygammaErfinvZetaAsPyTorch) {
   auto fn = [](const Tensor& x) {
     return (x.lgamma() + x.digamma() * x.polygamma(1) + (x / 4.0).erfinv() + x.mvlgamma(2)).sum();
   };
-  Tensor a = f64({1.5, 2.5, 3.25}).requires_grad_(true),
-         b = f64({1.5, 2.5, 3.25}).requires_grad_(true);
-  Tensor eager = fn(a);
-  eager.backward();
-  Tensor compiled = compile(fn)(b);
-  compiled.backward();
-  EXPECT_EQ(compiled.item<double>(), eager.item<double>());
-  EXPECT_TRUE(allClose(b.grad().to_vector<double>(), a.grad().to_vector<double>(), 1e-12, 1e-12));
+  expectCompiledAsEager(fn, f64({1.5, 2.5, 3.25}));
 }
 
 /// Inverse, determinants and solve against PyTorch 1.13's float64 values (LAPACK's LU on both
@@ -294,13 +300,7 @@ TEST(Linalg, InverseDetSolveAsPyTorch) {
                                1.7777777777777788, 0, 0.8888888888888903, -0.8888888888888901, 0}));
   // Compiled, forward and backward.
   auto f = [&w](const Tensor& m) { return (m.inverse() * w).sum() + m.det() + m.logdet(); };
-  Tensor p = a.clone().requires_grad_(true), q = a.clone().requires_grad_(true);
-  Tensor eager = f(p);
-  eager.backward();
-  Tensor compiled = compile(f)(q);
-  compiled.backward();
-  EXPECT_EQ(compiled.item<double>(), eager.item<double>());
-  EXPECT_TRUE(allClose(q.grad().to_vector<double>(), p.grad().to_vector<double>(), 1e-12, 1e-12));
+  expectCompiledAsEager(f, a);
 }
 
 /// nanmedian and unique against PyTorch 1.13. Two deliberate differences: unique sorts NaNs last

@@ -1,6 +1,7 @@
 // Fused elementwise kernels, one per group, built with OpBuilder: plain, column and horizontal
 // kernels as linalg generics on tensors, row kernels as a loop over the rows with one linalg
-// generic per pass along each row, GEMM-led kernels as register-tiled vector code (MatmulKernel.h).
+// generic per pass along each row, GEMM-led kernels as loops over packed panels whose register
+// tiles are linalg matmuls (MatmulKernel.h).
 // One module per kernel, compiled to an object (or read from the disk cache), all linked into one
 // shared object. Transcendental functions call the C library, as the eager kernels do, so fused and
 // eager results agree bit for bit.

@@ -133,13 +133,25 @@ ir::Diagnostic failure(const std::string& what) {
   return ir::diag(ErrorKind::Internal, "codegen: ", what);
 }
 
+namespace {
+
+/// The dialects kernels are built and lowered in: registered and loaded in every context.
+template <typename... Dialects> struct DialectList {
+  static void insert(mlir::DialectRegistry& registry) { registry.insert<Dialects...>(); }
+  static void load(mlir::MLIRContext& context) { context.loadDialect<Dialects...>(); }
+};
+using KernelDialects =
+    DialectList<mlir::affine::AffineDialect, mlir::arith::ArithDialect,
+                mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
+                mlir::func::FuncDialect, mlir::linalg::LinalgDialect, mlir::LLVM::LLVMDialect,
+                mlir::math::MathDialect, mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
+                mlir::tensor::TensorDialect, mlir::vector::VectorDialect>;
+
+} // namespace
+
 std::unique_ptr<mlir::MLIRContext> newContext() {
   mlir::DialectRegistry registry;
-  registry.insert<mlir::affine::AffineDialect, mlir::arith::ArithDialect,
-                  mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
-                  mlir::func::FuncDialect, mlir::linalg::LinalgDialect, mlir::LLVM::LLVMDialect,
-                  mlir::math::MathDialect, mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
-                  mlir::tensor::TensorDialect, mlir::vector::VectorDialect>();
+  KernelDialects::insert(registry);
   mlir::arith::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::linalg::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::linalg::registerTilingInterfaceExternalModels(registry);
@@ -156,14 +168,9 @@ std::unique_ptr<mlir::MLIRContext> newContext() {
   // One thread per context: kernels are compiled in parallel, each in its own context.
   auto context =
       std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
-  // The kernels' dialects; the transform dialect loads only where a schedule is parsed (a module
-  // with a GEMM), as it and its extensions take time to load.
-  context
-      ->loadDialect<mlir::affine::AffineDialect, mlir::arith::ArithDialect,
-                    mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
-                    mlir::func::FuncDialect, mlir::linalg::LinalgDialect, mlir::LLVM::LLVMDialect,
-                    mlir::math::MathDialect, mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
-                    mlir::tensor::TensorDialect, mlir::vector::VectorDialect>();
+  // The transform dialect loads only where a schedule is parsed (a module with a GEMM), as it
+  // and its extensions take time to load.
+  KernelDialects::load(*context);
   return context;
 }
 
@@ -253,7 +260,7 @@ module attributes {transform.with_named_sequence} {
 
 mlir::LogicalResult scheduleGemms(mlir::ModuleOp module) {
   bool any = false;
-  module->walk([&](mlir::linalg::FillOp op) { any = any || op->hasAttr("weft.gemm"); });
+  module->walk([&](mlir::linalg::FillOp op) { any = any || op->hasAttr(kGemmTag); });
   if (!any) return mlir::success();
   mlir::OwningOpRef<mlir::ModuleOp> schedule =
       mlir::parseSourceString<mlir::ModuleOp>(kGemmSchedule, module->getContext());

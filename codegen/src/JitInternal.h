@@ -31,6 +31,12 @@ struct KernelEntry {
   std::string function, symbol;
 };
 
+/// The attributes that mark a generated GEMM's linalg ops (MatmulKernel.h) for its schedule
+/// (Jit.cpp's kGemmSchedule, which names them too): its zero fills and matmuls; matmuls with
+/// K = 1 are vectorized whole (there is no loop over K to keep the accumulators in registers over).
+inline constexpr const char* kGemmTag = "weft.gemm";
+inline constexpr const char* kGemmWholeTag = "weft.gemm_whole";
+
 /// Applies the generated GEMMs' transform schedule to the linalg ops marked "weft.gemm" or
 /// "weft.gemm_whole" in `module` (MatmulKernel.h builds them): register tiles held over K.
 /// Nothing to do without any.

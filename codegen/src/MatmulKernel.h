@@ -16,6 +16,7 @@
 // thousands one panel's rows no longer stay in L1.
 #pragma once
 
+#include "JitInternal.h"
 #include "KernelBody.h"
 #include "KernelIO.h"
 #include "weft/codegen/Jit.h"
@@ -61,12 +62,6 @@ inline int64_t matmulRowTiles(const ir::Graph& g, const ir::Node& mm, const CpuT
   const int64_t m = numel(out) / out.back(), mr = matmulTile(target).rows;
   return (m + mr - 1) / mr;
 }
-
-/// The attributes that mark a generated GEMM's linalg ops for the schedule (Jit.cpp's
-/// kGemmSchedule): its zero fills and matmuls; matmuls with K = 1 are vectorized whole (there
-/// is no loop over K to keep the accumulators in registers over).
-inline constexpr const char* kGemmTag = "weft.gemm";
-inline constexpr const char* kGemmWholeTag = "weft.gemm_whole";
 
 /// A [rows, cols] view (row stride `stride`) of the 1-D float32 memref `m` from element `offset`.
 inline mlir::Value matrixView(mlir::OpBuilder& b, mlir::Location loc, mlir::Value m,
