@@ -500,6 +500,23 @@ TEST(Compile, CustomFunctionsTraceWithTheirOwnBackward) {
   EXPECT_EQ(step(x).item<float>(), le.item<float>());
   EXPECT_EQ(vals(w.grad()), eagerGrad);
   EXPECT_TRUE(roundTrips(step.compiled()));
+
+  // Differentiated outside the compiled function: the output-grads pass traces the user's backward
+  // into the program (and, under dynamic_dim, into the probe's too).
+  w.set_grad({});
+  auto forward = compile(loss);
+  forward(x).backward();
+  EXPECT_EQ(vals(w.grad()), eagerGrad);
+  auto rows = [&](const Tensor& a) { return (StraightThrough::apply(w * a, 3.0) * a).sum(); };
+  Tensor xs = tensor({1.0, 2.0, 3.0, -1.0, 0.5, 2.0, 4.0, 1.0, -3.0}).reshape({3, 3});
+  w.set_grad({});
+  rows(xs).backward();
+  std::vector<double> eagerRows = vals(w.grad()); // 3 * sum over rows of x * x
+  EXPECT_EQ(eagerRows, (std::vector<double>{3 * 18, 3 * 5.25, 3 * 22}));
+  w.set_grad({});
+  auto dynamic = compile(rows, CompileOptions().dynamic_dim(0)); // 3 rows padded to 4
+  dynamic(xs).backward();
+  EXPECT_EQ(vals(w.grad()), eagerRows);
 }
 
 TEST(Compile, WritesThroughViewsReachTheirBaseAsEagerly) {

@@ -1,19 +1,18 @@
-// weft-opt: reads a graph in text form, verifies it, runs the passes named on the command line in
-// order, and prints the result; with --split=S,G it then splits the result into the forward and
-// the backward graph compile() runs (the last S arguments are the output gradients' seeds, the
-// last G outputs the gradients) and prints both; with --mask-rows=SIZE,PROBE it first masks the
-// padded rows of a dynamic dimension (the file holds the graph traced with SIZE rows, then the one
-// traced with PROBE rows; see passes::maskPaddedRows) and prints which outputs hold the dimension;
-// with --lower it prints the runtime plan the
-// result lowers to (steps, each fuse-pass kernel as one launch, and the memory plan) instead, and
-// with --lower=interpret:K,... the plan where codegen failed kernels K.
-// Used by the golden tests (lit + FileCheck).
+// weft-opt: reads a program in text form (a graph; with --rows, the graph traced with the dynamic
+// dimension at SIZE rows, then the one traced at PROBE rows), verifies it, runs the passes named
+// on the command line in order (--pipeline: compile()'s, passes::compilePipeline), and prints the
+// result: its graphs (the forward, and the backward after --split) and which outputs hold the
+// dynamic dimension after --mask-rows. For --output-grads the gradients asked for are those of
+// every output with respect to every floating argument and state; --seeds=S,G instead says the
+// graph holds them already (its last S arguments are the seeds, its last G outputs the
+// gradients). With --lower it prints the runtime plan each graph lowers to (steps, each fuse-pass
+// kernel as one launch, and the memory plan) instead, and with --lower=interpret:K,... the plan
+// where codegen failed kernels K. Used by the golden tests (lit + FileCheck).
 #include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
-#include "weft/passes/PaddedRows.h"
 #include "weft/passes/Pass.h"
-#include "weft/passes/Split.h"
+#include "weft/passes/Program.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -31,14 +30,41 @@ int usage() {
   for (const std::string& n : weft::passes::passNames())
     names += " --" + n;
   std::fprintf(stderr,
-               "usage: weft-opt [--mask-rows=SIZE,PROBE] [passes...] [--split=SEEDS,GRADS | "
-               "--lower[=interpret:K,...]] [file | -]\n"
+               "usage: weft-opt [--rows=SIZE,PROBE] [--seeds=SEEDS,GRADS] [--pipeline | "
+               "passes...] [--lower[=interpret:K,...]] [file | -]\n"
                "  passes:%s\n"
-               "  --mask-rows=SIZE,PROBE: the file holds two graphs, traced with SIZE and with\n"
-               "    PROBE rows of a dynamic dimension; the first is masked (padded rows)\n"
+               "  --rows=SIZE,PROBE: the file holds two graphs, traced with SIZE and with PROBE\n"
+               "    rows of a dynamic dimension (for --mask-rows)\n"
+               "  --seeds=SEEDS,GRADS: the last SEEDS arguments are output gradients' seeds, the\n"
+               "    last GRADS outputs the gradients (for --split)\n"
                "  --lower=interpret:K,...: kernels K lowered as codegen failing them would be\n",
                names.c_str());
   return 2;
+}
+
+/// Makes `p` a program that asks for gradients: with `seeds` >= 0 the graph holds them already
+/// (its last `seeds` arguments and `grads` outputs), else output-grads appends those of every
+/// output with respect to every floating argument and state.
+bool askGradients(weft::passes::Program& p, long seeds, long grads, const std::string& path) {
+  weft::ir::Graph& g = p.graph;
+  if (seeds < 0) {
+    p.differentiableOutputs = g.outputs().size();
+    for (const auto* inputs : {&g.arguments(), &g.state()})
+      for (weft::ir::ValueId v : *inputs)
+        if (weft::isFloating(g.type(v).dtype)) p.wrt.push_back(v);
+    return true;
+  }
+  auto s = static_cast<size_t>(seeds), n = static_cast<size_t>(grads);
+  if (s > g.arguments().size() || n > g.outputs().size()) {
+    std::fprintf(stderr,
+                 "%s: error: --seeds=%zu,%zu: the graph has %zu arguments and %zu outputs\n",
+                 path.c_str(), s, n, g.arguments().size(), g.outputs().size());
+    return false;
+  }
+  p.seeds.assign(g.arguments().end() - static_cast<long>(s), g.arguments().end());
+  p.grads.assign(g.outputs().end() - static_cast<long>(n), g.outputs().end());
+  g.mutableOutputs().resize(g.outputs().size() - n);
+  return true;
 }
 
 } // namespace
@@ -46,8 +72,8 @@ int usage() {
 int main(int argc, char** argv) {
   weft::passes::PassManager pm;
   std::string path = "-";
-  long seeds = -1, grads = -1;        // --split
-  long maskSize = -1, maskProbe = -1; // --mask-rows
+  long seeds = -1, grads = -1;    // --seeds
+  long rows = -1, probeRows = -1; // --rows
   bool lower = false;
   std::vector<long> interpreted; // --lower=interpret:K,...: kernels without code
   for (int i = 1; i < argc; ++i) {
@@ -68,14 +94,17 @@ int main(int argc, char** argv) {
       }
       continue;
     }
-    if (arg.rfind("--mask-rows=", 0) == 0) {
-      if (std::sscanf(arg.c_str(), "--mask-rows=%ld,%ld", &maskSize, &maskProbe) != 2 ||
-          maskSize <= 0 || maskProbe <= 0 || maskProbe == maskSize)
+    if (arg.rfind("--rows=", 0) == 0) {
+      if (std::sscanf(arg.c_str(), "--rows=%ld,%ld", &rows, &probeRows) != 2 || rows <= 0 ||
+          probeRows <= 0 || probeRows == rows)
         return usage();
-    } else if (arg.rfind("--split=", 0) == 0) {
-      if (std::sscanf(arg.c_str(), "--split=%ld,%ld", &seeds, &grads) != 2 || seeds < 0 ||
+    } else if (arg.rfind("--seeds=", 0) == 0) {
+      if (std::sscanf(arg.c_str(), "--seeds=%ld,%ld", &seeds, &grads) != 2 || seeds < 0 ||
           grads < 0)
         return usage();
+    } else if (arg == "--pipeline") {
+      for (const std::string& name : weft::passes::compilePipeline())
+        pm.add(weft::passes::createPass(name));
     } else if (arg.rfind("--", 0) == 0) {
       auto pass = weft::passes::createPass(arg.substr(2));
       if (!pass) {
@@ -87,7 +116,6 @@ int main(int argc, char** argv) {
       path = arg;
     }
   }
-  if (lower && seeds >= 0) return usage(); // one result: a plan or two graphs
   std::stringstream text;
   if (path == "-") {
     text << std::cin.rdbuf();
@@ -99,14 +127,14 @@ int main(int argc, char** argv) {
     }
     text << in.rdbuf();
   }
-  // With --mask-rows, the probe graph follows the first: it starts at the second line that
-  // starts a graph.
+  // With --rows, the probe graph follows the first: it starts at the second line that starts a
+  // graph.
   std::string all = text.str(), probeText;
-  if (maskSize > 0) {
+  if (rows > 0) {
     size_t first = all.rfind("graph @", 0) == 0 ? 0 : all.find("\ngraph @");
     size_t second = first == std::string::npos ? first : all.find("\ngraph @", first + 1);
     if (second == std::string::npos) {
-      std::fprintf(stderr, "%s: error: --mask-rows: the file must hold two graphs\n", path.c_str());
+      std::fprintf(stderr, "%s: error: --rows: the file must hold two graphs\n", path.c_str());
       return 1;
     }
     probeText = all.substr(second + 1);
@@ -125,77 +153,40 @@ int main(int argc, char** argv) {
     if (!problems.empty()) return std::nullopt;
     return std::move(parsed.value());
   };
-  std::optional<weft::ir::Graph> graph = read(all);
-  if (!graph) return 1;
-  std::string axes; // --mask-rows: the outputs holding the dynamic dimension
-  if (maskSize > 0) {
+  weft::passes::Program program;
+  if (std::optional<weft::ir::Graph> graph = read(all))
+    program.graph = std::move(*graph);
+  else
+    return 1;
+  if (!askGradients(program, seeds, grads, path)) return 1;
+  if (rows > 0) {
     std::optional<weft::ir::Graph> probe = read(probeText);
     if (!probe) return 1;
-    weft::passes::PaddedTrace trace;
-    trace.graph = &*graph;
-    trace.probe = &*probe;
-    trace.size = maskSize;
-    trace.probeSize = maskProbe;
-    auto masked = weft::passes::maskPaddedRows(trace); // arguments: found by the probe
-    if (!masked) {
-      std::fprintf(stderr, "%s: error: %s\n", path.c_str(), masked.diagnostic().message.c_str());
-      return 1;
-    }
-    graph = std::move(masked.value().graph);
-    const auto& outputs = masked.value().outputs;
-    for (size_t i = 0; i < outputs.size(); ++i)
-      axes += "// output " + std::to_string(i) +
-              (outputs[i]
-                   ? ": rows along axis " + std::to_string(outputs[i]->axis) +
-                         (outputs[i]->factor > 1 ? " (x" + std::to_string(outputs[i]->factor) + ")"
-                                                 : "")
-                   : ": no dynamic dimension") +
-              "\n";
+    program.probe = std::make_shared<weft::passes::Program>();
+    program.probe->graph = std::move(*probe);
+    if (!askGradients(*program.probe, seeds, grads, path)) return 1;
+    program.rows = rows;
+    program.probeRows = probeRows;
   }
-  auto r = pm.run(*graph);
+  auto r = pm.run(program);
   if (!r) {
     std::fprintf(stderr, "%s: error: %s\n", path.c_str(), r.diagnostic().message.c_str());
     return 1;
   }
-  if (lower) {
-    // Each kernel of the fuse pass as one launch (of a table without code: nothing runs here),
-    // or as interpreter steps where --lower=interpret: names it.
-    const weft::ir::Graph& g = *graph;
+  if (!lower) {
+    std::fputs(weft::passes::printProgram(program).c_str(), stdout);
+    return 0;
+  }
+  // Each kernel of the fuse pass as one launch (of a table without code: nothing runs here), or
+  // as interpreter steps where --lower=interpret: names it.
+  for (weft::ir::Graph* g : program.graphs()) {
     std::vector<weft::ir::FusedKernel> fused;
-    for (size_t k = 0; k < g.kernels().size(); ++k) {
+    for (size_t k = 0; k < g->kernels().size(); ++k) {
       bool none = std::find(interpreted.begin(), interpreted.end(), static_cast<long>(k)) !=
                   interpreted.end();
-      fused.push_back({g.kernels()[k], none ? -1 : static_cast<int32_t>(k)});
+      fused.push_back({g->kernels()[k], none ? -1 : static_cast<int32_t>(k)});
     }
-    std::fputs(weft::ir::printPlan(g, weft::ir::lowerToPlan(g, fused)).c_str(), stdout);
-    return 0;
+    std::fputs(weft::ir::printPlan(*g, weft::ir::lowerToPlan(*g, fused)).c_str(), stdout);
   }
-  if (seeds < 0) {
-    std::fputs((weft::ir::printGraph(*graph) + axes).c_str(), stdout);
-    return 0;
-  }
-  weft::ir::Graph& g = *graph;
-  auto s = static_cast<size_t>(seeds), n = static_cast<size_t>(grads);
-  // After --mask-rows the last argument is the valid-row mask; the seeds come before it, as in
-  // compile() (which masks after appending the output gradients).
-  const size_t after = maskSize > 0 ? 1 : 0;
-  if (s + after > g.arguments().size() || n > g.outputs().size()) {
-    std::fprintf(stderr,
-                 "%s: error: --split=%zu,%zu: the graph has %zu arguments and %zu outputs\n",
-                 path.c_str(), s, n, g.arguments().size(), g.outputs().size());
-    return 1;
-  }
-  std::vector<weft::ir::ValueId> seedValues(g.arguments().end() - static_cast<long>(s + after),
-                                            g.arguments().end() - static_cast<long>(after));
-  std::vector<weft::ir::ValueId> gradValues(g.outputs().end() - static_cast<long>(n),
-                                            g.outputs().end());
-  g.mutableOutputs().resize(g.outputs().size() - n);
-  auto split = weft::passes::splitForwardBackward(g, seedValues, gradValues);
-  if (!split) {
-    std::fprintf(stderr, "%s: error: %s\n", path.c_str(), split.diagnostic().message.c_str());
-    return 1;
-  }
-  std::fputs(weft::ir::printGraph(split.value().forward).c_str(), stdout);
-  std::fputs(weft::ir::printGraph(split.value().backward).c_str(), stdout);
   return 0;
 }

@@ -252,24 +252,35 @@ std::string describeChange(const Signature& before, const Signature& now) {
   return os.str();
 }
 
-/// The pass pipeline every compiled graph runs (passes::compilePipeline): simplify, fold, share,
+/// The pass pipeline compile() runs (passes::compilePipeline) as two pass managers: the passes over
+/// the whole program (output gradients, padded-row masking, the forward/backward split), then the
+/// passes over each graph, which a graph the executable cache holds skips: simplify, fold, share,
 /// drop what no output needs, recompute in the backward what is cheaper than keeping, move up
 /// what frees more than it keeps (hoist), expand softmax and split sums for kernels to compute,
 /// then group elementwise nodes into kernels.
-void optimize(ir::Graph& g, const codegen::CpuTarget& target) {
-  passes::PassManager pm;
+struct Pipeline {
+  passes::PassManager program, graph;
+};
+
+Pipeline pipeline(const codegen::CpuTarget& target) {
+  Pipeline p;
   // The fuse pass lets matmuls lead the groups reading them where measurement says the generated
   // GEMM wins (not without codegen: the group would run in the interpreter node by node). Nor are
   // softmaxes expanded or sums split then: they serve kernels; the interpreter's softmax and sum
   // are one step each.
   const bool codegen = debugFlag("WEFT_CODEGEN").value_or("1") != "0";
+  bool graphPasses = false;
   for (const std::string& name : passes::compilePipeline()) {
     if ((name == "expand-softmax" || name == "split-sums") && !codegen) continue;
-    pm.add(name == "fuse" && codegen ? passes::createFuse(matmulChooser(target))
-                                     : passes::createPass(name));
+    std::unique_ptr<passes::Pass> pass = name == "fuse" && codegen
+                                             ? passes::createFuse(matmulChooser(target))
+                                             : passes::createPass(name);
+    WEFT_INTERNAL_ASSERT(!(pass->onProgram() && graphPasses), "program pass '", name,
+                         "' after a graph pass in the pipeline");
+    graphPasses = graphPasses || !pass->onProgram();
+    (pass->onProgram() ? p.program : p.graph).add(std::move(pass));
   }
-  auto r = pm.run(g);
-  if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);
+  return p;
 }
 
 /// `g` as a runtime executable: the fuse pass's kernels run as generated code, loaded on the CPU
@@ -407,11 +418,12 @@ void checkArgumentWrites(TraceContext& tc, const std::vector<Tensor>& args) {
 }
 
 /// A constant the function made is made anew by every eager call: its writes do not carry over.
-void dropWritesToOwnConstants(TraceContext& tc) {
-  const std::vector<ir::ValueId>& states = tc.graph.state();
-  std::erase_if(tc.graph.mutableStateUpdates(), [&](const ir::StateUpdate& u) {
+/// `g`'s state inputs are `state`.
+void dropWritesToOwnConstants(ir::Graph& g, const std::vector<Tensor>& state) {
+  const std::vector<ir::ValueId>& states = g.state();
+  std::erase_if(g.mutableStateUpdates(), [&](const ir::StateUpdate& u) {
     auto k = static_cast<size_t>(std::find(states.begin(), states.end(), u.state) - states.begin());
-    return tc.state[k].impl()->madeInTrace;
+    return state[k].impl()->madeInTrace;
   });
 }
 
@@ -460,42 +472,55 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
                        problems.empty() ? "" : problems[0].message);
   if (!tc.guards.empty()) planGuards(tc, *exe);
   if (exe->gradMode && !tc.argumentWrites.empty()) checkArgumentWrites(tc, args);
-  std::optional<OutputGradients> og;
-  if (exe->gradMode && !tc.usedAutodiff) og = appendOutputGradients(tc, args, exe->numOutputs);
-  if (dyn) maskPadding(tc, fn, args, *dyn, *exe, og, loc);
-  if (og) splitOutputGradients(tc, std::move(*og), *exe);
-  dropWritesToOwnConstants(tc);
+  // The program the pipeline compiles: the traced graph, the gradients eager autograd will ask
+  // of its outputs (unless the function differentiated itself), and under dynamic_dim a second
+  // trace at another size (the probe).
+  passes::Program program;
+  program.graph = std::move(tc.graph);
+  std::optional<CompiledSignature::Backward> bw;
+  if (exe->gradMode && !tc.usedAutodiff)
+    bw = askOutputGradients(tc, program, args, exe->numOutputs);
+  std::unique_ptr<TraceContext> probe;
+  if (dyn) probe = addProbe(program, fn, args, *dyn, exe->numOutputs, loc);
   // With WEFT_TIME_PASSES=1: how long tracing, the pass pipelines and code generation took.
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
   };
   double traced = since(start), passesMs = 0, codegenMs = 0;
+  auto t = Clock::now();
+  Pipeline pipe = pipeline(target);
+  if (auto r = pipe.program.run(program); !r)
+    throwError(r.diagnostic().kind, r.diagnostic().message);
+  passesMs += since(t);
+  if (probe) finishMasking(tc, *probe, program, *exe);
+  if (program.backward) takeBackward(program, std::move(*bw), *exe);
+  dropWritesToOwnConstants(program.graph, tc.state);
   int cached = 0;
   // Each graph's executable comes from the disk cache where an earlier compilation (this process
-  // or another) built it; else from the pass pipeline and code generation, and is cached.
-  auto optimizeAndLower = [&](ir::Graph& g, Executable& program) {
-    auto t = Clock::now();
+  // or another) built it; else from the graph passes and code generation, and is cached.
+  auto optimizeAndLower = [&](ir::Graph& g, Executable& executable) {
+    t = Clock::now();
     const std::string key = executableKey(g, target);
     if (std::optional<Executable> hit = readExecutable(key, exe->numKernels)) {
-      program = std::move(*hit);
+      executable = std::move(*hit);
       codegenMs += since(t);
       ++cached;
       return false;
     }
-    optimize(g, target);
+    if (auto r = pipe.graph.run(g); !r) throwError(r.diagnostic().kind, r.diagnostic().message);
     passesMs += since(t);
     t = Clock::now();
     const size_t before = exe->numKernels;
     bool complete = false;
-    program = lower(g, target, exe->numKernels, complete);
+    executable = lower(g, target, exe->numKernels, complete);
     // A kernel that fell back to the interpreter (a link that failed for want of disk space, say)
     // is built again next time rather than kept.
-    if (complete) writeExecutable(key, program, exe->numKernels - before);
+    if (complete) writeExecutable(key, executable, exe->numKernels - before);
     codegenMs += since(t);
     return true;
   };
-  exe->graphOptimized = optimizeAndLower(tc.graph, exe->program);
+  exe->graphOptimized = optimizeAndLower(program.graph, exe->program);
   if (exe->backward) optimizeAndLower(*exe->backward->graph, exe->backward->program);
   if (debugFlag("WEFT_TIME_PASSES").value_or("0") == "1")
     std::fprintf(stderr,
@@ -506,7 +531,7 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   exe->argumentWrites = tc.argumentWrites;
   exe->keptTensors = tc.keptTensors;
   exe->flags = tc.flags;
-  exe->graph = std::make_shared<ir::Graph>(std::move(tc.graph));
+  exe->graph = std::make_shared<ir::Graph>(std::move(program.graph));
   exe->buildMs =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return exe;
@@ -839,7 +864,8 @@ std::string CompiledFunction::graph_text() const {
   // Its executable came from the disk cache: the pipeline runs on a copy, outside the lock (the
   // fuse pass may measure a GEMM shape no cache entry has), with today's settings.
   ir::Graph g = *latest->graph;
-  optimize(g, target);
+  if (auto r = pipeline(target).graph.run(g); !r)
+    throwError(r.diagnostic().kind, r.diagnostic().message);
   return ir::printGraph(g);
 }
 

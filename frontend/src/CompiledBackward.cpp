@@ -1,12 +1,9 @@
-// Eager autograd through compiled outputs: the outputs' gradients appended to the traced graph,
-// split into forward and backward (as AOTAutograd does), and the autograd node that runs the
-// backward plan.
+// Eager autograd through compiled outputs: the program asks the pipeline for the outputs'
+// gradients (its output-grads and split passes make the forward and backward graphs, as
+// AOTAutograd does), and the autograd node that runs the backward plan.
 #include "CompiledSignature.h"
 #include "weft/Autograd.h"
 #include "weft/Functions.h"
-#include "weft/passes/Autodiff.h"
-#include "weft/passes/GraphBuilder.h"
-#include "weft/passes/Split.h"
 
 #include <algorithm>
 
@@ -86,68 +83,50 @@ private:
 
 } // namespace
 
-std::optional<OutputGradients>
-appendOutputGradients(TraceContext& tc, const std::vector<Tensor>& args, size_t numOutputs) {
-  ir::Graph& g = tc.graph;
-  OutputGradients og;
-  CompiledSignature::Backward& bw = og.backward;
-  std::vector<ir::ValueId> wrt;
+std::optional<CompiledSignature::Backward> askOutputGradients(TraceContext& tc,
+                                                              passes::Program& program,
+                                                              const std::vector<Tensor>& args,
+                                                              size_t numOutputs) {
+  const ir::Graph& g = program.graph;
+  CompiledSignature::Backward bw;
+  program.wrt.clear();
   for (size_t i = 0; i < args.size(); ++i)
     if (args[i].requires_grad()) {
       bw.wrtArgs.push_back(i);
-      wrt.push_back(g.arguments()[i]);
+      program.wrt.push_back(g.arguments()[i]);
     }
   for (size_t k = 0; k < tc.state.size(); ++k)
     if (tc.state[k].requires_grad()) {
       bw.wrtState.push_back(k);
-      wrt.push_back(g.state()[k]);
+      program.wrt.push_back(g.state()[k]);
     }
-  std::vector<passes::CustomRule> rules = tc.customRules();
-  std::vector<bool> depends = passes::differentiablyDependsOn(g, wrt, rules);
-  passes::GraphBuilder b(g);
-  passes::GValue loss;
-  for (size_t i = 0; i < numOutputs; ++i) {
-    ir::ValueId o = g.outputs()[i];
-    if (!depends[static_cast<size_t>(o)]) continue;
-    bw.outputs.push_back(i);
-    og.seeds.push_back(g.addArgument(g.type(o), "g" + std::to_string(i)));
-    passes::GValue term =
-        passes::reduce_op(OpCode::Sum, b.value(o) * b.value(og.seeds.back()), {}, false);
-    loss = loss.defined() ? loss + term : term;
-  }
-  if (og.seeds.empty()) return std::nullopt;
-  if (b.error()) throwError(b.error()->kind, b.error()->message);
-  TraceScope scope(&tc); // user-defined backward functions are traced into the graph
-  auto grads = passes::appendGradients(g, loss.id, wrt, ir::kNoValue, rules);
-  if (!grads) throwError(grads.diagnostic().kind, grads.diagnostic().message);
-  og.grads = grads.value();
-  for (ir::ValueId v : og.grads)
-    bw.computed.push_back(v != ir::kNoValue);
-  return og;
+  if (program.wrt.empty()) return std::nullopt;
+  program.differentiableOutputs = numOutputs;
+  // A user-defined backward is traced: into the trace context's graph, so it is lent the
+  // program's graph (which output-grads is appending to) while the user's code runs.
+  program.customRules = tc.customRules();
+  for (passes::CustomRule& rule : program.customRules)
+    rule.backward = [&tc, &program,
+                     user = std::move(rule.backward)](const std::vector<ir::ValueId>& grads) {
+      struct Lend {
+        ir::Graph &a, &b;
+        Lend(ir::Graph& x, ir::Graph& y) : a(x), b(y) { std::swap(a, b); }
+        ~Lend() { std::swap(a, b); }
+      } lend(tc.graph, program.graph);
+      TraceScope scope(&tc);
+      return user(grads);
+    };
+  return bw;
 }
 
-void splitOutputGradients(TraceContext& tc, OutputGradients og, CompiledSignature& exe) {
-  ir::Graph& g = tc.graph;
-  CompiledSignature::Backward& bw = og.backward;
-  auto split = passes::splitForwardBackward(g, og.seeds, og.grads);
-  if (!split) throwError(split.diagnostic().kind, split.diagnostic().message);
-  size_t next = g.outputs().size(); // forward outputs: the joint graph's, then the saved values
-  for (ir::ValueId v : split.value().saved) {
-    if (!g.isInput(v)) {
-      bw.saved.emplace_back(CompiledSignature::Backward::From::Output, next++);
-      continue;
-    }
-    const auto& argsV = g.arguments();
-    auto a = std::find(argsV.begin(), argsV.end(), v);
-    if (a != argsV.end()) {
-      bw.saved.emplace_back(CompiledSignature::Backward::From::Argument, a - argsV.begin());
-    } else {
-      auto st = std::find(g.state().begin(), g.state().end(), v);
-      bw.saved.emplace_back(CompiledSignature::Backward::From::State, st - g.state().begin());
-    }
-  }
-  g = std::move(split.value().forward);
-  bw.graph = std::make_shared<ir::Graph>(std::move(split.value().backward));
+void takeBackward(passes::Program& program, CompiledSignature::Backward bw,
+                  CompiledSignature& exe) {
+  for (ir::ValueId v : program.grads)
+    bw.computed.push_back(v != ir::kNoValue);
+  bw.outputs = program.seededOutputs;
+  bw.saved = program.saved;
+  bw.graph = std::make_shared<ir::Graph>(std::move(*program.backward));
+  program.backward.reset();
   exe.backward = std::move(bw);
 }
 
@@ -156,7 +135,7 @@ void attachBackward(const std::shared_ptr<CompiledSignature>& exe, const std::ve
                     const std::vector<Tensor>& all, std::vector<Tensor>& out,
                     const std::optional<DynamicCall>& dyn) {
   const CompiledSignature::Backward& bw = *exe->backward;
-  using From = CompiledSignature::Backward::From;
+  using From = passes::Program::Saved::From;
   std::vector<autograd::SavedTensor> saved;
   for (const auto& [from, i] : bw.saved)
     saved.emplace_back(from == From::Argument ? in[i]

@@ -6,6 +6,7 @@
 #include "Trace.h"
 #include "weft/Compile.h"
 #include "weft/passes/PaddedRows.h"
+#include "weft/passes/Program.h"
 #include "weft/runtime/Executable.h"
 #include "weft/runtime/Interpreter.h"
 
@@ -106,8 +107,7 @@ struct CompiledSignature {
     std::vector<size_t> wrtArgs, wrtState;
     std::vector<bool> computed; // per edge: whether the plan returns a gradient for it
     /// Per saved value: an argument, a state tensor, or a forward output (index into all outputs).
-    enum class From { Argument, State, Output };
-    std::vector<std::pair<From, size_t>> saved;
+    std::vector<passes::Program::Saved> saved;
     std::shared_ptr<ir::Graph> graph;
     Executable program;
   };
@@ -133,21 +133,17 @@ struct CompiledSignature {
   std::vector<Tensor> run(const std::vector<Tensor>& args, const std::vector<Tensor>& state) const;
 };
 
-/// The gradients of a traced function's differentiable outputs, appended to its graph: one seed
-/// argument per such output, and the gradient of each argument and state tensor requiring grad.
-struct OutputGradients {
-  std::vector<ir::ValueId> seeds, grads;
-  CompiledSignature::Backward backward;
-};
+/// Asks `program`, which holds `tc`'s traced graph, for the gradients of the function's outputs
+/// (its first `numOutputs`) with respect to the arguments and state that require grad, for eager
+/// autograd to differentiate through the compiled function (passes output-grads and split make
+/// them); none require grad: nullopt. Returns which inputs get gradients.
+std::optional<CompiledSignature::Backward> askOutputGradients(TraceContext& tc,
+                                                              passes::Program& program,
+                                                              const std::vector<Tensor>& args,
+                                                              size_t numOutputs);
 
-/// Lets eager autograd differentiate through the compiled function: when user outputs depend on
-/// arguments or state that require grad, appends their gradients to `tc`'s graph (none: nullopt).
-std::optional<OutputGradients>
-appendOutputGradients(TraceContext& tc, const std::vector<Tensor>& args, size_t numOutputs);
-
-/// Splits `tc`'s graph into a forward that also returns what the gradients read, and the backward
-/// graph an autograd node runs when backward reaches the outputs.
-void splitOutputGradients(TraceContext& tc, OutputGradients og, CompiledSignature& exe);
+/// After the split: `program`'s backward graph and what it saves become `exe`'s backward.
+void takeBackward(passes::Program& program, CompiledSignature::Backward bw, CompiledSignature& exe);
 
 /// Makes the differentiable outputs of one call outputs of an autograd node running the backward
 /// plan. `in`: the executable's arguments (`args` padded, with the valid-row mask, under
@@ -157,10 +153,16 @@ void attachBackward(const std::shared_ptr<CompiledSignature>& exe, const std::ve
                     const std::vector<Tensor>& all, std::vector<Tensor>& out,
                     const std::optional<DynamicCall>& dyn);
 
-/// Traces `fn` once more with the dynamic dimension at another size, and masks the padded rows of
-/// `tc`'s graph (see passes::maskPaddedRows); `og`, the output gradients, follow the masking.
-void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
-                 const DynamicCall& dyn, CompiledSignature& exe, std::optional<OutputGradients>& og,
-                 std::source_location loc);
+/// Traces `fn` once more with the dynamic dimension at twice the bucket's rows: the probe that
+/// mask-rows compares `program` with (passes::maskPaddedRows), asked for the same gradients.
+/// Returns the probe's trace context, which its custom rules trace into.
+std::unique_ptr<TraceContext> addProbe(passes::Program& program, const TensorFunction& fn,
+                                       const std::vector<Tensor>& args, const DynamicCall& dyn,
+                                       size_t numOutputs, std::source_location loc);
+
+/// After mask-rows: checks what the pass could not (the two traces made the same constants) and
+/// records where each output of `exe` holds the dynamic dimension.
+void finishMasking(const TraceContext& tc, const TraceContext& probe,
+                   const passes::Program& program, CompiledSignature& exe);
 
 } // namespace weft

@@ -103,42 +103,36 @@ std::optional<DynamicCall> dynamicCall(const CompileOptions& o, const std::vecto
   return c;
 }
 
-void maskPadding(TraceContext& tc, const TensorFunction& fn, const std::vector<Tensor>& args,
-                 const DynamicCall& dyn, CompiledSignature& exe, std::optional<OutputGradients>& og,
-                 std::source_location loc) {
-  TraceContext probe;
-  probe.dynamicDim = true;
+std::unique_ptr<TraceContext> addProbe(passes::Program& program, const TensorFunction& fn,
+                                       const std::vector<Tensor>& args, const DynamicCall& dyn,
+                                       size_t numOutputs, std::source_location loc) {
+  auto probe = std::make_unique<TraceContext>();
+  probe->dynamicDim = true;
   std::vector<GradEffect> probeEffects;
   int64_t probeSize = 2 * dyn.bucket;
   try {
-    traceInto(probe, fn, dyn.typesAt(args, probeSize), args, probeEffects, loc);
+    traceInto(*probe, fn, dyn.typesAt(args, probeSize), args, probeEffects, loc);
   } catch (const Error& e) {
     throwError(e.kind(), std::string("compile: dynamic_dim: the function traces with ") +
                              std::to_string(dyn.bucket) + " rows but not with " +
                              std::to_string(probeSize) +
                              "; it must work for any number of rows: " + e.what());
   }
-  if (og) appendOutputGradients(probe, args, exe.numOutputs); // the same gradients, at 2x rows
-  passes::PaddedTrace pt;
-  pt.graph = &tc.graph;
-  pt.probe = &probe.graph;
-  pt.size = dyn.bucket;
-  pt.probeSize = probeSize;
-  pt.arguments.assign(args.size(), std::nullopt);
+  program.probe = std::make_shared<passes::Program>();
+  program.probe->graph = std::move(probe->graph);
+  if (!program.wrt.empty()) askOutputGradients(*probe, *program.probe, args, numOutputs);
+  program.rows = dyn.bucket;
+  program.probeRows = probeSize;
+  program.argumentAxes.assign(args.size(), std::nullopt);
   for (size_t i : dyn.args)
-    pt.arguments[i] = passes::DynamicAxis{dyn.dim, 1};
-  auto masked = passes::maskPaddedRows(pt);
-  if (!masked) throwError(masked.diagnostic().kind, masked.diagnostic().message);
+    program.argumentAxes[i] = passes::DynamicAxis{dyn.dim, 1};
+  return probe;
+}
+
+void finishMasking(const TraceContext& tc, const TraceContext& probe,
+                   const passes::Program& program, CompiledSignature& exe) {
   checkConstantsAgree(tc, probe.state); // the same state, as the pass checked
-  const std::vector<ir::ValueId>& map = masked.value().valueMap;
-  if (og) {
-    for (ir::ValueId& v : og->seeds)
-      v = map[static_cast<size_t>(v)];
-    for (ir::ValueId& v : og->grads)
-      v = v == ir::kNoValue ? v : map[static_cast<size_t>(v)];
-  }
-  tc.graph = std::move(masked.value().graph);
-  exe.outputAxes = std::move(masked.value().outputs);
+  exe.outputAxes = program.outputAxes;
   for (const GradEffect& e : exe.gradEffects)
     WEFT_INTERNAL_ASSERT(e.of == GradEffect::Of::Argument || e.output < 0 ||
                              !exe.outputAxes[static_cast<size_t>(e.output)],

@@ -2,6 +2,8 @@
 #include "weft/passes/PaddedRows.h"
 
 #include "weft/passes/GraphBuilder.h"
+#include "weft/passes/Pass.h"
+#include "weft/passes/Program.h"
 
 #include <algorithm>
 #include <limits>
@@ -480,6 +482,42 @@ private:
 
 ir::Result<MaskedGraph> maskPaddedRows(const PaddedTrace& trace) {
   return Masker(trace).run();
+}
+
+namespace {
+
+class MaskRows : public ProgramPass {
+public:
+  std::string_view name() const override { return "mask-rows"; }
+  ir::Result<bool> run(Program& p) override {
+    if (!p.probe) return false; // no dynamic dimension, or masked already
+    if (p.backward) return ir::diag(ErrorKind::Internal, "mask-rows must run before split");
+    PaddedTrace trace;
+    trace.graph = &p.graph;
+    trace.probe = &p.probe->graph;
+    trace.size = p.rows;
+    trace.probeSize = p.probeRows;
+    trace.arguments = p.argumentAxes;
+    auto masked = maskPaddedRows(trace);
+    if (!masked) return masked.diagnostic();
+    const std::vector<ValueId>& map = masked.value().valueMap;
+    for (ValueId& v : p.seeds)
+      v = map[static_cast<size_t>(v)];
+    for (ValueId& v : p.grads)
+      v = v == ir::kNoValue ? v : map[static_cast<size_t>(v)];
+    for (ValueId& v : p.wrt)
+      v = map[static_cast<size_t>(v)];
+    p.graph = std::move(masked.value().graph);
+    p.outputAxes = std::move(masked.value().outputs);
+    p.probe.reset();
+    return true;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createMaskRows() {
+  return std::make_unique<MaskRows>();
 }
 
 } // namespace weft::passes

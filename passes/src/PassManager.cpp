@@ -3,12 +3,14 @@
 #include "weft/ir/Verifier.h"
 #include "weft/passes/Autodiff.h"
 #include "weft/passes/Pass.h"
+#include "weft/passes/Program.h"
 #include "weft/runtime/DebugFlags.h"
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <utility>
 
 namespace weft::passes {
@@ -30,8 +32,11 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
          });
        }},
       {"hoist", createHoist},
+      {"mask-rows", createMaskRows},
+      {"output-grads", createOutputGradients},
       {"remat", createRematerialize},
       {"simplify", createAlgebraicSimplification},
+      {"split", createSplit},
       {"split-sums", createSplitSums},
   };
   return r;
@@ -41,8 +46,8 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
 
 const std::vector<std::string>& compilePipeline() {
   static const std::vector<std::string> names = {
-      "simplify", "fold",  "simplify",       "cse",        "dce", "remat",
-      "dce",      "hoist", "expand-softmax", "split-sums", "fuse"};
+      "output-grads", "mask-rows", "split", "simplify", "fold",           "simplify",   "cse",
+      "dce",          "remat",     "dce",   "hoist",    "expand-softmax", "split-sums", "fuse"};
   return names;
 }
 
@@ -73,36 +78,59 @@ PassManager& PassManager::add(std::unique_ptr<Pass> pass) {
 }
 
 ir::Result<bool> PassManager::run(ir::Graph& g) {
+  Program p;
+  p.graph = std::move(g);
+  ir::Result<bool> r = run(p);
+  g = std::move(p.graph);
+  return r;
+}
+
+namespace {
+
+/// The first problem the verifier finds in one of `p`'s graphs.
+std::optional<ir::Diagnostic> verifyProgram(Program& p) {
+  for (ir::Graph* g : p.graphs())
+    if (std::vector<ir::Diagnostic> problems = ir::verify(*g); !problems.empty())
+      return problems[0];
+  return std::nullopt;
+}
+
+} // namespace
+
+ir::Result<bool> PassManager::run(Program& p) {
   bool changed = false;
   auto dump = [&](const std::string& tag) {
     if (dumpDir_.empty()) return;
     char prefix[16];
     std::snprintf(prefix, sizeof(prefix), "%02d-", dumpCounter_++);
-    std::ofstream(dumpDir_ + "/" + g.name() + "." + prefix + tag + ".weft") << ir::printGraph(g);
+    std::ofstream(dumpDir_ + "/" + p.graph.name() + "." + prefix + tag + ".weft")
+        << printProgram(p);
   };
   dump("input");
   // Passes read attributes and shapes the verifier has checked (Attrs accessors cannot fail on
   // them): a graph that does not verify is a diagnostic here, before any pass runs.
-  if (std::vector<ir::Diagnostic> problems = ir::verify(g); !problems.empty())
-    return ir::diag(problems[0].kind, "the graph does not verify: ", problems[0].message);
+  if (std::optional<ir::Diagnostic> problem = verifyProgram(p))
+    return ir::diag(problem->kind, "the graph does not verify: ", problem->message);
   for (const auto& pass : passes_) {
     auto start = std::chrono::steady_clock::now();
-    ir::Result<bool> r = pass->run(g);
+    ir::Result<bool> r = pass->run(p);
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    // An internal error names the pass that found it (for the report); an error in the user's
+    // program reads as the pass wrote it (it names the user's line).
+    if (!r && r.diagnostic().kind != ErrorKind::Internal) return r.diagnostic();
     if (!r) return ir::diag(r.diagnostic().kind, pass->name(), ": ", r.diagnostic().message);
     changed = changed || r.value();
     if (timePasses_)
       std::fprintf(stderr, "[weft] pass %-14s %8.3f ms  %s\n", std::string(pass->name()).c_str(),
                    ms, r.value() ? "changed" : "unchanged");
-    std::vector<ir::Diagnostic> problems = ir::verify(g);
-    if (!problems.empty())
+    if (std::optional<ir::Diagnostic> problem = verifyProgram(p))
       return ir::diag(ErrorKind::Internal,
                       "internal error, please report: the graph does not verify after pass '",
-                      pass->name(), "': ", problems[0].message);
+                      pass->name(), "': ", problem->message);
     if (printAfter_ == "all" || printAfter_ == pass->name())
       std::fprintf(stderr, "// ----- after %s (%s)\n%s", std::string(pass->name()).c_str(),
-                   r.value() ? "changed" : "unchanged", ir::printGraph(g).c_str());
+                   r.value() ? "changed" : "unchanged", printProgram(p).c_str());
     dump(std::string(pass->name()));
   }
   return changed;

@@ -1,6 +1,9 @@
 // Forward/backward split: seed-dependent nodes go to the backward, their other operands are saved.
 #include "weft/passes/Split.h"
 
+#include "weft/passes/Pass.h"
+#include "weft/passes/Program.h"
+
 #include <algorithm>
 
 namespace weft::passes {
@@ -117,6 +120,52 @@ ir::Result<ForwardBackward> splitForwardBackward(const ir::Graph& g,
   for (ValueId v : roots)
     fb.backward.addOutput(map[static_cast<size_t>(v)]);
   return fb;
+}
+
+namespace {
+
+/// Where the forward of `fb` has each saved value: an argument or state of its own (numbered as
+/// the forward numbers them), or an output after the joint graph's.
+std::vector<Program::Saved> savedPlaces(const ir::Graph& joint, const ForwardBackward& fb) {
+  const ir::Graph& f = fb.forward;
+  std::vector<Program::Saved> places;
+  size_t next = joint.outputs().size();
+  for (ValueId v : fb.saved) {
+    if (!joint.isInput(v)) {
+      places.push_back({Program::Saved::From::Output, next++});
+      continue;
+    }
+    ValueId mine = fb.forwardMap[static_cast<size_t>(v)];
+    auto a = std::find(f.arguments().begin(), f.arguments().end(), mine);
+    if (a != f.arguments().end()) {
+      places.push_back(
+          {Program::Saved::From::Argument, static_cast<size_t>(a - f.arguments().begin())});
+      continue;
+    }
+    auto s = std::find(f.state().begin(), f.state().end(), mine);
+    places.push_back({Program::Saved::From::State, static_cast<size_t>(s - f.state().begin())});
+  }
+  return places;
+}
+
+class Split : public ProgramPass {
+public:
+  std::string_view name() const override { return "split"; }
+  ir::Result<bool> run(Program& p) override {
+    if (p.seeds.empty() || p.backward) return false; // no gradients, or split already
+    auto fb = splitForwardBackward(p.graph, p.seeds, p.grads);
+    if (!fb) return fb.diagnostic();
+    p.saved = savedPlaces(p.graph, fb.value());
+    p.graph = std::move(fb.value().forward);
+    p.backward = std::move(fb.value().backward);
+    return true;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createSplit() {
+  return std::make_unique<Split>();
 }
 
 } // namespace weft::passes

@@ -11,13 +11,30 @@
 
 namespace weft::passes {
 
-/// One transformation of a graph. run() reports whether it changed the graph, or a diagnostic.
+struct Program;
+
+/// One transformation of a graph, or of a whole program (Program.h). run() reports whether it
+/// changed it, or a diagnostic.
 class Pass {
 public:
   virtual ~Pass() = default;
   /// The name weft-opt and WEFT_PRINT_IR_AFTER use ("dce").
   virtual std::string_view name() const = 0;
+  /// A graph pass transforms one graph; on a program it runs on each of the program's graphs.
   virtual ir::Result<bool> run(ir::Graph& g) = 0;
+  virtual ir::Result<bool> run(Program& p);
+  /// Whether it works on the whole program (output-grads, mask-rows, split): on a graph alone it
+  /// finds nothing to do (no gradients asked for, no probe), and in compile()'s pipeline it comes
+  /// before the graph passes.
+  virtual bool onProgram() const { return false; }
+};
+
+/// Base of the passes that transform a whole program.
+class ProgramPass : public Pass {
+public:
+  ir::Result<bool> run(ir::Graph& g) override;
+  ir::Result<bool> run(Program& p) override = 0;
+  bool onProgram() const override { return true; }
 };
 
 /// Removes nodes whose results reach no output and no state update.
@@ -55,22 +72,35 @@ using MatmulChooser =
 /// With `chooseMatmul`, matmuls it picks lead the groups that read them (their epilogues) or run
 /// as kernels of their own.
 std::unique_ptr<Pass> createFuse(MatmulChooser chooseMatmul = {});
-/// The passes compile() runs on every graph, in order: simplify, fold, simplify, cse, dce,
-/// remat, dce, hoist, expand-softmax, split-sums, fuse.
+/// "output-grads": appends the gradients of the program's differentiable outputs with respect to
+/// its `wrt` values, each output seeded by a new argument (OutputGradients.cpp).
+std::unique_ptr<Pass> createOutputGradients();
+/// "mask-rows": masks the padded rows of the program's dynamic dimension (maskPaddedRows, given
+/// the probe trace), keeping its seeds and gradients in step.
+std::unique_ptr<Pass> createMaskRows();
+/// "split": splits a program holding output gradients into its forward and backward graphs
+/// (splitForwardBackward) and records what the backward saves.
+std::unique_ptr<Pass> createSplit();
+/// The passes compile() runs, in order: on the program output-grads, mask-rows, split; then on
+/// each graph simplify, fold, simplify, cse, dce, remat, dce, hoist, expand-softmax, split-sums,
+/// fuse. The program passes come first: compile()'s executable cache keys each graph as the
+/// graph passes receive it.
 const std::vector<std::string>& compilePipeline();
 /// The pass called `name`, or null if there is none.
 std::unique_ptr<Pass> createPass(std::string_view name);
 /// Names of every registered pass.
 std::vector<std::string> passNames();
 
-/// Runs passes in order, verifying the graph after each. Honors WEFT_PRINT_IR_AFTER (a pass name
-/// or "all"), WEFT_DUMP_DIR (writes NN-<pass>.weft files), WEFT_TIME_PASSES=1 and
-/// WEFT_SKIP_PASSES (passes add() leaves out).
+/// Runs passes in order, verifying the program's graphs after each; an internal error's diagnostic
+/// names the pass. Honors WEFT_PRINT_IR_AFTER (a pass name or "all"), WEFT_DUMP_DIR (writes
+/// NN-<pass>.weft files), WEFT_TIME_PASSES=1 and WEFT_SKIP_PASSES (passes add() leaves out).
 class PassManager {
 public:
   PassManager();
   PassManager& add(std::unique_ptr<Pass> pass);
-  /// Runs the pipeline; true if any pass changed the graph.
+  /// Runs the pipeline; true if any pass changed the program.
+  ir::Result<bool> run(Program& p);
+  /// Runs the pipeline on a program of the one graph `g` (a program pass finds nothing to do).
   ir::Result<bool> run(ir::Graph& g);
 
 private:
