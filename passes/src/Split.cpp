@@ -65,14 +65,23 @@ ir::Result<ForwardBackward> splitForwardBackward(const ir::Graph& g,
   std::vector<ValueId> roots;
   for (ValueId v : grads)
     if (v != ir::kNoValue) roots.push_back(v);
-  std::vector<bool> notFromSeed(numValues);
+  // Constants (values computed from no input: fills, aranges, a causal mask) are computed again
+  // where the backward reads them rather than saved: that costs less than keeping them alive
+  // between the two, and lets the backward's passes see the values (a multiplication by ones).
+  std::vector<bool> constant(numValues, false);
+  for (const ir::Node& n : g.nodes())
+    constant[static_cast<size_t>(n.result)] =
+        std::all_of(n.operands.begin(), n.operands.end(),
+                    [&](ValueId o) { return constant[static_cast<size_t>(o)]; });
+  std::vector<bool> stop(numValues);
   for (size_t v = 0; v < numValues; ++v)
-    notFromSeed[v] = !fromSeed[v];
-  std::vector<bool> backwardNodes = needed(g, roots, notFromSeed);
+    stop[v] = !fromSeed[v] && !constant[v];
+  std::vector<bool> backwardNodes = needed(g, roots, stop);
   ForwardBackward fb;
   std::vector<bool> isSaved(numValues, false);
   auto save = [&](ValueId v) {
-    if (!fromSeed[static_cast<size_t>(v)] && !isSaved[static_cast<size_t>(v)]) {
+    if (!fromSeed[static_cast<size_t>(v)] && !constant[static_cast<size_t>(v)] &&
+        !isSaved[static_cast<size_t>(v)]) {
       isSaved[static_cast<size_t>(v)] = true;
       fb.saved.push_back(v);
     }

@@ -23,7 +23,8 @@ struct ForwardBackward {
 
 /// Splits `joint`, whose arguments end with `seeds` (the gradients of its outputs, used only by
 /// gradient nodes) and which computes `grads` from them. A node belongs to the backward when it
-/// depends on a seed; every other node runs in the forward, including ones only the backward needs.
+/// depends on a seed; every other node runs in the forward, including ones only the backward needs,
+/// except constants (computed from no input), which the backward computes itself.
 ir::Result<ForwardBackward> splitForwardBackward(const ir::Graph& joint,
                                                  const std::vector<ir::ValueId>& seeds,
                                                  const std::vector<ir::ValueId>& grads);
