@@ -262,13 +262,18 @@ struct Pipeline {
   passes::PassManager program, graph;
 };
 
-Pipeline pipeline(const codegen::CpuTarget& target) {
+/// Whether compile() generates code for an executable: not with WEFT_CODEGEN=0, nor for one that
+/// runs `once` (its function kept tensors it made, and the next call traces again).
+bool generatesCode(bool once) {
+  return !once && debugFlag("WEFT_CODEGEN").value_or("1") != "0";
+}
+
+Pipeline pipeline(const codegen::CpuTarget& target, bool codegen) {
   Pipeline p;
   // The fuse pass lets matmuls lead the groups reading them where measurement says the generated
   // GEMM wins (not without codegen: the group would run in the interpreter node by node). Nor are
   // softmaxes expanded or sums split then: they serve kernels; the interpreter's softmax and sum
   // are one step each.
-  const bool codegen = debugFlag("WEFT_CODEGEN").value_or("1") != "0";
   bool graphPasses = false;
   for (const std::string& name : passes::compilePipeline()) {
     if ((name == "expand-softmax" || name == "split-sums") && !codegen) continue;
@@ -284,13 +289,14 @@ Pipeline pipeline(const codegen::CpuTarget& target) {
 }
 
 /// `g` as a runtime executable: the fuse pass's kernels run as generated code, loaded on the CPU
-/// (unless WEFT_CODEGEN=0 or codegen cannot lower a group, when the interpreter runs every node).
-Executable lower(const ir::Graph& g, const codegen::CpuTarget& target, size_t& numKernels,
-                 bool& complete) {
+/// (unless `codegen` is false or codegen cannot lower a group, when the interpreter runs every
+/// node).
+Executable lower(const ir::Graph& g, const codegen::CpuTarget& target, bool codegen,
+                 size_t& numKernels, bool& complete) {
   complete = true; // every group codegen was asked for became a kernel
   std::vector<ir::FusedKernel> fused;
   KernelTable table;
-  if (debugFlag("WEFT_CODEGEN").value_or("1") != "0") {
+  if (codegen) {
     std::vector<ir::FusionGroup> groups = g.kernels();
     // A group codegen cannot lower runs in the interpreter, node by node, where the group runs
     // (the other kernels' in-place writes assume it); WEFT_LOG_FALLBACKS=1 says which and why.
@@ -335,18 +341,20 @@ Executable lower(const ir::Graph& g, const codegen::CpuTarget& target, size_t& n
   return e;
 }
 
-/// The disk cache's key for the executable graph `g` becomes: the graph entering the pipeline, the
-/// target, the compiler's version, the threads (GEMM choices are measured per thread count) and
-/// the settings that change what the pipeline builds. Empty, so nothing is cached, when the cache
-/// is off or a setting asks to watch the pipeline at work (it would have nothing to show).
-std::string executableKey(const ir::Graph& g, const codegen::CpuTarget& target) {
+/// The disk cache's key for the executable graph `g` becomes: the graph entering the graph passes,
+/// the target, the compiler's version, the threads (GEMM choices are measured per thread count),
+/// whether code is generated and the settings that change what the pipeline builds. Empty, so
+/// nothing is cached, when the cache is off or a setting asks to watch the pipeline at work (it
+/// would have nothing to show).
+std::string executableKey(const ir::Graph& g, const codegen::CpuTarget& target, bool codegen) {
   for (const char* watch :
        {"WEFT_PRINT_IR_AFTER", "WEFT_PRINT_PLAN", "WEFT_DUMP_DIR", "WEFT_LOG_FALLBACKS"})
     if (auto v = debugFlag(watch); v && !v->empty() && *v != "0") return "";
   if (codegen::kernelCacheDir().empty()) return "";
   std::string key = "weft-executable 1 " + codegen::compilerVersion() + "\n" + target.codeTarget() +
                     "\nthreads " + std::to_string(getNumThreads()) + "\n";
-  for (const char* setting : {"WEFT_CODEGEN", "WEFT_GEMM", "WEFT_SKIP_PASSES"})
+  key += codegen ? "code\n" : "interpreted\n";
+  for (const char* setting : {"WEFT_GEMM", "WEFT_SKIP_PASSES"})
     key += std::string(setting) + "=" + debugFlag(setting).value_or("") + "\n";
   // Without source locations: no step of an executable carries one.
   return key + "graph " + codegen::digestHex(ir::keyBytes(g, false)) + "\n";
@@ -489,7 +497,11 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   };
   double traced = since(start), passesMs = 0, codegenMs = 0;
   auto t = Clock::now();
-  Pipeline pipe = pipeline(target);
+  // A function that kept tensors it made (an optimizer's state, made on its first step) is
+  // traced again at the next call: code generated for this one call would cost more than it
+  // saves, so the interpreter runs it.
+  const bool codegen = generatesCode(tc.keptTensors);
+  Pipeline pipe = pipeline(target, codegen);
   if (auto r = pipe.program.run(program); !r)
     throwError(r.diagnostic().kind, r.diagnostic().message);
   passesMs += since(t);
@@ -501,7 +513,7 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   // or another) built it; else from the graph passes and code generation, and is cached.
   auto optimizeAndLower = [&](ir::Graph& g, Executable& executable) {
     t = Clock::now();
-    const std::string key = executableKey(g, target);
+    const std::string key = executableKey(g, target, codegen);
     if (std::optional<Executable> hit = readExecutable(key, exe->numKernels)) {
       executable = std::move(*hit);
       codegenMs += since(t);
@@ -513,7 +525,7 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
     t = Clock::now();
     const size_t before = exe->numKernels;
     bool complete = false;
-    executable = lower(g, target, exe->numKernels, complete);
+    executable = lower(g, target, codegen, exe->numKernels, complete);
     // A kernel that fell back to the interpreter (a link that failed for want of disk space, say)
     // is built again next time rather than kept.
     if (complete) writeExecutable(key, executable, exe->numKernels - before);
@@ -864,7 +876,7 @@ std::string CompiledFunction::graph_text() const {
   // Its executable came from the disk cache: the pipeline runs on a copy, outside the lock (the
   // fuse pass may measure a GEMM shape no cache entry has), with today's settings.
   ir::Graph g = *latest->graph;
-  if (auto r = pipeline(target).graph.run(g); !r)
+  if (auto r = pipeline(target, generatesCode(latest->keptTensors)).graph.run(g); !r)
     throwError(r.diagnostic().kind, r.diagnostic().message);
   return ir::printGraph(g);
 }
