@@ -1,13 +1,14 @@
 // weft-opt: reads a program in text form (a graph; with --rows, the graph traced with the dynamic
 // dimension at SIZE rows, then the one traced at PROBE rows), verifies it, runs the passes named
 // on the command line in order (--pipeline: compile()'s, passes::compilePipeline), and prints the
-// result: its graphs (the forward, and the backward after --split) and which outputs hold the
-// dynamic dimension after --mask-rows. For --output-grads the gradients asked for are those of
-// every output with respect to every floating argument and state; --seeds=S,G instead says the
-// graph holds them already (its last S arguments are the seeds, its last G outputs the
-// gradients). With --lower it prints the runtime plan each graph lowers to (steps, each fuse-pass
-// kernel as one launch, and the memory plan) instead, and with --lower=interpret:K,... the plan
-// where codegen failed kernels K. Used by the golden tests (lit + FileCheck).
+// result: its graphs (the forward, and the backward after --split), which outputs hold the
+// dynamic dimension after --mask-rows, and after --lower the runtime plan of each graph (steps,
+// each fuse-pass kernel one launch of a table without code; with --lower=interpret:K,... kernels
+// K lowered as codegen failing them would be), with the memory plan after --plan-memory. For
+// --output-grads the gradients asked for are those of every output with respect to every
+// floating argument and state; --seeds=S,G instead says the graph holds them already (its last S
+// arguments are the seeds, its last G outputs the gradients). Used by the golden tests (lit +
+// FileCheck).
 #include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
@@ -31,13 +32,14 @@ int usage() {
     names += " --" + n;
   std::fprintf(stderr,
                "usage: weft-opt [--rows=SIZE,PROBE] [--seeds=SEEDS,GRADS] [--pipeline | "
-               "passes...] [--lower[=interpret:K,...]] [file | -]\n"
+               "passes...] [file | -]\n"
                "  passes:%s\n"
                "  --rows=SIZE,PROBE: the file holds two graphs, traced with SIZE and with PROBE\n"
                "    rows of a dynamic dimension (for --mask-rows)\n"
                "  --seeds=SEEDS,GRADS: the last SEEDS arguments are output gradients' seeds, the\n"
                "    last GRADS outputs the gradients (for --split)\n"
-               "  --lower=interpret:K,...: kernels K lowered as codegen failing them would be\n",
+               "  --lower=interpret:K,...: lower, kernels K lowered as codegen failing them\n"
+               "    would be (--lower: each kernel one launch of a table without code)\n",
                names.c_str());
   return 2;
 }
@@ -74,17 +76,11 @@ int main(int argc, char** argv) {
   std::string path = "-";
   long seeds = -1, grads = -1;    // --seeds
   long rows = -1, probeRows = -1; // --rows
-  bool lower = false;
-  std::vector<long> interpreted; // --lower=interpret:K,...: kernels without code
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") return usage();
-    if (arg == "--lower") {
-      lower = true;
-      continue;
-    }
     if (arg.rfind("--lower=interpret:", 0) == 0) {
-      lower = true;
+      std::vector<long> interpreted; // kernels lowered as if codegen had failed them
       std::stringstream list(arg.substr(std::string("--lower=interpret:").size()));
       for (std::string k; std::getline(list, k, ',');) {
         char* end = nullptr;
@@ -92,6 +88,15 @@ int main(int argc, char** argv) {
         if (k.empty() || *end != '\0' || v < 0) return usage();
         interpreted.push_back(v);
       }
+      pm.add(weft::passes::createLower([interpreted](const weft::ir::Graph& g) {
+        weft::passes::GeneratedKernels r; // a table without code: nothing runs here
+        for (size_t k = 0; k < g.kernels().size(); ++k)
+          r.kernelOf.push_back(
+              std::count(interpreted.begin(), interpreted.end(), static_cast<long>(k)) > 0
+                  ? -1
+                  : static_cast<int32_t>(k));
+        return weft::ir::Result<weft::passes::GeneratedKernels>(std::move(r));
+      }));
       continue;
     }
     if (arg.rfind("--rows=", 0) == 0) {
@@ -173,20 +178,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: error: %s\n", path.c_str(), r.diagnostic().message.c_str());
     return 1;
   }
-  if (!lower) {
-    std::fputs(weft::passes::printProgram(program).c_str(), stdout);
-    return 0;
-  }
-  // Each kernel of the fuse pass as one launch (of a table without code: nothing runs here), or
-  // as interpreter steps where --lower=interpret: names it.
-  for (weft::ir::Graph* g : program.graphs()) {
-    std::vector<weft::ir::FusedKernel> fused;
-    for (size_t k = 0; k < g->kernels().size(); ++k) {
-      bool none = std::find(interpreted.begin(), interpreted.end(), static_cast<long>(k)) !=
-                  interpreted.end();
-      fused.push_back({g->kernels()[k], none ? -1 : static_cast<int32_t>(k)});
-    }
-    std::fputs(weft::ir::printPlan(*g, weft::ir::lowerToPlan(*g, fused)).c_str(), stdout);
-  }
+  std::fputs(weft::passes::printProgram(program).c_str(), stdout);
   return 0;
 }

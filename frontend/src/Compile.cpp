@@ -253,11 +253,12 @@ std::string describeChange(const Signature& before, const Signature& now) {
 }
 
 /// The pass pipeline compile() runs (passes::compilePipeline) as two pass managers: the passes over
-/// the whole program (output gradients, padded-row masking, the forward/backward split), then the
-/// passes over each graph, which a graph the executable cache holds skips: simplify, fold, share,
-/// drop what no output needs, recompute in the backward what is cheaper than keeping, move up
-/// what frees more than it keeps (hoist), expand softmax and split sums for kernels to compute,
-/// then group elementwise nodes into kernels.
+/// the whole program (output gradients, padded-row masking, the forward/backward split), then from
+/// the first graph pass on the passes each graph runs alone, which a graph the executable cache
+/// holds skips: simplify, fold, share, drop what no output needs, recompute in the backward what
+/// is cheaper than keeping, move up what frees more than it keeps (hoist), expand softmax and
+/// split sums for kernels to compute, group elementwise nodes into kernels, and with `compile`
+/// lower to an executable (its kernels compiled by `compile`) and plan its memory.
 struct Pipeline {
   passes::PassManager program, graph;
 };
@@ -268,7 +269,8 @@ bool generatesCode(bool once) {
   return !once && debugFlag("WEFT_CODEGEN").value_or("1") != "0";
 }
 
-Pipeline pipeline(const codegen::CpuTarget& target, bool codegen) {
+Pipeline pipeline(const codegen::CpuTarget& target, bool codegen,
+                  passes::KernelCompiler compile = {}) {
   Pipeline p;
   // The fuse pass lets matmuls lead the groups reading them where measurement says the generated
   // GEMM wins (not without codegen: the group would run in the interpreter node by node). Nor are
@@ -277,68 +279,61 @@ Pipeline pipeline(const codegen::CpuTarget& target, bool codegen) {
   bool graphPasses = false;
   for (const std::string& name : passes::compilePipeline()) {
     if ((name == "expand-softmax" || name == "split-sums") && !codegen) continue;
+    if ((name == "lower" || name == "plan-memory") && !compile) continue;
     std::unique_ptr<passes::Pass> pass = name == "fuse" && codegen
                                              ? passes::createFuse(matmulChooser(target))
-                                             : passes::createPass(name);
-    WEFT_INTERNAL_ASSERT(!(pass->onProgram() && graphPasses), "program pass '", name,
-                         "' after a graph pass in the pipeline");
+                                         : name == "lower" ? passes::createLower(compile)
+                                                           : passes::createPass(name);
     graphPasses = graphPasses || !pass->onProgram();
-    (pass->onProgram() ? p.program : p.graph).add(std::move(pass));
+    (graphPasses ? p.graph : p.program).add(std::move(pass));
   }
   return p;
 }
 
-/// `g` as a runtime executable: the fuse pass's kernels run as generated code, loaded on the CPU
-/// (unless `codegen` is false or codegen cannot lower a group, when the interpreter runs every
-/// node).
-Executable lower(const ir::Graph& g, const codegen::CpuTarget& target, bool codegen,
-                 size_t& numKernels, bool& complete) {
-  complete = true; // every group codegen was asked for became a kernel
-  std::vector<ir::FusedKernel> fused;
-  KernelTable table;
-  if (codegen) {
-    std::vector<ir::FusionGroup> groups = g.kernels();
-    // A group codegen cannot lower runs in the interpreter, node by node, where the group runs
-    // (the other kernels' in-place writes assume it); WEFT_LOG_FALLBACKS=1 says which and why.
-    // If the whole set fails (linking), every node runs in the interpreter where it stands.
+/// What the lower pass's kernel compiler did: kernels generated, whether every kernel asked for
+/// became code (a group that fell back to the interpreter, a link that failed for want of disk
+/// space, say, is built again next time rather than cached), and the milliseconds it took.
+struct CodegenStats {
+  size_t kernels = 0;
+  bool complete = true;
+  double ms = 0;
+};
+
+/// The kernel compiler of the lower pass: the fuse pass's kernels as generated code for `target`
+/// (none when `codegen` is false: every node runs in the interpreter). A group codegen cannot
+/// lower runs in the interpreter, node by node, where the group runs (the other kernels' in-place
+/// writes assume it); WEFT_LOG_FALLBACKS=1 says which and why. If the whole set fails (linking),
+/// every node runs in the interpreter where it stands.
+passes::KernelCompiler kernelCompiler(const codegen::CpuTarget& target, bool codegen,
+                                      CodegenStats& stats) {
+  return [&target, codegen, &stats](const ir::Graph& g) -> ir::Result<passes::GeneratedKernels> {
+    const auto start = std::chrono::steady_clock::now();
+    passes::GeneratedKernels r;
+    const std::vector<ir::FusionGroup>& groups = g.kernels();
+    if (!codegen || groups.empty()) return r;
     auto kernels = codegen::compileElementwise(g, groups, target);
+    stats.ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     const bool log = debugFlag("WEFT_LOG_FALLBACKS").value_or("0") == "1";
-    if (kernels) {
-      for (size_t k = 0; k < groups.size(); ++k) {
-        const int32_t kernel = kernels.value().kernelOf[k];
-        fused.push_back({groups[k], kernel});
-        numKernels += kernel >= 0 ? 1 : 0;
-        complete = complete && kernel >= 0;
-        if (kernel < 0 && log)
-          std::fprintf(stderr, "[weft] codegen: kernel %zu %s runs in the interpreter: %s\n", k,
-                       shapeString(groups[k].shape).c_str(), kernels.value().failures[k].c_str());
-      }
-      table = std::move(kernels.value().table);
-    } else if (!groups.empty()) {
-      complete = false;
+    if (!kernels) {
+      stats.complete = false;
       if (log)
         std::fprintf(stderr, "[weft] codegen: all %zu kernels run in the interpreter: %s\n",
                      groups.size(), kernels.diagnostic().message.c_str());
+      return r;
     }
-  }
-  Executable e;
-  auto describe = [&](const std::vector<ir::ValueId>& values, const char* prefix) {
-    std::vector<ExecutableValue> r;
-    for (size_t i = 0; i < values.size(); ++i) {
-      const ir::Value& v = g.value(values[i]);
-      r.push_back(
-          {v.name.empty() ? prefix + std::to_string(i) : v.name, v.type.dtype, v.type.shape});
+    for (size_t k = 0; k < groups.size(); ++k) {
+      const int32_t kernel = kernels.value().kernelOf[k];
+      stats.kernels += kernel >= 0 ? 1 : 0;
+      stats.complete = stats.complete && kernel >= 0;
+      if (kernel < 0 && log)
+        std::fprintf(stderr, "[weft] codegen: kernel %zu %s runs in the interpreter: %s\n", k,
+                     shapeString(groups[k].shape).c_str(), kernels.value().failures[k].c_str());
     }
+    r.kernelOf = std::move(kernels.value().kernelOf);
+    r.table = std::move(kernels.value().table);
     return r;
   };
-  e.arguments = describe(g.arguments(), "a");
-  e.state = describe(g.state(), "s");
-  e.outputs = describe(g.outputs(), "out");
-  e.plan = ir::lowerToPlan(g, fused, std::move(table));
-  if (debugFlag("WEFT_PRINT_PLAN").value_or("0") == "1")
-    std::fputs(ir::printPlan(g, e.plan).c_str(), stderr);
-  e.loadCode(hal::cpu());
-  return e;
 }
 
 /// The disk cache's key for the executable graph `g` becomes: the graph entering the graph passes,
@@ -501,7 +496,8 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   // traced again at the next call: code generated for this one call would cost more than it
   // saves, so the interpreter runs it.
   const bool codegen = generatesCode(tc.keptTensors);
-  Pipeline pipe = pipeline(target, codegen);
+  CodegenStats stats;
+  Pipeline pipe = pipeline(target, codegen, kernelCompiler(target, codegen, stats));
   if (auto r = pipe.program.run(program); !r)
     throwError(r.diagnostic().kind, r.diagnostic().message);
   passesMs += since(t);
@@ -510,7 +506,8 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   dropWritesToOwnConstants(program.graph, tc.state);
   int cached = 0;
   // Each graph's executable comes from the disk cache where an earlier compilation (this process
-  // or another) built it; else from the graph passes and code generation, and is cached.
+  // or another) built it; else from the rest of the pipeline (the graph passes, lowering with
+  // code generation, memory planning), and is cached.
   auto optimizeAndLower = [&](ir::Graph& g, Executable& executable) {
     t = Clock::now();
     const std::string key = executableKey(g, target, codegen);
@@ -520,23 +517,28 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
       ++cached;
       return false;
     }
-    if (auto r = pipe.graph.run(g); !r) throwError(r.diagnostic().kind, r.diagnostic().message);
-    passesMs += since(t);
-    t = Clock::now();
-    const size_t before = exe->numKernels;
-    bool complete = false;
-    executable = lower(g, target, codegen, exe->numKernels, complete);
-    // A kernel that fell back to the interpreter (a link that failed for want of disk space, say)
-    // is built again next time rather than kept.
-    if (complete) writeExecutable(key, executable, exe->numKernels - before);
-    codegenMs += since(t);
+    stats = CodegenStats{};
+    passes::Program one; // the graph alone: the executable cache holds each on its own
+    one.graph = std::move(g);
+    auto r = pipe.graph.run(one);
+    g = std::move(one.graph);
+    if (!r) throwError(r.diagnostic().kind, r.diagnostic().message);
+    WEFT_INTERNAL_ASSERT(one.executables.size() == 1, "the pipeline did not lower the graph");
+    executable = std::move(one.executables[0]);
+    if (debugFlag("WEFT_PRINT_PLAN").value_or("0") == "1")
+      std::fputs(ir::printPlan(g, executable.plan).c_str(), stderr);
+    executable.loadCode(hal::cpu());
+    exe->numKernels += stats.kernels;
+    if (stats.complete) writeExecutable(key, executable, stats.kernels);
+    codegenMs += stats.ms;
+    passesMs += since(t) - stats.ms;
     return true;
   };
   exe->graphOptimized = optimizeAndLower(program.graph, exe->program);
   if (exe->backward) optimizeAndLower(*exe->backward->graph, exe->backward->program);
   if (debugFlag("WEFT_TIME_PASSES").value_or("0") == "1")
     std::fprintf(stderr,
-                 "[weft] compile: trace %.1f ms, passes %.1f ms, codegen and lowering %.1f ms "
+                 "[weft] compile: trace %.1f ms, passes %.1f ms, code generation %.1f ms "
                  "(%zu kernels; %d of %d executables from the disk cache)\n",
                  traced, passesMs, codegenMs, exe->numKernels, cached, exe->backward ? 2 : 1);
   bindToCalls(tc, *exe);

@@ -116,6 +116,30 @@ void assignMatMulLayouts(Plan& plan, const std::vector<bool>& keep) {
 } // namespace
 
 Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused, KernelTable kernels) {
+  Plan plan = lowerSteps(g, fused, std::move(kernels));
+  planMemory(plan);
+  return plan;
+}
+
+Executable executableOf(const Graph& g, Plan plan) {
+  auto describe = [&](const std::vector<ValueId>& values, const char* prefix) {
+    std::vector<ExecutableValue> r;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const Value& v = g.value(values[i]);
+      r.push_back(
+          {v.name.empty() ? prefix + std::to_string(i) : v.name, v.type.dtype, v.type.shape});
+    }
+    return r;
+  };
+  Executable e;
+  e.arguments = describe(g.arguments(), "a");
+  e.state = describe(g.state(), "s");
+  e.outputs = describe(g.outputs(), "out");
+  e.plan = std::move(plan);
+  return e;
+}
+
+Plan lowerSteps(const Graph& g, std::span<const FusedKernel> fused, KernelTable kernels) {
   Plan plan;
   plan.kernels = std::move(kernels);
   plan.numSlots = static_cast<int32_t>(g.values().size());
@@ -165,7 +189,6 @@ Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused, KernelTable
     plan.steps.push_back(std::move(step));
   }
   assignMatMulLayouts(plan, keep);
-  planMemory(plan);
   return plan;
 }
 

@@ -32,8 +32,10 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
          });
        }},
       {"hoist", createHoist},
+      {"lower", [] { return createLower(); }},
       {"mask-rows", createMaskRows},
       {"output-grads", createOutputGradients},
+      {"plan-memory", createPlanMemory},
       {"remat", createRematerialize},
       {"simplify", createAlgebraicSimplification},
       {"split", createSplit},
@@ -46,8 +48,9 @@ const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>
 
 const std::vector<std::string>& compilePipeline() {
   static const std::vector<std::string> names = {
-      "output-grads", "mask-rows", "split", "simplify", "fold",           "simplify",   "cse",
-      "dce",          "remat",     "dce",   "hoist",    "expand-softmax", "split-sums", "fuse"};
+      "output-grads", "mask-rows", "split", "simplify",   "fold",  "simplify",
+      "cse",          "dce",       "remat", "dce",        "hoist", "expand-softmax",
+      "split-sums",   "fuse",      "lower", "plan-memory"};
   return names;
 }
 

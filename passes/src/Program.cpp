@@ -1,6 +1,7 @@
 // The program the pipeline compiles, and the pass manager's way of running passes on it.
 #include "weft/passes/Program.h"
 
+#include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/passes/Pass.h"
 
@@ -26,6 +27,10 @@ std::string printProgram(const Program& p) {
     if (a->factor > 1) text += " (x" + std::to_string(a->factor) + ")";
     text += "\n";
   }
+  std::vector<const ir::Graph*> graphs = {&p.graph};
+  if (p.backward) graphs.push_back(&*p.backward);
+  for (size_t i = 0; i < p.executables.size() && i < graphs.size(); ++i)
+    text += ir::printPlan(*graphs[i], p.executables[i].plan);
   return text;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "weft/ir/Graph.h"
+#include "weft/runtime/Executable.h"
 #include "weft/runtime/Plan.h"
 
 #include <memory>
@@ -25,6 +26,13 @@ struct FusedKernel {
 /// `kernels` (the plan keeps the table), or as interpreter steps where it has none. `g` must
 /// verify.
 Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused = {}, KernelTable kernels = {});
+/// lowerToPlan's steps without the memory plan (planMemory makes it; the plan runs without, each
+/// buffer allocated on its own): what the "lower" pass makes, "plan-memory" planning it.
+Plan lowerSteps(const Graph& g, std::span<const FusedKernel> fused = {}, KernelTable kernels = {});
+
+/// The executable that runs `plan`, lowered from `g`: its signature is g's, each value named as
+/// in `g` (or a0, s0, out0, ... where unnamed).
+Executable executableOf(const Graph& g, Plan plan);
 
 /// The steps of `plan`, lowered from `g`, one per line, with the memory plan: where each buffer a
 /// step writes lies in the arena ("at 128"; none for buffers allocated apart: outputs, state,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "weft/ir/Graph.h"
+#include "weft/runtime/Plan.h"
 
 #include <functional>
 #include <memory>
@@ -81,10 +82,24 @@ std::unique_ptr<Pass> createMaskRows();
 /// "split": splits a program holding output gradients into its forward and backward graphs
 /// (splitForwardBackward) and records what the backward saves.
 std::unique_ptr<Pass> createSplit();
-/// The passes compile() runs, in order: on the program output-grads, mask-rows, split; then on
-/// each graph simplify, fold, simplify, cse, dce, remat, dce, hoist, expand-softmax, split-sums,
-/// fuse. The program passes come first: compile()'s executable cache keys each graph as the
-/// graph passes receive it.
+/// Generated code for a graph's fuse-pass kernels (Graph::kernels): per kernel its index in the
+/// table, or -1 where codegen could not build it (the interpreter runs that group's nodes where
+/// the group runs). No indices at all: every node runs alone, in graph order.
+struct GeneratedKernels {
+  std::vector<int32_t> kernelOf;
+  KernelTable table;
+};
+using KernelCompiler = std::function<ir::Result<GeneratedKernels>(const ir::Graph&)>;
+/// "lower": turns each graph of the program into the executable that runs it (ir::lowerSteps),
+/// its kernels compiled by `compile`; without one, each kernel is a launch of a table without
+/// code (weft-opt prints such plans). Runs after fuse.
+std::unique_ptr<Pass> createLower(KernelCompiler compile = {});
+/// "plan-memory": gives each lowered executable its memory plan (runtime planMemory).
+std::unique_ptr<Pass> createPlanMemory();
+/// The passes compile() runs, in order: on the program output-grads, mask-rows, split; on each
+/// graph simplify, fold, simplify, cse, dce, remat, dce, hoist, expand-softmax, split-sums,
+/// fuse; then on the program lower and plan-memory. compile()'s executable cache keys each graph
+/// as the graph passes receive it (the passes from there on run per graph).
 const std::vector<std::string>& compilePipeline();
 /// The pass called `name`, or null if there is none.
 std::unique_ptr<Pass> createPass(std::string_view name);

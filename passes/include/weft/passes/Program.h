@@ -1,11 +1,12 @@
-// What the pass pipeline compiles: a traced function's graphs and what joins them. The program
-// passes (output-grads, mask-rows, split) work on the whole program; every other pass works on
-// each of its graphs alone.
+// What the pass pipeline compiles: a traced function's graphs, what joins them, and in the end the
+// executables that run them. The program passes (output-grads, mask-rows, split, lower,
+// plan-memory) work on the whole program; every other pass works on each of its graphs alone.
 #pragma once
 
 #include "weft/ir/Graph.h"
 #include "weft/passes/Autodiff.h"
 #include "weft/passes/PaddedRows.h"
+#include "weft/runtime/Executable.h"
 
 #include <memory>
 #include <optional>
@@ -59,11 +60,16 @@ struct Program {
   };
   std::vector<Saved> saved;
 
+  /// After "lower": per graph (in graphs() order), the executable that runs it; "plan-memory"
+  /// gives each its memory plan.
+  std::vector<Executable> executables;
+
   /// The graphs that run: `graph`, then the backward once there is one.
   std::vector<ir::Graph*> graphs();
 };
 
-/// `p` in text form: each graph, then which outputs hold a masked dynamic dimension.
+/// `p` in text form: each graph, which outputs hold a masked dynamic dimension, and each
+/// executable's plan once lowered.
 std::string printProgram(const Program& p);
 
 } // namespace weft::passes
