@@ -35,6 +35,7 @@
 #include "mlir/Dialect/Vector/Transforms/SubsetOpInterfaceImpl.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
@@ -277,6 +278,17 @@ ir::Result<std::vector<uint8_t>> compileToObject(mlir::ModuleOp module, const Cp
                                                  std::span<const KernelEntry> entries) {
   static std::atomic<int> counter{0};
   int n = counter++;
+  // MLIR's errors become the failure's text rather than lines on stderr: a kernel that fails runs
+  // in the interpreter, and WEFT_LOG_FALLBACKS=1 says why.
+  std::string errors;
+  mlir::ScopedDiagnosticHandler collect(module->getContext(), [&](mlir::Diagnostic& d) {
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Error && errors.size() < 4096)
+      errors += (errors.empty() ? "" : "; ") + d.str();
+    return mlir::success();
+  });
+  auto failure = [&](const std::string& what) {
+    return codegen::failure(errors.empty() ? what : what + ": " + errors);
+  };
   dumpModule(module, n, "input");
   if (mlir::failed(mlir::verify(module))) return failure("the generated module does not verify");
   if (mlir::failed(scheduleGemms(module))) return failure("the GEMM schedule failed");

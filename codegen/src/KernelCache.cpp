@@ -110,14 +110,24 @@ std::string siblingCacheDir(const char* name) {
 }
 
 /// The cache's size limit in bytes: WEFT_CACHE_MAX_MB (a fraction allowed), else 1 GiB; 0 for
-/// none (WEFT_CACHE_MAX_MB=0).
+/// none (WEFT_CACHE_MAX_MB=0). A value that is not a size is said once on stderr, and 1 GiB used.
 uint64_t cacheLimitBytes() {
   double mb = 1024;
   if (auto v = debugFlag("WEFT_CACHE_MAX_MB"); v && !v->empty()) {
     char* end = nullptr;
     const double parsed = std::strtod(v->c_str(), &end);
-    if (end != v->c_str() && *end == '\0' && std::isfinite(parsed) && parsed >= 0 && parsed < 1e12)
+    if (end != v->c_str() && *end == '\0' && std::isfinite(parsed) && parsed >= 0 &&
+        parsed < 1e12) {
       mb = parsed;
+    } else {
+      static std::once_flag warned;
+      std::call_once(warned, [&] {
+        std::fprintf(stderr,
+                     "[weft] WEFT_CACHE_MAX_MB=%s is not a size in megabytes (0 for no limit); "
+                     "the kernel cache keeps to 1024 MB\n",
+                     v->c_str());
+      });
+    }
   }
   return static_cast<uint64_t>(mb * 1024 * 1024);
 }
