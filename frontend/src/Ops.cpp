@@ -2,6 +2,7 @@
 // ops. Kept as one file past 1,000 lines: the operators, the methods generated from the op table's
 // rows and their in-place forms all go through the promotion and in-place helpers at its top,
 // which are private to it; split, those helpers would become a header every part includes.
+#include "InPlace.h"
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "Vjp.h"
@@ -138,10 +139,6 @@ void checkWritable(const Tensor& self, const char* op) {
              "operation.");
 }
 
-namespace {
-
-/// Writes `result` into `self` (an in-place op): checks shape and dtype, bumps the version and,
-/// when grad mode is on, makes `result`'s history self's.
 Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
   WEFT_CHECK(result.sizes() == self.sizes(), Shape, op, ": output with shape ",
              shapeString(self.sizes()), " doesn't match the broadcast shape ",
@@ -171,6 +168,19 @@ Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
   return self;
 }
 
+Tensor inPlaceSource(const Tensor& self, const Tensor& other, std::optional<OpCode> op) {
+  bool record =
+      is_grad_enabled() && (self.requires_grad() || (other.defined() && other.requires_grad()));
+  if (op) {
+    bool reads = usesInput(vjpUses(*op, 0), 0);
+    if (opInfo(*op).kind == OpKind::Binary) reads = reads || usesInput(vjpUses(*op, 1), 0);
+    record = record && reads;
+  }
+  return record ? self.clone() : self;
+}
+
+namespace {
+
 /// Whether an in-place op of self and `other` may write self directly: not tracing, and no
 /// autograd to record.
 bool mayRunInPlace(const Tensor& self, const Tensor& other = {}) {
@@ -190,22 +200,6 @@ bool binaryInPlace(Tensor& self, OpCode op, const Tensor& b, const char* name) {
 bool binaryInPlace(Tensor& self, OpCode op, Scalar b, const char* name) {
   return computeType(op, result_type(self, b)) == self.dtype() &&
          binaryInPlace(self, op, wrapScalar(b, self.dtype()), name);
-}
-
-/// The value an in-place op reads for `self`: a private recorded copy when autograd will record
-/// the op, so the node never saves memory the op then overwrites. Given the primitive that reads
-/// self (as its input 0), the copy is made only where one of that op's rules reads the input
-/// (x.add_(y) saves neither; x.mul_(y) saves x for y's gradient).
-Tensor inPlaceSource(const Tensor& self, const Tensor& other = {},
-                     std::optional<OpCode> op = std::nullopt) {
-  bool record =
-      is_grad_enabled() && (self.requires_grad() || (other.defined() && other.requires_grad()));
-  if (op) {
-    bool reads = usesInput(vjpUses(*op, 0), 0);
-    if (opInfo(*op).kind == OpKind::Binary) reads = reads || usesInput(vjpUses(*op, 1), 0);
-    record = record && reads;
-  }
-  return record ? self.clone() : self;
 }
 
 /// self = op(self): straight into self's memory where nothing is recorded and the op computes in

@@ -666,6 +666,103 @@ public:
   Tensor& uniform_(double from = 0, double to = 1, WEFT_LOC);
   Tensor& normal_(double mean = 0, double std = 1, WEFT_LOC);
   Tensor& bernoulli_(double p = 0.5, WEFT_LOC);
+  /// Overwritten with samples of other distributions (float tensors): Cauchy with `median` and
+  /// `sigma`, exponential with rate `lambd`, log-normal whose log has `mean` and `std`, and the
+  /// geometric number of trials to the first success of probability p (1, 2, ...).
+  Tensor& cauchy_(double median = 0, double sigma = 1, WEFT_LOC);
+  Tensor& exponential_(double lambd = 1, WEFT_LOC);
+  Tensor& log_normal_(double mean = 1, double std = 2, WEFT_LOC);
+  Tensor& geometric_(double p, WEFT_LOC);
+  /// Overwritten with integers drawn uniformly from [from, to): random_(to) draws from [0, to).
+  Tensor& random_(int64_t from, int64_t to, WEFT_LOC);
+  Tensor& random_(int64_t to, WEFT_LOC);
+  /// The main diagonal of a matrix (or of every dim at once, all of equal size) set to `value`;
+  /// with `wrap`, a tall matrix's diagonal starts again every columns + 1 rows.
+  Tensor& fill_diagonal_(Scalar value, bool wrap = false, WEFT_LOC);
+
+  // In-place forms of the methods of the same name without the trailing underscore: the result,
+  // which must have this tensor's shape and a dtype that casts to its own (a comparison writes 1
+  // or 0), replaces this tensor's values, with its autograd history (InPlace.cpp).
+  Tensor& absolute_(WEFT_LOC);
+  Tensor& negative_(WEFT_LOC);
+  Tensor& sgn_(WEFT_LOC);
+  Tensor& fix_(WEFT_LOC);
+  Tensor& square_(WEFT_LOC);
+  Tensor& frac_(WEFT_LOC);
+  Tensor& sinc_(WEFT_LOC);
+  Tensor& deg2rad_(WEFT_LOC);
+  Tensor& rad2deg_(WEFT_LOC);
+  Tensor& conj_physical_(WEFT_LOC);
+  Tensor& arccos_(WEFT_LOC);
+  Tensor& arcsin_(WEFT_LOC);
+  Tensor& arctan_(WEFT_LOC);
+  Tensor& arccosh_(WEFT_LOC);
+  Tensor& arcsinh_(WEFT_LOC);
+  Tensor& arctanh_(WEFT_LOC);
+  Tensor& logit_(std::optional<double> eps = std::nullopt, WEFT_LOC);
+  Tensor& nan_to_num_(std::optional<double> nan = std::nullopt,
+                      std::optional<double> posinf = std::nullopt,
+                      std::optional<double> neginf = std::nullopt, WEFT_LOC);
+  Tensor& polygamma_(int64_t n, WEFT_LOC);
+  Tensor& mvlgamma_(int64_t p, WEFT_LOC);
+  Tensor& clip_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC);
+  Tensor& renorm_(double p, int64_t dim, double maxnorm, WEFT_LOC);
+  Tensor& cumsum_(int64_t dim, WEFT_LOC);
+  Tensor& cumprod_(int64_t dim, WEFT_LOC);
+  Tensor& tril_(int64_t diagonal = 0, WEFT_LOC);
+  Tensor& triu_(int64_t diagonal = 0, WEFT_LOC);
+  Tensor& eq_(const Tensor& other, WEFT_LOC);
+  Tensor& eq_(Scalar other, WEFT_LOC);
+  Tensor& ne_(const Tensor& other, WEFT_LOC);
+  Tensor& ne_(Scalar other, WEFT_LOC);
+  Tensor& lt_(const Tensor& other, WEFT_LOC);
+  Tensor& lt_(Scalar other, WEFT_LOC);
+  Tensor& le_(const Tensor& other, WEFT_LOC);
+  Tensor& le_(Scalar other, WEFT_LOC);
+  Tensor& gt_(const Tensor& other, WEFT_LOC);
+  Tensor& gt_(Scalar other, WEFT_LOC);
+  Tensor& ge_(const Tensor& other, WEFT_LOC);
+  Tensor& ge_(Scalar other, WEFT_LOC);
+  Tensor& greater_(const Tensor& other, WEFT_LOC);
+  Tensor& greater_(Scalar other, WEFT_LOC);
+  Tensor& greater_equal_(const Tensor& other, WEFT_LOC);
+  Tensor& greater_equal_(Scalar other, WEFT_LOC);
+  Tensor& less_(const Tensor& other, WEFT_LOC);
+  Tensor& less_(Scalar other, WEFT_LOC);
+  Tensor& less_equal_(const Tensor& other, WEFT_LOC);
+  Tensor& less_equal_(Scalar other, WEFT_LOC);
+  Tensor& not_equal_(const Tensor& other, WEFT_LOC);
+  Tensor& not_equal_(Scalar other, WEFT_LOC);
+  Tensor& logical_and_(const Tensor& other, WEFT_LOC);
+  Tensor& logical_or_(const Tensor& other, WEFT_LOC);
+  Tensor& logical_xor_(const Tensor& other, WEFT_LOC);
+  Tensor& atan2_(const Tensor& other, WEFT_LOC);
+  Tensor& arctan2_(const Tensor& other, WEFT_LOC);
+  Tensor& hypot_(const Tensor& other, WEFT_LOC);
+  Tensor& ldexp_(const Tensor& other, WEFT_LOC);
+  Tensor& xlogy_(const Tensor& other, WEFT_LOC);
+  Tensor& heaviside_(const Tensor& values, WEFT_LOC);
+  Tensor& copysign_(const Tensor& other, WEFT_LOC);
+  Tensor& copysign_(Scalar other, WEFT_LOC);
+  Tensor& float_power_(const Tensor& exponent, WEFT_LOC);
+  Tensor& float_power_(Scalar exponent, WEFT_LOC);
+  Tensor& true_divide_(const Tensor& other, WEFT_LOC);
+  Tensor& true_divide_(Scalar other, WEFT_LOC);
+  Tensor& divide_(const Tensor& other, WEFT_LOC);
+  Tensor& divide_(Scalar other, WEFT_LOC);
+  Tensor& multiply_(const Tensor& other, WEFT_LOC);
+  Tensor& multiply_(Scalar other, WEFT_LOC);
+  Tensor& subtract_(const Tensor& other, Scalar alpha = 1, WEFT_LOC);
+  Tensor& subtract_(Scalar other, Scalar alpha = 1, WEFT_LOC);
+  Tensor& addmm_(const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1,
+                 WEFT_LOC);
+  Tensor& addmv_(const Tensor& mat, const Tensor& vec, Scalar beta = 1, Scalar alpha = 1, WEFT_LOC);
+  Tensor& addr_(const Tensor& vec1, const Tensor& vec2, Scalar beta = 1, Scalar alpha = 1,
+                WEFT_LOC);
+  Tensor& baddbmm_(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1,
+                   WEFT_LOC);
+  Tensor& addbmm_(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1,
+                  WEFT_LOC);
 
   // ---- autograd ----
   bool requires_grad() const;
