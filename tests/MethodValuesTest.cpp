@@ -344,6 +344,103 @@ TEST(Composites, NanmedianAndUniqueAsPyTorch) {
   EXPECT_EQ(f(x).item<float>(), 8.0f); // 1 + 2 + 3, and the median of 1, 2, 3, 3
 }
 
+/// nanquantile, mode, put, masked_scatter, index_put and hardshrink against PyTorch 1.13's values,
+/// eagerly and compiled (the same composite ops trace), with the gradients of the writes.
+TEST(Composites, NanquantileModePutAndMaskedScatterAsPyTorch) {
+  const double nan = std::nan("");
+  Tensor x = tensor({0.5, nan, 2.0, -1.0, 3.5, nan, nan, nan, nan, nan, 1.0, 4.0, 2.0, 8.0, 0.25})
+                 .reshape({3, 5})
+                 .to(kFloat64);
+  const std::vector<std::pair<const char*, std::vector<double>>> byRule = {
+      {"linear", {0.8, nan, 1.6}},
+      {"lower", {0.5, nan, 1.0}},
+      {"higher", {2.0, nan, 2.0}},
+      {"nearest", {0.5, nan, 2.0}},
+      {"midpoint", {1.25, nan, 1.5}}};
+  for (const auto& [rule, want] : byRule)
+    EXPECT_TRUE(allClose(x.nanquantile(0.4, 1, false, rule).to_vector<double>(), want, 1e-15, 0))
+        << rule;
+  EXPECT_NEAR(x.nanquantile(0.3).item<double>(), 0.7, 1e-15);
+  EXPECT_EQ(x.select(0, 0).nanquantile(0.75, 0, true).to_vector<double>(),
+            (std::vector<double>{2.375}));
+
+  Tensor y = tensor({2.0, 7.0, 7.0, 1.0, 2.0, 9.0, 5.0, 5.0, 3.0, 3.0, 3.0, 5.0, nan, 4.0, nan, 4.0,
+                     1.0, 1.0})
+                 .reshape({3, 6});
+  auto [rowValues, rowIndices] = y.mode(1);
+  EXPECT_EQ(rowValues.to_vector<double>(), (std::vector<double>{2, 3, 1}));
+  EXPECT_EQ(rowIndices.to_vector<int64_t>(), (std::vector<int64_t>{4, 4, 5}));
+  auto [colValues, colIndices] = mode(y, 0, true);
+  EXPECT_EQ(colValues.sizes(), (Shape{1, 6}));
+  EXPECT_EQ(colValues.to_vector<double>(), (std::vector<double>{2, 4, 3, 1, 1, 1}));
+  EXPECT_EQ(colIndices.to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 1, 0, 2, 2}));
+  EXPECT_EQ(full({}, 5.0).mode().first.item<double>(), 5.0);
+
+  Tensor base = tensor({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}).reshape({2, 3});
+  EXPECT_EQ(
+      base.put(tensor({0, -1, 2, 0}), tensor({10.0, 20.0, 30.0, 40.0}), true).to_vector<double>(),
+      (std::vector<double>{51, 2, 33, 4, 5, 26}));
+  EXPECT_EQ(base.put(tensor({1, -2}), tensor({10.0, 20.0})).to_vector<double>(),
+            (std::vector<double>{1, 10, 3, 4, 20, 6}));
+  Tensor sq = tensor({1.0, 2.0, 3.0, 4.0}).reshape({2, 2});
+  EXPECT_EQ(
+      sq.masked_scatter(tensor({true, false}), tensor({10.0, 20.0, 30.0})).to_vector<double>(),
+      (std::vector<double>{10, 2, 20, 4}));
+  EXPECT_EQ(tensor({-1.0, -0.5, 0.2, 0.75, 0.5}).hardshrink(0.5).to_vector<double>(),
+            (std::vector<double>{-1.0, 0.0, 0.0, 0.75, 0.0}));
+  EXPECT_EQ(base.index_put({tensor({1, 0})}, tensor({7.0})).to_vector<double>(),
+            (std::vector<double>{7, 7, 7, 7, 7, 7}));
+  EXPECT_EQ(base.to_vector<double>(), (std::vector<double>{1, 2, 3, 4, 5, 6})); // out of place
+  EXPECT_EQ(base.narrow_copy(1, 1, 2).to_vector<double>(), (std::vector<double>{2, 3, 5, 6}));
+
+  // Compiled: the same values; gradients reach the source of the writes.
+  auto f = [](const Tensor& a, const Tensor& src) {
+    Tensor w = a.clone();
+    w.masked_scatter_(a.gt(2.5), src);
+    w.put_(tensor({0, 5}), src.narrow(0, 0, 2) * 2.0, true);
+    return std::vector<Tensor>{w, a.nanquantile(0.5, 1), a.mode(1).first};
+  };
+  Tensor src = tensor({10.0, 20.0, 30.0, 40.0}).requires_grad_();
+  std::vector<Tensor> eager = f(base, src);
+  EXPECT_EQ(eager[0].to_vector<double>(), (std::vector<double>{21, 2, 10, 20, 30, 80}));
+  eager[0].sum().backward();
+  EXPECT_EQ(src.grad().to_vector<double>(), (std::vector<double>{3, 3, 1, 1}));
+  auto compiled = compile([&](const Tensor& a) { return f(a, src.detach()); });
+  std::vector<Tensor> got = compiled(base);
+  for (size_t k = 0; k < got.size(); ++k)
+    EXPECT_EQ(got[k].to_vector<double>(), eager[k].to_vector<double>()) << "output " << k;
+
+  EXPECT_THROW((void)sq.masked_scatter(tensor({true, true}), tensor({1.0, 2.0, 3.0})), ValueError);
+  EXPECT_THROW((void)sq.put(tensor({0}), tensor({1.0, 2.0})), ShapeError);
+  EXPECT_THROW((void)tensor({1, 2}).nanquantile(0.5), DTypeError);
+  EXPECT_THROW((void)zeros({2, 0}).mode(1), IndexError);
+}
+
+/// multinomial draws each category with its probability (checked on 100,000 draws, within 5
+/// standard errors), never one of weight 0, and without replacement each category once per row.
+TEST(Composites, MultinomialDrawsByWeight) {
+  manual_seed(3);
+  Tensor w = tensor({0.0, 1.0, 3.0, 0.0, 4.0});
+  Tensor draws = w.multinomial(100000, true);
+  EXPECT_EQ(draws.dtype(), kInt64);
+  Tensor counts = bincount(draws, {}, 5).to(kFloat64) / 100000.0;
+  const std::vector<double> p = {0.0, 0.125, 0.375, 0.0, 0.5};
+  EXPECT_TRUE(allClose(counts.to_vector<double>(), p, 0, 0.008)); // 5 sd of 0.5: 0.0079
+  Tensor rows = tensor({1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 5.0, 1.0}).reshape({2, 4});
+  Tensor once = rows.multinomial(4);
+  EXPECT_EQ(once.sizes(), (Shape{2, 4}));
+  EXPECT_EQ(once.sort(1).first.to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3}));
+  // Row 1: weights 5 and 1 first, the zero weights last.
+  EXPECT_EQ(once.select(0, 1).narrow(0, 0, 2).sort().first.to_vector<int64_t>(),
+            (std::vector<int64_t>{2, 3}));
+  Tensor compiledDraws = compile([](const Tensor& a) { return a.multinomial(2000, true); })(w);
+  EXPECT_EQ(compiledDraws.eq(0).logical_or(compiledDraws.eq(3)).sum().item<int64_t>(), 0);
+  EXPECT_THROW((void)tensor({1.0, -1.0}).multinomial(1), ValueError);
+  EXPECT_THROW((void)tensor({1.0, 2.0}).multinomial(3), ValueError);
+  EXPECT_THROW((void)tensor({1, 2}).multinomial(1), DTypeError);
+}
+
 /// Arguments at the edges of the new methods: huge sizes and orders are errors or fast results,
 /// never hangs or undefined behaviour; values near poles and NaNs as PyTorch (and mpmath).
 TEST(Composites, EdgesOfTheNewMethods) {

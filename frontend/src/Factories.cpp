@@ -395,4 +395,47 @@ Tensor Tensor::bernoulli(std::source_location loc) const {
   return weft::bernoulli(*this);
 }
 
+Tensor multinomial(const Tensor& weights, int64_t numSamples, bool replacement,
+                   std::optional<Generator> gen, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(weights.defined(), Value, "multinomial: called with an undefined tensor");
+  WEFT_CHECK(weights.dim() == 1 || weights.dim() == 2, Shape,
+             "multinomial: prob_dist must be 1 or 2 dim, got ", weights.dim());
+  WEFT_CHECK(weights.is_floating_point(), DType,
+             "multinomial: only floating point probabilities are supported, got ",
+             dtypeName(weights.dtype()));
+  const int64_t categories = weights.size(-1);
+  WEFT_CHECK(categories > 0, Value, "multinomial: cannot sample from an empty distribution");
+  WEFT_CHECK(numSamples > 0, Value, "multinomial: cannot sample n_sample <= 0 samples");
+  WEFT_CHECK(replacement || numSamples <= categories, Value,
+             "multinomial: cannot sample n_sample > prob_dist.size(-1) samples without "
+             "replacement");
+  Tensor w = weights.dim() == 1 ? weights.unsqueeze(0) : weights;
+  const int64_t rows = w.size(0);
+  if (currentTrace() == nullptr) { // the weights' values: checked eagerly (a trace would read them)
+    WEFT_CHECK(!(w.lt(0).logical_or(w.isnan()).logical_or(w.isinf())).any().item<bool>(), Value,
+               "multinomial: probability tensor contains either `inf`, `nan` or element < 0");
+    WEFT_CHECK(w.sum(1).gt(0).all().item<bool>(), Value,
+               "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
+  }
+  Tensor drawn;
+  if (replacement) {
+    // The first category whose cumulative probability exceeds a uniform draw (the last where
+    // rounding leaves the total just below the draw).
+    Tensor cdf = w.cumsum(1) / w.sum({1}, true);
+    Tensor u = rand({rows, numSamples}, w.dtype(), gen);
+    drawn = searchsorted(cdf, u, false, true).clamp_max(categories - 1);
+  } else {
+    // An exponential race: each category's time E / w (E ~ Exp(1)); the first num_samples to
+    // finish, in order, are a draw without replacement (zero weights never finish).
+    Tensor e = rand({rows, categories}, w.dtype(), gen).neg().log1p().neg();
+    drawn = (e / w).neg().topk(numSamples, 1).second;
+  }
+  return weights.dim() == 1 ? drawn.squeeze(0) : drawn;
+}
+Tensor Tensor::multinomial(int64_t numSamples, bool replacement, std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::multinomial(*this, numSamples, replacement);
+}
+
 } // namespace weft

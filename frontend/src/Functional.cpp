@@ -936,4 +936,10 @@ Tensor Tensor::heaviside(const Tensor& values, std::source_location loc) const {
   return where(eq(0), values, gt(0).to(dtype()));
 }
 
+Tensor Tensor::hardshrink(double lambd, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("hardshrink");
+  return where(abs().gt(lambd), *this, zeros({}, dtype()));
+}
+
 } // namespace weft

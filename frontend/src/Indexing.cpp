@@ -1,6 +1,7 @@
 // Tensor::index and index_put_: basic indexing as views, advanced indexing through gather-like ops;
 // index_fill and index_copy.
 #include "weft/Indexing.h"
+#include "InPlace.h"
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
@@ -274,4 +275,81 @@ Tensor Tensor::index_copy(int64_t at, const Tensor& index, const Tensor& source,
   Tensor r = self.scatter(d, index.reshape(along).expand(src.sizes()), src);
   return dim() == 0 ? r.reshape({}) : r;
 }
+Tensor Tensor::masked_scatter(const Tensor& mask, const Tensor& source,
+                              std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("masked_scatter");
+  WEFT_CHECK(mask.defined() && source.defined(), Value,
+             "masked_scatter: called with an undefined tensor");
+  WEFT_CHECK(mask.dtype() == DType::Bool, DType, "masked_scatter: expected a bool mask, got ",
+             dtypeName(mask.dtype()));
+  WEFT_CHECK(source.dtype() == dtype(), DType,
+             "masked_scatter: expected self and source to have same dtypes but got ",
+             dtypeName(dtype()), " and ", dtypeName(source.dtype()));
+  Tensor m = mask.expand(sizes());
+  // The k-th true element (row-major) takes source's element k.
+  Tensor position = m.reshape({-1}).to(DType::Int64).cumsum(0) - 1;
+  const int64_t available = source.numel();
+  if (currentTrace() == nullptr) // the mask's values: checked eagerly (a trace would read them)
+    WEFT_CHECK(position.numel() == 0 || position.max().item<int64_t>() < available, Value,
+               "masked_scatter: expected source to have at least as many elements as ones in "
+               "mask (",
+               available, ")");
+  if (available == 0) return where(m, *this, *this); // no true element: a copy
+  Tensor picked =
+      source.reshape({-1}).index_select(0, position.clamp(0, available - 1)).reshape(sizes());
+  return where(m, picked, *this);
+}
+Tensor& Tensor::masked_scatter_(const Tensor& mask, const Tensor& source,
+                                std::source_location loc) {
+  CallSite cs(loc);
+  checkDefined("masked_scatter_");
+  return assignInPlace(*this, inPlaceSource(*this, source).masked_scatter(mask, source),
+                       "masked_scatter_");
+}
+
+Tensor Tensor::index_put(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
+                         std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("index_put");
+  Tensor r = clone();
+  r.index_put_(indices, values);
+  return r;
+}
+Tensor Tensor::index_put(const std::vector<indexing::TensorIndex>& indices, Scalar value,
+                         std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("index_put");
+  Tensor r = clone();
+  r.index_put_(indices, value);
+  return r;
+}
+
+Tensor Tensor::put(const Tensor& index, const Tensor& source, bool accumulate,
+                   std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("put");
+  WEFT_CHECK(index.defined() && source.defined(), Value, "put: called with an undefined tensor");
+  WEFT_CHECK(index.dtype() == DType::Int64, DType, "put: expected an int64 index, got ",
+             dtypeName(index.dtype()));
+  WEFT_CHECK(source.dtype() == dtype(), DType,
+             "put: expected self and source to have same dtypes but got ", dtypeName(dtype()),
+             " and ", dtypeName(source.dtype()));
+  WEFT_CHECK(index.numel() == source.numel(), Shape,
+             "put: expected source and index to have the same number of elements, but got ",
+             source.numel(), " and ", index.numel());
+  const int64_t n = numel();
+  Tensor at = index.reshape({-1});
+  at = where(at.lt(0), at + n, at); // from the end
+  Tensor flat = reshape({-1}), values = source.reshape({-1});
+  Tensor r = accumulate ? flat.index_add(0, at, values) : flat.index_copy(0, at, values);
+  return r.reshape(sizes());
+}
+Tensor& Tensor::put_(const Tensor& index, const Tensor& source, bool accumulate,
+                     std::source_location loc) {
+  CallSite cs(loc);
+  checkDefined("put_");
+  return assignInPlace(*this, inPlaceSource(*this, source).put(index, source, accumulate), "put_");
+}
+
 } // namespace weft

@@ -764,4 +764,79 @@ Tensor Tensor::unique(bool sorted, std::source_location loc) const {
   return std::get<0>(weft::unique(*this, sorted, false, false));
 }
 
+Tensor Tensor::nanquantile(double q, std::optional<int64_t> d, bool keepdim,
+                           std::string_view interpolation, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("nanquantile");
+  WEFT_CHECK(dtype() == DType::Float32 || dtype() == DType::Float64, DType,
+             "nanquantile: input tensor must be either float or double dtype, got ",
+             dtypeName(dtype()));
+  WEFT_CHECK(numel() > 0, Value, "nanquantile: input tensor must be non-empty");
+  WEFT_CHECK(q >= 0 && q <= 1, Value, "nanquantile: q must be in the range [0, 1] but got ", q);
+  WEFT_CHECK(interpolation == "linear" || interpolation == "lower" || interpolation == "higher" ||
+                 interpolation == "nearest" || interpolation == "midpoint",
+             Value, "nanquantile: interpolation must be one of linear, lower, higher, midpoint or ",
+             "nearest, got '", interpolation, "'");
+  Tensor x = !d ? reshape({-1}) : dim() == 0 ? reshape({1}) : *this;
+  const int64_t at = d ? wrapDim(*d, std::max<int64_t>(dim(), 1), "nanquantile") : 0;
+  Tensor sorted = x.sort(at).first; // NaNs last: each slice's first `count` values are numbers
+  // Each slice's rank q (count - 1), in the input's dtype as PyTorch computes it.
+  Tensor count = x.isnan().logical_not().sum({at}, true).to(dtype());
+  Tensor rank = (count - 1.0).clamp_min(0.0) * q;
+  Tensor lo = interpolation == "nearest" ? rank.round() : rank.floor();
+  Tensor hi = interpolation == "nearest" ? lo : rank.ceil();
+  Tensor below = sorted.gather(at, lo.to(DType::Int64)),
+         above = sorted.gather(at, hi.to(DType::Int64));
+  Tensor r = interpolation == "lower" || interpolation == "nearest" ? below
+             : interpolation == "higher"                            ? above
+             : interpolation == "midpoint"                          ? below.lerp(above, 0.5)
+                                                                    : below.lerp(above, rank - lo);
+  r = where(count.eq(0.0), full({}, std::nan(""), dtype()), r); // nothing but NaN
+  if (!d) {
+    if (!keepdim) return r.reshape({});
+    return r.reshape(Shape(static_cast<size_t>(dim()), 1));
+  }
+  if (dim() == 0) return r.reshape({});
+  return keepdim ? r : r.squeeze(at);
+}
+Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
+                   std::string_view interpolation, std::source_location loc) {
+  CallSite cs(loc);
+  return x.nanquantile(q, dim, keepdim, interpolation);
+}
+
+std::pair<Tensor, Tensor> Tensor::mode(int64_t d, bool keepdim, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("mode");
+  const int64_t at = wrapDim(d, std::max<int64_t>(dim(), 1), "mode");
+  Tensor x = dim() == 0 ? reshape({1}) : *this;
+  const int64_t n = x.size(at);
+  WEFT_CHECK(n > 0, Index, "mode: cannot compute the mode of an empty dimension ", at);
+  auto [sorted, order] = x.sort(at); // equal values side by side, NaNs last
+  // Runs of equal values (NaN equal to NaN) in sorted order: where each position's run starts,
+  // and so how long the run is up to it; the longest run ends at the first maximum, which for
+  // runs of equal length is the smallest value's.
+  Shape along(static_cast<size_t>(x.dim()), 1);
+  along[static_cast<size_t>(at)] = n;
+  Tensor pos = arange(n, DType::Int64).reshape(along).expand(x.sizes());
+  Tensor prev = sorted.narrow(at, 0, n - 1), next = sorted.narrow(at, 1, n - 1);
+  Tensor same = next.eq(prev).logical_or(next.isnan().logical_and(prev.isnan()));
+  Tensor starts =
+      cat({full(sorted.narrow(at, 0, 1).sizes(), 1, DType::Bool), same.logical_not()}, at);
+  Tensor runStart = where(starts, pos, zeros({}, DType::Int64)).cummax(at).first;
+  Tensor best = (pos - runStart).argmax(at, true); // the longest run's last position
+  Tensor values = sorted.gather(at, best);
+  // Its last occurrence: the largest original index in the run.
+  Tensor inRun = pos.ge(runStart.gather(at, best)).logical_and(pos.le(best));
+  Tensor indices = where(inRun, order, full({}, int64_t{-1}, DType::Int64)).amax({at}, true);
+  if (dim() == 0) return {values.reshape({}), indices.reshape({})};
+  if (!keepdim) return {values.squeeze(at), indices.squeeze(at)};
+  return {values, indices};
+}
+std::pair<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim,
+                               std::source_location loc) {
+  CallSite cs(loc);
+  return x.mode(dim, keepdim);
+}
+
 } // namespace weft

@@ -838,4 +838,25 @@ Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step, std::source_locatio
   return index_select(d, index).reshape(split).movedim(d + 1, -1);
 }
 
+std::vector<Tensor> Tensor::unsafe_chunk(int64_t chunks, int64_t dim,
+                                         std::source_location loc) const {
+  CallSite cs(loc);
+  return chunk(chunks, dim);
+}
+std::vector<Tensor> Tensor::unsafe_split(int64_t splitSize, int64_t dim,
+                                         std::source_location loc) const {
+  CallSite cs(loc);
+  return split(splitSize, dim);
+}
+std::vector<Tensor> Tensor::unsafe_split_with_sizes(const std::vector<int64_t>& sizes, int64_t dim,
+                                                    std::source_location loc) const {
+  CallSite cs(loc);
+  return split_with_sizes(sizes, dim);
+}
+Tensor Tensor::narrow_copy(int64_t dim, int64_t start, int64_t length,
+                           std::source_location loc) const {
+  CallSite cs(loc);
+  return narrow(dim, start, length).clone();
+}
+
 } // namespace weft

@@ -101,6 +101,9 @@ Tensor bernoulli(const Tensor& p, std::optional<Generator> gen = std::nullopt, W
 Tensor bernoulli(Shape shape, double p, TensorOptions options = {},
                  std::optional<Generator> gen = std::nullopt, WEFT_LOC);
 Tensor randperm(int64_t n, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+/// Tensor::multinomial as a function.
+Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement = false,
+                   std::optional<Generator> gen = std::nullopt, WEFT_LOC);
 
 // ---- elementwise math ----
 // One function per unary op and per binary op with a plain API, generated from their rows in the
@@ -276,6 +279,9 @@ Tensor trapz(const Tensor& y, double dx = 1, int64_t dim = -1, WEFT_LOC);
 Tensor signbit(const Tensor& x, WEFT_LOC);
 Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt,
                 bool keepdim = false, std::string_view interpolation = "linear", WEFT_LOC);
+Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt,
+                   bool keepdim = false, std::string_view interpolation = "linear", WEFT_LOC);
+std::pair<Tensor, Tensor> mode(const Tensor& x, int64_t dim = -1, bool keepdim = false, WEFT_LOC);
 Tensor logaddexp(const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
                bool equal_nan = false, WEFT_LOC);

@@ -219,6 +219,14 @@ public:
   /// This tensor summed down to `shape` (which it must broadcast to), as the gradient of expand.
   Tensor sum_to_size(const Shape& shape, WEFT_LOC) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0, WEFT_LOC) const;
+  /// chunk, split and split_with_sizes under LibTorch's unsafe_ names (the pieces are views here
+  /// too; autograd tracks writes to them).
+  std::vector<Tensor> unsafe_chunk(int64_t chunks, int64_t dim = 0, WEFT_LOC) const;
+  std::vector<Tensor> unsafe_split(int64_t split_size, int64_t dim = 0, WEFT_LOC) const;
+  std::vector<Tensor> unsafe_split_with_sizes(const std::vector<int64_t>& sizes, int64_t dim = 0,
+                                              WEFT_LOC) const;
+  /// narrow() copied into a tensor of its own.
+  Tensor narrow_copy(int64_t dim, int64_t start, int64_t length, WEFT_LOC) const;
   /// The tensor tiled `repeats[i]` times along dim i (more repeats than dims add leading dims).
   Tensor repeat(Shape repeats, WEFT_LOC) const;
   /// repeat(), with fewer `dims` than the tensor has meaning 1 for the leading ones.
@@ -515,6 +523,12 @@ public:
   /// "midpoint"; NaN where a slice holds one. float32 and float64.
   Tensor quantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
                   std::string_view interpolation = "linear", WEFT_LOC) const;
+  /// quantile() of each slice's non-NaN values (NaN only where a slice holds nothing else).
+  Tensor nanquantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                     std::string_view interpolation = "linear", WEFT_LOC) const;
+  /// The most frequent value along `dim` (the smallest of the most frequent; NaNs count as one
+  /// value) and the index of its last occurrence, as torch.mode.
+  std::pair<Tensor, Tensor> mode(int64_t dim = -1, bool keepdim = false, WEFT_LOC) const;
   /// Whether any (all) elements are nonzero, over `dims` (empty: all): bool, uint8 for a uint8
   /// input, as torch.any and torch.all.
   Tensor any(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
@@ -604,6 +618,22 @@ public:
                         WEFT_LOC) const;
   /// The elements where `mask` (broadcast) is true, as 1-D (a data-dependent shape).
   Tensor masked_select(const Tensor& mask, WEFT_LOC) const;
+  /// This tensor with the elements where `mask` (broadcast to its shape) is true replaced by
+  /// `source`'s first elements in row-major order; `source` needs at least as many elements as
+  /// `mask` has true.
+  Tensor masked_scatter(const Tensor& mask, const Tensor& source, WEFT_LOC) const;
+  Tensor& masked_scatter_(const Tensor& mask, const Tensor& source, WEFT_LOC);
+  /// index_put_ out of place.
+  Tensor index_put(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
+                   WEFT_LOC) const;
+  Tensor index_put(const std::vector<indexing::TensorIndex>& indices, Scalar value, WEFT_LOC) const;
+  /// `source`'s elements written at the positions `index` names in this tensor as if it were
+  /// 1-D (negative positions count from the end); with `accumulate`, added there instead (each
+  /// repeat adds).
+  Tensor put(const Tensor& index, const Tensor& source, bool accumulate = false, WEFT_LOC) const;
+  Tensor& put_(const Tensor& index, const Tensor& source, bool accumulate = false, WEFT_LOC);
+  /// x where |x| > lambd, else 0.
+  Tensor hardshrink(double lambd = 0.5, WEFT_LOC) const;
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC) const;
   /// This tensor with the slices at `index` along `dim` set to `value` (index_fill) or to
   /// `source`'s slices in order (index_copy).
@@ -611,6 +641,11 @@ public:
   Tensor index_copy(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC) const;
   /// Samples 1 with probability self (elementwise, in [0, 1]), else 0, from the default generator.
   Tensor bernoulli(WEFT_LOC) const;
+  /// `num_samples` category indices (int64) per row of this tensor of non-negative weights (1-D,
+  /// or 2-D: one distribution per row), drawn with probability proportional to the weights;
+  /// without `replacement`, each category at most once per row (zero weights last). From the
+  /// default generator (weft::multinomial takes one).
+  Tensor multinomial(int64_t num_samples, bool replacement = false, WEFT_LOC) const;
 
   // ---- in place (bump the version counter) ----
   Tensor& add_(const Tensor& other, Scalar alpha = 1, WEFT_LOC);
