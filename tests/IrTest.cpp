@@ -5,6 +5,7 @@
 #include "weft/ir/Verifier.h"
 #include "weft/passes/Fusion.h"
 #include "weft/passes/Pass.h"
+#include "weft/passes/Program.h"
 #include "weft/passes/Split.h"
 #include "weft/runtime/Interpreter.h"
 #include "weft/runtime/Kernels.h"
@@ -147,6 +148,30 @@ TEST(Ir, PassManagerVerifiesAfterEachPass) {
   auto r = pm.run(g);
   ASSERT_TRUE(static_cast<bool>(r)) << r.diagnostic().message;
   EXPECT_FALSE(r.value()); // nothing to do in this graph
+}
+
+/// WEFT_SKIP_PASSES leaves out graph passes, never the program passes compile() needs: a program
+/// asking for output gradients still gets them and is split, while dce leaves a dead node alone.
+TEST(Ir, SkippedPassesAreGraphPassesOnly) {
+  ::setenv("WEFT_SKIP_PASSES", "output-grads,split,dce", 1);
+  passes::PassManager program, graph;
+  program.add(passes::createPass("output-grads")).add(passes::createPass("split"));
+  graph.add(passes::createPass("dce"));
+  ::unsetenv("WEFT_SKIP_PASSES");
+  passes::Program p;
+  p.graph = smallGraph();
+  p.wrt = {p.graph.arguments()[0]};
+  p.differentiableOutputs = p.graph.outputs().size();
+  auto r = program.run(p);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.diagnostic().message;
+  EXPECT_EQ(p.seeds.size(), 1u);       // output-grads ran
+  EXPECT_TRUE(p.backward.has_value()); // and split
+  Graph g = smallGraph();
+  g.addNode(OpCode::Neg, {g.arguments()[0]}, {}, {DType::Float32, {2, 3}}); // dead
+  const size_t nodes = g.nodes().size();
+  r = graph.run(g);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.diagnostic().message;
+  EXPECT_EQ(g.nodes().size(), nodes); // dce was left out
 }
 
 TEST(Ir, PassesRunOnlyOnGraphsThatVerify) {

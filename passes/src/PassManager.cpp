@@ -73,9 +73,11 @@ PassManager::PassManager()
       timePasses_(debugFlag("WEFT_TIME_PASSES").value_or("0") == "1") {}
 
 PassManager& PassManager::add(std::unique_ptr<Pass> pass) {
-  // WEFT_SKIP_PASSES names passes to leave out, separated by commas.
+  // WEFT_SKIP_PASSES names graph passes to leave out, separated by commas. The program passes
+  // stay: without them a compiled function would lose its gradients, masking or executable.
   std::string skip = "," + debugFlag("WEFT_SKIP_PASSES").value_or("") + ",";
-  if (skip.find("," + std::string(pass->name()) + ",") != std::string::npos) return *this;
+  if (!pass->onProgram() && skip.find("," + std::string(pass->name()) + ",") != std::string::npos)
+    return *this;
   passes_.push_back(std::move(pass));
   return *this;
 }
