@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -306,6 +307,70 @@ TEST(Linalg, InverseDetSolveAsPyTorch) {
 /// nanmedian and unique against PyTorch 1.13. Two deliberate differences: unique sorts NaNs last
 /// (1.13's order of NaNs is whatever its sort left, [1, nan, nan, 2] here), and an all-NaN slice's
 /// nanmedian index is the slice's first (1.13's comes from nth_element).
+/// Cholesky and the symmetric eigendecomposition against PyTorch 1.13's float64 values (LAPACK on
+/// both sides; the eigenvectors' signs are LAPACK's), with their gradients, eagerly and compiled.
+TEST(Linalg, CholeskyAndEighAsPyTorch) {
+  Tensor a = tensor({4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}).reshape({3, 3}).to(kFloat64);
+  const std::vector<double> l = {
+      2.0, 0.0, 0.0, 0.5, 1.6583123951777, 0.0, 0.25, 0.07537783614444091, 1.3898986228564232};
+  EXPECT_TRUE(allClose(linalg_cholesky(a).to_vector<double>(), l, 1e-14, 1e-15));
+  EXPECT_TRUE(allClose(
+      a.cholesky(true).to_vector<double>(),
+      {2.0, 0.5, 0.25, 0.0, 1.6583123951777, 0.07537783614444091, 0.0, 0.0, 1.3898986228564232},
+      1e-14, 1e-15));
+  Tensor factor = a.cholesky();
+  EXPECT_TRUE(allClose(cholesky_inverse(factor).to_vector<double>(),
+                       {0.27941176470588236, -0.08823529411764706, -0.058823529411764705,
+                        -0.08823529411764706, 0.3647058823529412, -0.023529411764705882,
+                        -0.058823529411764705, -0.023529411764705882, 0.5176470588235293},
+                       1e-14, 1e-15));
+  Tensor b = tensor({1.0, 2.0, 3.0}).reshape({3, 1}).to(kFloat64);
+  EXPECT_TRUE(allClose(b.cholesky_solve(factor).to_vector<double>(),
+                       {-0.07352941176470584, 0.5705882352941176, 1.4470588235294115}, 1e-14,
+                       1e-15));
+  auto [w, v] = linalg_eigh(a);
+  EXPECT_TRUE(allClose(w.to_vector<double>(),
+                       {1.8816802101698977, 2.3867603743778876, 4.731559415452212}, 1e-14, 1e-15));
+  EXPECT_TRUE(allClose(v.to_vector<double>(),
+                       {-0.22023916752644063, -0.5030296468028792, -0.8357367309892696,
+                        -0.02107214781306349, 0.8590276303539439, -0.5114953517628795,
+                        0.9752182697600598, -0.0950405425376884, -0.199791445263147},
+                       1e-13, 1e-14));
+  Tensor nonSymmetric = tensor({2.0, 9.0, -1.0, 3.0}).reshape({2, 2}).to(kFloat64);
+  EXPECT_TRUE(allClose(linalg_eigvalsh(nonSymmetric, "U").to_vector<double>(),
+                       {-6.513878188659974, 11.513878188659973}, 1e-14, 1e-14));
+  EXPECT_TRUE(allClose(linalg_eigvalsh(nonSymmetric).to_vector<double>(),
+                       {1.381966011250105, 3.618033988749895}, 1e-14, 1e-14));
+
+  // Gradients (PyTorch's formulas; they need not be symmetric-projected to match it).
+  Tensor weights =
+      tensor({1.0, 2.0, 3.0, 0.5, -1.0, 2.0, 1.0, 1.0, -2.0}).reshape({3, 3}).to(kFloat64);
+  Tensor scale = tensor({1.0, -2.0, 0.5}).to(kFloat64);
+  const std::vector<std::pair<std::function<Tensor(const Tensor&)>, std::vector<double>>> grads = {
+      {[&](const Tensor& x) { return (linalg_cholesky(x) * weights).sum(); },
+       {0.17735266748461248, 0.1623988768732875, 0.25638090637652516, 0.16239887687328747,
+        -0.316702928286225, 0.33421484158615006, 0.25638090637652516, 0.3342148415861501,
+        -0.7194769341845014}},
+      {[&](const Tensor& x) { return (linalg_eigvalsh(x) * scale).sum(); },
+       {-0.10834441845020384, 1.0826113698733184, -0.22691115630598419, 1.0826113698733184,
+        -1.3445991565720528, 0.19383115834406706, -0.22691115630598419, 0.19383115834406706,
+        0.9529435750222569}},
+      {[&](const Tensor& x) { return (linalg_eigh(x).second * weights).sum(); },
+       {0.38625849971137044, -0.3319478022948547, -0.0850379748533793, -0.3319478022948547,
+        -0.36069409527228313, 0.6742213505852622, -0.08503797485337927, 0.6742213505852622,
+        -0.02556440443908756}}};
+  for (const auto& [fn, want] : grads) {
+    Tensor x = a.clone().requires_grad_();
+    fn(x).backward();
+    EXPECT_TRUE(allClose(x.grad().to_vector<double>(), want, 1e-12, 1e-13));
+    expectCompiledAsEager(fn, a);
+  }
+  EXPECT_THROW((void)tensor({1.0, 2.0, 2.0, 1.0}).reshape({2, 2}).cholesky(), ValueError);
+  EXPECT_THROW((void)linalg_eigh(a, "X"), ValueError);
+  EXPECT_THROW((void)tensor({1, 0, 0, 1}).reshape({2, 2}).cholesky(), DTypeError);
+  EXPECT_THROW((void)ones({2, 3}).cholesky(), ShapeError);
+}
+
 TEST(Composites, NanmedianAndUniqueAsPyTorch) {
   auto [v, i] = tensor({2.0f, NAN, 1.0f, 5.0f, NAN, NAN, NAN, NAN, 3.0f, NAN, 4.0f, NAN})
                     .reshape({3, 4})

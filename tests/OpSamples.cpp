@@ -285,6 +285,69 @@ NdArray gaussJordanNd(const NdArray& x, OpCode op) {
   return out;
 }
 
+/// Each symmetric matrix's Cholesky factor (Cholesky-Banachiewicz, in double).
+NdArray choleskyNd(const NdArray& x) {
+  const size_t r = x.shape.size();
+  const int64_t n = x.shape[r - 1];
+  NdArray out = zerosNd(x.shape);
+  for (int64_t k = 0; k < numel(x.shape) / std::max<int64_t>(n * n, 1); ++k) {
+    auto a = [&](int64_t i, int64_t j) { return x.v[static_cast<size_t>((k * n + i) * n + j)]; };
+    auto l = [&](int64_t i, int64_t j) -> double& {
+      return out.v[static_cast<size_t>((k * n + i) * n + j)];
+    };
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j <= i; ++j) {
+        double sum = a(i, j);
+        for (int64_t p = 0; p < j; ++p)
+          sum -= l(i, p) * l(j, p);
+        l(i, j) = i == j ? std::sqrt(sum) : sum / l(j, j);
+      }
+  }
+  return out;
+}
+
+/// Each symmetric matrix's eigenvalues, ascending, by cyclic Jacobi rotations in double.
+NdArray eigvalshNd(const NdArray& x) {
+  const size_t r = x.shape.size();
+  const int64_t n = x.shape[r - 1];
+  NdArray out = zerosNd(Shape(x.shape.begin(), x.shape.end() - 1));
+  for (int64_t k = 0; k < numel(x.shape) / std::max<int64_t>(n * n, 1); ++k) {
+    std::vector<double> a(x.v.begin() + k * n * n, x.v.begin() + (k + 1) * n * n);
+    auto at = [&](int64_t i, int64_t j) -> double& { return a[static_cast<size_t>(i * n + j)]; };
+    for (int sweep = 0; sweep < 100; ++sweep) {
+      double off = 0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = i + 1; j < n; ++j)
+          off += at(i, j) * at(i, j);
+      if (off < 1e-30) break;
+      for (int64_t p = 0; p < n; ++p)
+        for (int64_t q = p + 1; q < n; ++q) {
+          if (at(p, q) == 0) continue;
+          const double theta = (at(q, q) - at(p, p)) / (2 * at(p, q));
+          const double t = (theta >= 0 ? 1.0 : -1.0) /
+                           (std::fabs(theta) + std::sqrt(theta * theta + 1)); // tan of the angle
+          const double c = 1 / std::sqrt(t * t + 1), s = t * c;
+          for (int64_t i = 0; i < n; ++i) { // A <- A J, then J^T A
+            const double ip = at(i, p), iq = at(i, q);
+            at(i, p) = c * ip - s * iq;
+            at(i, q) = s * ip + c * iq;
+          }
+          for (int64_t j = 0; j < n; ++j) {
+            const double pj = at(p, j), qj = at(q, j);
+            at(p, j) = c * pj - s * qj;
+            at(q, j) = s * pj + c * qj;
+          }
+        }
+    }
+    std::vector<double> w;
+    for (int64_t i = 0; i < n; ++i)
+      w.push_back(at(i, i));
+    std::sort(w.begin(), w.end());
+    std::copy(w.begin(), w.end(), out.v.begin() + k * n);
+  }
+  return out;
+}
+
 OpSample unarySample(OpCode op) {
   bool positive = op == OpCode::Log || op == OpCode::Sqrt || op == OpCode::Rsqrt ||
                   op == OpCode::Log1p || op == OpCode::Reciprocal || op == OpCode::Log2 ||
@@ -874,6 +937,43 @@ std::vector<OpSample> samplesFor(OpCode op) {
          {},
          {},
          [op](const std::vector<NdArray>& in, const Attrs&) { return gaussJordanNd(in[0], op); }}};
+  }
+  case OpCode::Cholesky:
+  case OpCode::EighValues:
+  case OpCode::EighVectors: {
+    // Symmetric matrices made from the lower triangle inside the recorded function (finite
+    // differences then move both triangles, as the factorization's gradient assumes):
+    // positive-definite for Cholesky, with well-separated eigenvalues for the eigenvectors'
+    // gradient.
+    Tensor b = normal({2, 4, 4}, 41);
+    Tensor a = b.matmul(b.mT()) + eye(4, std::nullopt, kFloat64) * 2.0 +
+               tensor({0.0, 1.0, 2.0, 3.0}).to(kFloat64).diag() * 3.0;
+    auto symmetric = [](const std::vector<Tensor>& in) { // from the lower triangle, in its dtype
+      return std::vector<Tensor>{in[0].tril() + in[0].tril(-1).mT()};
+    };
+    OpSample sample{"symmetric batch", {a}, {}, symmetric, {}};
+    if (op == OpCode::Cholesky)
+      sample.reference = [](const std::vector<NdArray>& in, const Attrs&) {
+        return choleskyNd(in[0]);
+      };
+    else if (op == OpCode::EighValues)
+      sample.reference = [](const std::vector<NdArray>& in, const Attrs&) {
+        return eigvalshNd(in[0]);
+      };
+    else // eigenvectors are defined up to sign: V is orthogonal and A V = V diag(w)
+      sample.check = [a](const Tensor& v) -> ::testing::AssertionResult {
+        const double tol = v.dtype() == kFloat64 ? 1e-10 : 1e-4;
+        Tensor vd = v.to(kFloat64), sym = a.tril() + a.tril(-1).mT();
+        NdArray values = eigvalshNd(toNd(sym));
+        Tensor w = from_blob(values.v.data(), values.shape, kFloat64).clone();
+        Tensor eye4 = eye(4, std::nullopt, kFloat64);
+        double orth = (vd.mT().matmul(vd) - eye4).abs().max().item<double>();
+        double fit = (sym.matmul(vd) - vd * w.unsqueeze(-2)).abs().max().item<double>();
+        if (orth > tol || fit > tol * 40)
+          return ::testing::AssertionFailure() << "|V^T V - I| " << orth << ", |AV - VW| " << fit;
+        return ::testing::AssertionSuccess();
+      };
+    return {sample};
   }
   case OpCode::MatMul:
     return {{"batched broadcast",

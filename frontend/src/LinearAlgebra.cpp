@@ -713,4 +713,73 @@ Tensor linalg_solve(const Tensor& a, const Tensor& b, std::source_location loc) 
   return vector ? inv.matmul(b.unsqueeze(-1)).squeeze(-1) : inv.matmul(b);
 }
 
+// ---- Cholesky and symmetric eigendecomposition ----
+
+Tensor Tensor::cholesky(bool upper, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("cholesky");
+  Tensor l = dispatch(OpCode::Cholesky, {*this});
+  return upper ? l.mT() : l;
+}
+Tensor cholesky(const Tensor& a, bool upper, std::source_location loc) {
+  CallSite cs(loc);
+  return a.cholesky(upper);
+}
+Tensor linalg_cholesky(const Tensor& a, bool upper, std::source_location loc) {
+  CallSite cs(loc);
+  return a.cholesky(upper);
+}
+Tensor Tensor::cholesky_inverse(bool upper, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("cholesky_inverse");
+  Tensor linv = (upper ? mT() : *this).inverse(); // A^-1 = L^-T L^-1
+  return linv.mT().matmul(linv);
+}
+Tensor cholesky_inverse(const Tensor& factor, bool upper, std::source_location loc) {
+  CallSite cs(loc);
+  return factor.cholesky_inverse(upper);
+}
+Tensor Tensor::cholesky_solve(const Tensor& factor, bool upper, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("cholesky_solve");
+  WEFT_CHECK(factor.defined(), Value, "cholesky_solve: called with an undefined tensor");
+  WEFT_CHECK(dim() >= 2 && factor.dim() >= 2, Shape,
+             "cholesky_solve: b and the factor should have at least 2 dimensions, got ",
+             shapeString(sizes()), " and ", shapeString(factor.sizes()));
+  Tensor linv = (upper ? factor.mT() : factor).inverse();
+  return linv.mT().matmul(linv.matmul(*this));
+}
+Tensor cholesky_solve(const Tensor& b, const Tensor& factor, bool upper, std::source_location loc) {
+  CallSite cs(loc);
+  return b.cholesky_solve(factor, upper);
+}
+
+namespace {
+/// The matrices linalg_eigh reads: `a`'s lower triangle, or for uplo "U" its upper (the lower of
+/// its transpose).
+Tensor eighInput(const Tensor& a, std::string_view uplo, const char* op) {
+  WEFT_CHECK(a.defined(), Value, op, ": called with an undefined tensor");
+  WEFT_CHECK(uplo == "L" || uplo == "U" || uplo == "l" || uplo == "u", Value, op,
+             ": UPLO must be 'L' or 'U', got '", uplo, "'");
+  return uplo == "U" || uplo == "u" ? a.mT() : a;
+}
+} // namespace
+
+Tensor eigvalsh(const Tensor& x) {
+  return dispatch(OpCode::EighValues, {x});
+}
+Tensor eigh_vectors(const Tensor& x) {
+  return dispatch(OpCode::EighVectors, {x});
+}
+std::pair<Tensor, Tensor> linalg_eigh(const Tensor& a, std::string_view uplo,
+                                      std::source_location loc) {
+  CallSite cs(loc);
+  Tensor x = eighInput(a, uplo, "linalg.eigh");
+  return {eigvalsh(x), eigh_vectors(x)};
+}
+Tensor linalg_eigvalsh(const Tensor& a, std::string_view uplo, std::source_location loc) {
+  CallSite cs(loc);
+  return eigvalsh(eighInput(a, uplo, "linalg.eigvalsh"));
+}
+
 } // namespace weft

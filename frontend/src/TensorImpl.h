@@ -122,6 +122,10 @@ Tensor reshape(const Tensor& t, const Shape& shape);
 Tensor permute(const Tensor& t, const Shape& dims);
 Tensor flip(const Tensor& t, const Shape& dims);
 Tensor mT(const Tensor& t);
+/// A symmetric matrix's eigenvalues and eigenvectors (the op table's eigvalsh and eigh_vectors),
+/// for the gradient rules.
+Tensor eigvalsh(const Tensor& x);
+Tensor eigh_vectors(const Tensor& x);
 /// A 2-D tensor whose transpose is contiguous (and is not contiguous itself).
 bool is_column_major(const Tensor& t);
 std::vector<Shape> shapes_of(const std::vector<Tensor>& ts);

@@ -516,7 +516,11 @@ Result<TensorType> inferKind(const OpInfo& info, std::span<const TensorType> in,
     if (in[0].dtype != DType::Float32 && in[0].dtype != DType::Float64)
       return diag(ErrorKind::DType, name, ": expected a float32 or float64 input, got ",
                   dt(in[0].dtype));
-    if (info.code == OpCode::Inverse) return in[0];
+    if (info.code == OpCode::Inverse || info.code == OpCode::Cholesky ||
+        info.code == OpCode::EighVectors)
+      return in[0];
+    if (info.code == OpCode::EighValues) // one per row
+      return TensorType{in[0].dtype, Shape(s.begin(), s.end() - 1)};
     return TensorType{in[0].dtype, Shape(s.begin(), s.end() - 2)}; // det, log|det|: one per matrix
   }
   case OpKind::Conv:

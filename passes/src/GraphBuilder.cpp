@@ -163,6 +163,12 @@ GValue cumprod(const GValue& x, int64_t dim) {
 GValue inverse(const GValue& x) {
   return x.b->emit(OpCode::Inverse, {x});
 }
+GValue eigvalsh(const GValue& x) {
+  return x.b->emit(OpCode::EighValues, {x});
+}
+GValue eigh_vectors(const GValue& x) {
+  return x.b->emit(OpCode::EighVectors, {x});
+}
 GValue logcumsumexp(const GValue& x, int64_t dim) {
   return x.b->emit(OpCode::LogCumSumExp, {x}, Attrs{{"dim", dim}});
 }

@@ -319,6 +319,16 @@ Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, Sc
               Scalar alpha = 1, WEFT_LOC);
 Tensor matrix_power(const Tensor& x, int64_t n, WEFT_LOC);
 Tensor inverse(const Tensor& x, WEFT_LOC);
+/// Tensor::cholesky, and torch.linalg.cholesky's spelling.
+Tensor cholesky(const Tensor& a, bool upper = false, WEFT_LOC);
+Tensor linalg_cholesky(const Tensor& a, bool upper = false, WEFT_LOC);
+Tensor cholesky_inverse(const Tensor& factor, bool upper = false, WEFT_LOC);
+Tensor cholesky_solve(const Tensor& b, const Tensor& factor, bool upper = false, WEFT_LOC);
+/// The eigenvalues (ascending, [..., n]) and eigenvectors (columns of [..., n, n], LAPACK's signs)
+/// of each symmetric matrix, from its lower triangle ("L") or upper ("U"), as torch.linalg.eigh;
+/// linalg_eigvalsh the eigenvalues alone. float32 and float64.
+std::pair<Tensor, Tensor> linalg_eigh(const Tensor& a, std::string_view uplo = "L", WEFT_LOC);
+Tensor linalg_eigvalsh(const Tensor& a, std::string_view uplo = "L", WEFT_LOC);
 Tensor det(const Tensor& x, WEFT_LOC);
 Tensor logdet(const Tensor& x, WEFT_LOC);
 std::pair<Tensor, Tensor> slogdet(const Tensor& x, WEFT_LOC);

@@ -581,6 +581,13 @@ public:
   /// The inverse of each square matrix [..., n, n] (float32/float64; singular: an error), its
   /// determinant, log-determinant (NaN below 0) and (sign, log|det|).
   Tensor inverse(WEFT_LOC) const;
+  /// The Cholesky factor of each symmetric positive-definite matrix (from its lower triangle):
+  /// L with A = L L^T, or with `upper` U = L^T (A = U^T U). Not positive-definite: an error.
+  Tensor cholesky(bool upper = false, WEFT_LOC) const;
+  /// A^-1 from this Cholesky factor of A (lower, or `upper`).
+  Tensor cholesky_inverse(bool upper = false, WEFT_LOC) const;
+  /// X with A X = this, A given by its Cholesky factor `factor` (lower, or `upper`).
+  Tensor cholesky_solve(const Tensor& factor, bool upper = false, WEFT_LOC) const;
   Tensor det(WEFT_LOC) const;
   Tensor logdet(WEFT_LOC) const;
   std::pair<Tensor, Tensor> slogdet(WEFT_LOC) const;

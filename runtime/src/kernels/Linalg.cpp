@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 extern "C" {
@@ -16,6 +17,12 @@ void sgetri_(const int* n, float* a, const int* lda, const int* ipiv, float* wor
              int* info);
 void dgetri_(const int* n, double* a, const int* lda, const int* ipiv, double* work,
              const int* lwork, int* info);
+void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info);
+void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info);
+void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const int* lda, float* w,
+             float* work, const int* lwork, int* iwork, const int* liwork, int* info);
+void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
+             double* work, const int* lwork, int* iwork, const int* liwork, int* info);
 }
 
 namespace weft::kernels {
@@ -32,6 +39,22 @@ void getri(int n, float* a, const int* pivots, float* work, int lwork, int* info
 }
 void getri(int n, double* a, const int* pivots, double* work, int lwork, int* info) {
   dgetri_(&n, a, &n, pivots, work, &lwork, info);
+}
+void potrf(char uplo, int n, float* a, int* info) {
+  spotrf_(&uplo, &n, a, &n, info);
+}
+void potrf(char uplo, int n, double* a, int* info) {
+  dpotrf_(&uplo, &n, a, &n, info);
+}
+void syevd(char jobz, int n, float* a, float* w, float* work, int lwork, int* iwork, int liwork,
+           int* info) {
+  const char uplo = 'L';
+  ssyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, info);
+}
+void syevd(char jobz, int n, double* a, double* w, double* work, int lwork, int* iwork, int liwork,
+           int* info) {
+  const char uplo = 'L';
+  dsyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, info);
 }
 
 /// Calls `f(matrix, k)` on a contiguous copy of each matrix k of `x` ([..., n, n], any strides),
@@ -126,6 +149,86 @@ void Det(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
 void LogAbsDet(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
   // The sum of log|U's diagonal| (-inf where an element is 0).
   foldLuDiagonal(in[0], out, 0.0, [](auto r, auto u, bool) { return r + std::log(std::fabs(u)); });
+}
+
+void Cholesky(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.ptr<T>();
+    forEachMatrix<T>(in[0], [&](T* m, int n, int64_t k) {
+      if (n == 0) return;
+      // The row-major copy read column-major is A^T; its upper factor U (A^T = U^T U, from A^T's
+      // upper triangle, A's lower) read back row-major is U^T = L, with A = L L^T.
+      int info = 0;
+      potrf('U', n, m, &info);
+      WEFT_CHECK(info <= 0, Value,
+                 "linalg.cholesky: The factorization could not be completed "
+                 "because the input is not positive-definite (the leading minor of order ",
+                 info, " is not positive-definite).");
+      T* l = o + k * n * n;
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j)
+          l[i * n + j] = j <= i ? m[i * n + j] : T(0); // the other triangle still holds A
+    });
+  };
+  if (in[0].dtype == DType::Float32)
+    run(float());
+  else
+    run(double());
+}
+
+namespace {
+/// Each symmetric matrix's eigenvalues (ascending) into `values`, and with `vectors` its
+/// eigenvectors as columns, through syevd on the lower triangle (column-major, 'L').
+void eigh(const TensorRef& x, const TensorRef* values, const TensorRef* vectors) {
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> w, work;
+    std::vector<int> iwork;
+    forEachMatrix<T>(x, [&](T* m, int n, int64_t k) {
+      if (n == 0) return;
+      // Transposed to column-major, so syevd reduces the lower triangle as PyTorch has it do
+      // (the same elements read through the upper triangle of the transpose give other
+      // eigenvector signs).
+      for (int i = 0; i < n; ++i)
+        for (int j = i + 1; j < n; ++j)
+          std::swap(m[i * n + j], m[j * n + i]);
+      const char jobz = vectors != nullptr ? 'V' : 'N';
+      w.resize(static_cast<size_t>(n));
+      // The workspace sizes LAPACK asks for (syevd's documented minima).
+      const int lwork = vectors != nullptr ? 1 + 6 * n + 2 * n * n : 2 * n + 1;
+      const int liwork = vectors != nullptr ? 3 + 5 * n : 1;
+      work.resize(static_cast<size_t>(lwork));
+      iwork.resize(static_cast<size_t>(liwork));
+      int info = 0;
+      syevd(jobz, n, m, w.data(), work.data(), lwork, iwork.data(), liwork, &info);
+      WEFT_CHECK(info == 0, Value, "linalg.eigh: the algorithm failed to converge (LAPACK info ",
+                 info, "); the input may contain NaN or infinity");
+      if (values != nullptr) std::memcpy(values->ptr<T>() + k * n, w.data(), sizeof(T) * w.size());
+      if (vectors == nullptr) return;
+      // Column-major Z read row-major is Z^T: transposed back, eigenvector j is column j.
+      T* v = vectors->ptr<T>() + k * n * n;
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j)
+          v[i * n + j] = m[j * n + i];
+    });
+  };
+  if (x.dtype == DType::Float32)
+    run(float());
+  else
+    run(double());
+}
+} // namespace
+
+void EighValues(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  eigh(in[0], &out, nullptr);
+}
+
+void EighVectors(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  eigh(in[0], nullptr, &out);
 }
 
 } // namespace weft::kernels

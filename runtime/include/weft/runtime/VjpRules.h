@@ -16,6 +16,7 @@
 #include "weft/runtime/TensorRef.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace weft::rules {
@@ -91,6 +92,49 @@ template <typename T> T vjp_logabsdet(const T& g, const T& x) {
 }
 template <typename T> T vjp_det(const T& g, const T& x, const T& y) {
   return vjp_logabsdet(g * y, x);
+}
+
+/// Bool [n, n] masks of the strictly lower triangle and of the diagonal (`like` gives the
+/// builder and a floating dtype to count in).
+template <typename T> std::pair<T, T> lower_and_diagonal(const T& like, int64_t n) {
+  T ones = ones_like(zeros_shaped(like, Shape{n}));
+  T index = cumsum(ones, 0) - ones; // 0, 1, ..., n - 1
+  T rows = reshape(index, Shape{n, 1}), cols = reshape(index, Shape{1, n});
+  return {rows > cols, rows == cols};
+}
+/// Cholesky's gradient (A = L L^T), as PyTorch computes it: M = tril(L^T g) made symmetric with
+/// its lower triangle halved (0.5 (M + tril(M, -1)^T)), then L^-T M L^-1.
+template <typename T> T vjp_cholesky(const T& g, const T& l) {
+  const Shape s = shape_of(l);
+  auto [lower, diagonal] = lower_and_diagonal(l, s.back());
+  T zero = zeros_shaped(g, Shape{});
+  T m = matmul(mT(l), g);
+  T strict = where(lower, m, zero);
+  T sym = (strict + where(diagonal, m, zero) + mT(strict)) * 0.5;
+  T inv = inverse(l);
+  return matmul(matmul(mT(inv), sym), inv);
+}
+/// The eigenvalues' gradient: V diag(g) V^T, V the eigenvectors.
+template <typename T> T vjp_eigvalsh(const T& g, const T& x) {
+  T v = eigh_vectors(x);
+  Shape row = shape_of(g);
+  row.insert(row.end() - 1, 1); // [..., 1, n]: scales V's columns
+  return matmul(v * reshape(g, row), mT(v));
+}
+/// The eigenvectors' gradient, as PyTorch's for a Hermitian matrix: V^T g projected onto the
+/// skew-symmetric matrices, divided elementwise by w_j - w_i (0 on the diagonal), between V and
+/// V^T.
+template <typename T> T vjp_eigh_vectors(const T& g, const T& x, const T& v) {
+  T w = eigvalsh(x);
+  Shape col = shape_of(w), row = shape_of(w);
+  col.push_back(1);
+  row.insert(row.end() - 1, 1);
+  T gap = reshape(w, row) - reshape(w, col); // [i][j] = w_j - w_i
+  const T diagonal = lower_and_diagonal(g, shape_of(w).back()).second;
+  T vg = matmul(mT(v), g);
+  T skew = (vg - mT(vg)) * 0.5;
+  T scaled = where(diagonal, zeros_shaped(g, Shape{}), skew / where(diagonal, ones_like(gap), gap));
+  return matmul(matmul(v, scaled), mT(v));
 }
 
 /// gather's gradient for x: g added at the gathered positions. Where the index picks one position
