@@ -371,6 +371,89 @@ TEST(Linalg, CholeskyAndEighAsPyTorch) {
   EXPECT_THROW((void)ones({2, 3}).cholesky(), ShapeError);
 }
 
+/// QR, SVD and the pseudo-inverse of a tall matrix against PyTorch 1.13's float64 values
+/// (LAPACK's Householder QR and gesdd on both sides, so the signs agree), with the gradient of
+/// each factor, eagerly and compiled; a wide matrix's Q gradient (its last columns' part).
+TEST(Linalg, QrSvdAndPinvAsPyTorch) {
+  Tensor a = tensor({2.0, -1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0, 1.0, 0.0, -1.0})
+                 .reshape({4, 3})
+                 .to(kFloat64);
+  auto [q, r] = linalg_qr(a);
+  EXPECT_TRUE(allClose(q.to_vector<double>(),
+                       {-0.8, 0.43311223360296774, -0.07684079394431596, -0.39999999999999997,
+                        -0.8980709549708598, 0.04463546118824229, -0.19999999999999998,
+                        -0.050954380423878565, -0.8429887100361714, -0.39999999999999997,
+                        0.05732367797686337, 0.5305404817184752},
+                       1e-13, 1e-14));
+  EXPECT_TRUE(allClose(r.to_vector<double>(),
+                       {-2.5, -0.44999999999999996, -0.5, 0.0, -3.1400636936215163,
+                        -0.16719406076585153, 0.0, 0.0, -2.2437794334659156},
+                       1e-13, 1e-14));
+  auto [u, sv, vh] = linalg_svd(a, false);
+  EXPECT_TRUE(
+      allClose(u.to_vector<double>(),
+               {-0.07053501402618317, -0.8402533972111406, 0.349985363668265, 0.9670359726388621,
+                0.07445631816773701, 0.16679762847556776, 0.24286528404162627, -0.5295701102318575,
+                -0.6432715338713721, 0.02971015358621129, -0.0893643301830202, 0.6602200618458143},
+               1e-12, 1e-13));
+  EXPECT_TRUE(allClose(sv.to_vector<double>(),
+                       {3.2540538022023844, 2.567100437944037, 2.1085846423323247}, 1e-13, 1e-14));
+  EXPECT_TRUE(allClose(vh.to_vector<double>(),
+                       {0.3002743038643677, 0.9318712711206054, 0.20359586562314036,
+                        -0.7635851845062189, 0.3627555082738401, -0.5341779733568123,
+                        0.5716406287532163, -0.0049371324728466615, -0.820489254214565},
+                       1e-12, 1e-13));
+  auto [su, ss, sv3] = a.svd();
+  EXPECT_TRUE(allClose(sv3.to_vector<double>(), vh.mT().contiguous().to_vector<double>(), 0, 0));
+  EXPECT_TRUE(allClose(a.pinverse().to_vector<double>(),
+                       {0.33830657853320734, 0.11230720805791616, 0.005539817437834418,
+                        0.20830972615675158, -0.1397544853635505, 0.28706326723323883,
+                        -0.00377714825306897, -0.005665722379603373, 0.03424614416115834,
+                        -0.01989298079949638, 0.37570034623858983, -0.23644948064211527},
+                       1e-12, 1e-14));
+
+  Tensor w = (arange(12, kFloat64).reshape({4, 3}) / 7.0) - 0.5;
+  Tensor wk = (arange(9, kFloat64).reshape({3, 3}) / 5.0) - 0.8;
+  Tensor scale = tensor({1.0, -2.0, 0.5}).to(kFloat64);
+  const std::vector<std::pair<std::function<Tensor(const Tensor&)>, std::vector<double>>> grads = {
+      {[&](const Tensor& x) { return (linalg_qr(x).first * w).sum(); },
+       {0.09654882874536168, 0.13695308363274455, 0.21225701517851905, 0.06270291475627138,
+        0.05063764971234878, 0.09228565877326918, 0.079496461433567, -0.05983946201720682,
+        -0.25839984456515375, -0.2955488029637782, -0.29462408596923456, -0.38759976684773056}},
+      {[&](const Tensor& x) { return (linalg_qr(x).second * wk).sum(); },
+       {0.3259575515297654, 0.4722915897622588, 0.3451498115651408, 1.0327751821029756,
+        0.24447767947633506, 0.01609417795642192, 0.6545382118627999, 0.035434205333014564,
+        -0.6045818441137129, -0.011959391093905848, 0.2932220383326403, 0.5958971209701529}},
+      {[&](const Tensor& x) { return (std::get<0>(linalg_svd(x, false)) * w).sum(); },
+       {-0.3652593919362867, -0.10579836798819882, 0.4338927290560463, -0.08846353668296363,
+        -0.09563176116395795, 0.1459657103526612, 0.20369868155801574, 0.22577628350134815,
+        0.10242893219635582, -0.23941184184490888, 0.3451338076665812, -0.6229020097408758}},
+      {[&](const Tensor& x) { return (linalg_svdvals(x) * scale).sum(); },
+       {-1.2043570162467925, 0.5430195811372135, -1.0556299659053423, 0.4517576869956259,
+        0.8467224109660847, 0.2080025453266898, -0.9196776486029604, 0.6121160883478863,
+        -0.2524243181919392, 0.06115094421816505, 0.09089104766847476, -0.3602757822186114}},
+      {[&](const Tensor& x) { return (std::get<2>(linalg_svd(x, false)) * wk).sum(); },
+       {-0.28658053108341824, -0.40566064790543727, 0.048934436713977, -0.6850761876783795,
+        0.17142301820367617, 0.10049305587839752, -0.13688717411818543, -0.007222271567548083,
+        0.2394310451574167, -0.2287922194379339, -0.17651764561659403, -0.1088963490762434}}};
+  for (const auto& [fn, want] : grads) {
+    Tensor x = a.clone().requires_grad_();
+    fn(x).backward();
+    EXPECT_TRUE(allClose(x.grad().to_vector<double>(), want, 1e-10, 1e-12));
+    expectCompiledAsEager(fn, a);
+  }
+  Tensor wide = a.mT().contiguous().requires_grad_();
+  (linalg_qr(wide).first * wk).sum().backward();
+  EXPECT_TRUE(allClose(wide.grad().to_vector<double>(),
+                       {0.059895753228149, 0.063376095906263, 0.0, 0.0, 0.032803549772147, 0.0, 0.0,
+                        0.0, -0.1739759133683, -0.253504383625053, 0.0, 0.0},
+                       1e-12, 1e-13));
+  EXPECT_THROW((void)linalg_svd(a), ValueError); // full_matrices of a non-square matrix
+  EXPECT_THROW((void)linalg_qr(a, "complete"), ValueError);
+  EXPECT_THROW((void)linalg_qr(a, "full"), ValueError);
+  EXPECT_THROW((void)tensor({1.0, 2.0}).to(kFloat64).svd(), ShapeError);
+}
+
 TEST(Composites, NanmedianAndUniqueAsPyTorch) {
   auto [v, i] = tensor({2.0f, NAN, 1.0f, 5.0f, NAN, NAN, NAN, NAN, 3.0f, NAN, 4.0f, NAN})
                     .reshape({3, 4})

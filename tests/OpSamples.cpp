@@ -975,6 +975,61 @@ std::vector<OpSample> samplesFor(OpCode op) {
       };
     return {sample};
   }
+  case OpCode::QrQ:
+  case OpCode::QrR:
+  case OpCode::SvdU:
+  case OpCode::SvdS:
+  case OpCode::SvdVh: {
+    // A tall batch and a wide matrix. Q and R, U and Vh are defined up to signs: checked by what
+    // defines them (orthonormal columns or rows, R upper triangular, the product giving A); the
+    // singular values against the square roots of A^T A's eigenvalues (Jacobi, in double).
+    std::vector<OpSample> samples;
+    for (const Tensor& a : {normal({2, 5, 3}, 42), normal({3, 5}, 43)}) {
+      const std::string label = a.dim() == 3 ? "tall batch" : "wide";
+      OpSample sample{label, {a}, {}, {}, {}};
+      if (op == OpCode::SvdS) {
+        sample.reference = [](const std::vector<NdArray>& in, const Attrs&) {
+          Tensor x = from_blob(const_cast<double*>(in[0].v.data()), in[0].shape, kFloat64);
+          const bool tall = x.size(-2) >= x.size(-1);
+          Tensor gram = tall ? x.mT().matmul(x) : x.matmul(x.mT()); // k x k
+          NdArray w = eigvalshNd(toNd(gram));
+          NdArray out = w;
+          const auto k = static_cast<size_t>(gram.size(-1));
+          for (size_t b = 0; b < w.v.size() / k; ++b) // descending square roots
+            for (size_t j = 0; j < k; ++j)
+              out.v[b * k + j] = std::sqrt(std::max(w.v[b * k + k - 1 - j], 0.0));
+          return out;
+        };
+      } else {
+        sample.check = [a, op](const Tensor& f) -> ::testing::AssertionResult {
+          const double tol = f.dtype() == kFloat64 ? 1e-10 : 2e-4;
+          Tensor x = f.to(kFloat64);
+          const bool columns = op == OpCode::QrQ || op == OpCode::SvdU; // orthonormal columns
+          Tensor gram = columns ? x.mT().matmul(x) : x.matmul(x.mT());
+          Tensor eye = ones({gram.size(-1)}, kFloat64).diag();
+          double orth = op == OpCode::QrR ? 0 : (gram - eye).abs().max().item<double>();
+          // The partner factors from the same dtype's factorization (the same signs).
+          Tensor same = a.to(f.dtype());
+          auto [q, r] = linalg_qr(same);
+          auto [u, sv, vh] = linalg_svd(same, false);
+          q = q.to(kFloat64), r = r.to(kFloat64), u = u.to(kFloat64), vh = vh.to(kFloat64);
+          Tensor s = sv.to(kFloat64).unsqueeze(-2);
+          Tensor rebuilt = op == OpCode::QrQ    ? x.matmul(r)
+                           : op == OpCode::QrR  ? q.matmul(x)
+                           : op == OpCode::SvdU ? (x * s).matmul(vh)
+                                                : (u * s).matmul(x);
+          double fit = (rebuilt - a).abs().max().item<double>();
+          double lower = op == OpCode::QrR ? (x - x.triu()).abs().max().item<double>() : 0;
+          if (orth > tol || fit > tol * 10 || lower != 0)
+            return ::testing::AssertionFailure()
+                   << "orthonormality " << orth << ", product " << fit << ", below R " << lower;
+          return ::testing::AssertionSuccess();
+        };
+      }
+      samples.push_back(sample);
+    }
+    return samples;
+  }
   case OpCode::MatMul:
     return {{"batched broadcast",
              {normal({2, 1, 3, 4}, 26), normal({3, 4, 5}, 27)},

@@ -177,7 +177,7 @@ bool alongDimOfScalar(OpCode op, std::span<const Tensor> in, const Attrs& at) {
   case OpKind::Pad:
   case OpKind::Cat:
   case OpKind::MatMul:
-  case OpKind::SquareMatrix:
+  case OpKind::Matrix:
   case OpKind::Conv:
   case OpKind::ConvInputGrad:
   case OpKind::ConvWeightGrad:

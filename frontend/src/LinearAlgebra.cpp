@@ -782,4 +782,94 @@ Tensor linalg_eigvalsh(const Tensor& a, std::string_view uplo, std::source_locat
   return eigvalsh(eighInput(a, uplo, "linalg.eigvalsh"));
 }
 
+// ---- QR, SVD, pseudo-inverse ----
+
+Tensor qr_q(const Tensor& x) {
+  return dispatch(OpCode::QrQ, {x});
+}
+Tensor qr_r(const Tensor& x) {
+  return dispatch(OpCode::QrR, {x});
+}
+Tensor svd_u(const Tensor& x) {
+  return dispatch(OpCode::SvdU, {x});
+}
+Tensor svd_s(const Tensor& x) {
+  return dispatch(OpCode::SvdS, {x});
+}
+Tensor svd_vh(const Tensor& x) {
+  return dispatch(OpCode::SvdVh, {x});
+}
+
+std::pair<Tensor, Tensor> linalg_qr(const Tensor& a, std::string_view mode,
+                                    std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined(), Value, "linalg.qr: called with an undefined tensor");
+  WEFT_CHECK(mode == "reduced" || mode == "complete" || mode == "r", Value,
+             "qr received unrecognized mode '", mode,
+             "' but expected one of 'reduced' (default), 'r', or 'complete'");
+  WEFT_CHECK(a.dim() >= 2, Shape, "linalg.qr: the input must have at least 2 dimensions, got ",
+             shapeString(a.sizes()));
+  WEFT_CHECK(mode != "complete" || a.size(-2) <= a.size(-1), Value,
+             "linalg.qr: mode='complete' of a matrix with more rows than columns (", a.size(-2),
+             " x ", a.size(-1), ") is not supported; use mode='reduced'");
+  if (mode == "r") return {zeros({0}, a.dtype()), qr_r(a)};
+  return {qr_q(a), qr_r(a)};
+}
+std::pair<Tensor, Tensor> Tensor::qr(bool some, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("qr");
+  return linalg_qr(*this, some ? "reduced" : "complete");
+}
+
+std::tuple<Tensor, Tensor, Tensor> linalg_svd(const Tensor& a, bool fullMatrices,
+                                              std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined(), Value, "linalg.svd: called with an undefined tensor");
+  WEFT_CHECK(a.dim() >= 2, Shape, "linalg.svd: the input must have at least 2 dimensions, got ",
+             shapeString(a.sizes()));
+  WEFT_CHECK(!fullMatrices || a.size(-2) == a.size(-1), Value,
+             "linalg.svd: full_matrices=true of a non-square matrix (", a.size(-2), " x ",
+             a.size(-1), ") is not supported; pass full_matrices=false for the reduced factors");
+  return {svd_u(a), svd_s(a), svd_vh(a)};
+}
+Tensor linalg_svdvals(const Tensor& a, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined(), Value, "linalg.svdvals: called with an undefined tensor");
+  return svd_s(a);
+}
+std::tuple<Tensor, Tensor, Tensor> Tensor::svd(bool some, bool computeUv,
+                                               std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("svd");
+  if (!computeUv) { // PyTorch's zero-filled U and V of the full shapes
+    Tensor s = linalg_svdvals(*this);
+    Shape u = sizes(), v = sizes();
+    u.back() = size(-2);
+    v[v.size() - 2] = size(-1);
+    return {zeros(u, dtype()), s, zeros(v, dtype())};
+  }
+  auto [u, s, vh] = linalg_svd(*this, !some);
+  return {u, s, vh.mT()};
+}
+
+Tensor linalg_pinv(const Tensor& a, std::optional<double> rtol, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined(), Value, "linalg.pinv: called with an undefined tensor");
+  WEFT_CHECK(a.dim() >= 2, Shape, "linalg.pinv: the input must have at least 2 dimensions, got ",
+             shapeString(a.sizes()));
+  // PyTorch's default tolerance: the machine epsilon times the larger dimension.
+  const double eps = a.dtype() == DType::Float64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+  const double tol = rtol.value_or(eps * static_cast<double>(std::max(a.size(-2), a.size(-1))));
+  auto [u, s, vh] = linalg_svd(a, false);
+  if (s.size(-1) == 0) return zeros(Shape(a.sizes()), a.dtype()).mT();
+  Tensor cutoff = s.amax({-1}, true) * tol;
+  Tensor inv = where(s.gt(cutoff), s.reciprocal(), zeros({}, a.dtype()));
+  return (vh.mT() * inv.unsqueeze(-2)).matmul(u.mT());
+}
+Tensor Tensor::pinverse(double rcond, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("pinverse");
+  return linalg_pinv(*this, rcond);
+}
+
 } // namespace weft

@@ -126,6 +126,12 @@ Tensor mT(const Tensor& t);
 /// for the gradient rules.
 Tensor eigvalsh(const Tensor& x);
 Tensor eigh_vectors(const Tensor& x);
+/// The reduced QR and SVD factors (the op table's qr_q, qr_r, svd_u, svd_s, svd_vh).
+Tensor qr_q(const Tensor& x);
+Tensor qr_r(const Tensor& x);
+Tensor svd_u(const Tensor& x);
+Tensor svd_s(const Tensor& x);
+Tensor svd_vh(const Tensor& x);
 /// A 2-D tensor whose transpose is contiguous (and is not contiguous itself).
 bool is_column_major(const Tensor& t);
 std::vector<Shape> shapes_of(const std::vector<Tensor>& ts);

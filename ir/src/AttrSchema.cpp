@@ -57,7 +57,7 @@ Schema buildSchema(OpCode op) {
   case OpKind::Identity:
   case OpKind::Where:
   case OpKind::MatMul:
-  case OpKind::SquareMatrix:
+  case OpKind::Matrix:
     return {};
   case OpKind::Cast:
     return {{"dtype", T::DType}};

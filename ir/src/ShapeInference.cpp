@@ -507,9 +507,15 @@ Result<TensorType> inferKind(const OpInfo& info, std::span<const TensorType> in,
     return cat(name, in, at);
   case OpKind::MatMul:
     return matmul(name, in);
-  case OpKind::SquareMatrix: {
+  case OpKind::Matrix: {
     const Shape& s = in[0].shape;
-    if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
+    const bool anyShape = info.code == OpCode::QrQ || info.code == OpCode::QrR ||
+                          info.code == OpCode::SvdU || info.code == OpCode::SvdS ||
+                          info.code == OpCode::SvdVh;
+    if (s.size() < 2)
+      return diag(ErrorKind::Shape, name,
+                  ": a tensor of matrices [..., m, n] is expected, got shape ", shapeString(s));
+    if (!anyShape && s[s.size() - 1] != s[s.size() - 2])
       return diag(ErrorKind::Shape, name,
                   ": a tensor of square matrices [..., n, n] is expected, got shape ",
                   shapeString(s));
@@ -521,6 +527,14 @@ Result<TensorType> inferKind(const OpInfo& info, std::span<const TensorType> in,
       return in[0];
     if (info.code == OpCode::EighValues) // one per row
       return TensorType{in[0].dtype, Shape(s.begin(), s.end() - 1)};
+    if (anyShape) { // reduced factors: k = min(m, n)
+      const int64_t m = s[s.size() - 2], n = s[s.size() - 1], k = std::min(m, n);
+      Shape r(s.begin(), s.end() - 2);
+      if (info.code == OpCode::QrQ || info.code == OpCode::SvdU) r.insert(r.end(), {m, k});
+      if (info.code == OpCode::QrR || info.code == OpCode::SvdVh) r.insert(r.end(), {k, n});
+      if (info.code == OpCode::SvdS) r.push_back(k);
+      return TensorType{in[0].dtype, r};
+    }
     return TensorType{in[0].dtype, Shape(s.begin(), s.end() - 2)}; // det, log|det|: one per matrix
   }
   case OpKind::Conv:

@@ -169,6 +169,21 @@ GValue eigvalsh(const GValue& x) {
 GValue eigh_vectors(const GValue& x) {
   return x.b->emit(OpCode::EighVectors, {x});
 }
+GValue qr_q(const GValue& x) {
+  return x.b->emit(OpCode::QrQ, {x});
+}
+GValue qr_r(const GValue& x) {
+  return x.b->emit(OpCode::QrR, {x});
+}
+GValue svd_u(const GValue& x) {
+  return x.b->emit(OpCode::SvdU, {x});
+}
+GValue svd_s(const GValue& x) {
+  return x.b->emit(OpCode::SvdS, {x});
+}
+GValue svd_vh(const GValue& x) {
+  return x.b->emit(OpCode::SvdVh, {x});
+}
 GValue logcumsumexp(const GValue& x, int64_t dim) {
   return x.b->emit(OpCode::LogCumSumExp, {x}, Attrs{{"dim", dim}});
 }

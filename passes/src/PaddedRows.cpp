@@ -343,7 +343,7 @@ private:
       return rule;
     case OpKind::MatMul:
       return matmulRule(n, ax, r);
-    case OpKind::SquareMatrix: // each matrix on its own: rows may be a batch axis only
+    case OpKind::Matrix: // each matrix on its own: rows may be a batch axis only
       if (ax[0] && ax[0]->axis >= rank(0) - 2)
         return fail(n, "has the dynamic dimension inside its matrices");
       rule.result = ax[0];

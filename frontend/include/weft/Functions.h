@@ -329,6 +329,18 @@ Tensor cholesky_solve(const Tensor& b, const Tensor& factor, bool upper = false,
 /// linalg_eigvalsh the eigenvalues alone. float32 and float64.
 std::pair<Tensor, Tensor> linalg_eigh(const Tensor& a, std::string_view uplo = "L", WEFT_LOC);
 Tensor linalg_eigvalsh(const Tensor& a, std::string_view uplo = "L", WEFT_LOC);
+/// torch.linalg.qr: mode "reduced" (Q [..., m, k], R [..., k, n]), "r" (R alone, Q empty) or
+/// "complete" (where it equals the reduced one: m <= n).
+std::pair<Tensor, Tensor> linalg_qr(const Tensor& a, std::string_view mode = "reduced", WEFT_LOC);
+/// torch.linalg.svd: U, S (descending) and Vh, through LAPACK's gesdd with PyTorch's signs and
+/// gradients. `full_matrices` (PyTorch's default) is supported where it changes nothing (square
+/// matrices); pass false for the reduced factors of others.
+std::tuple<Tensor, Tensor, Tensor> linalg_svd(const Tensor& a, bool full_matrices = true, WEFT_LOC);
+/// The singular values alone.
+Tensor linalg_svdvals(const Tensor& a, WEFT_LOC);
+/// torch.linalg.pinv: the pseudo-inverse, singular values at or below rtol times the largest
+/// counting as 0.
+Tensor linalg_pinv(const Tensor& a, std::optional<double> rtol = std::nullopt, WEFT_LOC);
 Tensor det(const Tensor& x, WEFT_LOC);
 Tensor logdet(const Tensor& x, WEFT_LOC);
 std::pair<Tensor, Tensor> slogdet(const Tensor& x, WEFT_LOC);

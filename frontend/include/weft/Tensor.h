@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -588,6 +589,15 @@ public:
   Tensor cholesky_inverse(bool upper = false, WEFT_LOC) const;
   /// X with A X = this, A given by its Cholesky factor `factor` (lower, or `upper`).
   Tensor cholesky_solve(const Tensor& factor, bool upper = false, WEFT_LOC) const;
+  /// The QR factorization of each matrix [..., m, n] (Householder, LAPACK's signs): with `some`,
+  /// the reduced Q [..., m, k] and R [..., k, n], k = min(m, n); else the complete one, which
+  /// weft computes only where it is the reduced one (m <= n).
+  std::pair<Tensor, Tensor> qr(bool some = true, WEFT_LOC) const;
+  /// torch.svd: U, S and V (not V^T) of each matrix, reduced with `some` (else only square
+  /// matrices); without `compute_uv`, U and V are zero-filled as in PyTorch.
+  std::tuple<Tensor, Tensor, Tensor> svd(bool some = true, bool compute_uv = true, WEFT_LOC) const;
+  /// The pseudo-inverse through the SVD: singular values below rcond times the largest count as 0.
+  Tensor pinverse(double rcond = 1e-15, WEFT_LOC) const;
   Tensor det(WEFT_LOC) const;
   Tensor logdet(WEFT_LOC) const;
   std::pair<Tensor, Tensor> slogdet(WEFT_LOC) const;

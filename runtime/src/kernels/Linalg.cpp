@@ -3,6 +3,7 @@
 #include "Loops.h"
 #include "weft/runtime/Kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -23,6 +24,20 @@ void ssyevd_(const char* jobz, const char* uplo, const int* n, float* a, const i
              float* work, const int* lwork, int* iwork, const int* liwork, int* info);
 void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
              double* work, const int* lwork, int* iwork, const int* liwork, int* info);
+void sgeqrf_(const int* m, const int* n, float* a, const int* lda, float* tau, float* work,
+             const int* lwork, int* info);
+void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work,
+             const int* lwork, int* info);
+void sorgqr_(const int* m, const int* n, const int* k, float* a, const int* lda, const float* tau,
+             float* work, const int* lwork, int* info);
+void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau,
+             double* work, const int* lwork, int* info);
+void sgesdd_(const char* jobz, const int* m, const int* n, float* a, const int* lda, float* s,
+             float* u, const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork,
+             int* iwork, int* info);
+void dgesdd_(const char* jobz, const int* m, const int* n, double* a, const int* lda, double* s,
+             double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork,
+             int* iwork, int* info);
 }
 
 namespace weft::kernels {
@@ -55,6 +70,54 @@ void syevd(char jobz, int n, double* a, double* w, double* work, int lwork, int*
            int* info) {
   const char uplo = 'L';
   dsyevd_(&jobz, &uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, info);
+}
+
+void geqrf(int m, int n, float* a, float* tau, float* work, int lwork, int* info) {
+  sgeqrf_(&m, &n, a, &m, tau, work, &lwork, info);
+}
+void geqrf(int m, int n, double* a, double* tau, double* work, int lwork, int* info) {
+  dgeqrf_(&m, &n, a, &m, tau, work, &lwork, info);
+}
+void orgqr(int m, int k, float* a, const float* tau, float* work, int lwork, int* info) {
+  sorgqr_(&m, &k, &k, a, &m, tau, work, &lwork, info);
+}
+void orgqr(int m, int k, double* a, const double* tau, double* work, int lwork, int* info) {
+  dorgqr_(&m, &k, &k, a, &m, tau, work, &lwork, info);
+}
+void gesdd(int m, int n, float* a, float* s, float* u, float* vt, float* work, int lwork,
+           int* iwork, int* info) {
+  const char jobz = 'S';
+  const int k = std::min(m, n);
+  sgesdd_(&jobz, &m, &n, a, &m, s, u, &m, vt, &k, work, &lwork, iwork, info);
+}
+void gesdd(int m, int n, double* a, double* s, double* u, double* vt, double* work, int lwork,
+           int* iwork, int* info) {
+  const char jobz = 'S';
+  const int k = std::min(m, n);
+  dgesdd_(&jobz, &m, &n, a, &m, s, u, &m, vt, &k, work, &lwork, iwork, info);
+}
+
+/// Calls `f(a, m, n, k)` on a column-major copy of each matrix k of `x` ([..., m, n], any
+/// strides): LAPACK's own layout, so it factors A itself as PyTorch has it do.
+template <typename T, typename F> void forEachColumnMajor(const TensorRef& x, F f) {
+  const size_t rank = x.shape.size();
+  const int64_t m = x.shape[rank - 2], n = x.shape[rank - 1];
+  WEFT_CHECK(m <= (int64_t{1} << 20) && n <= (int64_t{1} << 20), Value,
+             "linear algebra on matrices of size ", m, " x ", n, " is not supported");
+  Shape batch(x.shape.begin(), x.shape.end() - 2);
+  std::vector<T> a(static_cast<size_t>(m * n));
+  for (int64_t k = 0; k < numel(batch); ++k) {
+    int64_t offset = 0, rest = k;
+    for (size_t d = batch.size(); d-- > 0;) {
+      offset += (rest % batch[d]) * x.strides[d];
+      rest /= batch[d];
+    }
+    const T* base = static_cast<const T*>(x.data) + offset;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        a[static_cast<size_t>(i + j * m)] = base[i * x.strides[rank - 2] + j * x.strides[rank - 1]];
+    f(a.data(), static_cast<int>(m), static_cast<int>(n), k);
+  }
 }
 
 /// Calls `f(matrix, k)` on a contiguous copy of each matrix k of `x` ([..., n, n], any strides),
@@ -229,6 +292,107 @@ void EighValues(std::span<const TensorRef> in, const TensorRef& out, const Attrs
 void EighVectors(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
   WEFT_INTERNAL_ASSERT(out.isContiguous());
   eigh(in[0], nullptr, &out);
+}
+
+namespace {
+/// Each matrix's reduced QR: Q into `q` ([..., m, k]) and R into `r` ([..., k, n]), either null.
+void qr(const TensorRef& x, const TensorRef* q, const TensorRef* r) {
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> tau, work;
+    forEachColumnMajor<T>(x, [&](T* a, int m, int n, int64_t b) {
+      const int k = std::min(m, n);
+      if (k == 0) return; // a Q of m x 0 or an R of 0 x n holds nothing
+      tau.resize(static_cast<size_t>(k));
+      work.resize(static_cast<size_t>(std::max(m, n)) * 64);
+      int info = 0;
+      geqrf(m, n, a, tau.data(), work.data(), static_cast<int>(work.size()), &info);
+      WEFT_CHECK(info == 0, Value, "linalg.qr: the factorization failed (LAPACK info ", info, ")");
+      if (r != nullptr) { // R: the upper triangle of the first k rows
+        T* o = r->ptr<T>() + b * k * n;
+        for (int i = 0; i < k; ++i)
+          for (int j = 0; j < n; ++j)
+            o[i * n + j] = j >= i ? a[i + j * m] : T(0);
+      }
+      if (q == nullptr) return;
+      orgqr(m, k, a, tau.data(), work.data(), static_cast<int>(work.size()), &info);
+      WEFT_CHECK(info == 0, Value, "linalg.qr: forming Q failed (LAPACK info ", info, ")");
+      T* o = q->ptr<T>() + b * m * k;
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < k; ++j)
+          o[i * k + j] = a[i + j * m];
+    });
+  };
+  if (x.dtype == DType::Float32)
+    run(float());
+  else
+    run(double());
+}
+
+/// Each matrix's reduced SVD: U, S and Vh into those of `u`, `s`, `vh` given.
+void svd(const TensorRef& x, const TensorRef* u, const TensorRef* s, const TensorRef* vh) {
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> sv, uu, vt, work;
+    std::vector<int> iwork;
+    forEachColumnMajor<T>(x, [&](T* a, int m, int n, int64_t b) {
+      const int k = std::min(m, n);
+      if (k == 0) return;
+      sv.resize(static_cast<size_t>(k));
+      uu.resize(static_cast<size_t>(m) * static_cast<size_t>(k));
+      vt.resize(static_cast<size_t>(k) * static_cast<size_t>(n));
+      iwork.resize(static_cast<size_t>(8 * k));
+      int info = 0;
+      T query = 0; // the workspace size gesdd asks for
+      gesdd(m, n, a, sv.data(), uu.data(), vt.data(), &query, -1, iwork.data(), &info);
+      work.resize(static_cast<size_t>(std::max<T>(query, T(1))));
+      gesdd(m, n, a, sv.data(), uu.data(), vt.data(), work.data(), static_cast<int>(work.size()),
+            iwork.data(), &info);
+      WEFT_CHECK(info == 0, Value,
+                 "linalg.svd: The algorithm failed to converge because the input matrix is "
+                 "ill-conditioned or has too many repeated singular values (error code: ",
+                 info, ").");
+      if (s != nullptr) std::memcpy(s->ptr<T>() + b * k, sv.data(), sizeof(T) * sv.size());
+      if (u != nullptr) {
+        T* o = u->ptr<T>() + b * m * k;
+        for (int i = 0; i < m; ++i)
+          for (int j = 0; j < k; ++j)
+            o[i * k + j] = uu[static_cast<size_t>(i + j * m)];
+      }
+      if (vh != nullptr) {
+        T* o = vh->ptr<T>() + b * k * n;
+        for (int i = 0; i < k; ++i)
+          for (int j = 0; j < n; ++j)
+            o[i * n + j] = vt[static_cast<size_t>(i + j * k)];
+      }
+    });
+  };
+  if (x.dtype == DType::Float32)
+    run(float());
+  else
+    run(double());
+}
+} // namespace
+
+void QrQ(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  qr(in[0], &out, nullptr);
+}
+void QrR(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  qr(in[0], nullptr, &out);
+}
+void SvdU(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  svd(in[0], &out, nullptr, nullptr);
+}
+void SvdS(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  svd(in[0], nullptr, &out, nullptr);
+}
+void SvdVh(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  WEFT_INTERNAL_ASSERT(out.isContiguous());
+  svd(in[0], nullptr, nullptr, &out);
 }
 
 } // namespace weft::kernels

@@ -46,7 +46,7 @@ enum class OpKind : uint8_t {
   Scatter,
   IndexSelect,
   IndexAdd,
-  SquareMatrix, // a batch of square matrices [..., n, n] (float32/float64): linear algebra
+  Matrix, // a batch of matrices [..., m, n] (float32/float64; square but for qr and svd): linear algebra
   Pool,
   Full,
   Random

@@ -137,6 +137,69 @@ template <typename T> T vjp_eigh_vectors(const T& g, const T& x, const T& v) {
   return matmul(matmul(v, scaled), mT(v));
 }
 
+/// `m` made symmetric from its lower triangle (the diagonal kept once): tril(m) + tril(m, -1)^T.
+template <typename T> T copy_lower_to_upper(const T& m) {
+  auto [lower, diagonal] = lower_and_diagonal(m, shape_of(m).back());
+  T zero = zeros_shaped(m, Shape{});
+  T strict = where(lower, m, zero);
+  return strict + mT(strict) + where(diagonal, m, zero);
+}
+/// QR's gradient (reduced: Q [m, k], R [k, n]) for the factors' gradients gq and gr, as PyTorch
+/// computes it. m >= n: (gq + Q copyltu(R gr^T - gq^T Q)) R^-T. m < n: A = [X Y] with X = Q U
+/// square and Y = Q V; X's gradient is the square case's with gq + Y gV^T and gU, Y's is Q gV.
+template <typename T> T vjp_qr(const T& gq, const T& gr, const T& q, const T& r) {
+  const Shape qs = shape_of(q), rs = shape_of(r);
+  const auto rank = static_cast<int64_t>(rs.size());
+  const int64_t m = qs[qs.size() - 2], n = rs.back();
+  auto square = [](const T& gQ, const T& gR, const T& Q, const T& R) {
+    T rhs = gQ + matmul(Q, copy_lower_to_upper(matmul(R, mT(gR)) - matmul(mT(gQ), Q)));
+    return matmul(rhs, mT(inverse(R)));
+  };
+  if (m >= n) return square(gq, gr, q, r);
+  T u = slice_dim(r, rank - 1, 0, m, 1), v = slice_dim(r, rank - 1, m, n, 1);
+  T gu = slice_dim(gr, rank - 1, 0, m, 1), gv = slice_dim(gr, rank - 1, m, n, 1);
+  T gx = square(gq + matmul(matmul(q, v), mT(gv)), gu, q, u);
+  T gy = matmul(q, gv);
+  Shape right(static_cast<size_t>(2 * rank), 0), left(static_cast<size_t>(2 * rank), 0);
+  right.back() = n - m; // [gx | 0] + [0 | gy]
+  left[left.size() - 2] = m;
+  return pad_dims(gx, right, 0.0) + pad_dims(gy, left, 0.0);
+}
+/// The SVD's gradient (reduced: U [m, k], S [k], Vh [k, n]) for the gradient g of factor `which`
+/// (0: U, 1: S, 2: Vh; the others' are zero), as PyTorch computes it:
+/// U [(skew(U^T gU) S + S skew(V^T gV)) / (S_j^2 - S_i^2) + diag(gS)] Vh
+/// + (I - U U^T) gU S^-1 Vh + U S^-1 gV^T (I - V V^T), skew(X) = X - X^T.
+template <typename T> T vjp_svd(const T& g, const T& x, int which) {
+  T u = svd_u(x), s = svd_s(x), vh = svd_vh(x);
+  const Shape us = shape_of(u), vs = shape_of(vh);
+  const int64_t m = us[us.size() - 2], k = us.back(), n = vs.back();
+  Shape col = shape_of(s), row = shape_of(s);
+  col.push_back(1);
+  row.insert(row.end() - 1, 1);
+  T sRow = reshape(s, row), sCol = reshape(s, col); // [..., 1, k] and [..., k, 1]
+  T zero = zeros_shaped(g, Shape{});
+  const T diagonal = lower_and_diagonal(g, k).second;
+  if (which == 1) // diag(gS) alone
+    return matmul(matmul(u, where(diagonal, reshape(g, row) + zeros_shaped(g, {k, k}), zero)), vh);
+  if (which == 0) {
+    T utg = matmul(mT(u), g);
+    T skew = utg - mT(utg);
+    T gap = sRow * sRow - sCol * sCol;
+    T inner = where(diagonal, zero, skew * sRow / where(diagonal, ones_like(gap), gap));
+    T ga = matmul(matmul(u, inner), vh);
+    if (m > k) ga = ga + matmul((g - matmul(u, utg)) / sRow, vh);
+    return ga;
+  }
+  T v = mT(vh), gv = mT(g);
+  T vtg = matmul(mT(v), gv);
+  T skew = vtg - mT(vtg);
+  T gap = sRow * sRow - sCol * sCol;
+  T inner = where(diagonal, zero, sCol * skew / where(diagonal, ones_like(gap), gap));
+  T ga = matmul(matmul(u, inner), vh);
+  if (n > k) ga = ga + matmul(u, mT((gv - matmul(v, vtg)) / sRow));
+  return ga;
+}
+
 /// gather's gradient for x: g added at the gathered positions. Where the index picks one position
 /// per line along `dim` and matches x elsewhere (cross-entropy's target, take_along_dim of an
 /// argmax), it is where(position == index, g, 0), an elementwise expression that fuses into its
