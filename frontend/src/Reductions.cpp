@@ -565,19 +565,33 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool
   return x.kthvalue(k, dim, keepdim);
 }
 
+namespace {
+/// quantile's and nanquantile's (`op`) checks of their input and arguments.
+void checkQuantile(const Tensor& x, double q, std::string_view interpolation, const char* op) {
+  WEFT_CHECK(x.dtype() == DType::Float32 || x.dtype() == DType::Float64, DType, op,
+             ": input tensor must be either float or double dtype, got ", dtypeName(x.dtype()));
+  WEFT_CHECK(x.numel() > 0, Value, op, ": input tensor must be non-empty");
+  WEFT_CHECK(q >= 0 && q <= 1, Value, op, ": q must be in the range [0, 1] but got ", q);
+  WEFT_CHECK(interpolation == "linear" || interpolation == "lower" || interpolation == "higher" ||
+                 interpolation == "nearest" || interpolation == "midpoint",
+             Value, op, ": interpolation must be one of linear, lower, higher, midpoint or ",
+             "nearest, got '", interpolation, "'");
+}
+/// A quantile `r` of `x`, computed keeping dim `at` of the slices read (all of x flattened when
+/// `d` is none), shaped as torch.quantile returns it.
+Tensor quantileShaped(const Tensor& x, const Tensor& r, std::optional<int64_t> d, bool keepdim,
+                      int64_t at) {
+  if (!d) return keepdim ? r.reshape(Shape(static_cast<size_t>(x.dim()), 1)) : r.reshape({});
+  if (x.dim() == 0) return r.reshape({});
+  return keepdim ? r : r.squeeze(at);
+}
+} // namespace
+
 Tensor Tensor::quantile(double q, std::optional<int64_t> d, bool keepdim,
                         std::string_view interpolation, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("quantile");
-  WEFT_CHECK(dtype() == DType::Float32 || dtype() == DType::Float64, DType,
-             "quantile: input tensor must be either float or double dtype, got ",
-             dtypeName(dtype()));
-  WEFT_CHECK(numel() > 0, Value, "quantile: input tensor must be non-empty");
-  WEFT_CHECK(q >= 0 && q <= 1, Value, "quantile: q must be in the range [0, 1] but got ", q);
-  WEFT_CHECK(interpolation == "linear" || interpolation == "lower" || interpolation == "higher" ||
-                 interpolation == "nearest" || interpolation == "midpoint",
-             Value, "quantile: interpolation must be one of linear, lower, higher, midpoint or ",
-             "nearest, got '", interpolation, "'");
+  checkQuantile(*this, q, interpolation, "quantile");
   Tensor x = !d ? reshape({-1}) : dim() == 0 ? reshape({1}) : *this;
   const int64_t at = d ? wrapDim(*d, std::max<int64_t>(dim(), 1), "quantile") : 0;
   const int64_t n = x.size(at);
@@ -594,12 +608,7 @@ Tensor Tensor::quantile(double q, std::optional<int64_t> d, bool keepdim,
                                            : below.lerp(above, pos - static_cast<double>(lo));
   // A slice holding a NaN: its last sorted value, a NaN.
   r = where(x.isnan().any({at}, true), sorted.narrow(at, n - 1, 1), r);
-  if (!d) {
-    if (!keepdim) return r.reshape({});
-    return r.reshape(Shape(static_cast<size_t>(dim()), 1));
-  }
-  if (dim() == 0) return r.reshape({});
-  return keepdim ? r : r.squeeze(at);
+  return quantileShaped(*this, r, d, keepdim, at);
 }
 Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
                 std::string_view interpolation, std::source_location loc) {
@@ -768,15 +777,7 @@ Tensor Tensor::nanquantile(double q, std::optional<int64_t> d, bool keepdim,
                            std::string_view interpolation, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("nanquantile");
-  WEFT_CHECK(dtype() == DType::Float32 || dtype() == DType::Float64, DType,
-             "nanquantile: input tensor must be either float or double dtype, got ",
-             dtypeName(dtype()));
-  WEFT_CHECK(numel() > 0, Value, "nanquantile: input tensor must be non-empty");
-  WEFT_CHECK(q >= 0 && q <= 1, Value, "nanquantile: q must be in the range [0, 1] but got ", q);
-  WEFT_CHECK(interpolation == "linear" || interpolation == "lower" || interpolation == "higher" ||
-                 interpolation == "nearest" || interpolation == "midpoint",
-             Value, "nanquantile: interpolation must be one of linear, lower, higher, midpoint or ",
-             "nearest, got '", interpolation, "'");
+  checkQuantile(*this, q, interpolation, "nanquantile");
   Tensor x = !d ? reshape({-1}) : dim() == 0 ? reshape({1}) : *this;
   const int64_t at = d ? wrapDim(*d, std::max<int64_t>(dim(), 1), "nanquantile") : 0;
   Tensor sorted = x.sort(at).first; // NaNs last: each slice's first `count` values are numbers
@@ -792,12 +793,7 @@ Tensor Tensor::nanquantile(double q, std::optional<int64_t> d, bool keepdim,
              : interpolation == "midpoint"                          ? below.lerp(above, 0.5)
                                                                     : below.lerp(above, rank - lo);
   r = where(count.eq(0.0), full({}, std::nan(""), dtype()), r); // nothing but NaN
-  if (!d) {
-    if (!keepdim) return r.reshape({});
-    return r.reshape(Shape(static_cast<size_t>(dim()), 1));
-  }
-  if (dim() == 0) return r.reshape({});
-  return keepdim ? r : r.squeeze(at);
+  return quantileShaped(*this, r, d, keepdim, at);
 }
 Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
                    std::string_view interpolation, std::source_location loc) {
