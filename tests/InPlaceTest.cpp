@@ -265,7 +265,13 @@ TEST(InPlace, RandomFillsDrawFromTheirDistributions) {
   expectError<ValueError>([] { empty({2}).geometric_(1.0); }, "(0, 1)");
   expectError<DTypeError>([] { empty({2}, kInt64).exponential_(); }, "floating");
   expectError<ValueError>([] { empty({2}).random_(5, 5); }, "less than 'to'");
-  expectError<ValueError>([] { empty({2}, kBool).random_(0, 3); }, "[0, 2)");
+  expectError<ValueError>([] { empty({2}, kBool).random_(0, 3); }, "bool's range");
+  expectError<ValueError>([] { empty({2}, kInt32).random_(0, int64_t{1} << 40); }, "range");
+  expectError<ValueError>([] { empty({2}, kUInt8).random_(-1, 3); }, "range");
+  Tensor small = empty({1000}, kUInt8);
+  small.geometric_(1e-6); // draws far past 255: held at the type's largest count
+  EXPECT_LE(small.to(kInt64).max().item<int64_t>(), 255);
+  EXPECT_GE(small.to(kInt64).min().item<int64_t>(), 1);
 }
 
 } // namespace

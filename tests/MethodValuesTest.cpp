@@ -304,9 +304,6 @@ TEST(Linalg, InverseDetSolveAsPyTorch) {
   expectCompiledAsEager(f, a);
 }
 
-/// nanmedian and unique against PyTorch 1.13. Two deliberate differences: unique sorts NaNs last
-/// (1.13's order of NaNs is whatever its sort left, [1, nan, nan, 2] here), and an all-NaN slice's
-/// nanmedian index is the slice's first (1.13's comes from nth_element).
 /// Cholesky and the symmetric eigendecomposition against PyTorch 1.13's float64 values (LAPACK on
 /// both sides; the eigenvectors' signs are LAPACK's), with their gradients, eagerly and compiled.
 TEST(Linalg, CholeskyAndEighAsPyTorch) {
@@ -442,6 +439,37 @@ TEST(Linalg, QrSvdAndPinvAsPyTorch) {
     EXPECT_TRUE(allClose(x.grad().to_vector<double>(), want, 1e-10, 1e-12));
     expectCompiledAsEager(fn, a);
   }
+  // pinv's own gradient (PyTorch's pinv_backward): tall, wide and a rank-2 matrix, whose cut
+  // singular value would make the SVD's gradient NaN.
+  Tensor wp = (arange(12, kFloat64).reshape({3, 4}) / 7.0) - 0.5;
+  Tensor rank2 = tensor({1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 1.0, 0.0, 1.0}).reshape({3, 3}).to(kFloat64);
+  EXPECT_TRUE(allClose(linalg_pinv(rank2).to_vector<double>(),
+                       {-0.03333333333333385, -0.06666666666666661, 0.8333333333333338,
+                        0.0666666666666671, 0.13333333333333325, -0.6666666666666669,
+                        0.033333333333333236, 0.06666666666666664, 0.16666666666666682},
+                       1e-12, 1e-14));
+  const std::vector<std::tuple<Tensor, Tensor, std::vector<double>>> pinvGrads = {
+      {a,
+       wp,
+       {0.08846110336837318, -0.002744967209813237, -0.042392715312969786, -0.004492099116725018,
+        -0.014368907848512021, -0.02236548006821408, -0.20970621798106162, -0.027949979918136303,
+        0.042265594292173525, 0.1577523776913868, 0.06526510161881599, 0.15965451806265876}},
+      {a.mT().contiguous(),
+       wp.mT().contiguous(),
+       {0.08846110336837339, -0.004492099116724928, -0.20970621798106173, 0.15775237769138703,
+        -0.002744967209813376, -0.014368907848512198, -0.02794997991813637, 0.06526510161881621,
+        -0.04239271531296994, -0.022365480068214445, 0.04226559429217335, 0.1596545180626588}},
+      {rank2,
+       wk,
+       {-0.20577777777777784, 0.18622222222222257, -0.06088888888888917, 0.03511111111111144,
+        0.012444444444444182, -0.035111111111110996, -0.06888888888888908, -0.4422222222222224,
+        0.4022222222222222}}};
+  for (const auto& [m, weight, want] : pinvGrads) {
+    Tensor x = m.clone().requires_grad_();
+    (linalg_pinv(x) * weight).sum().backward();
+    EXPECT_TRUE(allClose(x.grad().to_vector<double>(), want, 1e-9, 1e-12));
+    expectCompiledAsEager([&](const Tensor& y) { return (y.pinverse() * weight).sum(); }, m);
+  }
   Tensor wide = a.mT().contiguous().requires_grad_();
   (linalg_qr(wide).first * wk).sum().backward();
   EXPECT_TRUE(allClose(wide.grad().to_vector<double>(),
@@ -454,6 +482,9 @@ TEST(Linalg, QrSvdAndPinvAsPyTorch) {
   EXPECT_THROW((void)tensor({1.0, 2.0}).to(kFloat64).svd(), ShapeError);
 }
 
+/// nanmedian and unique against PyTorch 1.13. Two deliberate differences: unique sorts NaNs last
+/// (1.13's order of NaNs is whatever its sort left, [1, nan, nan, 2] here), and an all-NaN slice's
+/// nanmedian index is the slice's first (1.13's comes from nth_element).
 TEST(Composites, NanmedianAndUniqueAsPyTorch) {
   auto [v, i] = tensor({2.0f, NAN, 1.0f, 5.0f, NAN, NAN, NAN, NAN, 3.0f, NAN, 4.0f, NAN})
                     .reshape({3, 4})
@@ -534,8 +565,11 @@ TEST(Composites, NanquantileModePutAndMaskedScatterAsPyTorch) {
   EXPECT_EQ(
       sq.masked_scatter(tensor({true, false}), tensor({10.0, 20.0, 30.0})).to_vector<double>(),
       (std::vector<double>{10, 2, 20, 4}));
-  EXPECT_EQ(tensor({-1.0, -0.5, 0.2, 0.75, 0.5}).hardshrink(0.5).to_vector<double>(),
+  std::vector<double> shrunk =
+      tensor({-1.0, -0.5, 0.2, 0.75, 0.5, nan}).to(kFloat64).hardshrink(0.5).to_vector<double>();
+  EXPECT_EQ(std::vector<double>(shrunk.begin(), shrunk.end() - 1),
             (std::vector<double>{-1.0, 0.0, 0.0, 0.75, 0.0}));
+  EXPECT_TRUE(std::isnan(shrunk.back())); // NaN passes, as in PyTorch
   EXPECT_EQ(base.index_put({tensor({1, 0})}, tensor({7.0})).to_vector<double>(),
             (std::vector<double>{7, 7, 7, 7, 7, 7}));
   EXPECT_EQ(base.to_vector<double>(), (std::vector<double>{1, 2, 3, 4, 5, 6})); // out of place

@@ -39,9 +39,8 @@ void trainsLikeEager(Model& eagerModel, optim::Optimizer& eagerOpt, Model& compi
     ASSERT_NEAR(lc, le, lossTol * std::abs(le)) << "step " << i;
     if (i == 0) {
       // The first step makes the optimizer's state, so it runs once: the interpreter runs it
-      // (the eager kernels, hence the same loss) rather than code generated for one call.
+      // (the eager kernels on the optimized graph) rather than code generated for one call.
       EXPECT_EQ(compiled.compiled().num_kernels(), 0u);
-      EXPECT_EQ(lc, le);
     }
     if (i == 1) {
       EXPECT_GT(compiled.compiled().num_kernels(), 0u); // the step that keeps running

@@ -939,7 +939,7 @@ Tensor Tensor::heaviside(const Tensor& values, std::source_location loc) const {
 Tensor Tensor::hardshrink(double lambd, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("hardshrink");
-  return where(abs().gt(lambd), *this, zeros({}, dtype()));
+  return where(abs().le(lambd), zeros({}, dtype()), *this); // NaN passes, as PyTorch
 }
 
 } // namespace weft

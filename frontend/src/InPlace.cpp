@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 namespace weft {
 namespace {
@@ -25,6 +26,27 @@ void checkFloating(const Tensor& self, const char* op) {
   WEFT_CHECK(self.defined(), Value, op, ": called on an undefined tensor");
   WEFT_CHECK(self.is_floating_point(), DType, op, ": expected a floating tensor, got ",
              dtypeName(self.dtype()));
+}
+
+/// float_power computes in float64: only a float64 tensor holds its result.
+void checkFloat64Base(const Tensor& self) {
+  WEFT_CHECK(!self.defined() || self.dtype() == DType::Float64, DType,
+             "the base given to float_power_ has dtype ", dtypeName(self.dtype()),
+             " but the operation's result requires dtype float64");
+}
+
+/// The smallest and largest integers an integral `dtype` holds (the random fills' ranges).
+std::pair<double, double> integerRange(DType dtype) {
+  switch (dtype) {
+  case DType::Bool:
+    return {0, 1};
+  case DType::UInt8:
+    return {0, 255};
+  case DType::Int32:
+    return {-2147483648.0, 2147483647.0};
+  default: // int64's, the largest rounded down to a double
+    return {-9.2233720368547758e18, 9.2233720368547748e18};
+  }
 }
 
 /// Uniform samples on [0, 1) of `self`'s shape, in its dtype where floating (else float64, which
@@ -63,6 +85,8 @@ Tensor& Tensor::geometric_(double p, std::source_location loc) {
   WEFT_CHECK(dtype() != DType::Bool, DType, "geometric_: not implemented for bool tensors");
   // Trials to the first success: ceil(log(1 - u) / log(1 - p)), at least 1 (u in [0, 1)).
   Tensor trials = (uniformLike(*this).neg().log1p() / std::log1p(-p)).ceil().clamp_min(1.0);
+  // An integer tensor holds at most its type's largest count (a tiny p draws beyond it).
+  if (!is_floating_point()) trials = trials.clamp_max(integerRange(dtype()).second);
   return copy_(trials);
 }
 
@@ -71,9 +95,12 @@ Tensor& Tensor::random_(int64_t from, int64_t to, std::source_location loc) {
   WEFT_CHECK(defined(), Value, "random_: called on an undefined tensor");
   WEFT_CHECK(from < to, Value, "random_ expects 'from' to be less than 'to', but got from=", from,
              " >= to=", to);
-  if (dtype() == DType::Bool)
-    WEFT_CHECK(from >= 0 && to <= 2, Value, "random_: a bool tensor draws from [0, 2), got [", from,
-               ", ", to, ")");
+  if (!is_floating_point()) {
+    auto [lowest, largest] = integerRange(dtype());
+    WEFT_CHECK(static_cast<double>(from) >= lowest && static_cast<double>(to - 1) <= largest, Value,
+               "random_ expects 'from' and 'to - 1' within ", dtypeName(dtype()),
+               "'s range, got from=", from, " to=", to);
+  }
   // floor(u * (to - from)) + from in float64 (exact for ranges up to 2^53), clamped below `to`
   // against rounding at the top.
   Tensor u = rand(sizes(), DType::Float64);
@@ -256,20 +283,15 @@ WEFT_IN_PLACE_BINARY(heaviside, heaviside)
 #undef WEFT_IN_PLACE_BINARY_SCALAR
 #undef WEFT_IN_PLACE_BINARY
 
-// float_power computes in float64: only a float64 tensor holds its result.
 Tensor& Tensor::float_power_(const Tensor& exponent, std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(!defined() || dtype() == DType::Float64, DType,
-             "the base given to float_power_ has dtype ", dtypeName(dtype()),
-             " but the operation's result requires dtype float64");
+  checkFloat64Base(*this);
   return inPlace(
       *this, "float_power_", [&](const Tensor& x) { return x.float_power(exponent); }, exponent);
 }
 Tensor& Tensor::float_power_(Scalar exponent, std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(!defined() || dtype() == DType::Float64, DType,
-             "the base given to float_power_ has dtype ", dtypeName(dtype()),
-             " but the operation's result requires dtype float64");
+  checkFloat64Base(*this);
   return inPlace(*this, "float_power_", [&](const Tensor& x) { return x.float_power(exponent); });
 }
 

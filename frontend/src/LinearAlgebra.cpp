@@ -1,6 +1,7 @@
 // Products: outer, dot, mv, addmm, einsum, inner, vdot, ger, addmv, addr, baddbmm, addbmm and
 // matrix_power on matmul; kron and cross elementwise.
 #include "TensorImpl.h"
+#include "weft/Autograd.h"
 #include "weft/Functions.h"
 
 #include <algorithm>
@@ -852,19 +853,45 @@ std::tuple<Tensor, Tensor, Tensor> Tensor::svd(bool some, bool computeUv,
   return {u, s, vh.mT()};
 }
 
+namespace {
+/// linalg_pinv as an autograd function: the forward through the SVD, the backward PyTorch's
+/// pinv_backward, from A and A^+ alone (differentiating through the SVD would give NaN where a
+/// singular value is cut to 0 or two are equal, the very matrices a pseudo-inverse is for).
+struct Pinv : autograd::Function<Pinv> {
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& a, double tol) {
+    auto [u, s, vh] = linalg_svd(a, false);
+    Tensor cutoff = s.amax({-1}, true) * tol;
+    Tensor inv = where(s.gt(cutoff), s.reciprocal(), zeros({}, a.dtype()));
+    Tensor p = (vh.mT() * inv.unsqueeze(-2)).matmul(u.mT());
+    ctx->save_for_backward({a, p});
+    return p;
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> g) {
+    std::vector<Tensor> saved = ctx->get_saved_variables();
+    const Tensor &a = saved[0], &p = saved[1], gh = g[0].mT(), ph = p.mT();
+    if (a.size(-2) <= a.size(-1)) { // products of the smaller dimension
+      Tensor k = gh.matmul(p), kph = k.matmul(ph);
+      return {-(p.matmul(k)).mT() + kph - a.matmul(p).matmul(kph) +
+              ph.matmul(p).matmul(gh - k.matmul(a))};
+    }
+    Tensor k = p.matmul(gh), phk = ph.matmul(k);
+    return {-(k.matmul(p)).mT() + (gh - a.matmul(k)).matmul(p).matmul(ph) + phk -
+            phk.matmul(p).matmul(a)};
+  }
+};
+} // namespace
+
 Tensor linalg_pinv(const Tensor& a, std::optional<double> rtol, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(a.defined(), Value, "linalg.pinv: called with an undefined tensor");
   WEFT_CHECK(a.dim() >= 2, Shape, "linalg.pinv: the input must have at least 2 dimensions, got ",
              shapeString(a.sizes()));
+  WEFT_CHECK(a.dtype() == DType::Float32 || a.dtype() == DType::Float64, DType,
+             "linalg.pinv: expected a float32 or float64 input, got ", dtypeName(a.dtype()));
+  if (a.size(-2) == 0 || a.size(-1) == 0) return zeros(Shape(a.sizes()), a.dtype()).mT();
   // PyTorch's default tolerance: the machine epsilon times the larger dimension.
   const double eps = a.dtype() == DType::Float64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
-  const double tol = rtol.value_or(eps * static_cast<double>(std::max(a.size(-2), a.size(-1))));
-  auto [u, s, vh] = linalg_svd(a, false);
-  if (s.size(-1) == 0) return zeros(Shape(a.sizes()), a.dtype()).mT();
-  Tensor cutoff = s.amax({-1}, true) * tol;
-  Tensor inv = where(s.gt(cutoff), s.reciprocal(), zeros({}, a.dtype()));
-  return (vh.mT() * inv.unsqueeze(-2)).matmul(u.mT());
+  return Pinv::apply(a, rtol.value_or(eps * static_cast<double>(std::max(a.size(-2), a.size(-1)))));
 }
 Tensor Tensor::pinverse(double rcond, std::source_location loc) const {
   CallSite cs(loc);

@@ -1,7 +1,8 @@
 // Math ops: PyTorch type promotion, scalars, elementwise, reductions, contractions and in-place
 // ops. Kept as one file past 1,000 lines: the operators, the methods generated from the op table's
-// rows and their in-place forms all go through the promotion and in-place helpers at its top,
-// which are private to it; split, those helpers would become a header every part includes.
+// rows and their in-place forms all go through the type-promotion, scalar-wrapping and
+// in-place-dispatch helpers at its top, which are private to it (only the two halves of a
+// written-back in-place op are shared, through InPlace.h, with InPlace.cpp's methods).
 #include "InPlace.h"
 #include "TensorImpl.h"
 #include "Trace.h"

@@ -253,6 +253,51 @@ Result<TensorType> cat(std::string_view op, In in, const Attrs& at) {
   return TensorType{ref->dtype, out};
 }
 
+/// The result of linear-algebra op `op` on a batch of matrices `x`: square ones for all but the
+/// QR and SVD factors, which are reduced (k = min(m, n)).
+Result<TensorType> matrixOp(std::string_view name, OpCode op, const TensorType& x) {
+  const Shape& s = x.shape;
+  if (s.size() < 2)
+    return diag(ErrorKind::Shape, name,
+                ": a tensor of matrices [..., m, n] is expected, got shape ", shapeString(s));
+  if (x.dtype != DType::Float32 && x.dtype != DType::Float64)
+    return diag(ErrorKind::DType, name, ": expected a float32 or float64 input, got ", dt(x.dtype));
+  const int64_t m = s[s.size() - 2], n = s[s.size() - 1], k = std::min(m, n);
+  Shape batch(s.begin(), s.end() - 2), r = batch;
+  auto square = [&](Shape result) -> Result<TensorType> {
+    if (m != n)
+      return diag(ErrorKind::Shape, name,
+                  ": a tensor of square matrices [..., n, n] is expected, got shape ",
+                  shapeString(s));
+    return TensorType{x.dtype, std::move(result)};
+  };
+  switch (op) {
+  case OpCode::Inverse:
+  case OpCode::Cholesky:
+  case OpCode::EighVectors:
+    return square(s);
+  case OpCode::EighValues: // one per row
+    r.push_back(n);
+    return square(r);
+  case OpCode::Det:
+  case OpCode::LogAbsDet: // one per matrix
+    return square(batch);
+  case OpCode::QrQ:
+  case OpCode::SvdU:
+    r.insert(r.end(), {m, k});
+    return TensorType{x.dtype, r};
+  case OpCode::QrR:
+  case OpCode::SvdVh:
+    r.insert(r.end(), {k, n});
+    return TensorType{x.dtype, r};
+  case OpCode::SvdS:
+    r.push_back(k);
+    return TensorType{x.dtype, r};
+  default:
+    return diag(ErrorKind::Internal, name, " is not a linear-algebra op of the table");
+  }
+}
+
 Result<TensorType> matmul(std::string_view op, In in) {
   const Shape &a = in[0].shape, &b = in[1].shape;
   if (in[0].dtype != in[1].dtype)
@@ -507,36 +552,8 @@ Result<TensorType> inferKind(const OpInfo& info, std::span<const TensorType> in,
     return cat(name, in, at);
   case OpKind::MatMul:
     return matmul(name, in);
-  case OpKind::Matrix: {
-    const Shape& s = in[0].shape;
-    const bool anyShape = info.code == OpCode::QrQ || info.code == OpCode::QrR ||
-                          info.code == OpCode::SvdU || info.code == OpCode::SvdS ||
-                          info.code == OpCode::SvdVh;
-    if (s.size() < 2)
-      return diag(ErrorKind::Shape, name,
-                  ": a tensor of matrices [..., m, n] is expected, got shape ", shapeString(s));
-    if (!anyShape && s[s.size() - 1] != s[s.size() - 2])
-      return diag(ErrorKind::Shape, name,
-                  ": a tensor of square matrices [..., n, n] is expected, got shape ",
-                  shapeString(s));
-    if (in[0].dtype != DType::Float32 && in[0].dtype != DType::Float64)
-      return diag(ErrorKind::DType, name, ": expected a float32 or float64 input, got ",
-                  dt(in[0].dtype));
-    if (info.code == OpCode::Inverse || info.code == OpCode::Cholesky ||
-        info.code == OpCode::EighVectors)
-      return in[0];
-    if (info.code == OpCode::EighValues) // one per row
-      return TensorType{in[0].dtype, Shape(s.begin(), s.end() - 1)};
-    if (anyShape) { // reduced factors: k = min(m, n)
-      const int64_t m = s[s.size() - 2], n = s[s.size() - 1], k = std::min(m, n);
-      Shape r(s.begin(), s.end() - 2);
-      if (info.code == OpCode::QrQ || info.code == OpCode::SvdU) r.insert(r.end(), {m, k});
-      if (info.code == OpCode::QrR || info.code == OpCode::SvdVh) r.insert(r.end(), {k, n});
-      if (info.code == OpCode::SvdS) r.push_back(k);
-      return TensorType{in[0].dtype, r};
-    }
-    return TensorType{in[0].dtype, Shape(s.begin(), s.end() - 2)}; // det, log|det|: one per matrix
-  }
+  case OpKind::Matrix:
+    return matrixOp(name, info.code, in[0]);
   case OpKind::Conv:
   case OpKind::ConvInputGrad:
   case OpKind::ConvWeightGrad:

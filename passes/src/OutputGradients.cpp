@@ -42,7 +42,8 @@ public:
   std::string_view name() const override { return "output-grads"; }
   ir::Result<bool> run(Program& p) override {
     if (p.wrt.empty() || !p.seeds.empty()) return false; // nothing asked for, or done
-    if (p.backward) return ir::diag(ErrorKind::Internal, "output-grads must run before split");
+    if (p.backward || !p.executables.empty())
+      return ir::diag(ErrorKind::Value, "output-grads runs before split and lower");
     ir::Result<bool> r = appendOutputGradients(p);
     if (!r || !p.probe) return r;
     // The probe is the same function at another number of rows: it must get the same gradients

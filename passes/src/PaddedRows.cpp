@@ -491,7 +491,8 @@ public:
   std::string_view name() const override { return "mask-rows"; }
   ir::Result<bool> run(Program& p) override {
     if (!p.probe) return false; // no dynamic dimension, or masked already
-    if (p.backward) return ir::diag(ErrorKind::Internal, "mask-rows must run before split");
+    if (p.backward || !p.executables.empty())
+      return ir::diag(ErrorKind::Value, "mask-rows runs before split and lower");
     PaddedTrace trace;
     trace.graph = &p.graph;
     trace.probe = &p.probe->graph;

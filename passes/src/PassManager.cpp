@@ -6,6 +6,7 @@
 #include "weft/passes/Program.h"
 #include "weft/runtime/DebugFlags.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -83,11 +84,7 @@ PassManager& PassManager::add(std::unique_ptr<Pass> pass) {
 }
 
 ir::Result<bool> PassManager::run(ir::Graph& g) {
-  Program p;
-  p.graph = std::move(g);
-  ir::Result<bool> r = run(p);
-  g = std::move(p.graph);
-  return r;
+  return runOnGraph(g, [this](Program& p) { return run(p); });
 }
 
 namespace {
@@ -106,8 +103,11 @@ ir::Result<bool> PassManager::run(Program& p) {
   bool changed = false;
   auto dump = [&](const std::string& tag) {
     if (dumpDir_.empty()) return;
+    // One count across every pass manager of the process: the program's and each graph's dumps
+    // (which share the traced graph's name) never overwrite each other.
+    static std::atomic<int> dumps{0};
     char prefix[16];
-    std::snprintf(prefix, sizeof(prefix), "%02d-", dumpCounter_++);
+    std::snprintf(prefix, sizeof(prefix), "%02d-", dumps++);
     std::ofstream(dumpDir_ + "/" + p.graph.name() + "." + prefix + tag + ".weft")
         << printProgram(p);
   };
@@ -117,6 +117,15 @@ ir::Result<bool> PassManager::run(Program& p) {
   if (std::optional<ir::Diagnostic> problem = verifyProgram(p))
     return ir::diag(problem->kind, "the graph does not verify: ", problem->message);
   for (const auto& pass : passes_) {
+    // A graph pass renumbers values: the program's gradients and probe must have been used first.
+    if (!pass->onProgram() && p.probe)
+      return ir::diag(ErrorKind::Value, pass->name(),
+                      ": the graph passes run after mask-rows (the probe trace matches the graph "
+                      "only until then)");
+    if (!pass->onProgram() && !p.seeds.empty() && !p.backward)
+      return ir::diag(ErrorKind::Value, pass->name(),
+                      ": a program with output gradients is split before the graph passes (they "
+                      "renumber the values its gradients refer to)");
     auto start = std::chrono::steady_clock::now();
     ir::Result<bool> r = pass->run(p);
     double ms =

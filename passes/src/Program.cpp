@@ -12,6 +12,11 @@ std::vector<ir::Graph*> Program::graphs() {
   if (backward) r.push_back(&*backward);
   return r;
 }
+std::vector<const ir::Graph*> Program::graphs() const {
+  std::vector<const ir::Graph*> r = {&graph};
+  if (backward) r.push_back(&*backward);
+  return r;
+}
 
 std::string printProgram(const Program& p) {
   std::string text = ir::printGraph(p.graph);
@@ -27,8 +32,7 @@ std::string printProgram(const Program& p) {
     if (a->factor > 1) text += " (x" + std::to_string(a->factor) + ")";
     text += "\n";
   }
-  std::vector<const ir::Graph*> graphs = {&p.graph};
-  if (p.backward) graphs.push_back(&*p.backward);
+  const std::vector<const ir::Graph*> graphs = p.graphs();
   for (size_t i = 0; i < p.executables.size() && i < graphs.size(); ++i)
     text += ir::printPlan(*graphs[i], p.executables[i].plan);
   return text;
@@ -45,11 +49,7 @@ ir::Result<bool> Pass::run(Program& p) {
 }
 
 ir::Result<bool> ProgramPass::run(ir::Graph& g) {
-  Program p;
-  p.graph = std::move(g);
-  ir::Result<bool> r = run(p);
-  g = std::move(p.graph);
-  return r;
+  return runOnGraph(g, [this](Program& p) { return run(p); });
 }
 
 } // namespace weft::passes

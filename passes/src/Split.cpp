@@ -162,6 +162,7 @@ public:
   std::string_view name() const override { return "split"; }
   ir::Result<bool> run(Program& p) override {
     if (p.seeds.empty() || p.backward) return false; // no gradients, or split already
+    if (!p.executables.empty()) return ir::diag(ErrorKind::Value, "split runs before lower");
     auto fb = splitForwardBackward(p.graph, p.seeds, p.grads);
     if (!fb) return fb.diagnostic();
     p.saved = savedPlaces(p.graph, fb.value());

@@ -324,9 +324,11 @@ Tensor cholesky(const Tensor& a, bool upper = false, WEFT_LOC);
 Tensor linalg_cholesky(const Tensor& a, bool upper = false, WEFT_LOC);
 Tensor cholesky_inverse(const Tensor& factor, bool upper = false, WEFT_LOC);
 Tensor cholesky_solve(const Tensor& b, const Tensor& factor, bool upper = false, WEFT_LOC);
-/// The eigenvalues (ascending, [..., n]) and eigenvectors (columns of [..., n, n], LAPACK's signs)
-/// of each symmetric matrix, from its lower triangle ("L") or upper ("U"), as torch.linalg.eigh;
-/// linalg_eigvalsh the eigenvalues alone. float32 and float64.
+/// The eigenvalues (ascending, [..., n]) and eigenvectors (columns of [..., n, n]) of each
+/// symmetric matrix, from its lower triangle ("L") or upper ("U"), as torch.linalg.eigh;
+/// linalg_eigvalsh the eigenvalues alone. float32 and float64. With "L" the eigenvectors' signs
+/// are PyTorch's (the same LAPACK call); "U" reads the upper triangle as the transpose's lower, so
+/// its eigenvalues are PyTorch's but an eigenvector may have the other sign.
 std::pair<Tensor, Tensor> linalg_eigh(const Tensor& a, std::string_view uplo = "L", WEFT_LOC);
 Tensor linalg_eigvalsh(const Tensor& a, std::string_view uplo = "L", WEFT_LOC);
 /// torch.linalg.qr: mode "reduced" (Q [..., m, k], R [..., k, n]), "r" (R alone, Q empty) or

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -97,22 +98,32 @@ void gesdd(int m, int n, double* a, double* s, double* u, double* vt, double* wo
   dgesdd_(&jobz, &m, &n, a, &m, s, u, &m, vt, &k, work, &lwork, iwork, info);
 }
 
+/// The element offset in `x` of matrix k of its batch dims `batch`.
+int64_t matrixOffset(const TensorRef& x, const Shape& batch, int64_t k) {
+  int64_t offset = 0, rest = k;
+  for (size_t d = batch.size(); d-- > 0;) {
+    offset += (rest % batch[d]) * x.strides[d];
+    rest /= batch[d];
+  }
+  return offset;
+}
+
+/// Checks that an m x n matrix fits LAPACK's 32-bit indices.
+void checkLapackSize(int64_t m, int64_t n) {
+  WEFT_CHECK(m * n <= std::numeric_limits<int>::max(), Value, "linear algebra on matrices of ", m,
+             " x ", n, " elements is not supported (LAPACK indexes them with 32-bit integers)");
+}
+
 /// Calls `f(a, m, n, k)` on a column-major copy of each matrix k of `x` ([..., m, n], any
 /// strides): LAPACK's own layout, so it factors A itself as PyTorch has it do.
 template <typename T, typename F> void forEachColumnMajor(const TensorRef& x, F f) {
   const size_t rank = x.shape.size();
   const int64_t m = x.shape[rank - 2], n = x.shape[rank - 1];
-  WEFT_CHECK(m <= (int64_t{1} << 20) && n <= (int64_t{1} << 20), Value,
-             "linear algebra on matrices of size ", m, " x ", n, " is not supported");
+  checkLapackSize(m, n);
   Shape batch(x.shape.begin(), x.shape.end() - 2);
   std::vector<T> a(static_cast<size_t>(m * n));
   for (int64_t k = 0; k < numel(batch); ++k) {
-    int64_t offset = 0, rest = k;
-    for (size_t d = batch.size(); d-- > 0;) {
-      offset += (rest % batch[d]) * x.strides[d];
-      rest /= batch[d];
-    }
-    const T* base = static_cast<const T*>(x.data) + offset;
+    const T* base = static_cast<const T*>(x.data) + matrixOffset(x, batch, k);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j)
         a[static_cast<size_t>(i + j * m)] = base[i * x.strides[rank - 2] + j * x.strides[rank - 1]];
@@ -127,18 +138,11 @@ template <typename T, typename F> void forEachMatrix(const TensorRef& x, F f) {
   const size_t rank = x.shape.size();
   const int64_t n = x.shape[rank - 1];
   const int64_t count = n == 0 ? numel(x.shape) : numel(x.shape) / (n * n);
-  WEFT_CHECK(n <= (int64_t{1} << 20), Value, "linear algebra on matrices of size ", n,
-             " is not supported");
+  checkLapackSize(n, n);
   Shape batch(x.shape.begin(), x.shape.end() - 2);
   std::vector<T> m(static_cast<size_t>(n * n));
   for (int64_t k = 0; k < (n == 0 ? numel(batch) : count); ++k) {
-    // The element offset of matrix k.
-    int64_t offset = 0, rest = k;
-    for (size_t d = batch.size(); d-- > 0;) {
-      offset += (rest % batch[d]) * x.strides[d];
-      rest /= batch[d];
-    }
-    const T* base = static_cast<const T*>(x.data) + offset;
+    const T* base = static_cast<const T*>(x.data) + matrixOffset(x, batch, k);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < n; ++j)
         m[static_cast<size_t>(i * n + j)] = base[i * x.strides[rank - 2] + j * x.strides[rank - 1]];
@@ -225,7 +229,8 @@ void Cholesky(std::span<const TensorRef> in, const TensorRef& out, const Attrs&)
       // upper triangle, A's lower) read back row-major is U^T = L, with A = L L^T.
       int info = 0;
       potrf('U', n, m, &info);
-      WEFT_CHECK(info <= 0, Value,
+      WEFT_INTERNAL_ASSERT(info >= 0, "potrf rejected argument ", -info);
+      WEFT_CHECK(info == 0, Value,
                  "linalg.cholesky: The factorization could not be completed "
                  "because the input is not positive-definite (the leading minor of order ",
                  info, " is not positive-definite).");
@@ -260,7 +265,10 @@ void eigh(const TensorRef& x, const TensorRef* values, const TensorRef* vectors)
       const char jobz = vectors != nullptr ? 'V' : 'N';
       w.resize(static_cast<size_t>(n));
       // The workspace sizes LAPACK asks for (syevd's documented minima).
-      const int lwork = vectors != nullptr ? 1 + 6 * n + 2 * n * n : 2 * n + 1;
+      const int64_t need = vectors != nullptr ? 1 + 6 * int64_t{n} + 2 * int64_t{n} * n : 2 * n + 1;
+      WEFT_CHECK(need <= std::numeric_limits<int>::max(), Value, "linalg.eigh: matrices of size ",
+                 n, " need more workspace than LAPACK's 32-bit sizes address");
+      const int lwork = static_cast<int>(need);
       const int liwork = vectors != nullptr ? 3 + 5 * n : 1;
       work.resize(static_cast<size_t>(lwork));
       iwork.resize(static_cast<size_t>(liwork));

@@ -24,9 +24,10 @@ public:
   /// A graph pass transforms one graph; on a program it runs on each of the program's graphs.
   virtual ir::Result<bool> run(ir::Graph& g) = 0;
   virtual ir::Result<bool> run(Program& p);
-  /// Whether it works on the whole program (output-grads, mask-rows, split): on a graph alone it
-  /// finds nothing to do (no gradients asked for, no probe), and in compile()'s pipeline it comes
-  /// before the graph passes.
+  /// Whether it works on the whole program (output-grads, mask-rows, split, lower, plan-memory).
+  /// On a graph alone, output-grads, mask-rows and split find nothing to do (no gradients asked
+  /// for, no probe); lower's executables are dropped with the program. The first three come
+  /// before the graph passes, lower and plan-memory after them.
   virtual bool onProgram() const { return false; }
 };
 
@@ -123,7 +124,6 @@ private:
   std::vector<std::unique_ptr<Pass>> passes_;
   std::string printAfter_, dumpDir_;
   bool timePasses_ = false;
-  int dumpCounter_ = 0;
 };
 
 } // namespace weft::passes

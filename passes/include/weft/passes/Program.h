@@ -66,7 +66,20 @@ struct Program {
 
   /// The graphs that run: `graph`, then the backward once there is one.
   std::vector<ir::Graph*> graphs();
+  std::vector<const ir::Graph*> graphs() const;
 };
+
+/// Runs `f` on a program of the graph `g` alone, which gets the graph back whatever `f` does.
+template <typename F> ir::Result<bool> runOnGraph(ir::Graph& g, F&& f) {
+  Program p;
+  p.graph = std::move(g);
+  struct GiveBack {
+    ir::Graph& to;
+    Program& from;
+    ~GiveBack() { to = std::move(from.graph); }
+  } giveBack{g, p};
+  return f(p);
+}
 
 /// `p` in text form: each graph, which outputs hold a masked dynamic dimension, and each
 /// executable's plan once lowered.
