@@ -35,17 +35,17 @@ void checkFloat64Base(const Tensor& self) {
              " but the operation's result requires dtype float64");
 }
 
-/// The smallest and largest integers an integral `dtype` holds (the random fills' ranges).
-std::pair<double, double> integerRange(DType dtype) {
+/// The largest count an integral `dtype` holds (geometric_'s draws are clamped to it).
+double largestCount(DType dtype) {
   switch (dtype) {
   case DType::Bool:
-    return {0, 1};
+    return 1;
   case DType::UInt8:
-    return {0, 255};
+    return 255;
   case DType::Int32:
-    return {-2147483648.0, 2147483647.0};
-  default: // int64's, the largest rounded down to a double
-    return {-9.2233720368547758e18, 9.2233720368547748e18};
+    return 2147483647.0;
+  default: // int64's, rounded down to a double
+    return 9.2233720368547748e18;
   }
 }
 
@@ -86,7 +86,7 @@ Tensor& Tensor::geometric_(double p, std::source_location loc) {
   // Trials to the first success: ceil(log(1 - u) / log(1 - p)), at least 1 (u in [0, 1)).
   Tensor trials = (uniformLike(*this).neg().log1p() / std::log1p(-p)).ceil().clamp_min(1.0);
   // An integer tensor holds at most its type's largest count (a tiny p draws beyond it).
-  if (!is_floating_point()) trials = trials.clamp_max(integerRange(dtype()).second);
+  if (!is_floating_point()) trials = trials.clamp_max(largestCount(dtype()));
   return copy_(trials);
 }
 
@@ -95,12 +95,12 @@ Tensor& Tensor::random_(int64_t from, int64_t to, std::source_location loc) {
   WEFT_CHECK(defined(), Value, "random_: called on an undefined tensor");
   WEFT_CHECK(from < to, Value, "random_ expects 'from' to be less than 'to', but got from=", from,
              " >= to=", to);
-  if (!is_floating_point()) {
-    auto [lowest, largest] = integerRange(dtype());
-    WEFT_CHECK(static_cast<double>(from) >= lowest && static_cast<double>(to - 1) <= largest, Value,
-               "random_ expects 'from' and 'to - 1' within ", dtypeName(dtype()),
-               "'s range, got from=", from, " to=", to);
-  }
+  // fitsDType takes any value for bool (as a fill converts it): a draw is 0 or 1.
+  const bool inRange = dtype() == DType::Bool ? from >= 0 && to <= 2
+                                              : fitsDType(static_cast<double>(from), dtype()) &&
+                                                    fitsDType(static_cast<double>(to - 1), dtype());
+  WEFT_CHECK(is_floating_point() || inRange, Value, "random_ expects 'from' and 'to - 1' within ",
+             dtypeName(dtype()), "'s range, got from=", from, " to=", to);
   // floor(u * (to - from)) + from in float64 (exact for ranges up to 2^53), clamped below `to`
   // against rounding at the top.
   Tensor u = rand(sizes(), DType::Float64);

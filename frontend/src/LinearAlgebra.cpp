@@ -766,40 +766,21 @@ Tensor eighInput(const Tensor& a, std::string_view uplo, const char* op) {
 }
 } // namespace
 
-Tensor eigvalsh(const Tensor& x) {
-  return dispatch(OpCode::EighValues, {x});
-}
-Tensor eigh_vectors(const Tensor& x) {
-  return dispatch(OpCode::EighVectors, {x});
+Tensor matrix_op(OpCode op, const Tensor& x) {
+  return dispatch(op, {x});
 }
 std::pair<Tensor, Tensor> linalg_eigh(const Tensor& a, std::string_view uplo,
                                       std::source_location loc) {
   CallSite cs(loc);
   Tensor x = eighInput(a, uplo, "linalg.eigh");
-  return {eigvalsh(x), eigh_vectors(x)};
+  return {matrix_op(OpCode::EighValues, x), matrix_op(OpCode::EighVectors, x)};
 }
 Tensor linalg_eigvalsh(const Tensor& a, std::string_view uplo, std::source_location loc) {
   CallSite cs(loc);
-  return eigvalsh(eighInput(a, uplo, "linalg.eigvalsh"));
+  return matrix_op(OpCode::EighValues, eighInput(a, uplo, "linalg.eigvalsh"));
 }
 
 // ---- QR, SVD, pseudo-inverse ----
-
-Tensor qr_q(const Tensor& x) {
-  return dispatch(OpCode::QrQ, {x});
-}
-Tensor qr_r(const Tensor& x) {
-  return dispatch(OpCode::QrR, {x});
-}
-Tensor svd_u(const Tensor& x) {
-  return dispatch(OpCode::SvdU, {x});
-}
-Tensor svd_s(const Tensor& x) {
-  return dispatch(OpCode::SvdS, {x});
-}
-Tensor svd_vh(const Tensor& x) {
-  return dispatch(OpCode::SvdVh, {x});
-}
 
 std::pair<Tensor, Tensor> linalg_qr(const Tensor& a, std::string_view mode,
                                     std::source_location loc) {
@@ -813,8 +794,8 @@ std::pair<Tensor, Tensor> linalg_qr(const Tensor& a, std::string_view mode,
   WEFT_CHECK(mode != "complete" || a.size(-2) <= a.size(-1), Value,
              "linalg.qr: mode='complete' of a matrix with more rows than columns (", a.size(-2),
              " x ", a.size(-1), ") is not supported; use mode='reduced'");
-  if (mode == "r") return {zeros({0}, a.dtype()), qr_r(a)};
-  return {qr_q(a), qr_r(a)};
+  if (mode == "r") return {zeros({0}, a.dtype()), matrix_op(OpCode::QrR, a)};
+  return {matrix_op(OpCode::QrQ, a), matrix_op(OpCode::QrR, a)};
 }
 std::pair<Tensor, Tensor> Tensor::qr(bool some, std::source_location loc) const {
   CallSite cs(loc);
@@ -831,12 +812,12 @@ std::tuple<Tensor, Tensor, Tensor> linalg_svd(const Tensor& a, bool fullMatrices
   WEFT_CHECK(!fullMatrices || a.size(-2) == a.size(-1), Value,
              "linalg.svd: full_matrices=true of a non-square matrix (", a.size(-2), " x ",
              a.size(-1), ") is not supported; pass full_matrices=false for the reduced factors");
-  return {svd_u(a), svd_s(a), svd_vh(a)};
+  return {matrix_op(OpCode::SvdU, a), matrix_op(OpCode::SvdS, a), matrix_op(OpCode::SvdVh, a)};
 }
 Tensor linalg_svdvals(const Tensor& a, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(a.defined(), Value, "linalg.svdvals: called with an undefined tensor");
-  return svd_s(a);
+  return matrix_op(OpCode::SvdS, a);
 }
 std::tuple<Tensor, Tensor, Tensor> Tensor::svd(bool some, bool computeUv,
                                                std::source_location loc) const {

@@ -122,16 +122,9 @@ Tensor reshape(const Tensor& t, const Shape& shape);
 Tensor permute(const Tensor& t, const Shape& dims);
 Tensor flip(const Tensor& t, const Shape& dims);
 Tensor mT(const Tensor& t);
-/// A symmetric matrix's eigenvalues and eigenvectors (the op table's eigvalsh and eigh_vectors),
-/// for the gradient rules.
-Tensor eigvalsh(const Tensor& x);
-Tensor eigh_vectors(const Tensor& x);
-/// The reduced QR and SVD factors (the op table's qr_q, qr_r, svd_u, svd_s, svd_vh).
-Tensor qr_q(const Tensor& x);
-Tensor qr_r(const Tensor& x);
-Tensor svd_u(const Tensor& x);
-Tensor svd_s(const Tensor& x);
-Tensor svd_vh(const Tensor& x);
+/// The factor `op` (a linear-algebra row of the op table taking one matrix and no attributes:
+/// eigvalsh, qr_q, svd_u, ...) of x, for the gradient rules.
+Tensor matrix_op(OpCode op, const Tensor& x);
 /// A 2-D tensor whose transpose is contiguous (and is not contiguous itself).
 bool is_column_major(const Tensor& t);
 std::vector<Shape> shapes_of(const std::vector<Tensor>& ts);

@@ -163,26 +163,8 @@ GValue cumprod(const GValue& x, int64_t dim) {
 GValue inverse(const GValue& x) {
   return x.b->emit(OpCode::Inverse, {x});
 }
-GValue eigvalsh(const GValue& x) {
-  return x.b->emit(OpCode::EighValues, {x});
-}
-GValue eigh_vectors(const GValue& x) {
-  return x.b->emit(OpCode::EighVectors, {x});
-}
-GValue qr_q(const GValue& x) {
-  return x.b->emit(OpCode::QrQ, {x});
-}
-GValue qr_r(const GValue& x) {
-  return x.b->emit(OpCode::QrR, {x});
-}
-GValue svd_u(const GValue& x) {
-  return x.b->emit(OpCode::SvdU, {x});
-}
-GValue svd_s(const GValue& x) {
-  return x.b->emit(OpCode::SvdS, {x});
-}
-GValue svd_vh(const GValue& x) {
-  return x.b->emit(OpCode::SvdVh, {x});
+GValue matrix_op(OpCode op, const GValue& x) {
+  return x.b->emit(op, {x});
 }
 GValue logcumsumexp(const GValue& x, int64_t dim) {
   return x.b->emit(OpCode::LogCumSumExp, {x}, Attrs{{"dim", dim}});

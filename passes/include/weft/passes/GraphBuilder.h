@@ -93,13 +93,9 @@ GValue slice_dim(const GValue& x, int64_t dim, int64_t start, int64_t end, int64
 GValue reduce_op(OpCode op, const GValue& x, const Shape& dims, bool keepdim);
 GValue matmul(const GValue& a, const GValue& b);
 GValue inverse(const GValue& x);
-GValue eigvalsh(const GValue& x);
-GValue eigh_vectors(const GValue& x);
-GValue qr_q(const GValue& x);
-GValue qr_r(const GValue& x);
-GValue svd_u(const GValue& x);
-GValue svd_s(const GValue& x);
-GValue svd_vh(const GValue& x);
+/// The factor `op` (a linear-algebra row of the op table taking one matrix and no attributes:
+/// eigvalsh, qr_q, svd_u, ...) of x.
+GValue matrix_op(OpCode op, const GValue& x);
 GValue mT(const GValue& x);
 GValue conv(const GValue& x, const GValue& w, const Attrs& at);
 GValue conv_input_grad(const GValue& gy, const GValue& w, const Attrs& at, const Shape& inputShape);

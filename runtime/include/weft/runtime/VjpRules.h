@@ -6,8 +6,9 @@
 // op and per binary op with a plain API named as in the op table (exp, cos, pow, ...), where,
 // zeros_like, ones_like, zeros_shaped(like, shape), cast, shape_of, shapes_of, dtype_of,
 // is_floating, reshape, permute, expand, flip, cumsum, cumprod, logcumsumexp, pad_dims, slice_dim,
-// reduce_op, matmul, mT, conv, conv_input_grad, conv_weight_grad, gather, scatter, scatter_add,
-// index_select and index_add; and be default-constructible as "no gradient".
+// reduce_op, matmul, mT, inverse, matrix_op (a linear-algebra row by op code), conv,
+// conv_input_grad, conv_weight_grad, gather, scatter, scatter_add, index_select and index_add; and
+// be default-constructible as "no gradient".
 #pragma once
 
 #include "weft/runtime/Attrs.h"
@@ -116,7 +117,7 @@ template <typename T> T vjp_cholesky(const T& g, const T& l) {
 }
 /// The eigenvalues' gradient: V diag(g) V^T, V the eigenvectors.
 template <typename T> T vjp_eigvalsh(const T& g, const T& x) {
-  T v = eigh_vectors(x);
+  T v = matrix_op(OpCode::EighVectors, x);
   Shape row = shape_of(g);
   row.insert(row.end() - 1, 1); // [..., 1, n]: scales V's columns
   return matmul(v * reshape(g, row), mT(v));
@@ -125,7 +126,7 @@ template <typename T> T vjp_eigvalsh(const T& g, const T& x) {
 /// skew-symmetric matrices, divided elementwise by w_j - w_i (0 on the diagonal), between V and
 /// V^T.
 template <typename T> T vjp_eigh_vectors(const T& g, const T& x, const T& v) {
-  T w = eigvalsh(x);
+  T w = matrix_op(OpCode::EighValues, x);
   Shape col = shape_of(w), row = shape_of(w);
   col.push_back(1);
   row.insert(row.end() - 1, 1);
@@ -144,10 +145,15 @@ template <typename T> T copy_lower_to_upper(const T& m) {
   T strict = where(lower, m, zero);
   return strict + mT(strict) + where(diagonal, m, zero);
 }
-/// QR's gradient (reduced: Q [m, k], R [k, n]) for the factors' gradients gq and gr, as PyTorch
-/// computes it. m >= n: (gq + Q copyltu(R gr^T - gq^T Q)) R^-T. m < n: A = [X Y] with X = Q U
-/// square and Y = Q V; X's gradient is the square case's with gq + Y gV^T and gU, Y's is Q gV.
-template <typename T> T vjp_qr(const T& gq, const T& gr, const T& q, const T& r) {
+/// QR's gradient (reduced: Q [m, k], R [k, n]) for the gradient g of factor `which` (0: Q, 1: R;
+/// the other's is zero; y is that factor, the other is factored again), as PyTorch computes it. m
+/// >= n: (gq + Q copyltu(R gr^T - gq^T Q)) R^-T. m < n: A = [X Y] with X = Q U square and Y = Q V;
+/// X's gradient is the square case's with gq + Y gV^T and gU, Y's is Q gV.
+template <typename T> T vjp_qr(const T& g, const T& x, const T& y, int which) {
+  const T q = which == 0 ? y : matrix_op(OpCode::QrQ, x);
+  const T r = which == 1 ? y : matrix_op(OpCode::QrR, x);
+  const T gq = which == 0 ? g : zeros_shaped(g, shape_of(q));
+  const T gr = which == 1 ? g : zeros_shaped(g, shape_of(r));
   const Shape qs = shape_of(q), rs = shape_of(r);
   const auto rank = static_cast<int64_t>(rs.size());
   const int64_t m = qs[qs.size() - 2], n = rs.back();
@@ -170,7 +176,8 @@ template <typename T> T vjp_qr(const T& gq, const T& gr, const T& q, const T& r)
 /// U [(skew(U^T gU) S + S skew(V^T gV)) / (S_j^2 - S_i^2) + diag(gS)] Vh
 /// + (I - U U^T) gU S^-1 Vh + U S^-1 gV^T (I - V V^T), skew(X) = X - X^T.
 template <typename T> T vjp_svd(const T& g, const T& x, int which) {
-  T u = svd_u(x), s = svd_s(x), vh = svd_vh(x);
+  T u = matrix_op(OpCode::SvdU, x), s = matrix_op(OpCode::SvdS, x),
+    vh = matrix_op(OpCode::SvdVh, x);
   const Shape us = shape_of(u), vs = shape_of(vh);
   const int64_t m = us[us.size() - 2], k = us.back(), n = vs.back();
   Shape col = shape_of(s), row = shape_of(s);
