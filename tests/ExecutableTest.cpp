@@ -213,6 +213,72 @@ TEST(Executable, DamagedBytesAndWrongArgumentsAreErrors) {
   EXPECT_THROW(e.run({}, {}), ValueError);
 }
 
+/// Index of the plan's conv epilogue step (PlanStep::afterEachSample), or -1.
+int64_t epilogueStep(const Plan& plan) {
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    if (plan.steps[i].afterEachSample) return static_cast<int64_t>(i);
+  return -1;
+}
+
+TEST(Executable, ConvEpilogueRunsInsideTheConvSampleBySample) {
+  // The bias and ReLU after a conv run inside it, over each sample as it is written. Bit for bit
+  // equal to eager: the same conv kernel, and the same float ops in the same order after it.
+  // The conv's input (sin) dies at the conv and is smaller per sample than what the epilogue
+  // writes: were the epilogue's output planned over it, sample 0's epilogue would overwrite the
+  // input of samples 1-3 before the conv reads them. The epilogue writes the biased result (the
+  // mean reads it later) and the doubled ReLU apart.
+  manual_seed(11);
+  Tensor w = randn({8, 2, 3, 3}), b = randn({8});
+  auto layer = [&](const Tensor& x) {
+    Tensor y = conv2d(x.sin(), w, b, 1, 1);
+    Tensor z = (y.relu() * 2).sum({1});
+    return z + y.mean();
+  };
+  auto f = compile(layer);
+  Tensor x = randn({4, 2, 8, 8});
+  Tensor expected = layer(x);
+  EXPECT_EQ(f(x).to_vector<float>(), expected.to_vector<float>());
+  std::shared_ptr<const Executable> exe = f.compiled().executable();
+  ASSERT_NE(exe, nullptr);
+  const int64_t i = epilogueStep(exe->plan);
+  ASSERT_GT(i, 0) << "no conv epilogue";
+  EXPECT_EQ(exe->plan.steps[static_cast<size_t>(i - 1)].op, OpCode::Conv);
+
+  // Saved and loaded, it runs to the same bits.
+  std::vector<uint8_t> bytes = exe->save();
+  Executable loaded = Executable::load(bytes);
+  EXPECT_EQ(epilogueStep(loaded.plan), i);
+  std::vector<Buffer> out = loaded.run(buffersOf({x}), buffersOf({w, b}));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(valuesOf(out[0]), expected.to_vector<float>());
+
+  // A step marked to run inside a step that is not a conv is damaged bytes, not a crash.
+  Executable damaged = loaded;
+  damaged.plan.steps[0].afterEachSample = true;
+  EXPECT_THROW(Executable::load(damaged.save()), IOError);
+}
+
+TEST(Executable, ConvEpiloguesOfOtherShapesAndTypes) {
+  // Groups, stride, float64, a batch of one, and a residual add: each as eager, bit for bit.
+  manual_seed(12);
+  Tensor w = randn({6, 2, 3, 3}, kFloat64), b = randn({6}, kFloat64);
+  auto grouped = [&](const Tensor& x) {
+    return (conv2d(x, w, b, 2, 1, 1, 2).relu() + 0.5).sigmoid();
+  };
+  auto f = compile(grouped);
+  for (int64_t n : {1, 3}) {
+    Tensor x = randn({n, 4, 7, 7}, kFloat64);
+    EXPECT_EQ(f(x).to_vector<double>(), grouped(x).to_vector<double>()) << n;
+    EXPECT_GT(epilogueStep(f.compiled().executable()->plan), 0) << n;
+  }
+  Tensor w2 = randn({4, 4, 3, 3});
+  auto residual = [&](const Tensor& x) { return (conv2d(x, w2, {}, 1, 1) + x).relu(); };
+  auto g = compile(residual);
+  Tensor x = randn({2, 4, 5, 5});
+  EXPECT_EQ(g(x).to_vector<float>(), residual(x).to_vector<float>());
+  EXPECT_GT(epilogueStep(g.compiled().executable()->plan), 0);
+}
+
 /// Every truncation of a saved executable is an error, never a crash or a partial load.
 TEST(Executable, EveryTruncationIsAnError) {
   auto f = compile([](const Tensor& x) { return x.matmul(x.t()).relu() + 1; });

@@ -1,6 +1,7 @@
 // Graph -> Plan: slots are value ids; a step releases the values it reads for the last time.
 #include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
+#include "weft/runtime/View.h"
 
 #include <algorithm>
 #include <sstream>
@@ -13,6 +14,7 @@ struct Unit {
   int32_t node = -1;
   const FusedKernel* fused = nullptr;
   std::vector<ValueId> reads, writes;
+  bool afterEachSample = false; // runs inside the conv before it (PlanStep::afterEachSample)
 };
 
 std::vector<Unit> unitsOf(const Graph& g, std::span<const FusedKernel> fused) {
@@ -75,6 +77,52 @@ std::vector<Unit> unitsOf(const Graph& g, std::span<const FusedKernel> fused) {
     if (standalone[i]) emitNode(i);
   }
   return units;
+}
+
+/// Runs a kernel inside the conv before it, sample by sample (PlanStep::afterEachSample: the conv's
+/// bias and activation while each sample is in cache), where the kernel is over the conv's result
+/// shape (its rows the samples; not a GEMM's, whose rows are tiles, nor a horizontal kernel),
+/// reads that result as it is (through no view leaf, which could read other samples), writes over
+/// nothing the conv reads, and reads nothing else computed after the conv but views of values
+/// ready before it, which move before the conv.
+void markConvEpilogues(const Graph& g, std::vector<Unit>& units) {
+  auto reads = [](const Unit& u, ValueId v) {
+    return std::find(u.reads.begin(), u.reads.end(), v) != u.reads.end();
+  };
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (units[i].node < 0) continue;
+    const Node& conv = g.nodes()[static_cast<size_t>(units[i].node)];
+    const ValueId y = conv.result;
+    const TensorType& type = g.type(y);
+    if (conv.op != OpCode::Conv || type.shape.empty() ||
+        (type.dtype != DType::Float32 && type.dtype != DType::Float64))
+      continue;
+    size_t j = i + 1;
+    while (j < units.size() && units[j].node >= 0 &&
+           isViewOp(g.nodes()[static_cast<size_t>(units[j].node)].op) && !reads(units[j], y))
+      ++j;
+    if (j == units.size() || units[j].fused == nullptr || units[j].fused->kernel < 0) continue;
+    const FusionGroup& grp = units[j].fused->group;
+    if (grp.shape != type.shape || !grp.parts.empty() ||
+        g.nodes()[static_cast<size_t>(grp.nodes.front())].op == OpCode::MatMul ||
+        !reads(units[j], y))
+      continue;
+    bool ok = true;
+    for (int32_t leaf : grp.leaves) {
+      const auto& operands = g.nodes()[static_cast<size_t>(leaf)].operands;
+      ok = ok && std::find(operands.begin(), operands.end(), y) == operands.end();
+    }
+    for (int32_t k : grp.inPlace)
+      ok = ok && (k < 0 || std::find(conv.operands.begin(), conv.operands.end(),
+                                     grp.inputs[static_cast<size_t>(k)]) == conv.operands.end());
+    if (!ok) continue;
+    // The views between move before the conv (none reads its result), the kernel runs inside it.
+    std::rotate(units.begin() + static_cast<std::ptrdiff_t>(i),
+                units.begin() + static_cast<std::ptrdiff_t>(i + 1),
+                units.begin() + static_cast<std::ptrdiff_t>(j));
+    units[j].afterEachSample = true;
+    i = j;
+  }
 }
 
 /// Gives a float matmul whose only reader is a permute (not an output or a state's new value) the
@@ -151,6 +199,7 @@ Plan lowerSteps(const Graph& g, std::span<const FusedKernel> fused, KernelTable 
     plan.stateUpdates.emplace_back(static_cast<int32_t>(index), u.newValue);
   }
   std::vector<Unit> units = unitsOf(g, fused);
+  markConvEpilogues(g, units);
   // Last reader of each value; values the caller receives are never released.
   std::vector<int64_t> lastUse(g.values().size(), -1);
   for (size_t i = 0; i < units.size(); ++i)
@@ -170,6 +219,7 @@ Plan lowerSteps(const Graph& g, std::span<const FusedKernel> fused, KernelTable 
       }
       step.kernelInPlace = u.fused->group.inPlace;
       step.kernelInPlace.resize(step.kernelOutputs.size(), -1);
+      step.afterEachSample = u.afterEachSample;
     } else {
       const Node& n = g.nodes()[static_cast<size_t>(u.node)];
       step.op = n.op;
@@ -225,6 +275,7 @@ std::string printPlan(const Graph& g, const Plan& plan) {
         int32_t over = o < s.kernelInPlace.size() ? s.kernelInPlace[o] : -1;
         if (over >= 0) os << " over " << name(s.inputs[static_cast<size_t>(over)]);
       }
+      if (s.afterEachSample) os << " per sample inside step " << i - 1;
     } else {
       os << opName(s.op) << "(";
       list(os, s.inputs);

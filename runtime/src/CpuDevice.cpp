@@ -11,6 +11,7 @@
 #include <mutex>
 #include <sstream>
 #include <sys/mman.h>
+#include <tuple>
 #include <unistd.h>
 
 namespace weft::hal {
@@ -110,6 +111,46 @@ private:
   std::vector<std::pair<KernelInfo, Entry>> kernels_;
 };
 
+/// A kernel bound to its operands: one strided memref descriptor per operand (the generated
+/// code's calling convention), run over any range of its rows.
+struct Launch {
+  Launch(const LoadedCode& code, size_t index, std::span<const TensorRef> inputs,
+         std::span<const TensorRef> outputs) {
+    const auto* so = dynamic_cast<const SharedObject*>(&code);
+    WEFT_INTERNAL_ASSERT(so != nullptr && index < so->numKernels(),
+                         "cpu: launching a kernel not loaded on this device");
+    std::tie(kernel, fn) = so->kernel(index);
+    const size_t n = inputs.size() + outputs.size();
+    desc.resize(n);
+    descPtr.resize(n);
+    auto fill = [&](size_t i, const TensorRef& r) {
+      WEFT_INTERNAL_ASSERT(r.isContiguous(), "cpu: kernel operands must be contiguous");
+      auto p = reinterpret_cast<int64_t>(r.data);
+      desc[i] = {p, p, 0, r.numel(), 1};
+      descPtr[i] = desc[i].data();
+    };
+    for (size_t i = 0; i < inputs.size(); ++i)
+      fill(i, inputs[i]);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      fill(inputs.size() + i, outputs[i]);
+  }
+  /// Safe to call from several threads at once: it only reads the descriptors.
+  void run(int64_t lo, int64_t hi) {
+    const size_t n = descPtr.size();
+    std::vector<void*> args(n + 2);
+    for (size_t i = 0; i < n; ++i)
+      args[i] = &descPtr[i];
+    args[n] = &lo;
+    args[n + 1] = &hi;
+    fn(args.data());
+  }
+
+  KernelInfo kernel;
+  SharedObject::Entry fn = nullptr;
+  std::vector<std::array<int64_t, 5>> desc; // allocated, aligned, offset, size, stride
+  std::vector<void*> descPtr;
+};
+
 class CpuDevice final : public Device {
 public:
   CpuDevice() {
@@ -180,31 +221,17 @@ public:
 
   void launch(const LoadedCode& code, size_t index, std::span<const TensorRef> inputs,
               std::span<const TensorRef> outputs) override {
-    const auto* so = dynamic_cast<const SharedObject*>(&code);
-    WEFT_INTERNAL_ASSERT(so != nullptr && index < so->numKernels(),
-                         "cpu: launching a kernel not loaded on this device");
-    const auto& [kernel, fn] = so->kernel(index);
-    size_t n = inputs.size() + outputs.size();
-    std::vector<std::array<int64_t, 5>> desc(n); // allocated, aligned, offset, size, stride
-    std::vector<void*> descPtr(n);
-    auto fill = [&](size_t i, const TensorRef& r) {
-      WEFT_INTERNAL_ASSERT(r.isContiguous(), "cpu: kernel operands must be contiguous");
-      auto p = reinterpret_cast<int64_t>(r.data);
-      desc[i] = {p, p, 0, r.numel(), 1};
-      descPtr[i] = desc[i].data();
-    };
-    for (size_t i = 0; i < inputs.size(); ++i)
-      fill(i, inputs[i]);
-    for (size_t i = 0; i < outputs.size(); ++i)
-      fill(inputs.size() + i, outputs[i]);
-    parallelFor(kernel.rows, std::max<int64_t>(kernel.grain, 1), [&](int64_t lo, int64_t hi) {
-      std::vector<void*> args(n + 2);
-      for (size_t i = 0; i < n; ++i)
-        args[i] = &descPtr[i];
-      args[n] = &lo;
-      args[n + 1] = &hi;
-      fn(args.data());
-    });
+    Launch l(code, index, inputs, outputs);
+    parallelFor(l.kernel.rows, std::max<int64_t>(l.kernel.grain, 1),
+                [&](int64_t lo, int64_t hi) { l.run(lo, hi); });
+  }
+
+  void launchRows(const LoadedCode& code, size_t index, std::span<const TensorRef> inputs,
+                  std::span<const TensorRef> outputs, int64_t lo, int64_t hi) override {
+    Launch l(code, index, inputs, outputs);
+    WEFT_INTERNAL_ASSERT(0 <= lo && lo <= hi && hi <= l.kernel.rows, "cpu: rows [", lo, ", ", hi,
+                         ") of a kernel of ", l.kernel.rows);
+    l.run(lo, hi);
   }
 
   void synchronize() override {}

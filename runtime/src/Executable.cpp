@@ -14,7 +14,7 @@ namespace weft {
 namespace {
 
 constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'E', 'X', 'E', '\0'};
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 
 static_assert(std::endian::native == std::endian::little, "the format is little-endian");
 
@@ -202,6 +202,7 @@ std::vector<uint8_t> Executable::save() const {
     }
     w.ints(Shape(s.kernelInPlace.begin(), s.kernelInPlace.end()));
     w.ints(s.outputStrides);
+    w.pod(static_cast<uint8_t>(s.afterEachSample));
   }
   std::vector<uint8_t> out(kMagic, kMagic + sizeof kMagic);
   ByteWriter head;
@@ -284,6 +285,7 @@ Executable Executable::load(std::span<const uint8_t> bytes, hal::Device& device)
                  s.inputs.size(), ")");
     s.kernelInPlace.assign(inPlace.begin(), inPlace.end());
     s.outputStrides = r.ints("step output strides");
+    s.afterEachSample = r.pod<uint8_t>("step epilogue flag") != 0;
     bool fused = s.kernel >= 0;
     WEFT_CHECK(s.outputStrides.empty() || (!fused && opInfo(s.op).kind == OpKind::MatMul &&
                                            isDenseLayout(s.shape, s.outputStrides)),
@@ -299,6 +301,10 @@ Executable Executable::load(std::span<const uint8_t> bytes, hal::Device& device)
                "executable: damaged bytes (", opName(s.op), " with ", s.inputs.size(), " inputs)");
   }
   WEFT_CHECK(r.atEnd(), IO, "executable: damaged bytes (data after the end)");
+  for (size_t i = 0; i < p.steps.size(); ++i)
+    WEFT_CHECK(!p.steps[i].afterEachSample || isConvEpilogue(p, i), IO,
+               "executable: damaged bytes (step ", i,
+               " runs inside the step before it, which is not a conv writing what it reads)");
   planMemory(p); // derived from the steps, not saved
   e.loadCode(device);
   return e;

@@ -141,41 +141,46 @@ private:
   std::shared_ptr<Storage> arena_;
 };
 
-/// A fused step: inputs made contiguous where they are views, outputs where `memory` puts them
-/// (or over an input the kernel writes over: its own memory where `writable` says no one else
-/// sees it, else a private copy), the generated code.
-void runKernelStep(const Plan& plan, const PlanStep& step, std::vector<TensorRef>& refs,
-                   std::vector<Buffer>& slots, const std::vector<bool>& writable,
-                   const SlotMemory& memory) {
-  std::vector<Buffer> inputs; // the buffers behind refs; contiguous copies stay alive for the call
-  std::vector<bool> isCopy(refs.size(), false);
+/// A fused step bound to its operands: inputs made contiguous where they are views, outputs where
+/// `memory` puts them (or over an input the kernel writes over: its own memory where `writable`
+/// says no one else sees it, else a private copy).
+struct BoundKernel {
+  std::vector<Buffer> inputs; // the buffers behind `refs`; contiguous copies live for the call
+  std::vector<TensorRef> refs, outs;
+};
+
+BoundKernel bindKernelStep(const PlanStep& step, std::vector<TensorRef> refs,
+                           std::vector<Buffer>& slots, const std::vector<bool>& writable,
+                           const SlotMemory& memory) {
+  BoundKernel k;
   for (size_t j = 0; j < refs.size(); ++j) {
-    inputs.push_back(slots[static_cast<size_t>(step.inputs[j])]);
+    k.inputs.push_back(slots[static_cast<size_t>(step.inputs[j])]);
     bool overwritten = std::find(step.kernelInPlace.begin(), step.kernelInPlace.end(),
                                  static_cast<int32_t>(j)) != step.kernelInPlace.end();
     if (refs[j].isContiguous() && (!overwritten || writable[static_cast<size_t>(step.inputs[j])]))
       continue;
-    inputs[j] = allocateBuffer(refs[j].shape, refs[j].dtype);
-    copyCast(refs[j], inputs[j].ref);
-    refs[j] = inputs[j].ref;
-    isCopy[j] = true;
+    k.inputs[j] = allocateBuffer(refs[j].shape, refs[j].dtype);
+    copyCast(refs[j], k.inputs[j].ref);
+    refs[j] = k.inputs[j].ref;
   }
-  std::vector<TensorRef> outs;
+  k.refs = std::move(refs);
   for (size_t i = 0; i < step.kernelOutputs.size(); ++i) {
     int32_t over = i < step.kernelInPlace.size() ? step.kernelInPlace[i] : -1;
-    Buffer b = over >= 0 ? inputs[static_cast<size_t>(over)]
+    Buffer b = over >= 0 ? k.inputs[static_cast<size_t>(over)]
                          : memory(step.kernelOutputs[i], step.kernelTypes[i].first,
                                   step.kernelTypes[i].second);
-    outs.push_back(b.ref);
+    k.outs.push_back(b.ref);
     slots[static_cast<size_t>(step.kernelOutputs[i])] = std::move(b);
   }
+  return k;
+}
+
+const hal::LoadedCode& loadedKernel(const Plan& plan, const PlanStep& step) {
   const KernelTable& table = plan.kernels;
   WEFT_INTERNAL_ASSERT(table.loaded != nullptr &&
                            static_cast<size_t>(step.kernel) < table.kernels.size(),
                        "a kernel step without loaded code");
-  hal::cpu().launch(*table.loaded, static_cast<size_t>(step.kernel), refs, outs);
-  for (int32_t s : step.release)
-    slots[static_cast<size_t>(s)] = Buffer{};
+  return *table.loaded;
 }
 
 /// An input of `step` its output can be written over (canWriteOverInput): read here for the last
@@ -275,7 +280,11 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
       refs.push_back(b.ref);
     }
     if (step.kernel >= 0) {
-      runKernelStep(plan, step, refs, slots, writable, memory);
+      WEFT_INTERNAL_ASSERT(!step.afterEachSample, "a conv epilogue with no conv before it");
+      BoundKernel k = bindKernelStep(step, refs, slots, writable, memory);
+      hal::cpu().launch(loadedKernel(plan, step), static_cast<size_t>(step.kernel), k.refs, k.outs);
+      for (int32_t s : step.release)
+        slots[static_cast<size_t>(s)] = Buffer{};
       if (profile != nullptr)
         for (size_t i = 0; i < step.kernelOutputs.size(); ++i)
           madeBy[static_cast<size_t>(step.kernelOutputs[i])] =
@@ -283,6 +292,23 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
       timed(profile != nullptr ? "kernel " + shapeString(step.kernelTypes.at(0).second) : "");
       continue;
     }
+    // A conv whose epilogue (the next step, a kernel) runs inside it, sample by sample.
+    const PlanStep* epilogue =
+        index + 1 < plan.steps.size() && plan.steps[index + 1].afterEachSample
+            ? &plan.steps[index + 1]
+            : nullptr;
+    WEFT_INTERNAL_ASSERT(epilogue == nullptr || step.op == OpCode::Conv, "a conv epilogue after a ",
+                         opName(step.op), " step");
+    auto epilogueRefs = [&] {
+      std::vector<TensorRef> r;
+      for (int32_t s : epilogue->inputs) {
+        const Buffer& b = slots[static_cast<size_t>(s)];
+        WEFT_INTERNAL_ASSERT(b.storage != nullptr, "plan reads slot ", s,
+                             " before it is written or after it is freed");
+        r.push_back(b.ref);
+      }
+      return r;
+    };
     Buffer out;
     if (isViewOp(step.op)) {
       const Buffer& in = slots[static_cast<size_t>(step.inputs[0])];
@@ -298,16 +324,39 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
         out = memory(step.output, step.dtype, step.shape);
         if (!step.outputStrides.empty()) out.ref.strides = step.outputStrides; // dense: same bytes
       }
-      if (out.ref.numel() > 0) runKernel(step.op, refs, out.ref, attrs);
+      if (epilogue != nullptr) {
+        // The conv's epilogue kernel, bound to the conv's output before it is written, runs over
+        // each sample as the conv writes it.
+        slots[static_cast<size_t>(step.output)] = out;
+        BoundKernel k = bindKernelStep(*epilogue, epilogueRefs(), slots, writable, memory);
+        const hal::LoadedCode& code = loadedKernel(plan, *epilogue);
+        const auto kernel = static_cast<size_t>(epilogue->kernel);
+        if (out.ref.numel() > 0)
+          kernels::convThen(refs, out.ref, attrs, [&](int64_t n0, int64_t n1) {
+            hal::cpu().launchRows(code, kernel, k.refs, k.outs, n0, n1);
+          });
+      } else if (out.ref.numel() > 0) {
+        runKernel(step.op, refs, out.ref, attrs);
+      }
     }
     slots[static_cast<size_t>(step.output)] = std::move(out);
     for (int32_t s : step.release)
       slots[static_cast<size_t>(s)] = Buffer{};
+    if (epilogue != nullptr) {
+      for (int32_t s : epilogue->release)
+        slots[static_cast<size_t>(s)] = Buffer{};
+      if (profile != nullptr)
+        for (int32_t s : epilogue->kernelOutputs)
+          madeBy[static_cast<size_t>(s)] = "conv epilogue " + shapeString(step.shape);
+      ++index; // ran inside this step
+    }
     if (profile != nullptr) // a view op that had to copy says so
       madeBy[static_cast<size_t>(step.output)] = std::string(opName(step.op)) +
                                                  (isViewOp(step.op) && copied ? " (copy) " : " ") +
                                                  shapeString(step.shape);
-    timed(profile != nullptr ? madeBy[static_cast<size_t>(step.output)] : "");
+    timed(profile != nullptr ? madeBy[static_cast<size_t>(step.output)] +
+                                   (epilogue != nullptr ? " + epilogue" : "")
+                             : "");
   }
 
   std::vector<Buffer> outputs;

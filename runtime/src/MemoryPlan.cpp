@@ -17,6 +17,23 @@ bool canWriteOverInput(const PlanStep& step, size_t j) {
                     step.op == OpCode::IndexAdd);
 }
 
+bool isConvEpilogue(const Plan& plan, size_t i) {
+  if (i == 0 || i >= plan.steps.size()) return false;
+  const PlanStep &conv = plan.steps[i - 1], &k = plan.steps[i];
+  if (conv.kernel >= 0 || conv.op != OpCode::Conv || !conv.outputStrides.empty() ||
+      (conv.dtype != DType::Float32 && conv.dtype != DType::Float64) || conv.shape.empty() ||
+      k.kernel < 0 || static_cast<size_t>(k.kernel) >= plan.kernels.kernels.size() ||
+      plan.kernels.kernels[static_cast<size_t>(k.kernel)].rows != conv.shape[0] ||
+      std::find(k.inputs.begin(), k.inputs.end(), conv.output) == k.inputs.end())
+    return false;
+  for (int32_t j : k.kernelInPlace)
+    if (j >= 0 && static_cast<size_t>(j) < k.inputs.size() &&
+        std::find(conv.inputs.begin(), conv.inputs.end(), k.inputs[static_cast<size_t>(j)]) !=
+            conv.inputs.end())
+      return false;
+  return true;
+}
+
 bool isDenseLayout(const Shape& shape, const Shape& strides) {
   if (strides.size() != shape.size()) return false;
   if (numel(shape) == 0) return true; // nothing is written
@@ -69,7 +86,9 @@ void planMemory(Plan& plan) {
   };
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& step = plan.steps[i];
-    const auto at = static_cast<int64_t>(i);
+    // A conv's epilogue runs inside the conv (the step before it): what it writes lives from
+    // there, clear of the memory the conv reads.
+    const auto at = static_cast<int64_t>(step.afterEachSample && i > 0 ? i - 1 : i);
     for (int32_t s : step.inputs)
       use(s, at);
     auto fresh = [&](int32_t slot, DType dtype, const Shape& shape) {

@@ -238,8 +238,15 @@ template <typename Fn> void floatTypes(std::span<const TensorRef> in, const Tens
 } // namespace
 
 void Conv(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  convThen(in, out, at, {});
+}
+
+void convThen(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at,
+              const std::function<void(int64_t, int64_t)>& afterSamples) {
   ConvShape s = convShape(in[0].shape, in[1].shape, at);
   WEFT_INTERNAL_ASSERT(out.isContiguous());
+  WEFT_INTERNAL_ASSERT(!afterSamples || out.dtype == DType::Float32 || out.dtype == DType::Float64,
+                       "a conv epilogue over ", dtypeName(out.dtype), " (computed in float32)");
   floatTypes(in, out, [&](auto tag, std::span<const TensorRef> args, const TensorRef& y) {
     using T = decltype(tag);
     std::shared_ptr<Storage> hx, hw;
@@ -254,6 +261,7 @@ void Conv(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) 
           T* yg = y.ptr<T>() + (n * s.o + g * s.og()) * s.colCols();
           parallelGemm<T>(false, false, s.og(), s.colCols(), s.colRows(), wg, s.colRows(), col,
                           s.colCols(), T(0), yg, s.colCols());
+          if (afterSamples && g == s.groups - 1) afterSamples(n, n + 1);
         }
     });
   });

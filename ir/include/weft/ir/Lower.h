@@ -26,6 +26,8 @@ struct FusedKernel {
 /// `kernels` (the plan keeps the table), or as interpreter steps where it has none. `g` must
 /// verify.
 Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused = {}, KernelTable kernels = {});
+/// A kernel that reads a conv's result right after it runs inside the conv, over each sample as it
+/// is written (PlanStep::afterEachSample), where that is safe (see markConvEpilogues).
 /// lowerToPlan's steps without the memory plan (planMemory makes it; the plan runs without, each
 /// buffer allocated on its own): what the "lower" pass makes, "plan-memory" planning it.
 Plan lowerSteps(const Graph& g, std::span<const FusedKernel> fused = {}, KernelTable kernels = {});
@@ -37,7 +39,8 @@ Executable executableOf(const Graph& g, Plan plan);
 /// The steps of `plan`, lowered from `g`, one per line, with the memory plan: where each buffer a
 /// step writes lies in the arena ("at 128"; none for buffers allocated apart: outputs, state,
 /// views), which input a kernel writes over ("over %3"; an interpreter step writing over its input
-/// shows as the same offset), and what each step releases. For weft-opt --lower and
+/// shows as the same offset), a conv's epilogue kernel running inside it ("per sample inside step
+/// 4"), and what each step releases. For weft-opt --lower and
 /// WEFT_PRINT_PLAN.
 std::string printPlan(const Graph& g, const Plan& plan);
 

@@ -73,6 +73,11 @@ public:
   /// `inputs`, writing `outputs`.
   virtual void launch(const LoadedCode& code, size_t kernel, std::span<const TensorRef> inputs,
                       std::span<const TensorRef> outputs) = 0;
+  /// Runs rows [lo, hi) of kernel `kernel` (of its KernelInfo::rows) on the calling thread: how a
+  /// host kernel runs a fused epilogue over the part of its output it has just written. A device
+  /// whose kernels do not run on host threads reports a DeviceError.
+  virtual void launchRows(const LoadedCode& code, size_t kernel, std::span<const TensorRef> inputs,
+                          std::span<const TensorRef> outputs, int64_t lo, int64_t hi) = 0;
   /// Waits for everything launched so far (the CPU runs launches synchronously).
   virtual void synchronize() = 0;
 };

@@ -5,6 +5,8 @@
 #include "weft/runtime/OpTable.h"
 #include "weft/runtime/TensorRef.h"
 
+#include <cstdint>
+#include <functional>
 #include <span>
 
 namespace weft {
@@ -30,6 +32,11 @@ namespace kernels {
 #undef WEFT_UNARY
 #undef WEFT_BINARY
 #undef WEFT_OP
+/// Conv (float32 or float64 `out`) calling `afterSamples(n0, n1)` on the thread that has just
+/// written samples [n0, n1) of `out`, while they are in its cache: a plan runs the conv's fused
+/// epilogue there (PlanStep::afterEachSample).
+void convThen(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at,
+              const std::function<void(int64_t, int64_t)>& afterSamples);
 /// Elementwise unary and binary ops share one dispatcher each.
 void unary(OpCode op, const TensorRef& in, const TensorRef& out);
 void binary(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& out);

@@ -42,6 +42,12 @@ struct PlanStep {
   /// tensor's update; the runtime passes a private copy where the state's memory is shared or
   /// strided), or -1 for a fresh buffer.
   std::vector<int32_t> kernelInPlace;
+  /// A kernel step that runs inside the step before it, a convolution whose output it reads: the
+  /// convolution launches rows [n, n + 1) of the kernel (its rows are dim 0, the samples) on the
+  /// thread that has just written sample n, while that sample is still in the core's cache (a
+  /// conv's bias and activation as its epilogue). Everything else the kernel reads is computed
+  /// before the convolution, and it writes over nothing the convolution reads.
+  bool afterEachSample = false;
   /// An interpreter step's output laid out in its fresh buffer with these strides (a permutation
   /// of its dims, dense), or empty for row-major: a matmul whose only reader is a permute gets the
   /// layout that makes the permute's result contiguous, so a reshape of it (an attention's head
@@ -70,6 +76,11 @@ struct Plan {
   int64_t arenaBytes = 0;
   std::vector<int64_t> arenaOffset;
 };
+
+/// Whether step `i` of `plan` can run inside step i - 1 (PlanStep::afterEachSample): a kernel
+/// whose rows are the samples of the output of a float32/float64 conv before it, an input of the
+/// kernel, which writes over nothing else the conv reads.
+bool isConvEpilogue(const Plan& plan, size_t i);
 
 /// Whether interpreter step `step` may write its output over input `j` of the same shape once
 /// nothing else reads that: elementwise ops read each element before writing it; scatter_add,
