@@ -24,6 +24,17 @@ TEST(Autograd, BackwardAccumulatesIntoLeaves) {
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{0, 0, 0}));
 }
 
+TEST(Autograd, ANumberOperandKeepsItsPrecisionInTheBackward) {
+  // x ** (1 / 3.5) in float64: the rule's `b - 1.0` on the wrapped exponent is computed in float64
+  // (it was rounded to float32, a relative error of 2e-8). Tolerance: a few float64 ulps.
+  Tensor x = leaf({3, 2});
+  x.pow(1.0 / 3.5).sum().backward();
+  for (int i = 0; i < 2; ++i) {
+    const double v = i == 0 ? 3.0 : 2.0, expected = std::pow(v, 1.0 / 3.5 - 1) / 3.5;
+    EXPECT_NEAR(vals(x.grad())[static_cast<size_t>(i)], expected, 4e-16 * expected) << v;
+  }
+}
+
 TEST(Autograd, SharedSubexpressionsSumTheirGradients) {
   Tensor x = leaf({2});
   Tensor y = x * x;

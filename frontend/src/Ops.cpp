@@ -30,8 +30,10 @@ void promoteInto(std::optional<DType>& slot, DType t) {
 }
 
 void update(PromotionState& s, const Tensor& t) {
+  // A wrapped number is already in the dtype its op computed in (wrapScalar): a vjp rule reading
+  // it again (pow's `b - 1.0`) computes there too, not in the default float.
   if (t.impl()->wrappedNumber)
-    promoteInto(s.wrapped, isFloating(t.dtype()) ? kDefaultFloat : t.dtype());
+    promoteInto(s.wrapped, t.dtype());
   else if (t.dim() == 0)
     promoteInto(s.zeroDim, t.dtype());
   else
