@@ -871,8 +871,8 @@ Tensor linalg_pinv(const Tensor& a, std::optional<double> rtol, std::source_loca
              "linalg.pinv: expected a float32 or float64 input, got ", dtypeName(a.dtype()));
   if (a.size(-2) == 0 || a.size(-1) == 0) return zeros(Shape(a.sizes()), a.dtype()).mT();
   // PyTorch's default tolerance: the machine epsilon times the larger dimension.
-  const double eps = a.dtype() == DType::Float64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
-  return Pinv::apply(a, rtol.value_or(eps * static_cast<double>(std::max(a.size(-2), a.size(-1)))));
+  return Pinv::apply(a, rtol.value_or(machineEpsilon(a.dtype()) *
+                                      static_cast<double>(std::max(a.size(-2), a.size(-1)))));
 }
 Tensor Tensor::pinverse(double rcond, std::source_location loc) const {
   CallSite cs(loc);

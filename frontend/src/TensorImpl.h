@@ -104,6 +104,10 @@ bool isExpanded(const Tensor& t);
 int64_t wrapDim(int64_t dim, int64_t rank, const char* op);
 /// wrapDim of each of `dims`.
 Shape wrapDims(const Shape& dims, int64_t rank, const char* op);
+/// The machine epsilon of float64, else of float32 (the linear-algebra tolerances' unit).
+inline double machineEpsilon(DType t) {
+  return t == DType::Float64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+}
 /// A gradient made to fit its input: summed down to `shape` (it was broadcast), cast to `dtype`.
 Tensor fitGradient(Tensor g, const Shape& shape, DType dtype);
 namespace autograd {

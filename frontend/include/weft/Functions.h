@@ -349,6 +349,62 @@ std::pair<Tensor, Tensor> slogdet(const Tensor& x, WEFT_LOC);
 /// X with AX = B, for a batch of square A and B a batch of vectors (one dim fewer than A) or of
 /// matrices: inverse(A) @ B.
 Tensor linalg_solve(const Tensor& a, const Tensor& b, WEFT_LOC);
+/// torch.linalg's norms. vector_norm: ord 2 (default), any other p (a negative one too), inf
+/// (the largest |x|), -inf (the smallest) or 0 (how many are not 0), over `dims` (empty: all).
+/// matrix_norm over two dims: "fro" (default), "nuc" (sum of singular values), 2 and -2 (largest
+/// and smallest), 1 and -1 (largest and smallest column sum of |A|), inf and -inf (row sums).
+/// norm: as torch.linalg.norm, a vector norm for one dim (or none and no ord: all elements), a
+/// matrix norm for two (or none, an ord and a 2-D input).
+Tensor linalg_vector_norm(const Tensor& x, double ord = 2, Dims dims = {}, bool keepdim = false,
+                          WEFT_LOC);
+Tensor linalg_matrix_norm(const Tensor& a, std::string_view ord = "fro", Dims dims = {-2, -1},
+                          bool keepdim = false, WEFT_LOC);
+Tensor linalg_matrix_norm(const Tensor& a, double ord, Dims dims = {-2, -1}, bool keepdim = false,
+                          WEFT_LOC);
+Tensor linalg_norm(const Tensor& x, std::optional<double> ord = std::nullopt, Dims dims = {},
+                   bool keepdim = false, WEFT_LOC);
+Tensor linalg_norm(const Tensor& x, std::string_view ord, Dims dims = {}, bool keepdim = false,
+                   WEFT_LOC);
+/// How many singular values (hermitian: |eigenvalues|) exceed max(atol, rtol * the largest), as
+/// int64; rtol defaults to the machine epsilon times the larger dimension (0 if atol is given).
+Tensor linalg_matrix_rank(const Tensor& a, std::optional<double> atol = std::nullopt,
+                          std::optional<double> rtol = std::nullopt, bool hermitian = false,
+                          WEFT_LOC);
+/// The condition number: largest over smallest singular value (p none or 2; -2 the inverse), or
+/// norm(A, p) * norm(inverse(A), p) for the other matrix norms.
+Tensor linalg_cond(const Tensor& a, std::optional<double> p = std::nullopt, WEFT_LOC);
+Tensor linalg_cond(const Tensor& a, std::string_view p, WEFT_LOC);
+/// X with AX = B (left) or XA = B, A upper or lower triangular (the other triangle is not read,
+/// nor the diagonal where `unitriangular`: ones), B a batch of matrices.
+Tensor linalg_solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left = true,
+                               bool unitriangular = false, WEFT_LOC);
+/// torch.linalg.lstsq's result: the solution, then what the driver reports (each empty where it
+/// reports nothing): squared residuals per column, rank, singular values.
+struct LstsqResult {
+  Tensor solution, residuals, rank, singular_values;
+};
+/// The least-squares solution of AX = B of least norm (singular values at or below rcond times
+/// the largest count as 0; default: the machine epsilon times the larger dimension), with what
+/// PyTorch's CPU `driver` reports besides: the rank (not "gels"), the singular values ("gelsd",
+/// "gelss") and the residuals (not "gelsy", more rows than columns and full rank only).
+LstsqResult linalg_lstsq(const Tensor& a, const Tensor& b,
+                         std::optional<double> rcond = std::nullopt,
+                         std::string_view driver = "gelsy", WEFT_LOC);
+/// The product of a chain of matrices in the order of fewest multiply-adds; the first may be a
+/// row vector and the last a column vector (1-D), whose dims the result then drops.
+Tensor linalg_multi_dot(const std::vector<Tensor>& tensors, WEFT_LOC);
+/// The inverse of `a` as a linear map from its first `ind` dims to the rest, shaped rest + first.
+Tensor linalg_tensorinv(const Tensor& a, int64_t ind = 2, WEFT_LOC);
+/// X with tensordot(A, X, X.dim()) = B; `dims` of A are moved last first.
+Tensor linalg_tensorsolve(const Tensor& a, const Tensor& b, Dims dims = {}, WEFT_LOC);
+/// Dot products along `dim`.
+Tensor linalg_vecdot(const Tensor& x, const Tensor& y, int64_t dim = -1, WEFT_LOC);
+/// torch.linalg's names of inverse, det, slogdet, matrix_power and cross (along dim -1).
+Tensor linalg_inv(const Tensor& a, WEFT_LOC);
+Tensor linalg_det(const Tensor& a, WEFT_LOC);
+std::pair<Tensor, Tensor> linalg_slogdet(const Tensor& a, WEFT_LOC);
+Tensor linalg_matrix_power(const Tensor& a, int64_t n, WEFT_LOC);
+Tensor linalg_cross(const Tensor& a, const Tensor& b, int64_t dim = -1, WEFT_LOC);
 /// Einstein summation as torch.einsum: "ij,jk->ik", "bhqd,bhkd->bhqk", "...i,...i->...", "ii->i";
 /// without "->" the output is the labels used once, in alphabetical order. Contractions run as
 /// batched matmuls, one operand pair at a time from the left.

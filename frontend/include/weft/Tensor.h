@@ -598,6 +598,11 @@ public:
   std::tuple<Tensor, Tensor, Tensor> svd(bool some = true, bool compute_uv = true, WEFT_LOC) const;
   /// The pseudo-inverse through the SVD: singular values below rcond times the largest count as 0.
   Tensor pinverse(double rcond = 1e-15, WEFT_LOC) const;
+  /// (X, a copy of A) with AX = this (A^T X = this where `transpose`), A upper or lower
+  /// triangular, as torch.triangular_solve (linalg_solve_triangular is its newer form).
+  std::pair<Tensor, Tensor> triangular_solve(const Tensor& a, bool upper = true,
+                                             bool transpose = false, bool unitriangular = false,
+                                             WEFT_LOC) const;
   Tensor det(WEFT_LOC) const;
   Tensor logdet(WEFT_LOC) const;
   std::pair<Tensor, Tensor> slogdet(WEFT_LOC) const;
