@@ -892,5 +892,84 @@ TEST(Linalg, NormAndSolveGradientsAsPyTorch) {
   expectCompiledAsEager([](const Tensor& x) { return linalg_multi_dot({x, x, x}).sum(); }, a);
 }
 
+TEST(Composites, UniqueConsecutiveHistogramAndMatrixExpAsPyTorch) {
+  auto ints = [](const Tensor& t) { return t.to_vector<int64_t>(); };
+  using V = std::vector<int64_t>;
+  auto [out, inv, cnt] = tensor({1, 1, 2, 2, 3, 1, 1, 2}).unique_consecutive(true, true);
+  EXPECT_EQ(ints(out), (V{1, 2, 3, 1, 2}));
+  EXPECT_EQ(ints(inv), (V{0, 0, 1, 1, 2, 3, 3, 4}));
+  EXPECT_EQ(ints(cnt), (V{2, 2, 1, 2, 1}));
+  Tensor m = tensor({1.0f, 2.0f, 1.0f, 2.0f, 3.0f, 4.0f, 1.0f, 2.0f}).reshape({4, 2});
+  auto [rows, rowInv, rowCnt] = unique_consecutive(m, true, true, 0);
+  EXPECT_EQ(rows.sizes(), Shape({3, 2}));
+  EXPECT_EQ(rows.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 1, 2}));
+  EXPECT_EQ(ints(rowInv), (V{0, 0, 1, 2}));
+  EXPECT_EQ(ints(rowCnt), (V{2, 1, 1}));
+  auto [cols, colInv, colCnt] = unique_consecutive(m, true, true, 1);
+  EXPECT_EQ(cols.sizes(), Shape({4, 2}));
+  EXPECT_EQ(ints(colInv), (V{0, 1}));
+  auto [flat, flatInv, flatCnt] = unique_consecutive(m.reshape({2, 4}), true, false);
+  EXPECT_EQ(flat.numel(), 8);
+  EXPECT_EQ(flatInv.sizes(), Shape({2, 4}));
+  EXPECT_EQ(flatCnt.numel(), 0); // not asked for
+  const float nan = std::nanf("");
+  EXPECT_EQ(std::get<0>(tensor({nan, nan, 1.0f, 1.0f}).unique_consecutive()).numel(), 3);
+
+  Tensor h = tensor({0.0f, 0.1f, 0.2f, 0.3f, 0.3f, 1.0f, 2.5f, -1.0f, 0.7f});
+  auto [hist, edges] = h.histogram(4);
+  EXPECT_EQ(hist.to_vector<float>(), (std::vector<float>{1, 6, 1, 1}));
+  EXPECT_EQ(edges.to_vector<float>(), (std::vector<float>{-1.0f, -0.125f, 0.75f, 1.625f, 2.5f}));
+  auto [density, edges3] = histogram(h, 3, std::pair{0.0, 1.0}, arange(9, kFloat32), true);
+  EXPECT_TRUE(allClose(density.to_vector<double>(), {1.3043477535247803, 0.0, 1.695651888847351},
+                       1e-6, 1e-7)); // float32 sums and divisions
+  EXPECT_EQ(edges3.numel(), 4);
+  auto [same, sameEdges] = full({3}, 2.0).histogram(2);
+  EXPECT_EQ(same.to_vector<float>(), (std::vector<float>{0, 3}));
+  EXPECT_EQ(sameEdges.to_vector<float>(), (std::vector<float>{1.5f, 2.0f, 2.5f}));
+  EXPECT_THROW((void)h.histogram(0), ValueError);
+  EXPECT_THROW((void)h.histogram(3, std::nullopt, ones({2})), ShapeError);
+
+  // matrix_exp: Pade 13 against PyTorch's Taylor polynomials, both within a few ulps of exp(A)
+  // (1e-12 relative in float64; 1e-6 in float32).
+  Tensor a = tensor({2.0, -1.0, 0.5, 0.3, 1.5, -2.0, 1.0, 0.25, 3.0}, kFloat64).reshape({3, 3});
+  const std::vector<double> expA = {12.068608751172716, -5.6645047765500065, 15.949843726100108,
+                                    -7.453812300539628, 4.280821857497115,   -21.123477752009414,
+                                    13.59335998519096,  -1.9361471477511374, 24.3793598055541};
+  EXPECT_TRUE(allClose(a.matrix_exp().to_vector<double>(), expA, 1e-12, 1e-12));
+  EXPECT_TRUE(allClose(matrix_exp(a * 1e-3).to_vector<double>(),
+                       {1.0020021019830714, -0.0010016888570214633, 0.0005022537287219888,
+                        0.0002995232787368062, 1.0015007251522587, -0.002004429991533999,
+                        0.001002540700704712, 0.00025006205975693346, 1.0030045048855332},
+                       1e-12, 1e-15));
+  EXPECT_TRUE(allClose(linalg_matrix_exp(a * 10).to_vector<double>(),
+                       {1506733363966823.5, -410084442346436.3, 2556983505389288.0,
+                        -1518107030060170.8, 413179990978645.2, -2576285043574202.0,
+                        1831702285250371.5, -498530550935275.8, 3108468056982732.5},
+                       1e-12, 0));
+  EXPECT_TRUE(allClose(a.to(kFloat32).matrix_exp().to_vector<double>(), expA, 1e-6, 1e-6));
+  Tensor batch = stack({a * 0.1, a * 3}).matrix_exp();
+  EXPECT_EQ(batch.sizes(), Shape({2, 3, 3}));
+  EXPECT_TRUE(allClose(batch.select(1, 0).to_vector<double>(),
+                       {1.2231784814681854, -0.11831269239641914, 0.07662587727206717,
+                        15333.337663559336, -4178.219194306954, 26153.035615013036},
+                       1e-12, 1e-14));
+  Tensor leafA = a.clone().requires_grad_(true);
+  (leafA.matrix_exp() * arange(9, kFloat64).reshape({3, 3})).sum().backward();
+  EXPECT_TRUE(allClose(leafA.grad().to_vector<double>(),
+                       {42.563563556222476, -16.063418020752987, 92.84833958549767,
+                        30.972743244029186, -27.484055802490044, 56.154556809298406,
+                        86.15930517416957, -41.27767126113302, 163.34214501155992},
+                       1e-11, 1e-12));
+  EXPECT_EQ(zeros({2, 2}).matrix_exp().to_vector<float>(), (std::vector<float>{1, 0, 0, 1}));
+  EXPECT_THROW((void)ones({2, 3}, kFloat64).matrix_exp(), ShapeError);
+
+  Tensor leaf = ones({2}).requires_grad_(true);
+  Tensor mid = leaf * 2;
+  EXPECT_FALSE(mid.retains_grad());
+  mid.retain_grad();
+  EXPECT_TRUE(mid.retains_grad());
+  EXPECT_FALSE(leaf.retains_grad());
+}
+
 } // namespace
 } // namespace weft::test

@@ -318,6 +318,49 @@ Tensor linalg_vecdot(const Tensor& x, const Tensor& y, int64_t dim, std::source_
   return (x * y).sum({dim});
 }
 
+Tensor Tensor::matrix_exp(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("matrix_exp");
+  checkFloatMatrices(*this, "matrix_exp");
+  WEFT_CHECK(size(-1) == size(-2), Shape, "matrix_exp: expected a tensor of square matrices, got ",
+             shapeString(sizes()));
+  const int64_t n = size(-1);
+  if (numel() == 0) return clone();
+  // Higham's scaling and squaring with the [13/13] Pade approximant: A / 2^s has a 1-norm of at
+  // most theta_13, exp(A) = r(A / 2^s)^(2^s). One s for the whole batch (its largest norm).
+  const double theta13 = 5.371920351148152;
+  const double norm =
+      readValue(linalg_matrix_norm(*this, 1.0).amax(), "matrix_exp's scaling").item<double>();
+  WEFT_CHECK(std::isfinite(norm), Value, "matrix_exp: the input is not finite");
+  const int s = norm > theta13 ? static_cast<int>(std::ceil(std::log2(norm / theta13))) : 0;
+  Tensor a = s > 0 ? *this / std::ldexp(1.0, s) : *this;
+  // The approximant's coefficients, c_0 = 1, c_{j+1} = c_j (m - j) / ((2m - j)(j + 1)), m = 13;
+  // p(A) = sum c_j A^j, q(A) = p(-A) = V - U with U the odd terms and V the even ones.
+  double c[14];
+  c[0] = 1;
+  for (int j = 0; j < 13; ++j)
+    c[j + 1] = c[j] * (13.0 - j) / ((26.0 - j) * (j + 1.0));
+  Tensor id = eye(n, std::nullopt, dtype());
+  Tensor a2 = a.matmul(a), a4 = a2.matmul(a2), a6 = a4.matmul(a2);
+  Tensor u = a.matmul(a6.matmul(a6 * c[13] + a4 * c[11] + a2 * c[9]) + a6 * c[7] + a4 * c[5] +
+                      a2 * c[3] + id * c[1]);
+  Tensor v = a6.matmul(a6 * c[12] + a4 * c[10] + a2 * c[8]) + a6 * c[6] + a4 * c[4] + a2 * c[2] +
+             id * c[0];
+  Tensor r = linalg_solve(v - u, v + u);
+  for (int i = 0; i < s; ++i)
+    r = r.matmul(r);
+  return r;
+}
+Tensor matrix_exp(const Tensor& a, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(a.defined(), Value, "matrix_exp: called with an undefined tensor");
+  return a.matrix_exp();
+}
+Tensor linalg_matrix_exp(const Tensor& a, std::source_location loc) {
+  CallSite cs(loc);
+  return matrix_exp(a);
+}
+
 // torch.linalg's names of functions weft has under their older names.
 Tensor linalg_inv(const Tensor& a, std::source_location loc) {
   CallSite cs(loc);

@@ -259,6 +259,21 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
   return x.cumsum(dim);
 }
+namespace {
+/// Per bin of `bins` equal ones over [lo, hi], how many elements of `x` fall in it (or the sum of
+/// their `weight`): PyTorch's linear bins, (x - lo) * bins / (hi - lo) rounded down, hi itself in
+/// the last; elements outside count nowhere.
+Tensor binnedSums(const Tensor& x, int64_t bins, double lo, double hi, const Tensor& weight) {
+  Tensor flat = x.flatten(), inside = flat.ge(lo).logical_and(flat.le(hi));
+  Tensor bin = ((flat - lo) * static_cast<double>(bins) / (hi - lo)).floor();
+  bin = where(inside, bin.clamp(0.0, static_cast<double>(bins - 1)), zeros_like(bin));
+  Tensor counted = weight.defined()
+                       ? where(inside, weight.flatten().to(x.dtype()), zeros({}, x.dtype()))
+                       : inside.to(x.dtype());
+  return zeros({bins}, x.dtype()).scatter_add(0, bin.to(DType::Int64), counted);
+}
+} // namespace
+
 Tensor Tensor::histc(int64_t bins, double min, double max, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("histc");
@@ -277,15 +292,50 @@ Tensor Tensor::histc(int64_t bins, double min, double max, std::source_location 
   }
   WEFT_CHECK(std::isfinite(lo) && std::isfinite(hi), Value, "torch.histc(): range of [", lo, ", ",
              hi, "] is not finite");
-  // As PyTorch's linear bins: (x - lo) * bins / (hi - lo), rounded down; hi itself in the last.
-  Tensor x = flatten(), inside = x.ge(lo).logical_and(x.le(hi));
-  Tensor bin = ((x - lo) * static_cast<double>(bins) / (hi - lo)).floor();
-  bin = where(inside, bin.clamp(0.0, static_cast<double>(bins - 1)), zeros_like(bin));
-  return zeros({bins}, dtype()).scatter_add(0, bin.to(DType::Int64), inside.to(dtype()));
+  return binnedSums(*this, bins, lo, hi, {});
 }
 Tensor histc(const Tensor& x, int64_t bins, double min, double max, std::source_location loc) {
   CallSite cs(loc);
   return x.histc(bins, min, max);
+}
+std::pair<Tensor, Tensor> Tensor::histogram(int64_t bins,
+                                            std::optional<std::pair<double, double>> range,
+                                            const Tensor& weight, bool density,
+                                            std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("histogram");
+  WEFT_CHECK(isFloating(dtype()), DType, "torch.histogram: expected a floating-point input, got ",
+             dtypeName(dtype()));
+  WEFT_CHECK(bins > 0, Value, "torch.histogram(): bins must be > 0, but got ", bins);
+  WEFT_CHECK(!weight.defined() || weight.sizes() == sizes(), Shape,
+             "torch.histogram: if weight tensor is provided it should have the same shape as the "
+             "input tensor, got ",
+             shapeString(weight.sizes()), " and ", shapeString(sizes()));
+  double lo = range ? range->first : 0, hi = range ? range->second : 0;
+  if (!range && numel() > 0) { // the elements' own range
+    Tensor x = readValue(*this, "histogram's range");
+    lo = x.amin().item<double>();
+    hi = x.amax().item<double>();
+  }
+  WEFT_CHECK(std::isfinite(lo) && std::isfinite(hi), Value, "torch.histogram: range of [", lo, ", ",
+             hi, "] is not finite");
+  WEFT_CHECK(lo <= hi, Value, "torch.histogram: min should not exceed max, but got min ", lo,
+             " max ", hi);
+  if (lo == hi) { // one value: a bin of width 1 around it
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  Tensor edges = linspace(lo, hi, bins + 1, dtype());
+  Tensor hist = binnedSums(*this, bins, lo, hi, weight);
+  if (density) hist = hist / (hist.sum() * edges.diff());
+  return {hist, edges};
+}
+std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins,
+                                    std::optional<std::pair<double, double>> range,
+                                    const Tensor& weight, bool density, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined(), Value, "histogram: called with an undefined tensor");
+  return x.histogram(bins, range, weight, density);
 }
 Tensor Tensor::bincount(const Tensor& weights, int64_t minlength, std::source_location loc) const {
   CallSite cs(loc);
@@ -771,6 +821,46 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted, bool ret
 Tensor Tensor::unique(bool sorted, std::source_location loc) const {
   CallSite cs(loc);
   return std::get<0>(weft::unique(*this, sorted, false, false));
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse,
+                                                      bool return_counts,
+                                                      std::optional<int64_t> dim,
+                                                      std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined(), Value, "unique_consecutive: called with an undefined tensor");
+  if (currentTrace() != nullptr) { // how many values come out depends on the values
+    Tensor value = readValue(x, "unique_consecutive");
+    TraceScope paused(nullptr);
+    return unique_consecutive(value, return_inverse, return_counts, dim);
+  }
+  // Slices along `d` as rows (each element its own row without a dim); a run starts where a row
+  // differs from the one before it in any element (NaN differs from NaN, as in PyTorch).
+  WEFT_CHECK(!dim || x.dim() > 0, Value,
+             "unique_consecutive: a dim of a 0-dimensional tensor (pass no dim)");
+  const int64_t d = dim ? wrapDim(*dim, x.dim(), "unique_consecutive") : 0;
+  Tensor t = x.detach();
+  Tensor rows = dim ? t.movedim(d, 0).reshape({t.size(d), -1}) : t.reshape({-1, 1});
+  const int64_t n = rows.size(0);
+  Tensor first = n == 0 ? zeros({0}, DType::Bool)
+                        : cat({ones({1}, DType::Bool),
+                               rows.narrow(0, 1, n - 1).ne(rows.narrow(0, 0, n - 1)).any({1})});
+  Tensor starts = nonzero(first).reshape({-1});
+  Tensor values = dim ? t.index_select(d, starts) : t.reshape({-1}).index_select(0, starts);
+  Tensor inverse = zeros({0}, DType::Int64), counts = zeros({0}, DType::Int64);
+  if (return_inverse) {
+    inverse = first.to(DType::Int64).cumsum(0) - 1;
+    if (!dim) inverse = inverse.reshape(x.sizes());
+  }
+  if (return_counts) counts = cat({starts, full({1}, n, DType::Int64)}).diff();
+  return {values, inverse, counts};
+}
+std::tuple<Tensor, Tensor, Tensor> Tensor::unique_consecutive(bool return_inverse,
+                                                              bool return_counts,
+                                                              std::optional<int64_t> dim,
+                                                              std::source_location loc) const {
+  CallSite cs(loc);
+  return weft::unique_consecutive(*this, return_inverse, return_counts, dim);
 }
 
 Tensor Tensor::nanquantile(double q, std::optional<int64_t> d, bool keepdim,

@@ -512,6 +512,9 @@ void Tensor::register_hook(GradHook hook, std::source_location loc) const {
   }
 }
 
+bool Tensor::retains_grad() const {
+  return defined() && impl_->retainsGrad && !is_leaf();
+}
 void Tensor::retain_grad(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("retain_grad");

@@ -210,6 +210,9 @@ Tensor isinf(const Tensor& x, WEFT_LOC);
 Tensor isfinite(const Tensor& x, WEFT_LOC);
 Tensor cumsum(const Tensor& x, int64_t dim, WEFT_LOC);
 Tensor histc(const Tensor& x, int64_t bins = 100, double min = 0, double max = 0, WEFT_LOC);
+std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins = 100,
+                                    std::optional<std::pair<double, double>> range = std::nullopt,
+                                    const Tensor& weight = {}, bool density = false, WEFT_LOC);
 Tensor bincount(const Tensor& x, const Tensor& weights = {}, int64_t minlength = 0, WEFT_LOC);
 Tensor dist(const Tensor& x, const Tensor& other, double p = 2, WEFT_LOC);
 Tensor cov(const Tensor& x, int64_t correction = 1, WEFT_LOC);
@@ -235,6 +238,10 @@ Tensor nanmean(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
 /// traced values (the count of results depends on them).
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted, bool return_inverse,
                                           bool return_counts = false, WEFT_LOC);
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse = false,
+                                                      bool return_counts = false,
+                                                      std::optional<int64_t> dim = std::nullopt,
+                                                      WEFT_LOC);
 std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt,
                                   bool keepdim = false, WEFT_LOC);
 std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1,
@@ -401,6 +408,9 @@ Tensor linalg_tensorsolve(const Tensor& a, const Tensor& b, Dims dims = {}, WEFT
 Tensor linalg_vecdot(const Tensor& x, const Tensor& y, int64_t dim = -1, WEFT_LOC);
 /// torch.linalg's names of inverse, det, slogdet, matrix_power and cross (along dim -1).
 Tensor linalg_inv(const Tensor& a, WEFT_LOC);
+/// Tensor::matrix_exp.
+Tensor matrix_exp(const Tensor& a, WEFT_LOC);
+Tensor linalg_matrix_exp(const Tensor& a, WEFT_LOC);
 Tensor linalg_det(const Tensor& a, WEFT_LOC);
 std::pair<Tensor, Tensor> linalg_slogdet(const Tensor& a, WEFT_LOC);
 Tensor linalg_matrix_power(const Tensor& a, int64_t n, WEFT_LOC);

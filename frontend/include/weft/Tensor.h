@@ -507,6 +507,12 @@ public:
   Tensor nanmedian(WEFT_LOC) const;
   /// The distinct values, sorted (weft::unique also gives inverse indices and counts).
   Tensor unique(bool sorted = true, WEFT_LOC) const;
+  /// Each run of equal consecutive values (or slices along `dim`) once, with where each element
+  /// went and the runs' lengths where asked (else empty), as torch.unique_consecutive.
+  std::tuple<Tensor, Tensor, Tensor> unique_consecutive(bool return_inverse = false,
+                                                        bool return_counts = false,
+                                                        std::optional<int64_t> dim = std::nullopt,
+                                                        WEFT_LOC) const;
   /// Median along `dim`: (values, indices), as torch.median(x, dim).
   std::pair<Tensor, Tensor> median(int64_t dim, bool keepdim = false, WEFT_LOC) const;
   /// mean() of the elements that are not NaN (NaN where all are); floating tensors only.
@@ -543,6 +549,13 @@ public:
   /// own range), in this tensor's floating dtype; elements outside and NaNs are not counted.
   /// With the default range it reads the values, so compile() runs it eagerly.
   Tensor histc(int64_t bins = 100, double min = 0, double max = 0, WEFT_LOC) const;
+  /// torch.histogram: (counts or summed `weight`, the bins+1 edges) of `bins` equal bins over
+  /// `range` (default: the elements' own; one value v: [v - 0.5, v + 0.5]); with `density`, each
+  /// bin divided by the total and its width.
+  std::pair<Tensor, Tensor> histogram(int64_t bins = 100,
+                                      std::optional<std::pair<double, double>> range = std::nullopt,
+                                      const Tensor& weight = {}, bool density = false,
+                                      WEFT_LOC) const;
   /// The number of times each value 0..max (or at least `minlength` values) occurs in this 1-D
   /// tensor of non-negative integers, int64; or the sum of `weights` at them (float64 for
   /// integer weights, as PyTorch 1.13). Its size depends on the values: compile() runs it eagerly.
@@ -603,6 +616,9 @@ public:
   std::pair<Tensor, Tensor> triangular_solve(const Tensor& a, bool upper = true,
                                              bool transpose = false, bool unitriangular = false,
                                              WEFT_LOC) const;
+  /// The exponential of each square matrix (Pade 13 with scaling and squaring; the scaling reads
+  /// the values, so inside compile() it specializes on them or runs eagerly).
+  Tensor matrix_exp(WEFT_LOC) const;
   Tensor det(WEFT_LOC) const;
   Tensor logdet(WEFT_LOC) const;
   std::pair<Tensor, Tensor> slogdet(WEFT_LOC) const;
@@ -843,6 +859,8 @@ public:
   void register_hook(GradHook hook, WEFT_LOC) const;
   /// Keeps .grad() for a non-leaf tensor.
   void retain_grad(WEFT_LOC) const;
+  /// Whether retain_grad() was called on this non-leaf tensor.
+  bool retains_grad() const;
   /// The in-place version counter of this tensor's storage.
   uint64_t _version() const;
   /// Makes this tensor use `data`'s memory, shape and dtype, keeping its identity and autograd
