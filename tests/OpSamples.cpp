@@ -1172,6 +1172,27 @@ std::vector<OpSample> samplesFor(OpCode op) {
                return r;
              }}};
   }
+  case OpCode::ScatterProd:
+  case OpCode::ScatterAmax:
+  case OpCode::ScatterAmin:
+    // Targets reached several times and not at all; no ties (normal values), so the gradients
+    // have no kinks.
+    return {{"dim 0",
+             {normal({5, 3}, 47), indices({4, 3}, 5, 42), normal({4, 3}, 48)},
+             Attrs{{"dim", int64_t{0}}},
+             {},
+             [op](const std::vector<NdArray>& in, const Attrs&) {
+               NdArray r = in[0];
+               for (int64_t i = 0; i < numel(in[1].shape); ++i) {
+                 Shape idx = unravel(i, in[1].shape);
+                 double& t = r.at({static_cast<int64_t>(in[1].at(idx)), idx[1]});
+                 const double v = in[2].at(idx);
+                 t = op == OpCode::ScatterProd   ? t * v
+                     : op == OpCode::ScatterAmax ? std::max(t, v)
+                                                 : std::min(t, v);
+               }
+               return r;
+             }}};
   case OpCode::IndexSelect:
     return {{"dim 0 with repeats",
              {normal({5, 3}, 46), tensor({4, 0, 4, 2})},

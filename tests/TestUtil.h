@@ -102,4 +102,17 @@ inline ::testing::AssertionResult gradgradcheck(const Fn& f, const std::vector<T
   return gradcheck(firstOrder, inputs, 1e-5, 1e-4, 1e-3);
 }
 
+/// `fn` (a scalar of one float64 input) compiled gives eager's value exactly, and its gradient
+/// within 1e-12 relative and absolute (the compiled step runs the same kernels; its backward may
+/// add the terms of a gradient in another order).
+template <typename F> inline void expectCompiledAsEager(F fn, const Tensor& input) {
+  Tensor p = input.clone().requires_grad_(true), q = input.clone().requires_grad_(true);
+  Tensor eager = fn(p);
+  eager.backward();
+  Tensor compiled = compile(fn)(q);
+  compiled.backward();
+  EXPECT_EQ(compiled.item<double>(), eager.item<double>());
+  EXPECT_TRUE(allClose(q.grad().to_vector<double>(), p.grad().to_vector<double>(), 1e-12, 1e-12));
+}
+
 } // namespace weft::test

@@ -1,11 +1,13 @@
 // Tensor::index and index_put_: basic indexing as views, advanced indexing through gather-like ops;
-// index_fill and index_copy.
+// index_fill, index_copy, scatter_reduce and index_reduce.
 #include "weft/Indexing.h"
 #include "InPlace.h"
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
 #include "weft/ir/Types.h"
+
+#include <limits>
 
 namespace weft {
 
@@ -275,6 +277,123 @@ Tensor Tensor::index_copy(int64_t at, const Tensor& index, const Tensor& source,
   Tensor r = self.scatter(d, index.reshape(along).expand(src.sizes()), src);
   return dim() == 0 ? r.reshape({}) : r;
 }
+namespace {
+/// The value reduction `reduce` starts from in dtype `t`: 0 (sum, mean), 1 (prod), the lowest
+/// value (amax) or the highest (amin).
+Scalar reductionIdentity(std::string_view reduce, DType t) {
+  if (reduce == "prod") return 1;
+  if (reduce != "amax" && reduce != "amin") return 0;
+  const bool low = reduce == "amax";
+  switch (t) {
+  case DType::Bool:
+    return !low;
+  case DType::UInt8:
+    return int64_t{low ? 0 : 255};
+  case DType::Int32:
+    return int64_t{low ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max()};
+  case DType::Int64:
+    return low ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+  default:
+    return low ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  }
+}
+} // namespace
+
+Tensor scatter_op(OpCode op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return dispatch(op, {x, index, src}, Attrs{{"dim", dim}});
+}
+
+Tensor Tensor::scatter_reduce(int64_t d, const Tensor& index, const Tensor& src,
+                              std::string_view reduce, bool include_self,
+                              std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("scatter_reduce");
+  WEFT_CHECK(index.defined() && src.defined(), Value,
+             "scatter_reduce: called with an undefined tensor");
+  WEFT_CHECK(reduce == "sum" || reduce == "prod" || reduce == "mean" || reduce == "amax" ||
+                 reduce == "amin",
+             Value, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+  WEFT_CHECK(src.dtype() == dtype(), DType,
+             "scatter_reduce(): Expected self.dtype to be equal to src.dtype, got ",
+             dtypeName(dtype()), " and ", dtypeName(src.dtype()));
+  const int64_t at = wrapDim(d, std::max<int64_t>(dim(), 1), "scatter_reduce");
+  Tensor self = *this;
+  if (!include_self) // each target reached starts from the reduction's identity
+    self =
+        self.scatter(at, index, fullOf(index.sizes(), reductionIdentity(reduce, dtype()), dtype()));
+  if (reduce == "sum") return self.scatter_add(at, index, src);
+  if (reduce == "mean") {
+    // The sum over the count of what reached each target (itself included where it counts);
+    // integers divide rounding down, as PyTorch's.
+    Tensor sums = self.scatter_add(at, index, src);
+    Tensor counts = (include_self ? ones_like(self) : zeros_like(self))
+                        .scatter_add(at, index, fullOf(index.sizes(), 1, dtype()));
+    Tensor safe = counts.clamp_min(1);
+    Tensor mean = isFloating(dtype()) ? sums / safe : sums.div(safe, "floor");
+    return where(counts.eq(0), *this, mean);
+  }
+  const OpCode op = reduce == "prod"   ? OpCode::ScatterProd
+                    : reduce == "amax" ? OpCode::ScatterAmax
+                                       : OpCode::ScatterAmin;
+  return scatter_op(op, self, at, index, src);
+}
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      std::string_view reduce, bool include_self, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined(), Value, "scatter_reduce: called with an undefined tensor");
+  return x.scatter_reduce(dim, index, src, reduce, include_self);
+}
+Tensor& Tensor::scatter_reduce_(int64_t dim, const Tensor& index, const Tensor& src,
+                                std::string_view reduce, bool include_self,
+                                std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(
+      *this, inPlaceSource(*this, src).scatter_reduce(dim, index, src, reduce, include_self),
+      "scatter_reduce_");
+}
+
+Tensor Tensor::index_reduce(int64_t d, const Tensor& index, const Tensor& source,
+                            std::string_view reduce, bool include_self,
+                            std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("index_reduce");
+  WEFT_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin", Value,
+             "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ",
+             reduce, ".");
+  WEFT_CHECK(index.defined() && index.dtype() == DType::Int64, DType,
+             "index_reduce: expected an int64 index");
+  WEFT_CHECK(index.dim() <= 1, Shape, "index_reduce: index should have dimension 1 or 0, got ",
+             index.dim());
+  WEFT_CHECK(source.defined(), Value, "index_reduce: called with an undefined tensor");
+  const int64_t at = wrapDim(d, std::max<int64_t>(dim(), 1), "index_reduce");
+  Tensor self = dim() == 0 ? reshape({1}) : *this;
+  Tensor src = source.dim() == 0 ? source.reshape({1}) : source;
+  WEFT_CHECK(src.dim() == self.dim() && src.size(at) == index.numel(), Shape,
+             "index_reduce: source of shape ", shapeString(source.sizes()), " does not fit ",
+             index.numel(), " indices along dim ", at, " of ", shapeString(sizes()));
+  // Slice i of source reduced into slice index[i]: a scatter_reduce with the index spread over
+  // the source's shape.
+  Shape along(static_cast<size_t>(src.dim()), 1);
+  along[static_cast<size_t>(at)] = index.numel();
+  Tensor r =
+      self.scatter_reduce(at, index.reshape(along).expand(src.sizes()), src, reduce, include_self);
+  return dim() == 0 ? r.reshape({}) : r;
+}
+Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                    std::string_view reduce, bool include_self, std::source_location loc) {
+  CallSite cs(loc);
+  WEFT_CHECK(x.defined(), Value, "index_reduce: called with an undefined tensor");
+  return x.index_reduce(dim, index, source, reduce, include_self);
+}
+Tensor& Tensor::index_reduce_(int64_t dim, const Tensor& index, const Tensor& source,
+                              std::string_view reduce, bool include_self,
+                              std::source_location loc) {
+  CallSite cs(loc);
+  return assignInPlace(
+      *this, inPlaceSource(*this, source).index_reduce(dim, index, source, reduce, include_self),
+      "index_reduce_");
+}
+
 Tensor Tensor::masked_scatter(const Tensor& mask, const Tensor& source,
                               std::source_location loc) const {
   CallSite cs(loc);

@@ -129,6 +129,8 @@ Tensor mT(const Tensor& t);
 /// The factor `op` (a linear-algebra row of the op table taking one matrix and no attributes:
 /// eigvalsh, qr_q, svd_u, ...) of x, for the gradient rules.
 Tensor matrix_op(OpCode op, const Tensor& x);
+/// x with src scattered in along `dim` by `op` (a row of the Scatter kind: scatter_prod, ...).
+Tensor scatter_op(OpCode op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 /// A 2-D tensor whose transpose is contiguous (and is not contiguous itself).
 bool is_column_major(const Tensor& t);
 std::vector<Shape> shapes_of(const std::vector<Tensor>& ts);

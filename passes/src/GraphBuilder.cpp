@@ -207,11 +207,14 @@ GValue conv_weight_grad(const GValue& x, const GValue& gy, const Attrs& at,
 GValue gather(const GValue& x, int64_t dim, const GValue& index) {
   return x.b->emit(OpCode::Gather, {x, index}, Attrs{{"dim", dim}});
 }
+GValue scatter_op(OpCode op, const GValue& x, int64_t dim, const GValue& index, const GValue& src) {
+  return x.b->emit(op, {x, index, src}, Attrs{{"dim", dim}});
+}
 GValue scatter(const GValue& x, int64_t dim, const GValue& index, const GValue& src) {
-  return x.b->emit(OpCode::Scatter, {x, index, src}, Attrs{{"dim", dim}});
+  return scatter_op(OpCode::Scatter, x, dim, index, src);
 }
 GValue scatter_add(const GValue& x, int64_t dim, const GValue& index, const GValue& src) {
-  return x.b->emit(OpCode::ScatterAdd, {x, index, src}, Attrs{{"dim", dim}});
+  return scatter_op(OpCode::ScatterAdd, x, dim, index, src);
 }
 GValue index_select(const GValue& x, int64_t dim, const GValue& index) {
   return x.b->emit(OpCode::IndexSelect, {x, index}, Attrs{{"dim", dim}});

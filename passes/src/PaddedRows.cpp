@@ -378,9 +378,14 @@ private:
       if (!ax[1]) return rule;
       if (!ax[0] && dim != ax[1]->axis)
         return fail(n, "writes rows of the dynamic dimension into a tensor without it");
-      // Scattering along the rows: scatter_add must not add padded rows; scatter writes the same
-      // as the last valid row (the padded rows are its copies).
-      if (dim == ax[1]->axis && n.op == OpCode::ScatterAdd) rule.masks.emplace_back(2, Fill::Zero);
+      // Scattering along the rows: scatter writes the same as the last valid row (the padded rows
+      // are its copies).
+      // The reductions see no padded rows: each is masked with its identity.
+      if (dim == ax[1]->axis && n.op != OpCode::Scatter)
+        rule.masks.emplace_back(2, n.op == OpCode::ScatterAdd    ? Fill::Zero
+                                   : n.op == OpCode::ScatterProd ? Fill::One
+                                   : n.op == OpCode::ScatterAmax ? Fill::Lowest
+                                                                 : Fill::Highest);
       rule.result = ax[0];
       return rule;
     }

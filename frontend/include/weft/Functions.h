@@ -447,6 +447,10 @@ Tensor avg_pool2d(const Tensor& x, ExpandingArray kernel_size, ExpandingArray st
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, WEFT_LOC);
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      std::string_view reduce, bool include_self = true, WEFT_LOC);
+Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                    std::string_view reduce, bool include_self = true, WEFT_LOC);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, WEFT_LOC);
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC);
 Tensor take_along_dim(const Tensor& x, const Tensor& indices,

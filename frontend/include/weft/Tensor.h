@@ -641,6 +641,16 @@ public:
   Tensor gather(int64_t dim, const Tensor& index, WEFT_LOC) const;
   Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
+  /// src scattered in along `dim` (as scatter_add places it), each target reduced with what
+  /// reaches it by `reduce`: "sum", "prod", "mean", "amax" or "amin"; without `include_self`, a
+  /// target reached by src starts from src alone. Gradients as PyTorch's (amax/amin split among
+  /// ties), but that a left-out self is no tie (PyTorch 1.13 counts it, and its share is lost).
+  Tensor scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src,
+                        std::string_view reduce, bool include_self = true, WEFT_LOC) const;
+  /// Slice i of `source` along `dim` reduced into slice index[i] of this tensor by `reduce`
+  /// ("prod", "mean", "amax" or "amin"), as torch.Tensor.index_reduce.
+  Tensor index_reduce(int64_t dim, const Tensor& index, const Tensor& source,
+                      std::string_view reduce, bool include_self = true, WEFT_LOC) const;
   Tensor index_select(int64_t dim, const Tensor& index, WEFT_LOC) const;
   /// Every window of `size` elements along `dim`, `step` apart, as a new last dim (a copy, where
   /// PyTorch returns a view).
@@ -733,6 +743,10 @@ public:
   Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC);
   Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
   Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
+  Tensor& scatter_reduce_(int64_t dim, const Tensor& index, const Tensor& src,
+                          std::string_view reduce, bool include_self = true, WEFT_LOC);
+  Tensor& index_reduce_(int64_t dim, const Tensor& index, const Tensor& source,
+                        std::string_view reduce, bool include_self = true, WEFT_LOC);
   /// Overwritten with samples from the default generator: uniform on [from, to), normal with
   /// `mean` and `std`, 1 with probability p (else 0). Like any write, an error on a leaf that
   /// requires grad outside NoGradGuard; the values carry no gradient.

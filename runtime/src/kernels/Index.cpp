@@ -122,6 +122,40 @@ void ScatterAdd(std::span<const TensorRef> in, const TensorRef& out, const Attrs
   });
 }
 
+namespace {
+/// self with src scattered in along the attribute `dim`, each target combined with what reaches
+/// it by `combine(dst, src)` in the compute type, in order.
+template <typename Combine>
+void scatterCombining(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at,
+                      Combine combine) {
+  copyCast(in[0], out);
+  const int64_t dim = at.i("dim");
+  visitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = ComputeType<T>;
+    indexLoop<T>(in[1].shape, out, dim, in[1], in[1].strides, in[2], [&](T* dst, T* src) {
+      *dst = convert<T>(combine(static_cast<C>(*dst), static_cast<C>(*src)));
+    });
+  });
+}
+/// The larger (`max`) or smaller of a and b, NaN where either is (as amax and amin).
+template <typename C> C extremum(C a, C b, bool max) {
+  if constexpr (std::is_floating_point_v<C>)
+    if (b != b) return b;
+  return (max ? b > a : b < a) ? b : a;
+}
+} // namespace
+
+void ScatterProd(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  scatterCombining(in, out, at, [](auto a, auto b) { return a * b; });
+}
+void ScatterAmax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  scatterCombining(in, out, at, [](auto a, auto b) { return extremum(a, b, true); });
+}
+void ScatterAmin(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  scatterCombining(in, out, at, [](auto a, auto b) { return extremum(a, b, false); });
+}
+
 void IndexSelect(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   const TensorRef &x = in[0], &index = in[1];
   int64_t dim = at.i("dim");

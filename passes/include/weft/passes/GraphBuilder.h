@@ -96,6 +96,7 @@ GValue inverse(const GValue& x);
 /// The factor `op` (a linear-algebra row of the op table taking one matrix and no attributes:
 /// eigvalsh, qr_q, svd_u, ...) of x.
 GValue matrix_op(OpCode op, const GValue& x);
+GValue scatter_op(OpCode op, const GValue& x, int64_t dim, const GValue& index, const GValue& src);
 GValue mT(const GValue& x);
 GValue conv(const GValue& x, const GValue& w, const Attrs& at);
 GValue conv_input_grad(const GValue& gy, const GValue& w, const Attrs& at, const Shape& inputShape);

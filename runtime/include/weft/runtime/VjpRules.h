@@ -7,7 +7,8 @@
 // zeros_like, ones_like, zeros_shaped(like, shape), cast, shape_of, shapes_of, dtype_of,
 // is_floating, reshape, permute, expand, flip, cumsum, cumprod, logcumsumexp, pad_dims, slice_dim,
 // reduce_op, matmul, mT, inverse, matrix_op (a linear-algebra row by op code), conv,
-// conv_input_grad, conv_weight_grad, gather, scatter, scatter_add, index_select and index_add; and
+// conv_input_grad, conv_weight_grad, gather, scatter, scatter_add, scatter_op (a scatter row by op
+// code), index_select and index_add; and
 // be default-constructible as "no gradient".
 #pragma once
 
@@ -226,6 +227,37 @@ template <typename T> T vjp_gather(const T& g, const Shape& xs, const T& index, 
   T position = reshape(cumsum(ones, 0) - ones, lineShape);        // 0, 1, ... along dim
   T fromEnd = position - reduce_op(OpCode::Sum, ones, {0}, true); // -size, ..., -1
   return where(logical_or(position == index, fromEnd == index), g, zeros_shaped(g, Shape{}));
+}
+
+/// scatter_amax's and scatter_amin's gradient for self (i == 0) or src (i == 2), as PyTorch's: each
+/// output's gradient split evenly among the elements equal to it that reached it.
+template <typename T>
+T vjp_scatter_extremum(const T& g, const T& x, const T& index, const T& src, const T& y,
+                       int64_t dim, size_t i) {
+  T selfIs = cast(x == y, dtype_of(g)), srcIs = cast(src == gather(y, dim, index), dtype_of(g));
+  T share = g / scatter_add(selfIs, dim, index, srcIs);
+  return i == 0 ? selfIs * share : srcIs * gather(share, dim, index);
+}
+
+/// scatter_prod's gradient for self (i == 0) or src (i == 2), as PyTorch's: each element's
+/// gradient is the output's times the product of everything else that reached its output. For
+/// self that is the product with self's zeros taken as 1; for a source, the output over it, or
+/// where it is its output's only zero source, the product with it taken as 1.
+template <typename T>
+T vjp_scatter_prod(const T& g, const T& x, const T& index, const T& src, const T& y, int64_t dim,
+                   size_t i) {
+  T zero = zeros_shaped(g, Shape{}), one = zero + 1.0;
+  if (i == 0) {
+    T masked = where(x == zero, one, x);
+    return g * scatter_op(OpCode::ScatterProd, masked, dim, index, src) / masked;
+  }
+  T srcZero = src == zero;
+  T zerosThere =
+      gather(scatter_add(zeros_like(y), dim, index, cast(srcZero, dtype_of(g))), dim, index);
+  T onlyZero = logical_and(srcZero, zerosThere == one);
+  T others = scatter_op(OpCode::ScatterProd, x, dim, index, where(onlyZero, one, src));
+  return where(onlyZero, gather(g * others, dim, index),
+               gather(g * y, dim, index) / where(srcZero, one, src));
 }
 
 /// Gradient of a reduction: the output gradient broadcast back over the reduced dims.
