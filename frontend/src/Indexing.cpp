@@ -255,26 +255,42 @@ Tensor Tensor::index_fill(int64_t dim, const Tensor& index, Scalar value,
   CallSite cs(loc);
   return where(indexMask(*this, dim, index, "index_fill"), full({}, value, dtype()), *this);
 }
+namespace {
+/// index_copy's and index_reduce's index spread over the source's shape: slice i of `source`
+/// along `dim` goes to slice index[i] of `self` (0-dim tensors as 1-element vectors), checked.
+struct SpreadIndex {
+  Tensor self, source, index;
+  int64_t dim;
+};
+SpreadIndex spreadIndex(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                        const char* op) {
+  WEFT_CHECK(source.defined() && source.dtype() == self.dtype(), DType, op,
+             ": self and source must have the same dtype");
+  WEFT_CHECK(index.defined() && index.dtype() == DType::Int64, DType, op,
+             ": expected an int64 index");
+  WEFT_CHECK(index.dim() <= 1, Shape, op, ": index should have dimension 1 or 0, got ",
+             index.dim());
+  SpreadIndex r;
+  r.dim = wrapDim(dim, std::max<int64_t>(self.dim(), 1), op);
+  r.self = self.dim() == 0 ? self.reshape({1}) : self;
+  r.source = source.dim() == 0 ? source.reshape({1}) : source;
+  WEFT_CHECK(r.source.dim() == r.self.dim() && r.source.size(r.dim) == index.numel(), Shape, op,
+             ": source of shape ", shapeString(source.sizes()), " does not fit ", index.numel(),
+             " indices along dim ", r.dim, " of ", shapeString(self.sizes()));
+  Shape along(static_cast<size_t>(r.source.dim()), 1);
+  along[static_cast<size_t>(r.dim)] = index.numel();
+  r.index = index.reshape(along).expand(r.source.sizes());
+  return r;
+}
+} // namespace
+
 Tensor Tensor::index_copy(int64_t at, const Tensor& index, const Tensor& source,
                           std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("index_copy");
-  WEFT_CHECK(source.defined() && source.dtype() == dtype(), DType,
-             "index_copy: self and source must have the same dtype");
-  WEFT_CHECK(index.defined() && index.dtype() == DType::Int64, DType,
-             "index_copy: expected an int64 index");
-  WEFT_CHECK(index.dim() <= 1, Shape, "index_copy: index should have dimension 1 or 0, got ",
-             index.dim());
-  const int64_t d = wrapDim(at, std::max<int64_t>(dim(), 1), "index_copy");
-  Tensor self = dim() == 0 ? reshape({1}) : *this;
-  Tensor src = source.dim() == 0 ? source.reshape({1}) : source;
-  WEFT_CHECK(src.dim() == self.dim() && src.size(d) == index.numel(), Shape,
-             "index_copy: source of shape ", shapeString(source.sizes()), " does not fit ",
-             index.numel(), " indices along dim ", d, " of ", shapeString(sizes()));
-  // Slice i of source scattered to position index[i] along d (with duplicates, one of them).
-  Shape along(static_cast<size_t>(src.dim()), 1);
-  along[static_cast<size_t>(d)] = index.numel();
-  Tensor r = self.scatter(d, index.reshape(along).expand(src.sizes()), src);
+  // Slice i of source scattered to position index[i] (with duplicates, one of them).
+  SpreadIndex s = spreadIndex(*this, at, index, source, "index_copy");
+  Tensor r = s.self.scatter(s.dim, s.index, s.source);
   return dim() == 0 ? r.reshape({}) : r;
 }
 namespace {
@@ -284,18 +300,9 @@ Scalar reductionIdentity(std::string_view reduce, DType t) {
   if (reduce == "prod") return 1;
   if (reduce != "amax" && reduce != "amin") return 0;
   const bool low = reduce == "amax";
-  switch (t) {
-  case DType::Bool:
-    return !low;
-  case DType::UInt8:
-    return int64_t{low ? 0 : 255};
-  case DType::Int32:
-    return int64_t{low ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max()};
-  case DType::Int64:
-    return low ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
-  default:
+  if (isFloating(t))
     return low ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-  }
+  return low ? lowestInteger(t) : highestInteger(t);
 }
 } // namespace
 
@@ -360,23 +367,9 @@ Tensor Tensor::index_reduce(int64_t d, const Tensor& index, const Tensor& source
   WEFT_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin", Value,
              "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ",
              reduce, ".");
-  WEFT_CHECK(index.defined() && index.dtype() == DType::Int64, DType,
-             "index_reduce: expected an int64 index");
-  WEFT_CHECK(index.dim() <= 1, Shape, "index_reduce: index should have dimension 1 or 0, got ",
-             index.dim());
-  WEFT_CHECK(source.defined(), Value, "index_reduce: called with an undefined tensor");
-  const int64_t at = wrapDim(d, std::max<int64_t>(dim(), 1), "index_reduce");
-  Tensor self = dim() == 0 ? reshape({1}) : *this;
-  Tensor src = source.dim() == 0 ? source.reshape({1}) : source;
-  WEFT_CHECK(src.dim() == self.dim() && src.size(at) == index.numel(), Shape,
-             "index_reduce: source of shape ", shapeString(source.sizes()), " does not fit ",
-             index.numel(), " indices along dim ", at, " of ", shapeString(sizes()));
-  // Slice i of source reduced into slice index[i]: a scatter_reduce with the index spread over
-  // the source's shape.
-  Shape along(static_cast<size_t>(src.dim()), 1);
-  along[static_cast<size_t>(at)] = index.numel();
-  Tensor r =
-      self.scatter_reduce(at, index.reshape(along).expand(src.sizes()), src, reduce, include_self);
+  // Slice i of source reduced into slice index[i]: a scatter_reduce with the index spread.
+  SpreadIndex s = spreadIndex(*this, d, index, source, "index_reduce");
+  Tensor r = s.self.scatter_reduce(s.dim, s.index, s.source, reduce, include_self);
   return dim() == 0 ? r.reshape({}) : r;
 }
 Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,

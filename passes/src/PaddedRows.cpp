@@ -20,18 +20,10 @@ enum class Fill { Zero, One, Lowest, Highest };
 
 AttrValue fillValue(Fill f, DType t) {
   if (f == Fill::Zero || f == Fill::One) return f == Fill::One ? 1.0 : 0.0;
-  bool low = f == Fill::Lowest;
-  switch (t) {
-  case DType::Bool:
-  case DType::UInt8:
-    return low ? int64_t{0} : int64_t{t == DType::Bool ? 1 : 255};
-  case DType::Int32:
-    return int64_t{low ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max()};
-  case DType::Int64:
-    return low ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
-  default:
+  const bool low = f == Fill::Lowest;
+  if (isFloating(t))
     return low ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-  }
+  return low ? lowestInteger(t) : highestInteger(t);
 }
 
 std::string at(const ir::Location& loc) {

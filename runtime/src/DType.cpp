@@ -29,6 +29,29 @@ bool isIntegral(DType t) {
   return t == DType::UInt8 || t == DType::Int32 || t == DType::Int64;
 }
 
+int64_t lowestInteger(DType t) {
+  switch (t) {
+  case DType::Int32:
+    return std::numeric_limits<int32_t>::min();
+  case DType::Int64:
+    return std::numeric_limits<int64_t>::min();
+  default: // bool, uint8
+    return 0;
+  }
+}
+int64_t highestInteger(DType t) {
+  switch (t) {
+  case DType::Bool:
+    return 1;
+  case DType::UInt8:
+    return 255;
+  case DType::Int32:
+    return std::numeric_limits<int32_t>::max();
+  default:
+    return std::numeric_limits<int64_t>::max();
+  }
+}
+
 bool fitsDType(double value, DType t) {
   switch (t) {
   case DType::Bool:

@@ -42,6 +42,9 @@ bool isIntegral(DType t);
 /// take finite values in their range, floats any value up to their largest finite one (or a
 /// non-finite one), bool anything.
 bool fitsDType(double value, DType t);
+/// The lowest or highest value of integer (or bool) dtype `t`: where max and min start.
+int64_t lowestInteger(DType t);
+int64_t highestInteger(DType t);
 /// The largest finite value of floating dtype `t` (torch.finfo(t).max).
 double largestFinite(DType t);
 /// PyTorch's promote_types: the smallest dtype both values fit in.
