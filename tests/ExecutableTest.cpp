@@ -252,9 +252,15 @@ TEST(Executable, ConvEpilogueRunsInsideTheConvSampleBySample) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(valuesOf(out[0]), expected.to_vector<float>());
 
-  // A step marked to run inside a step that is not a conv is damaged bytes, not a crash.
+  // A step marked to run inside a step that is not a conv is damaged bytes, not a crash; so is an
+  // epilogue writing into a slot the conv reads (it would free the conv's input).
   Executable damaged = loaded;
   damaged.plan.steps[0].afterEachSample = true;
+  EXPECT_THROW(Executable::load(damaged.save()), IOError);
+  damaged = loaded;
+  PlanStep& epilogue = damaged.plan.steps[static_cast<size_t>(i)];
+  epilogue.kernelOutputs[0] = damaged.plan.steps[static_cast<size_t>(i - 1)].inputs[0];
+  epilogue.kernelInPlace[0] = -1;
   EXPECT_THROW(Executable::load(damaged.save()), IOError);
 }
 

@@ -83,6 +83,10 @@ TEST(Linalg, NormsRankAndConditionAsPyTorch) {
   EXPECT_THROW((void)linalg_matrix_norm(v), ShapeError);
   EXPECT_THROW((void)linalg_norm(b3, 2.0), ValueError);
   EXPECT_THROW((void)linalg_vector_norm(zeros({0}, kFloat64), -inf), ValueError);
+  EXPECT_THROW((void)linalg_vector_norm(zeros({0}, kFloat64), inf), ValueError);
+  EXPECT_THROW((void)linalg_vector_norm(zeros({2, 0}, kFloat64), -1.5, {1}), ValueError);
+  EXPECT_EQ(linalg_vector_norm(zeros({0, 3}, kFloat64), -inf, {1}).sizes(), Shape({0}));
+  EXPECT_EQ(rank(linalg_matrix_rank(rank2, 0.0)), std::vector<int64_t>{2}); // atol 0: default rtol
   EXPECT_THROW((void)linalg_vector_norm(tensor({1, 2}), 2), DTypeError);
   EXPECT_THROW((void)linalg_matrix_rank(tensor({1, 2, 3, 4}).reshape({2, 2})), DTypeError);
 }

@@ -684,6 +684,9 @@ TEST(Composites, UniqueConsecutiveHistogramAndMatrixExpAsPyTorch) {
   EXPECT_EQ(flatCnt.numel(), 0); // not asked for
   const float nan = std::nanf("");
   EXPECT_EQ(std::get<0>(tensor({nan, nan, 1.0f, 1.0f}).unique_consecutive()).numel(), 3);
+  auto [none, noneInv, noneCnt] = unique_consecutive(zeros({2, 0}), true, true, 1);
+  EXPECT_EQ(none.sizes(), Shape({2, 0}));
+  EXPECT_EQ(noneInv.numel(), 0);
 
   Tensor h = tensor({0.0f, 0.1f, 0.2f, 0.3f, 0.3f, 1.0f, 2.5f, -1.0f, 0.7f});
   auto [hist, edges] = h.histogram(4);
@@ -732,6 +735,8 @@ TEST(Composites, UniqueConsecutiveHistogramAndMatrixExpAsPyTorch) {
                        1e-11, 1e-12));
   EXPECT_EQ(zeros({2, 2}).matrix_exp().to_vector<float>(), (std::vector<float>{1, 0, 0, 1}));
   EXPECT_THROW((void)ones({2, 3}, kFloat64).matrix_exp(), ShapeError);
+  EXPECT_TRUE(full({2, 2}, INFINITY).matrix_exp().isnan().all().item<bool>()); // as PyTorch
+  EXPECT_THROW((void)h.histogram(3, std::nullopt, ones({9}, kFloat64)), DTypeError);
 
   Tensor leaf = ones({2}).requires_grad_(true);
   Tensor mid = leaf * 2;

@@ -58,12 +58,15 @@ Tensor linalg_vector_norm(const Tensor& x, double ord, Dims dims, bool keepdim,
   WEFT_CHECK(isFloating(x.dtype()), DType,
              "linalg.vector_norm: expected a floating-point input, got ", dtypeName(x.dtype()));
   WEFT_CHECK(!std::isnan(ord), Value, "linalg.vector_norm: ord must not be NaN");
-  if (ord == -kInf) {
-    WEFT_CHECK(x.numel() > 0, Value,
-               "linalg.vector_norm cannot compute the -inf norm on an empty tensor because the "
-               "operation does not have an identity");
-    return x.abs().amin(std::move(dims), keepdim);
+  if (std::isinf(ord) || ord < 0) {
+    // No identity to start from: an empty reduction is an error, as PyTorch's.
+    bool empty = x.numel() == 0 && dims.empty();
+    for (int64_t d : dims)
+      empty = empty || x.size(wrapDim(d, x.dim(), "linalg.vector_norm")) == 0;
+    WEFT_CHECK(!empty, Value, "linalg.vector_norm cannot compute the ", ord,
+               " norm on an empty tensor because the operation does not have an identity");
   }
+  if (ord == -kInf) return x.abs().amin(std::move(dims), keepdim);
   if (ord == 0) return cast(x.ne(0), x.dtype()).sum(std::move(dims), keepdim);
   if (ord > 0) return x.norm(ord, std::move(dims), keepdim);
   // A negative order: a zero element makes its sum infinite and the norm 0, as PyTorch.
@@ -135,7 +138,8 @@ Tensor linalg_matrix_rank(const Tensor& a, std::optional<double> atol, std::opti
   Tensor s = hermitian ? linalg_eigvalsh(a).abs() : linalg_svdvals(a);
   // PyTorch's tolerance: max(atol, rtol * largest singular value); rtol defaults to the machine
   // epsilon times the larger dimension, or to 0 where only atol is given.
-  const double r = rtol.value_or(atol ? 0.0
+  const double r =
+      rtol.value_or(atol && *atol > 0 ? 0.0
                                       : machineEpsilon(a.dtype()) *
                                             static_cast<double>(std::max(a.size(-2), a.size(-1))));
   Tensor tol = s.numel() == 0 ? zeros({}, a.dtype()) : s.amax({-1}, true) * r;
@@ -331,7 +335,7 @@ Tensor Tensor::matrix_exp(std::source_location loc) const {
   const double theta13 = 5.371920351148152;
   const double norm =
       readValue(linalg_matrix_norm(*this, 1.0).amax(), "matrix_exp's scaling").item<double>();
-  WEFT_CHECK(std::isfinite(norm), Value, "matrix_exp: the input is not finite");
+  if (!std::isfinite(norm)) return *this * std::nan(""); // NaN throughout, as PyTorch's
   const int s = norm > theta13 ? static_cast<int>(std::ceil(std::log2(norm / theta13))) : 0;
   Tensor a = s > 0 ? *this / std::ldexp(1.0, s) : *this;
   // The approximant's coefficients, c_0 = 1, c_{j+1} = c_j (m - j) / ((2m - j)(j + 1)), m = 13;

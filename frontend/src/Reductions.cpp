@@ -307,6 +307,10 @@ std::pair<Tensor, Tensor> Tensor::histogram(int64_t bins,
   WEFT_CHECK(isFloating(dtype()), DType, "torch.histogram: expected a floating-point input, got ",
              dtypeName(dtype()));
   WEFT_CHECK(bins > 0, Value, "torch.histogram(): bins must be > 0, but got ", bins);
+  WEFT_CHECK(!weight.defined() || weight.dtype() == dtype(), DType,
+             "torch.histogram: if weight tensor is provided, it should have the same dtype as "
+             "the input tensor, got ",
+             dtypeName(weight.dtype()), " and ", dtypeName(dtype()));
   WEFT_CHECK(!weight.defined() || weight.sizes() == sizes(), Shape,
              "torch.histogram: if weight tensor is provided it should have the same shape as the "
              "input tensor, got ",
@@ -840,8 +844,8 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool retu
              "unique_consecutive: a dim of a 0-dimensional tensor (pass no dim)");
   const int64_t d = dim ? wrapDim(*dim, x.dim(), "unique_consecutive") : 0;
   Tensor t = x.detach();
-  Tensor rows = dim ? t.movedim(d, 0).reshape({t.size(d), -1}) : t.reshape({-1, 1});
-  const int64_t n = rows.size(0);
+  const int64_t n = dim ? t.size(d) : t.numel();
+  Tensor rows = dim ? t.movedim(d, 0).reshape({n, n == 0 ? 0 : t.numel() / n}) : t.reshape({n, 1});
   Tensor first = n == 0 ? zeros({0}, DType::Bool)
                         : cat({ones({1}, DType::Bool),
                                rows.narrow(0, 1, n - 1).ne(rows.narrow(0, 0, n - 1)).any({1})});

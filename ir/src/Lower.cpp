@@ -83,8 +83,8 @@ std::vector<Unit> unitsOf(const Graph& g, std::span<const FusedKernel> fused) {
 /// bias and activation while each sample is in cache), where the kernel is over the conv's result
 /// shape (its rows the samples; not a GEMM's, whose rows are tiles, nor a horizontal kernel),
 /// reads that result as it is (through no view leaf, which could read other samples), writes over
-/// nothing the conv reads, and reads nothing else computed after the conv but views of values
-/// ready before it, which move before the conv.
+/// no memory the conv reads (through views too), and reads nothing else computed after the conv
+/// but views of values ready before it, which move before the conv.
 void markConvEpilogues(const Graph& g, std::vector<Unit>& units) {
   auto reads = [](const Unit& u, ValueId v) {
     return std::find(u.reads.begin(), u.reads.end(), v) != u.reads.end();
@@ -112,9 +112,16 @@ void markConvEpilogues(const Graph& g, std::vector<Unit>& units) {
       const auto& operands = g.nodes()[static_cast<size_t>(leaf)].operands;
       ok = ok && std::find(operands.begin(), operands.end(), y) == operands.end();
     }
+    // The memory a value views (through view nodes) must not be what the kernel writes over.
+    auto root = [&](ValueId v) {
+      for (int32_t p = g.value(v).producer;
+           p >= 0 && isViewOp(g.nodes()[static_cast<size_t>(p)].op); p = g.value(v).producer)
+        v = g.nodes()[static_cast<size_t>(p)].operands[0];
+      return v;
+    };
     for (int32_t k : grp.inPlace)
-      ok = ok && (k < 0 || std::find(conv.operands.begin(), conv.operands.end(),
-                                     grp.inputs[static_cast<size_t>(k)]) == conv.operands.end());
+      for (ValueId operand : conv.operands)
+        ok = ok && (k < 0 || root(grp.inputs[static_cast<size_t>(k)]) != root(operand));
     if (!ok) continue;
     // The views between move before the conv (none reads its result), the kernel runs inside it.
     std::rotate(units.begin() + static_cast<std::ptrdiff_t>(i),

@@ -141,6 +141,18 @@ private:
   std::shared_ptr<Storage> arena_;
 };
 
+/// The views of the slots `step` reads.
+std::vector<TensorRef> refsOf(const PlanStep& step, const std::vector<Buffer>& slots) {
+  std::vector<TensorRef> refs;
+  for (int32_t s : step.inputs) {
+    const Buffer& b = slots[static_cast<size_t>(s)];
+    WEFT_INTERNAL_ASSERT(b.storage != nullptr, "plan reads slot ", s,
+                         " before it is written or after it is freed");
+    refs.push_back(b.ref);
+  }
+  return refs;
+}
+
 /// A fused step bound to its operands: inputs made contiguous where they are views, outputs where
 /// `memory` puts them (or over an input the kernel writes over: its own memory where `writable`
 /// says no one else sees it, else a private copy).
@@ -272,13 +284,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   for (size_t index = 0; index < plan.steps.size(); ++index) {
     const PlanStep& step = plan.steps[index];
     const Attrs& attrs = step.attrs;
-    refs.clear();
-    for (int32_t s : step.inputs) {
-      const Buffer& b = slots[static_cast<size_t>(s)];
-      WEFT_INTERNAL_ASSERT(b.storage != nullptr, "plan reads slot ", s,
-                           " before it is written or after it is freed");
-      refs.push_back(b.ref);
-    }
+    refs = refsOf(step, slots);
     if (step.kernel >= 0) {
       WEFT_INTERNAL_ASSERT(!step.afterEachSample, "a conv epilogue with no conv before it");
       BoundKernel k = bindKernelStep(step, refs, slots, writable, memory);
@@ -299,16 +305,6 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
             : nullptr;
     WEFT_INTERNAL_ASSERT(epilogue == nullptr || step.op == OpCode::Conv, "a conv epilogue after a ",
                          opName(step.op), " step");
-    auto epilogueRefs = [&] {
-      std::vector<TensorRef> r;
-      for (int32_t s : epilogue->inputs) {
-        const Buffer& b = slots[static_cast<size_t>(s)];
-        WEFT_INTERNAL_ASSERT(b.storage != nullptr, "plan reads slot ", s,
-                             " before it is written or after it is freed");
-        r.push_back(b.ref);
-      }
-      return r;
-    };
     Buffer out;
     if (isViewOp(step.op)) {
       const Buffer& in = slots[static_cast<size_t>(step.inputs[0])];
@@ -326,15 +322,21 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
       }
       if (epilogue != nullptr) {
         // The conv's epilogue kernel, bound to the conv's output before it is written, runs over
-        // each sample as the conv writes it.
+        // each sample as the conv writes it. The conv's inputs stay held while it reads them.
+        std::vector<Buffer> held;
+        for (int32_t s : step.inputs)
+          held.push_back(slots[static_cast<size_t>(s)]);
         slots[static_cast<size_t>(step.output)] = out;
-        BoundKernel k = bindKernelStep(*epilogue, epilogueRefs(), slots, writable, memory);
+        BoundKernel k =
+            bindKernelStep(*epilogue, refsOf(*epilogue, slots), slots, writable, memory);
         const hal::LoadedCode& code = loadedKernel(plan, *epilogue);
         const auto kernel = static_cast<size_t>(epilogue->kernel);
         if (out.ref.numel() > 0)
           kernels::convThen(refs, out.ref, attrs, [&](int64_t n0, int64_t n1) {
             hal::cpu().launchRows(code, kernel, k.refs, k.outs, n0, n1);
           });
+        else // nothing to convolve; the kernel's other outputs (a column sum) still need it
+          hal::cpu().launch(code, kernel, k.refs, k.outs);
       } else if (out.ref.numel() > 0) {
         runKernel(step.op, refs, out.ref, attrs);
       }

@@ -13,8 +13,7 @@ bool canWriteOverInput(const PlanStep& step, size_t j) {
   // their code stores through that input's memref.
   if (step.kernel >= 0) return false;
   if (isElementwise(step.op) && opInfo(step.op).kind != OpKind::Identity) return true;
-  return j == 0 && (step.op == OpCode::ScatterAdd || step.op == OpCode::Scatter ||
-                    step.op == OpCode::IndexAdd);
+  return j == 0 && (opInfo(step.op).kind == OpKind::Scatter || step.op == OpCode::IndexAdd);
 }
 
 bool isConvEpilogue(const Plan& plan, size_t i) {
@@ -26,11 +25,31 @@ bool isConvEpilogue(const Plan& plan, size_t i) {
       plan.kernels.kernels[static_cast<size_t>(k.kernel)].rows != conv.shape[0] ||
       std::find(k.inputs.begin(), k.inputs.end(), conv.output) == k.inputs.end())
     return false;
-  for (int32_t j : k.kernelInPlace)
-    if (j >= 0 && static_cast<size_t>(j) < k.inputs.size() &&
-        std::find(conv.inputs.begin(), conv.inputs.end(), k.inputs[static_cast<size_t>(j)]) !=
-            conv.inputs.end())
+  // The slot whose memory `slot` views, following view steps back from the conv.
+  auto root = [&](int32_t slot) {
+    for (size_t j = i - 1; j-- > 0;) {
+      const PlanStep& s = plan.steps[j];
+      if (s.kernel < 0 && s.output == slot && isViewOp(s.op) && !s.inputs.empty())
+        slot = s.inputs[0];
+    }
+    return slot;
+  };
+  auto among = [](const std::vector<int32_t>& slots, int32_t s) {
+    return std::find(slots.begin(), slots.end(), s) != slots.end();
+  };
+  std::vector<int32_t> read; // the memory the conv reads
+  for (int32_t s : conv.inputs)
+    read.push_back(root(s));
+  // The kernel writes fresh slots, or over its inputs but for memory the conv reads.
+  for (size_t o = 0; o < k.kernelOutputs.size(); ++o) {
+    const int32_t out = k.kernelOutputs[o],
+                  over = o < k.kernelInPlace.size() ? k.kernelInPlace[o] : -1;
+    if (over >= 0 && static_cast<size_t>(over) < k.inputs.size()) {
+      if (among(read, root(k.inputs[static_cast<size_t>(over)]))) return false;
+    } else if (among(conv.inputs, out) || among(k.inputs, out) || out == conv.output) {
       return false;
+    }
+  }
   return true;
 }
 

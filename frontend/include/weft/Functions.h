@@ -373,7 +373,8 @@ Tensor linalg_norm(const Tensor& x, std::optional<double> ord = std::nullopt, Di
 Tensor linalg_norm(const Tensor& x, std::string_view ord, Dims dims = {}, bool keepdim = false,
                    WEFT_LOC);
 /// How many singular values (hermitian: |eigenvalues|) exceed max(atol, rtol * the largest), as
-/// int64; rtol defaults to the machine epsilon times the larger dimension (0 if atol is given).
+/// int64; rtol defaults to the machine epsilon times the larger dimension (0 if an atol above 0
+/// is given).
 Tensor linalg_matrix_rank(const Tensor& a, std::optional<double> atol = std::nullopt,
                           std::optional<double> rtol = std::nullopt, bool hermitian = false,
                           WEFT_LOC);
@@ -408,13 +409,13 @@ Tensor linalg_tensorsolve(const Tensor& a, const Tensor& b, Dims dims = {}, WEFT
 Tensor linalg_vecdot(const Tensor& x, const Tensor& y, int64_t dim = -1, WEFT_LOC);
 /// torch.linalg's names of inverse, det, slogdet, matrix_power and cross (along dim -1).
 Tensor linalg_inv(const Tensor& a, WEFT_LOC);
-/// Tensor::matrix_exp.
-Tensor matrix_exp(const Tensor& a, WEFT_LOC);
-Tensor linalg_matrix_exp(const Tensor& a, WEFT_LOC);
 Tensor linalg_det(const Tensor& a, WEFT_LOC);
 std::pair<Tensor, Tensor> linalg_slogdet(const Tensor& a, WEFT_LOC);
 Tensor linalg_matrix_power(const Tensor& a, int64_t n, WEFT_LOC);
 Tensor linalg_cross(const Tensor& a, const Tensor& b, int64_t dim = -1, WEFT_LOC);
+/// Tensor::matrix_exp.
+Tensor matrix_exp(const Tensor& a, WEFT_LOC);
+Tensor linalg_matrix_exp(const Tensor& a, WEFT_LOC);
 /// Einstein summation as torch.einsum: "ij,jk->ik", "bhqd,bhkd->bhqk", "...i,...i->...", "ii->i";
 /// without "->" the output is the labels used once, in alphabetical order. Contractions run as
 /// batched matmuls, one operand pair at a time from the left.

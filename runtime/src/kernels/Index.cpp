@@ -147,7 +147,16 @@ template <typename C> C extremum(C a, C b, bool max) {
 } // namespace
 
 void ScatterProd(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
-  scatterCombining(in, out, at, [](auto a, auto b) { return a * b; });
+  scatterCombining(in, out, at, [](auto a, auto b) {
+    using C = decltype(a);
+    if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
+      // Integers wrap around on overflow, as PyTorch's (unsigned arithmetic: defined).
+      using U = std::make_unsigned_t<C>;
+      return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
+    } else {
+      return a * b;
+    }
+  });
 }
 void ScatterAmax(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   scatterCombining(in, out, at, [](auto a, auto b) { return extremum(a, b, true); });

@@ -26,10 +26,10 @@ struct FusedKernel {
 /// `kernels` (the plan keeps the table), or as interpreter steps where it has none. `g` must
 /// verify.
 Plan lowerToPlan(const Graph& g, std::span<const FusedKernel> fused = {}, KernelTable kernels = {});
-/// A kernel that reads a conv's result right after it runs inside the conv, over each sample as it
-/// is written (PlanStep::afterEachSample), where that is safe (see markConvEpilogues).
 /// lowerToPlan's steps without the memory plan (planMemory makes it; the plan runs without, each
 /// buffer allocated on its own): what the "lower" pass makes, "plan-memory" planning it.
+/// A kernel that reads a conv's result right after it runs inside the conv, over each sample as
+/// it is written (PlanStep::afterEachSample), where that is safe.
 Plan lowerSteps(const Graph& g, std::span<const FusedKernel> fused = {}, KernelTable kernels = {});
 
 /// The executable that runs `plan`, lowered from `g`: its signature is g's, each value named as

@@ -74,8 +74,8 @@ public:
   virtual void launch(const LoadedCode& code, size_t kernel, std::span<const TensorRef> inputs,
                       std::span<const TensorRef> outputs) = 0;
   /// Runs rows [lo, hi) of kernel `kernel` (of its KernelInfo::rows) on the calling thread: how a
-  /// host kernel runs a fused epilogue over the part of its output it has just written. A device
-  /// whose kernels do not run on host threads reports a DeviceError.
+  /// host kernel runs a fused epilogue over the part of its output it has just written (plans
+  /// ask it only of the CPU).
   virtual void launchRows(const LoadedCode& code, size_t kernel, std::span<const TensorRef> inputs,
                           std::span<const TensorRef> outputs, int64_t lo, int64_t hi) = 0;
   /// Waits for everything launched so far (the CPU runs launches synchronously).

@@ -46,7 +46,8 @@ enum class OpKind : uint8_t {
   Scatter,
   IndexSelect,
   IndexAdd,
-  Matrix, // a batch of matrices [..., m, n] (float32/float64; square but for qr and svd): linear algebra
+  Matrix, // a batch of matrices [..., m, n] (float32/float64; square but for qr and svd): linear
+          // algebra
   Pool,
   Full,
   Random

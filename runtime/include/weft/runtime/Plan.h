@@ -79,7 +79,8 @@ struct Plan {
 
 /// Whether step `i` of `plan` can run inside step i - 1 (PlanStep::afterEachSample): a kernel
 /// whose rows are the samples of the output of a float32/float64 conv before it, an input of the
-/// kernel, which writes over nothing else the conv reads.
+/// kernel, which writes over no memory the conv reads (views followed) and into no slot the conv
+/// or it reads.
 bool isConvEpilogue(const Plan& plan, size_t i);
 
 /// Whether interpreter step `step` may write its output over input `j` of the same shape once
