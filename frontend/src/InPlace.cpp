@@ -37,16 +37,9 @@ void checkFloat64Base(const Tensor& self) {
 
 /// The largest count an integral `dtype` holds (geometric_'s draws are clamped to it).
 double largestCount(DType dtype) {
-  switch (dtype) {
-  case DType::Bool:
-    return 1;
-  case DType::UInt8:
-    return 255;
-  case DType::Int32:
-    return 2147483647.0;
-  default: // int64's, rounded down to a double
-    return 9.2233720368547748e18;
-  }
+  // int64's, rounded down to a double (rounding to nearest would give 2^63, past it).
+  return dtype == DType::Int64 ? std::nextafter(0x1p63, 0.0)
+                               : static_cast<double>(highestInteger(dtype));
 }
 
 /// Uniform samples on [0, 1) of `self`'s shape, in its dtype where floating (else float64, which

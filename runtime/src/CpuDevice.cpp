@@ -11,7 +11,6 @@
 #include <mutex>
 #include <sstream>
 #include <sys/mman.h>
-#include <tuple>
 #include <unistd.h>
 
 namespace weft::hal {
@@ -119,7 +118,9 @@ struct Launch {
     const auto* so = dynamic_cast<const SharedObject*>(&code);
     WEFT_INTERNAL_ASSERT(so != nullptr && index < so->numKernels(),
                          "cpu: launching a kernel not loaded on this device");
-    std::tie(kernel, fn) = so->kernel(index);
+    const auto& [info, entry] = so->kernel(index);
+    kernel = &info;
+    fn = entry;
     const size_t n = inputs.size() + outputs.size();
     desc.resize(n);
     descPtr.resize(n);
@@ -145,7 +146,7 @@ struct Launch {
     fn(args.data());
   }
 
-  KernelInfo kernel;
+  const KernelInfo* kernel = nullptr; // in the loaded code
   SharedObject::Entry fn = nullptr;
   std::vector<std::array<int64_t, 5>> desc; // allocated, aligned, offset, size, stride
   std::vector<void*> descPtr;
@@ -222,15 +223,15 @@ public:
   void launch(const LoadedCode& code, size_t index, std::span<const TensorRef> inputs,
               std::span<const TensorRef> outputs) override {
     Launch l(code, index, inputs, outputs);
-    parallelFor(l.kernel.rows, std::max<int64_t>(l.kernel.grain, 1),
+    parallelFor(l.kernel->rows, std::max<int64_t>(l.kernel->grain, 1),
                 [&](int64_t lo, int64_t hi) { l.run(lo, hi); });
   }
 
   void launchRows(const LoadedCode& code, size_t index, std::span<const TensorRef> inputs,
                   std::span<const TensorRef> outputs, int64_t lo, int64_t hi) override {
     Launch l(code, index, inputs, outputs);
-    WEFT_INTERNAL_ASSERT(0 <= lo && lo <= hi && hi <= l.kernel.rows, "cpu: rows [", lo, ", ", hi,
-                         ") of a kernel of ", l.kernel.rows);
+    WEFT_INTERNAL_ASSERT(0 <= lo && lo <= hi && hi <= l.kernel->rows, "cpu: rows [", lo, ", ", hi,
+                         ") of a kernel of ", l.kernel->rows);
     l.run(lo, hi);
   }
 

@@ -141,27 +141,26 @@ private:
   std::shared_ptr<Storage> arena_;
 };
 
-/// The views of the slots `step` reads.
-std::vector<TensorRef> refsOf(const PlanStep& step, const std::vector<Buffer>& slots) {
-  std::vector<TensorRef> refs;
+/// `refs` becomes the views of the slots `step` reads (its memory reused step after step).
+void refsOf(const PlanStep& step, const std::vector<Buffer>& slots, std::vector<TensorRef>& refs) {
+  refs.clear();
   for (int32_t s : step.inputs) {
     const Buffer& b = slots[static_cast<size_t>(s)];
     WEFT_INTERNAL_ASSERT(b.storage != nullptr, "plan reads slot ", s,
                          " before it is written or after it is freed");
     refs.push_back(b.ref);
   }
-  return refs;
 }
 
-/// A fused step bound to its operands: inputs made contiguous where they are views, outputs where
-/// `memory` puts them (or over an input the kernel writes over: its own memory where `writable`
-/// says no one else sees it, else a private copy).
+/// A fused step bound to its operands: its input `refs` made contiguous (in place) where they are
+/// views, outputs where `memory` puts them (or over an input the kernel writes over: its own
+/// memory where `writable` says no one else sees it, else a private copy).
 struct BoundKernel {
-  std::vector<Buffer> inputs; // the buffers behind `refs`; contiguous copies live for the call
-  std::vector<TensorRef> refs, outs;
+  std::vector<Buffer> inputs; // the buffers behind the refs; contiguous copies live for the call
+  std::vector<TensorRef> outs;
 };
 
-BoundKernel bindKernelStep(const PlanStep& step, std::vector<TensorRef> refs,
+BoundKernel bindKernelStep(const PlanStep& step, std::vector<TensorRef>& refs,
                            std::vector<Buffer>& slots, const std::vector<bool>& writable,
                            const SlotMemory& memory) {
   BoundKernel k;
@@ -175,7 +174,6 @@ BoundKernel bindKernelStep(const PlanStep& step, std::vector<TensorRef> refs,
     copyCast(refs[j], k.inputs[j].ref);
     refs[j] = k.inputs[j].ref;
   }
-  k.refs = std::move(refs);
   for (size_t i = 0; i < step.kernelOutputs.size(); ++i) {
     int32_t over = i < step.kernelInPlace.size() ? step.kernelInPlace[i] : -1;
     Buffer b = over >= 0 ? k.inputs[static_cast<size_t>(over)]
@@ -284,11 +282,11 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   for (size_t index = 0; index < plan.steps.size(); ++index) {
     const PlanStep& step = plan.steps[index];
     const Attrs& attrs = step.attrs;
-    refs = refsOf(step, slots);
+    refsOf(step, slots, refs);
     if (step.kernel >= 0) {
       WEFT_INTERNAL_ASSERT(!step.afterEachSample, "a conv epilogue with no conv before it");
       BoundKernel k = bindKernelStep(step, refs, slots, writable, memory);
-      hal::cpu().launch(loadedKernel(plan, step), static_cast<size_t>(step.kernel), k.refs, k.outs);
+      hal::cpu().launch(loadedKernel(plan, step), static_cast<size_t>(step.kernel), refs, k.outs);
       for (int32_t s : step.release)
         slots[static_cast<size_t>(s)] = Buffer{};
       if (profile != nullptr)
@@ -327,16 +325,17 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
         for (int32_t s : step.inputs)
           held.push_back(slots[static_cast<size_t>(s)]);
         slots[static_cast<size_t>(step.output)] = out;
-        BoundKernel k =
-            bindKernelStep(*epilogue, refsOf(*epilogue, slots), slots, writable, memory);
+        std::vector<TensorRef> epilogueRefs;
+        refsOf(*epilogue, slots, epilogueRefs);
+        BoundKernel k = bindKernelStep(*epilogue, epilogueRefs, slots, writable, memory);
         const hal::LoadedCode& code = loadedKernel(plan, *epilogue);
         const auto kernel = static_cast<size_t>(epilogue->kernel);
         if (out.ref.numel() > 0)
           kernels::convThen(refs, out.ref, attrs, [&](int64_t n0, int64_t n1) {
-            hal::cpu().launchRows(code, kernel, k.refs, k.outs, n0, n1);
+            hal::cpu().launchRows(code, kernel, epilogueRefs, k.outs, n0, n1);
           });
         else // nothing to convolve; the kernel's other outputs (a column sum) still need it
-          hal::cpu().launch(code, kernel, k.refs, k.outs);
+          hal::cpu().launch(code, kernel, epilogueRefs, k.outs);
       } else if (out.ref.numel() > 0) {
         runKernel(step.op, refs, out.ref, attrs);
       }
