@@ -52,6 +52,7 @@ size_t traceInto(TraceContext& tc, const TensorFunction& fn,
                  outs.size() > 1 ? " as output " + std::to_string(i) : std::string(),
                  "; a compiled function returns tensors");
       tc.graph.addOutput(tc.valueOf(outs[i]));
+      tc.outputOrigins.push_back(tc.originOf(outs[i]));
     }
     numOutputs = outs.size();
   } catch (...) {
@@ -147,10 +148,14 @@ std::string CompiledSignature::mismatch(const std::vector<Tensor>& args,
   if (gradMode != is_grad_enabled())
     return std::string("grad mode changed (traced with grad ") + (gradMode ? "on" : "off") +
            ", called with it " + (gradMode ? "off" : "on") + ")";
-  for (size_t k = 0; k < state.size(); ++k)
+  for (size_t k = 0; k < state.size(); ++k) {
     if (state[k].grad().defined() != gradDefined[k])
       return stateName(*graph, k) + (gradDefined[k] ? " no longer has" : " has") +
              " a .grad (backward accumulates differently)";
+    if (state[k].requires_grad() != requiresGrad[k])
+      return stateName(*graph, k) + " requires_grad changed to " +
+             (requiresGrad[k] ? "false" : "true");
+  }
   for (const auto& [flag, value] : flags)
     if (auto f = flag.lock(); f && f->load() != value)
       return std::string(
@@ -182,6 +187,95 @@ std::vector<Tensor> CompiledSignature::withDrawKeys(const std::vector<Tensor>& s
     }
   }
   return keyed;
+}
+
+namespace {
+/// The bytes of its storage `t` can reach: [first, last) (empty for an empty tensor).
+std::pair<int64_t, int64_t> reach(const Tensor& t) {
+  const TensorImpl& impl = *t.impl();
+  int64_t lo = impl.offset, hi = impl.offset;
+  for (size_t d = 0; d < impl.shape.size(); ++d) {
+    if (impl.shape[d] == 0) return {0, 0};
+    int64_t span = (impl.shape[d] - 1) * impl.strides[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  const auto size = static_cast<int64_t>(elementSize(impl.dtype));
+  return {lo * size, (hi + 1) * size};
+}
+
+/// Whether `a` and `b` can reach a common byte of one storage.
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (a.impl()->storage != b.impl()->storage) return false;
+  auto [a0, a1] = reach(a);
+  auto [b0, b1] = reach(b);
+  return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
+}
+} // namespace
+
+bool CompiledSignature::argumentsOverlapWrites(const std::vector<Tensor>& args,
+                                               const std::vector<Tensor>& state,
+                                               std::string& why) const {
+  if (argumentWrites.empty() &&
+      std::find(stateWritten.begin(), stateWritten.end(), true) == stateWritten.end())
+    return false;
+  std::vector<bool> argWritten(args.size(), false);
+  for (const ArgumentWrite& w : argumentWrites)
+    argWritten[w.index] = true;
+  for (size_t i = 0; i < args.size(); ++i) {
+    for (size_t j = i + 1; j < args.size(); ++j)
+      if ((argWritten[i] || argWritten[j]) && overlaps(args[i], args[j])) {
+        why = "argument " + std::to_string(i) + " shares memory with argument " +
+              std::to_string(j) + ", and the function writes one of them";
+        return true;
+      }
+    for (size_t k = 0; k < state.size(); ++k)
+      if ((argWritten[i] || stateWritten[k]) && overlaps(args[i], state[k])) {
+        why = "argument " + std::to_string(i) + " shares memory with " + stateName(*graph, k) +
+              ", and the function writes one of them";
+        return true;
+      }
+  }
+  return false;
+}
+
+void CompiledSignature::separateComputedOutputs(const std::vector<Tensor>& args,
+                                                const std::vector<Tensor>& state,
+                                                std::vector<Tensor>& out) const {
+  NoGradGuard guard;
+  for (size_t i = 0; i < numOutputs; ++i) {
+    const ViewOrigin& o = outputOrigins[i];
+    if (o.computed == nullptr) continue; // an input's alias: see aliasOutputs()
+    const Storage* mine = out[i].impl()->storage.get();
+    auto same = [&](const Tensor& t) { return t.impl()->storage.get() == mine; };
+    bool shared = std::any_of(args.begin(), args.end(), same) ||
+                  std::any_of(state.begin(), state.end(), same);
+    for (size_t j = 0; j < i && !shared; ++j)
+      shared = outputOrigins[j].computed != o.computed && same(out[j]);
+    if (shared) out[i] = out[i].clone();
+  }
+}
+
+void CompiledSignature::aliasOutputs(const std::vector<Tensor>& args, std::vector<Tensor>& out,
+                                     const std::optional<DynamicCall>& dyn) const {
+  for (size_t i = 0; i < numOutputs; ++i) {
+    const ViewOrigin& o = outputOrigins[i];
+    Tensor root;
+    if (o.argument >= 0) {
+      const auto a = static_cast<size_t>(o.argument);
+      // Views traced at the bucket's size would not fit the call's rows: the plan's view stays.
+      if (dyn && !o.views.empty() &&
+          std::find(dyn->args.begin(), dyn->args.end(), a) != dyn->args.end())
+        continue;
+      root = args[a];
+    } else if (std::shared_ptr<TensorImpl> real = o.real.lock()) {
+      root = Tensor(std::move(real));
+    } else {
+      continue; // computed
+    }
+    for (const auto& [op, attrs] : o.views) // as eager made them, with autograd's record
+      root = dispatch(op, {root}, attrs);
+    out[i] = root;
+  }
 }
 
 std::vector<Tensor> CompiledSignature::run(const std::vector<Tensor>& args,
@@ -437,6 +531,7 @@ void bindToCalls(const TraceContext& tc, CompiledSignature& exe) {
   for (size_t k = 0; k < tc.state.size(); ++k) { // state is final: traced backwards may add to it
     const Tensor& t = tc.state[k];
     exe.gradDefined.push_back(tc.gradBefore[k].defined());
+    exe.requiresGrad.push_back(tc.requiresGradBefore[k]);
     CompiledSignature::StateRef ref;
     if (auto it = tc.gradOf.find(t.impl().get()); it != tc.gradOf.end())
       ref.gradOf = it->second.second.impl();
@@ -542,6 +637,10 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
                  "(%zu kernels; %d of %d executables from the disk cache)\n",
                  traced, passesMs, codegenMs, exe->numKernels, cached, exe->backward ? 2 : 1);
   bindToCalls(tc, *exe);
+  exe->stateWritten.assign(tc.state.size(), false);
+  for (const auto& [index, slot] : exe->program.plan.stateUpdates)
+    exe->stateWritten[static_cast<size_t>(index)] = true;
+  exe->outputOrigins = std::move(tc.outputOrigins);
   exe->argumentWrites = tc.argumentWrites;
   exe->keptTensors = tc.keptTensors;
   exe->flags = tc.flags;
@@ -582,24 +681,13 @@ struct Lookup {
 
 namespace {
 
-/// Checks that argument `i`, which the function writes in place, shares no memory with another
-/// argument or a captured tensor: the compiled code reads each as a tensor of its own, so it
-/// would not see the write through the other, as eager code does.
-void checkWrittenArgument(const std::vector<Tensor>& args, const std::vector<Tensor>& state,
-                          size_t i, std::source_location loc) {
+/// Checks that argument `i`, which the function writes in place, is not expanded (eager code
+/// refuses to write one element twice). Arguments sharing memory run eagerly (see call()).
+void checkWrittenArgument(const std::vector<Tensor>& args, size_t i, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(!isExpanded(args[i]), Value, "compile: argument ", i,
              " is written in place by the function, but more than one of its elements "
              "refers to a single memory location (an expanded tensor). Pass a clone() of it");
-  const Storage* written = args[i].impl()->storage.get();
-  auto shares = [&](const Tensor& t) { return t.impl()->storage.get() == written; };
-  for (size_t j = 0; j < args.size(); ++j)
-    WEFT_CHECK(j == i || !shares(args[j]), Value, "compile: argument ", i,
-               " is written in place by the function and shares memory with argument ", j,
-               "; compiled code reads each argument as its own tensor. Pass a clone() of one");
-  WEFT_CHECK(std::none_of(state.begin(), state.end(), shares), Value, "compile: argument ", i,
-             " is written in place by the function and shares memory with a tensor the "
-             "function captures; compiled code reads them apart. Pass a clone()");
 }
 
 } // namespace
@@ -613,6 +701,7 @@ struct CompiledFunction::State {
   size_t builds = 0; ///< compilations so far (and in flight), stale ones included: the limit
   bool warnedEager = false;
   bool warnedReads = false;   ///< warned that a function reading values runs eagerly
+  bool warnedOverlap = false; ///< warned that calls whose inputs overlap writes run eagerly
   size_t eagerSignatures = 0; ///< signatures that run eagerly because the function reads values
   /// Signatures being compiled now, outside the lock: a caller of the same signature waits for
   /// that build instead of starting another; callers of other signatures are not held up.
@@ -783,8 +872,15 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     finish();
     break;
   }
-  const bool eager = found.exe && !found.exe->eagerWhy.empty(); // it reads values: see fullgraph
+  bool eager = found.exe && !found.exe->eagerWhy.empty(); // it reads values: see fullgraph
   if (!found.empty() && !eager) st.latest = found.exe;
+  if (std::string why;
+      found.exe && !eager && found.exe->argumentsOverlapWrites(args, found.state, why)) {
+    eager = true; // as eager code, the function sees its writes through the other tensor
+    if (!st.warnedOverlap)
+      std::fprintf(stderr, "[weft] compile: %s; running such calls eagerly\n", why.c_str());
+    st.warnedOverlap = true;
+  }
   if (found.exe && found.exe->keptTensors) { // runs once: see CompiledSignature::keptTensors
     std::erase_if(st.cache, [&](const auto& entry) { return entry.second == found.exe; });
     st.retraceWhy = "the function kept tensors it made while traced (such as optimizer state "
@@ -798,22 +894,24 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   const CompiledSignature& exe = *found.exe;
   std::vector<Tensor> in = dyn ? dyn->pad(args) : args;
   for (const ArgumentWrite& w : exe.argumentWrites) {
-    checkWrittenArgument(args, found.state, w.index, loc);
+    checkWrittenArgument(args, w.index, loc);
     // The backward reads the argument as the function did, not as written back.
     if (exe.backward) in[w.index] = in[w.index].clone();
   }
   std::vector<Tensor> all = exe.run(in, found.state);
+  // The plan returns an unchanged input as it is (`x.clone()` included, once simplified): user
+  // outputs eager computes get memory of their own, and what else the plan returns keeps the value
+  // the function gave it, not the one an argument is written back with.
+  exe.separateComputedOutputs(args, found.state, all);
   if (!exe.argumentWrites.empty()) {
-    // An output may be an argument's memory (the plan returns an unchanged input as it is, `old =
-    // x.clone()` included): it keeps the value the function gave it, not the one written back.
     std::vector<const Storage*> written;
     for (const ArgumentWrite& w : exe.argumentWrites)
       written.push_back(args[w.index].impl()->storage.get());
     NoGradGuard guard;
-    for (Tensor& t : all)
-      if (t.defined() &&
-          std::find(written.begin(), written.end(), t.impl()->storage.get()) != written.end())
-        t = t.clone();
+    for (size_t i = exe.numOutputs; i < all.size(); ++i)
+      if (all[i].defined() &&
+          std::find(written.begin(), written.end(), all[i].impl()->storage.get()) != written.end())
+        all[i] = all[i].clone();
   }
   auto rowsOf = [&](size_t i) { // an output, its padded rows cut off
     const passes::MaybeAxis& a = dyn ? exe.outputAxes[i] : passes::MaybeAxis();
@@ -836,6 +934,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     }
   if (!reached.empty()) autograd::backward(reached, grads, std::nullopt, false, loc);
   if (exe.backward) attachBackward(found.exe, args, in, found.state, all, out, dyn);
+  exe.aliasOutputs(args, out, dyn);
   return out;
 }
 

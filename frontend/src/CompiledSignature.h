@@ -82,6 +82,14 @@ struct CompiledSignature {
   /// Whether each state tensor had a .grad when traced: backward() accumulates differently with and
   /// without one, so a call where this differs needs its own trace.
   std::vector<bool> gradDefined;
+  /// Whether each state tensor required grad when traced (a parameter frozen or unfrozen since
+  /// needs its own trace: what is differentiated, updated and returned differs).
+  std::vector<bool> requiresGrad;
+  /// Which state tensors the plan writes.
+  std::vector<bool> stateWritten;
+  /// What each user output aliases eagerly: calls return those tensors (and views of them) and
+  /// keep outputs that eager code computes apart from the inputs and from each other.
+  std::vector<ViewOrigin> outputOrigins;
   /// The function kept tensors it made while traced (now state this executable writes): it runs
   /// once, and the next call traces again, reading them as eager code would.
   bool keptTensors = false;
@@ -128,6 +136,21 @@ struct CompiledSignature {
   /// Why this executable cannot run a call with `args` (of its signature) and `state` now: a
   /// value read while tracing changed, grad mode, or which parameters have a .grad; "" if it can.
   std::string mismatch(const std::vector<Tensor>& args, const std::vector<Tensor>& state) const;
+  /// Whether argument `i` shares memory with another argument or a state tensor where the function
+  /// writes either: compiled code reads each input as a tensor of its own and would not see the
+  /// write through the other, so such a call runs eagerly. `why` names the two.
+  bool argumentsOverlapWrites(const std::vector<Tensor>& args, const std::vector<Tensor>& state,
+                              std::string& why) const;
+  /// Gives the user outputs in `out` the memory eager code gives them: an output that is (a view
+  /// of) an argument or a real tensor becomes that tensor (the views made again, after the call's
+  /// writes); an output eager computes is copied where it shares memory with an input or with an
+  /// output eager computes apart.
+  void aliasOutputs(const std::vector<Tensor>& args, std::vector<Tensor>& out,
+                    const std::optional<DynamicCall>& dyn) const;
+  /// Copies the computed user outputs in `out` that share memory with an input or with an output
+  /// eager computes apart (before autograd takes them).
+  void separateComputedOutputs(const std::vector<Tensor>& args, const std::vector<Tensor>& state,
+                               std::vector<Tensor>& out) const;
   /// Runs the plan on `args` and `state`, redoes the .grad effects, and returns every output:
   /// the user's, the new gradients, then what backward reads.
   std::vector<Tensor> run(const std::vector<Tensor>& args, const std::vector<Tensor>& state) const;

@@ -51,6 +51,10 @@ int64_t Tensor::element_size() const {
   checkDefined("element_size");
   return static_cast<int64_t>(elementSize(dtype()));
 }
+bool Tensor::is_alias_of(const Tensor& other) const {
+  return defined() && other.defined() && impl_->storage != nullptr &&
+         impl_->storage == other.impl_->storage;
+}
 bool Tensor::is_same_size(const Tensor& other) const {
   checkDefined("is_same_size");
   WEFT_CHECK(other.defined(), Value, "is_same_size: called with an undefined tensor");

@@ -205,6 +205,7 @@ ir::ValueId TraceContext::valueOf(const Tensor& t) {
   current.push_back(v);
   stateIndex[impl] = index;
   gradBefore.push_back(t.grad());
+  requiresGradBefore.push_back(t.requires_grad());
   return v;
 }
 
@@ -215,7 +216,28 @@ Tensor TraceContext::traced(ir::ValueId v) {
   impl->trace = this;
   impl->traceValue = v;
   made.push_back(impl);
+  viewOrigins.erase(impl.get()); // an earlier tensor's, at the same address
   return Tensor(impl);
+}
+
+ViewOrigin TraceContext::originOf(const Tensor& t) const {
+  const TensorImpl* impl = t.impl().get();
+  ViewOrigin o;
+  if (impl->trace != this) { // a real tensor; one the function made is computed on every call
+    if (impl->madeInTrace)
+      o.computed = impl;
+    else
+      o.real = t.impl();
+    return o;
+  }
+  if (auto it = viewOrigins.find(impl); it != viewOrigins.end()) return it->second;
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (arguments[i].impl().get() == impl) {
+      o.argument = static_cast<int32_t>(i);
+      return o;
+    }
+  o.computed = impl;
+  return o;
 }
 
 Tensor TraceContext::record(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs,
@@ -237,6 +259,11 @@ Tensor TraceContext::record(OpCode op, std::span<const Tensor> inputs, const Att
       o.offset = in.offset + view->offset;
       o.viewBase = in.viewBase ? in.viewBase : inputs[0].impl();
       o.traceVersion = writesTo(o.viewBase.get());
+      ViewOrigin origin = originOf(inputs[0]);
+      if (origin.real.expired() && origin.argument < 0 && origin.computed == nullptr)
+        origin.computed = inputs[0].impl().get(); // a real tensor gone since: compute it
+      origin.views.emplace_back(op, attrs);
+      viewOrigins[out.impl().get()] = std::move(origin);
     }
   }
   return out;
@@ -290,6 +317,7 @@ void TraceContext::backward(const Tensor& root, const Tensor& gradient) {
       wrt.push_back(a.impl()->traceValue);
     }
   ir::ValueId seed = gradient.defined() ? valueOf(gradient) : ir::kNoValue;
+  checkRequiresGrad(root, wrt);
   auto grads = passes::appendGradients(graph, valueOf(root), wrt, seed, customRules());
   if (!grads) throwError(grads.diagnostic().kind, grads.diagnostic().message);
   for (size_t k = 0; k < leaves.size(); ++k) {
@@ -299,6 +327,16 @@ void TraceContext::backward(const Tensor& root, const Tensor& gradient) {
     Tensor add = traced(g);
     leaves[k].set_grad(prev.defined() ? prev + add : add); // accumulates, as eager backward does
   }
+}
+
+void TraceContext::checkRequiresGrad(const Tensor& root, const std::vector<ir::ValueId>& wrt) {
+  const bool differentiable =
+      root.impl()->trace != this
+          ? root.requires_grad()
+          : passes::differentiablyDependsOn(graph, wrt,
+                                            customRules())[static_cast<size_t>(valueOf(root))];
+  WEFT_CHECK(differentiable, Value,
+             "element 0 of tensors does not require grad and does not have a grad_fn");
 }
 
 std::vector<Tensor> TraceContext::grad(const Tensor& output, const std::vector<Tensor>& inputs,

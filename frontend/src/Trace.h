@@ -30,6 +30,20 @@ struct ArgumentWrite {
   int32_t output = -1;
 };
 
+/// What a traced tensor views, as eager code made it: the tensor at the root of its chain of view
+/// ops (an argument, a real tensor made outside the function, or a value the function computed)
+/// and the view ops from there. An output of a compiled function aliases what eager's does.
+struct ViewOrigin {
+  /// The argument at the root, or -1.
+  int32_t argument = -1;
+  /// The real tensor at the root (captured, made outside the function), if any.
+  std::weak_ptr<TensorImpl> real;
+  /// A computed root: outputs with the same one are one tensor, or views of one, eagerly.
+  const TensorImpl* computed = nullptr;
+  /// The view ops from the root, in order.
+  std::vector<std::pair<OpCode, Attrs>> views;
+};
+
 /// What the traced code did to a random generator, in program order, redone on every call.
 struct GeneratorEvent {
   /// Draw: a random node took the next offset. Seed: made or manual_seed (offset 0). Offset:
@@ -55,6 +69,8 @@ struct TraceContext {
   std::unordered_map<const TensorImpl*, size_t> stateIndex;
   /// .grad of each captured leaf when it was captured (restored after tracing).
   std::vector<Tensor> gradBefore;
+  /// Whether each captured tensor required grad when it was captured.
+  std::vector<bool> requiresGradBefore;
   /// Draws and reseeds in program order: each call draws fresh numbers at the generators' counters.
   std::vector<GeneratorEvent> generatorEvents;
   /// Each generator the trace touched, with its seed and offset before (restored by finish()).
@@ -108,6 +124,12 @@ struct TraceContext {
   std::unordered_map<const TensorImpl*, uint64_t> writes;
   /// Real views (made outside the trace) read inside it: their value, and the writes it reflects.
   std::unordered_map<const TensorImpl*, std::pair<ir::ValueId, uint64_t>> realViews;
+  /// Each traced view, with what it views (see ViewOrigin).
+  std::unordered_map<const TensorImpl*, ViewOrigin> viewOrigins;
+  /// What `t`, an output of the function, aliases eagerly.
+  ViewOrigin originOf(const Tensor& t) const;
+  /// What each output of the function aliases (set as the function returns).
+  std::vector<ViewOrigin> outputOrigins;
 
   /// The graph value `t` stands for; real tensors become state inputs, views are read from their
   /// base's current value.
@@ -121,6 +143,9 @@ struct TraceContext {
   void assign(Tensor& self, const Tensor& result, const char* op);
   /// loss.backward() inside a trace: appends the backward graph and sets the leaves' .grad.
   void backward(const Tensor& root, const Tensor& gradient);
+  /// Raises eager's error when `root` depends differentiably on none of `wrt` (every leaf that
+  /// requires grad): backward() of a value that does not require grad.
+  void checkRequiresGrad(const Tensor& root, const std::vector<ir::ValueId>& wrt);
   /// autograd::grad inside a trace.
   std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,
                            const Tensor& gradOutput);

@@ -162,6 +162,8 @@ public:
   const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
   /// True if both handles refer to one tensor.
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  /// True if both tensors view one storage (LibTorch's is_alias_of; traced tensors alias nothing).
+  bool is_alias_of(const Tensor& other) const;
 
   // ---- conversion and values ----
   Tensor to(DType dtype, WEFT_LOC) const;
