@@ -117,6 +117,44 @@ TEST(DynamicDim, OutputsKeepTheValidRowsAndReductionsIgnoreThePadding) {
   EXPECT_EQ(cf.compiled().num_compiled(), 3u); // buckets 8, 2, 4
 }
 
+TEST(DynamicDim, BatchNormAndLossesCountTheValidRows) {
+  // Batch statistics with running stats written back, cross_entropy with class probabilities and
+  // kl_div's batchmean divide by the number of rows: inside the bucket they count the valid ones.
+  struct Net {
+    nn::BatchNorm1d bn{nn::BatchNorm1dOptions(4)};
+    Tensor w = randn({4, 3}, kFloat64, Generator(3)).requires_grad_();
+    Net() { bn->to(kFloat64); }
+    Tensor step(const Tensor& x, const Tensor& p) {
+      Tensor logits = bn(x).matmul(w);
+      Tensor loss =
+          nn::functional::cross_entropy(logits, p) +
+          nn::functional::kl_div(logits.log_softmax(1), p, nn::KLDivLossOptions().batchmean(true));
+      loss.backward();
+      NoGradGuard ng;
+      for (Tensor t : {w, bn->weight, bn->bias}) {
+        t.sub_(t.grad() * 0.1);
+        t.grad().zero_();
+      }
+      return loss;
+    }
+  } eager, compiled;
+  auto step = compile([&](const Tensor& x, const Tensor& p) { return compiled.step(x, p); },
+                      CompileOptions().dynamic_dim(0));
+  Generator data(4);
+  for (int64_t n : {5, 3, 7, 6}) {
+    Tensor x = randn({n, 4}, kFloat64, data), p = randn({n, 3}, kFloat64, data).softmax(1);
+    double le = eager.step(x, p).item<double>(), lc = step(x, p).item<double>();
+    // float64, padded rows masked to exact zeros: only summation order differs.
+    ASSERT_NEAR(lc, le, 1e-12 * std::fabs(le)) << n << " rows";
+    for (auto [a, b] : {std::pair{compiled.w, eager.w},
+                        std::pair{compiled.bn->running_mean, eager.bn->running_mean},
+                        std::pair{compiled.bn->running_var, eager.bn->running_var},
+                        std::pair{compiled.bn->weight, eager.bn->weight}})
+      ASSERT_TRUE(allClose(vals(a), vals(b), 1e-10, 1e-12)) << n << " rows";
+  }
+  EXPECT_EQ(step.compiled().num_compiled(), 3u); // buckets 8 and 4, and the first step's .grad
+}
+
 TEST(DynamicDim, CompiledForwardWithEagerBackwardMatchesEager) {
   // Only the model compiled, with a dynamic batch; loss and backward eager. The model also
   // reduces over the rows (a batch mean), so its backward needs the masks too.

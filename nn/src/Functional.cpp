@@ -37,6 +37,17 @@ Shape alongDim(int64_t rank, int64_t dim, int64_t size) {
   return s;
 }
 
+/// How many elements of `x` lie along `dims`, as a 0-d tensor of x's dtype to divide by where
+/// PyTorch divides by a size. Traced, it is ones summed over those dims (constant-folded), so that
+/// under compile()'s dynamic_dim the padded rows do not count, as in mean().
+Tensor countAlong(const Tensor& x, const Shape& dims) {
+  Shape along(static_cast<size_t>(x.dim()), 1);
+  for (int64_t d : dims)
+    along[static_cast<size_t>(d)] = x.size(d);
+  if (autograd::tracing(x)) return full({}, 1.0, x.dtype()).expand(along).sum();
+  return full({}, static_cast<double>(numel(along)), x.dtype());
+}
+
 /// The trailing `n` dimensions of a rank-`rank` tensor.
 Shape trailingDims(int64_t rank, size_t n) {
   Shape dims;
@@ -157,10 +168,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& runningMean, const Tensor& runn
     var = (x - mean).pow(2).mean(dims, true);
     if (runningMean.defined() && runningVar.defined()) {
       NoGradGuard guard;
-      double unbias = static_cast<double>(n) / static_cast<double>(n - 1);
+      Tensor count = countAlong(x, dims);       // the valid rows' count under dynamic_dim
       Tensor rm = runningMean, rv = runningVar; // handles to the same buffers, written in place
       rm.mul_(1 - momentum).add_(mean.reshape({c}), momentum);
-      rv.mul_(1 - momentum).add_(var.reshape({c}) * unbias, momentum);
+      rv.mul_(1 - momentum).add_(var.reshape({c}) * (count / (count - 1)), momentum);
     }
   } else {
     WEFT_CHECK(runningMean.defined() && runningVar.defined(), Value,
@@ -466,9 +477,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     checkSameShape(input, target, "cross_entropy");
     Tensor t = eps > 0 ? target * (1 - eps) + eps / static_cast<double>(classes) : target;
     Tensor per = -(w.defined() ? logp * t * w : logp * t).sum({classDim});
-    if (o.reduction() == Reduction::Mean)
-      return per.sum() * (1.0 / static_cast<double>(std::max<int64_t>(per.numel(), 1)));
-    return reduce(per, o.reduction());
+    return reduce(per, o.reduction()); // PyTorch's mean: the sum over the samples' count
   }
   Picked p = pickTargets(logp, target, o.weight(), o.ignore_index(), "cross_entropy");
   Tensor nll = reduceWeighted(p, o.reduction());
@@ -515,7 +524,7 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions&
                     ? target.exp() * (target - input)
                     : where(target > 0, target * target.log(), zeros_like(target)) - target * input;
   if (o.batchmean() && o.reduction() == Reduction::Mean)
-    return loss.sum() * (1.0 / static_cast<double>(input.dim() > 0 ? input.size(0) : 1));
+    return input.dim() > 0 ? loss.sum() / countAlong(input, {0}) : loss.sum();
   return reduce(loss, o.reduction());
 }
 
