@@ -124,6 +124,28 @@ TEST(InPlace, EachFormWritesWhatItsOutOfPlaceFormReturns) {
          return r;
        }},
       {"addr_", [&](Tensor& t) { t.addr_(v, w); }, [&](const Tensor& t) { return t.addr(v, w); }},
+      {"remainder_", [&](Tensor& t) { t.remainder_(y); },
+       [&](const Tensor& t) { return t.remainder(y); }},
+      {"remainder_ scalar", [](Tensor& t) { t.remainder_(0.3); },
+       [](const Tensor& t) { return t.remainder(0.3); }},
+      {"lerp_", [&](Tensor& t) { t.lerp_(y, x.abs()); },
+       [&](const Tensor& t) { return t.lerp(y, x.abs()); }},
+      {"lerp_ scalar", [&](Tensor& t) { t.lerp_(y, 0.25); },
+       [&](const Tensor& t) { return t.lerp(y, 0.25); }},
+      {"masked_fill_", [&](Tensor& t) { t.masked_fill_(y > 0, 2.0); },
+       [&](const Tensor& t) { return t.masked_fill(y > 0, 2.0); }},
+      {"index_fill_", [](Tensor& t) { t.index_fill_(1, tensor({2, 0}), -1.0); },
+       [](const Tensor& t) { return t.index_fill(1, tensor({2, 0}), -1.0); }},
+      {"index_copy_", [&](Tensor& t) { t.index_copy_(0, tensor({1}), y.narrow(0, 0, 1)); },
+       [&](const Tensor& t) { return t.index_copy(0, tensor({1}), y.narrow(0, 0, 1)); }},
+      {"clamp_min_", [](Tensor& t) { t.clamp_min_(0.1); },
+       [](const Tensor& t) { return t.clamp(0.1); }},
+      {"clamp_max_", [](Tensor& t) { t.clamp_max_(0.1); },
+       [](const Tensor& t) { return t.clamp(std::nullopt, 0.1); }},
+      {"add_ scalar alpha", [](Tensor& t) { t.add_(0.5, 3); },
+       [](const Tensor& t) { return t + 1.5; }},
+      {"sub_ scalar alpha", [](Tensor& t) { t.sub_(2, 0.25); },
+       [](const Tensor& t) { return t - 0.5; }},
       {"baddbmm_",
        [&](Tensor& t) {
          Tensor s = t.reshape({2, 1, 3}).expand({2, 2, 3}).contiguous();
@@ -159,6 +181,49 @@ TEST(InPlace, EachFormWritesWhatItsOutOfPlaceFormReturns) {
     });
     EXPECT_TRUE(allClose(compiled(x), want, 0, 0));
   }
+}
+
+/// The free functions and other names weft/TensorMethods.inc generates are their methods.
+TEST(InPlace, GeneratedFunctionsAndOtherNamesAreTheirMethods) {
+  const Tensor x = tensor({0.25, -0.5, 0.75, 0.0, 0.9, -0.3}).reshape({2, 3}).to(kFloat32);
+  const Tensor y = tensor({0.5, -0.5, 0.25, 2.0, -0.9, 0.1}).reshape({2, 3}).to(kFloat32);
+  const std::vector<std::pair<Tensor, Tensor>> same = {
+      {absolute(x), x.abs()},
+      {arccos(x), x.acos()},
+      {arcsinh(x), x.asinh()},
+      {negative(x), -x},
+      {fix(x), x.trunc()},
+      {sgn(x), x.sign()},
+      {arctan2(x, y), x.atan2(y)},
+      {clip(x, -0.2, 0.2), x.clamp(-0.2, 0.2)},
+      {clamp_min(x, 0.1), x.clamp(0.1)},
+      {clamp_max(x, 0.1), x.clamp(std::nullopt, 0.1)},
+      {true_divide(x, y), x / y},
+      {divide(x, 2.0), x / 2.0},
+      {multiply(x, y), x * y},
+      {subtract(x, y, 2.0), x - y * 2.0},
+      {greater(x, y), x > y},
+      {less_equal(x, 0.25), x <= 0.25},
+      {not_equal(x, y), x != y},
+      {square(x), x * x},
+      {frac(x), x.frac()},
+      {remainder(x, 0.3), x.remainder(0.3)},
+      {lerp(x, y, 0.5), x.lerp(y, 0.5)},
+      {masked_fill(x, y > 0, 1.0), x.masked_fill(y > 0, 1.0)},
+      {index_fill(x, 1, tensor({1}), 0.0), x.index_fill(1, tensor({1}), 0.0)},
+      {ravel(x), x.reshape({-1})},
+      {swapaxes(x, 0, 1), x.t()},
+      {moveaxis(x, 0, 1), x.t()},
+      {ger(x.select(0, 0), y.select(0, 1)), outer(x.select(0, 0), y.select(0, 1))},
+      {x.expand_as(ones({4, 2, 3})), x.expand({4, 2, 3})},
+  };
+  for (size_t i = 0; i < same.size(); ++i)
+    EXPECT_TRUE(allClose(same[i].first, same[i].second, 0, 0)) << "pair " << i;
+  EXPECT_EQ(split_with_sizes(x, {1, 2}, 1).size(), 2u);
+  EXPECT_EQ(unsafe_chunk(x, 3, 1).size(), 3u);
+  // An in-place form reports its own name for an undefined tensor, like the hand-written ones.
+  Tensor undefined;
+  expectError<ValueError>([&] { undefined.sinc_(); }, "sinc_: called on an undefined tensor");
 }
 
 /// The in-place form takes over the history: the gradient through x.sinc_() is sinc's, through

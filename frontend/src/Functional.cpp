@@ -1,8 +1,8 @@
 // Composite ops built from primitives: shape ops, convolution, pooling, embedding, activations,
 // pointwise arithmetic (square, clamp_min/max, nan_to_num, lerp, addcmul, addcdiv, logaddexp,
 // frac, deg2rad, rad2deg, hypot, fmax/fmin, float_power, logaddexp2, ldexp, sinc, logit, xlogy,
-// signbit, copysign, heaviside), comparisons (isclose, allclose, equal), type_as, new_* factories,
-// and aliases under NumPy's and PyTorch's other names (absolute, arccos, negative, fix, clip, ...).
+// signbit, copysign, heaviside), comparisons (isclose, allclose, equal), type_as and new_*
+// factories.
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
@@ -368,14 +368,6 @@ Tensor one_hot(const Tensor& indices, int64_t numClasses, std::source_location l
   return (indices.unsqueeze(-1) == arange(numClasses)).to(DType::Int64);
 }
 
-Tensor Tensor::clamp_min(Scalar lo, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::clamp(*this, lo, std::nullopt);
-}
-Tensor Tensor::clamp_max(Scalar hi, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::clamp(*this, std::nullopt, hi);
-}
 Tensor Tensor::square(std::source_location loc) const {
   CallSite cs(loc);
   Tensor x = dtype() == DType::Bool ? cast(*this, DType::Int64) : *this; // as pow(x, 2)
@@ -443,10 +435,6 @@ Tensor Tensor::addcdiv(const Tensor& t1, const Tensor& t2, Scalar value,
   return *this + t1 * value / t2;
 }
 
-Tensor Tensor::arctan2(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return atan2(other);
-}
 Tensor logaddexp(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(a.defined() && b.defined(), Value, "logaddexp: called with an undefined tensor");
@@ -456,10 +444,6 @@ Tensor logaddexp(const Tensor& a, const Tensor& b, std::source_location loc) {
   Tensor x = a.to(t), y = b.to(t);
   Tensor r = maximum(x, y) + (x - y).abs().neg().exp().log1p();
   return where(x.eq(y).logical_and(x.isinf()), x, r); // inf - inf would be NaN
-}
-Tensor Tensor::logaddexp(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::logaddexp(*this, other);
 }
 Tensor Tensor::frac(std::source_location loc) const {
   CallSite cs(loc);
@@ -486,29 +470,15 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool 
   Tensor error = (x - y).abs();
   return close.logical_or(error.isfinite().logical_and(error.le(y.abs() * rtol + atol)));
 }
-Tensor Tensor::isclose(const Tensor& other, double rtol, double atol, bool equalNan,
-                       std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::isclose(*this, other, rtol, atol, equalNan);
-}
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equalNan,
               std::source_location loc) {
   CallSite cs(loc);
   return isclose(a, b, rtol, atol, equalNan).all().item<bool>();
 }
-bool Tensor::allclose(const Tensor& other, double rtol, double atol, bool equalNan,
-                      std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::allclose(*this, other, rtol, atol, equalNan);
-}
 bool equal(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(a.defined() && b.defined(), Value, "equal: called with an undefined tensor");
   return a.sizes() == b.sizes() && a.eq(b).all().item<bool>();
-}
-bool Tensor::equal(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::equal(*this, other);
 }
 
 Tensor Tensor::type_as(const Tensor& other, std::source_location loc) const {
@@ -537,41 +507,6 @@ Tensor Tensor::new_empty(Shape shape, std::source_location loc) const {
   return empty(std::move(shape), dtype());
 }
 
-// Aliases under NumPy's and PyTorch's other names.
-#define WEFT_ALIAS(alias, op)                                                                      \
-  Tensor Tensor::alias(std::source_location loc) const {                                           \
-    CallSite cs(loc);                                                                              \
-    return op();                                                                                   \
-  }
-WEFT_ALIAS(absolute, abs)
-WEFT_ALIAS(arccos, acos)
-WEFT_ALIAS(arcsin, asin)
-WEFT_ALIAS(arctan, atan)
-WEFT_ALIAS(arccosh, acosh)
-WEFT_ALIAS(arcsinh, asinh)
-WEFT_ALIAS(arctanh, atanh)
-WEFT_ALIAS(negative, neg)
-WEFT_ALIAS(fix, trunc)
-WEFT_ALIAS(sgn, sign)
-#undef WEFT_ALIAS
-#define WEFT_BINARY_ALIAS(alias, op)                                                               \
-  Tensor Tensor::alias(const Tensor& other, std::source_location loc) const {                      \
-    CallSite cs(loc);                                                                              \
-    return op(other);                                                                              \
-  }                                                                                                \
-  Tensor Tensor::alias(Scalar other, std::source_location loc) const {                             \
-    CallSite cs(loc);                                                                              \
-    return op(other);                                                                              \
-  }
-WEFT_BINARY_ALIAS(true_divide, div)
-WEFT_BINARY_ALIAS(divide, div)
-WEFT_BINARY_ALIAS(multiply, mul)
-WEFT_BINARY_ALIAS(greater, gt)
-WEFT_BINARY_ALIAS(greater_equal, ge)
-WEFT_BINARY_ALIAS(less, lt)
-WEFT_BINARY_ALIAS(less_equal, le)
-WEFT_BINARY_ALIAS(not_equal, ne)
-#undef WEFT_BINARY_ALIAS
 #define WEFT_ITSELF(name)                                                                          \
   Tensor Tensor::name(std::source_location loc) const {                                            \
     CallSite cs(loc);                                                                              \
@@ -603,10 +538,6 @@ Tensor Tensor::angle(std::source_location loc) const {
   Tensor pi = where(x.lt(0), full({}, std::numbers::pi, x.dtype()), zeros({}, x.dtype()));
   return where(x.ne(x), x.detach(), pi) + x.sign() * 0.0;
 }
-Tensor angle(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.angle();
-}
 namespace {
 /// Where `x` is the infinity `inf` (false everywhere for integers).
 Tensor isInfinity(const Tensor& x, double inf, const char* op) {
@@ -618,17 +549,9 @@ Tensor Tensor::isposinf(std::source_location loc) const {
   CallSite cs(loc);
   return isInfinity(*this, std::numeric_limits<double>::infinity(), "isposinf");
 }
-Tensor isposinf(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.isposinf();
-}
 Tensor Tensor::isneginf(std::source_location loc) const {
   CallSite cs(loc);
   return isInfinity(*this, -std::numeric_limits<double>::infinity(), "isneginf");
-}
-Tensor isneginf(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.isneginf();
 }
 Tensor Tensor::isreal(std::source_location loc) const {
   CallSite cs(loc);
@@ -651,23 +574,6 @@ Tensor Tensor::prelu(const Tensor& weight, std::source_location loc) const {
   Tensor w = weight.reshape(ws.empty() ? Shape{} : ws);
   return where(gt(0), *this, w * *this);
 }
-Tensor prelu(const Tensor& x, const Tensor& weight, std::source_location loc) {
-  CallSite cs(loc);
-  return x.prelu(weight);
-}
-Tensor Tensor::clip(std::optional<Scalar> min, std::optional<Scalar> max,
-                    std::source_location loc) const {
-  CallSite cs(loc);
-  return clamp(min, max);
-}
-Tensor Tensor::subtract(const Tensor& other, Scalar alpha, std::source_location loc) const {
-  CallSite cs(loc);
-  return sub(other, alpha);
-}
-Tensor Tensor::subtract(Scalar other, Scalar alpha, std::source_location loc) const {
-  CallSite cs(loc);
-  return sub(other, alpha);
-}
 Tensor Tensor::positive(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("positive");
@@ -685,18 +591,10 @@ Tensor Tensor::deg2rad(std::source_location loc) const {
   checkDefined("deg2rad");
   return floatingOrFloat32(*this) * (std::numbers::pi / 180.0);
 }
-Tensor deg2rad(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.deg2rad();
-}
 Tensor Tensor::rad2deg(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("rad2deg");
   return floatingOrFloat32(*this) * (180.0 / std::numbers::pi);
-}
-Tensor rad2deg(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.rad2deg();
 }
 
 namespace {
@@ -722,10 +620,6 @@ Tensor hypot(const Tensor& a, const Tensor& b, std::source_location loc) {
   Tensor r = (x * x + y * y).sqrt();
   return where(x.isinf().logical_or(y.isinf()), full({}, INFINITY, r.dtype()), r);
 }
-Tensor Tensor::hypot(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::hypot(*this, other);
-}
 
 namespace {
 
@@ -744,17 +638,9 @@ Tensor fmax(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
   return pickIgnoringNaN(a, b, true, "fmax");
 }
-Tensor Tensor::fmax(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::fmax(*this, other);
-}
 Tensor fmin(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
   return pickIgnoringNaN(a, b, false, "fmin");
-}
-Tensor Tensor::fmin(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::fmin(*this, other);
 }
 
 Tensor Tensor::float_power(const Tensor& exponent, std::source_location loc) const {
@@ -779,19 +665,11 @@ Tensor logaddexp2(const Tensor& a, const Tensor& b, std::source_location loc) {
   Tensor r = maximum(x, y) + (x - y).abs().neg().exp2().log1p() * (1.0 / std::numbers::ln2);
   return where(x.eq(y).logical_and(x.isinf()), x, r); // inf - inf would be NaN
 }
-Tensor Tensor::logaddexp2(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::logaddexp2(*this, other);
-}
 
 Tensor ldexp(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
   auto [x, y] = floatingPair(a, b, "ldexp");
   return x * y.exp2();
-}
-Tensor Tensor::ldexp(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::ldexp(*this, other);
 }
 
 Tensor Tensor::sinc(std::source_location loc) const {
@@ -802,10 +680,6 @@ Tensor Tensor::sinc(std::source_location loc) const {
   // never divides by zero (whose NaN would reach the gradient).
   Tensor zero = x.eq(0.0), safe = where(zero, full({}, 1.0, x.dtype()), x) * std::numbers::pi;
   return where(zero, full({}, 1.0, x.dtype()), safe.sin() / safe);
-}
-Tensor sinc(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.sinc();
 }
 
 Tensor Tensor::polygamma(int64_t n, std::source_location loc) const {
@@ -840,10 +714,6 @@ Tensor Tensor::mvlgamma(int64_t p, std::source_location loc) const {
   const double pd = static_cast<double>(p);
   return sum + pd * (pd - 1) / 4 * std::log(std::numbers::pi);
 }
-Tensor mvlgamma(const Tensor& x, int64_t p, std::source_location loc) {
-  CallSite cs(loc);
-  return x.mvlgamma(p);
-}
 
 Tensor Tensor::logit(std::optional<double> eps, std::source_location loc) const {
   CallSite cs(loc);
@@ -852,10 +722,6 @@ Tensor Tensor::logit(std::optional<double> eps, std::source_location loc) const 
   if (eps) z = z.clamp(*eps, 1.0 - *eps);
   // log(z) - log(1 - z): at 0 and 1 an infinite gradient, as PyTorch's 1 / (z (1 - z)).
   return z.log() - z.neg().log1p();
-}
-Tensor logit(const Tensor& x, std::optional<double> eps, std::source_location loc) {
-  CallSite cs(loc);
-  return x.logit(eps);
 }
 
 namespace {
@@ -874,32 +740,12 @@ Tensor xlogy(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
   return xTimesLog(a, b, false, "xlogy");
 }
-Tensor Tensor::xlogy(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::xlogy(*this, other);
-}
 
 Tensor xlog1py(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
   return xTimesLog(a, b, true, "xlog1py");
 }
-Tensor Tensor::xlog1py(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::xlog1py(*this, other);
-}
 
-Tensor Tensor::nonzero(std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::nonzero(*this);
-}
-Tensor Tensor::argwhere(std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::nonzero(*this);
-}
-Tensor argwhere(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return weft::nonzero(x);
-}
 
 Tensor Tensor::signbit(std::source_location loc) const {
   CallSite cs(loc);
@@ -909,10 +755,6 @@ Tensor Tensor::signbit(std::source_location loc) const {
   // Negative, or a zero whose reciprocal is -inf (-0.0). A NaN counts as positive: its sign bit
   // is not visible to comparisons.
   return lt(0).logical_or(eq(0).logical_and(reciprocal().lt(0)));
-}
-Tensor signbit(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.signbit();
 }
 
 Tensor Tensor::copysign(const Tensor& other, std::source_location loc) const {

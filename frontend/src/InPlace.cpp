@@ -1,5 +1,5 @@
-// In-place forms of methods computed out of place (x.sinc_() writes x.sinc() into x), random fills
-// of other distributions, and fill_diagonal_. Each goes through the same write as the op table's
+// Random fills of other distributions, fill_diagonal_, and the in-place forms that check more than
+// the generated ones (TensorMethods.cpp). Each goes through the same write as the op table's
 // in-place forms (assignInPlace): shape and dtype checked, the version bumped, the autograd
 // history taken over, and inside compile() a traced assignment.
 #include "InPlace.h"
@@ -12,14 +12,6 @@
 
 namespace weft {
 namespace {
-
-/// self = f(self): `f` computes from inPlaceSource(self, other) (a recorded copy where autograd
-/// records the op, so its node never saves memory the write overwrites).
-template <typename F>
-Tensor& inPlace(Tensor& self, const char* op, F&& f, const Tensor& other = {}) {
-  WEFT_CHECK(self.defined(), Value, op, ": called on an undefined tensor");
-  return assignInPlace(self, f(inPlaceSource(self, other)), op);
-}
 
 /// Checks that `self` is a floating tensor for a random fill `op`.
 void checkFloating(const Tensor& self, const char* op) {
@@ -130,228 +122,26 @@ Tensor& Tensor::fill_diagonal_(Scalar value, bool wrap, std::source_location loc
   return masked_fill_(mask, value);
 }
 
-Tensor& Tensor::absolute_(std::source_location loc) {
-  CallSite cs(loc);
-  return abs_();
-}
-Tensor& Tensor::negative_(std::source_location loc) {
-  CallSite cs(loc);
-  return neg_();
-}
-Tensor& Tensor::sgn_(std::source_location loc) {
-  CallSite cs(loc);
-  return sign_();
-}
-Tensor& Tensor::fix_(std::source_location loc) {
-  CallSite cs(loc);
-  return trunc_();
-}
-Tensor& Tensor::arccos_(std::source_location loc) {
-  CallSite cs(loc);
-  return acos_();
-}
-Tensor& Tensor::arcsin_(std::source_location loc) {
-  CallSite cs(loc);
-  return asin_();
-}
-Tensor& Tensor::arctan_(std::source_location loc) {
-  CallSite cs(loc);
-  return atan_();
-}
-Tensor& Tensor::arccosh_(std::source_location loc) {
-  CallSite cs(loc);
-  return acosh_();
-}
-Tensor& Tensor::arcsinh_(std::source_location loc) {
-  CallSite cs(loc);
-  return asinh_();
-}
-Tensor& Tensor::arctanh_(std::source_location loc) {
-  CallSite cs(loc);
-  return atanh_();
-}
 Tensor& Tensor::conj_physical_(std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(defined(), Value, "conj_physical_: called on an undefined tensor");
   return *this; // real tensors are their own conjugate
 }
-Tensor& Tensor::square_(std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "square_", [](const Tensor& x) { return x.square(); });
-}
-Tensor& Tensor::frac_(std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "frac_", [](const Tensor& x) { return x.frac(); });
-}
-Tensor& Tensor::sinc_(std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "sinc_", [](const Tensor& x) { return x.sinc(); });
-}
-Tensor& Tensor::deg2rad_(std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "deg2rad_", [](const Tensor& x) { return x.deg2rad(); });
-}
-Tensor& Tensor::rad2deg_(std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "rad2deg_", [](const Tensor& x) { return x.rad2deg(); });
-}
-Tensor& Tensor::logit_(std::optional<double> eps, std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "logit_", [&](const Tensor& x) { return x.logit(eps); });
-}
-Tensor& Tensor::nan_to_num_(std::optional<double> nan, std::optional<double> posinf,
-                            std::optional<double> neginf, std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "nan_to_num_",
-                 [&](const Tensor& x) { return x.nan_to_num(nan, posinf, neginf); });
-}
-Tensor& Tensor::polygamma_(int64_t n, std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "polygamma_", [&](const Tensor& x) { return x.polygamma(n); });
-}
-Tensor& Tensor::mvlgamma_(int64_t p, std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "mvlgamma_", [&](const Tensor& x) { return x.mvlgamma(p); });
-}
-Tensor& Tensor::clip_(std::optional<Scalar> min, std::optional<Scalar> max,
-                      std::source_location loc) {
-  CallSite cs(loc);
-  return clamp_(min, max);
-}
-Tensor& Tensor::renorm_(double p, int64_t dim, double maxnorm, std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "renorm_", [&](const Tensor& x) { return x.renorm(p, dim, maxnorm); });
-}
-Tensor& Tensor::cumsum_(int64_t dim, std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "cumsum_", [&](const Tensor& x) { return x.cumsum(dim); });
-}
-Tensor& Tensor::cumprod_(int64_t dim, std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "cumprod_", [&](const Tensor& x) { return x.cumprod(dim); });
-}
-Tensor& Tensor::tril_(int64_t diagonal, std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "tril_", [&](const Tensor& x) { return x.tril(diagonal); });
-}
-Tensor& Tensor::triu_(int64_t diagonal, std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "triu_", [&](const Tensor& x) { return x.triu(diagonal); });
-}
 
-// Comparisons and logical ops: the bool result written as 1 or 0 in this tensor's dtype.
-#define WEFT_IN_PLACE_BINARY(name, call)                                                           \
-  Tensor& Tensor::name##_(const Tensor& other, std::source_location loc) {                         \
-    CallSite cs(loc);                                                                              \
-    return inPlace(                                                                                \
-        *this, #name "_", [&](const Tensor& x) { return x.call(other); }, other);                  \
-  }
-#define WEFT_IN_PLACE_BINARY_SCALAR(name, call)                                                    \
-  WEFT_IN_PLACE_BINARY(name, call)                                                                 \
-  Tensor& Tensor::name##_(Scalar other, std::source_location loc) {                                \
-    CallSite cs(loc);                                                                              \
-    return inPlace(*this, #name "_", [&](const Tensor& x) { return x.call(other); });              \
-  }
-WEFT_IN_PLACE_BINARY_SCALAR(eq, eq)
-WEFT_IN_PLACE_BINARY_SCALAR(ne, ne)
-WEFT_IN_PLACE_BINARY_SCALAR(lt, lt)
-WEFT_IN_PLACE_BINARY_SCALAR(le, le)
-WEFT_IN_PLACE_BINARY_SCALAR(gt, gt)
-WEFT_IN_PLACE_BINARY_SCALAR(ge, ge)
-WEFT_IN_PLACE_BINARY_SCALAR(greater, gt)
-WEFT_IN_PLACE_BINARY_SCALAR(greater_equal, ge)
-WEFT_IN_PLACE_BINARY_SCALAR(less, lt)
-WEFT_IN_PLACE_BINARY_SCALAR(less_equal, le)
-WEFT_IN_PLACE_BINARY_SCALAR(not_equal, ne)
-WEFT_IN_PLACE_BINARY_SCALAR(copysign, copysign)
-WEFT_IN_PLACE_BINARY(logical_and, logical_and)
-WEFT_IN_PLACE_BINARY(logical_or, logical_or)
-WEFT_IN_PLACE_BINARY(logical_xor, logical_xor)
-WEFT_IN_PLACE_BINARY(atan2, atan2)
-WEFT_IN_PLACE_BINARY(arctan2, atan2)
-WEFT_IN_PLACE_BINARY(hypot, hypot)
-WEFT_IN_PLACE_BINARY(ldexp, ldexp)
-WEFT_IN_PLACE_BINARY(xlogy, xlogy)
-WEFT_IN_PLACE_BINARY(heaviside, heaviside)
-#undef WEFT_IN_PLACE_BINARY_SCALAR
-#undef WEFT_IN_PLACE_BINARY
 
 Tensor& Tensor::float_power_(const Tensor& exponent, std::source_location loc) {
   CallSite cs(loc);
   checkFloat64Base(*this);
-  return inPlace(
+  return inPlaceOf(
       *this, "float_power_", [&](const Tensor& x) { return x.float_power(exponent); }, exponent);
 }
 Tensor& Tensor::float_power_(Scalar exponent, std::source_location loc) {
   CallSite cs(loc);
   checkFloat64Base(*this);
-  return inPlace(*this, "float_power_", [&](const Tensor& x) { return x.float_power(exponent); });
+  return inPlaceOf(*this, "float_power_",
+                   [&](const Tensor& x) { return x.float_power(exponent); });
 }
 
-Tensor& Tensor::true_divide_(const Tensor& other, std::source_location loc) {
-  CallSite cs(loc);
-  return div_(other);
-}
-Tensor& Tensor::true_divide_(Scalar other, std::source_location loc) {
-  CallSite cs(loc);
-  return div_(other);
-}
-Tensor& Tensor::divide_(const Tensor& other, std::source_location loc) {
-  CallSite cs(loc);
-  return div_(other);
-}
-Tensor& Tensor::divide_(Scalar other, std::source_location loc) {
-  CallSite cs(loc);
-  return div_(other);
-}
-Tensor& Tensor::multiply_(const Tensor& other, std::source_location loc) {
-  CallSite cs(loc);
-  return mul_(other);
-}
-Tensor& Tensor::multiply_(Scalar other, std::source_location loc) {
-  CallSite cs(loc);
-  return mul_(other);
-}
-Tensor& Tensor::subtract_(const Tensor& other, Scalar alpha, std::source_location loc) {
-  CallSite cs(loc);
-  return sub_(other, alpha);
-}
-Tensor& Tensor::subtract_(Scalar other, Scalar alpha, std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(*this, "subtract_", [&](const Tensor& x) { return x.sub(other, alpha); });
-}
 
-Tensor& Tensor::addmm_(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha,
-                       std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(
-      *this, "addmm_", [&](const Tensor& x) { return x.addmm(mat1, mat2, beta, alpha); }, mat1);
-}
-Tensor& Tensor::addmv_(const Tensor& mat, const Tensor& vec, Scalar beta, Scalar alpha,
-                       std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(
-      *this, "addmv_", [&](const Tensor& x) { return x.addmv(mat, vec, beta, alpha); }, mat);
-}
-Tensor& Tensor::addr_(const Tensor& vec1, const Tensor& vec2, Scalar beta, Scalar alpha,
-                      std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(
-      *this, "addr_", [&](const Tensor& x) { return x.addr(vec1, vec2, beta, alpha); }, vec1);
-}
-Tensor& Tensor::baddbmm_(const Tensor& batch1, const Tensor& batch2, Scalar beta, Scalar alpha,
-                         std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(
-      *this, "baddbmm_", [&](const Tensor& x) { return x.baddbmm(batch1, batch2, beta, alpha); },
-      batch1);
-}
-Tensor& Tensor::addbmm_(const Tensor& batch1, const Tensor& batch2, Scalar beta, Scalar alpha,
-                        std::source_location loc) {
-  CallSite cs(loc);
-  return inPlace(
-      *this, "addbmm_", [&](const Tensor& x) { return x.addbmm(batch1, batch2, beta, alpha); },
-      batch1);
-}
 
 } // namespace weft

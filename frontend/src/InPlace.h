@@ -6,6 +6,7 @@
 #include "weft/runtime/OpTable.h"
 
 #include <optional>
+#include <type_traits>
 
 namespace weft {
 
@@ -19,5 +20,21 @@ Tensor inPlaceSource(const Tensor& self, const Tensor& other = {},
 /// Writes `result` into `self` (an in-place op): checks shape and dtype, bumps the version and,
 /// when grad mode is on, makes `result`'s history self's.
 Tensor& assignInPlace(Tensor& self, Tensor result, const char* op);
+
+/// self = f(source), the in-place form `op` of an out-of-place method: `f` computes from
+/// inPlaceSource(self) (a recorded copy where autograd records the op: self or one of the tensor
+/// `args` the method also takes requires grad).
+template <typename F, typename... A>
+Tensor& inPlaceOf(Tensor& self, const char* op, F&& f, const A&... args) {
+  WEFT_CHECK(self.defined(), Value, op, ": called on an undefined tensor");
+  Tensor other;
+  auto note = [&other](const auto& a) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>)
+      if (!other.defined() && a.defined() && a.requires_grad()) other = a;
+  };
+  (note(args), ...);
+  (void)note; // no arguments
+  return assignInPlace(self, f(inPlaceSource(self, other)), op);
+}
 
 } // namespace weft

@@ -18,10 +18,6 @@ Tensor outer(const Tensor& a, const Tensor& b, std::source_location loc) {
              shapeString(a.sizes()), " and ", shapeString(b.sizes()));
   return a.unsqueeze(1) * b.unsqueeze(0);
 }
-Tensor Tensor::outer(const Tensor& vec, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::outer(*this, vec);
-}
 
 Tensor dot(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
@@ -35,10 +31,6 @@ Tensor dot(const Tensor& a, const Tensor& b, std::source_location loc) {
              a.size(0), " and ", b.size(0), " elements respectively");
   return matmul(a, b);
 }
-Tensor Tensor::dot(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::dot(*this, other);
-}
 
 Tensor mv(const Tensor& mat, const Tensor& vec, std::source_location loc) {
   CallSite cs(loc);
@@ -46,10 +38,6 @@ Tensor mv(const Tensor& mat, const Tensor& vec, std::source_location loc) {
   WEFT_CHECK(mat.dim() == 2 && vec.dim() == 1, Shape, "mv: expected a matrix and a vector, got ",
              shapeString(mat.sizes()), " and ", shapeString(vec.sizes()));
   return matmul(mat, vec);
-}
-Tensor Tensor::mv(const Tensor& vec, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::mv(*this, vec);
 }
 
 namespace {
@@ -77,11 +65,6 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar 
              "addmm: self and the matrices must have the same dtype, got ", dtypeName(self.dtype()),
              ", ", dtypeName(mat1.dtype()), " and ", dtypeName(mat2.dtype()));
   return scaledSum(self, mat1.mm(mat2), beta, alpha, "addmm");
-}
-Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha,
-                     std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::addmm(*this, mat1, mat2, beta, alpha);
 }
 
 namespace {
@@ -362,10 +345,6 @@ Tensor inner(const Tensor& a, const Tensor& b, std::source_location loc) {
   };
   return a.reshape({rowsOf(a), k}).matmul(b.reshape({rowsOf(b), k}).t()).reshape(out);
 }
-Tensor Tensor::inner(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::inner(*this, other);
-}
 
 Tensor vdot(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
@@ -373,14 +352,6 @@ Tensor vdot(const Tensor& a, const Tensor& b, std::source_location loc) {
   WEFT_CHECK(a.dim() == 1 && b.dim() == 1, Shape, "vdot: 1D tensors expected, but got ", a.dim(),
              "D and ", b.dim(), "D tensors");
   return dot(a, b);
-}
-Tensor Tensor::vdot(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::vdot(*this, other);
-}
-Tensor Tensor::ger(const Tensor& vec2, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::outer(*this, vec2);
 }
 
 Tensor kron(const Tensor& a, const Tensor& b, std::source_location loc) {
@@ -401,10 +372,6 @@ Tensor kron(const Tensor& a, const Tensor& b, std::source_location loc) {
     out.push_back(*size);
   }
   return (a.reshape(ai) * b.reshape(bi)).reshape(out);
-}
-Tensor Tensor::kron(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::kron(*this, other);
 }
 
 Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim,
@@ -429,31 +396,16 @@ Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim,
   // c_i = a_(i+1) b_(i+2) - a_(i+2) b_(i+1), indices mod 3.
   return ab[0].roll(-1, d) * ab[1].roll(-2, d) - ab[0].roll(-2, d) * ab[1].roll(-1, d);
 }
-Tensor Tensor::cross(const Tensor& other, std::optional<int64_t> dim,
-                     std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::cross(*this, other, dim);
-}
 
 Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta, Scalar alpha,
              std::source_location loc) {
   CallSite cs(loc);
   return scaledSum(self, mv(mat, vec), beta, alpha, "addmv");
 }
-Tensor Tensor::addmv(const Tensor& mat, const Tensor& vec, Scalar beta, Scalar alpha,
-                     std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::addmv(*this, mat, vec, beta, alpha);
-}
 Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, Scalar beta, Scalar alpha,
             std::source_location loc) {
   CallSite cs(loc);
   return scaledSum(self, outer(vec1, vec2), beta, alpha, "addr");
-}
-Tensor Tensor::addr(const Tensor& vec1, const Tensor& vec2, Scalar beta, Scalar alpha,
-                    std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::addr(*this, vec1, vec2, beta, alpha);
 }
 Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, Scalar beta,
                Scalar alpha, std::source_location loc) {
@@ -462,22 +414,12 @@ Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, S
              "baddbmm: called with an undefined tensor");
   return scaledSum(self, batch1.bmm(batch2), beta, alpha, "baddbmm");
 }
-Tensor Tensor::baddbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta, Scalar alpha,
-                       std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::baddbmm(*this, batch1, batch2, beta, alpha);
-}
 Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, Scalar beta,
               Scalar alpha, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(batch1.defined() && batch2.defined(), Value,
              "addbmm: called with an undefined tensor");
   return scaledSum(self, batch1.bmm(batch2).sum({0}), beta, alpha, "addbmm");
-}
-Tensor Tensor::addbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta, Scalar alpha,
-                      std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::addbmm(*this, batch1, batch2, beta, alpha);
 }
 
 Tensor matrix_power(const Tensor& x, int64_t n, std::source_location loc) {
@@ -496,20 +438,12 @@ Tensor matrix_power(const Tensor& x, int64_t n, std::source_location loc) {
   }
   return n == 1 ? x.clone() : result;
 }
-Tensor Tensor::matrix_power(int64_t n, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::matrix_power(*this, n);
-}
 
 Tensor Tensor::dist(const Tensor& other, double p, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("dist");
   WEFT_CHECK(other.defined(), Value, "dist: other is undefined");
   return sub(other).norm(p);
-}
-Tensor dist(const Tensor& x, const Tensor& other, double p, std::source_location loc) {
-  CallSite cs(loc);
-  return x.dist(other, p);
 }
 
 Tensor Tensor::cov(int64_t correction, std::source_location loc) const {
@@ -525,10 +459,6 @@ Tensor Tensor::cov(int64_t correction, std::source_location loc) const {
   Tensor c = centered.matmul(centered.t()) / divisor;
   return dim() < 2 ? c.reshape({}) : c;
 }
-Tensor cov(const Tensor& x, int64_t correction, std::source_location loc) {
-  CallSite cs(loc);
-  return x.cov(correction);
-}
 
 Tensor Tensor::corrcoef(std::source_location loc) const {
   CallSite cs(loc);
@@ -538,10 +468,6 @@ Tensor Tensor::corrcoef(std::source_location loc) const {
   Tensor stddev = c.diagonal().sqrt();
   c = c / stddev.reshape({-1, 1}) / stddev.reshape({1, -1});
   return c.clamp(-1.0, 1.0);
-}
-Tensor corrcoef(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.corrcoef();
 }
 
 // ---- tensordot, pairwise distances, renorm ----
@@ -645,10 +571,6 @@ Tensor Tensor::renorm(double p, int64_t dim, double maxnorm, std::source_locatio
   Tensor scale = where(norms.gt(maxnorm), maxnorm / (norms + 1e-7), ones_like(norms));
   return *this * scale;
 }
-Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm, std::source_location loc) {
-  CallSite cs(loc);
-  return x.renorm(p, dim, maxnorm);
-}
 
 // ---- inverse, determinants, solve ----
 
@@ -657,28 +579,16 @@ Tensor Tensor::inverse(std::source_location loc) const {
   checkDefined("inverse");
   return dispatch(OpCode::Inverse, {*this});
 }
-Tensor inverse(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.inverse();
-}
 Tensor Tensor::det(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("det");
   return dispatch(OpCode::Det, {*this});
-}
-Tensor det(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.det();
 }
 Tensor Tensor::logdet(std::source_location loc) const {
   CallSite cs(loc);
   auto [sign, logabs] = slogdet();
   // NaN for a negative determinant, -inf for a singular matrix, as PyTorch.
   return where(sign.lt(0), full({}, std::nan(""), logabs.dtype()), logabs);
-}
-Tensor logdet(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.logdet();
 }
 std::pair<Tensor, Tensor> Tensor::slogdet(std::source_location loc) const {
   CallSite cs(loc);
@@ -694,10 +604,6 @@ std::pair<Tensor, Tensor> Tensor::slogdet(std::source_location loc) const {
   Tensor scaled = *this / (logabs / static_cast<double>(n)).exp().reshape(s);
   Tensor sign = where(logabs.isinf(), zeros_like(logabs), scaled.det().sign());
   return {sign, logabs};
-}
-std::pair<Tensor, Tensor> slogdet(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.slogdet();
 }
 Tensor linalg_solve(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
@@ -722,10 +628,6 @@ Tensor Tensor::cholesky(bool upper, std::source_location loc) const {
   Tensor l = dispatch(OpCode::Cholesky, {*this});
   return upper ? l.mT() : l;
 }
-Tensor cholesky(const Tensor& a, bool upper, std::source_location loc) {
-  CallSite cs(loc);
-  return a.cholesky(upper);
-}
 Tensor linalg_cholesky(const Tensor& a, bool upper, std::source_location loc) {
   CallSite cs(loc);
   return a.cholesky(upper);
@@ -736,10 +638,6 @@ Tensor Tensor::cholesky_inverse(bool upper, std::source_location loc) const {
   Tensor linv = (upper ? mT() : *this).inverse(); // A^-1 = L^-T L^-1
   return linv.mT().matmul(linv);
 }
-Tensor cholesky_inverse(const Tensor& factor, bool upper, std::source_location loc) {
-  CallSite cs(loc);
-  return factor.cholesky_inverse(upper);
-}
 Tensor Tensor::cholesky_solve(const Tensor& factor, bool upper, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("cholesky_solve");
@@ -749,10 +647,6 @@ Tensor Tensor::cholesky_solve(const Tensor& factor, bool upper, std::source_loca
              shapeString(sizes()), " and ", shapeString(factor.sizes()));
   Tensor linv = (upper ? factor.mT() : factor).inverse();
   return linv.mT().matmul(linv.matmul(*this));
-}
-Tensor cholesky_solve(const Tensor& b, const Tensor& factor, bool upper, std::source_location loc) {
-  CallSite cs(loc);
-  return b.cholesky_solve(factor, upper);
 }
 
 namespace {

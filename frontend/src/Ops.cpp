@@ -435,12 +435,6 @@ Tensor Tensor::remainder(Scalar other, std::source_location loc) const {
   // The divisor in the dtype the op computes in first, as every wrapped number.
   return remainder(wrapScalar(other, computeType(OpCode::Fmod, result_type(*this, other))));
 }
-Tensor remainder(const Tensor& a, const Tensor& b, std::source_location loc) {
-  return a.remainder(b, loc);
-}
-Tensor remainder(const Tensor& a, Scalar b, std::source_location loc) {
-  return a.remainder(b, loc);
-}
 Tensor operator%(LocatedTensor a, const Tensor& b) {
   return a.tensor.remainder(b, a.loc);
 }
@@ -772,11 +766,6 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
   if (hi) r = where(r > *hi, wrapScalar(*hi, result_type(r, *hi)), r);
   return r;
 }
-Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi,
-                     std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::clamp(*this, lo, hi);
-}
 
 // ---- in-place ----
 
@@ -789,8 +778,10 @@ Tensor& Tensor::add_(const Tensor& other, Scalar alpha, std::source_location loc
   }
   return assignInPlace(*this, inPlaceSource(*this, other, OpCode::Add).add(other, alpha), "add_");
 }
-Tensor& Tensor::add_(Scalar other, std::source_location loc) {
+Tensor& Tensor::add_(Scalar other, Scalar alpha, std::source_location loc) {
   CallSite cs(loc);
+  if (alpha.isFloatingPoint() || alpha.toLong() != 1)
+    return assignInPlace(*this, inPlaceSource(*this, {}, OpCode::Add).add(other, alpha), "add_");
   if (binaryInPlace(*this, OpCode::Add, other, "add_")) return *this;
   return assignInPlace(*this, inPlaceSource(*this, {}, OpCode::Add) + other, "add_");
 }
@@ -803,9 +794,11 @@ Tensor& Tensor::sub_(const Tensor& other, Scalar alpha, std::source_location loc
   }
   return assignInPlace(*this, inPlaceSource(*this, other, OpCode::Sub).sub(other, alpha), "sub_");
 }
-Tensor& Tensor::sub_(Scalar other, std::source_location loc) {
+Tensor& Tensor::sub_(Scalar other, Scalar alpha, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(defined(), Value, "sub_: called on an undefined tensor");
+  if (alpha.isFloatingPoint() || alpha.toLong() != 1)
+    return assignInPlace(*this, inPlaceSource(*this, {}, OpCode::Sub).sub(other, alpha), "sub_");
   checkSubtractable(dtype(), other.dtype());
   if (binaryInPlace(*this, OpCode::Sub, other, "sub_")) return *this;
   return assignInPlace(*this, inPlaceSource(*this, {}, OpCode::Sub) - other, "sub_");
@@ -845,23 +838,6 @@ WEFT_BINARY_ASSIGN(bitwise_right_shift_, BitwiseRightShift)
 WEFT_BINARY_ASSIGN(gcd_, Gcd)
 WEFT_BINARY_ASSIGN(lcm_, Lcm)
 #undef WEFT_BINARY_ASSIGN
-Tensor& Tensor::remainder_(const Tensor& other, std::source_location loc) {
-  CallSite cs(loc);
-  return assignInPlace(*this, inPlaceSource(*this, other).remainder(other), "remainder_");
-}
-Tensor& Tensor::remainder_(Scalar other, std::source_location loc) {
-  CallSite cs(loc);
-  return assignInPlace(*this, inPlaceSource(*this).remainder(other), "remainder_");
-}
-Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi,
-                       std::source_location loc) {
-  CallSite cs(loc);
-  return assignInPlace(*this, weft::clamp(inPlaceSource(*this), lo, hi), "clamp_");
-}
-Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value, std::source_location loc) {
-  CallSite cs(loc);
-  return assignInPlace(*this, inPlaceSource(*this).masked_fill(mask, value), "masked_fill_");
-}
 Tensor& Tensor::zero_(std::source_location loc) {
   CallSite cs(loc);
   return fill_(0);
@@ -909,10 +885,6 @@ Tensor matmul(const Tensor& a, const Tensor& b, std::source_location loc) {
   if (b.dim() == 1) return dispatch(OpCode::MatMul, {a, b.unsqueeze(1)}).squeeze(-1);
   return dispatch(OpCode::MatMul, {a, b});
 }
-Tensor Tensor::matmul(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::matmul(*this, other);
-}
 Tensor Tensor::mm(const Tensor& other, std::source_location loc) const {
   CallSite cs(loc);
   WEFT_CHECK(dim() == 2 && other.dim() == 2, Shape, "mm: expected 2-D tensors, got ",
@@ -932,20 +904,11 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, std::source_loc
   CallSite cs(loc);
   return dispatch(OpCode::Gather, {x, index}, Attrs{{"dim", wrapDim(dim, x.dim(), "gather")}});
 }
-Tensor Tensor::gather(int64_t dim, const Tensor& index, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::gather(*this, dim, index);
-}
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                std::source_location loc) {
   CallSite cs(loc);
   return dispatch(OpCode::Scatter, {x, index, src},
                   Attrs{{"dim", wrapDim(dim, x.dim(), "scatter")}});
-}
-Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src,
-                       std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::scatter(*this, dim, index, src);
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                    std::source_location loc) {
@@ -953,21 +916,12 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   return dispatch(OpCode::ScatterAdd, {x, index, src},
                   Attrs{{"dim", wrapDim(dim, x.dim(), "scatter_add")}});
 }
-Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src,
-                           std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::scatter_add(*this, dim, index, src);
-}
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(index.defined() && (index.dtype() == DType::Int64 || index.dtype() == DType::Int32),
              DType, "index_select: expected an int64 or int32 index");
   return dispatch(OpCode::IndexSelect, {x, index.to(DType::Int64)},
                   Attrs{{"dim", wrapDim(dim, x.dim(), "index_select")}});
-}
-Tensor Tensor::index_select(int64_t dim, const Tensor& index, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::index_select(*this, dim, index);
 }
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                  std::source_location loc) {
@@ -977,40 +931,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   return dispatch(OpCode::IndexAdd, {x, index.to(DType::Int64), source},
                   Attrs{{"dim", wrapDim(dim, x.dim(), "index_add")}});
 }
-Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source,
-                         std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::index_add(*this, dim, index, source);
-}
 
-Tensor& Tensor::index_fill_(int64_t dim, const Tensor& index, Scalar value,
-                            std::source_location loc) {
-  CallSite cs(loc);
-  return assignInPlace(*this, inPlaceSource(*this).index_fill(dim, index, value), "index_fill_");
-}
-Tensor& Tensor::index_copy_(int64_t dim, const Tensor& index, const Tensor& source,
-                            std::source_location loc) {
-  CallSite cs(loc);
-  return assignInPlace(*this, inPlaceSource(*this, source).index_copy(dim, index, source),
-                       "index_copy_");
-}
-Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source,
-                           std::source_location loc) {
-  CallSite cs(loc);
-  return assignInPlace(*this, inPlaceSource(*this, source).index_add(dim, index, source),
-                       "index_add_");
-}
-Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src,
-                         std::source_location loc) {
-  CallSite cs(loc);
-  return assignInPlace(*this, inPlaceSource(*this, src).scatter(dim, index, src), "scatter_");
-}
-Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src,
-                             std::source_location loc) {
-  CallSite cs(loc);
-  return assignInPlace(*this, inPlaceSource(*this, src).scatter_add(dim, index, src),
-                       "scatter_add_");
-}
 Tensor& Tensor::pow_(const Tensor& exponent, std::source_location loc) {
   CallSite cs(loc);
   return binaryAssign(*this, OpCode::Pow, exponent, "pow_");
@@ -1018,22 +939,6 @@ Tensor& Tensor::pow_(const Tensor& exponent, std::source_location loc) {
 Tensor& Tensor::pow_(Scalar exponent, std::source_location loc) {
   CallSite cs(loc);
   return assignInPlace(*this, inPlaceSource(*this).pow(exponent), "pow_");
-}
-Tensor& Tensor::clamp_min_(Scalar min, std::source_location loc) {
-  CallSite cs(loc);
-  return clamp_(min, std::nullopt);
-}
-Tensor& Tensor::clamp_max_(Scalar max, std::source_location loc) {
-  CallSite cs(loc);
-  return clamp_(std::nullopt, max);
-}
-Tensor& Tensor::lerp_(const Tensor& end, const Tensor& weight, std::source_location loc) {
-  CallSite cs(loc);
-  return assignInPlace(*this, inPlaceSource(*this, end).lerp(end, weight), "lerp_");
-}
-Tensor& Tensor::lerp_(const Tensor& end, Scalar weight, std::source_location loc) {
-  CallSite cs(loc);
-  return assignInPlace(*this, inPlaceSource(*this, end).lerp(end, weight), "lerp_");
 }
 Tensor& Tensor::addcmul_(const Tensor& t1, const Tensor& t2, Scalar value,
                          std::source_location loc) {

@@ -170,10 +170,6 @@ Tensor Tensor::logsumexp(Dims dims, bool keepdim, std::source_location loc) cons
   Tensor r = (x - m).exp().sum(wd, true).log() + m;
   return keepdim ? r : reduce_op(OpCode::Sum, r, wd, false); // sum over size-1 dims drops them
 }
-Tensor logsumexp(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
-  CallSite cs(loc);
-  return x.logsumexp(std::move(dims), keepdim);
-}
 Tensor Tensor::norm(double p, Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
   WEFT_CHECK(defined(), Value, "norm: called on an undefined tensor");
@@ -255,10 +251,6 @@ Tensor Tensor::cumsum(int64_t d, std::source_location loc) const {
   Tensor x = isFloating(dtype()) ? *this : to(DType::Int64);
   return dispatch(OpCode::CumSum, {x}, Attrs{{"dim", wrapDim(d, dim(), "cumsum")}});
 }
-Tensor cumsum(const Tensor& x, int64_t dim, std::source_location loc) {
-  CallSite cs(loc);
-  return x.cumsum(dim);
-}
 namespace {
 /// Per bin of `bins` equal ones over [lo, hi], how many elements of `x` fall in it (or the sum of
 /// their `weight`): PyTorch's linear bins, (x - lo) * bins / (hi - lo) rounded down, hi itself in
@@ -293,10 +285,6 @@ Tensor Tensor::histc(int64_t bins, double min, double max, std::source_location 
   WEFT_CHECK(std::isfinite(lo) && std::isfinite(hi), Value, "torch.histc(): range of [", lo, ", ",
              hi, "] is not finite");
   return binnedSums(*this, bins, lo, hi, {});
-}
-Tensor histc(const Tensor& x, int64_t bins, double min, double max, std::source_location loc) {
-  CallSite cs(loc);
-  return x.histc(bins, min, max);
 }
 std::pair<Tensor, Tensor> Tensor::histogram(int64_t bins,
                                             std::optional<std::pair<double, double>> range,
@@ -361,20 +349,11 @@ Tensor Tensor::bincount(const Tensor& weights, int64_t minlength, std::source_lo
   Tensor w = weights.defined() ? weights.to(out) : ones({size(0)}, out);
   return zeros({length}, out).scatter_add(0, to(DType::Int64), w);
 }
-Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength,
-                std::source_location loc) {
-  CallSite cs(loc);
-  return x.bincount(weights, minlength);
-}
 Tensor Tensor::cumprod(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("cumprod");
   Tensor x = isFloating(dtype()) ? *this : to(DType::Int64);
   return dispatch(OpCode::CumProd, {x}, Attrs{{"dim", wrapDim(d, dim(), "cumprod")}});
-}
-Tensor cumprod(const Tensor& x, int64_t dim, std::source_location loc) {
-  CallSite cs(loc);
-  return x.cumprod(dim);
 }
 namespace {
 /// cummax/cummin: the values at the running extremum's index, so the gradient reaches that one
@@ -390,18 +369,10 @@ std::pair<Tensor, Tensor> Tensor::cummax(int64_t d, std::source_location loc) co
   checkDefined("cummax");
   return cumExtremum(OpCode::CumArgMax, *this, d, "cummax");
 }
-std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim, std::source_location loc) {
-  CallSite cs(loc);
-  return x.cummax(dim);
-}
 std::pair<Tensor, Tensor> Tensor::cummin(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("cummin");
   return cumExtremum(OpCode::CumArgMin, *this, d, "cummin");
-}
-std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim, std::source_location loc) {
-  CallSite cs(loc);
-  return x.cummin(dim);
 }
 Tensor Tensor::logcumsumexp(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
@@ -409,10 +380,6 @@ Tensor Tensor::logcumsumexp(int64_t d, std::source_location loc) const {
   WEFT_CHECK(isFloating(dtype()), DType, "logcumsumexp: expected a floating-point input, got ",
              dtypeName(dtype()));
   return dispatch(OpCode::LogCumSumExp, {*this}, Attrs{{"dim", wrapDim(d, dim(), "logcumsumexp")}});
-}
-Tensor logcumsumexp(const Tensor& x, int64_t dim, std::source_location loc) {
-  CallSite cs(loc);
-  return x.logcumsumexp(dim);
 }
 Tensor Tensor::argsort(int64_t d, bool descending, std::source_location loc) const {
   CallSite cs(loc);
@@ -446,19 +413,11 @@ Tensor Tensor::softmax(int64_t d, std::source_location loc) const {
   Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
   return dispatch(OpCode::Softmax, {x}, Attrs{{"dim", wrapDim(d, dim(), "softmax")}});
 }
-Tensor softmax(const Tensor& x, int64_t dim, std::source_location loc) {
-  CallSite cs(loc);
-  return x.softmax(dim);
-}
 Tensor Tensor::log_softmax(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("log_softmax");
   Tensor x = isFloating(dtype()) ? *this : to(kDefaultFloat);
   return dispatch(OpCode::LogSoftmax, {x}, Attrs{{"dim", wrapDim(d, dim(), "log_softmax")}});
-}
-Tensor log_softmax(const Tensor& x, int64_t dim, std::source_location loc) {
-  CallSite cs(loc);
-  return x.log_softmax(dim);
 }
 
 } // namespace weft
@@ -471,18 +430,10 @@ Tensor Tensor::nansum(Dims dims, bool keepdim, std::source_location loc) const {
   if (!isFloating(dtype())) return sum(dims, keepdim);
   return where(isnan(), full({}, 0.0, dtype()), *this).sum(dims, keepdim);
 }
-Tensor nansum(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
-  CallSite cs(loc);
-  return x.nansum(std::move(dims), keepdim);
-}
 Tensor Tensor::count_nonzero(Dims dims, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("count_nonzero");
   return ne(0).sum(dims, false, DType::Int64);
-}
-Tensor count_nonzero(const Tensor& x, Dims dims, std::source_location loc) {
-  CallSite cs(loc);
-  return x.count_nonzero(std::move(dims));
 }
 
 namespace {
@@ -523,15 +474,6 @@ std::pair<Tensor, Tensor> Tensor::nanmedian(int64_t d, bool keepdim,
   checkDefined("nanmedian");
   return medianAlong(*this, d, keepdim, true, "nanmedian");
 }
-Tensor nanmedian(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.nanmedian();
-}
-std::pair<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim,
-                                    std::source_location loc) {
-  CallSite cs(loc);
-  return x.nanmedian(dim, keepdim);
-}
 Tensor Tensor::nanmedian(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("nanmedian");
@@ -545,15 +487,6 @@ Tensor Tensor::median(std::source_location loc) const {
   if (numel() == 0 && isFloating(dtype())) return sum() + std::nan("");
   return flatten().median(0).first;
 }
-Tensor median(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.median();
-}
-std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim,
-                                 std::source_location loc) {
-  CallSite cs(loc);
-  return x.median(dim, keepdim);
-}
 
 Tensor Tensor::nanmean(Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
@@ -562,10 +495,6 @@ Tensor Tensor::nanmean(Dims dims, bool keepdim, std::source_location loc) const 
              "nanmean: expected input to have floating point dtype but got ", dtypeName(dtype()));
   Tensor counted = isnan().logical_not().sum(dims, keepdim).to(dtype());
   return nansum(std::move(dims), keepdim) / counted;
-}
-Tensor nanmean(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
-  CallSite cs(loc);
-  return x.nanmean(std::move(dims), keepdim);
 }
 
 std::pair<Tensor, Tensor> Tensor::aminmax(std::optional<int64_t> d, bool keepdim,
@@ -585,11 +514,6 @@ std::pair<Tensor, Tensor> Tensor::aminmax(std::optional<int64_t> d, bool keepdim
              "dimension as the operation has no identity");
   if (dim() == 0) return {amin({}, keepdim), amax({}, keepdim)};
   return {amin({at}, keepdim), amax({at}, keepdim)};
-}
-std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim,
-                                  std::source_location loc) {
-  CallSite cs(loc);
-  return x.aminmax(dim, keepdim);
 }
 
 Tensor Tensor::msort(std::source_location loc) const {
@@ -612,11 +536,6 @@ std::pair<Tensor, Tensor> Tensor::kthvalue(int64_t k, int64_t d, bool keepdim,
   if (dim() == 0) return {values.reshape({}), indices.reshape({})};
   if (!keepdim) return {values.squeeze(at), indices.squeeze(at)};
   return {values, indices};
-}
-std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim,
-                                   std::source_location loc) {
-  CallSite cs(loc);
-  return x.kthvalue(k, dim, keepdim);
 }
 
 namespace {
@@ -663,11 +582,6 @@ Tensor Tensor::quantile(double q, std::optional<int64_t> d, bool keepdim,
   // A slice holding a NaN: its last sorted value, a NaN.
   r = where(x.isnan().any({at}, true), sorted.narrow(at, n - 1, 1), r);
   return quantileShaped(*this, r, d, keepdim, at);
-}
-Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
-                std::string_view interpolation, std::source_location loc) {
-  CallSite cs(loc);
-  return x.quantile(q, dim, keepdim, interpolation);
 }
 
 // ---- statistics pairs, sorted searches, membership, integration ----
@@ -889,11 +803,6 @@ Tensor Tensor::nanquantile(double q, std::optional<int64_t> d, bool keepdim,
   r = where(count.eq(0.0), full({}, std::nan(""), dtype()), r); // nothing but NaN
   return quantileShaped(*this, r, d, keepdim, at);
 }
-Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
-                   std::string_view interpolation, std::source_location loc) {
-  CallSite cs(loc);
-  return x.nanquantile(q, dim, keepdim, interpolation);
-}
 
 std::pair<Tensor, Tensor> Tensor::mode(int64_t d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
@@ -922,11 +831,6 @@ std::pair<Tensor, Tensor> Tensor::mode(int64_t d, bool keepdim, std::source_loca
   if (dim() == 0) return {values.reshape({}), indices.reshape({})};
   if (!keepdim) return {values.squeeze(at), indices.squeeze(at)};
   return {values, indices};
-}
-std::pair<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim,
-                               std::source_location loc) {
-  CallSite cs(loc);
-  return x.mode(dim, keepdim);
 }
 
 } // namespace weft

@@ -47,22 +47,6 @@ Tensor Tensor::reshape_as(const Tensor& other, std::source_location loc) const {
   WEFT_CHECK(other.defined(), Value, "reshape_as: other is an undefined tensor");
   return reshape(other.sizes());
 }
-Tensor Tensor::broadcast_to(Shape shape, std::source_location loc) const {
-  CallSite cs(loc);
-  return expand(std::move(shape));
-}
-Tensor broadcast_to(const Tensor& x, Shape shape, std::source_location loc) {
-  CallSite cs(loc);
-  return x.expand(std::move(shape));
-}
-Tensor Tensor::swapaxes(int64_t dim0, int64_t dim1, std::source_location loc) const {
-  CallSite cs(loc);
-  return transpose(dim0, dim1);
-}
-Tensor Tensor::swapdims(int64_t dim0, int64_t dim1, std::source_location loc) const {
-  CallSite cs(loc);
-  return transpose(dim0, dim1);
-}
 
 Tensor Tensor::movedim(Shape source, Shape destination, std::source_location loc) const {
   CallSite cs(loc);
@@ -94,18 +78,6 @@ Tensor Tensor::movedim(int64_t source, int64_t destination, std::source_location
   CallSite cs(loc);
   return movedim(Shape{source}, Shape{destination});
 }
-Tensor Tensor::moveaxis(int64_t source, int64_t destination, std::source_location loc) const {
-  CallSite cs(loc);
-  return movedim(source, destination);
-}
-Tensor movedim(const Tensor& x, Shape source, Shape destination, std::source_location loc) {
-  CallSite cs(loc);
-  return x.movedim(std::move(source), std::move(destination));
-}
-Tensor movedim(const Tensor& x, int64_t source, int64_t destination, std::source_location loc) {
-  CallSite cs(loc);
-  return x.movedim(source, destination);
-}
 
 std::vector<Tensor> Tensor::unbind(int64_t d, std::source_location loc) const {
   CallSite cs(loc);
@@ -117,23 +89,6 @@ std::vector<Tensor> Tensor::unbind(int64_t d, std::source_location loc) const {
   for (int64_t i = 0; i < size(d); ++i)
     parts.push_back(select(d, i));
   return parts;
-}
-std::vector<Tensor> unbind(const Tensor& x, int64_t dim, std::source_location loc) {
-  CallSite cs(loc);
-  return x.unbind(dim);
-}
-std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::split(*this, split_size, d);
-}
-std::vector<Tensor> Tensor::split(const std::vector<int64_t>& sizes, int64_t d,
-                                  std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::split(*this, sizes, d);
-}
-std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d, std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::chunk(*this, chunks, d);
 }
 
 Tensor Tensor::repeat(Shape repeats, std::source_location loc) const {
@@ -166,10 +121,6 @@ Tensor Tensor::tile(Shape dims, std::source_location loc) const {
     dims.insert(dims.begin(), 1);
   return repeat(dims);
 }
-Tensor tile(const Tensor& x, Shape dims, std::source_location loc) {
-  CallSite cs(loc);
-  return x.tile(std::move(dims));
-}
 
 Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> d,
                                  std::source_location loc) const {
@@ -184,11 +135,6 @@ Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> d,
   Shape s = x.sizes();
   s.insert(s.begin() + at + 1, repeats);
   return x.unsqueeze(at + 1).expand(s).clone().flatten(at, at + 1); // a new tensor, as PyTorch
-}
-Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim,
-                         std::source_location loc) {
-  CallSite cs(loc);
-  return x.repeat_interleave(repeats, dim);
 }
 
 Tensor Tensor::roll(Shape shifts, Shape dims, std::source_location loc) const {
@@ -219,10 +165,6 @@ Tensor Tensor::roll(int64_t shift, std::optional<int64_t> d, std::source_locatio
   CallSite cs(loc);
   return d ? roll(Shape{shift}, Shape{*d}) : roll(Shape{shift}, Shape{});
 }
-Tensor roll(const Tensor& x, Shape shifts, Shape dims, std::source_location loc) {
-  CallSite cs(loc);
-  return x.roll(std::move(shifts), std::move(dims));
-}
 
 Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2,
                         std::source_location loc) const {
@@ -245,11 +187,6 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2,
   if (len == 0) return flat.narrow(-1, 0, 0);
   const int64_t start = offset >= 0 ? offset : -offset * m;
   return flat.slice(-1, start, start + (len - 1) * (m + 1) + 1, m + 1);
-}
-Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2,
-                std::source_location loc) {
-  CallSite cs(loc);
-  return x.diagonal(offset, dim1, dim2);
 }
 
 Tensor Tensor::diag(int64_t k, std::source_location loc) const {
@@ -275,20 +212,12 @@ Tensor Tensor::diag(int64_t k, std::source_location loc) const {
   flat = weft::pad(flat, {start, std::max<int64_t>(0, n * n - have)});
   return flat.narrow(0, 0, n * n).view({n, n});
 }
-Tensor diag(const Tensor& x, int64_t diagonal, std::source_location loc) {
-  CallSite cs(loc);
-  return x.diag(diagonal);
-}
 
 Tensor Tensor::trace(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("trace");
   WEFT_CHECK(dim() == 2, Shape, "trace: expected a matrix, got ", shapeString(sizes()));
   return diagonal().sum();
-}
-Tensor trace(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.trace();
 }
 
 Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> d,
@@ -317,11 +246,6 @@ Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> d,
   idxShape[static_cast<size_t>(at)] = indices.size(at);
   return expand(selfShape).gather(at, indices.expand(idxShape));
 }
-Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim,
-                      std::source_location loc) {
-  CallSite cs(loc);
-  return x.take_along_dim(indices, dim);
-}
 
 Tensor Tensor::masked_select(const Tensor& mask, std::source_location loc) const {
   CallSite cs(loc);
@@ -331,10 +255,6 @@ Tensor Tensor::masked_select(const Tensor& mask, std::source_location loc) const
              mask.defined() ? dtypeName(mask.dtype()) : "an undefined tensor");
   Shape common = broadcastAll({sizes(), mask.sizes()}, "masked_select");
   return expand(common).index({mask.expand(common)});
-}
-Tensor masked_select(const Tensor& x, const Tensor& mask, std::source_location loc) {
-  CallSite cs(loc);
-  return x.masked_select(mask);
 }
 
 std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& tensors,
@@ -385,19 +305,11 @@ Tensor Tensor::fliplr(std::source_location loc) const {
   WEFT_CHECK(dim() >= 2, Shape, "fliplr: input must be >= 2-d, got shape ", shapeString(sizes()));
   return flip({1});
 }
-Tensor fliplr(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.fliplr();
-}
 Tensor Tensor::flipud(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("flipud");
   WEFT_CHECK(dim() >= 1, Shape, "flipud: input must be >= 1-d, got shape ", shapeString(sizes()));
   return flip({0});
-}
-Tensor flipud(const Tensor& x, std::source_location loc) {
-  CallSite cs(loc);
-  return x.flipud();
 }
 
 Tensor Tensor::rot90(int64_t k, Shape dims, std::source_location loc) const {
@@ -418,15 +330,7 @@ Tensor Tensor::rot90(int64_t k, Shape dims, std::source_location loc) const {
     return clone();
   }
 }
-Tensor rot90(const Tensor& x, int64_t k, Shape dims, std::source_location loc) {
-  CallSite cs(loc);
-  return x.rot90(k, std::move(dims));
-}
 
-Tensor Tensor::ravel(std::source_location loc) const {
-  CallSite cs(loc);
-  return reshape({-1});
-}
 
 std::vector<Tensor> Tensor::tensor_split(int64_t sections, int64_t d,
                                          std::source_location loc) const {
@@ -464,16 +368,6 @@ std::vector<Tensor> Tensor::tensor_split(const std::vector<int64_t>& indices, in
     parts.push_back(narrow(at, from, std::max(end - from, int64_t{0})));
   }
   return parts;
-}
-std::vector<Tensor> tensor_split(const Tensor& x, int64_t sections, int64_t dim,
-                                 std::source_location loc) {
-  CallSite cs(loc);
-  return x.tensor_split(sections, dim);
-}
-std::vector<Tensor> tensor_split(const Tensor& x, const std::vector<int64_t>& indices, int64_t dim,
-                                 std::source_location loc) {
-  CallSite cs(loc);
-  return x.tensor_split(indices, dim);
 }
 
 namespace {
@@ -555,11 +449,6 @@ Tensor Tensor::diff(int64_t n, int64_t d, const Tensor& prepend, const Tensor& a
   }
   return x;
 }
-Tensor diff(const Tensor& x, int64_t n, int64_t dim, const Tensor& prepend, const Tensor& append,
-            std::source_location loc) {
-  CallSite cs(loc);
-  return x.diff(n, dim, prepend, append);
-}
 
 Tensor Tensor::take(const Tensor& index, std::source_location loc) const {
   CallSite cs(loc);
@@ -571,10 +460,6 @@ Tensor Tensor::take(const Tensor& index, std::source_location loc) const {
   Tensor flat = index.flatten();
   Tensor wrapped = where(flat < 0, flat + numel(), flat); // negative: from the end
   return reshape({-1}).index_select(0, wrapped).reshape(index.sizes());
-}
-Tensor take(const Tensor& x, const Tensor& index, std::source_location loc) {
-  CallSite cs(loc);
-  return x.take(index);
 }
 
 Tensor Tensor::diag_embed(int64_t offset, int64_t dim1, int64_t dim2,
@@ -594,17 +479,7 @@ Tensor Tensor::diag_embed(int64_t offset, int64_t dim1, int64_t dim2,
   if (k > 0) square = offset > 0 ? pad(square, {k, 0, 0, k}) : pad(square, {0, k, k, 0});
   return square.movedim({rank - 2, rank - 1}, {d1, d2});
 }
-Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2,
-                  std::source_location loc) {
-  CallSite cs(loc);
-  return x.diag_embed(offset, dim1, dim2);
-}
 
-std::vector<Tensor> Tensor::split_with_sizes(const std::vector<int64_t>& sizes, int64_t d,
-                                             std::source_location loc) const {
-  CallSite cs(loc);
-  return weft::split(*this, sizes, d);
-}
 
 Tensor Tensor::slice_scatter(const Tensor& src, int64_t d, std::optional<int64_t> start,
                              std::optional<int64_t> end, int64_t step,
@@ -684,10 +559,6 @@ Tensor Tensor::diagflat(int64_t offset, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("diagflat");
   return flatten().diag(offset);
-}
-Tensor diagflat(const Tensor& x, int64_t offset, std::source_location loc) {
-  CallSite cs(loc);
-  return x.diagflat(offset);
 }
 
 namespace {
@@ -838,21 +709,6 @@ Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step, std::source_locatio
   return index_select(d, index).reshape(split).movedim(d + 1, -1);
 }
 
-std::vector<Tensor> Tensor::unsafe_chunk(int64_t chunks, int64_t dim,
-                                         std::source_location loc) const {
-  CallSite cs(loc);
-  return chunk(chunks, dim);
-}
-std::vector<Tensor> Tensor::unsafe_split(int64_t splitSize, int64_t dim,
-                                         std::source_location loc) const {
-  CallSite cs(loc);
-  return split(splitSize, dim);
-}
-std::vector<Tensor> Tensor::unsafe_split_with_sizes(const std::vector<int64_t>& sizes, int64_t dim,
-                                                    std::source_location loc) const {
-  CallSite cs(loc);
-  return split_with_sizes(sizes, dim);
-}
 Tensor Tensor::narrow_copy(int64_t dim, int64_t start, int64_t length,
                            std::source_location loc) const {
   CallSite cs(loc);

@@ -321,10 +321,6 @@ Tensor Tensor::expand(Shape shape, std::source_location loc) const {
   return dispatch(OpCode::Expand, {*this}, Attrs{{"shape", shape}});
 }
 
-Tensor Tensor::expand_as(const Tensor& other, std::source_location loc) const {
-  CallSite cs(loc);
-  return expand(other.sizes());
-}
 
 Tensor Tensor::squeeze(std::source_location loc) const {
   CallSite cs(loc);

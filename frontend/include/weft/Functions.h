@@ -121,14 +121,25 @@ Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement 
 #undef WEFT_BINARY_FUNCTION_Method
 #undef WEFT_BINARY_FUNCTION_Custom
 #undef WEFT_OP
+// The functions of the methods in weft/TensorMethods.inc that have one (weft::name(x, ...)).
+#define WEFT_METHOD(name, params, args, forms, ...)                                                \
+  WEFT_HAS_FUNCTION_##forms(__VA_ARGS__ name(const Tensor& self, WEFT_PARAMS params WEFT_LOC);)
+#define WEFT_FUNCTION(name, params, args, forms, ...)                                              \
+  __VA_ARGS__ name(const Tensor& self, WEFT_PARAMS params WEFT_LOC);
+#define WEFT_ALIAS(alias, name, params, args, forms, ...)                                          \
+  WEFT_METHOD(alias, params, args, forms, __VA_ARGS__)
+#define WEFT_IN_PLACE(name, params, args)
+#include "weft/TensorMethods.inc"
+#undef WEFT_METHOD
+#undef WEFT_FUNCTION
+#undef WEFT_ALIAS
+#undef WEFT_IN_PLACE
 Tensor gelu(const Tensor& x, bool tanh_approximation = false, WEFT_LOC);
 /// a + alpha * b, a - alpha * b (torch.add, torch.sub).
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1, WEFT_LOC);
 Tensor add(const Tensor& a, Scalar b, Scalar alpha = 1, WEFT_LOC);
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1, WEFT_LOC);
 Tensor sub(const Tensor& a, Scalar b, Scalar alpha = 1, WEFT_LOC);
-Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt,
-             WEFT_LOC);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b, WEFT_LOC);
 Tensor where(const Tensor& condition, Scalar a, const Tensor& b, WEFT_LOC);
 Tensor where(const Tensor& condition, const Tensor& a, Scalar b, WEFT_LOC);
@@ -141,44 +152,14 @@ Tensor cast(const Tensor& x, DType dtype, WEFT_LOC);
 // ---- shapes ----
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0, WEFT_LOC);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0, WEFT_LOC);
-std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0, WEFT_LOC);
-std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0,
-                          WEFT_LOC);
-std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0, WEFT_LOC);
 /// Constant padding in PyTorch's order: (last-dim left, last-dim right, next-to-last left, ...).
 Tensor pad(const Tensor& x, const std::vector<int64_t>& padding, double value = 0.0, WEFT_LOC);
-/// Indices of the non-zero elements, one row per element (shape [n, dim]). Eager only.
-Tensor nonzero(const Tensor& x, WEFT_LOC);
-/// nonzero(x), as torch.argwhere.
-Tensor argwhere(const Tensor& x, WEFT_LOC);
 /// The tensors expanded to their common broadcast shape.
 std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& tensors, WEFT_LOC);
 /// Coordinate grids of 0-d or 1-D tensors: indexing "ij" (matrix) or "xy" (Cartesian: the first
 /// two outputs' dims swapped).
 std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, std::string_view indexing = "ij",
                              WEFT_LOC);
-Tensor broadcast_to(const Tensor& x, Shape shape, WEFT_LOC);
-Tensor movedim(const Tensor& x, Shape source, Shape destination, WEFT_LOC);
-Tensor movedim(const Tensor& x, int64_t source, int64_t destination, WEFT_LOC);
-std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0, WEFT_LOC);
-Tensor tile(const Tensor& x, Shape dims, WEFT_LOC);
-Tensor repeat_interleave(const Tensor& x, int64_t repeats,
-                         std::optional<int64_t> dim = std::nullopt, WEFT_LOC);
-Tensor roll(const Tensor& x, Shape shifts, Shape dims = {}, WEFT_LOC);
-Tensor diagonal(const Tensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1, WEFT_LOC);
-Tensor diag(const Tensor& x, int64_t diagonal = 0, WEFT_LOC);
-Tensor trace(const Tensor& x, WEFT_LOC);
-Tensor fliplr(const Tensor& x, WEFT_LOC);
-Tensor flipud(const Tensor& x, WEFT_LOC);
-Tensor rot90(const Tensor& x, int64_t k = 1, Shape dims = {0, 1}, WEFT_LOC);
-std::vector<Tensor> tensor_split(const Tensor& x, int64_t sections, int64_t dim = 0, WEFT_LOC);
-std::vector<Tensor> tensor_split(const Tensor& x, const std::vector<int64_t>& indices,
-                                 int64_t dim = 0, WEFT_LOC);
-Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {},
-            const Tensor& append = {}, WEFT_LOC);
-Tensor take(const Tensor& x, const Tensor& index, WEFT_LOC);
-Tensor diag_embed(const Tensor& x, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1,
-                  WEFT_LOC);
 /// `x` with at least 1, 2 or 3 dims (a 1-D [n] as [1, n] and [1, n, 1], a 2-D as [m, n, 1]).
 Tensor atleast_1d(const Tensor& x, WEFT_LOC);
 Tensor atleast_2d(const Tensor& x, WEFT_LOC);
@@ -198,41 +179,14 @@ Tensor cartesian_prod(const std::vector<Tensor>& tensors, WEFT_LOC);
 // ---- reductions and friends ----
 Tensor sum(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
 Tensor mean(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
-Tensor softmax(const Tensor& x, int64_t dim, WEFT_LOC);
-Tensor log_softmax(const Tensor& x, int64_t dim, WEFT_LOC);
-Tensor logsumexp(const Tensor& x, Dims dims, bool keepdim = false, WEFT_LOC);
-Tensor remainder(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor remainder(const Tensor& a, Scalar b, WEFT_LOC);
 Tensor any(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
 Tensor all(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
 Tensor isnan(const Tensor& x, WEFT_LOC);
 Tensor isinf(const Tensor& x, WEFT_LOC);
 Tensor isfinite(const Tensor& x, WEFT_LOC);
-Tensor cumsum(const Tensor& x, int64_t dim, WEFT_LOC);
-Tensor histc(const Tensor& x, int64_t bins = 100, double min = 0, double max = 0, WEFT_LOC);
 std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins = 100,
                                     std::optional<std::pair<double, double>> range = std::nullopt,
                                     const Tensor& weight = {}, bool density = false, WEFT_LOC);
-Tensor bincount(const Tensor& x, const Tensor& weights = {}, int64_t minlength = 0, WEFT_LOC);
-Tensor dist(const Tensor& x, const Tensor& other, double p = 2, WEFT_LOC);
-Tensor cov(const Tensor& x, int64_t correction = 1, WEFT_LOC);
-Tensor corrcoef(const Tensor& x, WEFT_LOC);
-Tensor prelu(const Tensor& x, const Tensor& weight, WEFT_LOC);
-Tensor diagflat(const Tensor& x, int64_t offset = 0, WEFT_LOC);
-Tensor isposinf(const Tensor& x, WEFT_LOC);
-Tensor isneginf(const Tensor& x, WEFT_LOC);
-Tensor angle(const Tensor& x, WEFT_LOC);
-Tensor cumprod(const Tensor& x, int64_t dim, WEFT_LOC);
-std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim, WEFT_LOC);
-std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim, WEFT_LOC);
-Tensor logcumsumexp(const Tensor& x, int64_t dim, WEFT_LOC);
-Tensor nansum(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
-Tensor count_nonzero(const Tensor& x, Dims dims = {}, WEFT_LOC);
-Tensor median(const Tensor& x, WEFT_LOC);
-std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false, WEFT_LOC);
-Tensor nanmedian(const Tensor& x, WEFT_LOC);
-std::pair<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim = false, WEFT_LOC);
-Tensor nanmean(const Tensor& x, Dims dims = {}, bool keepdim = false, WEFT_LOC);
 /// The distinct values of x, sorted, and on request each element's index among them (x's shape)
 /// and each value's count (empty tensors where not asked for). Eager: compile() runs it on the
 /// traced values (the count of results depends on them).
@@ -242,24 +196,8 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool retu
                                                       bool return_counts = false,
                                                       std::optional<int64_t> dim = std::nullopt,
                                                       WEFT_LOC);
-std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt,
-                                  bool keepdim = false, WEFT_LOC);
-std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1,
-                                   bool keepdim = false, WEFT_LOC);
-Tensor deg2rad(const Tensor& x, WEFT_LOC);
-Tensor rad2deg(const Tensor& x, WEFT_LOC);
-Tensor hypot(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor fmax(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor fmin(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor logaddexp2(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor ldexp(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor sinc(const Tensor& x, WEFT_LOC);
-Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt, WEFT_LOC);
-Tensor xlogy(const Tensor& a, const Tensor& b, WEFT_LOC);
-/// x * log1p(y), 0 where x is 0 (unless y is NaN).
-Tensor xlog1py(const Tensor& a, const Tensor& b, WEFT_LOC);
+/// The n-th derivative of digamma at x, as torch.polygamma(n, x).
 Tensor polygamma(int64_t n, const Tensor& x, WEFT_LOC);
-Tensor mvlgamma(const Tensor& x, int64_t p, WEFT_LOC);
 /// (var, mean) and (std, mean) over `dims` (empty: all), as torch.var_mean / torch.std_mean.
 std::pair<Tensor, Tensor> var_mean(const Tensor& x, Dims dims = {}, int64_t correction = 1,
                                    bool keepdim = false, WEFT_LOC);
@@ -283,29 +221,8 @@ Tensor trapezoid(const Tensor& y, const Tensor& x, int64_t dim = -1, WEFT_LOC);
 Tensor trapezoid(const Tensor& y, Scalar dx = 1, int64_t dim = -1, WEFT_LOC);
 Tensor trapz(const Tensor& y, const Tensor& x, int64_t dim = -1, WEFT_LOC);
 Tensor trapz(const Tensor& y, double dx = 1, int64_t dim = -1, WEFT_LOC);
-Tensor signbit(const Tensor& x, WEFT_LOC);
-Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt,
-                bool keepdim = false, std::string_view interpolation = "linear", WEFT_LOC);
-Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt,
-                   bool keepdim = false, std::string_view interpolation = "linear", WEFT_LOC);
-std::pair<Tensor, Tensor> mode(const Tensor& x, int64_t dim = -1, bool keepdim = false, WEFT_LOC);
-Tensor logaddexp(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
-               bool equal_nan = false, WEFT_LOC);
-bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
-              bool equal_nan = false, WEFT_LOC);
-bool equal(const Tensor& a, const Tensor& b, WEFT_LOC);
 
 // ---- linear algebra, convolution, pooling, indexing ----
-Tensor matmul(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor outer(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor dot(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor mv(const Tensor& mat, const Tensor& vec, WEFT_LOC);
-Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, Scalar beta = 1,
-             Scalar alpha = 1, WEFT_LOC);
-Tensor inner(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor vdot(const Tensor& a, const Tensor& b, WEFT_LOC);
-Tensor kron(const Tensor& a, const Tensor& b, WEFT_LOC);
 /// Contracts `dims_a` of a with `dims_b` of b (or a's last `dims` dims with b's first): a's free
 /// dims, then b's.
 Tensor tensordot(const Tensor& a, const Tensor& b, const std::vector<int64_t>& dims_a,
@@ -313,24 +230,8 @@ Tensor tensordot(const Tensor& a, const Tensor& b, const std::vector<int64_t>& d
 Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims = 2, WEFT_LOC);
 /// The p-norm distance between each row of x1 [..., P, M] and each of x2 [..., R, M].
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2, WEFT_LOC);
-/// Each slice along `dim` with a p-norm above maxnorm scaled to maxnorm.
-Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm, WEFT_LOC);
-Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt, WEFT_LOC);
-Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta = 1,
-             Scalar alpha = 1, WEFT_LOC);
-Tensor addr(const Tensor& self, const Tensor& vec1, const Tensor& vec2, Scalar beta = 1,
-            Scalar alpha = 1, WEFT_LOC);
-Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, Scalar beta = 1,
-               Scalar alpha = 1, WEFT_LOC);
-Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, Scalar beta = 1,
-              Scalar alpha = 1, WEFT_LOC);
-Tensor matrix_power(const Tensor& x, int64_t n, WEFT_LOC);
-Tensor inverse(const Tensor& x, WEFT_LOC);
-/// Tensor::cholesky, and torch.linalg.cholesky's spelling.
-Tensor cholesky(const Tensor& a, bool upper = false, WEFT_LOC);
+/// torch.linalg.cholesky's spelling of cholesky().
 Tensor linalg_cholesky(const Tensor& a, bool upper = false, WEFT_LOC);
-Tensor cholesky_inverse(const Tensor& factor, bool upper = false, WEFT_LOC);
-Tensor cholesky_solve(const Tensor& b, const Tensor& factor, bool upper = false, WEFT_LOC);
 /// The eigenvalues (ascending, [..., n]) and eigenvectors (columns of [..., n, n]) of each
 /// symmetric matrix, from its lower triangle ("L") or upper ("U"), as torch.linalg.eigh;
 /// linalg_eigvalsh the eigenvalues alone. float32 and float64. With "L" the eigenvectors' signs
@@ -350,9 +251,6 @@ Tensor linalg_svdvals(const Tensor& a, WEFT_LOC);
 /// torch.linalg.pinv: the pseudo-inverse, singular values at or below rtol times the largest
 /// counting as 0.
 Tensor linalg_pinv(const Tensor& a, std::optional<double> rtol = std::nullopt, WEFT_LOC);
-Tensor det(const Tensor& x, WEFT_LOC);
-Tensor logdet(const Tensor& x, WEFT_LOC);
-std::pair<Tensor, Tensor> slogdet(const Tensor& x, WEFT_LOC);
 /// X with AX = B, for a batch of square A and B a batch of vectors (one dim fewer than A) or of
 /// matrices: inverse(A) @ B.
 Tensor linalg_solve(const Tensor& a, const Tensor& b, WEFT_LOC);
@@ -445,18 +343,10 @@ Tensor avg_pool1d(const Tensor& x, int64_t kernel_size,
 /// Average pooling; padded zeros count in the divisor (count_include_pad=true, PyTorch's default).
 Tensor avg_pool2d(const Tensor& x, ExpandingArray kernel_size, ExpandingArray stride = {},
                   ExpandingArray padding = {0}, WEFT_LOC);
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, WEFT_LOC);
-Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
 Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       std::string_view reduce, bool include_self = true, WEFT_LOC);
 Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                     std::string_view reduce, bool include_self = true, WEFT_LOC);
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, WEFT_LOC);
-Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC);
-Tensor take_along_dim(const Tensor& x, const Tensor& indices,
-                      std::optional<int64_t> dim = std::nullopt, WEFT_LOC);
-Tensor masked_select(const Tensor& x, const Tensor& mask, WEFT_LOC);
 /// Rows of `weight` picked by integer `indices`: shape indices.shape + [embedding_dim].
 Tensor embedding(const Tensor& indices, const Tensor& weight, WEFT_LOC);
 /// int64 one-hot encoding with `num_classes` (-1: max index + 1).

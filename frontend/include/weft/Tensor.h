@@ -1,6 +1,7 @@
 // The user-facing tensor: a handle over shared strided storage, with LibTorch's spelling.
 #pragma once
 
+#include "weft/TensorMethodsMacros.h"
 #include "weft/runtime/DType.h"
 #include "weft/runtime/Error.h"
 #include "weft/runtime/TensorRef.h"
@@ -188,30 +189,15 @@ public:
   Tensor narrow(int64_t dim, int64_t start, int64_t length, WEFT_LOC) const;
   Tensor select(int64_t dim, int64_t index, WEFT_LOC) const;
   Tensor expand(Shape shape, WEFT_LOC) const;
-  Tensor expand_as(const Tensor& other, WEFT_LOC) const;
   Tensor squeeze(WEFT_LOC) const;
   Tensor squeeze(int64_t dim, WEFT_LOC) const;
   Tensor unsqueeze(int64_t dim, WEFT_LOC) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1, WEFT_LOC) const;
   Tensor unflatten(int64_t dim, Shape sizes, WEFT_LOC) const;
   Tensor flip(Dims dims, WEFT_LOC) const;
-  /// view(other.sizes()), reshape(other.sizes()), expand(shape).
+  /// view(other.sizes()), reshape(other.sizes()).
   Tensor view_as(const Tensor& other, WEFT_LOC) const;
   Tensor reshape_as(const Tensor& other, WEFT_LOC) const;
-  Tensor broadcast_to(Shape shape, WEFT_LOC) const;
-  /// transpose(dim0, dim1) under NumPy's names.
-  Tensor swapaxes(int64_t dim0, int64_t dim1, WEFT_LOC) const;
-  Tensor swapdims(int64_t dim0, int64_t dim1, WEFT_LOC) const;
-  /// The dims `source` moved to positions `destination`, the others keeping their order (a view).
-  Tensor movedim(Shape source, Shape destination, WEFT_LOC) const;
-  Tensor movedim(int64_t source, int64_t destination, WEFT_LOC) const;
-  Tensor moveaxis(int64_t source, int64_t destination, WEFT_LOC) const;
-  /// The slices along `dim`, each without that dim.
-  std::vector<Tensor> unbind(int64_t dim = 0, WEFT_LOC) const;
-  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0, WEFT_LOC) const;
-  std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0, WEFT_LOC) const;
-  std::vector<Tensor> split_with_sizes(const std::vector<int64_t>& sizes, int64_t dim = 0,
-                                       WEFT_LOC) const;
   /// Copies of this tensor with `src` written over a slice (dim, start, end, step), the index
   /// `index` of `dim`, or a diagonal: out of place, differentiable in both.
   Tensor slice_scatter(const Tensor& src, int64_t dim = 0, std::optional<int64_t> start = {},
@@ -221,48 +207,12 @@ public:
                           WEFT_LOC) const;
   /// This tensor summed down to `shape` (which it must broadcast to), as the gradient of expand.
   Tensor sum_to_size(const Shape& shape, WEFT_LOC) const;
-  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0, WEFT_LOC) const;
-  /// chunk, split and split_with_sizes under LibTorch's unsafe_ names (the pieces are views here
-  /// too; autograd tracks writes to them).
-  std::vector<Tensor> unsafe_chunk(int64_t chunks, int64_t dim = 0, WEFT_LOC) const;
-  std::vector<Tensor> unsafe_split(int64_t split_size, int64_t dim = 0, WEFT_LOC) const;
-  std::vector<Tensor> unsafe_split_with_sizes(const std::vector<int64_t>& sizes, int64_t dim = 0,
-                                              WEFT_LOC) const;
   /// narrow() copied into a tensor of its own.
   Tensor narrow_copy(int64_t dim, int64_t start, int64_t length, WEFT_LOC) const;
   /// The tensor tiled `repeats[i]` times along dim i (more repeats than dims add leading dims).
   Tensor repeat(Shape repeats, WEFT_LOC) const;
-  /// repeat(), with fewer `dims` than the tensor has meaning 1 for the leading ones.
-  Tensor tile(Shape dims, WEFT_LOC) const;
-  /// Each element repeated `repeats` times in a row along `dim` (none: of the flattened tensor).
-  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt,
-                           WEFT_LOC) const;
-  /// Elements shifted by `shifts[i]` along `dims[i]`, wrapping around (no dims: the flattened
-  /// tensor, shape kept).
-  Tensor roll(Shape shifts, Shape dims = {}, WEFT_LOC) const;
+  /// roll() by one shift along one dim (none: the flattened tensor).
   Tensor roll(int64_t shift, std::optional<int64_t> dim = std::nullopt, WEFT_LOC) const;
-  /// The diagonal `offset` of the planes (dim1, dim2), as a new last dim: a view where the tensor
-  /// is contiguous and dim1, dim2 are its last two dims in order, else a copy (PyTorch always
-  /// returns a view: writes to a copy do not reach this tensor).
-  Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1, WEFT_LOC) const;
-  /// A 1-D tensor as the diagonal `diagonal` of a square matrix; a matrix's diagonal as 1-D.
-  Tensor diag(int64_t diagonal = 0, WEFT_LOC) const;
-  /// The flattened tensor on the `offset` diagonal of a square matrix.
-  Tensor diagflat(int64_t offset = 0, WEFT_LOC) const;
-  /// The sum of a matrix's diagonal.
-  Tensor trace(WEFT_LOC) const;
-  /// flip(1) (rank 2 or more) and flip(0) (rank 1 or more).
-  Tensor fliplr(WEFT_LOC) const;
-  Tensor flipud(WEFT_LOC) const;
-  /// Rotated by 90 degrees `k` times in the plane of `dims`, from the first dim toward the second.
-  Tensor rot90(int64_t k = 1, Shape dims = {0, 1}, WEFT_LOC) const;
-  /// reshape({-1}).
-  Tensor ravel(WEFT_LOC) const;
-  /// Views of `sections` nearly equal parts along `dim` (the first size % sections of them one
-  /// element longer), or of the parts between `indices`.
-  std::vector<Tensor> tensor_split(int64_t sections, int64_t dim = 0, WEFT_LOC) const;
-  std::vector<Tensor> tensor_split(const std::vector<int64_t>& indices, int64_t dim = 0,
-                                   WEFT_LOC) const;
   /// tensor_split() along dim 1 (dim 0 for 1-D), dim 0 (rank 2 or more) and dim 2 (rank 3 or
   /// more); `sections` must divide the dim.
   std::vector<Tensor> hsplit(int64_t sections, WEFT_LOC) const;
@@ -271,15 +221,6 @@ public:
   std::vector<Tensor> vsplit(const std::vector<int64_t>& indices, WEFT_LOC) const;
   std::vector<Tensor> dsplit(int64_t sections, WEFT_LOC) const;
   std::vector<Tensor> dsplit(const std::vector<int64_t>& indices, WEFT_LOC) const;
-  /// The n-th forward difference along `dim` (bool: !=), `prepend` and `append` joined first.
-  Tensor diff(int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {},
-              const Tensor& append = {}, WEFT_LOC) const;
-  /// The elements at `index` (int64; negative: from the end) of the flattened tensor, shaped as
-  /// `index`.
-  Tensor take(const Tensor& index, WEFT_LOC) const;
-  /// Each vector along the last dim as diagonal `offset` of the planes (dim1, dim2) of a new
-  /// tensor one dim larger, zero elsewhere.
-  Tensor diag_embed(int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1, WEFT_LOC) const;
   /// LibTorch-style indexing: integers, Slice, None, Ellipsis, bools, bool masks, integer tensors.
   Tensor index(std::initializer_list<indexing::TensorIndex> indices, WEFT_LOC) const;
   Tensor index(const std::vector<indexing::TensorIndex>& indices, WEFT_LOC) const;
@@ -310,19 +251,6 @@ public:
 #undef WEFT_BINARY_METHOD_Method
 #undef WEFT_BINARY_METHOD_Custom
 #undef WEFT_OP
-  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC) const;
-  Tensor clamp_min(Scalar min, WEFT_LOC) const;
-  Tensor clamp_max(Scalar max, WEFT_LOC) const;
-  /// x * x.
-  Tensor square(WEFT_LOC) const;
-  /// NaN, +inf and -inf replaced (defaults: 0 and the dtype's largest and lowest finite values).
-  Tensor nan_to_num(std::optional<double> nan = std::nullopt,
-                    std::optional<double> posinf = std::nullopt,
-                    std::optional<double> neginf = std::nullopt, WEFT_LOC) const;
-  /// self + weight * (end - self), computed as torch.lerp (from the nearer end); floating
-  /// operands of one dtype.
-  Tensor lerp(const Tensor& end, const Tensor& weight, WEFT_LOC) const;
-  Tensor lerp(const Tensor& end, Scalar weight, WEFT_LOC) const;
   /// self + value * t1 * t2 and self + value * t1 / t2 (value truncated for an integer result;
   /// addcdiv of two integer tensors is an error, as in PyTorch).
   Tensor addcmul(const Tensor& t1, const Tensor& t2, Scalar value = 1, WEFT_LOC) const;
@@ -330,47 +258,15 @@ public:
   /// The p-norm over `dims` (empty: all): p = 2 (default), 1, infinity or any other positive p
   /// (float16/bfloat16 summed in float; a zero norm has gradient 0).
   Tensor norm(double p = 2, Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
-  /// The p-norm of this tensor minus `other` (broadcast).
-  Tensor dist(const Tensor& other, double p = 2, WEFT_LOC) const;
-  /// The covariance of the rows (variables) over the columns (observations), divided by the
-  /// number of observations minus `correction`; a 1-D tensor is one variable. corrcoef: the
-  /// covariance over the product of standard deviations, clipped to [-1, 1].
-  Tensor cov(int64_t correction = 1, WEFT_LOC) const;
-  Tensor corrcoef(WEFT_LOC) const;
-  /// Parametric ReLU: x where x > 0, weight * x elsewhere; `weight` has one element or one per
-  /// channel (dim 1).
-  Tensor prelu(const Tensor& weight, WEFT_LOC) const;
   /// Division rounded as torch.div's rounding_mode: "trunc" (toward zero) or "floor" (toward minus
   /// infinity, floor_divide); integers stay integers (a divisor of 0 is then an error).
   Tensor div(const Tensor& other, std::string_view rounding_mode, WEFT_LOC) const;
   Tensor div(Scalar other, std::string_view rounding_mode, WEFT_LOC) const;
-  /// The remainder with the divisor's sign (Python's %, torch.remainder): fmod(a, b) + b where
-  /// the two differ in sign. operator% computes it too.
-  Tensor remainder(const Tensor& other, WEFT_LOC) const;
-  Tensor remainder(Scalar other, WEFT_LOC) const;
+  /// self + alpha * other, self - alpha * other.
   Tensor add(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
   Tensor add(Scalar other, Scalar alpha = 1, WEFT_LOC) const;
   Tensor sub(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
   Tensor sub(Scalar other, Scalar alpha = 1, WEFT_LOC) const;
-  Tensor masked_fill(const Tensor& mask, Scalar value, WEFT_LOC) const;
-  /// The upper (lower) triangle of the last two dimensions: elements with column - row >=
-  /// `diagonal` (<= `diagonal`) are kept, the rest are zero.
-  Tensor triu(int64_t diagonal = 0, WEFT_LOC) const;
-  Tensor tril(int64_t diagonal = 0, WEFT_LOC) const;
-  /// atan2() (a row of the op table) under NumPy's name.
-  Tensor arctan2(const Tensor& other, WEFT_LOC) const;
-  /// log(exp(self) + exp(other)), without overflow.
-  Tensor logaddexp(const Tensor& other, WEFT_LOC) const;
-  /// self - trunc(self).
-  Tensor frac(WEFT_LOC) const;
-  /// |self - other| <= atol + rtol * |other| elementwise (bool); NaNs equal only with equal_nan.
-  Tensor isclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8,
-                 bool equal_nan = false, WEFT_LOC) const;
-  /// Whether isclose() holds everywhere (reads values: inside compile(), a data-dependent call).
-  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false,
-                WEFT_LOC) const;
-  /// Same shape and the same values (NaN is unequal to itself; reads values like allclose).
-  bool equal(const Tensor& other, WEFT_LOC) const;
   /// to(other.dtype()).
   Tensor type_as(const Tensor& other, WEFT_LOC) const;
   /// New tensors of this tensor's dtype.
@@ -378,38 +274,6 @@ public:
   Tensor new_ones(Shape shape, WEFT_LOC) const;
   Tensor new_full(Shape shape, Scalar value, WEFT_LOC) const;
   Tensor new_empty(Shape shape, WEFT_LOC) const;
-  /// Aliases under NumPy's and PyTorch's other names: abs, acos, asin, atan, acosh, asinh,
-  /// atanh, neg, trunc, sign (tensors are real), clamp, div, mul and sub.
-  Tensor absolute(WEFT_LOC) const;
-  Tensor arccos(WEFT_LOC) const;
-  Tensor arcsin(WEFT_LOC) const;
-  Tensor arctan(WEFT_LOC) const;
-  Tensor arccosh(WEFT_LOC) const;
-  Tensor arcsinh(WEFT_LOC) const;
-  Tensor arctanh(WEFT_LOC) const;
-  Tensor negative(WEFT_LOC) const;
-  Tensor fix(WEFT_LOC) const;
-  Tensor sgn(WEFT_LOC) const;
-  Tensor clip(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC) const;
-  Tensor true_divide(const Tensor& other, WEFT_LOC) const;
-  Tensor true_divide(Scalar other, WEFT_LOC) const;
-  Tensor divide(const Tensor& other, WEFT_LOC) const;
-  Tensor divide(Scalar other, WEFT_LOC) const;
-  Tensor multiply(const Tensor& other, WEFT_LOC) const;
-  Tensor multiply(Scalar other, WEFT_LOC) const;
-  Tensor subtract(const Tensor& other, Scalar alpha = 1, WEFT_LOC) const;
-  Tensor subtract(Scalar other, Scalar alpha = 1, WEFT_LOC) const;
-  /// gt, ge, lt, le and ne under their long names.
-  Tensor greater(const Tensor& other, WEFT_LOC) const;
-  Tensor greater(Scalar other, WEFT_LOC) const;
-  Tensor greater_equal(const Tensor& other, WEFT_LOC) const;
-  Tensor greater_equal(Scalar other, WEFT_LOC) const;
-  Tensor less(const Tensor& other, WEFT_LOC) const;
-  Tensor less(Scalar other, WEFT_LOC) const;
-  Tensor less_equal(const Tensor& other, WEFT_LOC) const;
-  Tensor less_equal(Scalar other, WEFT_LOC) const;
-  Tensor not_equal(const Tensor& other, WEFT_LOC) const;
-  Tensor not_equal(Scalar other, WEFT_LOC) const;
   /// Tensors are real: conj, conj_physical, resolve_conj and resolve_neg are the tensor itself;
   /// is_complex, is_conj and is_neg are false.
   Tensor conj(WEFT_LOC) const;
@@ -429,54 +293,16 @@ public:
   bool is_signed() const;
   /// The one element's truth (an error for zero or several elements).
   bool is_nonzero(WEFT_LOC) const;
-  /// The argument of a real number: pi where negative, 0 elsewhere, NaN for NaN (integers give
-  /// float32).
-  Tensor angle(WEFT_LOC) const;
   /// The last two dims swapped (the conjugate transpose of real matrices).
   Tensor adjoint(WEFT_LOC) const;
   Tensor mH(WEFT_LOC) const;
-  /// Elementwise tests: +inf, -inf; isreal is true everywhere (tensors are real).
-  Tensor isposinf(WEFT_LOC) const;
-  Tensor isneginf(WEFT_LOC) const;
+  /// True everywhere (tensors are real).
   Tensor isreal(WEFT_LOC) const;
   /// This tensor itself (torch.positive; a bool tensor is an error, as there).
   Tensor positive(WEFT_LOC) const;
-  /// Degrees to radians and radians to degrees (integers and bool give float32).
-  Tensor deg2rad(WEFT_LOC) const;
-  Tensor rad2deg(WEFT_LOC) const;
-  /// sqrt(self^2 + other^2), infinite where either is (even beside a NaN); floating only. The
-  /// squares are formed, so it overflows and underflows where they do (float32: beyond about
-  /// 1.8e19 and below 1e-19), where std::hypot would not.
-  Tensor hypot(const Tensor& other, WEFT_LOC) const;
-  /// The larger (smaller) of the two, ignoring a NaN beside a number (NaN where both are).
-  Tensor fmax(const Tensor& other, WEFT_LOC) const;
-  Tensor fmin(const Tensor& other, WEFT_LOC) const;
   /// pow() in float64.
   Tensor float_power(const Tensor& exponent, WEFT_LOC) const;
   Tensor float_power(Scalar exponent, WEFT_LOC) const;
-  /// log2(2^self + 2^other), without overflow.
-  Tensor logaddexp2(const Tensor& other, WEFT_LOC) const;
-  /// self * 2^other.
-  Tensor ldexp(const Tensor& other, WEFT_LOC) const;
-  /// sin(pi x) / (pi x), 1 at 0.
-  Tensor sinc(WEFT_LOC) const;
-  /// log(z / (1 - z)), z clamped to [eps, 1 - eps] when eps is given.
-  Tensor logit(std::optional<double> eps = std::nullopt, WEFT_LOC) const;
-  /// self * log(other), 0 where self is 0 (unless other is NaN).
-  Tensor xlogy(const Tensor& other, WEFT_LOC) const;
-  Tensor xlog1py(const Tensor& other, WEFT_LOC) const;
-  /// The n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, x) (digamma for n = 0).
-  Tensor polygamma(int64_t n, WEFT_LOC) const;
-  /// The multivariate log-gamma function of dimension p (elements must exceed (p - 1) / 2).
-  Tensor mvlgamma(int64_t p, WEFT_LOC) const;
-  /// Whether the sign is negative, -0.0 included (bool; a NaN counts as positive).
-  Tensor signbit(WEFT_LOC) const;
-  /// |self| with the sign of `other` (-0.0 negative); floating result.
-  Tensor copysign(const Tensor& other, WEFT_LOC) const;
-  Tensor copysign(Scalar other, WEFT_LOC) const;
-  /// 0 where self < 0, `values` where self == 0, 1 where self > 0 (NaN: 0); one dtype. `values`
-  /// gets a gradient where self == 0 (PyTorch 1.13 cannot differentiate heaviside).
-  Tensor heaviside(const Tensor& values, WEFT_LOC) const;
 
   // ---- reductions (empty dims = all) ----
   Tensor sum(WEFT_LOC) const;
@@ -497,16 +323,6 @@ public:
   Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false, WEFT_LOC) const;
   Tensor var(Dims dims = {}, int64_t correction = 1, bool keepdim = false, WEFT_LOC) const;
   Tensor std(Dims dims = {}, int64_t correction = 1, bool keepdim = false, WEFT_LOC) const;
-  Tensor logsumexp(Dims dims, bool keepdim = false, WEFT_LOC) const;
-  /// sum() with NaNs counted as zero.
-  Tensor nansum(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
-  /// The number of nonzero elements over `dims` (empty: all), int64.
-  Tensor count_nonzero(Dims dims = {}, WEFT_LOC) const;
-  /// The lower median (element (n - 1) / 2 of the sorted values); NaN where a NaN is present.
-  Tensor median(WEFT_LOC) const;
-  /// median ignoring NaNs (NaN only where a slice holds nothing else).
-  std::pair<Tensor, Tensor> nanmedian(int64_t dim, bool keepdim = false, WEFT_LOC) const;
-  Tensor nanmedian(WEFT_LOC) const;
   /// The distinct values, sorted (weft::unique also gives inverse indices and counts).
   Tensor unique(bool sorted = true, WEFT_LOC) const;
   /// Each run of equal consecutive values (or slices along `dim`) once, with where each element
@@ -515,29 +331,8 @@ public:
                                                         bool return_counts = false,
                                                         std::optional<int64_t> dim = std::nullopt,
                                                         WEFT_LOC) const;
-  /// Median along `dim`: (values, indices), as torch.median(x, dim).
-  std::pair<Tensor, Tensor> median(int64_t dim, bool keepdim = false, WEFT_LOC) const;
-  /// mean() of the elements that are not NaN (NaN where all are); floating tensors only.
-  Tensor nanmean(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
-  /// (amin, amax) over `dim` (none: all elements).
-  std::pair<Tensor, Tensor> aminmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
-                                    WEFT_LOC) const;
   /// The values sorted along dim 0.
   Tensor msort(WEFT_LOC) const;
-  /// The k-th smallest element along `dim` (k from 1) and its index.
-  std::pair<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false,
-                                     WEFT_LOC) const;
-  /// The q-quantile (q in [0, 1]) over `dim` (none: all elements), between the sorted values at
-  /// q (n - 1) by `interpolation`: "linear", "lower", "higher", "nearest" (half to even) or
-  /// "midpoint"; NaN where a slice holds one. float32 and float64.
-  Tensor quantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
-                  std::string_view interpolation = "linear", WEFT_LOC) const;
-  /// quantile() of each slice's non-NaN values (NaN only where a slice holds nothing else).
-  Tensor nanquantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
-                     std::string_view interpolation = "linear", WEFT_LOC) const;
-  /// The most frequent value along `dim` (the smallest of the most frequent; NaNs count as one
-  /// value) and the index of its last occurrence, as torch.mode.
-  std::pair<Tensor, Tensor> mode(int64_t dim = -1, bool keepdim = false, WEFT_LOC) const;
   /// Whether any (all) elements are nonzero, over `dims` (empty: all): bool, uint8 for a uint8
   /// input, as torch.any and torch.all.
   Tensor any(Dims dims = {}, bool keepdim = false, WEFT_LOC) const;
@@ -546,11 +341,6 @@ public:
   Tensor isnan(WEFT_LOC) const;
   Tensor isinf(WEFT_LOC) const;
   Tensor isfinite(WEFT_LOC) const;
-  Tensor cumsum(int64_t dim, WEFT_LOC) const;
-  /// The counts of elements in `bins` equal-width bins over [min, max] (both 0: the elements'
-  /// own range), in this tensor's floating dtype; elements outside and NaNs are not counted.
-  /// With the default range it reads the values, so compile() runs it eagerly.
-  Tensor histc(int64_t bins = 100, double min = 0, double max = 0, WEFT_LOC) const;
   /// torch.histogram: (counts or summed `weight`, the bins+1 edges) of `bins` equal bins over
   /// `range` (default: the elements' own; one value v: [v - 0.5, v + 0.5]); with `density`, each
   /// bin divided by the total and its width.
@@ -558,52 +348,14 @@ public:
                                       std::optional<std::pair<double, double>> range = std::nullopt,
                                       const Tensor& weight = {}, bool density = false,
                                       WEFT_LOC) const;
-  /// The number of times each value 0..max (or at least `minlength` values) occurs in this 1-D
-  /// tensor of non-negative integers, int64; or the sum of `weights` at them (float64 for
-  /// integer weights, as PyTorch 1.13). Its size depends on the values: compile() runs it eagerly.
-  Tensor bincount(const Tensor& weights = {}, int64_t minlength = 0, WEFT_LOC) const;
-  /// Running products along `dim` (integers and bool in int64, as cumsum).
-  Tensor cumprod(int64_t dim, WEFT_LOC) const;
-  /// The running maximum (minimum) along `dim` and its index: (values, indices), as
-  /// torch.cummax; a tie or a NaN takes the later index.
-  std::pair<Tensor, Tensor> cummax(int64_t dim, WEFT_LOC) const;
-  std::pair<Tensor, Tensor> cummin(int64_t dim, WEFT_LOC) const;
-  /// log(cumsum(exp(x))) along `dim`, computed stably; floating tensors only.
-  Tensor logcumsumexp(int64_t dim, WEFT_LOC) const;
+  /// The values sorted along `dim` and their indices (ties keep their order).
   std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, WEFT_LOC) const;
   Tensor argsort(int64_t dim = -1, bool descending = false, WEFT_LOC) const;
   std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, WEFT_LOC) const;
-  Tensor softmax(int64_t dim, WEFT_LOC) const;
-  Tensor log_softmax(int64_t dim, WEFT_LOC) const;
 
   // ---- linear algebra and indexing ----
-  Tensor matmul(const Tensor& other, WEFT_LOC) const;
   Tensor mm(const Tensor& other, WEFT_LOC) const;
   Tensor bmm(const Tensor& other, WEFT_LOC) const;
-  /// Products of two 1-D tensors: every pair (outer), summed (dot); matrix times vector (mv).
-  Tensor outer(const Tensor& vec, WEFT_LOC) const;
-  Tensor dot(const Tensor& other, WEFT_LOC) const;
-  Tensor mv(const Tensor& vec, WEFT_LOC) const;
-  /// beta * self + alpha * (mat1 @ mat2); with beta = 0 self is not read (NaNs in it vanish).
-  Tensor addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1,
-               WEFT_LOC) const;
-  /// Sums of products over the last dims of both (a 0-d operand: the product); dot() of two
-  /// equal-length vectors (vdot); outer() (ger).
-  Tensor inner(const Tensor& other, WEFT_LOC) const;
-  Tensor vdot(const Tensor& other, WEFT_LOC) const;
-  Tensor ger(const Tensor& vec2, WEFT_LOC) const;
-  /// The Kronecker product: each element of this tensor times `other`, as blocks.
-  Tensor kron(const Tensor& other, WEFT_LOC) const;
-  /// The inverse of each square matrix [..., n, n] (float32/float64; singular: an error), its
-  /// determinant, log-determinant (NaN below 0) and (sign, log|det|).
-  Tensor inverse(WEFT_LOC) const;
-  /// The Cholesky factor of each symmetric positive-definite matrix (from its lower triangle):
-  /// L with A = L L^T, or with `upper` U = L^T (A = U^T U). Not positive-definite: an error.
-  Tensor cholesky(bool upper = false, WEFT_LOC) const;
-  /// A^-1 from this Cholesky factor of A (lower, or `upper`).
-  Tensor cholesky_inverse(bool upper = false, WEFT_LOC) const;
-  /// X with A X = this, A given by its Cholesky factor `factor` (lower, or `upper`).
-  Tensor cholesky_solve(const Tensor& factor, bool upper = false, WEFT_LOC) const;
   /// The QR factorization of each matrix [..., m, n] (Householder, LAPACK's signs): with `some`,
   /// the reduced Q [..., m, k] and R [..., k, n], k = min(m, n); else the complete one, which
   /// weft computes only where it is the reduced one (m <= n).
@@ -621,28 +373,6 @@ public:
   /// The exponential of each square matrix (Pade 13 with scaling and squaring; the scaling reads
   /// the values, so inside compile() it specializes on them or runs eagerly).
   Tensor matrix_exp(WEFT_LOC) const;
-  Tensor det(WEFT_LOC) const;
-  Tensor logdet(WEFT_LOC) const;
-  std::pair<Tensor, Tensor> slogdet(WEFT_LOC) const;
-  /// The cross product of 3-vectors along `dim` (none: this tensor's first dim of size 3), both
-  /// of size 3 there, broadcast in the other dims.
-  Tensor cross(const Tensor& other, std::optional<int64_t> dim = std::nullopt, WEFT_LOC) const;
-  /// beta * self + alpha * product, as addmm: mat @ vec (addmv), outer(vec1, vec2) (addr),
-  /// batch1 @ batch2 per batch (baddbmm) and summed over the batch (addbmm); beta = 0 reads no
-  /// self.
-  Tensor addmv(const Tensor& mat, const Tensor& vec, Scalar beta = 1, Scalar alpha = 1,
-               WEFT_LOC) const;
-  Tensor addr(const Tensor& vec1, const Tensor& vec2, Scalar beta = 1, Scalar alpha = 1,
-              WEFT_LOC) const;
-  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1,
-                 WEFT_LOC) const;
-  Tensor addbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1,
-                WEFT_LOC) const;
-  /// The square matrices (last two dims) to the power n >= 0 (0: identity), by repeated squaring.
-  Tensor matrix_power(int64_t n, WEFT_LOC) const;
-  Tensor gather(int64_t dim, const Tensor& index, WEFT_LOC) const;
-  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
-  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC) const;
   /// src scattered in along `dim` (as scatter_add places it), each target reduced with what
   /// reaches it by `reduce`: "sum", "prod", "mean", "amax" or "amin"; without `include_self`, a
   /// target reached by src starts from src alone. Gradients as PyTorch's (amax/amin split among
@@ -653,21 +383,9 @@ public:
   /// ("prod", "mean", "amax" or "amin"), as torch.Tensor.index_reduce.
   Tensor index_reduce(int64_t dim, const Tensor& index, const Tensor& source,
                       std::string_view reduce, bool include_self = true, WEFT_LOC) const;
-  Tensor index_select(int64_t dim, const Tensor& index, WEFT_LOC) const;
   /// Every window of `size` elements along `dim`, `step` apart, as a new last dim (a copy, where
   /// PyTorch returns a view).
   Tensor unfold(int64_t dim, int64_t size, int64_t step, WEFT_LOC) const;
-  /// The indices of nonzero elements, [n, dim] (eager only: the shape depends on the values).
-  Tensor nonzero(WEFT_LOC) const;
-  Tensor argwhere(WEFT_LOC) const;
-  /// Slices along `dim` with a p-norm above maxnorm scaled down to it.
-  Tensor renorm(double p, int64_t dim, double maxnorm, WEFT_LOC) const;
-  /// gather() with `indices` and this tensor broadcast against each other in every dim but
-  /// `dim` (none: both flattened).
-  Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt,
-                        WEFT_LOC) const;
-  /// The elements where `mask` (broadcast) is true, as 1-D (a data-dependent shape).
-  Tensor masked_select(const Tensor& mask, WEFT_LOC) const;
   /// This tensor with the elements where `mask` (broadcast to its shape) is true replaced by
   /// `source`'s first elements in row-major order; `source` needs at least as many elements as
   /// `mask` has true.
@@ -684,11 +402,6 @@ public:
   Tensor& put_(const Tensor& index, const Tensor& source, bool accumulate = false, WEFT_LOC);
   /// x where |x| > lambd, else 0.
   Tensor hardshrink(double lambd = 0.5, WEFT_LOC) const;
-  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC) const;
-  /// This tensor with the slices at `index` along `dim` set to `value` (index_fill) or to
-  /// `source`'s slices in order (index_copy).
-  Tensor index_fill(int64_t dim, const Tensor& index, Scalar value, WEFT_LOC) const;
-  Tensor index_copy(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC) const;
   /// Samples 1 with probability self (elementwise, in [0, 1]), else 0, from the default generator.
   Tensor bernoulli(WEFT_LOC) const;
   /// `num_samples` category indices (int64) per row of this tensor of non-negative weights (1-D,
@@ -699,17 +412,15 @@ public:
 
   // ---- in place (bump the version counter) ----
   Tensor& add_(const Tensor& other, Scalar alpha = 1, WEFT_LOC);
-  Tensor& add_(Scalar other, WEFT_LOC);
+  Tensor& add_(Scalar other, Scalar alpha = 1, WEFT_LOC);
   Tensor& sub_(const Tensor& other, Scalar alpha = 1, WEFT_LOC);
-  Tensor& sub_(Scalar other, WEFT_LOC);
+  Tensor& sub_(Scalar other, Scalar alpha = 1, WEFT_LOC);
   Tensor& mul_(const Tensor& other, WEFT_LOC);
   Tensor& mul_(Scalar other, WEFT_LOC);
   Tensor& div_(const Tensor& other, WEFT_LOC);
   Tensor& div_(Scalar other, WEFT_LOC);
   Tensor& fmod_(const Tensor& other, WEFT_LOC);
   Tensor& fmod_(Scalar other, WEFT_LOC);
-  Tensor& remainder_(const Tensor& other, WEFT_LOC);
-  Tensor& remainder_(Scalar other, WEFT_LOC);
   Tensor& floor_divide_(const Tensor& other, WEFT_LOC);
   Tensor& floor_divide_(Scalar other, WEFT_LOC);
   /// Bitwise (integers and bool), shifts, gcd and lcm (integers), in place.
@@ -727,24 +438,13 @@ public:
   Tensor& gcd_(Scalar other, WEFT_LOC);
   Tensor& lcm_(const Tensor& other, WEFT_LOC);
   Tensor& lcm_(Scalar other, WEFT_LOC);
-  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC);
   Tensor& zero_(WEFT_LOC);
   Tensor& fill_(Scalar value, WEFT_LOC);
   Tensor& copy_(const Tensor& src, WEFT_LOC);
-  Tensor& masked_fill_(const Tensor& mask, Scalar value, WEFT_LOC);
   Tensor& pow_(const Tensor& exponent, WEFT_LOC);
   Tensor& pow_(Scalar exponent, WEFT_LOC);
-  Tensor& clamp_min_(Scalar min, WEFT_LOC);
-  Tensor& clamp_max_(Scalar max, WEFT_LOC);
-  Tensor& lerp_(const Tensor& end, const Tensor& weight, WEFT_LOC);
-  Tensor& lerp_(const Tensor& end, Scalar weight, WEFT_LOC);
   Tensor& addcmul_(const Tensor& t1, const Tensor& t2, Scalar value = 1, WEFT_LOC);
   Tensor& addcdiv_(const Tensor& t1, const Tensor& t2, Scalar value = 1, WEFT_LOC);
-  Tensor& index_fill_(int64_t dim, const Tensor& index, Scalar value, WEFT_LOC);
-  Tensor& index_copy_(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC);
-  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, WEFT_LOC);
-  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
-  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src, WEFT_LOC);
   Tensor& scatter_reduce_(int64_t dim, const Tensor& index, const Tensor& src,
                           std::string_view reduce, bool include_self = true, WEFT_LOC);
   Tensor& index_reduce_(int64_t dim, const Tensor& index, const Tensor& source,
@@ -769,89 +469,25 @@ public:
   /// with `wrap`, a tall matrix's diagonal starts again every columns + 1 rows.
   Tensor& fill_diagonal_(Scalar value, bool wrap = false, WEFT_LOC);
 
-  // In-place forms of the methods of the same name without the trailing underscore: the result,
-  // which must have this tensor's shape and a dtype that casts to its own (a comparison writes 1
-  // or 0), replaces this tensor's values, with its autograd history (InPlace.cpp).
-  Tensor& absolute_(WEFT_LOC);
-  Tensor& negative_(WEFT_LOC);
-  Tensor& sgn_(WEFT_LOC);
-  Tensor& fix_(WEFT_LOC);
-  Tensor& square_(WEFT_LOC);
-  Tensor& frac_(WEFT_LOC);
-  Tensor& sinc_(WEFT_LOC);
-  Tensor& deg2rad_(WEFT_LOC);
-  Tensor& rad2deg_(WEFT_LOC);
+  /// The tensor itself (real tensors are their own conjugate).
   Tensor& conj_physical_(WEFT_LOC);
-  Tensor& arccos_(WEFT_LOC);
-  Tensor& arcsin_(WEFT_LOC);
-  Tensor& arctan_(WEFT_LOC);
-  Tensor& arccosh_(WEFT_LOC);
-  Tensor& arcsinh_(WEFT_LOC);
-  Tensor& arctanh_(WEFT_LOC);
-  Tensor& logit_(std::optional<double> eps = std::nullopt, WEFT_LOC);
-  Tensor& nan_to_num_(std::optional<double> nan = std::nullopt,
-                      std::optional<double> posinf = std::nullopt,
-                      std::optional<double> neginf = std::nullopt, WEFT_LOC);
-  Tensor& polygamma_(int64_t n, WEFT_LOC);
-  Tensor& mvlgamma_(int64_t p, WEFT_LOC);
-  Tensor& clip_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, WEFT_LOC);
-  Tensor& renorm_(double p, int64_t dim, double maxnorm, WEFT_LOC);
-  Tensor& cumsum_(int64_t dim, WEFT_LOC);
-  Tensor& cumprod_(int64_t dim, WEFT_LOC);
-  Tensor& tril_(int64_t diagonal = 0, WEFT_LOC);
-  Tensor& triu_(int64_t diagonal = 0, WEFT_LOC);
-  Tensor& eq_(const Tensor& other, WEFT_LOC);
-  Tensor& eq_(Scalar other, WEFT_LOC);
-  Tensor& ne_(const Tensor& other, WEFT_LOC);
-  Tensor& ne_(Scalar other, WEFT_LOC);
-  Tensor& lt_(const Tensor& other, WEFT_LOC);
-  Tensor& lt_(Scalar other, WEFT_LOC);
-  Tensor& le_(const Tensor& other, WEFT_LOC);
-  Tensor& le_(Scalar other, WEFT_LOC);
-  Tensor& gt_(const Tensor& other, WEFT_LOC);
-  Tensor& gt_(Scalar other, WEFT_LOC);
-  Tensor& ge_(const Tensor& other, WEFT_LOC);
-  Tensor& ge_(Scalar other, WEFT_LOC);
-  Tensor& greater_(const Tensor& other, WEFT_LOC);
-  Tensor& greater_(Scalar other, WEFT_LOC);
-  Tensor& greater_equal_(const Tensor& other, WEFT_LOC);
-  Tensor& greater_equal_(Scalar other, WEFT_LOC);
-  Tensor& less_(const Tensor& other, WEFT_LOC);
-  Tensor& less_(Scalar other, WEFT_LOC);
-  Tensor& less_equal_(const Tensor& other, WEFT_LOC);
-  Tensor& less_equal_(Scalar other, WEFT_LOC);
-  Tensor& not_equal_(const Tensor& other, WEFT_LOC);
-  Tensor& not_equal_(Scalar other, WEFT_LOC);
-  Tensor& logical_and_(const Tensor& other, WEFT_LOC);
-  Tensor& logical_or_(const Tensor& other, WEFT_LOC);
-  Tensor& logical_xor_(const Tensor& other, WEFT_LOC);
-  Tensor& atan2_(const Tensor& other, WEFT_LOC);
-  Tensor& arctan2_(const Tensor& other, WEFT_LOC);
-  Tensor& hypot_(const Tensor& other, WEFT_LOC);
-  Tensor& ldexp_(const Tensor& other, WEFT_LOC);
-  Tensor& xlogy_(const Tensor& other, WEFT_LOC);
-  Tensor& heaviside_(const Tensor& values, WEFT_LOC);
-  Tensor& copysign_(const Tensor& other, WEFT_LOC);
-  Tensor& copysign_(Scalar other, WEFT_LOC);
+  /// float_power() in place (a float64 tensor only: it holds the result).
   Tensor& float_power_(const Tensor& exponent, WEFT_LOC);
   Tensor& float_power_(Scalar exponent, WEFT_LOC);
-  Tensor& true_divide_(const Tensor& other, WEFT_LOC);
-  Tensor& true_divide_(Scalar other, WEFT_LOC);
-  Tensor& divide_(const Tensor& other, WEFT_LOC);
-  Tensor& divide_(Scalar other, WEFT_LOC);
-  Tensor& multiply_(const Tensor& other, WEFT_LOC);
-  Tensor& multiply_(Scalar other, WEFT_LOC);
-  Tensor& subtract_(const Tensor& other, Scalar alpha = 1, WEFT_LOC);
-  Tensor& subtract_(Scalar other, Scalar alpha = 1, WEFT_LOC);
-  Tensor& addmm_(const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1,
-                 WEFT_LOC);
-  Tensor& addmv_(const Tensor& mat, const Tensor& vec, Scalar beta = 1, Scalar alpha = 1, WEFT_LOC);
-  Tensor& addr_(const Tensor& vec1, const Tensor& vec2, Scalar beta = 1, Scalar alpha = 1,
-                WEFT_LOC);
-  Tensor& baddbmm_(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1,
-                   WEFT_LOC);
-  Tensor& addbmm_(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1,
-                  WEFT_LOC);
+
+  // ---- the methods of weft/TensorMethods.inc, with their in-place forms and other names ----
+#define WEFT_METHOD(name, params, args, forms, ...)                                                \
+  __VA_ARGS__ name(WEFT_PARAMS params WEFT_LOC) const;                                             \
+  WEFT_HAS_IN_PLACE_##forms(Tensor& name##_(WEFT_PARAMS params WEFT_LOC);)
+#define WEFT_FUNCTION WEFT_METHOD
+#define WEFT_ALIAS(alias, name, params, args, forms, ...)                                          \
+  WEFT_METHOD(alias, params, args, forms, __VA_ARGS__)
+#define WEFT_IN_PLACE(name, params, args) Tensor& name##_(WEFT_PARAMS params WEFT_LOC);
+#include "weft/TensorMethods.inc"
+#undef WEFT_METHOD
+#undef WEFT_FUNCTION
+#undef WEFT_ALIAS
+#undef WEFT_IN_PLACE
 
   // ---- autograd ----
   bool requires_grad() const;
