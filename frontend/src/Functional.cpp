@@ -131,22 +131,6 @@ Tensor avgPoolNd(const Tensor& x, size_t sp, std::vector<int64_t> k, std::vector
 
 } // namespace
 
-Tensor conv(const Tensor& x, const Tensor& w, const Attrs& at) {
-  Attrs a = convAttrs(at.ints("stride"), at.ints("padding"), at.ints("dilation"), at.i("groups"));
-  return dispatch(OpCode::Conv, {x, w}, a);
-}
-Tensor conv_input_grad(const Tensor& gy, const Tensor& w, const Attrs& at,
-                       const Shape& inputShape) {
-  Attrs a = convAttrs(at.ints("stride"), at.ints("padding"), at.ints("dilation"), at.i("groups"));
-  a.set("input_shape", inputShape);
-  return dispatch(OpCode::ConvInputGrad, {gy, w}, a);
-}
-Tensor conv_weight_grad(const Tensor& x, const Tensor& gy, const Attrs& at,
-                        const Shape& weightShape) {
-  Attrs a = convAttrs(at.ints("stride"), at.ints("padding"), at.ints("dilation"), at.i("groups"));
-  a.set("weight_shape", weightShape);
-  return dispatch(OpCode::ConvWeightGrad, {x, gy}, a);
-}
 
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride, int64_t padding,
               int64_t dilation, int64_t groups, std::source_location loc) {

@@ -306,9 +306,6 @@ Scalar reductionIdentity(std::string_view reduce, DType t) {
 }
 } // namespace
 
-Tensor scatter_op(OpCode op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  return dispatch(op, {x, index, src}, Attrs{{"dim", dim}});
-}
 
 Tensor Tensor::scatter_reduce(int64_t d, const Tensor& index, const Tensor& src,
                               std::string_view reduce, bool include_self,

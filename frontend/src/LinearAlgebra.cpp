@@ -660,9 +660,6 @@ Tensor eighInput(const Tensor& a, std::string_view uplo, const char* op) {
 }
 } // namespace
 
-Tensor matrix_op(OpCode op, const Tensor& x) {
-  return dispatch(op, {x});
-}
 std::pair<Tensor, Tensor> linalg_eigh(const Tensor& a, std::string_view uplo,
                                       std::source_location loc) {
   CallSite cs(loc);

@@ -966,12 +966,6 @@ bool is_column_major(const Tensor& t) {
   const Shape& st = t.impl()->strides;
   return st[0] == 1 && st[1] == t.size(0);
 }
-bool is_floating(const Tensor& t) {
-  return isFloating(t.dtype());
-}
 
-Tensor pad_dims(const Tensor& x, const Shape& pads, double value) {
-  return dispatch(OpCode::Pad, {x}, Attrs{{"pads", pads}, {"value", value}});
-}
 
 } // namespace weft

@@ -57,9 +57,6 @@ Tensor divideByCount(const Tensor& total, const Tensor& x, const Shape& dims, bo
 
 } // namespace
 
-Tensor reduce_op(OpCode op, const Tensor& x, Shape dims, bool keepdim) {
-  return dispatch(op, {x}, Attrs{{"dims", std::move(dims)}, {"keepdim", keepdim}});
-}
 
 Tensor Tensor::sum(std::source_location loc) const {
   CallSite cs(loc);

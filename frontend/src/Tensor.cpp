@@ -187,8 +187,13 @@ Shape inferSize(Shape shape, int64_t count, const char* op) {
 
 } // namespace
 
-Tensor reshape(const Tensor& t, const Shape& shape) {
+/// A new view (or copy) of `t` with `shape` (the vocabulary's reshape gives `t` itself where the
+/// shape is its own; a method gives a new tensor, as LibTorch's).
+Tensor reshapeView(const Tensor& t, const Shape& shape) {
   return dispatch(OpCode::Reshape, {t}, Attrs{{"shape", shape}});
+}
+Tensor permuteView(const Tensor& t, const Shape& dims) {
+  return dispatch(OpCode::Permute, {t}, Attrs{{"dims", dims}});
 }
 
 Tensor Tensor::view(Shape shape, std::source_location loc) const {
@@ -206,17 +211,13 @@ Tensor Tensor::view(Shape shape, std::source_location loc) const {
              shapeString(strides()),
              " (at least one dimension spans across two contiguous subspaces). Use .reshape(...) "
              "instead.");
-  return weft::reshape(*this, shape);
+  return reshapeView(*this, shape);
 }
 
 Tensor Tensor::reshape(Shape shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("reshape");
-  return weft::reshape(*this, inferSize(std::move(shape), numel(), "reshape"));
-}
-
-Tensor permute(const Tensor& t, const Shape& dims) {
-  return dispatch(OpCode::Permute, {t}, Attrs{{"dims", dims}});
+  return reshapeView(*this, inferSize(std::move(shape), numel(), "reshape"));
 }
 
 Tensor Tensor::permute(Shape dims, std::source_location loc) const {
@@ -224,7 +225,7 @@ Tensor Tensor::permute(Shape dims, std::source_location loc) const {
   checkDefined("permute");
   for (int64_t& d : dims)
     d = wrapDim(d, dim(), "permute");
-  return weft::permute(*this, dims);
+  return permuteView(*this, dims);
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1, std::source_location loc) const {
@@ -236,7 +237,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1, std::source_location loc) const
   Shape dims(static_cast<size_t>(dim()));
   std::iota(dims.begin(), dims.end(), 0);
   std::swap(dims[static_cast<size_t>(d0)], dims[static_cast<size_t>(d1)]);
-  return weft::permute(*this, dims);
+  return permuteView(*this, dims);
 }
 
 Tensor Tensor::t(std::source_location loc) const {
@@ -247,21 +248,12 @@ Tensor Tensor::t(std::source_location loc) const {
   return dim() < 2 ? *this : transpose(0, 1);
 }
 
-Tensor mT(const Tensor& t) {
-  return t.transpose(-2, -1);
-}
-
 Tensor Tensor::mT(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("mT");
   WEFT_CHECK(dim() >= 2, Shape, "mT: expects a tensor with >= 2 dimensions, got ",
              shapeString(sizes()));
   return weft::mT(*this);
-}
-
-Tensor slice_dim(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  return dispatch(OpCode::Slice, {x},
-                  Attrs{{"dim", dim}, {"start", start}, {"end", end}, {"step", step}});
 }
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
@@ -301,7 +293,7 @@ Tensor Tensor::select(int64_t d, int64_t index, std::source_location loc) const 
   if (index < 0) index += n;
   Shape s = sizes();
   s.erase(s.begin() + d);
-  return weft::reshape(slice_dim(*this, d, index, index + 1, 1), s);
+  return reshapeView(slice_dim(*this, d, index, index + 1, 1), s);
 }
 
 Tensor Tensor::expand(Shape shape, std::source_location loc) const {
@@ -321,14 +313,13 @@ Tensor Tensor::expand(Shape shape, std::source_location loc) const {
   return dispatch(OpCode::Expand, {*this}, Attrs{{"shape", shape}});
 }
 
-
 Tensor Tensor::squeeze(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("squeeze");
   Shape s;
   for (int64_t v : sizes())
     if (v != 1) s.push_back(v);
-  return s == sizes() ? *this : weft::reshape(*this, s);
+  return s == sizes() ? *this : reshapeView(*this, s);
 }
 
 Tensor Tensor::squeeze(int64_t d, std::source_location loc) const {
@@ -338,7 +329,7 @@ Tensor Tensor::squeeze(int64_t d, std::source_location loc) const {
   if (dim() == 0 || sizes()[static_cast<size_t>(d)] != 1) return *this;
   Shape s = sizes();
   s.erase(s.begin() + d);
-  return weft::reshape(*this, s);
+  return reshapeView(*this, s);
 }
 
 Tensor Tensor::unsqueeze(int64_t d, std::source_location loc) const {
@@ -347,7 +338,7 @@ Tensor Tensor::unsqueeze(int64_t d, std::source_location loc) const {
   d = wrapDim(d, dim() + 1, "unsqueeze");
   Shape s = sizes();
   s.insert(s.begin() + d, 1);
-  return weft::reshape(*this, s);
+  return reshapeView(*this, s);
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end, std::source_location loc) const {
@@ -355,7 +346,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end, std::source_location loc) con
   checkDefined("flatten");
   start = wrapDim(start, dim(), "flatten");
   end = wrapDim(end, dim(), "flatten");
-  if (dim() == 0) return weft::reshape(*this, {1});
+  if (dim() == 0) return reshapeView(*this, {1});
   WEFT_CHECK(start <= end, Value, "flatten: start_dim (", start, ") cannot come after end_dim (",
              end, ")");
   Shape s(sizes().begin(), sizes().begin() + start);
@@ -364,7 +355,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end, std::source_location loc) con
     m *= sizes()[static_cast<size_t>(d)];
   s.push_back(m);
   s.insert(s.end(), sizes().begin() + end + 1, sizes().end());
-  return weft::reshape(*this, s);
+  return reshapeView(*this, s);
 }
 
 Tensor Tensor::unflatten(int64_t d, Shape parts, std::source_location loc) const {
@@ -380,11 +371,7 @@ Tensor Tensor::unflatten(int64_t d, Shape parts, std::source_location loc) const
   Shape s(sizes().begin(), sizes().begin() + d);
   s.insert(s.end(), parts.begin(), parts.end());
   s.insert(s.end(), sizes().begin() + d + 1, sizes().end());
-  return weft::reshape(*this, s);
-}
-
-Tensor flip(const Tensor& t, const Shape& dims) {
-  return dispatch(OpCode::Flip, {t}, Attrs{{"dims", dims}});
+  return reshapeView(*this, s);
 }
 
 Tensor Tensor::flip(Dims dims, std::source_location loc) const {

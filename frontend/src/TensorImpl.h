@@ -6,6 +6,7 @@
 #include "weft/runtime/Attrs.h"
 #include "weft/runtime/OpTable.h"
 #include "weft/runtime/Storage.h"
+#include "weft/runtime/Vocabulary.h"
 
 #include <initializer_list>
 #include <mutex>
@@ -118,34 +119,17 @@ namespace autograd {
 Tensor vjp(OpCode op, const Tensor& g, const std::vector<Tensor>& in, const Tensor& y,
            const Attrs& at, size_t i);
 
-// Helpers the op table's vjp column uses, also handy inside frontend.
+// What makes a tensor tensor-like for the vocabulary of weft/runtime/Vocabulary.h, which the op
+// table's vjp rules and the frontend's own code call (reshape, reduce_op, matrix_op, ...):
+// dispatch() above, a constant, and metadata.
 Shape shape_of(const Tensor& t);
 DType dtype_of(const Tensor& t);
-bool is_floating(const Tensor& t);
-Tensor reshape(const Tensor& t, const Shape& shape);
-Tensor permute(const Tensor& t, const Shape& dims);
-Tensor flip(const Tensor& t, const Shape& dims);
-Tensor mT(const Tensor& t);
-/// The factor `op` (a linear-algebra row of the op table taking one matrix and no attributes:
-/// eigvalsh, qr_q, svd_u, ...) of x, for the gradient rules.
-Tensor matrix_op(OpCode op, const Tensor& x);
-/// x with src scattered in along `dim` by `op` (a row of the Scatter kind: scatter_prod, ...).
-Tensor scatter_op(OpCode op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+/// A constant of `shape`, `dtype` and `value` (`like` names the side: eagerly, nothing).
+Tensor filled(const Tensor& like, const Shape& shape, DType dtype, double value);
 /// A 2-D tensor whose transpose is contiguous (and is not contiguous itself).
 bool is_column_major(const Tensor& t);
-std::vector<Shape> shapes_of(const std::vector<Tensor>& ts);
-Tensor zeros_shaped(const Tensor& like, const Shape& shape);
-Tensor expand(const Tensor& t, const Shape& shape);
-/// Constant pad with pads in dim order [lo0, hi0, lo1, hi1, ...] (negative values crop).
-Tensor pad_dims(const Tensor& x, const Shape& pads, double value);
-Tensor slice_dim(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step);
-Tensor reduce_op(OpCode op, const Tensor& x, Shape dims, bool keepdim);
-Tensor conv(const Tensor& x, const Tensor& w, const Attrs& at);
-Tensor conv_input_grad(const Tensor& gy, const Tensor& w, const Attrs& at, const Shape& inputShape);
 /// `x` itself if floating, else converted to float32 (as PyTorch's float-valued functions take
 /// integers).
 Tensor floatingOrFloat32(const Tensor& x);
-Tensor conv_weight_grad(const Tensor& x, const Tensor& gy, const Attrs& at,
-                        const Shape& weightShape);
 
 } // namespace weft

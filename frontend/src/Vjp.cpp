@@ -39,19 +39,9 @@ uint32_t vjpUses(OpCode op, size_t input) {
   return uses(op, opInfo(op).kind == OpKind::Binary ? input : 0);
 }
 
-std::vector<Shape> shapes_of(const std::vector<Tensor>& ts) {
-  std::vector<Shape> s;
-  for (const Tensor& t : ts)
-    s.push_back(t.sizes());
-  return s;
-}
-
-Tensor zeros_shaped(const Tensor& like, const Shape& shape) {
-  return zeros(shape, like.dtype());
-}
-
-Tensor expand(const Tensor& t, const Shape& shape) {
-  return t.expand(shape);
+Tensor filled(const Tensor& like, const Shape& shape, DType dtype, double value) {
+  (void)like; // eagerly a constant needs nothing of it
+  return fullOf(shape, value, dtype);
 }
 
 Tensor vjp(OpCode op, const Tensor& g, const std::vector<Tensor>& in, const Tensor& y,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "weft/ir/Graph.h"
+#include "weft/runtime/Vocabulary.h"
 
 #include <optional>
 #include <vector>
@@ -68,44 +69,17 @@ GValue operator<=(const GValue& a, double b);
 #undef WEFT_BINARY_GRAPH_Method
 #undef WEFT_BINARY_GRAPH_Custom
 #undef WEFT_OP
-GValue where(const GValue& c, const GValue& a, const GValue& b);
-GValue zeros_like(const GValue& x);
-GValue ones_like(const GValue& x);
-GValue zeros_shaped(const GValue& like, const Shape& shape);
-GValue cast(const GValue& x, DType dtype);
+// What makes a graph value tensor-like for weft/runtime/Vocabulary.h (reshape, reduce_op, matmul,
+// gather, ... are written there once for graph values and eager tensors alike).
+/// One node of `op` (operands from one builder), its type inferred.
+GValue dispatch(OpCode op, const std::vector<GValue>& operands, const Attrs& attrs = {});
+/// A constant of `shape`, `dtype` and `value`, built by like's builder.
+GValue filled(const GValue& like, const Shape& shape, DType dtype, double value);
 Shape shape_of(const GValue& x);
+DType dtype_of(const GValue& x);
 /// Graph values have no memory layout: never column-major (see vjp_matmul).
 inline bool is_column_major(const GValue&) {
   return false;
 }
-std::vector<Shape> shapes_of(const std::vector<GValue>& xs);
-DType dtype_of(const GValue& x);
-bool is_floating(const GValue& x);
-GValue reshape(const GValue& x, const Shape& shape);
-GValue permute(const GValue& x, const Shape& dims);
-GValue expand(const GValue& x, const Shape& shape);
-GValue flip(const GValue& x, const Shape& dims);
-GValue cumsum(const GValue& x, int64_t dim);
-GValue cumprod(const GValue& x, int64_t dim);
-GValue logcumsumexp(const GValue& x, int64_t dim);
-GValue pad_dims(const GValue& x, const Shape& pads, double value);
-GValue slice_dim(const GValue& x, int64_t dim, int64_t start, int64_t end, int64_t step);
-GValue reduce_op(OpCode op, const GValue& x, const Shape& dims, bool keepdim);
-GValue matmul(const GValue& a, const GValue& b);
-GValue inverse(const GValue& x);
-/// The factor `op` (a linear-algebra row of the op table taking one matrix and no attributes:
-/// eigvalsh, qr_q, svd_u, ...) of x.
-GValue matrix_op(OpCode op, const GValue& x);
-GValue scatter_op(OpCode op, const GValue& x, int64_t dim, const GValue& index, const GValue& src);
-GValue mT(const GValue& x);
-GValue conv(const GValue& x, const GValue& w, const Attrs& at);
-GValue conv_input_grad(const GValue& gy, const GValue& w, const Attrs& at, const Shape& inputShape);
-GValue conv_weight_grad(const GValue& x, const GValue& gy, const Attrs& at,
-                        const Shape& weightShape);
-GValue gather(const GValue& x, int64_t dim, const GValue& index);
-GValue scatter(const GValue& x, int64_t dim, const GValue& index, const GValue& src);
-GValue scatter_add(const GValue& x, int64_t dim, const GValue& index, const GValue& src);
-GValue index_select(const GValue& x, int64_t dim, const GValue& index);
-GValue index_add(const GValue& x, int64_t dim, const GValue& index, const GValue& src);
 
 } // namespace weft::passes

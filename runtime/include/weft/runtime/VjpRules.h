@@ -1,21 +1,19 @@
 // The vector-Jacobian rules of the op table as templates over a tensor-like type T, so one rule
 // serves eager autograd (T = weft::Tensor) and graph autodiff (T = a graph value).
 //
-// T must provide, as free functions found by argument-dependent lookup: the arithmetic operators
-// and ==, !=, <, >, <= (with T and double operands where the rules use them), a function per unary
-// op and per binary op with a plain API named as in the op table (exp, cos, pow, ...), where,
-// zeros_like, ones_like, zeros_shaped(like, shape), cast, shape_of, shapes_of, dtype_of,
-// is_floating, reshape, permute, expand, flip, cumsum, cumprod, logcumsumexp, pad_dims, slice_dim,
-// reduce_op, matmul, mT, inverse, matrix_op (a linear-algebra row by op code), conv,
-// conv_input_grad, conv_weight_grad, gather, scatter, scatter_add, scatter_op (a scatter row by op
-// code), index_select and index_add; and
-// be default-constructible as "no gradient".
+// T is tensor-like as weft/runtime/Vocabulary.h says (which gives the rules reshape, reduce_op,
+// matmul, gather, conv_input_grad, ... for it) and provides besides, as free functions found by
+// argument-dependent lookup: the arithmetic operators and ==, !=, <, >, <= (with T and double
+// operands where the rules use them), a function per unary op and per binary op with a plain API
+// named as in the op table (exp, cos, pow, ...), and is_column_major; and it is
+// default-constructible as "no gradient".
 #pragma once
 
 #include "weft/runtime/Attrs.h"
 #include "weft/runtime/DType.h"
 #include "weft/runtime/OpTable.h"
 #include "weft/runtime/TensorRef.h"
+#include "weft/runtime/Vocabulary.h"
 
 #include <algorithm>
 #include <utility>
