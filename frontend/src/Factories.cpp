@@ -62,24 +62,24 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
 
 } // namespace
 
-Tensor empty(Shape shape, TensorOptions o, std::source_location loc) {
+Tensor empty(IntArrayRef shape, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   checkShape(shape, o.dtype_, "empty");
   return finish(makeTensor(shape, o.dtype_), o);
 }
-Tensor zeros(Shape shape, TensorOptions o, std::source_location loc) {
+Tensor zeros(IntArrayRef shape, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   checkShape(shape, o.dtype_, "zeros");
   return finish(fullOf(shape, 0, o.dtype_), o);
 }
-Tensor full(Shape shape, Scalar value, TensorOptions o, std::source_location loc) {
+Tensor full(IntArrayRef shape, Scalar value, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   // As torch.full: without a dtype, the fill value's kind decides (int64, bool, float32).
   DType t = o.has_dtype_ ? o.dtype_ : value.isFloatingPoint() ? kDefaultFloat : value.dtype();
   checkShape(shape, t, "full");
   return finish(fullOf(shape, value, t), o);
 }
-Tensor ones(Shape shape, TensorOptions o, std::source_location loc) {
+Tensor ones(IntArrayRef shape, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   checkShape(shape, o.dtype_, "ones");
   return finish(fullOf(shape, 1, o.dtype_), o);
@@ -245,7 +245,7 @@ Tensor triu_indices(int64_t row, int64_t col, int64_t offset, TensorOptions o,
   return triangleIndices(row, col, offset, false, o, "triu_indices");
 }
 
-Tensor from_blob(void* data, Shape shape, TensorOptions o, std::function<void(void*)> deleter,
+Tensor from_blob(void* data, IntArrayRef shape, TensorOptions o, std::function<void(void*)> deleter,
                  std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(data != nullptr || numel(shape) == 0, Value, "from_blob: data is a null pointer");
@@ -257,7 +257,7 @@ Tensor from_blob(void* data, Shape shape, TensorOptions o, std::function<void(vo
 }
 
 template <typename T>
-Tensor from_vector(const std::vector<T>& values, Shape shape, std::source_location loc) {
+Tensor from_vector(const std::vector<T>& values, IntArrayRef shape, std::source_location loc) {
   CallSite cs(loc);
   if (shape.empty() && values.size() != 1) shape = {static_cast<int64_t>(values.size())};
   checkShape(shape, DTypeOf<T>::value, "from_vector");
@@ -276,7 +276,7 @@ Tensor from_vector(const std::vector<T>& values, Shape shape, std::source_locati
   return t;
 }
 #define WEFT_X(name, type, str)                                                                    \
-  template Tensor from_vector<type>(const std::vector<type>&, Shape, std::source_location);
+  template Tensor from_vector<type>(const std::vector<type>&, IntArrayRef, std::source_location);
 WEFT_DTYPES(WEFT_X)
 #undef WEFT_X
 
@@ -327,17 +327,19 @@ void manual_seed(uint64_t seed) {
   default_generator().manual_seed(seed);
 }
 
-Tensor rand(Shape shape, TensorOptions o, std::optional<Generator> gen, std::source_location loc) {
+Tensor rand(IntArrayRef shape, TensorOptions o, std::optional<Generator> gen,
+            std::source_location loc) {
   CallSite cs(loc);
   return randomOp(OpCode::Uniform, std::move(shape), o, std::move(gen),
                   Attrs{{"low", 0.0}, {"high", 1.0}});
 }
-Tensor randn(Shape shape, TensorOptions o, std::optional<Generator> gen, std::source_location loc) {
+Tensor randn(IntArrayRef shape, TensorOptions o, std::optional<Generator> gen,
+             std::source_location loc) {
   CallSite cs(loc);
   return randomOp(OpCode::Normal, std::move(shape), o, std::move(gen),
                   Attrs{{"mean", 0.0}, {"std", 1.0}});
 }
-Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions o,
+Tensor randint(int64_t low, int64_t high, IntArrayRef shape, TensorOptions o,
                std::optional<Generator> gen, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(low < high, Value, "randint: expected low < high, got low=", low, " high=", high);
@@ -345,6 +347,10 @@ Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions o,
       randomOp(OpCode::Uniform, std::move(shape), TensorOptions(DType::Float64), std::move(gen),
                Attrs{{"low", static_cast<double>(low)}, {"high", static_cast<double>(high)}});
   return u.floor().clamp(std::nullopt, static_cast<double>(high - 1)).to(o.dtype_);
+}
+Tensor randint(int64_t high, IntArrayRef shape, TensorOptions o, std::optional<Generator> gen,
+               std::source_location loc) {
+  return randint(0, high, std::move(shape), o, std::move(gen), loc);
 }
 Tensor bernoulli(const Tensor& p, std::optional<Generator> gen, std::source_location loc) {
   CallSite cs(loc);
@@ -355,7 +361,7 @@ Tensor bernoulli(const Tensor& p, std::optional<Generator> gen, std::source_loca
                       Attrs{{"low", 0.0}, {"high", 1.0}});
   return (u < p).to(p.dtype());
 }
-Tensor bernoulli(Shape shape, double p, TensorOptions o, std::optional<Generator> gen,
+Tensor bernoulli(IntArrayRef shape, double p, TensorOptions o, std::optional<Generator> gen,
                  std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(p >= 0 && p <= 1, Value, "bernoulli: expected 0 <= p <= 1, got ", p);

@@ -470,22 +470,22 @@ Tensor Tensor::type_as(const Tensor& other, std::source_location loc) const {
   WEFT_CHECK(other.defined(), Value, "type_as: other is an undefined tensor");
   return to(other.dtype());
 }
-Tensor Tensor::new_zeros(Shape shape, std::source_location loc) const {
+Tensor Tensor::new_zeros(IntArrayRef shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("new_zeros");
   return zeros(std::move(shape), dtype());
 }
-Tensor Tensor::new_ones(Shape shape, std::source_location loc) const {
+Tensor Tensor::new_ones(IntArrayRef shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("new_ones");
   return ones(std::move(shape), dtype());
 }
-Tensor Tensor::new_full(Shape shape, Scalar value, std::source_location loc) const {
+Tensor Tensor::new_full(IntArrayRef shape, Scalar value, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("new_full");
   return full(std::move(shape), value, dtype());
 }
-Tensor Tensor::new_empty(Shape shape, std::source_location loc) const {
+Tensor Tensor::new_empty(IntArrayRef shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("new_empty");
   return empty(std::move(shape), dtype());

@@ -48,7 +48,7 @@ Tensor Tensor::reshape_as(const Tensor& other, std::source_location loc) const {
   return reshape(other.sizes());
 }
 
-Tensor Tensor::movedim(Shape source, Shape destination, std::source_location loc) const {
+Tensor Tensor::movedim(IntArrayRef source, IntArrayRef destination, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("movedim");
   WEFT_CHECK(source.size() == destination.size(), Value,
@@ -91,7 +91,7 @@ std::vector<Tensor> Tensor::unbind(int64_t d, std::source_location loc) const {
   return parts;
 }
 
-Tensor Tensor::repeat(Shape repeats, std::source_location loc) const {
+Tensor Tensor::repeat(IntArrayRef repeats, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("repeat");
   WEFT_CHECK(static_cast<int64_t>(repeats.size()) >= dim(), Value,
@@ -114,7 +114,7 @@ Tensor Tensor::repeat(Shape repeats, std::source_location loc) const {
   }
   return weft::reshape(weft::reshape(*this, lifted).expand(expanded).clone(), result);
 }
-Tensor Tensor::tile(Shape dims, std::source_location loc) const {
+Tensor Tensor::tile(IntArrayRef dims, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("tile");
   while (static_cast<int64_t>(dims.size()) < dim())
@@ -137,7 +137,7 @@ Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> d,
   return x.unsqueeze(at + 1).expand(s).clone().flatten(at, at + 1); // a new tensor, as PyTorch
 }
 
-Tensor Tensor::roll(Shape shifts, Shape dims, std::source_location loc) const {
+Tensor Tensor::roll(IntArrayRef shifts, IntArrayRef dims, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("roll");
   if (dims.empty()) {
@@ -312,7 +312,7 @@ Tensor Tensor::flipud(std::source_location loc) const {
   return flip({0});
 }
 
-Tensor Tensor::rot90(int64_t k, Shape dims, std::source_location loc) const {
+Tensor Tensor::rot90(int64_t k, IntArrayRef dims, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("rot90");
   WEFT_CHECK(dims.size() == 2, Value,
@@ -542,7 +542,7 @@ Tensor Tensor::diagonal_scatter(const Tensor& src, int64_t offset, int64_t dim1,
   return written.reshape(moved.sizes()).movedim({-2, -1}, {d1, d2});
 }
 
-Tensor Tensor::sum_to_size(const Shape& shape, std::source_location loc) const {
+Tensor Tensor::sum_to_size(IntArrayRef shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("sum_to_size");
   bool fits = shape.size() <= static_cast<size_t>(dim());

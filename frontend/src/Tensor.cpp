@@ -196,7 +196,7 @@ Tensor permuteView(const Tensor& t, const Shape& dims) {
   return dispatch(OpCode::Permute, {t}, Attrs{{"dims", dims}});
 }
 
-Tensor Tensor::view(Shape shape, std::source_location loc) const {
+Tensor Tensor::view(IntArrayRef shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("view");
   shape = inferSize(std::move(shape), numel(), "view");
@@ -214,13 +214,13 @@ Tensor Tensor::view(Shape shape, std::source_location loc) const {
   return reshapeView(*this, shape);
 }
 
-Tensor Tensor::reshape(Shape shape, std::source_location loc) const {
+Tensor Tensor::reshape(IntArrayRef shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("reshape");
   return reshapeView(*this, inferSize(std::move(shape), numel(), "reshape"));
 }
 
-Tensor Tensor::permute(Shape dims, std::source_location loc) const {
+Tensor Tensor::permute(IntArrayRef dims, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("permute");
   for (int64_t& d : dims)
@@ -296,7 +296,7 @@ Tensor Tensor::select(int64_t d, int64_t index, std::source_location loc) const 
   return reshapeView(slice_dim(*this, d, index, index + 1, 1), s);
 }
 
-Tensor Tensor::expand(Shape shape, std::source_location loc) const {
+Tensor Tensor::expand(IntArrayRef shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("expand");
   WEFT_CHECK(shape.size() >= sizes().size(), Shape, "expand: the number of sizes provided (",
@@ -358,7 +358,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end, std::source_location loc) con
   return reshapeView(*this, s);
 }
 
-Tensor Tensor::unflatten(int64_t d, Shape parts, std::source_location loc) const {
+Tensor Tensor::unflatten(int64_t d, IntArrayRef parts, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("unflatten");
   WEFT_CHECK(dim() > 0, Index, "unflatten: cannot unflatten a 0-dimensional tensor");

@@ -184,7 +184,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& runningMean, const Tensor& runn
                 bias.defined() ? bias.reshape(bshape) : bias);
 }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized, const Tensor& weight,
+Tensor layer_norm(const Tensor& x, IntArrayRef normalized, const Tensor& weight,
                   const Tensor& bias, double eps, std::source_location loc) {
   CallSite cs(loc);
   checkTrailing(x, normalized, "layer_norm");
@@ -212,7 +212,7 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
                 bias.defined() ? bias.reshape(bshape) : bias);
 }
 
-Tensor rms_norm(const Tensor& x, const Shape& normalized, const Tensor& weight,
+Tensor rms_norm(const Tensor& x, IntArrayRef normalized, const Tensor& weight,
                 std::optional<double> eps, std::source_location loc) {
   CallSite cs(loc);
   checkTrailing(x, normalized, "rms_norm");

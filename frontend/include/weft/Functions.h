@@ -21,10 +21,10 @@ struct ExpandingArray : std::vector<int64_t> {
 };
 
 // ---- factories ----
-Tensor empty(Shape shape, TensorOptions options = {}, WEFT_LOC);
-Tensor zeros(Shape shape, TensorOptions options = {}, WEFT_LOC);
-Tensor ones(Shape shape, TensorOptions options = {}, WEFT_LOC);
-Tensor full(Shape shape, Scalar value, TensorOptions options = {}, WEFT_LOC);
+Tensor empty(IntArrayRef shape, TensorOptions options = {}, WEFT_LOC);
+Tensor zeros(IntArrayRef shape, TensorOptions options = {}, WEFT_LOC);
+Tensor ones(IntArrayRef shape, TensorOptions options = {}, WEFT_LOC);
+Tensor full(IntArrayRef shape, Scalar value, TensorOptions options = {}, WEFT_LOC);
 Tensor zeros_like(const Tensor& t, WEFT_LOC);
 Tensor ones_like(const Tensor& t, WEFT_LOC);
 Tensor full_like(const Tensor& t, Scalar value, WEFT_LOC);
@@ -42,10 +42,11 @@ Tensor tril_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions 
 Tensor triu_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions options = {},
                     WEFT_LOC);
 /// A tensor over memory the caller owns (no copy); `deleter` runs when the last view goes.
-Tensor from_blob(void* data, Shape shape, TensorOptions options = {},
+Tensor from_blob(void* data, IntArrayRef shape, TensorOptions options = {},
                  std::function<void(void*)> deleter = {}, WEFT_LOC);
 /// A copy of `values` with `shape` (1-D when empty).
-template <typename T> Tensor from_vector(const std::vector<T>& values, Shape shape = {}, WEFT_LOC);
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, IntArrayRef shape = {}, WEFT_LOC);
 /// 1-D tensors from literals, as torch::tensor({...}): floats become float32, integers int64.
 Tensor tensor(std::initializer_list<double> values, TensorOptions options = {}, WEFT_LOC);
 Tensor tensor(std::initializer_list<int> values, TensorOptions options = kInt64, WEFT_LOC);
@@ -90,15 +91,18 @@ private:
 Generator& default_generator();
 /// Reseeds the default generator.
 void manual_seed(uint64_t seed);
-Tensor rand(Shape shape, TensorOptions options = {}, std::optional<Generator> gen = std::nullopt,
-            WEFT_LOC);
-Tensor randn(Shape shape, TensorOptions options = {}, std::optional<Generator> gen = std::nullopt,
-             WEFT_LOC);
-Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions options = kInt64,
+Tensor rand(IntArrayRef shape, TensorOptions options = {},
+            std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+Tensor randn(IntArrayRef shape, TensorOptions options = {},
+             std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+Tensor randint(int64_t low, int64_t high, IntArrayRef shape, TensorOptions options = kInt64,
+               std::optional<Generator> gen = std::nullopt, WEFT_LOC);
+/// randint(0, high, shape, ...), as LibTorch's randint(high, size).
+Tensor randint(int64_t high, IntArrayRef shape, TensorOptions options = kInt64,
                std::optional<Generator> gen = std::nullopt, WEFT_LOC);
 /// 1 with probability p (elementwise), else 0, in p's dtype.
 Tensor bernoulli(const Tensor& p, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
-Tensor bernoulli(Shape shape, double p, TensorOptions options = {},
+Tensor bernoulli(IntArrayRef shape, double p, TensorOptions options = {},
                  std::optional<Generator> gen = std::nullopt, WEFT_LOC);
 Tensor randperm(int64_t n, std::optional<Generator> gen = std::nullopt, WEFT_LOC);
 /// Tensor::multinomial as a function.

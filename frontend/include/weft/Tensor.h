@@ -70,29 +70,24 @@ private:
   Kind kind_;
 };
 
-/// The dims a reduction works on, given as LibTorch takes them: one dim (x.sum(1)), a list
-/// (x.sum({0, 2})) or a Shape; empty means every dim.
-class Dims {
+/// A list of integers given as LibTorch takes sizes and dims (its IntArrayRef): one integer
+/// (`ones(3)`, `x.view(-1)`, `x.sum(1)`), a braced list (`{2, 3}`), a std::vector<int64_t> or a
+/// Shape. It holds its values, and is a Shape.
+class IntArrayRef : public Shape {
 public:
-  Dims() = default;
-  /// One dim, of any integer type but bool (x.var(false) is no dim: LibTorch's `unbiased` is
+  IntArrayRef() = default;
+  /// One integer, of any integer type but bool (x.var(false) is no dim: LibTorch's `unbiased` is
   /// `correction` here; nor is x.sum(1.5)).
   template <typename T,
             typename = std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>>
-  Dims(T dim) : dims_{static_cast<int64_t>(dim)} {}          // NOLINT: implicit by design
-  Dims(std::initializer_list<int64_t> dims) : dims_(dims) {} // NOLINT
-  Dims(Shape dims) : dims_(std::move(dims)) {}               // NOLINT
-  Dims(const std::vector<int64_t>& dims) : dims_(dims) {}    // NOLINT
-  operator const Shape&() const { return dims_; }            // NOLINT
-  bool empty() const { return dims_.empty(); }
-  size_t size() const { return dims_.size(); }
-  int64_t operator[](size_t i) const { return dims_[i]; }
-  auto begin() const { return dims_.begin(); }
-  auto end() const { return dims_.end(); }
-
-private:
-  Shape dims_;
+  IntArrayRef(T value) : Shape{static_cast<int64_t>(value)} {} // NOLINT: implicit by design
+  IntArrayRef(std::initializer_list<int64_t> values) : Shape(values) {} // NOLINT
+  IntArrayRef(const Shape& values) : Shape(values) {}                   // NOLINT
+  IntArrayRef(Shape&& values) : Shape(std::move(values)) {}             // NOLINT
+  IntArrayRef(const std::vector<int64_t>& values) : Shape(values) {}    // NOLINT
 };
+/// The dims a reduction works on (empty: every dim).
+using Dims = IntArrayRef;
 
 /// Options for factories, spelled like torch::TensorOptions. A factory whose dtype PyTorch infers
 /// from its arguments (arange, full) does so only when no dtype was given.
@@ -177,9 +172,9 @@ public:
   std::string toString() const;
 
   // ---- views (share storage) ----
-  Tensor view(Shape shape, WEFT_LOC) const;
-  Tensor reshape(Shape shape, WEFT_LOC) const;
-  Tensor permute(Shape dims, WEFT_LOC) const;
+  Tensor view(IntArrayRef shape, WEFT_LOC) const;
+  Tensor reshape(IntArrayRef shape, WEFT_LOC) const;
+  Tensor permute(IntArrayRef dims, WEFT_LOC) const;
   Tensor transpose(int64_t dim0, int64_t dim1, WEFT_LOC) const;
   Tensor t(WEFT_LOC) const;
   /// Transpose of the last two dims.
@@ -188,12 +183,12 @@ public:
                std::optional<int64_t> end = std::nullopt, int64_t step = 1, WEFT_LOC) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length, WEFT_LOC) const;
   Tensor select(int64_t dim, int64_t index, WEFT_LOC) const;
-  Tensor expand(Shape shape, WEFT_LOC) const;
+  Tensor expand(IntArrayRef shape, WEFT_LOC) const;
   Tensor squeeze(WEFT_LOC) const;
   Tensor squeeze(int64_t dim, WEFT_LOC) const;
   Tensor unsqueeze(int64_t dim, WEFT_LOC) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1, WEFT_LOC) const;
-  Tensor unflatten(int64_t dim, Shape sizes, WEFT_LOC) const;
+  Tensor unflatten(int64_t dim, IntArrayRef sizes, WEFT_LOC) const;
   Tensor flip(Dims dims, WEFT_LOC) const;
   /// view(other.sizes()), reshape(other.sizes()).
   Tensor view_as(const Tensor& other, WEFT_LOC) const;
@@ -206,11 +201,11 @@ public:
   Tensor diagonal_scatter(const Tensor& src, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1,
                           WEFT_LOC) const;
   /// This tensor summed down to `shape` (which it must broadcast to), as the gradient of expand.
-  Tensor sum_to_size(const Shape& shape, WEFT_LOC) const;
+  Tensor sum_to_size(IntArrayRef shape, WEFT_LOC) const;
   /// narrow() copied into a tensor of its own.
   Tensor narrow_copy(int64_t dim, int64_t start, int64_t length, WEFT_LOC) const;
   /// The tensor tiled `repeats[i]` times along dim i (more repeats than dims add leading dims).
-  Tensor repeat(Shape repeats, WEFT_LOC) const;
+  Tensor repeat(IntArrayRef repeats, WEFT_LOC) const;
   /// roll() by one shift along one dim (none: the flattened tensor).
   Tensor roll(int64_t shift, std::optional<int64_t> dim = std::nullopt, WEFT_LOC) const;
   /// tensor_split() along dim 1 (dim 0 for 1-D), dim 0 (rank 2 or more) and dim 2 (rank 3 or
@@ -270,10 +265,10 @@ public:
   /// to(other.dtype()).
   Tensor type_as(const Tensor& other, WEFT_LOC) const;
   /// New tensors of this tensor's dtype.
-  Tensor new_zeros(Shape shape, WEFT_LOC) const;
-  Tensor new_ones(Shape shape, WEFT_LOC) const;
-  Tensor new_full(Shape shape, Scalar value, WEFT_LOC) const;
-  Tensor new_empty(Shape shape, WEFT_LOC) const;
+  Tensor new_zeros(IntArrayRef shape, WEFT_LOC) const;
+  Tensor new_ones(IntArrayRef shape, WEFT_LOC) const;
+  Tensor new_full(IntArrayRef shape, Scalar value, WEFT_LOC) const;
+  Tensor new_empty(IntArrayRef shape, WEFT_LOC) const;
   /// Tensors are real: conj, conj_physical, resolve_conj and resolve_neg are the tensor itself;
   /// is_complex, is_conj and is_neg are false.
   Tensor conj(WEFT_LOC) const;

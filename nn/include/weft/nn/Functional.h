@@ -126,14 +126,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
                   double momentum = 0.1, double eps = 1e-5, WEFT_LOC);
 /// Normalizes over the trailing `normalized_shape` dimensions.
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+Tensor layer_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5, WEFT_LOC);
 /// Normalizes each of `num_groups` channel groups of (N, C, *).
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5, WEFT_LOC);
 /// x / sqrt(mean(x^2) + eps) over the trailing `normalized_shape` dimensions, times weight.
 /// Without `eps`, the dtype's machine epsilon (as PyTorch).
-Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+Tensor rms_norm(const Tensor& x, IntArrayRef normalized_shape, const Tensor& weight = {},
                 std::optional<double> eps = std::nullopt, WEFT_LOC);
 /// Rows of `weight`; rows picked by `padding_idx` get no gradient.
 Tensor embedding(const Tensor& indices, const Tensor& weight,

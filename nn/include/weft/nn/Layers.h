@@ -67,14 +67,14 @@ public:
 WEFT_MODULE(Flatten);
 
 struct UnflattenOptions {
-  UnflattenOptions(int64_t dim, Shape sizes) : dim_(dim), sizes_(std::move(sizes)) {}
+  UnflattenOptions(int64_t dim, IntArrayRef sizes) : dim_(dim), sizes_(std::move(sizes)) {}
   WEFT_ARG(int64_t, dim);
   WEFT_ARG(Shape, sizes);
 };
 class UnflattenImpl : public Module {
 public:
   explicit UnflattenImpl(const UnflattenOptions& options) : options(options) {}
-  UnflattenImpl(int64_t dim, Shape sizes) : options(dim, std::move(sizes)) {}
+  UnflattenImpl(int64_t dim, IntArrayRef sizes) : options(dim, std::move(sizes)) {}
   Tensor forward(const Tensor& x) { return x.unflatten(options.dim(), options.sizes()); }
   UnflattenOptions options;
 };
