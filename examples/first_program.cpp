@@ -1,4 +1,4 @@
-// README's first program: a model, an eager train step, the same step compiled, a checkpoint.
+// A first weft program: a model, an eager train step, the same step compiled, a checkpoint.
 #include <weft/weft.h>
 
 #include <cmath>
@@ -30,7 +30,7 @@ int main() {
   checkpoint = Checkpoint::load("first.safetensors"); // back to where the eager steps began
   model->load_state_dict(checkpoint.get("model"));
   opt.load_state_dict(checkpoint.get("optimizer"));
-  auto compiledStep = compile(step); // traced once into a graph, then run as generated code
+  auto compiledStep = compile(step); // traced on its first call, then run as an optimized graph
   for (float& loss : compiled)
     loss = compiledStep(x, y).item<float>();
 
