@@ -123,7 +123,7 @@ void writePanel(std::ostream& f, const Panel& p, const Curve& c) {
   Axis ax = niceAxis(0, *std::max_element(c.x.begin(), c.x.end()), 6, true);
   Axis ay = niceAxis(*std::min_element(c.y.begin(), c.y.end()),
                      *std::max_element(c.y.begin(), c.y.end()), 5, false);
-  double x0 = p.left + 64, y0 = p.top + p.height - 48, w = p.width - 80, h = p.height - 90;
+  double x0 = p.left + 64, y0 = p.top + p.height - 48, w = p.width - 94, h = p.height - 90;
   auto px = [&](double x) { return x0 + w * (x - ax.lo) / (ax.hi - ax.lo); };
   auto py = [&](double y) { return y0 - h * (y - ay.lo) / (ay.hi - ay.lo); };
   f << "<text x='" << x0 + w / 2 << "' y='" << p.top + 22
@@ -151,7 +151,8 @@ void writePanel(std::ostream& f, const Panel& p, const Curve& c) {
     f << "<circle cx='" << px(c.x[i]) << "' cy='" << py(c.y[i]) << "' r='" << radius << "' fill='"
       << p.color << "'/>\n";
     if (c.x.size() <= 12) // few points (epochs): each carries its value
-      f << "<text x='" << px(c.x[i]) << "' y='" << py(c.y[i]) - 8 << "' text-anchor='middle' fill='"
+      f << "<text x='" << px(c.x[i]) << "' y='" << py(c.y[i]) - 8
+        << "' text-anchor='middle' stroke='white' stroke-width='3' paint-order='stroke' fill='"
         << p.color << "'>" << tickLabel(c.y[i], 0.01) << "</text>\n";
   }
 }
