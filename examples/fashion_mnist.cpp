@@ -234,7 +234,6 @@ int run(int argc, char** argv) {
   LossCurve losses;
   Curve accuracies;
   double accuracy = 0;
-  size_t steps = 0;
   for (int epoch = 1; epoch <= args.epochs; ++epoch) {
     examples::Stopwatch clock;
     double sum = 0;
@@ -245,9 +244,8 @@ int run(int argc, char** argv) {
       double value = loss.item<double>();
       sum += value;
       losses.add(value);
-      ++steps;
       if (++batches % kLogEvery != 0 && batches != loader.size()) continue;
-      losses.log(steps);
+      losses.log(static_cast<size_t>(epoch - 1) * loader.size() + batches);
       examples::progress("epoch " + std::to_string(epoch), batches, loader.size(),
                          sum / static_cast<double>(batches),
                          static_cast<double>(batches * static_cast<size_t>(args.batch)) /
