@@ -1,10 +1,11 @@
 // The main example: a small CNN trained on Fashion-MNIST (Debian's dataset-fashion-mnist) with a
 // compiled train step (forward, backward, AdamW and zero_grad traced once into one executable),
 // evaluated on the test set after every epoch; writes a checkpoint (safetensors) and an SVG plot of
-// training loss and test accuracy per epoch.
+// the training loss every 20 steps and the test accuracy per epoch.
 #include "ExampleUtil.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -36,7 +37,7 @@ const char* kUsage =
     "  --device D    where to train: cpu (vulkan comes later)\n"
     "  --eager       run the train step eagerly instead of compiled\n"
     "  --data DIR    the dataset (default /usr/share/datasets/fashion-mnist)\n"
-    "  --out PREFIX  writes PREFIX.safetensors (checkpoint) and PREFIX.svg (curves)\n";
+    "  --out PREFIX  writes PREFIX.safetensors (checkpoint) and PREFIX.svg (loss and accuracy)\n";
 
 /// Two conv-BN-ReLU-pool stages and a two-layer head; `width` multiplies every layer's size.
 nn::Sequential makeModel(int64_t width) {
@@ -61,29 +62,126 @@ double evaluate(nn::Sequential& model, data::DataLoader& test) {
   return 100.0 * static_cast<double>(correct) / static_cast<double>(total);
 }
 
-/// Training loss and test accuracy per epoch as a two-panel SVG line chart.
-void writePlot(const std::string& path, const std::vector<double>& loss,
-               const std::vector<double>& acc) {
+/// Points of one curve.
+struct Curve {
+  std::vector<double> x, y;
+};
+
+/// The training loss as plotted: at each logged step, the mean loss of the steps since the last.
+struct LossCurve : Curve {
+  double sum = 0;
+  size_t count = 0;
+  void add(double loss) {
+    sum += loss;
+    ++count;
+  }
+  void log(size_t step) {
+    x.push_back(static_cast<double>(step));
+    y.push_back(sum / static_cast<double>(count));
+    sum = 0;
+    count = 0;
+  }
+};
+
+/// An axis's range and the spacing of its ticks.
+struct Axis {
+  double lo, hi, step;
+};
+
+/// A round tick step (1, 2 or 5 times a power of ten; whole if `whole`) giving about `ticks`
+/// intervals, and the range widened to whole steps around [lo, hi].
+Axis niceAxis(double lo, double hi, int ticks, bool whole) {
+  if (hi - lo < 1e-9) { // one point, or a flat curve: a small range around it
+    double pad = std::max(std::abs(lo) * 0.01, whole ? 1.0 : 1e-3);
+    lo -= pad;
+    hi += pad;
+  }
+  double raw = (hi - lo) / ticks, magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  double ratio = raw / magnitude;
+  double step = (ratio <= 1 ? 1 : ratio <= 2 ? 2 : ratio <= 5 ? 5 : 10) * magnitude;
+  if (whole) step = std::max(step, 1.0);
+  return {std::floor(lo / step) * step, std::ceil(hi / step) * step, step};
+}
+
+/// A tick's label with as many decimals as the step needs (0.2 -> one, 0.05 -> two).
+std::string tickLabel(double value, double step) {
+  int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", decimals, std::abs(value) < step * 1e-6 ? 0.0 : value);
+  return text;
+}
+
+/// Where a panel lies in the SVG and what it is called.
+struct Panel {
+  double left, top, width, height;
+  const char *title, *xLabel, *yLabel, *color;
+};
+
+/// One line chart: title, axes with ticks, tick labels and names, a light grid, and the curve's
+/// points joined by lines. The x axis counts from 0 in whole numbers (steps, epochs).
+void writePanel(std::ostream& f, const Panel& p, const Curve& c) {
+  Axis ax = niceAxis(0, *std::max_element(c.x.begin(), c.x.end()), 6, true);
+  Axis ay = niceAxis(*std::min_element(c.y.begin(), c.y.end()),
+                     *std::max_element(c.y.begin(), c.y.end()), 5, false);
+  double x0 = p.left + 64, y0 = p.top + p.height - 48, w = p.width - 94, h = p.height - 90;
+  auto px = [&](double x) { return x0 + w * (x - ax.lo) / (ax.hi - ax.lo); };
+  auto py = [&](double y) { return y0 - h * (y - ay.lo) / (ay.hi - ay.lo); };
+  f << "<text x='" << x0 + w / 2 << "' y='" << p.top + 22
+    << "' text-anchor='middle' font-size='15' font-weight='bold'>" << p.title << "</text>\n";
+  for (double t = ax.lo; t <= ax.hi + ax.step / 2; t += ax.step)
+    f << "<line x1='" << px(t) << "' y1='" << y0 - h << "' x2='" << px(t) << "' y2='" << y0 + 5
+      << "' stroke='#ddd'/><line x1='" << px(t) << "' y1='" << y0 << "' x2='" << px(t) << "' y2='"
+      << y0 + 5 << "' stroke='#000'/><text x='" << px(t) << "' y='" << y0 + 19
+      << "' text-anchor='middle'>" << tickLabel(t, ax.step) << "</text>\n";
+  for (double t = ay.lo; t <= ay.hi + ay.step / 2; t += ay.step)
+    f << "<line x1='" << x0 - 5 << "' y1='" << py(t) << "' x2='" << x0 + w << "' y2='" << py(t)
+      << "' stroke='#ddd'/><line x1='" << x0 - 5 << "' y1='" << py(t) << "' x2='" << x0 << "' y2='"
+      << py(t) << "' stroke='#000'/><text x='" << x0 - 8 << "' y='" << py(t) + 4
+      << "' text-anchor='end'>" << tickLabel(t, ay.step) << "</text>\n";
+  f << "<polyline fill='none' stroke='#000' points='" << x0 << "," << y0 - h << " " << x0 << ","
+    << y0 << " " << x0 + w << "," << y0 << "'/>\n<text x='" << x0 + w / 2 << "' y='" << y0 + 38
+    << "' text-anchor='middle'>" << p.xLabel << "</text>\n<text transform='translate("
+    << p.left + 16 << "," << y0 - h / 2 << ") rotate(-90)' text-anchor='middle'>" << p.yLabel
+    << "</text>\n<polyline fill='none' stroke-width='1.5' stroke='" << p.color << "' points='";
+  for (size_t i = 0; i < c.x.size(); ++i)
+    f << px(c.x[i]) << "," << py(c.y[i]) << " ";
+  f << "'/>\n";
+  double radius = c.x.size() > 100 ? 1.2 : 2.5; // hundreds of points would hide the line
+  for (size_t i = 0; i < c.x.size(); ++i) {
+    f << "<circle cx='" << px(c.x[i]) << "' cy='" << py(c.y[i]) << "' r='" << radius << "' fill='"
+      << p.color << "'/>\n";
+    if (c.x.size() <= 12) // few points (epochs): each carries its value
+      f << "<text x='" << px(c.x[i]) << "' y='" << py(c.y[i]) - 8
+        << "' text-anchor='middle' stroke='white' stroke-width='3' paint-order='stroke' fill='"
+        << p.color << "'>" << tickLabel(c.y[i], 0.01) << "</text>\n";
+  }
+}
+
+/// What ran, in one line: the plot's caption.
+std::string describe(const Args& args) {
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "weft fashion_mnist: CNN of width %lld, batch %lld, AdamW lr %g (one-cycle), "
+                "%s train step%s",
+                static_cast<long long>(args.width), static_cast<long long>(args.batch), args.lr,
+                args.eager ? "eager" : "compiled", args.augment ? ", augmented images" : "");
+  return text;
+}
+
+/// Training loss per logged step and test accuracy per epoch, side by side in one SVG under a
+/// caption that says what ran.
+void writePlot(const std::string& path, const std::string& caption, const Curve& loss,
+               const Curve& accuracy, int stepsPerLog) {
   std::ofstream f(path);
-  f << "<svg xmlns='http://www.w3.org/2000/svg' width='640' height='280' font-family='sans-serif' "
-       "font-size='12'>\n";
-  auto panel = [&](const std::vector<double>& ys, int x0, const char* title, const char* color) {
-    double lo = *std::min_element(ys.begin(), ys.end()),
-           hi = *std::max_element(ys.begin(), ys.end());
-    if (hi - lo < 1e-9) hi = lo + 1;
-    f << "<text x='" << x0 + 10 << "' y='20'>" << title << " (" << lo << " .. " << hi
-      << ")</text>\n<rect x='" << x0 + 10 << "' y='30' width='280' height='220' fill='none' "
-      << "stroke='#999'/>\n<polyline fill='none' stroke='" << color
-      << "' stroke-width='2' points='";
-    for (size_t i = 0; i < ys.size(); ++i) {
-      double x = x0 + 10 + 280.0 * (ys.size() == 1 ? 0.5 : double(i) / double(ys.size() - 1));
-      double y = 250 - 220.0 * (ys[i] - lo) / (hi - lo);
-      f << x << "," << y << " ";
-    }
-    f << "'/>\n";
-  };
-  panel(loss, 0, "training loss per epoch", "#c03");
-  panel(acc, 320, "test accuracy % per epoch", "#06c");
+  f << "<svg xmlns='http://www.w3.org/2000/svg' width='960' height='400' font-family='sans-serif' "
+       "font-size='12'>\n<rect width='960' height='400' fill='white'/>\n<text x='480' y='18' "
+       "text-anchor='middle' fill='#444'>"
+    << caption << "</text>\n";
+  std::string lossTitle = "Training loss (mean per " + std::to_string(stepsPerLog) + " steps)";
+  writePanel(f, {0, 20, 480, 380, lossTitle.c_str(), "step", "cross-entropy loss", "#c03"}, loss);
+  writePanel(f,
+             {480, 20, 480, 380, "Test accuracy after each epoch", "epoch", "accuracy (%)", "#06c"},
+             accuracy);
   f << "</svg>\n";
 }
 
@@ -132,7 +230,9 @@ int run(int argc, char** argv) {
 
   std::printf("weft: Fashion-MNIST, %zu train / %zu test images, %s train step, %d threads\n",
               train->size(), testSet->size(), args.eager ? "eager" : "compiled", getNumThreads());
-  std::vector<double> losses, accuracies;
+  const int kLogEvery = 20; // steps between progress lines and plotted loss points
+  LossCurve losses;
+  Curve accuracies;
   double accuracy = 0;
   for (int epoch = 1; epoch <= args.epochs; ++epoch) {
     examples::Stopwatch clock;
@@ -141,20 +241,23 @@ int run(int argc, char** argv) {
     for (data::Example& b : loader) {
       Tensor loss = args.eager ? step(b.data, b.target) : compiled(b.data, b.target);
       schedule.step();
-      sum += loss.item<double>();
-      if (++batches % 20 == 0 || batches == loader.size())
-        examples::progress("epoch " + std::to_string(epoch), batches, loader.size(),
-                           sum / static_cast<double>(batches),
-                           static_cast<double>(batches * static_cast<size_t>(args.batch)) /
-                               clock.seconds(),
-                           "samples");
+      double value = loss.item<double>();
+      sum += value;
+      losses.add(value);
+      if (++batches % kLogEvery != 0 && batches != loader.size()) continue;
+      losses.log(static_cast<size_t>(epoch - 1) * loader.size() + batches);
+      examples::progress("epoch " + std::to_string(epoch), batches, loader.size(),
+                         sum / static_cast<double>(batches),
+                         static_cast<double>(batches * static_cast<size_t>(args.batch)) /
+                             clock.seconds(),
+                         "samples");
     }
     double secs = clock.seconds();
     accuracy = evaluate(model, test);
-    losses.push_back(sum / static_cast<double>(batches));
-    accuracies.push_back(accuracy);
-    std::printf("\nepoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s\n", epoch, losses.back(),
-                accuracy, secs);
+    accuracies.x.push_back(epoch);
+    accuracies.y.push_back(accuracy);
+    std::printf("\nepoch %d: train loss %.4f, test accuracy %.2f%%, %.1f s\n", epoch,
+                sum / static_cast<double>(batches), accuracy, secs);
   }
   if (!args.eager)
     std::printf("compiled step: %zu compilations, last took %.0f ms\n",
@@ -167,7 +270,7 @@ int run(int argc, char** argv) {
       .set(loader)
       .set(default_generator())
       .save(args.out + ".safetensors", {{"epochs", std::to_string(args.epochs)}});
-  writePlot(args.out + ".svg", losses, accuracies);
+  writePlot(args.out + ".svg", describe(args), losses, accuracies, kLogEvery);
   std::printf("wrote %s.safetensors and %s.svg\n", args.out.c_str(), args.out.c_str());
   std::printf("test accuracy: %.2f%%\n", accuracy);
   return 0;
