@@ -20,24 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// The message of the `E` that `fn` throws; a failure if it throws nothing or something else.
-template <typename E = Error, typename Fn> std::string messageOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw " << typeid(e).name() << ", not the expected weft error: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no error was thrown";
-  return "";
-}
-
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 /// Whether every byte of `message` is printable ASCII: nothing copied raw from a binary file.
 bool printable(const std::string& message) {
   return std::all_of(message.begin(), message.end(), [](char c) { return c >= 0x20 && c < 0x7F; });
@@ -46,13 +28,6 @@ bool printable(const std::string& message) {
 /// "IoHardeningTest.cpp:<line>", as a message names the caller's line.
 std::string here(int line) {
   return "IoHardeningTest.cpp:" + std::to_string(line);
-}
-
-bool sameBytes(const Tensor& a, const Tensor& b) {
-  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
-  Tensor x = a.contiguous(), y = b.contiguous();
-  const size_t n = static_cast<size_t>(x.numel()) * elementSize(x.dtype());
-  return n == 0 || std::memcmp(x.data_ptr(), y.data_ptr(), n) == 0;
 }
 
 // ---- files that change while read ----

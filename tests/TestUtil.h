@@ -7,10 +7,12 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 namespace weft::test {
@@ -152,6 +154,33 @@ template <typename E, typename Fn>
     return ::testing::AssertionFailure() << "threw another type: " << e.what();
   }
   return ::testing::AssertionFailure() << "did not throw";
+}
+
+/// The message of the `E` that `fn` throws; a test failure if it throws nothing or another type.
+template <typename E = Error, typename Fn> std::string messageOf(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw " << typeid(e).name() << ", not the expected error: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "no error was thrown";
+  return "";
+}
+
+/// Whether `text` contains `part`.
+inline bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+/// Whether `a` and `b` have one shape, one dtype and the same bytes.
+inline bool sameBytes(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+  Tensor x = a.contiguous(), y = b.contiguous();
+  const size_t n = static_cast<size_t>(x.numel()) * elementSize(x.dtype());
+  return n == 0 || std::memcmp(x.data_ptr(), y.data_ptr(), n) == 0;
 }
 
 } // namespace weft::test
