@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -255,6 +256,13 @@ TEST(FileReaders, DirectoriesAndJunkAreIOErrorsNamingThePathInPrintableText) {
     m = messageOf<IOError>([&] { readers[i](junkPath); });
     EXPECT_TRUE(has(m, "'" + junkPath + "'")) << m;
     EXPECT_TRUE(printable(m) && m.size() < 600) << "raw bytes of the file in: " << m;
+  }
+  // A FIFO is refused at once, not waited on for a writer.
+  const std::string fifo = (dir.path / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (size_t i = 0; i < readers.size(); ++i) {
+    std::string m = messageOf<IOError>([&] { readers[i](fifo); });
+    EXPECT_TRUE(has(m, "'" + fifo + "'") && has(m, "not a regular file")) << m;
   }
   // A bad value is quoted as a short escaped excerpt.
   const std::string longField =
