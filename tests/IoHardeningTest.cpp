@@ -54,16 +54,23 @@ struct RaceCase {
   bool cutLooksTruncated = false;
 };
 
-/// Reads the case's file while a second thread truncates it as soon as it is open, until the
-/// reader has reported the change (at most 50 tries). Every outcome must be an IOError naming the
-/// file or a tensor equal to a read of the whole file or of the cut one: never a signal (a reader
-/// that mapped the file would die of SIGBUS here) nor a value read from a file half gone.
-void truncateWhileReading(const TempDir& dir, const RaceCase& c) {
-  SCOPED_TRACE(c.name);
-  const Tensor whole = c.read(dir.write(c.name + ".whole", c.bytes));
-  std::optional<Tensor> cut;
+/// What another process does to the file while it is read: the bytes it leaves and how.
+struct Change {
+  const char* what;
+  std::string after;
+  std::function<void(const std::string& path)> apply;
+};
+
+/// Reads the case's file while a second thread changes it as soon as it is open, until the reader
+/// has reported the change (at most 50 tries). Every outcome must be an IOError naming the file or
+/// a tensor equal to a read of the file before or after the change: never a signal (a reader that
+/// mapped the file would die of SIGBUS here) nor a value read from a file half changed.
+void changeWhileReading(const TempDir& dir, const RaceCase& c, const Change& change) {
+  SCOPED_TRACE(c.name + std::string(", ") + change.what);
+  const Tensor before = c.read(dir.write(c.name + ".before", c.bytes));
+  std::optional<Tensor> after;
   try {
-    cut = c.read(dir.write(c.name + ".cut", c.bytes.substr(0, c.cut)));
+    after = c.read(dir.write(c.name + ".after", change.after));
   } catch (const IOError&) {
   }
   const std::string path = dir.write(c.name, c.bytes);
@@ -71,12 +78,9 @@ void truncateWhileReading(const TempDir& dir, const RaceCase& c) {
   for (int attempt = 0; attempt < 50 && noticed == 0; ++attempt) {
     dir.write(c.name, c.bytes);
     std::atomic<bool> done{false};
-    std::thread truncator([&] {
+    std::thread other([&] {
       while (!done.load())
-        if (isOpen(path)) {
-          ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(c.cut)), 0);
-          return;
-        }
+        if (isOpen(path)) return change.apply(path);
     });
     std::string error;
     std::optional<Tensor> result;
@@ -88,17 +92,17 @@ void truncateWhileReading(const TempDir& dir, const RaceCase& c) {
       error = std::string("not an IOError: ") + e.what();
     }
     done = true;
-    truncator.join();
+    other.join();
     if (result) {
-      EXPECT_TRUE(sameBytes(*result, whole) || (cut && sameBytes(*result, *cut)))
-          << "a read gave a value that neither the whole file nor the cut one holds";
+      EXPECT_TRUE(sameBytes(*result, before) || (after && sameBytes(*result, *after)))
+          << "a read gave a value that the file held neither before nor after the change";
       continue;
     }
     EXPECT_TRUE(has(error, "'" + path + "'")) << error;
     noticed += has(error, "changed while being read") ||
                (c.cutLooksTruncated && (has(error, "truncated") || has(error, "corrupt")));
   }
-  EXPECT_GT(noticed, 0) << "in 50 reads, none saw the file truncated while it was read";
+  EXPECT_GT(noticed, 0) << "in 50 reads, none saw the file change while it was read";
 }
 
 /// `data` as one gzip member.
@@ -141,7 +145,7 @@ std::string patternBytes(size_t n) {
   return s;
 }
 
-TEST(FileReaders, SurviveTheFileTruncatedWhileTheyReadIt) {
+TEST(FileReaders, SurviveTheFileTruncatedOrGrownWhileTheyReadIt) {
   TempDir dir;
   const std::string csv = bigCsv();
   const std::string payload = patternBytes(8u << 20);
@@ -160,8 +164,15 @@ TEST(FileReaders, SurviveTheFileTruncatedWhileTheyReadIt) {
       {"w.safetensors", std::string(st.begin(), st.end()), st.size() / 2,
        [](const std::string& p) { return safetensors::load_file(p).at(0).second; }},
   };
-  for (const RaceCase& c : cases)
-    truncateWhileReading(dir, c);
+  const std::string tail = "1,2.5,3\n";
+  for (const RaceCase& c : cases) {
+    changeWhileReading(dir, c, {"truncated", c.bytes.substr(0, c.cut), [&](const std::string& p) {
+                                  ASSERT_EQ(::truncate(p.c_str(), static_cast<off_t>(c.cut)), 0);
+                                }});
+    changeWhileReading(dir, c, {"grown", c.bytes + tail, [&](const std::string& p) {
+                                  std::ofstream(p, std::ios::binary | std::ios::app) << tail;
+                                }});
+  }
 }
 
 TEST(FileReaders, NeverTrustASizeTheFileReported) {
@@ -219,7 +230,13 @@ TEST(FileReaders, HeadersDeclaringMoreThanTheFileHoldsAllocateNothing) {
   const std::string gz = dir.write("huge.idx.gz", gzipMember(header));
   m = messageOf<IOError>([&] { data::read_idx(gz); });
   EXPECT_TRUE(has(m, gz) && has(m, "compressed bytes can hold")) << m;
-  // A short payload and a header cut off.
+  // Trailing data, raw or compressed, a short payload and a header cut off.
+  const std::string longer = dir.write("longer.idx", idxBytes(0x08, {2}, "abc"));
+  m = messageOf<IOError>([&] { data::read_idx(longer); });
+  EXPECT_TRUE(has(m, "longer than its header says") && has(m, "needs 2 data bytes, found 3")) << m;
+  const std::string longerGz = dir.write("longer.gz", gzipMember(idxBytes(0x08, {2}, "abc")));
+  m = messageOf<IOError>([&] { data::read_idx(longerGz); });
+  EXPECT_TRUE(has(m, "longer than its header says") && has(m, "more follow")) << m;
   const std::string shortGz = dir.write("short.gz", gzipMember(idxBytes(0x0D, {4}, "abcdefg")));
   m = messageOf<IOError>([&] { data::read_idx(shortGz); });
   EXPECT_TRUE(has(m, "needs 16 data bytes, found 7")) << m;

@@ -189,8 +189,9 @@ Tensor read_idx(const std::string& path, std::source_location loc) {
     const uint64_t header = 4 + 4 * h.shape.size();
     // Nothing is allocated for data the file cannot hold, compressed or not.
     const uint64_t room = in.capacity() - std::min(in.capacity(), header);
-    WEFT_CHECK(in.compressed() || h.payload <= room, IO, ctx, "it is truncated: shape ",
-               shapeString(h.shape), " needs ", h.payload, " data bytes, found ", room);
+    WEFT_CHECK(in.compressed() || h.payload == room, IO, ctx,
+               h.payload < room ? "it is longer than its header says" : "it is truncated",
+               ": shape ", shapeString(h.shape), " needs ", h.payload, " data bytes, found ", room);
     WEFT_CHECK(h.payload <= room, IO, ctx, "it declares shape ", shapeString(h.shape), " (",
                h.payload, " data bytes), more than its ", in.capacity() / kMaxDeflateRatio,
                " compressed bytes can hold (deflate expands at most ", kMaxDeflateRatio,
@@ -210,7 +211,8 @@ Tensor read_idx(const std::string& path, std::source_location loc) {
       decode(h.code, block.data(), n, dst + done / h.type.bytes * outSize);
       done += want;
     }
-    WEFT_CHECK(!in.more(), IO, ctx, "it is longer than its header says: shape ",
+    // A raw file's length was checked above: a byte past it now means the file grew.
+    WEFT_CHECK(!in.compressed() || !in.more(), IO, ctx, "it is longer than its header says: shape ",
                shapeString(h.shape), " needs ", h.payload, " data bytes and more follow");
     in.checkUnchanged();
     return out;
