@@ -57,36 +57,6 @@ std::vector<int64_t> iota(int64_t n) {
   return v;
 }
 
-/// A fresh directory for one test's files, removed at the end.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "weft_data_XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    std::string file = (path / name).string();
-    std::ofstream(file, std::ios::binary) << bytes;
-    return file;
-  }
-};
-
-template <typename E, typename Fn>
-::testing::AssertionResult throwsWith(Fn&& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-  } catch (const E& e) {
-    for (const std::string& p : parts)
-      if (std::string(e.what()).find(p) == std::string::npos)
-        return ::testing::AssertionFailure() << "message lacks '" << p << "': " << e.what();
-    return ::testing::AssertionSuccess();
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "threw another type: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
-
 // ---- the loader's order ----
 
 TEST(DataLoader, EverySampleOncePerEpoch) {

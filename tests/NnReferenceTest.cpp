@@ -833,7 +833,8 @@ TEST_P(SchedulerReference, LearningRatesMatchPyTorch) {
     reportingErrors("compiled step", [&] { step(ones({1}, kFloat64)); });
     Tensor taken = cat({before[0] - p[0].detach(), before[1] - p[1].detach()});
     expectClose(taken, want.select(0, epoch), "learning rates a compiled step used");
-    schedule->step();
+    // As many steps as PyTorch took: OneCycleLR refuses more, as PyTorch's does.
+    if (epoch + 1 < want.size(0)) schedule->step();
   }
 }
 

@@ -1,11 +1,18 @@
-// Helpers shared by the tests: closeness checks and finite-difference gradient checks.
+// Helpers shared by the tests: closeness checks, finite-difference gradient checks, temporary
+// files and error expectations.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <weft/weft.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <string>
+#include <typeinfo>
 #include <vector>
 
 namespace weft::test {
@@ -113,6 +120,67 @@ template <typename F> inline void expectCompiledAsEager(F fn, const Tensor& inpu
   compiled.backward();
   EXPECT_EQ(compiled.item<double>(), eager.item<double>());
   EXPECT_TRUE(allClose(q.grad().to_vector<double>(), p.grad().to_vector<double>(), 1e-12, 1e-12));
+}
+
+/// A fresh directory for one test's files, removed at the end.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "weft_test_XXXXXX").string();
+    path = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  /// Writes `bytes` to the file `name` in the directory; returns its path.
+  std::string write(const std::string& name, const std::string& bytes) const {
+    std::string file = (path / name).string();
+    std::ofstream(file, std::ios::binary) << bytes;
+    return file;
+  }
+};
+
+/// `fn` throws an `E` whose message holds every one of `parts`.
+template <typename E, typename Fn>
+::testing::AssertionResult throwsWith(Fn&& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+  } catch (const E& e) {
+    for (const std::string& p : parts)
+      if (std::string(e.what()).find(p) == std::string::npos)
+        return ::testing::AssertionFailure() << "message lacks '" << p << "': " << e.what();
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "threw another type: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw";
+}
+
+/// The message of the `E` that `fn` throws; a test failure if it throws nothing or another type.
+template <typename E = Error, typename Fn> std::string messageOf(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw " << typeid(e).name() << ", not the expected error: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "no error was thrown";
+  return "";
+}
+
+/// Whether `text` contains `part`.
+inline bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+/// Whether `a` and `b` have one shape, one dtype and the same bytes.
+inline bool sameBytes(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+  Tensor x = a.contiguous(), y = b.contiguous();
+  const size_t n = static_cast<size_t>(x.numel()) * elementSize(x.dtype());
+  return n == 0 || std::memcmp(x.data_ptr(), y.data_ptr(), n) == 0;
 }
 
 } // namespace weft::test

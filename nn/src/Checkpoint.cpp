@@ -1,6 +1,8 @@
 // Checkpoints: groups of state dicts flattened to "group.key" names in a safetensors file.
 #include "weft/Checkpoint.h"
 
+#include "InputFile.h"
+
 namespace weft {
 namespace {
 
@@ -16,7 +18,7 @@ Tensor counters(std::initializer_list<uint64_t> values) {
 std::vector<uint64_t> readCounters(const nn::StateDict& dict, const std::string& group,
                                    const std::string& key, size_t n) {
   auto it = dict.find(key);
-  WEFT_CHECK(it != dict.end() && it->second.dtype() == DType::Int64 &&
+  WEFT_CHECK(it != dict.end() && it->second.defined() && it->second.dtype() == DType::Int64 &&
                  it->second.sizes() == Shape{static_cast<int64_t>(n)},
              IO, "checkpoint: group '", group, "' has no ", n, " int64 values named '", key, "'");
   std::vector<uint64_t> out;
@@ -27,23 +29,28 @@ std::vector<uint64_t> readCounters(const nn::StateDict& dict, const std::string&
 
 } // namespace
 
-Checkpoint& Checkpoint::set(const std::string& group, const nn::StateDict& dict) {
+Checkpoint& Checkpoint::set(const std::string& group, const nn::StateDict& dict,
+                            std::source_location loc) {
+  CallSite cs(loc);
   WEFT_CHECK(!group.empty() && group.find('.') == std::string::npos, Value,
              "checkpoint: a group name must be non-empty and without '.', got '", group, "'");
   nn::StateDict copy;
-  for (const auto& [key, t] : dict)
+  for (const auto& [key, t] : dict) {
+    WEFT_CHECK(t.defined(), Value, "checkpoint: '", group, ".", key, "' is an undefined tensor");
     copy[key] = t.detach().clone(); // a snapshot, not a view
+  }
   groups_[group] = std::move(copy);
   return *this;
 }
 
-Checkpoint& Checkpoint::set(const data::DataLoader& loader) {
+Checkpoint& Checkpoint::set(const data::DataLoader& loader, std::source_location loc) {
   data::LoaderState s = loader.state();
-  return set("loader", {{"state", counters({s.epoch, s.batches, s.seed})}});
+  return set("loader", {{"state", counters({s.epoch, s.batches, s.seed})}}, loc);
 }
 
-Checkpoint& Checkpoint::set(const Generator& generator, const std::string& group) {
-  return set(group, {{"state", counters({generator.seed(), generator.offset()})}});
+Checkpoint& Checkpoint::set(const Generator& generator, const std::string& group,
+                            std::source_location loc) {
+  return set(group, {{"state", counters({generator.seed(), generator.offset()})}}, loc);
 }
 
 bool Checkpoint::contains(const std::string& group) const {
@@ -86,8 +93,8 @@ Checkpoint Checkpoint::load(const std::string& path, std::source_location loc) {
   Checkpoint ck;
   for (auto& [name, t] : safetensors::load_file(path)) {
     size_t dot = name.find('.');
-    WEFT_CHECK(dot != std::string::npos && dot > 0, IO, "checkpoint ", path, ": tensor '", name,
-               "' is not named group.key");
+    WEFT_CHECK(dot != std::string::npos && dot > 0, IO, "Checkpoint::load: '", path, "': tensor '",
+               detail::excerpt(name, 60), "' is not named group.key");
     ck.groups_[name.substr(0, dot)][name.substr(dot + 1)] = t;
   }
   return ck;

@@ -198,18 +198,20 @@ void Module::load_state_dict(const StateDict& dict, bool strict, std::source_loc
       WEFT_CHECK(mine.count(name), Value, "load_state_dict: unexpected key '", name, "' for ",
                  this->name());
   }
-  for (const auto& [name, t] : mine) { // check every shape before writing any
+  // Every entry is checked before any is written. As PyTorch, a size mismatch is an error even
+  // when not strict (strict only concerns missing and unexpected keys).
+  for (const auto& [name, t] : mine) {
     auto it = dict.find(name);
     if (it == dict.end()) continue;
-    WEFT_CHECK(!strict || it->second.sizes() == t.sizes(), Shape, "load_state_dict: '", name,
-               "' has shape ", shapeString(it->second.sizes()), " in the state dict but ",
-               shapeString(t.sizes()), " in the module");
+    WEFT_CHECK(it->second.defined(), Value, "load_state_dict: '", name,
+               "' is an undefined tensor in the state dict");
+    WEFT_CHECK(it->second.sizes() == t.sizes(), Shape, "load_state_dict: '", name, "' has shape ",
+               shapeString(it->second.sizes()), " in the state dict but ", shapeString(t.sizes()),
+               " in the module");
   }
   NoGradGuard guard;
-  for (auto& [name, t] : mine) {
-    auto it = dict.find(name);
-    if (it != dict.end() && it->second.sizes() == t.sizes()) t.copy_(it->second);
-  }
+  for (auto& [name, t] : mine)
+    if (auto it = dict.find(name); it != dict.end()) t.copy_(it->second);
 }
 
 void Module::register_forward_pre_hook(ForwardPreHook hook) {

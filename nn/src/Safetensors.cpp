@@ -3,6 +3,7 @@
 // length, a JSON header padded with spaces to 8 bytes, then the tensors' bytes with no holes).
 #include "weft/Safetensors.h"
 
+#include "InputFile.h"
 #include "weft/Functions.h"
 
 #include <algorithm>
@@ -123,15 +124,12 @@ void appendJsonString(std::string& out, std::string_view s) {
   out += '"';
 }
 
-/// A name or value from a file, shortened for an error message.
+/// A name or value from a file, shortened and escaped for an error message.
 std::string quoted(std::string_view s) {
-  constexpr size_t kMax = 60;
-  return "'" + std::string(s.substr(0, kMax)) + (s.size() > kMax ? "...'" : "'");
+  return "'" + detail::excerpt(s, 60) + "'";
 }
 
-std::string errnoText() {
-  return std::error_code(errno, std::generic_category()).message();
-}
+using detail::errnoText;
 
 // ---- JSON ----
 
@@ -547,38 +545,22 @@ std::string fileContext(const char* op, const std::string& path) {
   return detail::concat(op, ": '", path, "': ");
 }
 
-void readAt(int fd, uint64_t offset, void* dst, uint64_t n, const std::string& ctx) {
-  auto* p = static_cast<char*>(dst);
-  while (n > 0) {
-    ssize_t r = ::pread(fd, p, std::min<uint64_t>(n, 1U << 30), static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    WEFT_CHECK(r >= 0, IO, ctx, "cannot read it: ", errnoText());
-    WEFT_CHECK(r > 0, IO, ctx, "the file ended early (did it change while being read?)");
-    p += r, offset += static_cast<uint64_t>(r), n -= static_cast<uint64_t>(r);
-  }
-}
-
 /// A validated header of an open file, and where its data section starts.
 struct Layout {
   Header header;
   uint64_t dataStart = 0;
 };
 
-/// Opens `path` into `file` and reads and validates its header; tensors are read afterwards, each
-/// into its own tensor, so nothing the size of the file is ever allocated twice.
-Layout openAndReadHeader(const std::string& path, Fd& file, const std::string& ctx) {
-  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  WEFT_CHECK(file.fd >= 0, IO, ctx, "cannot open it: ", errnoText());
-  struct stat st {};
-  WEFT_CHECK(::fstat(file.fd, &st) == 0, IO, ctx, "cannot stat it: ", errnoText());
-  WEFT_CHECK(S_ISREG(st.st_mode), IO, ctx, "it is not a regular file");
-  auto size = static_cast<uint64_t>(st.st_size);
+/// Reads and validates the header of `file`; tensors are read afterwards, each into its own
+/// tensor, so nothing the size of the file is ever allocated twice.
+Layout readHeader(const detail::InputFile& file) {
+  const std::string& ctx = file.context();
   uint8_t prefix[8] = {};
-  if (size >= 8) readAt(file.fd, 0, prefix, 8, ctx);
-  uint64_t n = headerLength(prefix, size, ctx);
+  if (file.size() >= 8) file.readAt(0, prefix, 8);
+  uint64_t n = headerLength(prefix, file.size(), ctx);
   std::string text(n, '\0');
-  readAt(file.fd, 8, text.data(), n, ctx);
-  return {parseHeader(text, size - 8 - n, ctx), 8 + n};
+  file.readAt(8, text.data(), n);
+  return {parseHeader(text, file.size() - 8 - n, ctx), 8 + n};
 }
 
 /// A temporary file next to `target`: commit() renames it over the target, else it is removed.
@@ -715,56 +697,69 @@ Prepared prepare(const TensorMap& tensors, const Metadata& metadata, const char*
 void save_file(const TensorMap& tensors, const std::string& path, const Metadata& metadata,
                std::source_location loc) {
   CallSite cs(loc);
-  Prepared p = prepare(tensors, metadata, "safetensors::save_file");
-  std::string ctx = fileContext("safetensors::save_file", path);
-  TempFile file(path, ctx);
-  file.write(p.head.data(), p.head.size());
-  for (const Tensor& t : p.data)
-    if (size_t n = nbytes(t)) file.write(t.data_ptr(), n);
-  file.commit();
+  detail::convertStdExceptions("safetensors::save_file", [&] {
+    Prepared p = prepare(tensors, metadata, "safetensors::save_file");
+    std::string ctx = fileContext("safetensors::save_file", path);
+    TempFile file(path, ctx);
+    file.write(p.head.data(), p.head.size());
+    for (const Tensor& t : p.data)
+      if (size_t n = nbytes(t)) file.write(t.data_ptr(), n);
+    file.commit();
+  });
 }
 
 std::vector<uint8_t> save(const TensorMap& tensors, const Metadata& metadata,
                           std::source_location loc) {
   CallSite cs(loc);
-  Prepared p = prepare(tensors, metadata, "safetensors::save");
-  std::vector<uint8_t> out(p.head.begin(), p.head.end());
-  for (const Tensor& t : p.data)
-    if (size_t n = nbytes(t)) {
-      const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
-      out.insert(out.end(), bytes, bytes + n);
-    }
-  return out;
+  return detail::convertStdExceptions("safetensors::save", [&] {
+    Prepared p = prepare(tensors, metadata, "safetensors::save");
+    std::vector<uint8_t> out(p.head.begin(), p.head.end());
+    for (const Tensor& t : p.data)
+      if (size_t n = nbytes(t)) {
+        const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
+        out.insert(out.end(), bytes, bytes + n);
+      }
+    return out;
+  });
 }
 
 TensorMap load_file(const std::string& path, std::source_location loc) {
   CallSite cs(loc);
-  std::string ctx = fileContext("safetensors::load_file", path);
-  Fd file;
-  Layout layout = openAndReadHeader(path, file, ctx);
-  return materialize(layout.header.entries, ctx, [&](const Entry& e, void* dst) {
-    readAt(file.fd, layout.dataStart + e.begin, dst, e.end - e.begin, ctx);
+  return detail::convertStdExceptions("safetensors::load_file", [&] {
+    detail::InputFile file(path, fileContext("safetensors::load_file", path));
+    Layout layout = readHeader(file);
+    TensorMap out =
+        materialize(layout.header.entries, file.context(), [&](const Entry& e, void* dst) {
+          file.readAt(layout.dataStart + e.begin, dst, e.end - e.begin);
+        });
+    file.checkUnchanged();
+    return out;
   });
 }
 
 TensorMap load(const uint8_t* data, size_t size, std::source_location loc) {
   CallSite cs(loc);
-  const std::string ctx = "safetensors::load: safetensors buffer: ";
-  WEFT_CHECK(data != nullptr || size == 0, IO, ctx, "the data pointer is null");
-  uint64_t n = headerLength(data, size, ctx);
-  std::string_view text(reinterpret_cast<const char*>(data) + 8, n);
-  Header header = parseHeader(text, size - 8 - n, ctx);
-  const uint8_t* base = data + 8 + n;
-  return materialize(header.entries, ctx, [&](const Entry& e, void* dst) {
-    std::memcpy(dst, base + e.begin, e.end - e.begin);
+  return detail::convertStdExceptions("safetensors::load", [&] {
+    const std::string ctx = "safetensors::load: safetensors buffer: ";
+    WEFT_CHECK(data != nullptr || size == 0, IO, ctx, "the data pointer is null");
+    uint64_t n = headerLength(data, size, ctx);
+    std::string_view text(reinterpret_cast<const char*>(data) + 8, n);
+    Header header = parseHeader(text, size - 8 - n, ctx);
+    const uint8_t* base = data + 8 + n;
+    return materialize(header.entries, ctx, [&](const Entry& e, void* dst) {
+      std::memcpy(dst, base + e.begin, e.end - e.begin);
+    });
   });
 }
 
 Metadata metadata(const std::string& path, std::source_location loc) {
   CallSite cs(loc);
-  std::string ctx = fileContext("safetensors::metadata", path);
-  Fd file;
-  return openAndReadHeader(path, file, ctx).header.metadata;
+  return detail::convertStdExceptions("safetensors::metadata", [&] {
+    detail::InputFile file(path, fileContext("safetensors::metadata", path));
+    Metadata m = readHeader(file).header.metadata;
+    file.checkUnchanged();
+    return m;
+  });
 }
 
 } // namespace weft::safetensors

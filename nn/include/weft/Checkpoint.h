@@ -23,18 +23,20 @@ namespace weft {
 /// ops (dropout) draw the same numbers.
 class Checkpoint {
 public:
-  /// Stores `dict` as group `group` (replacing a group of that name).
-  Checkpoint& set(const std::string& group, const nn::StateDict& dict);
+  /// Stores a copy of `dict` as group `group` (replacing a group of that name); an undefined
+  /// tensor is an error naming its key.
+  Checkpoint& set(const std::string& group, const nn::StateDict& dict, WEFT_LOC);
   /// Stores the loader's position (epoch, batches handed out, seed) as group "loader".
-  Checkpoint& set(const data::DataLoader& loader);
+  Checkpoint& set(const data::DataLoader& loader, WEFT_LOC);
   /// Stores a random stream's seed and offset as group `group`.
-  Checkpoint& set(const Generator& generator, const std::string& group = "generator");
+  Checkpoint& set(const Generator& generator, const std::string& group = "generator", WEFT_LOC);
   /// Group `group`; an IOError naming the group if the checkpoint has none.
   nn::StateDict get(const std::string& group, WEFT_LOC) const;
   bool contains(const std::string& group) const;
-  /// Moves `loader` to the stored position (its next begin() continues there).
+  /// Moves `loader` to the stored position (its next begin() continues there); a stored state
+  /// that is malformed or does not fit the loader is an error and changes nothing.
   void restore(data::DataLoader& loader, WEFT_LOC) const;
-  /// Moves `generator` to the stored seed and offset.
+  /// Moves `generator` to the stored seed and offset (both checked first).
   void restore(Generator& generator, const std::string& group = "generator", WEFT_LOC) const;
 
   /// Writes all groups atomically (see safetensors::save_file), with `metadata`.

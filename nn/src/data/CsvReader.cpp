@@ -1,15 +1,12 @@
-// read_csv: a memory-mapped CSV file split at line boundaries and parsed by one thread per chunk
-// straight into the output tensors (a first pass counts each chunk's rows, so every chunk knows
-// where its rows go).
+// read_csv: a CSV file read into memory, split at line boundaries and parsed one chunk per pool
+// thread straight into the output tensors (a first pass counts each chunk's rows, so every chunk
+// knows where its rows go).
 #include "weft/data/Readers.h"
+
+#include "InputFile.h"
 
 #include "weft/Functions.h"
 #include "weft/runtime/ThreadPool.h"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -19,44 +16,28 @@
 #include <cstring>
 #include <limits>
 #include <string_view>
-#include <thread>
 
 namespace weft::data {
 namespace {
 
-/// A whole file mapped read-only; an empty file maps to an empty range.
-class MappedFile {
+/// The whole file, read with pread into a byte tensor (weft's allocator refuses at once what
+/// cannot fit) and checked to be unchanged at the end. No mapping: a file truncated by another
+/// process while it is read is an IOError, not a SIGBUS.
+class FileBytes {
 public:
-  explicit MappedFile(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    WEFT_CHECK(fd_ >= 0, IO, "read_csv: cannot open '", path, "': ", std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      WEFT_FAIL(IO, "read_csv: '", path, "' is not a regular file");
-    }
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ == 0) return;
-    addr_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
-    if (addr_ == MAP_FAILED) {
-      ::close(fd_);
-      WEFT_FAIL(IO, "read_csv: cannot map '", path, "': ", std::strerror(errno));
-    }
-    ::madvise(addr_, size_, MADV_SEQUENTIAL); // each chunk is read front to back, once
+  FileBytes(const std::string& path, const std::string& ctx) {
+    detail::InputFile file(path, ctx);
+    WEFT_CHECK(file.size() <= static_cast<uint64_t>(INT64_MAX), IO, ctx, "its size ", file.size(),
+               " is out of range");
+    bytes_ = empty({static_cast<int64_t>(file.size())}, kUInt8);
+    file.readAt(0, bytes_.data_ptr(), file.size());
+    file.checkUnchanged();
   }
-  ~MappedFile() {
-    if (size_ > 0) ::munmap(addr_, size_);
-    ::close(fd_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  const char* begin() const { return static_cast<const char*>(addr_); }
-  const char* end() const { return begin() + size_; }
+  const char* begin() const { return static_cast<const char*>(bytes_.data_ptr()); }
+  const char* end() const { return begin() + bytes_.numel(); }
 
 private:
-  int fd_ = -1;
-  void* addr_ = nullptr;
-  size_t size_ = 0;
+  Tensor bytes_;
 };
 
 /// Where a column's values go: row r at base + r * stride, in `dtype`.
@@ -220,8 +201,9 @@ std::string describeBadRow(const Layout& L, const std::vector<Sink>& sinks, cons
     return detail::concat(where, ": expected ", sinks.size(), " fields, found ", fields.size());
   for (size_t c = 0; c < fields.size(); ++c) {
     if (fieldIs(fields[c], sinks[c].dtype, L.delim)) continue;
-    return detail::concat(where, ", column ", c + 1, " ('", L.names[c], "'): cannot parse \"",
-                          unquote(fields[c]), "\" as ", dtypeName(sinks[c].dtype),
+    return detail::concat(where, ", column ", c + 1, " ('", detail::excerpt(L.names[c]),
+                          "'): cannot parse \"", detail::excerpt(unquote(fields[c])), "\" as ",
+                          dtypeName(sinks[c].dtype),
                           L.inferred[c] && sinks[c].dtype == kInt64
                               ? " (the column's dtype was inferred from its first 100 "
                                 "values; pass CsvOptions().dtypes(...) to choose it)"
@@ -264,14 +246,13 @@ void parseRows(Chunk& chunk, const Layout& L, const std::vector<Sink>& sinks) {
   }
 }
 
-/// Runs fn(chunk) for every chunk, one thread each (the first on the calling thread).
+/// Runs fn(chunk) for every chunk on weft's thread pool (no thread to start, so none can fail to
+/// start; an exception reaches the calling thread).
 template <typename Fn> void forEachChunk(std::vector<Chunk>& chunks, Fn fn) {
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < chunks.size(); ++i)
-    threads.emplace_back([&, i] { fn(chunks[i]); });
-  fn(chunks[0]);
-  for (std::thread& t : threads)
-    t.join();
+  parallelFor(static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      fn(chunks[static_cast<size_t>(i)]);
+  });
 }
 
 /// Splits [b, e) into about `n` chunks of whole lines.
@@ -290,15 +271,17 @@ std::vector<Chunk> splitChunks(const char* b, const char* e, size_t n) {
   return chunks;
 }
 
-/// The parsed file: header facts and the data lines' chunks, counted (pass 1).
+/// The parsed file: header facts, the data lines and their chunks, counted (pass 1).
 struct Scan {
   std::vector<std::string_view> firstFields;
   bool header = false;
   size_t rows = 0;
+  const char* dataBegin = nullptr;
+  const char* dataEnd = nullptr;
   std::vector<Chunk> chunks;
 };
 
-Scan scanFile(const MappedFile& file, const std::string& path, const CsvOptions& o) {
+Scan scanFile(const FileBytes& file, const std::string& path, const CsvOptions& o) {
   const char* p = file.begin();
   const char* end = file.end();
   if (end - p >= 3 && std::memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3; // a UTF-8 byte order mark
@@ -314,9 +297,10 @@ Scan scanFile(const MappedFile& file, const std::string& path, const CsvOptions&
   s.header = o.header_.value_or(
       std::any_of(s.firstFields.begin(), s.firstFields.end(),
                   [&](std::string_view f) { return !fieldIs(f, kFloat64, o.delimiter_); }));
-  const char* data = s.header ? afterLine(firstEnd, end) : p;
+  s.dataBegin = s.header ? afterLine(firstEnd, end) : p;
+  s.dataEnd = end;
   const size_t threads = static_cast<size_t>(o.threads_ > 0 ? o.threads_ : getNumThreads());
-  s.chunks = splitChunks(data, end, threads);
+  s.chunks = splitChunks(s.dataBegin, end, threads);
   forEachChunk(s.chunks, countRows);
   size_t firstLine = s.header ? line + 1 : line;
   for (Chunk& c : s.chunks) {
@@ -329,7 +313,8 @@ Scan scanFile(const MappedFile& file, const std::string& path, const CsvOptions&
 }
 
 /// The dtype of every column: given, or int64 when its first 100 values are integers, else
-/// float32.
+/// float32. The values are the file's first 100 rows, whatever the chunks: a result never depends
+/// on the thread count.
 std::vector<DType> columnTypes(const Scan& s, Layout& L, const CsvOptions& o) {
   const size_t cols = s.firstFields.size();
   L.inferred.assign(cols, false);
@@ -342,9 +327,8 @@ std::vector<DType> columnTypes(const Scan& s, Layout& L, const CsvOptions& o) {
   std::vector<DType> types(cols, kInt64);
   L.inferred.assign(cols, true);
   size_t seen = 0;
-  const Chunk& c = s.chunks.front();
-  for (const char* p = c.begin; p < c.end && seen < 100;) {
-    const char* next = lineEnd(p, c.end);
+  for (const char* p = s.dataBegin; p < s.dataEnd && seen < 100;) {
+    const char* next = lineEnd(p, s.dataEnd);
     const char* e = contentEnd(p, next);
     if (e != p) {
       std::vector<std::string_view> fields = splitFields(p, e, L.delim);
@@ -352,22 +336,33 @@ std::vector<DType> columnTypes(const Scan& s, Layout& L, const CsvOptions& o) {
         if (types[i] == kInt64 && !fieldIs(fields[i], kInt64, L.delim)) types[i] = kFloat32;
       ++seen;
     }
-    p = afterLine(next, c.end);
+    p = afterLine(next, s.dataEnd);
   }
   if (seen == 0) types.assign(cols, kFloat32); // no values to go by: the default float
   return types;
 }
 
-/// Both readers: scans, lets `allocate` make the outputs and their sinks, parses in parallel.
-template <typename Allocate>
-void parseFile(const std::string& path, const CsvOptions& o, Layout& L, Allocate allocate) {
+/// Checks the options before the file is opened.
+void checkOptions(const CsvOptions& o) {
   for (DType t : o.dtypes_)
     WEFT_CHECK(t == kFloat32 || t == kFloat64 || t == kInt64, DType,
                "read_csv: columns can be float32, float64 or int64, not ", dtypeName(t));
   WEFT_CHECK(!o.dtype_ || *o.dtype_ == kFloat32 || *o.dtype_ == kFloat64 || *o.dtype_ == kInt64,
              DType, "read_csv: columns can be float32, float64 or int64, not ",
              dtypeName(*o.dtype_));
-  MappedFile file(path);
+  WEFT_CHECK(o.threads_ >= 0, Value, "read_csv: CsvOptions::threads must be >= 0 (0: one per ",
+             "pool thread), got ", o.threads_);
+  const char d = o.delimiter_;
+  WEFT_CHECK(d != '\n' && d != '\r' && d != '"' && d != '\0', Value,
+             "read_csv: CsvOptions::delimiter cannot be '", detail::excerpt({&d, 1}),
+             "' (line breaks, the quote and NUL have their own meaning); use ',', ';' or '\\t'");
+}
+
+/// Both readers: scans, lets `allocate` make the outputs and their sinks, parses in parallel.
+template <typename Allocate>
+void parseFile(const std::string& path, const CsvOptions& o, Layout& L, Allocate allocate) {
+  checkOptions(o);
+  const FileBytes file(path, detail::concat("read_csv: '", path, "': "));
   Scan s = scanFile(file, path, o);
   const size_t cols = s.firstFields.size();
   for (size_t c = 0; c < cols; ++c)
@@ -383,18 +378,20 @@ void parseFile(const std::string& path, const CsvOptions& o, Layout& L, Allocate
 
 CsvTable read_csv(const std::string& path, CsvOptions options, std::source_location loc) {
   CallSite cs(loc);
-  Layout layout{path, options.delimiter_, {}, {}};
-  CsvTable table;
-  parseFile(path, options, layout, [&](int64_t rows, const std::vector<DType>& types) {
-    std::vector<Sink> sinks;
-    for (DType t : types) {
-      table.columns.push_back(empty({rows}, t));
-      sinks.push_back({static_cast<char*>(table.columns.back().data_ptr()), elementSize(t), t});
-    }
-    return sinks;
+  return detail::convertStdExceptions("read_csv", [&] {
+    Layout layout{path, options.delimiter_, {}, {}};
+    CsvTable table;
+    parseFile(path, options, layout, [&](int64_t rows, const std::vector<DType>& types) {
+      std::vector<Sink> sinks;
+      for (DType t : types) {
+        table.columns.push_back(empty({rows}, t));
+        sinks.push_back({static_cast<char*>(table.columns.back().data_ptr()), elementSize(t), t});
+      }
+      return sinks;
+    });
+    table.names = std::move(layout.names);
+    return table;
   });
-  table.names = std::move(layout.names);
-  return table;
 }
 
 Tensor read_csv_tensor(const std::string& path, CsvOptions options, std::source_location loc) {
@@ -404,19 +401,21 @@ Tensor read_csv_tensor(const std::string& path, CsvOptions options, std::source_
       options.dtypes_.empty(), Value,
       "read_csv_tensor: reads one dtype for all columns; use read_csv for per-column dtypes");
   options.dtype(dtype);
-  Layout layout{path, options.delimiter_, {}, {}};
-  Tensor out;
-  parseFile(path, options, layout, [&](int64_t rows, const std::vector<DType>& types) {
-    const auto cols = static_cast<int64_t>(types.size());
-    out = empty({rows, cols}, dtype);
-    const size_t esize = elementSize(dtype);
-    std::vector<Sink> sinks;
-    for (size_t c = 0; c < types.size(); ++c)
-      sinks.push_back({static_cast<char*>(out.data_ptr()) + c * esize,
-                       esize * static_cast<size_t>(cols), dtype});
-    return sinks;
+  return detail::convertStdExceptions("read_csv_tensor", [&] {
+    Layout layout{path, options.delimiter_, {}, {}};
+    Tensor out;
+    parseFile(path, options, layout, [&](int64_t rows, const std::vector<DType>& types) {
+      const auto cols = static_cast<int64_t>(types.size());
+      out = empty({rows, cols}, dtype);
+      const size_t esize = elementSize(dtype);
+      std::vector<Sink> sinks;
+      for (size_t c = 0; c < types.size(); ++c)
+        sinks.push_back({static_cast<char*>(out.data_ptr()) + c * esize,
+                         esize * static_cast<size_t>(cols), dtype});
+      return sinks;
+    });
+    return out;
   });
-  return out;
 }
 
 const Tensor& CsvTable::column(const std::string& name, std::source_location loc) const {

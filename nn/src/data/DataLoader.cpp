@@ -1,6 +1,7 @@
 // The DataLoader: an epoch's workers, its bounded reorder buffer, and the iterator over it.
 #include "weft/data/DataLoader.h"
 
+#include "InputFile.h"
 #include "weft/Functions.h"
 
 #include <algorithm>
@@ -11,6 +12,15 @@
 #include <thread>
 
 namespace weft::data {
+namespace {
+
+/// Batches of `bs` in `n` samples, without the overflow of (n + bs - 1) / bs.
+size_t batchCount(size_t n, size_t bs, bool dropLast) {
+  return n / bs + (!dropLast && n % bs != 0 ? 1 : 0);
+}
+
+} // namespace
+
 namespace detail {
 
 /// One epoch in progress. Workers claim batch indices in order, build them, and leave them in a
@@ -18,18 +28,24 @@ namespace detail {
 /// batch less than `window` ahead of the consumer, which bounds memory (backpressure).
 class EpochRun {
 public:
+  /// Starts the workers; `site` is the loop's line, which their errors name.
   EpochRun(Dataset& dataset, const DataLoaderOptions& options, std::vector<size_t> order,
-           uint64_t epoch, size_t first)
+           uint64_t epoch, size_t first, std::source_location site)
       : dataset_(dataset), options_(options), order_(std::move(order)), epoch_(epoch),
-        window_(options.prefetch_ + options.workers_), nextClaim_(first), nextOut_(first) {
-    const size_t n = order_.size(), bs = options.batch_size_;
-    numBatches_ = options.drop_last_ ? n / bs : (n + bs - 1) / bs;
-    try {
-      for (size_t w = 0; w < options.workers_; ++w)
+        window_(options.prefetch_ + options.workers_), nextClaim_(first), nextOut_(first),
+        site_(site) {
+    numBatches_ = batchCount(order_.size(), options.batch_size_, options.drop_last_);
+    for (size_t w = 0; w < options.workers_; ++w) {
+      try {
         threads_.emplace_back([this] { work(); });
-    } catch (...) {
-      stop();
-      throw;
+      } catch (const std::system_error& e) {
+        stop();
+        WEFT_FAIL(Value, "DataLoader: cannot start worker thread ", w + 1, " of ", options.workers_,
+                  " (", e.what(), "); use fewer workers");
+      } catch (...) {
+        stop();
+        throw;
+      }
     }
   }
   ~EpochRun() { stop(); }
@@ -74,6 +90,7 @@ private:
   }
 
   void work() {
+    CallSite cs(site_); // a worker's error names the loop that asked for the batch
     for (;;) {
       size_t b = 0;
       {
@@ -105,16 +122,21 @@ private:
   /// Batch `b`: get_batch over its slice of the order, then the transforms with a generator that
   /// depends only on (seed, rank, epoch, b), so any worker count draws the same numbers.
   Example build(size_t b) const {
-    const size_t bs = options_.batch_size_;
-    const auto begin = order_.begin() + static_cast<std::ptrdiff_t>(b * bs);
-    const auto end =
-        order_.begin() + static_cast<std::ptrdiff_t>(std::min(order_.size(), b * bs + bs));
-    Example batch = dataset_.get_batch(std::vector<size_t>(begin, end));
-    if (options_.transforms_.empty()) return batch;
-    Generator gen(mix(mix(mix(options_.seed_, options_.rank_), epoch_), b));
-    for (const auto& t : options_.transforms_)
-      batch = (*t)(std::move(batch), gen);
-    return batch;
+    try {
+      const size_t bs = options_.batch_size_, first = b * bs; // b < numBatches_: no overflow
+      const auto begin = order_.begin() + static_cast<std::ptrdiff_t>(first);
+      const auto end =
+          order_.begin() + static_cast<std::ptrdiff_t>(first + std::min(bs, order_.size() - first));
+      Example batch = dataset_.get_batch(std::vector<size_t>(begin, end));
+      if (options_.transforms_.empty()) return batch;
+      Generator gen(mix(mix(mix(options_.seed_, options_.rank_), epoch_), b));
+      for (const auto& t : options_.transforms_)
+        batch = (*t)(std::move(batch), gen);
+      return batch;
+    } catch (const std::bad_alloc&) {
+      WEFT_FAIL(Value, "DataLoader: out of memory building batch ", b, " of epoch ", epoch_, " (",
+                options_.batch_size_, " samples); use a smaller batch_size");
+    }
   }
 
   /// A splitmix64 step: well-spread seeds from small, structured inputs.
@@ -135,6 +157,7 @@ private:
   std::condition_variable ready_, space_;
   std::map<size_t, Slot> done_;
   size_t nextClaim_, nextOut_;
+  std::source_location site_;
   bool stopping_ = false, failed_ = false;
   std::vector<std::thread> threads_;
 };
@@ -146,34 +169,46 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
     : dataset_(std::move(dataset)), options_(std::move(options)) {
   CallSite cs(loc);
   WEFT_CHECK(dataset_ != nullptr, Value, "DataLoader: the dataset is null");
-  WEFT_CHECK(options_.batch_size_ >= 1, Value, "DataLoader: batch_size must be at least 1");
-  WEFT_CHECK(options_.prefetch_ >= 1, Value, "DataLoader: prefetch must be at least 1");
+  // size_t options past PTRDIFF_MAX are negative numbers converted (PyTorch: "should be
+  // non-negative"); refusing them also keeps prefetch + workers from overflowing.
+  auto count = [](const char* option, size_t value, size_t least) {
+    WEFT_CHECK(value >= least && value <= PTRDIFF_MAX, Value, "DataLoader: ", option,
+               " must be at least ", least, ", got ",
+               value > PTRDIFF_MAX ? std::to_string(static_cast<std::ptrdiff_t>(value))
+                                   : std::to_string(value),
+               value > PTRDIFF_MAX ? " (a negative number converted to size_t)" : "");
+  };
+  count("batch_size", options_.batch_size_, 1);
+  count("workers", options_.workers_, 0);
+  count("prefetch", options_.prefetch_, 1);
   for (const auto& t : options_.transforms_)
     WEFT_CHECK(t != nullptr, Value, "DataLoader: a transform is null");
-  sampler_ = makeSampler();
+  sampler_ = makeSampler(options_);
 }
 
 DataLoader::~DataLoader() = default;
 
-std::unique_ptr<Sampler> DataLoader::makeSampler() const {
-  if (options_.num_replicas_ != 1 || options_.rank_ != 0)
-    return std::make_unique<DistributedSampler>(options_.num_replicas_, options_.rank_,
-                                                options_.shuffle_, options_.seed_);
-  if (options_.shuffle_) return std::make_unique<RandomSampler>(options_.seed_);
+std::unique_ptr<Sampler> DataLoader::makeSampler(const DataLoaderOptions& o) {
+  if (o.num_replicas_ != 1 || o.rank_ != 0)
+    return std::make_unique<DistributedSampler>(o.num_replicas_, o.rank_, o.shuffle_, o.seed_);
+  if (o.shuffle_) return std::make_unique<RandomSampler>(o.seed_);
   return std::make_unique<SequentialSampler>();
 }
 
-DataLoader::Iterator DataLoader::begin() {
+DataLoader::Iterator DataLoader::begin(std::source_location loc) {
+  CallSite cs(loc);
   stopRun();
-  epoch_ = nextEpoch_ ? *nextEpoch_ : started_ ? epoch_ + 1 : 0;
+  const uint64_t epoch = nextEpoch_ ? *nextEpoch_ : started_ ? epoch_ + 1 : 0;
+  std::vector<size_t> order = weft::detail::convertStdExceptions(
+      "DataLoader", [&] { return sampler_->indices(dataset_->size(), epoch); });
+  run_ = std::make_unique<detail::EpochRun>(*dataset_, options_, std::move(order), epoch,
+                                            static_cast<size_t>(skip_), loc);
+  epoch_ = epoch;
   nextEpoch_.reset();
   started_ = true;
   consumed_ = skip_;
   skip_ = 0;
-  run_ = std::make_unique<detail::EpochRun>(*dataset_, options_,
-                                            sampler_->indices(dataset_->size(), epoch_), epoch_,
-                                            static_cast<size_t>(consumed_));
-  Iterator it(this, ++generation_);
+  Iterator it(this, ++generation_, loc);
   it.advance();
   return it;
 }
@@ -189,9 +224,8 @@ void DataLoader::set_epoch(uint64_t epoch) {
 }
 
 size_t DataLoader::size() const {
-  const size_t n = dataset_->size(), r = options_.num_replicas_, bs = options_.batch_size_;
-  const size_t samples = r > 1 ? (n + r - 1) / r : n;
-  return options_.drop_last_ ? samples / bs : (samples + bs - 1) / bs;
+  const size_t n = dataset_->size(), r = options_.num_replicas_;
+  return batchCount(n / r + (n % r != 0 ? 1 : 0), options_.batch_size_, options_.drop_last_);
 }
 
 LoaderState DataLoader::state() const {
@@ -201,10 +235,19 @@ LoaderState DataLoader::state() const {
 
 void DataLoader::restore(const LoaderState& state, std::source_location loc) {
   CallSite cs(loc);
+  const size_t batches = size();
+  WEFT_CHECK(state.batches <= batches, Value, "DataLoader::restore: the state has ", state.batches,
+             " batches of epoch ", state.epoch, " handed out, but an epoch of this ", "loader has ",
+             batches, " (was it saved with another dataset or batch_size?)");
+  const bool finished = state.batches == batches;
+  WEFT_CHECK(!finished || state.epoch < UINT64_MAX, Value,
+             "DataLoader::restore: the state's epoch ", state.epoch, " is the last there is");
+  DataLoaderOptions options = options_;
+  options.seed_ = state.seed;
+  std::unique_ptr<Sampler> sampler = makeSampler(options);
   stopRun();
-  options_.seed_ = state.seed;
-  sampler_ = makeSampler();
-  const bool finished = state.batches >= size();
+  options_ = std::move(options);
+  sampler_ = std::move(sampler);
   nextEpoch_ = finished ? state.epoch + 1 : state.epoch;
   skip_ = finished ? 0 : state.batches;
 }
@@ -233,7 +276,7 @@ std::optional<Example> DataLoader::fetch(uint64_t generation) {
 
 DataLoader::Iterator::Iterator(Iterator&& other) noexcept
     : loader_(std::exchange(other.loader_, nullptr)), generation_(other.generation_),
-      current_(std::move(other.current_)) {
+      site_(other.site_), current_(std::move(other.current_)) {
   other.current_.reset();
 }
 
@@ -242,6 +285,7 @@ DataLoader::Iterator& DataLoader::Iterator::operator=(Iterator&& other) noexcept
   if (loader_ && loader_->generation_ == generation_) loader_->stopRun();
   loader_ = std::exchange(other.loader_, nullptr);
   generation_ = other.generation_;
+  site_ = other.site_;
   current_ = std::move(other.current_);
   other.current_.reset();
   return *this;
@@ -258,6 +302,7 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
 }
 
 void DataLoader::Iterator::advance() {
+  CallSite cs(site_); // the loop's line: operator++ has no place to take one
   current_.reset();
   WEFT_CHECK(loader_ != nullptr, Value, "DataLoader: cannot advance an end iterator");
   current_ = loader_->fetch(generation_);

@@ -1,11 +1,9 @@
 // Datasets over files: (Fashion-)MNIST from IDX, CSV rows, and windows of a byte corpus.
 #include "weft/data/Datasets.h"
 
+#include "InputFile.h"
 #include "weft/Functions.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <sys/stat.h>
 
 namespace weft::data {
@@ -71,23 +69,33 @@ CsvDataset::CsvDataset(const std::string& path, CsvOptions options,
 
 Tensor read_bytes(const std::vector<std::string>& paths, std::source_location loc) {
   CallSite cs(loc);
-  std::vector<std::ifstream> files;
-  int64_t total = 0;
-  for (const std::string& path : paths) {
-    files.emplace_back(path, std::ios::binary | std::ios::ate);
-    WEFT_CHECK(files.back().is_open(), IO, "read_bytes: cannot open '", path,
-               "': ", std::strerror(errno));
-    total += static_cast<int64_t>(files.back().tellg());
-  }
-  Tensor out = empty({total}, kUInt8);
-  auto* dst = static_cast<char*>(out.data_ptr());
-  for (size_t i = 0; i < files.size(); ++i) {
-    const std::streamsize n = files[i].tellg();
-    files[i].seekg(0);
-    WEFT_CHECK(files[i].read(dst, n), IO, "read_bytes: cannot read '", paths[i], "'");
-    dst += n;
-  }
-  return out;
+  return detail::convertStdExceptions("read_bytes", [&] {
+    auto context = [](const std::string& path) {
+      return detail::concat("read_bytes: '", path, "': ");
+    };
+    // Sizes first (one file open at a time, however many paths), then each file read in full
+    // where its size said; a file whose size changed since is an IOError, not a short read.
+    std::vector<uint64_t> sizes;
+    int64_t total = 0;
+    for (const std::string& path : paths) {
+      sizes.push_back(detail::InputFile(path, context(path)).size());
+      std::optional<int64_t> sum = sizes.back() <= INT64_MAX
+                                       ? checkedAdd(total, static_cast<int64_t>(sizes.back()))
+                                       : std::nullopt;
+      WEFT_CHECK(sum, IO, context(path), "the files' total size overflows");
+      total = *sum;
+    }
+    Tensor out = empty({total}, kUInt8);
+    auto* dst = static_cast<char*>(out.data_ptr());
+    for (size_t i = 0; i < paths.size(); ++i) {
+      detail::InputFile file(paths[i], context(paths[i]));
+      file.expectSize(sizes[i]);
+      file.readAt(0, dst, sizes[i]);
+      file.checkUnchanged();
+      dst += sizes[i];
+    }
+    return out;
+  });
 }
 
 TextDataset::TextDataset(Tensor tokens, int64_t block_size, std::optional<int64_t> stride,

@@ -3,6 +3,7 @@
 #include "weft/data/Transforms.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace weft::data {
@@ -65,9 +66,10 @@ Example Normalize::operator()(Example batch, Generator&) const {
 RandomCrop::RandomCrop(int64_t size, int64_t padding, std::source_location loc)
     : size_(size), padding_(padding) {
   CallSite cs(loc);
-  WEFT_CHECK(size > 0 && padding >= 0, Value,
-             "RandomCrop: expected size > 0 and padding >= 0, got size ", size, " and padding ",
-             padding);
+  // Below 2^31, as torchvision's ints: size + 2 * padding then never overflows.
+  WEFT_CHECK(size > 0 && size <= INT32_MAX && padding >= 0 && padding <= INT32_MAX, Value,
+             "RandomCrop: expected 0 < size < 2^31 and 0 <= padding < 2^31, got size ", size,
+             " and padding ", padding);
 }
 
 Example RandomCrop::operator()(Example batch, Generator& gen) const {

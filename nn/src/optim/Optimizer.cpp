@@ -1,15 +1,79 @@
 // Optimizers: groups, state and state dicts, and each update rule as PyTorch documents it.
 #include "weft/optim/Optimizer.h"
 
+#include "InputFile.h"
+
+#include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <typeinfo>
 
 namespace weft::optim {
 
 // ---- options and groups ----
 
-OptimizerOptions::OptimizerOptions(double lr) : lr_(full({}, lr, kFloat64)) {
-  WEFT_CHECK(lr >= 0, Value, "optim: invalid learning rate: ", lr);
+namespace {
+
+/// PyTorch's `0.0 <= value` check (NaN fails it).
+void checkAtLeastZero(const OptimizerOptions& o, const char* option, double value) {
+  WEFT_CHECK(value >= 0, Value, o.optimizer(), ": invalid ", option, " value: ", value,
+             " (it must be >= 0)");
 }
+
+void checkNotNaN(const OptimizerOptions& o, const char* option, double value) {
+  WEFT_CHECK(!std::isnan(value), Value, o.optimizer(), ": invalid ", option, " value: nan");
+}
+
+/// PyTorch's `0.0 <= beta < 1.0` for both betas.
+void checkBetas(const OptimizerOptions& o, const Betas& betas) {
+  const double b[2] = {std::get<0>(betas), std::get<1>(betas)};
+  for (int i = 0; i < 2; ++i)
+    WEFT_CHECK(b[i] >= 0 && b[i] < 1, Value, o.optimizer(), ": invalid beta parameter at index ", i,
+               ": ", b[i], " (betas must be in [0, 1))");
+}
+
+void checkLr(const OptimizerOptions& o, double lr) {
+  WEFT_CHECK(lr >= 0, Value, o.optimizer(), ": invalid learning rate: ", lr, " (it must be >= 0)");
+}
+
+} // namespace
+
+void SGDOptions::check() const {
+  checkAtLeastZero(*this, "momentum", momentum());
+  checkNotNaN(*this, "dampening", dampening());
+  checkAtLeastZero(*this, "weight_decay", weight_decay());
+  WEFT_CHECK(!nesterov() || (momentum() > 0 && dampening() == 0), Value,
+             "SGD: Nesterov momentum requires a momentum and zero dampening (got momentum ",
+             momentum(), " and dampening ", dampening(), ")");
+}
+
+void AdamOptions::check() const {
+  checkAtLeastZero(*this, "eps", eps());
+  checkBetas(*this, betas());
+  checkAtLeastZero(*this, "weight_decay", weight_decay());
+}
+
+void AdamWOptions::check() const {
+  checkAtLeastZero(*this, "eps", eps());
+  checkBetas(*this, betas());
+  checkAtLeastZero(*this, "weight_decay", weight_decay());
+}
+
+void RMSpropOptions::check() const {
+  checkAtLeastZero(*this, "eps", eps());
+  checkAtLeastZero(*this, "momentum", momentum());
+  checkAtLeastZero(*this, "weight_decay", weight_decay());
+  checkAtLeastZero(*this, "alpha", alpha());
+}
+
+void AdagradOptions::check() const {
+  checkAtLeastZero(*this, "lr_decay", lr_decay());
+  checkAtLeastZero(*this, "weight_decay", weight_decay());
+  checkAtLeastZero(*this, "initial_accumulator_value", initial_accumulator_value());
+  checkAtLeastZero(*this, "eps", eps());
+}
+
+OptimizerOptions::OptimizerOptions(double lr) : lr_(full({}, lr, kFloat64)) {}
 OptimizerOptions::OptimizerOptions(const OptimizerOptions& other)
     : lr_(other.lr_.detach().clone()) {}
 OptimizerOptions& OptimizerOptions::operator=(const OptimizerOptions& other) {
@@ -21,8 +85,9 @@ double OptimizerOptions::get_lr() const {
   return lr_.item<double>();
 }
 
-void OptimizerOptions::set_lr(double lr) {
-  WEFT_CHECK(lr >= 0, Value, "optim: invalid learning rate: ", lr);
+void OptimizerOptions::set_lr(double lr, std::source_location loc) {
+  CallSite cs(loc);
+  checkLr(*this, lr);
   NoGradGuard guard;
   Tensor t = lr_;
   t.fill_(lr);
@@ -51,20 +116,43 @@ const OptimizerOptions& OptimizerParamGroup::options() const {
 Optimizer::Optimizer(std::vector<OptimizerParamGroup> groups,
                      std::unique_ptr<OptimizerOptions> defaults, std::source_location loc)
     : defaults_(std::move(defaults)) {
+  CallSite cs(loc);
+  checkLr(*defaults_, defaults_->get_lr());
+  defaults_->check();
+  const bool none = std::all_of(groups.begin(), groups.end(),
+                                [](const OptimizerParamGroup& g) { return g.params().empty(); });
+  WEFT_CHECK(!none, Value, defaults_->optimizer(), ": got an empty parameter list");
   for (const OptimizerParamGroup& g : groups)
     add_param_group(g, loc);
 }
 
+void Optimizer::step(std::source_location loc) {
+  CallSite cs(loc);
+  for (const OptimizerParamGroup& g : groups_) // options may have changed since construction
+    g.options().check();
+  NoGradGuard guard;
+  update();
+}
+
 void Optimizer::add_param_group(const OptimizerParamGroup& group, std::source_location loc) {
   CallSite cs(loc);
+  const char* name = defaults_->optimizer();
+  if (group.has_options()) {
+    const OptimizerOptions& o = group.options();
+    // The update rule reads the group's options as its own kind: another kind would be garbage.
+    WEFT_CHECK(typeid(o) == typeid(*defaults_), Value, name, ": parameter group ", groups_.size(),
+               " has options for ", o.optimizer(), "; give it ", name, "'s options");
+    checkLr(o, o.get_lr());
+    o.check();
+  }
   OptimizerParamGroup g = group;
   for (const Tensor& p : g.params()) {
-    WEFT_CHECK(p.defined() && p.is_leaf(), Value,
-               "optim: can only optimize defined leaf tensors (parameters)");
+    WEFT_CHECK(p.defined() && p.is_leaf(), Value, name,
+               ": can only optimize defined leaf tensors (parameters)");
     for (const OptimizerParamGroup& other : groups_)
       for (const Tensor& q : other.params())
-        WEFT_CHECK(!p.is_same(q), Value,
-                   "optim: some parameters appear in more than one parameter group");
+        WEFT_CHECK(!p.is_same(q), Value, name,
+                   ": some parameters appear in more than one parameter group");
   }
   if (!g.has_options()) g.set_options(defaults_->clone());
   groups_.push_back(std::move(g));
@@ -103,47 +191,150 @@ void Optimizer::setState(const Tensor& param, const std::string& key, Tensor val
 
 nn::StateDict Optimizer::state_dict() const {
   nn::StateDict dict;
-  size_t index = 0;
+  int64_t index = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    dict.emplace("param_groups." + std::to_string(g) + ".lr", groups_[g].options().lr_tensor());
+    const std::string group = "param_groups." + std::to_string(g);
+    dict.emplace(group + ".lr", groups_[g].options().lr_tensor());
+    std::vector<int64_t> ids;
     for (const Tensor& p : groups_[g].params()) {
       if (auto it = state_.find(p.impl().get()); it != state_.end())
         for (const auto& [key, t] : it->second)
           dict.emplace("state." + std::to_string(index) + "." + key, t);
-      ++index;
+      ids.push_back(index++);
     }
+    dict.emplace(group + ".params", from_vector(ids, {static_cast<int64_t>(ids.size())}));
   }
   return dict;
 }
 
+namespace {
+
+/// A state-dict key "kind.<index>.<rest>", split.
+struct KeyParts {
+  std::string_view kind;
+  size_t index = 0;
+  std::string_view rest;
+};
+
+std::optional<KeyParts> splitKey(std::string_view name) {
+  const size_t dot1 = name.find('.');
+  const size_t dot2 = dot1 == std::string_view::npos ? dot1 : name.find('.', dot1 + 1);
+  if (dot2 == std::string_view::npos) return std::nullopt;
+  const std::string_view digits = name.substr(dot1 + 1, dot2 - dot1 - 1);
+  KeyParts k{name.substr(0, dot1), 0, name.substr(dot2 + 1)};
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), k.index);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size())
+    return std::nullopt;
+  return k;
+}
+
+/// The one number a loaded tensor holds.
+double numberIn(const std::string& op, const std::string& name, const Tensor& t) {
+  WEFT_CHECK(t.defined() && t.numel() == 1, Value, op, ": '", name, "' must hold one number, got ",
+             t.defined() ? "shape " + shapeString(t.sizes()) : "an undefined tensor");
+  return t.to(kFloat64).item<double>();
+}
+
+} // namespace
+
+/// What load_state_dict writes once the whole dict has been checked.
+struct Optimizer::LoadPlan {
+  std::vector<std::optional<double>> lrs; // per group
+  struct Write {
+    const Tensor* param;
+    std::string key;
+    Tensor value; // converted as the optimizer keeps it
+  };
+  std::vector<Write> writes;
+};
+
+void Optimizer::planGroupEntry(LoadPlan& plan, const std::string& op, const std::string& name,
+                               size_t g, std::string_view field, const Tensor& value) const {
+  WEFT_CHECK(g < groups_.size(), Value, op, ": '", name, "' is for parameter group ", g,
+             ", but this ", defaults_->optimizer(), " has ", groups_.size(),
+             " (the dict was saved from an optimizer with more parameter groups)");
+  if (field == "lr") {
+    const double lr = numberIn(op, name, value);
+    WEFT_CHECK(lr >= 0, Value, op, ": '", name, "' holds learning rate ", lr,
+               ", which must be >= 0");
+    plan.lrs[g] = lr;
+    return;
+  }
+  WEFT_CHECK(field == "params", Value, op, ": unexpected key '", name, "'");
+  const size_t mine = groups_[g].params().size();
+  WEFT_CHECK(value.defined() && value.dim() == 1 && static_cast<size_t>(value.numel()) == mine,
+             Value, op, ": '", name, "' lists ",
+             value.defined() ? std::to_string(value.numel()) : "no", " parameters, but group ", g,
+             " of this ", defaults_->optimizer(), " has ", mine,
+             " (the dict was saved from another model or grouping)");
+}
+
+void Optimizer::planStateEntry(LoadPlan& plan, const std::string& op, const std::string& name,
+                               size_t index, std::string_view key, const Tensor& value,
+                               const std::vector<const Tensor*>& params) const {
+  WEFT_CHECK(index < params.size(), Value, op, ": '", name, "' is for parameter ", index,
+             ", but this ", defaults_->optimizer(), " has ", params.size(), " parameters");
+  const StateKey* spec = nullptr;
+  std::string known;
+  for (const StateKey& k : stateKeys()) {
+    known += (known.empty() ? "" : ", ") + std::string(k.name);
+    if (key == k.name) spec = &k;
+  }
+  WEFT_CHECK(spec != nullptr, Value, op, ": unexpected key '", name, "' (", defaults_->optimizer(),
+             " keeps ", known, " per parameter)");
+  WEFT_CHECK(value.defined(), Value, op, ": '", name, "' is an undefined tensor");
+  const Tensor& p = *params[index];
+  if (spec->scalar) {
+    numberIn(op, name, value);
+    plan.writes.push_back({&p, std::string(key), value.detach().reshape({}).to(kFloat64).clone()});
+    return;
+  }
+  WEFT_CHECK(value.sizes() == p.sizes(), Shape, op, ": '", name, "' has shape ",
+             shapeString(value.sizes()), " but parameter ", index, " has shape ",
+             shapeString(p.sizes()));
+  plan.writes.push_back({&p, std::string(key), value.detach().to(p.dtype()).clone()});
+}
+
 void Optimizer::load_state_dict(const nn::StateDict& dict, std::source_location loc) {
   CallSite cs(loc);
-  std::vector<const Tensor*> params;
-  for (const OptimizerParamGroup& g : groups_)
-    for (const Tensor& p : g.params())
-      params.push_back(&p);
-  NoGradGuard guard;
-  for (const auto& [name, value] : dict) {
-    size_t dot1 = name.find('.'), dot2 = name.find('.', dot1 + 1);
-    WEFT_CHECK(dot1 != std::string::npos && dot2 != std::string::npos, Value,
-               "optim::load_state_dict: unexpected key '", name, "'");
-    std::string kind = name.substr(0, dot1), key = name.substr(dot2 + 1);
-    size_t index = std::stoul(name.substr(dot1 + 1, dot2 - dot1 - 1));
-    if (kind == "param_groups" && key == "lr" && index < groups_.size()) {
-      groups_[index].options().set_lr(value.item<double>());
-    } else if (kind == "state" && index < params.size()) {
-      Tensor mine = stateOr(*params[index], key);
-      if (!mine.defined()) {
-        setState(*params[index], key, value.detach().clone());
-        continue;
-      }
-      WEFT_CHECK(mine.sizes() == value.sizes(), Shape, "optim::load_state_dict: '", name,
-                 "' has shape ", shapeString(value.sizes()), " but the optimizer's has ",
-                 shapeString(mine.sizes()));
-      mine.copy_(value);
-    } else {
-      WEFT_FAIL(Value, "optim::load_state_dict: unexpected key '", name, "'");
+  const std::string op = std::string(defaults_->optimizer()) + "::load_state_dict";
+  detail::convertStdExceptions(op.c_str(), [&] {
+    std::vector<const Tensor*> params;
+    for (const OptimizerParamGroup& g : groups_)
+      for (const Tensor& p : g.params())
+        params.push_back(&p);
+    LoadPlan plan;
+    plan.lrs.resize(groups_.size());
+    for (const auto& [name, value] : dict) {
+      std::optional<KeyParts> k = splitKey(name);
+      WEFT_CHECK(k && (k->kind == "param_groups" || k->kind == "state"), Value, op,
+                 ": unexpected key '", detail::excerpt(name, 80),
+                 "' (an optimizer's keys are param_groups.<group>.lr, "
+                 "param_groups.<group>.params and state.<parameter>.<name>)");
+      if (k->kind == "param_groups")
+        planGroupEntry(plan, op, name, k->index, k->rest, value);
+      else
+        planStateEntry(plan, op, name, k->index, k->rest, value, params);
     }
+    for (size_t g = 0; g < groups_.size(); ++g)
+      WEFT_CHECK(plan.lrs[g], Value, op, ": the dict has no 'param_groups.", g, ".lr', but this ",
+                 defaults_->optimizer(), " has ", groups_.size(),
+                 " parameter groups (the dict was saved from an optimizer with fewer)");
+    applyLoad(plan);
+  });
+}
+
+void Optimizer::applyLoad(LoadPlan& plan) {
+  NoGradGuard guard;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    groups_[g].options().set_lr(*plan.lrs[g]);
+  for (LoadPlan::Write& w : plan.writes) {
+    // Existing state is written in place: a compiled step reads these very tensors.
+    Tensor mine = stateOr(*w.param, w.key);
+    if (mine.defined() && mine.sizes() == w.value.sizes() && mine.dtype() == w.value.dtype())
+      mine.copy_(w.value);
+    else
+      setState(*w.param, w.key, std::move(w.value));
   }
 }
 
@@ -174,12 +365,34 @@ WEFT_OPTIMIZER_CONSTRUCTORS(RMSprop)
 WEFT_OPTIMIZER_CONSTRUCTORS(Adagrad)
 #undef WEFT_OPTIMIZER_CONSTRUCTORS
 
-void SGD::step() {
-  NoGradGuard guard;
+namespace {
+constexpr Optimizer::StateKey kSGDState[] = {{"momentum_buffer", false}};
+constexpr Optimizer::StateKey kAdamState[] = {
+    {"step", true}, {"exp_avg", false}, {"exp_avg_sq", false}, {"max_exp_avg_sq", false}};
+constexpr Optimizer::StateKey kRMSpropState[] = {
+    {"square_avg", false}, {"grad_avg", false}, {"momentum_buffer", false}};
+constexpr Optimizer::StateKey kAdagradState[] = {{"step", true}, {"sum", false}};
+} // namespace
+
+std::span<const Optimizer::StateKey> SGD::stateKeys() const {
+  return kSGDState;
+}
+std::span<const Optimizer::StateKey> Adam::stateKeys() const {
+  return kAdamState;
+}
+std::span<const Optimizer::StateKey> AdamW::stateKeys() const {
+  return kAdamState;
+}
+std::span<const Optimizer::StateKey> RMSprop::stateKeys() const {
+  return kRMSpropState;
+}
+std::span<const Optimizer::StateKey> Adagrad::stateKeys() const {
+  return kAdagradState;
+}
+
+void SGD::update() {
   for (OptimizerParamGroup& group : param_groups()) {
     const auto& o = static_cast<const SGDOptions&>(group.options());
-    WEFT_CHECK(!o.nesterov() || (o.momentum() > 0 && o.dampening() == 0), Value,
-               "SGD: Nesterov momentum requires a momentum and zero dampening");
     for (Tensor& p : group.params()) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
@@ -232,8 +445,7 @@ void Optimizer::adamUpdate(OptimizerParamGroup& group, const AdamHyper& h) {
   }
 }
 
-void Adam::step() {
-  NoGradGuard guard;
+void Adam::update() {
   for (OptimizerParamGroup& group : param_groups()) {
     const auto& o = static_cast<const AdamOptions&>(group.options());
     adamUpdate(group, {std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(),
@@ -241,8 +453,7 @@ void Adam::step() {
   }
 }
 
-void AdamW::step() {
-  NoGradGuard guard;
+void AdamW::update() {
   for (OptimizerParamGroup& group : param_groups()) {
     const auto& o = static_cast<const AdamWOptions&>(group.options());
     adamUpdate(group, {std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(),
@@ -250,8 +461,7 @@ void AdamW::step() {
   }
 }
 
-void RMSprop::step() {
-  NoGradGuard guard;
+void RMSprop::update() {
   for (OptimizerParamGroup& group : param_groups()) {
     const auto& o = static_cast<const RMSpropOptions&>(group.options());
     for (Tensor& p : group.params()) {
@@ -280,8 +490,7 @@ void RMSprop::step() {
   }
 }
 
-void Adagrad::step() {
-  NoGradGuard guard;
+void Adagrad::update() {
   for (OptimizerParamGroup& group : param_groups()) {
     const auto& o = static_cast<const AdagradOptions&>(group.options());
     for (Tensor& p : group.params()) {
@@ -302,6 +511,8 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double maxNorm, do
                        std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(normType > 0, Value, "clip_grad_norm_: norm_type must be positive, got ", normType);
+  // PyTorch takes a negative max_norm and flips every gradient's sign; weft refuses it.
+  WEFT_CHECK(maxNorm >= 0, Value, "clip_grad_norm_: max_norm must be >= 0, got ", maxNorm);
   NoGradGuard guard;
   std::vector<Tensor> grads;
   for (const Tensor& p : parameters)
@@ -329,6 +540,7 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double maxNorm, do
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clipValue,
                       std::source_location loc) {
   CallSite cs(loc);
+  WEFT_CHECK(clipValue >= 0, Value, "clip_grad_value_: clip_value must be >= 0, got ", clipValue);
   NoGradGuard guard;
   for (const Tensor& p : parameters)
     if (Tensor g = p.grad(); g.defined()) g.clamp_(-clipValue, clipValue);

@@ -1,29 +1,69 @@
-// Learning-rate schedules in closed form.
+// Learning-rate schedules in closed form, their option checks, and state dicts.
 #include "weft/optim/Schedulers.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace weft::optim {
+namespace {
 
-LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
+/// A decay factor: negative ones make negative rates, which no optimizer takes.
+void checkGamma(const char* name, double gamma) {
+  WEFT_CHECK(std::isfinite(gamma) && gamma >= 0, Value, name,
+             ": gamma must be finite and >= 0 (the rate is multiplied by it), got ", gamma);
+}
+
+/// Milestones must increase: the schedule finds an epoch's place among them by bisection.
+void checkIncreasing(const char* name, const std::vector<int64_t>& milestones) {
+  auto bad = std::is_sorted_until(milestones.begin(), milestones.end());
+  WEFT_CHECK(bad == milestones.end(), Value, name, ": milestones must be increasing, but ",
+             bad == milestones.end() ? 0 : *bad, " follows ",
+             bad == milestones.end() ? 0 : *(bad - 1));
+}
+
+} // namespace
+
+LRScheduler::LRScheduler(Optimizer& optimizer, const char* name)
+    : optimizer_(optimizer), name_(name) {}
+
+void LRScheduler::start() {
   // Schedules built one after another (SequentialLR's parts) all start from the rate the group
   // had before the first of them changed it.
-  for (OptimizerParamGroup& g : optimizer.param_groups()) {
+  std::vector<double> bases;
+  for (const OptimizerParamGroup& g : optimizer_.param_groups())
+    bases.push_back(g.initial_lr.value_or(g.options().get_lr()));
+  const std::vector<double> rates = ratesAt(0, bases);
+  for (OptimizerParamGroup& g : optimizer_.param_groups())
     if (!g.initial_lr) g.initial_lr = g.options().get_lr();
-    baseLrs_.push_back(*g.initial_lr);
+  baseLrs_ = std::move(bases);
+  setRates(rates);
+}
+
+void LRScheduler::checkEpoch(int64_t) const {}
+
+std::vector<double> LRScheduler::ratesAt(int64_t epoch, const std::vector<double>& bases) const {
+  checkEpoch(epoch);
+  std::vector<double> rates;
+  for (size_t g = 0; g < bases.size(); ++g) {
+    rates.push_back(lrAt(bases[g], epoch));
+    WEFT_CHECK(rates.back() >= 0, Value, name_, ": at epoch ", epoch,
+               " the learning rate of group ", g, " would be ", rates.back(),
+               ", which no optimizer takes; check the options");
   }
+  return rates;
 }
 
-void LRScheduler::apply() {
+void LRScheduler::setRates(const std::vector<double>& rates) {
   auto& groups = optimizer_.param_groups();
-  for (size_t i = 0; i < groups.size() && i < baseLrs_.size(); ++i)
-    groups[i].options().set_lr(lrAt(baseLrs_[i], lastEpoch_));
+  for (size_t i = 0; i < groups.size() && i < rates.size(); ++i)
+    groups[i].options().set_lr(rates[i]);
 }
 
-void LRScheduler::step() {
+void LRScheduler::step(std::source_location loc) {
+  CallSite cs(loc);
+  const std::vector<double> rates = ratesAt(lastEpoch_ + 1, baseLrs_);
   ++lastEpoch_;
-  apply();
+  setRates(rates);
 }
 
 std::vector<double> LRScheduler::get_last_lr() const {
@@ -36,24 +76,45 @@ std::vector<double> LRScheduler::get_last_lr() const {
 nn::StateDict LRScheduler::state_dict() const {
   nn::StateDict d;
   d.emplace("last_epoch", scalar_tensor(lastEpoch_));
-  d.emplace("base_lrs", from_vector(baseLrs_));
+  d.emplace("base_lrs", from_vector(baseLrs_, {static_cast<int64_t>(baseLrs_.size())}));
   return d;
 }
 
 void LRScheduler::load_state_dict(const nn::StateDict& dict, std::source_location loc) {
   CallSite cs(loc);
+  const std::string op = std::string(name_) + "::load_state_dict";
   auto epoch = dict.find("last_epoch"), base = dict.find("base_lrs");
-  WEFT_CHECK(epoch != dict.end() && base != dict.end(), Value,
-             "LRScheduler::load_state_dict: expected keys 'last_epoch' and 'base_lrs'");
-  lastEpoch_ = epoch->second.item<int64_t>();
-  baseLrs_ = base->second.to(kFloat64).to_vector<double>();
-  apply();
+  WEFT_CHECK(epoch != dict.end() && base != dict.end(), Value, op,
+             ": expected keys 'last_epoch' and 'base_lrs'");
+  for (const auto& [key, t] : dict)
+    WEFT_CHECK(key == "last_epoch" || key == "base_lrs", Value, op, ": unexpected key '", key, "'");
+  const Tensor& e = epoch->second;
+  WEFT_CHECK(e.defined() && e.numel() == 1, Value, op, ": 'last_epoch' must hold one integer");
+  const double last = e.to(kFloat64).item<double>();
+  WEFT_CHECK(last >= 0 && last == std::floor(last) && last < 9.2e18, Value, op,
+             ": 'last_epoch' must be an integer >= 0, got ", last);
+  const Tensor& b = base->second;
+  const size_t groups = optimizer_.param_groups().size();
+  // Dicts saved before base_lrs was always 1-D hold one group's rate 0-d.
+  WEFT_CHECK(b.defined() && b.dim() <= 1 && static_cast<size_t>(b.numel()) == groups, Value, op,
+             ": 'base_lrs' must hold one rate per parameter group (", groups, "), got ",
+             b.defined() ? "shape " + shapeString(b.sizes()) : "an undefined tensor");
+  const std::vector<double> bases = b.to(kFloat64).to_vector<double>();
+  for (size_t g = 0; g < groups; ++g)
+    WEFT_CHECK(bases[g] >= 0, Value, op, ": 'base_lrs' holds ", bases[g], " for group ", g,
+               ", but a learning rate must be >= 0");
+  const std::vector<double> rates = ratesAt(static_cast<int64_t>(last), bases);
+  lastEpoch_ = static_cast<int64_t>(last);
+  baseLrs_ = bases;
+  setRates(rates);
 }
 
 StepLR::StepLR(Optimizer& o, int64_t stepSize, double gamma, std::source_location loc)
-    : LRScheduler(o), stepSize_(stepSize), gamma_(gamma) {
+    : LRScheduler(o, "StepLR"), stepSize_(stepSize), gamma_(gamma) {
   CallSite cs(loc);
   WEFT_CHECK(stepSize > 0, Value, "StepLR: step_size must be positive, got ", stepSize);
+  checkGamma(name_, gamma);
+  start();
 }
 double StepLR::lrAt(double base, int64_t epoch) const {
   return base * std::pow(gamma_, static_cast<double>(epoch / stepSize_));
@@ -61,10 +122,11 @@ double StepLR::lrAt(double base, int64_t epoch) const {
 
 MultiStepLR::MultiStepLR(Optimizer& o, std::vector<int64_t> milestones, double gamma,
                          std::source_location loc)
-    : LRScheduler(o), milestones_(std::move(milestones)), gamma_(gamma) {
+    : LRScheduler(o, "MultiStepLR"), milestones_(std::move(milestones)), gamma_(gamma) {
   CallSite cs(loc);
-  WEFT_CHECK(std::is_sorted(milestones_.begin(), milestones_.end()), Value,
-             "MultiStepLR: milestones must be increasing");
+  checkIncreasing(name_, milestones_);
+  checkGamma(name_, gamma);
+  start();
 }
 double MultiStepLR::lrAt(double base, int64_t epoch) const {
   auto passed =
@@ -72,16 +134,25 @@ double MultiStepLR::lrAt(double base, int64_t epoch) const {
   return base * std::pow(gamma_, static_cast<double>(passed));
 }
 
-ExponentialLR::ExponentialLR(Optimizer& o, double gamma) : LRScheduler(o), gamma_(gamma) {}
+ExponentialLR::ExponentialLR(Optimizer& o, double gamma, std::source_location loc)
+    : LRScheduler(o, "ExponentialLR"), gamma_(gamma) {
+  CallSite cs(loc);
+  checkGamma(name_, gamma);
+  start();
+}
 double ExponentialLR::lrAt(double base, int64_t epoch) const {
   return base * std::pow(gamma_, static_cast<double>(epoch));
 }
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& o, int64_t tMax, double etaMin,
                                      std::source_location loc)
-    : LRScheduler(o), tMax_(tMax), etaMin_(etaMin) {
+    : LRScheduler(o, "CosineAnnealingLR"), tMax_(tMax), etaMin_(etaMin) {
   CallSite cs(loc);
   WEFT_CHECK(tMax > 0, Value, "CosineAnnealingLR: T_max must be positive, got ", tMax);
+  WEFT_CHECK(std::isfinite(etaMin) && etaMin >= 0, Value,
+             "CosineAnnealingLR: eta_min must be finite and >= 0 (it is a learning rate), got ",
+             etaMin);
+  start();
 }
 double CosineAnnealingLR::lrAt(double base, int64_t epoch) const {
   return etaMin_ +
@@ -89,13 +160,16 @@ double CosineAnnealingLR::lrAt(double base, int64_t epoch) const {
              (1 + std::cos(M_PI * static_cast<double>(epoch) / static_cast<double>(tMax_))) / 2;
 }
 
-LinearLR::LinearLR(Optimizer& o, double start, double end, int64_t total, std::source_location loc)
-    : LRScheduler(o), start_(start), end_(end), total_(total) {
+LinearLR::LinearLR(Optimizer& o, double startFactor, double endFactor, int64_t total,
+                   std::source_location loc)
+    : LRScheduler(o, "LinearLR"), start_(startFactor), end_(endFactor), total_(total) {
   CallSite cs(loc);
-  WEFT_CHECK(start > 0 && start <= 1 && end >= 0 && end <= 1, Value,
-             "LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1]");
+  WEFT_CHECK(startFactor > 0 && startFactor <= 1, Value,
+             "LinearLR: start_factor must be in (0, 1], got ", startFactor);
+  WEFT_CHECK(endFactor >= 0 && endFactor <= 1, Value,
+             "LinearLR: end_factor must be in [0, 1], got ", endFactor);
   WEFT_CHECK(total > 0, Value, "LinearLR: total_iters must be positive, got ", total);
-  apply();
+  start();
 }
 double LinearLR::lrAt(double base, int64_t epoch) const {
   double t = static_cast<double>(std::min(epoch, total_)) / static_cast<double>(total_);
@@ -104,12 +178,25 @@ double LinearLR::lrAt(double base, int64_t epoch) const {
 
 OneCycleLR::OneCycleLR(Optimizer& o, double maxLr, int64_t total, double pctStart, double div,
                        double finalDiv, std::source_location loc)
-    : LRScheduler(o), maxLr_(maxLr), pctStart_(pctStart), div_(div), finalDiv_(finalDiv),
-      total_(total) {
+    : LRScheduler(o, "OneCycleLR"), maxLr_(maxLr), pctStart_(pctStart), div_(div),
+      finalDiv_(finalDiv), total_(total) {
   CallSite cs(loc);
-  WEFT_CHECK(total > 1, Value, "OneCycleLR: total_steps must be at least 2, got ", total);
-  WEFT_CHECK(pctStart > 0 && pctStart < 1, Value, "OneCycleLR: pct_start must be in (0, 1)");
-  apply();
+  WEFT_CHECK(std::isfinite(maxLr) && maxLr >= 0, Value,
+             "OneCycleLR: max_lr must be finite and >= 0, got ", maxLr);
+  WEFT_CHECK(total > 0, Value, "OneCycleLR: total_steps must be positive, got ", total);
+  WEFT_CHECK(pctStart >= 0 && pctStart <= 1, Value, "OneCycleLR: pct_start must be in [0, 1], got ",
+             pctStart);
+  WEFT_CHECK(std::isfinite(div) && div > 0 && std::isfinite(finalDiv) && finalDiv > 0, Value,
+             "OneCycleLR: div_factor and final_div_factor must be finite and > 0, got ", div,
+             " and ", finalDiv);
+  WEFT_CHECK(pctStart * static_cast<double>(total) != 1, Value, "OneCycleLR: pct_start ", pctStart,
+             " of total_steps ", total,
+             " is one step, which leaves the warm-up none to rise over; choose another pct_start");
+  start();
+}
+void OneCycleLR::checkEpoch(int64_t step) const {
+  WEFT_CHECK(step <= total_, Value, "OneCycleLR: tried to step ", step + 1,
+             " times; the specified number of total steps is ", total_);
 }
 double OneCycleLR::lrAt(double, int64_t step) const {
   double initial = maxLr_ / div_, minLr = initial / finalDiv_;
@@ -120,24 +207,38 @@ double OneCycleLR::lrAt(double, int64_t step) const {
   };
   auto s = static_cast<double>(step);
   if (s <= upEnd) return cosine(initial, maxLr_, s / upEnd);
-  // Past total_steps the cosine continues (and rises again), as PyTorch's does.
+  // At step total_steps the cosine continues (and rises again), as PyTorch's does.
   return cosine(maxLr_, minLr, (s - upEnd) / (downEnd - upEnd));
 }
 
 SequentialLR::SequentialLR(Optimizer& o, std::vector<std::shared_ptr<LRScheduler>> schedulers,
                            std::vector<int64_t> milestones, std::source_location loc)
-    : LRScheduler(o), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
+    : LRScheduler(o, "SequentialLR"), schedulers_(std::move(schedulers)),
+      milestones_(std::move(milestones)) {
   CallSite cs(loc);
   WEFT_CHECK(!schedulers_.empty() && milestones_.size() + 1 == schedulers_.size(), Value,
              "SequentialLR: expected one more scheduler than milestones, got ", schedulers_.size(),
              " schedulers and ", milestones_.size(), " milestones");
-  apply();
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    WEFT_CHECK(schedulers_[i] != nullptr, Value, "SequentialLR: scheduler ", i, " is null");
+    WEFT_CHECK(&schedulers_[i]->optimizer_ == &o, Value, "SequentialLR: scheduler ", i,
+               " belongs to another optimizer than the one passed in");
+  }
+  checkIncreasing(name_, milestones_);
+  start();
+}
+void SequentialLR::checkEpoch(int64_t epoch) const {
+  auto [i, start] = part(epoch);
+  schedulers_[i]->checkEpoch(epoch - start);
 }
 double SequentialLR::lrAt(double base, int64_t epoch) const {
+  auto [i, start] = part(epoch);
+  return schedulers_[i]->lrAt(base, epoch - start);
+}
+std::pair<size_t, int64_t> SequentialLR::part(int64_t epoch) const {
   auto i = static_cast<size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), epoch) -
                                milestones_.begin());
-  int64_t start = i == 0 ? 0 : milestones_[i - 1];
-  return schedulers_[i]->lrAt(base, epoch - start);
+  return {i, i == 0 ? 0 : milestones_[i - 1]};
 }
 
 } // namespace weft::optim

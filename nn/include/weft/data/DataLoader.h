@@ -32,7 +32,7 @@ struct DataLoaderOptions {
   DataLoaderOptions() = default;
   /// Starts with `batch_size` samples per batch.
   explicit DataLoaderOptions(size_t batch_size) : batch_size_(batch_size) {}
-  /// Samples per batch.
+  /// Samples per batch (at least 1).
   DataLoaderOptions& batch_size(size_t n) { return set(batch_size_, n); }
   /// Whether every epoch visits the samples in a fresh random order.
   DataLoaderOptions& shuffle(bool on = true) { return set(shuffle_, on); }
@@ -97,8 +97,9 @@ public:
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  /// Starts an epoch and returns its first batch (stopping an epoch still in progress).
-  Iterator begin();
+  /// Starts an epoch and returns its first batch (stopping an epoch still in progress). Errors
+  /// of the epoch, its workers' included, name `loc`: the line of the loop.
+  Iterator begin(WEFT_LOC);
   /// The end of any epoch.
   Iterator end();
   /// Makes the next begin() start epoch `epoch` (from its first batch).
@@ -108,7 +109,8 @@ public:
   /// The epoch and batches handed out so far, and the seed.
   LoaderState state() const;
   /// Makes the next begin() continue where `state` was taken (a finished epoch continues with
-  /// the next one). Also takes the state's seed.
+  /// the next one). Also takes the state's seed. A state with more batches than an epoch of this
+  /// loader has is an error, and the loader is left as it was.
   void restore(const LoaderState& state, WEFT_LOC);
   /// The dataset.
   Dataset& dataset() const { return *dataset_; }
@@ -119,7 +121,7 @@ private:
   friend class Iterator;
   void stopRun();
   std::optional<Example> fetch(uint64_t generation);
-  std::unique_ptr<Sampler> makeSampler() const;
+  static std::unique_ptr<Sampler> makeSampler(const DataLoaderOptions& options);
 
   std::shared_ptr<Dataset> dataset_;
   DataLoaderOptions options_;
@@ -162,10 +164,12 @@ public:
 
 private:
   friend class DataLoader;
-  Iterator(DataLoader* loader, uint64_t generation) : loader_(loader), generation_(generation) {}
+  Iterator(DataLoader* loader, uint64_t generation, std::source_location site)
+      : loader_(loader), generation_(generation), site_(site) {}
   void advance();
   DataLoader* loader_ = nullptr;
   uint64_t generation_ = 0;
+  std::source_location site_;
   std::optional<Example> current_;
 };
 

@@ -1,5 +1,6 @@
-// Readers from files into tensors: IDX (MNIST's format), CSV (memory-mapped, parsed in parallel)
-// and raw bytes.
+// Readers from files into tensors: IDX (MNIST's format), CSV (parsed in parallel) and raw bytes.
+// Every reader takes untrusted files: a malformed file, a directory, a file changed while read or
+// one declaring sizes it cannot hold is an IOError naming the path, never a crash.
 #pragma once
 
 #include "weft/Tensor.h"
@@ -12,14 +13,16 @@ namespace weft::data {
 
 /// Reads an IDX file (raw or gzip, told apart by its magic bytes) into a tensor of the file's
 /// shape. u8 -> uint8, i32 -> int32, f32 -> float32, f64 -> float64; i8 and i16, which weft has no
-/// dtype for, widen losslessly to int32. A malformed file throws IOError naming it.
+/// dtype for, widen losslessly to int32. The header is read first and then exactly the payload it
+/// declares: a declared size the file cannot hold (even compressed), a short payload or trailing
+/// data is an IOError naming the file, found without decompressing past the payload.
 Tensor read_idx(const std::string& path, WEFT_LOC);
 
 /// Options for read_csv, builder-style.
 struct CsvOptions {
   std::optional<bool> header_; ///< whether row 1 holds names (unset: guessed from its fields)
   char delimiter_ = ',';       ///< the field separator
-  int threads_ = 0;            ///< parser threads (0: weft::getNumThreads())
+  int threads_ = 0;            ///< chunks parsed in parallel (0: weft::getNumThreads())
   std::optional<DType> dtype_; ///< one dtype for every column
   std::vector<DType> dtypes_;  ///< a dtype per column (overrides dtype)
 
@@ -33,7 +36,8 @@ struct CsvOptions {
     delimiter_ = c;
     return *this;
   }
-  /// How many threads parse (each takes a chunk of whole lines).
+  /// How many chunks of whole lines the file is split into, parsed on weft's thread pool (>= 0;
+  /// 0: one per pool thread). The result is the same for any count.
   CsvOptions& threads(int n) {
     threads_ = n;
     return *this;
@@ -62,7 +66,7 @@ struct CsvTable {
   Tensor to_tensor(DType dtype = kFloat32, WEFT_LOC) const;
 };
 
-/// Reads a CSV file into typed columns. The file is memory-mapped and split at line boundaries
+/// Reads a CSV file into typed columns. The file is read into memory and split at line boundaries
 /// into one chunk per thread. Without a given dtype a column is int64 if its first 100 values are
 /// integers, else float32. Empty float fields read as NaN; blank lines are skipped; CRLF line
 /// endings and double-quoted fields (without line breaks inside) are accepted. A row with the

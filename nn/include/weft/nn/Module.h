@@ -95,8 +95,9 @@ public:
 
   /// Every parameter and buffer by dotted name (sharing memory with the module).
   StateDict state_dict() const;
-  /// Copies `dict` into the parameters and buffers in place. Strict: a missing or unexpected key,
-  /// or a shape that differs, is an error naming the key; otherwise those are skipped.
+  /// Copies `dict` into the parameters and buffers in place (converting dtypes), after checking
+  /// all of it. Strict: a missing or unexpected key is an error naming the key; otherwise those
+  /// are skipped. A shape that differs or an undefined tensor is an error either way, as PyTorch.
   void load_state_dict(const StateDict& dict, bool strict = true, WEFT_LOC);
 
   /// Hooks around forward (run by the holder's call operator), as PyTorch's.

@@ -9,7 +9,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -20,9 +22,17 @@ namespace weft::optim {
 class OptimizerOptions {
 public:
   virtual ~OptimizerOptions() = default;
+  /// A copy of the options (with a learning-rate tensor of its own).
   virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
+  /// The optimizer these options are for ("Adam"), for messages.
+  virtual const char* optimizer() const = 0;
+  /// Checks every option but the learning rate against PyTorch's ranges (NaN never passes): a
+  /// ValueError naming the optimizer, the option and its value.
+  virtual void check() const = 0;
+  /// The learning rate.
   double get_lr() const;
-  void set_lr(double lr);
+  /// Sets the learning rate in place; a ValueError unless lr >= 0 (NaN is not).
+  void set_lr(double lr, WEFT_LOC);
   /// The learning rate as the tensor compiled code reads.
   const Tensor& lr_tensor() const { return lr_; }
 
@@ -38,10 +48,10 @@ private:
 /// Adam's (beta1, beta2).
 using Betas = std::tuple<double, double>;
 
-/// Declares the options class `Name` with learning rate default `lr`; fields follow.
-#define WEFT_OPTIMIZER_OPTIONS(Name)                                                               \
-  Name& lr(double v) {                                                                             \
-    set_lr(v);                                                                                     \
+/// Declares the members every options class `Name` of optimizer `Optimizer` has; fields follow.
+#define WEFT_OPTIMIZER_OPTIONS(Name, Optimizer)                                                    \
+  Name& lr(double v, WEFT_LOC) {                                                                   \
+    set_lr(v, loc);                                                                                \
     return *this;                                                                                  \
   }                                                                                                \
   double lr() const {                                                                              \
@@ -49,11 +59,15 @@ using Betas = std::tuple<double, double>;
   }                                                                                                \
   std::unique_ptr<OptimizerOptions> clone() const override {                                       \
     return std::make_unique<Name>(*this);                                                          \
-  }
+  }                                                                                                \
+  const char* optimizer() const override {                                                         \
+    return Optimizer;                                                                              \
+  }                                                                                                \
+  void check() const override;
 
 struct SGDOptions : OptimizerOptions {
   SGDOptions(double lr) : OptimizerOptions(lr) {} // NOLINT: as LibTorch
-  WEFT_OPTIMIZER_OPTIONS(SGDOptions)
+  WEFT_OPTIMIZER_OPTIONS(SGDOptions, "SGD")
   WEFT_ARG(double, momentum) = 0;
   WEFT_ARG(double, dampening) = 0;
   WEFT_ARG(double, weight_decay) = 0;
@@ -61,7 +75,7 @@ struct SGDOptions : OptimizerOptions {
 };
 struct AdamOptions : OptimizerOptions {
   AdamOptions(double lr = 1e-3) : OptimizerOptions(lr) {} // NOLINT
-  WEFT_OPTIMIZER_OPTIONS(AdamOptions)
+  WEFT_OPTIMIZER_OPTIONS(AdamOptions, "Adam")
   WEFT_ARG(Betas, betas) = std::make_tuple(0.9, 0.999);
   WEFT_ARG(double, eps) = 1e-8;
   WEFT_ARG(double, weight_decay) = 0;
@@ -69,7 +83,7 @@ struct AdamOptions : OptimizerOptions {
 };
 struct AdamWOptions : OptimizerOptions {
   AdamWOptions(double lr = 1e-3) : OptimizerOptions(lr) {} // NOLINT
-  WEFT_OPTIMIZER_OPTIONS(AdamWOptions)
+  WEFT_OPTIMIZER_OPTIONS(AdamWOptions, "AdamW")
   WEFT_ARG(Betas, betas) = std::make_tuple(0.9, 0.999);
   WEFT_ARG(double, eps) = 1e-8;
   WEFT_ARG(double, weight_decay) = 1e-2;
@@ -77,7 +91,7 @@ struct AdamWOptions : OptimizerOptions {
 };
 struct RMSpropOptions : OptimizerOptions {
   RMSpropOptions(double lr = 1e-2) : OptimizerOptions(lr) {} // NOLINT
-  WEFT_OPTIMIZER_OPTIONS(RMSpropOptions)
+  WEFT_OPTIMIZER_OPTIONS(RMSpropOptions, "RMSprop")
   WEFT_ARG(double, alpha) = 0.99;
   WEFT_ARG(double, eps) = 1e-8;
   WEFT_ARG(double, weight_decay) = 0;
@@ -86,7 +100,7 @@ struct RMSpropOptions : OptimizerOptions {
 };
 struct AdagradOptions : OptimizerOptions {
   AdagradOptions(double lr = 1e-2) : OptimizerOptions(lr) {} // NOLINT
-  WEFT_OPTIMIZER_OPTIONS(AdagradOptions)
+  WEFT_OPTIMIZER_OPTIONS(AdagradOptions, "Adagrad")
   WEFT_ARG(double, lr_decay) = 0;
   WEFT_ARG(double, weight_decay) = 0;
   WEFT_ARG(double, initial_accumulator_value) = 0;
@@ -122,28 +136,44 @@ private:
 /// The base of every optimizer: groups, per-parameter state, zero_grad and state dicts.
 class Optimizer {
 public:
+  /// A state tensor an optimizer keeps per parameter: its key, and whether it is a 0-d count
+  /// (else it has the parameter's shape and dtype).
+  struct StateKey {
+    const char* name;
+    bool scalar;
+  };
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
-  /// Updates every parameter that has a gradient (without recording autograd).
-  virtual void step() = 0;
+  /// Updates every parameter that has a gradient (without recording autograd). Options changed
+  /// since construction are checked here first: an option out of range updates nothing.
+  void step(WEFT_LOC);
   /// Clears (set_to_none) or zeros every parameter's gradient.
   void zero_grad(bool set_to_none = true);
-  /// Adds a group; options it lacks come from the defaults.
+  /// Adds a group; options it lacks come from the defaults. Its options must be this optimizer's
+  /// kind and in range.
   void add_param_group(const OptimizerParamGroup& group, WEFT_LOC);
   std::vector<OptimizerParamGroup>& param_groups() { return groups_; }
   const std::vector<OptimizerParamGroup>& param_groups() const { return groups_; }
   const OptimizerOptions& defaults() const { return *defaults_; }
   /// Every state tensor by name ("state.<parameter index>.<key>", parameters numbered across
-  /// groups) and each group's learning rate ("param_groups.<group>.lr").
+  /// groups), each group's learning rate ("param_groups.<group>.lr") and the indices of its
+  /// parameters ("param_groups.<group>.params", int64, as PyTorch's "params").
   nn::StateDict state_dict() const;
-  /// Copies a state dict made by state_dict() in place (missing state is created). An unknown
-  /// key, or a shape that differs, is an error naming it.
+  /// Copies a state dict made by state_dict() in place (missing state is created, converted to
+  /// the parameter's dtype as PyTorch does). The whole dict is checked first, as PyTorch does: a
+  /// different number of groups or of parameters in a group, an unknown key, a state tensor of
+  /// the wrong shape or a learning rate out of range is an error naming the key, and nothing
+  /// changes.
   void load_state_dict(const nn::StateDict& dict, WEFT_LOC);
 
 protected:
   Optimizer(std::vector<OptimizerParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults,
             std::source_location loc);
+  /// The update rule: every parameter of every group with a gradient, options already checked.
+  virtual void update() = 0;
+  /// Every state key this optimizer keeps, so that load_state_dict can check a dict.
+  virtual std::span<const StateKey> stateKeys() const = 0;
   /// The state tensor `key` of `param`, made from `init` on first use (inside a compiled step,
   /// the first call makes it and the next one traces again to read it).
   Tensor& state(const Tensor& param, const std::string& key, const std::function<Tensor()>& init);
@@ -159,6 +189,14 @@ protected:
   void adamUpdate(OptimizerParamGroup& group, const AdamHyper& h);
 
 private:
+  struct LoadPlan;
+  void planGroupEntry(LoadPlan& plan, const std::string& op, const std::string& name, size_t group,
+                      std::string_view field, const Tensor& value) const;
+  void planStateEntry(LoadPlan& plan, const std::string& op, const std::string& name, size_t index,
+                      std::string_view key, const Tensor& value,
+                      const std::vector<const Tensor*>& params) const;
+  void applyLoad(LoadPlan& plan);
+
   std::vector<OptimizerParamGroup> groups_;
   std::unique_ptr<OptimizerOptions> defaults_;
   std::map<const void*, std::map<std::string, Tensor>> state_; // by parameter identity
@@ -167,41 +205,70 @@ private:
 /// Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
 class SGD : public Optimizer {
 public:
+  /// Optimizes `groups`; a group without options takes `defaults`.
   SGD(std::vector<OptimizerParamGroup> groups, SGDOptions defaults, WEFT_LOC);
+  /// Optimizes `params` as one group.
   SGD(std::vector<Tensor> params, SGDOptions defaults, WEFT_LOC);
-  void step() override;
+
+protected:
+  void update() override;
+  std::span<const StateKey> stateKeys() const override;
 };
-/// Adam (and, with decoupled weight decay, AdamW).
+/// Adam, as torch.optim.Adam (L2 weight decay folded into the gradient).
 class Adam : public Optimizer {
 public:
+  /// Optimizes `groups`; a group without options takes `defaults`.
   Adam(std::vector<OptimizerParamGroup> groups, AdamOptions defaults = {}, WEFT_LOC);
+  /// Optimizes `params` as one group.
   Adam(std::vector<Tensor> params, AdamOptions defaults = {}, WEFT_LOC);
-  void step() override;
+
+protected:
+  void update() override;
+  std::span<const StateKey> stateKeys() const override;
 };
+/// AdamW: Adam with decoupled weight decay, as torch.optim.AdamW.
 class AdamW : public Optimizer {
 public:
+  /// Optimizes `groups`; a group without options takes `defaults`.
   AdamW(std::vector<OptimizerParamGroup> groups, AdamWOptions defaults = {}, WEFT_LOC);
+  /// Optimizes `params` as one group.
   AdamW(std::vector<Tensor> params, AdamWOptions defaults = {}, WEFT_LOC);
-  void step() override;
+
+protected:
+  void update() override;
+  std::span<const StateKey> stateKeys() const override;
 };
+/// RMSprop (with momentum, centered), as torch.optim.RMSprop.
 class RMSprop : public Optimizer {
 public:
+  /// Optimizes `groups`; a group without options takes `defaults`.
   RMSprop(std::vector<OptimizerParamGroup> groups, RMSpropOptions defaults = {}, WEFT_LOC);
+  /// Optimizes `params` as one group.
   RMSprop(std::vector<Tensor> params, RMSpropOptions defaults = {}, WEFT_LOC);
-  void step() override;
+
+protected:
+  void update() override;
+  std::span<const StateKey> stateKeys() const override;
 };
+/// Adagrad (with learning-rate decay), as torch.optim.Adagrad.
 class Adagrad : public Optimizer {
 public:
+  /// Optimizes `groups`; a group without options takes `defaults`.
   Adagrad(std::vector<OptimizerParamGroup> groups, AdagradOptions defaults = {}, WEFT_LOC);
+  /// Optimizes `params` as one group.
   Adagrad(std::vector<Tensor> params, AdagradOptions defaults = {}, WEFT_LOC);
-  void step() override;
+
+protected:
+  void update() override;
+  std::span<const StateKey> stateKeys() const override;
 };
 
-/// Scales all gradients so that their joint `norm_type` norm is at most `max_norm`; returns the
-/// norm before clipping (a tensor: compiled code computes it per call).
+/// Scales all gradients so that their joint `norm_type` norm is at most `max_norm` (>= 0;
+/// norm_type > 0 or inf); returns the norm before clipping (a tensor: compiled code computes it
+/// per call).
 Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm,
                        double norm_type = 2.0, WEFT_LOC);
-/// Clamps every gradient element into [-clip_value, clip_value].
+/// Clamps every gradient element into [-clip_value, clip_value] (clip_value >= 0).
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value, WEFT_LOC);
 
 } // namespace weft::optim
