@@ -197,12 +197,13 @@ Tensor Tensor::operator[](const Tensor& index) const {
 }
 
 Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
-                           std::source_location loc) {
+                           bool accumulate, std::source_location loc) {
   CallSite cs(loc);
   checkDefined("index_put_");
   checkWritable(*this, "index_put_");
   WEFT_CHECK(values.defined(), Value, "index_put_: values is an undefined tensor");
-  // Find the flat positions the index selects by indexing a tensor of positions, then scatter.
+  // Find the flat positions the index selects by indexing a tensor of positions, then scatter
+  // (or, accumulating, add: repeated positions add up).
   Tensor positions = arange(numel()).reshape(sizes());
   Tensor where = indexImpl(positions, indices);
   Tensor v = values.to(dtype());
@@ -212,8 +213,9 @@ Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, co
              " cannot be broadcast to indexing result of shape ", shapeString(where.sizes()));
   bool record = is_grad_enabled() && (requires_grad() || values.requires_grad());
   Tensor flatSelf = (record ? clone() : *this).reshape({-1}); // never save memory copy_ overwrites
-  Tensor updated =
-      weft::scatter(flatSelf, 0, where.reshape({-1}), v.expand(where.sizes()).reshape({-1}));
+  Tensor at = where.reshape({-1}), flatValues = v.expand(where.sizes()).reshape({-1});
+  Tensor updated = accumulate ? flatSelf.index_add(0, at, flatValues)
+                              : weft::scatter(flatSelf, 0, at, flatValues);
   return copy_(updated.reshape(sizes()));
 }
 
@@ -421,11 +423,11 @@ Tensor& Tensor::masked_scatter_(const Tensor& mask, const Tensor& source,
 }
 
 Tensor Tensor::index_put(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
-                         std::source_location loc) const {
+                         bool accumulate, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("index_put");
   Tensor r = clone();
-  r.index_put_(indices, values);
+  r.index_put_(indices, values, accumulate);
   return r;
 }
 Tensor Tensor::index_put(const std::vector<indexing::TensorIndex>& indices, Scalar value,
