@@ -131,6 +131,10 @@ Tensor mT(const Tensor& t);
 Tensor matrix_op(OpCode op, const Tensor& x);
 /// x with src scattered in along `dim` by `op` (a row of the Scatter kind: scatter_prod, ...).
 Tensor scatter_op(OpCode op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+/// `index` (int64) checked by the check_index op against dimension `dim` (-1: a flattened tensor)
+/// of `size`, eagerly and compiled alike: an index out of bounds is an IndexError naming `op`;
+/// with `wrap`, negative indices count from the end and come back in [0, size).
+Tensor check_index(const Tensor& index, int64_t size, int64_t dim, bool wrap, const char* op);
 /// A 2-D tensor whose transpose is contiguous (and is not contiguous itself).
 bool is_column_major(const Tensor& t);
 std::vector<Shape> shapes_of(const std::vector<Tensor>& ts);
