@@ -1,7 +1,8 @@
 // Eager CPU kernel benchmarks, each beside its baseline in the same run: elementwise and a chain
 // against memcpy of the same bytes, sum, matmul against a direct cblas_sgemm, conv2d time and
 // peak workspace at batch 1 vs 64, a conv's fused epilogue against the bare conv, and the heap
-// memory one recorded autograd op keeps alive.
+// memory one recorded autograd op keeps alive, and gather / index_select of 1M indices against a
+// plain unchecked C++ loop over the same indices (what an index's bounds check costs).
 #include <weft/weft.h>
 
 #include "weft/runtime/Storage.h"
@@ -197,6 +198,63 @@ void BM_RecordedOpMemory(benchmark::State& state) {
   state.SetLabel(state.range(0) == 0 ? "y = y + 0.0" : "y = y * 2.0");
 }
 
+constexpr int64_t kIndexed = int64_t{1} << 20; // indices per gather / index_select
+
+/// 1M random int64 indices into [0, n) and the float32 values they pick from.
+std::vector<int64_t> randomIndices(int64_t count, int64_t n) {
+  std::vector<int64_t> ix(static_cast<size_t>(count));
+  uint64_t s = 12345;
+  for (int64_t& v : ix) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    v = static_cast<int64_t>((s >> 33) % static_cast<uint64_t>(n));
+  }
+  return ix;
+}
+
+void BM_GatherIndices(benchmark::State& state) {
+  // gather along dim 1 of [1024, 1024] with a [1024, 1024] index (range(0) = 1), or the same
+  // picks as a plain loop without bounds checks (range(0) = 0): reads 8 + 4 bytes, writes 4 per
+  // index.
+  constexpr int64_t kRows = 1024, kCols = kIndexed / kRows;
+  std::vector<int64_t> ix = randomIndices(kIndexed, kCols);
+  Tensor x = rand({kRows, kCols}), index = from_vector(ix, {kRows, kCols});
+  std::vector<float> out(static_cast<size_t>(kIndexed));
+  const float* xs = x.data_ptr<float>();
+  for (auto _ : state) {
+    if (state.range(0) == 1) {
+      benchmark::DoNotOptimize(x.gather(1, index).data_ptr());
+      continue;
+    }
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t c = 0; c < kCols; ++c)
+        out[static_cast<size_t>(r * kCols + c)] =
+            xs[r * kCols + ix[static_cast<size_t>(r * kCols + c)]];
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(state.range(0) == 1 ? "weft gather" : "unchecked loop");
+  state.SetItemsProcessed(state.iterations() * kIndexed);
+}
+
+void BM_IndexSelectIndices(benchmark::State& state) {
+  // index_select of 1M elements of a 1M-element vector (range(0) = 1), or a plain loop without
+  // bounds checks (range(0) = 0).
+  std::vector<int64_t> ix = randomIndices(kIndexed, kIndexed);
+  Tensor x = rand({kIndexed}), index = from_vector(ix, {kIndexed});
+  std::vector<float> out(static_cast<size_t>(kIndexed));
+  const float* xs = x.data_ptr<float>();
+  for (auto _ : state) {
+    if (state.range(0) == 1) {
+      benchmark::DoNotOptimize(x.index_select(0, index).data_ptr());
+      continue;
+    }
+    for (size_t i = 0; i < ix.size(); ++i)
+      out[i] = xs[ix[i]];
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(state.range(0) == 1 ? "weft index_select" : "unchecked loop");
+  state.SetItemsProcessed(state.iterations() * kIndexed);
+}
+
 } // namespace
 
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -216,6 +274,8 @@ BENCHMARK(BM_CblasSgemm)
     ->UseRealTime();
 BENCHMARK(BM_Conv2d)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ConvEpilogue)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GatherIndices)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_IndexSelectIndices)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RecordedOpMemory)->Arg(0)->Arg(1)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {

@@ -394,11 +394,11 @@ TEST(Compile, CrossEntropyBackwardFillsNoOneHotBuffer) {
   }
 }
 
-/// gather's gradient with one index per row counts a negative index from the end, as gather does,
-/// eagerly and compiled.
-TEST(Compile, GatherGradientCountsNegativeIndicesFromTheEnd) {
+/// gather's gradient with one index per row (a compare, not a scatter) is the same eagerly and
+/// compiled; a negative index is out of bounds in both, as PyTorch's gather has it.
+TEST(Compile, GatherGradientOfOneIndexPerRowAndNegativeIndices) {
   Tensor x = randn({3, 5}, kFloat32, Generator(10)).requires_grad_();
-  Tensor index = from_vector<int64_t>({-1, 2, -5}, {3, 1});
+  Tensor index = from_vector<int64_t>({4, 2, 0}, {3, 1});
   Tensor weight = from_vector<float>({1, 2, 3}, {3, 1});
   auto loss = [&](const Tensor& i) { return (x.gather(1, i) * weight).sum(); };
   const std::vector<double> expected{0, 0, 0, 0, 1, 0, 0, 2, 0, 0, 3, 0, 0, 0, 0};
@@ -412,6 +412,9 @@ TEST(Compile, GatherGradientCountsNegativeIndicesFromTheEnd) {
   });
   step(index);
   EXPECT_EQ(vals(x.grad()), expected);
+  Tensor negative = from_vector<int64_t>({-1, 2, 0}, {3, 1});
+  EXPECT_THROW(loss(negative), IndexError);
+  EXPECT_THROW(step(negative), IndexError);
 }
 
 /// An attention's head merge (matmul, transpose, reshape) compiles to a matmul that writes its

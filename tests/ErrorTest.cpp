@@ -192,8 +192,8 @@ std::vector<Mistake> mistakes() {
        [=] {
          (void)one_hot(tensor({0, 5}), 3);
        },
-       ErrorKind::Value,
-       {"one_hot", "num_classes", "5"}},
+       ErrorKind::Index,
+       {"one_hot", "index 5", "size 3"}},
       {"conv2d channel mismatch",
        [=] {
          (void)conv2d(ones({1, 3, 8, 8}), ones({4, 2, 3, 3}));

@@ -66,5 +66,56 @@ TEST(Indexing, GradientsFlowThroughIndexing) {
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{2, 0, 1, 2, 10, 11}));
 }
 
+TEST(Indexing, IndexPutAccumulateAddsRepeatedPositions) {
+  // Values and gradients of (y * w).sum() as PyTorch 1.13 gives them for
+  // x.index_put((tensor([0, 1, 0]), tensor([2, 0, -1])), v, accumulate=...): (0, 2) is written
+  // twice (-1 is the last column).
+  Tensor w = from_vector(std::vector<double>{1, -2, 3, 0.5, 5, -1}, {2, 3});
+  std::vector<TensorIndex> twice{tensor({0, 1, 0}), tensor({2, 0, -1})};
+  Tensor x = arange(6).to(kFloat64).reshape({2, 3}).requires_grad_();
+  Tensor v = from_vector(std::vector<double>{1, 2, 4}).requires_grad_();
+  Tensor y = x.index_put(twice, v, true);
+  EXPECT_EQ(vals(y), (std::vector<double>{0, 1, 7, 5, 4, 5}));
+  (y * w).sum().backward();
+  EXPECT_EQ(vals(x.grad()), vals(w));
+  EXPECT_EQ(vals(v.grad()), (std::vector<double>{3, 0.5, 3}));
+  // Without accumulate the positions written lose their gradient to x; v's reach both writes.
+  x.mutable_grad() = Tensor();
+  v.mutable_grad() = Tensor();
+  (x.index_put(twice, v) * w).sum().backward();
+  EXPECT_EQ(vals(x.grad()), (std::vector<double>{1, -2, 0, 0, 5, -1}));
+  EXPECT_EQ(vals(v.grad()), (std::vector<double>{3, 0.5, 3}));
+  // Whole rows, broadcast values: row 1 (also as -2) three times.
+  Tensor u = from_vector(std::vector<double>{1, 2, 3}).requires_grad_();
+  Tensor rows = x.detach().index_put({tensor({1, 1, -2})}, u, true);
+  EXPECT_EQ(vals(rows), (std::vector<double>{1, 3, 5, 5, 8, 11}));
+  (rows * w).sum().backward();
+  EXPECT_EQ(vals(u.grad()), (std::vector<double>{2, 8, 1}));
+  // A mask and a scalar; integers; in place.
+  Tensor mask = tensor({true, false, true, false, false, true}).reshape({2, 3});
+  EXPECT_EQ(vals(zeros({2, 3}).index_put({mask}, scalar_tensor(2.0), true)),
+            (std::vector<double>{2, 0, 2, 0, 0, 2}));
+  Tensor counts = zeros({4}, kInt64);
+  counts.index_put_({tensor({1, 1, 3, 1})}, tensor({1, 2, 3, 4}), true);
+  EXPECT_EQ(vals(counts), (std::vector<double>{0, 7, 0, 3}));
+}
+
+TEST(Indexing, IndexPutAccumulateCompilesAsEager) {
+  Tensor w = from_vector(std::vector<double>{1, -2, 3, 0.5, 5, -1}, {2, 3});
+  auto loss = [w](const Tensor& x, const Tensor& v) {
+    return (x.index_put({tensor({0, 1, 0}), tensor({2, 0, -1})}, v, true) * w).sum();
+  };
+  auto run = [&](auto f) {
+    Tensor x = arange(6).to(kFloat64).reshape({2, 3}).requires_grad_();
+    Tensor v = from_vector(std::vector<double>{1, 2, 4}).requires_grad_();
+    Tensor l = f(x, v);
+    l.backward();
+    return std::vector<std::vector<double>>{vals(l), vals(x.grad()), vals(v.grad())};
+  };
+  auto compiled = compile(loss);
+  EXPECT_EQ(run(compiled), run(loss));
+  EXPECT_EQ(compiled.compiled().num_compiled(), 1u);
+}
+
 } // namespace
 } // namespace weft::test

@@ -1217,6 +1217,27 @@ std::vector<OpSample> samplesFor(OpCode op) {
                      in[2].v[static_cast<size_t>(i)];
                return r;
              }}};
+  case OpCode::CheckIndex: {
+    // Every valid index of a dim of 3, negative ones wrapped or, without wrap, none.
+    auto attrs = [](bool wrap) {
+      return Attrs{
+          {"size", int64_t{3}}, {"dim", int64_t{1}}, {"wrap", wrap}, {"op", std::string("take")}};
+    };
+    auto reference = [](const std::vector<NdArray>& in, const Attrs& a) {
+      NdArray r = in[0];
+      for (double& v : r.v)
+        v = v < 0 ? v + static_cast<double>(a.i("size")) : v;
+      return r;
+    };
+    return {{"wrapped",
+             {tensor({-3, -1, 0, 2, 1, -2}).reshape({2, 3})},
+             attrs(true),
+             {},
+             reference,
+             {},
+             false},
+            {"non-negative", {tensor({0, 2, 1, 2})}, attrs(false), {}, reference, {}, false}};
+  }
   case OpCode::MaxPoolArgmax: {
     Attrs at{{"kernel_size", Shape{3, 2}},
              {"stride", Shape{2, 2}},

@@ -165,6 +165,7 @@ bool alongDimOfScalar(OpCode op, std::span<const Tensor> in, const Attrs& at) {
   case OpKind::IndexSelect:
   case OpKind::IndexAdd:
     return true;
+  case OpKind::CheckIndex: // its dim is the indexed tensor's, not its input's
   case OpKind::Unary:
   case OpKind::Binary:
   case OpKind::Cast:
@@ -224,9 +225,10 @@ Shape wrapDims(const Shape& dims, int64_t rank, const char* op) {
 
 namespace {
 
-/// Runs `op`'s CPU kernel on `inputs`, writing `out`'s memory (nothing to do when it is empty).
+/// Runs `op`'s CPU kernel on `inputs`, writing `out`'s memory (nothing to do when it is empty,
+/// unless the kernel checks an index's values).
 void runInto(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs, const Tensor& out) {
-  if (out.numel() == 0) return;
+  if (out.numel() == 0 && !readsIndexValues(op)) return;
   PerInput<TensorRef> refs(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     refs[i] = inputs[i].ref();

@@ -332,7 +332,10 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::source_locati
              indices.defined() ? dtypeName(indices.dtype()) : "undefined");
   Shape s = indices.sizes();
   s.push_back(weight.size(1));
-  return index_select(weight, 0, indices.reshape({-1})).reshape(s);
+  // No negative index, as PyTorch's; checked here, so that an error names embedding.
+  Tensor rows =
+      check_index(indices.reshape({-1}).to(DType::Int64), weight.size(0), 0, false, "embedding");
+  return index_select(weight, 0, rows).reshape(s);
 }
 
 Tensor one_hot(const Tensor& indices, int64_t numClasses, std::source_location loc) {
@@ -340,16 +343,14 @@ Tensor one_hot(const Tensor& indices, int64_t numClasses, std::source_location l
   WEFT_CHECK(indices.defined() && indices.dtype() == DType::Int64, DType,
              "one_hot: expected an int64 tensor, got ",
              indices.defined() ? dtypeName(indices.dtype()) : "undefined");
-  if (indices.numel() > 0 && (numClasses < 0 || currentTrace() == nullptr)) {
-    int64_t lo = indices.amin().item<int64_t>(), hi = indices.amax().item<int64_t>();
-    WEFT_CHECK(lo >= 0, Value, "one_hot: class values must be non-negative, got ", lo);
-    if (numClasses < 0) numClasses = hi + 1;
-    WEFT_CHECK(hi < numClasses, Value, "one_hot: class values must be smaller than num_classes (",
-               numClasses, "), got ", hi);
-  }
+  if (numClasses < 0 && indices.numel() > 0) // inferred: a read of the values
+    numClasses = std::max<int64_t>(indices.amax().item<int64_t>() + 1, 0);
   WEFT_CHECK(numClasses >= 0, Value,
              "one_hot: can not infer total number of classes from an empty tensor");
-  return (indices.unsqueeze(-1) == arange(numClasses)).to(DType::Int64);
+  // Each class value is an index into the new last dim of num_classes, checked (eagerly and
+  // compiled) as one.
+  Tensor classes = check_index(indices, numClasses, indices.dim(), false, "one_hot");
+  return (classes.unsqueeze(-1) == arange(numClasses)).to(DType::Int64);
 }
 
 Tensor Tensor::square(std::source_location loc) const {

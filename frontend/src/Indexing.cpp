@@ -38,8 +38,10 @@ int64_t consumed(const TensorIndex& ix) {
 }
 
 struct Advanced {
-  int64_t dim;  // in the tensor after basic indexing
-  Tensor index; // int64, any shape
+  int64_t dim;       // in the tensor after basic indexing
+  Tensor index;      // int64, any shape
+  int64_t sourceDim; // the dim of the indexed tensor it indexes, as errors name it
+  bool fromMask;     // a mask's nonzero positions: in bounds already
 };
 
 /// Applies the basic (view) part of `indices`; collects tensor indices for the advanced part.
@@ -55,18 +57,21 @@ Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices,
   WEFT_CHECK(used <= self.dim(), Index, "index: too many indices for tensor of dimension ",
              self.dim(), " (got ", used, ")");
   Tensor r = self;
-  int64_t d = 0;
+  int64_t d = 0, source = 0; // dims of r and of self
   for (const auto& ix : indices) {
     if (const int64_t* i = std::get_if<int64_t>(&ix.value)) {
       r = r.select(d, *i);
+      ++source;
     } else if (const auto* s = std::get_if<indexing::Slice>(&ix.value)) {
       r = r.slice(d, s->start, s->stop, s->step);
       ++d;
+      ++source;
     } else if (std::holds_alternative<indexing::NoneIndex>(ix.value)) {
       r = r.unsqueeze(d);
       ++d;
     } else if (std::holds_alternative<indexing::EllipsisIndex>(ix.value)) {
       d += self.dim() - used;
+      source += self.dim() - used;
     } else if (const bool* b = std::get_if<bool>(&ix.value)) {
       r = r.unsqueeze(d);
       if (!*b) r = r.slice(d, 0, 0);
@@ -84,19 +89,21 @@ Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices,
                      " at index ", d + k);
         Tensor nz = nonzero(t);
         for (int64_t k = 0; k < t.dim(); ++k)
-          adv.push_back({d + k, nz.select(1, k)});
+          adv.push_back({d + k, nz.select(1, k), source + k, true});
         if (t.dim() == 0) { // a 0-dim mask acts like a bool scalar: a new dim, kept or emptied
           r = r.unsqueeze(d);
-          adv.push_back({d, zeros({nz.size(0)}, DType::Int64)});
+          adv.push_back({d, zeros({nz.size(0)}, DType::Int64), source, true});
           ++d;
         }
         d += t.dim();
+        source += t.dim();
       } else {
         WEFT_CHECK(t.dtype() == DType::Int64 || t.dtype() == DType::Int32, Index,
                    "index: tensors used as indices must be long, int, byte or bool tensors, got ",
                    dtypeName(t.dtype()));
-        adv.push_back({d, t.to(DType::Int64)});
+        adv.push_back({d, t.to(DType::Int64), source, false});
         ++d;
+        ++source;
       }
     }
   }
@@ -104,8 +111,9 @@ Tensor applyBasic(const Tensor& self, const std::vector<TensorIndex>& indices,
 }
 
 /// Advanced indexing on `x`: broadcast the index tensors, turn them into one flat index into the
-/// indexed dims, and gather with index_select. Result dims follow NumPy's placement rule.
-Tensor applyAdvanced(const Tensor& x, const std::vector<Advanced>& adv) {
+/// indexed dims, and gather with index_select. Result dims follow NumPy's placement rule. Each
+/// index is checked and wrapped (negative ones count from the end) as `op`'s.
+Tensor applyAdvanced(const Tensor& x, const std::vector<Advanced>& adv, const char* op) {
   Shape bshape = adv[0].index.sizes();
   for (const auto& a : adv) {
     auto b = ir::broadcastShapes(bshape, a.index.sizes(), "index");
@@ -130,17 +138,17 @@ Tensor applyAdvanced(const Tensor& x, const std::vector<Advanced>& adv) {
       rest.push_back(x.size(d));
     }
   Tensor moved = x.permute(perm);
+  // A result without elements reads no index, as PyTorch's (but an empty dim has no valid index).
+  const bool readsNone = numel(rest) == 0;
   Tensor flat;
   int64_t stride = 1;
   for (size_t i = adv.size(); i-- > 0;) {
     int64_t n = x.size(adv[i].dim);
     Tensor ix = adv[i].index;
-    if (ix.numel() > 0 && currentTrace() == nullptr) { // traced: the kernel checks at run time
-      int64_t lo = ix.amin().item<int64_t>(), hi = ix.amax().item<int64_t>();
-      WEFT_CHECK(lo >= -n && hi < n, Index, "index ", lo < -n ? lo : hi,
-                 " is out of bounds for dimension ", adv[i].dim, " with size ", n);
-    }
-    ix = where(ix < 0, ix + n, ix);
+    if (readsNone && n > 0)
+      ix = zeros_like(ix);
+    else if (!adv[i].fromMask)
+      ix = check_index(ix, n, adv[i].sourceDim, true, op);
     flat = flat.defined() ? flat + ix * stride : ix * stride;
     stride *= n;
   }
@@ -165,11 +173,13 @@ Tensor applyAdvanced(const Tensor& x, const std::vector<Advanced>& adv) {
   return out;
 }
 
-Tensor indexImpl(const Tensor& self, const std::vector<TensorIndex>& indices) {
-  WEFT_CHECK(self.defined(), Value, "index: called on an undefined tensor");
+/// self indexed by `indices`; `op` names the op in errors (index, index_put_).
+Tensor indexImpl(const Tensor& self, const std::vector<TensorIndex>& indices,
+                 const char* op = "index") {
+  WEFT_CHECK(self.defined(), Value, op, ": called on an undefined tensor");
   std::vector<Advanced> adv;
   Tensor r = applyBasic(self, indices, adv);
-  return adv.empty() ? r : applyAdvanced(r, adv);
+  return adv.empty() ? r : applyAdvanced(r, adv, op);
 }
 
 } // namespace
@@ -197,14 +207,15 @@ Tensor Tensor::operator[](const Tensor& index) const {
 }
 
 Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
-                           std::source_location loc) {
+                           bool accumulate, std::source_location loc) {
   CallSite cs(loc);
   checkDefined("index_put_");
   checkWritable(*this, "index_put_");
   WEFT_CHECK(values.defined(), Value, "index_put_: values is an undefined tensor");
-  // Find the flat positions the index selects by indexing a tensor of positions, then scatter.
+  // Find the flat positions the index selects by indexing a tensor of positions, then scatter
+  // (or, accumulating, add: repeated positions add up).
   Tensor positions = arange(numel()).reshape(sizes());
-  Tensor where = indexImpl(positions, indices);
+  Tensor where = indexImpl(positions, indices, "index_put_");
   Tensor v = values.to(dtype());
   auto b = ir::broadcastShapes(v.sizes(), where.sizes(), "index_put_");
   WEFT_CHECK(static_cast<bool>(b) && b.value() == where.sizes(), Shape,
@@ -212,8 +223,9 @@ Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, co
              " cannot be broadcast to indexing result of shape ", shapeString(where.sizes()));
   bool record = is_grad_enabled() && (requires_grad() || values.requires_grad());
   Tensor flatSelf = (record ? clone() : *this).reshape({-1}); // never save memory copy_ overwrites
-  Tensor updated =
-      weft::scatter(flatSelf, 0, where.reshape({-1}), v.expand(where.sizes()).reshape({-1}));
+  Tensor at = where.reshape({-1}), flatValues = v.expand(where.sizes()).reshape({-1});
+  Tensor updated = accumulate ? flatSelf.index_add(0, at, flatValues)
+                              : weft::scatter(flatSelf, 0, at, flatValues);
   return copy_(updated.reshape(sizes()));
 }
 
@@ -229,7 +241,7 @@ Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, Sc
 namespace {
 
 /// A bool mask of `x`'s dim `dim`, true at each of `index`'s positions (int64 or int32, negative
-/// counting from the end), shaped to broadcast against `x`.
+/// counting from the end, as PyTorch's index_fill), shaped to broadcast against `x`.
 Tensor indexMask(const Tensor& x, int64_t dim, const Tensor& index, const char* op) {
   WEFT_CHECK(x.defined(), Value, op, ": called on an undefined tensor");
   WEFT_CHECK(index.defined() && (index.dtype() == DType::Int64 || index.dtype() == DType::Int32),
@@ -238,11 +250,10 @@ Tensor indexMask(const Tensor& x, int64_t dim, const Tensor& index, const char* 
              index.dim());
   const int64_t d = wrapDim(dim, x.dim(), op), n = x.dim() == 0 ? 1 : x.size(d);
   Tensor i = index.reshape({-1}).to(DType::Int64);
-  WEFT_CHECK(n > 0 || i.numel() == 0, Index, op, ": index out of range for dimension ", d,
-             " of size 0");
-  // Scattered, so an index out of range is scatter's error (negative ones count from the end),
-  // eagerly or compiled.
-  Tensor mask = zeros({n}, DType::Bool).scatter(0, i, ones({i.numel()}, DType::Bool));
+  // A tensor without elements reads no index, as PyTorch's (but an empty dim has no valid one).
+  Tensor mask = zeros({n}, DType::Bool);
+  if (x.numel() > 0 || n == 0)
+    mask = mask.scatter(0, check_index(i, n, d, true, op), ones({i.numel()}, DType::Bool));
   Shape shape(static_cast<size_t>(x.dim()), 1);
   if (x.dim() > 0) shape[static_cast<size_t>(d)] = n;
   return mask.reshape(shape);
@@ -257,13 +268,15 @@ Tensor Tensor::index_fill(int64_t dim, const Tensor& index, Scalar value,
 }
 namespace {
 /// index_copy's and index_reduce's index spread over the source's shape: slice i of `source`
-/// along `dim` goes to slice index[i] of `self` (0-dim tensors as 1-element vectors), checked.
+/// along `dim` goes to slice index[i] of `self` (0-dim tensors as 1-element vectors), checked as
+/// `op`'s. Unless `checksEmpty` (index_reduce), a `self` without elements reads no index, as
+/// PyTorch's index_copy (but an empty dim has no valid one).
 struct SpreadIndex {
   Tensor self, source, index;
   int64_t dim;
 };
 SpreadIndex spreadIndex(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
-                        const char* op) {
+                        const char* op, bool checksEmpty) {
   WEFT_CHECK(source.defined() && source.dtype() == self.dtype(), DType, op,
              ": self and source must have the same dtype");
   WEFT_CHECK(index.defined() && index.dtype() == DType::Int64, DType, op,
@@ -279,7 +292,11 @@ SpreadIndex spreadIndex(const Tensor& self, int64_t dim, const Tensor& index, co
              " indices along dim ", r.dim, " of ", shapeString(self.sizes()));
   Shape along(static_cast<size_t>(r.source.dim()), 1);
   along[static_cast<size_t>(r.dim)] = index.numel();
-  r.index = index.reshape(along).expand(r.source.sizes());
+  const int64_t size = r.self.size(r.dim);
+  Tensor flat = index.reshape({-1});
+  if (checksEmpty || self.numel() > 0 || size == 0)
+    flat = check_index(flat, size, r.dim, false, op);
+  r.index = flat.reshape(along).expand(r.source.sizes());
   return r;
 }
 } // namespace
@@ -289,7 +306,7 @@ Tensor Tensor::index_copy(int64_t at, const Tensor& index, const Tensor& source,
   CallSite cs(loc);
   checkDefined("index_copy");
   // Slice i of source scattered to position index[i] (with duplicates, one of them).
-  SpreadIndex s = spreadIndex(*this, at, index, source, "index_copy");
+  SpreadIndex s = spreadIndex(*this, at, index, source, "index_copy", false);
   Tensor r = s.self.scatter(s.dim, s.index, s.source);
   return dim() == 0 ? r.reshape({}) : r;
 }
@@ -307,6 +324,41 @@ Scalar reductionIdentity(std::string_view reduce, DType t) {
 } // namespace
 
 
+Tensor check_index(const Tensor& index, int64_t size, int64_t dim, bool wrap, const char* op) {
+  WEFT_CHECK(index.defined() && index.dtype() == DType::Int64, DType, op,
+             ": expected an int64 index, got ",
+             index.defined() ? dtypeName(index.dtype()) : "an undefined tensor");
+  return dispatch(OpCode::CheckIndex, {index},
+                  Attrs{{"size", size}, {"dim", dim}, {"wrap", wrap}, {"op", std::string(op)}});
+}
+
+namespace {
+/// scatter_reduce of `self` along `at` (a valid dim) by an index already checked, its arguments
+/// too: scatter_reduce's and index_reduce's shared body.
+Tensor scatterReduce(const Tensor& self, int64_t at, const Tensor& index, const Tensor& src,
+                     std::string_view reduce, bool include_self) {
+  Tensor start = self;
+  if (!include_self) // each target reached starts from the reduction's identity
+    start = start.scatter(
+        at, index, fullOf(index.sizes(), reductionIdentity(reduce, self.dtype()), self.dtype()));
+  if (reduce == "sum") return start.scatter_add(at, index, src);
+  if (reduce == "mean") {
+    // The sum over the count of what reached each target (itself included where it counts);
+    // integers divide rounding down, as PyTorch's.
+    Tensor sums = start.scatter_add(at, index, src);
+    Tensor counts = (include_self ? ones_like(start) : zeros_like(start))
+                        .scatter_add(at, index, fullOf(index.sizes(), 1, self.dtype()));
+    Tensor safe = counts.clamp_min(1);
+    Tensor mean = isFloating(self.dtype()) ? sums / safe : sums.div(safe, "floor");
+    return where(counts.eq(0), self, mean);
+  }
+  const OpCode op = reduce == "prod"   ? OpCode::ScatterProd
+                    : reduce == "amax" ? OpCode::ScatterAmax
+                                       : OpCode::ScatterAmin;
+  return scatter_op(op, start, at, index, src);
+}
+} // namespace
+
 Tensor Tensor::scatter_reduce(int64_t d, const Tensor& index, const Tensor& src,
                               std::string_view reduce, bool include_self,
                               std::source_location loc) const {
@@ -321,25 +373,8 @@ Tensor Tensor::scatter_reduce(int64_t d, const Tensor& index, const Tensor& src,
              "scatter_reduce(): Expected self.dtype to be equal to src.dtype, got ",
              dtypeName(dtype()), " and ", dtypeName(src.dtype()));
   const int64_t at = wrapDim(d, std::max<int64_t>(dim(), 1), "scatter_reduce");
-  Tensor self = *this;
-  if (!include_self) // each target reached starts from the reduction's identity
-    self =
-        self.scatter(at, index, fullOf(index.sizes(), reductionIdentity(reduce, dtype()), dtype()));
-  if (reduce == "sum") return self.scatter_add(at, index, src);
-  if (reduce == "mean") {
-    // The sum over the count of what reached each target (itself included where it counts);
-    // integers divide rounding down, as PyTorch's.
-    Tensor sums = self.scatter_add(at, index, src);
-    Tensor counts = (include_self ? ones_like(self) : zeros_like(self))
-                        .scatter_add(at, index, fullOf(index.sizes(), 1, dtype()));
-    Tensor safe = counts.clamp_min(1);
-    Tensor mean = isFloating(dtype()) ? sums / safe : sums.div(safe, "floor");
-    return where(counts.eq(0), *this, mean);
-  }
-  const OpCode op = reduce == "prod"   ? OpCode::ScatterProd
-                    : reduce == "amax" ? OpCode::ScatterAmax
-                                       : OpCode::ScatterAmin;
-  return scatter_op(op, self, at, index, src);
+  Tensor ix = check_index(index, dim() == 0 ? 1 : size(at), at, false, "scatter_reduce");
+  return scatterReduce(*this, at, ix, src, reduce, include_self);
 }
 Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       std::string_view reduce, bool include_self, std::source_location loc) {
@@ -365,8 +400,8 @@ Tensor Tensor::index_reduce(int64_t d, const Tensor& index, const Tensor& source
              "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ",
              reduce, ".");
   // Slice i of source reduced into slice index[i]: a scatter_reduce with the index spread.
-  SpreadIndex s = spreadIndex(*this, d, index, source, "index_reduce");
-  Tensor r = s.self.scatter_reduce(s.dim, s.index, s.source, reduce, include_self);
+  SpreadIndex s = spreadIndex(*this, d, index, source, "index_reduce", true);
+  Tensor r = scatterReduce(s.self, s.dim, s.index, s.source, reduce, include_self);
   return dim() == 0 ? r.reshape({}) : r;
 }
 Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
@@ -418,11 +453,11 @@ Tensor& Tensor::masked_scatter_(const Tensor& mask, const Tensor& source,
 }
 
 Tensor Tensor::index_put(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
-                         std::source_location loc) const {
+                         bool accumulate, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("index_put");
   Tensor r = clone();
-  r.index_put_(indices, values);
+  r.index_put_(indices, values, accumulate);
   return r;
 }
 Tensor Tensor::index_put(const std::vector<indexing::TensorIndex>& indices, Scalar value,
@@ -447,11 +482,10 @@ Tensor Tensor::put(const Tensor& index, const Tensor& source, bool accumulate,
   WEFT_CHECK(index.numel() == source.numel(), Shape,
              "put: expected source and index to have the same number of elements, but got ",
              source.numel(), " and ", index.numel());
-  const int64_t n = numel();
-  Tensor at = index.reshape({-1});
-  at = where(at.lt(0), at + n, at); // from the end
+  // Negative indices count from the end, as PyTorch's.
+  Tensor at = check_index(index.reshape({-1}), numel(), -1, true, "put");
   Tensor flat = reshape({-1}), values = source.reshape({-1});
-  Tensor r = accumulate ? flat.index_add(0, at, values) : flat.index_copy(0, at, values);
+  Tensor r = accumulate ? flat.index_add(0, at, values) : flat.scatter(0, at, values);
   return r.reshape(sizes());
 }
 Tensor& Tensor::put_(const Tensor& index, const Tensor& source, bool accumulate,

@@ -228,7 +228,9 @@ Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> d,
   WEFT_CHECK(indices.dtype() == DType::Int64, DType,
              "take_along_dim: dtype of indices should be Long but got ",
              dtypeName(indices.dtype()));
-  if (!d) return flatten().gather(0, indices.flatten());
+  // Checked here, so that an error names take_along_dim (no negative index, as PyTorch's).
+  if (!d)
+    return flatten().gather(0, check_index(indices.flatten(), numel(), 0, false, "take_along_dim"));
   WEFT_CHECK(dim() == indices.dim(), Shape,
              "take_along_dim: input and indices should have the same number of dimensions, but "
              "got ",
@@ -244,7 +246,8 @@ Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> d,
   Shape selfShape = common, idxShape = common;
   selfShape[static_cast<size_t>(at)] = size(at);
   idxShape[static_cast<size_t>(at)] = indices.size(at);
-  return expand(selfShape).gather(at, indices.expand(idxShape));
+  Tensor checked = check_index(indices, size(at), at, false, "take_along_dim");
+  return expand(selfShape).gather(at, checked.expand(idxShape));
 }
 
 Tensor Tensor::masked_select(const Tensor& mask, std::source_location loc) const {
@@ -456,10 +459,9 @@ Tensor Tensor::take(const Tensor& index, std::source_location loc) const {
   WEFT_CHECK(index.defined() && index.dtype() == DType::Int64, DType,
              "take: expected a long tensor for index, but got ",
              index.defined() ? dtypeName(index.dtype()) : "an undefined tensor");
-  WEFT_CHECK(numel() > 0 || index.numel() == 0, Index, "take: tried to take from an empty tensor");
-  Tensor flat = index.flatten();
-  Tensor wrapped = where(flat < 0, flat + numel(), flat); // negative: from the end
-  return reshape({-1}).index_select(0, wrapped).reshape(index.sizes());
+  // Negative indices count from the end, as PyTorch's.
+  Tensor at = check_index(index.flatten(), numel(), -1, true, "take");
+  return reshape({-1}).index_select(0, at).reshape(index.sizes());
 }
 
 Tensor Tensor::diag_embed(int64_t offset, int64_t dim1, int64_t dim2,

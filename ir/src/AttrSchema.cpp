@@ -7,7 +7,7 @@
 namespace weft::ir {
 namespace {
 
-enum class AttrType { Int, Float, Number, Bool, Ints, DType };
+enum class AttrType { Int, Float, Number, Bool, Ints, DType, String };
 
 const char* typeName(AttrType t) {
   switch (t) {
@@ -23,6 +23,8 @@ const char* typeName(AttrType t) {
     return "a list of integers";
   case AttrType::DType:
     return "a dtype";
+  case AttrType::String:
+    return "a string";
   }
   return "?";
 }
@@ -41,6 +43,8 @@ bool hasType(const AttrValue& v, AttrType t) {
     return std::holds_alternative<Shape>(v);
   case AttrType::DType:
     return std::holds_alternative<DType>(v);
+  case AttrType::String:
+    return std::holds_alternative<std::string>(v);
   }
   return false;
 }
@@ -87,6 +91,8 @@ Schema buildSchema(OpCode op) {
   case OpKind::IndexSelect:
   case OpKind::IndexAdd:
     return {{"dim", T::Int}};
+  case OpKind::CheckIndex:
+    return {{"size", T::Int}, {"dim", T::Int}, {"wrap", T::Bool}, {"op", T::String}};
   case OpKind::Conv:
     return conv;
   case OpKind::ConvInputGrad: {

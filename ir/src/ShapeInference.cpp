@@ -447,6 +447,14 @@ Result<TensorType> indexAdd(std::string_view op, In in, const Attrs& at) {
   return in[0];
 }
 
+Result<TensorType> checkIndex(std::string_view op, In in, const Attrs& at) {
+  if (auto e = checkIndexTensor(op, in[0])) return *e;
+  if (at.i("size") < 0)
+    return diag(ErrorKind::Value, op, ": the indexed size must not be negative, got ",
+                at.i("size"));
+  return in[0];
+}
+
 Result<TensorType> pool(std::string_view op, In in, const Attrs& at) {
   const Shape& x = in[0].shape;
   if (x.size() != 3 && x.size() != 4)
@@ -566,6 +574,8 @@ Result<TensorType> inferKind(const OpInfo& info, std::span<const TensorType> in,
     return indexSelect(name, in, at);
   case OpKind::IndexAdd:
     return indexAdd(name, in, at);
+  case OpKind::CheckIndex:
+    return checkIndex(name, in, at);
   case OpKind::Pool:
     return pool(name, in, at);
   case OpKind::Full:

@@ -250,6 +250,7 @@ private:
     case OpKind::Binary:
     case OpKind::Cast:
     case OpKind::Identity:
+    case OpKind::CheckIndex: // padded rows copy valid ones: their indices are checked alike
     case OpKind::Where:
     case OpKind::Scan: // a prefix sum along the rows: valid rows never read later ones
     case OpKind::ArgScan:

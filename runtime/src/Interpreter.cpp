@@ -336,7 +336,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
           });
         else // nothing to convolve; the kernel's other outputs (a column sum) still need it
           hal::cpu().launch(code, kernel, epilogueRefs, k.outs);
-      } else if (out.ref.numel() > 0) {
+      } else if (out.ref.numel() > 0 || readsIndexValues(step.op)) {
         runKernel(step.op, refs, out.ref, attrs);
       }
     }

@@ -49,4 +49,17 @@ bool isElementwise(OpCode op) {
   }
 }
 
+bool readsIndexValues(OpCode op) {
+  switch (opInfo(op).kind) {
+  case OpKind::Gather:
+  case OpKind::Scatter:
+  case OpKind::IndexSelect:
+  case OpKind::IndexAdd:
+  case OpKind::CheckIndex:
+    return true;
+  default:
+    return false;
+  }
+}
+
 } // namespace weft

@@ -2,6 +2,7 @@
 #include "weft/runtime/ThreadPool.h"
 
 #include "weft/runtime/DebugFlags.h"
+#include "weft/runtime/Error.h"
 
 #include <cblas.h>
 
@@ -14,6 +15,8 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <source_location>
 #include <thread>
 #include <vector>
 
@@ -47,29 +50,48 @@ struct Job {
   std::atomic<int64_t> remaining;
   std::mutex mu;
   std::condition_variable done;
-  std::exception_ptr error;
+  std::exception_ptr error;         // the first chunk's to throw (guarded by mu)
+  int64_t errorChunk = -1;          // which chunk threw it (guarded by mu)
+  std::atomic<int64_t> failedBelow; // chunks from here on are skipped: one before threw
+  /// The caller's call site: an error a worker throws names the user's line, as on the caller.
+  std::optional<std::source_location> site;
 
   Job(const std::function<void(int64_t, int64_t)>* f, int64_t n_, int64_t chunk_, int64_t k)
-      : fn(f), n(n_), chunk(chunk_), numChunks(k), remaining(k) {}
+      : fn(f), n(n_), chunk(chunk_), numChunks(k), remaining(k), failedBelow(k) {
+    if (const std::source_location* s = CallSite::current()) site = *s;
+  }
 
-  /// Claims and runs chunks until none is left.
+  /// Claims and runs chunks until none is left. Where chunks throw, the lowest one's error is
+  /// kept: each chunk stops at its first failure, so that is the first in order, whatever the
+  /// number of threads (a bad index is reported as a single-threaded loop would report it).
   void work() {
+    std::optional<CallSite> guard; // on the caller's thread, its own CallSite stays outermost
+    if (site) guard.emplace(*site);
     for (int64_t c; (c = next.fetch_add(1)) < numChunks;) {
-      int64_t b = c * chunk, e = std::min(n, b + chunk);
-      bool saved = tInsideParallel;
-      tInsideParallel = true;
-      try {
-        (*fn)(b, e);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!error) error = std::current_exception();
-      }
-      tInsideParallel = saved;
+      if (c < failedBelow.load(std::memory_order_relaxed)) runChunk(c);
       if (remaining.fetch_sub(1) == 1) {
         std::lock_guard<std::mutex> lock(mu);
         done.notify_all();
       }
     }
+  }
+
+private:
+  void runChunk(int64_t c) {
+    int64_t b = c * chunk, e = std::min(n, b + chunk);
+    bool saved = tInsideParallel;
+    tInsideParallel = true;
+    try {
+      (*fn)(b, e);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error || c < errorChunk) {
+        error = std::current_exception();
+        errorChunk = c;
+        failedBelow.store(std::min(failedBelow.load(), c + 1));
+      }
+    }
+    tInsideParallel = saved;
   }
 };
 

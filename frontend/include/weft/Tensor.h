@@ -223,8 +223,10 @@ public:
   /// an operator[] takes no location).
   Tensor operator[](int64_t index) const;
   Tensor operator[](const Tensor& index) const;
+  /// Writes `values` (broadcast) where `indices` point, as LibTorch's x.index_put_({...}, v); with
+  /// `accumulate`, adds them there instead (repeated positions add up).
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
-                     WEFT_LOC);
+                     bool accumulate = false, WEFT_LOC);
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value, WEFT_LOC);
 
   // ---- elementwise ----
@@ -388,7 +390,7 @@ public:
   Tensor& masked_scatter_(const Tensor& mask, const Tensor& source, WEFT_LOC);
   /// index_put_ out of place.
   Tensor index_put(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
-                   WEFT_LOC) const;
+                   bool accumulate = false, WEFT_LOC) const;
   Tensor index_put(const std::vector<indexing::TensorIndex>& indices, Scalar value, WEFT_LOC) const;
   /// `source`'s elements written at the positions `index` names in this tensor as if it were
   /// 1-D (negative positions count from the end); with `accumulate`, added there instead (each

@@ -46,6 +46,7 @@ enum class OpKind : uint8_t {
   Scatter,
   IndexSelect,
   IndexAdd,
+  CheckIndex, // an int64 index checked (and maybe wrapped) against a dimension's size
   Matrix, // a batch of matrices [..., m, n] (float32/float64; square but for qr and svd): linear
           // algebra
   Pool,
@@ -91,6 +92,10 @@ const OpInfo& opInfo(OpCode op);
 /// True for ops computing each output element from the same element of their (broadcast) inputs:
 /// unary, binary, cast, identity (stop_gradient) and where.
 bool isElementwise(OpCode op);
+/// True for ops whose kernel checks the values of an index input (gather, the scatters,
+/// index_select, index_add, check_index): they run even where their output is empty, so that an
+/// index out of bounds fails there too, as PyTorch's.
+bool readsIndexValues(OpCode op);
 /// The op's name as the text IR spells it ("matmul").
 inline std::string_view opName(OpCode op) {
   return opInfo(op).name;

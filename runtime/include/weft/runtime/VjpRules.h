@@ -210,8 +210,8 @@ template <typename T> T vjp_svd(const T& g, const T& x, int which) {
 /// per line along `dim` and matches x elsewhere (cross-entropy's target, take_along_dim of an
 /// argmax), it is where(position == index, g, 0), an elementwise expression that fuses into its
 /// readers, instead of a tensor of zeros the size of x with g scattered in (a compiled step's
-/// largest buffer for a large vocabulary). The forward gather has checked the index; a negative
-/// one counts from the end, as there.
+/// largest buffer for a large vocabulary). The forward gather has checked the index (in [0, size),
+/// as PyTorch's).
 template <typename T> T vjp_gather(const T& g, const Shape& xs, const T& index, int64_t dim) {
   const Shape is = shape_of(index);
   const auto d = static_cast<size_t>(dim < 0 ? dim + static_cast<int64_t>(xs.size()) : dim);
@@ -222,9 +222,8 @@ template <typename T> T vjp_gather(const T& g, const Shape& xs, const T& index, 
   T ones = ones_like(zeros_shaped(index, Shape{xs[d]}));
   Shape lineShape(xs.size(), 1);
   lineShape[d] = xs[d];
-  T position = reshape(cumsum(ones, 0) - ones, lineShape);        // 0, 1, ... along dim
-  T fromEnd = position - reduce_op(OpCode::Sum, ones, {0}, true); // -size, ..., -1
-  return where(logical_or(position == index, fromEnd == index), g, zeros_shaped(g, Shape{}));
+  T position = reshape(cumsum(ones, 0) - ones, lineShape); // 0, 1, ... along dim
+  return where(position == index, g, zeros_shaped(g, Shape{}));
 }
 
 /// scatter_amax's and scatter_amin's gradient for self (i == 0) or src (i == 2), as PyTorch's: each
