@@ -18,6 +18,7 @@
 namespace weft {
 namespace {
 thread_local bool tGradEnabled = true;
+thread_local bool tInference = false;
 std::atomic<uint64_t> gNextSequenceNr{0};
 } // namespace
 
@@ -32,6 +33,17 @@ EnableGradGuard::EnableGradGuard() : prev_(tGradEnabled) {
 }
 EnableGradGuard::~EnableGradGuard() {
   tGradEnabled = prev_;
+}
+InferenceMode::InferenceMode(bool enabled) : prevGrad_(tGradEnabled), prevInference_(tInference) {
+  tGradEnabled = !enabled; // as c10::InferenceMode: disabled, it records again
+  tInference = enabled;
+}
+InferenceMode::~InferenceMode() {
+  tGradEnabled = prevGrad_;
+  tInference = prevInference_;
+}
+bool InferenceMode::is_enabled() {
+  return tInference;
 }
 bool is_grad_enabled() {
   return tGradEnabled;
@@ -508,12 +520,31 @@ std::pair<Shape, DType> metaOf(const Tensor& t) {
 CustomNode::CustomNode(const char* typeName, Backward backward)
     : name_(backwardName(typeName)), backward_(std::move(backward)) {}
 
+std::vector<Tensor> CustomNode::perTensorInput(std::vector<Tensor> result) const {
+  const size_t tensors = next_edges.size(), args = argIsTensor.size();
+  // LibTorch's rule: one per argument of forward, undefined for a non-tensor one; trailing
+  // undefined gradients may be left out (or given beyond the last argument).
+  bool perArgument = args > 0;
+  for (size_t k = 0; perArgument && k < result.size(); ++k)
+    perArgument = !result[k].defined() || (k < args && argIsTensor[k]);
+  if (perArgument) {
+    std::vector<Tensor> perTensor;
+    for (size_t k = 0; k < args; ++k)
+      if (argIsTensor[k]) perTensor.push_back(k < result.size() ? result[k] : Tensor());
+    return perTensor;
+  }
+  // Or one per tensor argument.
+  WEFT_CHECK(result.size() == tensors, Value, name(), ": backward returned ", result.size(),
+             " gradients, but forward has ", args, " arguments (", tensors,
+             " of them tensors): return one gradient per argument of forward, an undefined "
+             "Tensor() for each that is not a tensor");
+  return result;
+}
+
 std::vector<Tensor> CustomNode::apply(std::vector<Tensor>&& grads) {
   for (size_t i = 0; i < grads.size(); ++i) // backward gets zeros rather than undefined gradients
     if (!grads[i].defined()) grads[i] = zeros(outputTypes[i].first, outputTypes[i].second);
-  std::vector<Tensor> result = backward_(&ctx, std::move(grads));
-  WEFT_CHECK(result.size() == next_edges.size(), Value, name(), ": backward returned ",
-             result.size(), " gradients, but forward has ", next_edges.size(), " tensor inputs");
+  std::vector<Tensor> result = perTensorInput(backward_(&ctx, std::move(grads)));
   for (size_t i = 0; i < result.size(); ++i) {
     Tensor& r = result[i];
     if (!ctx.needs_input_grad(i)) r = Tensor(); // as PyTorch: ignored where none is needed

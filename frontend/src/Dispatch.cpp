@@ -58,7 +58,11 @@ public:
     saves_tensors = true;
   }
 
+  /// Shows `name` instead of the primitive's own (the composite this node ends, as PyTorch's).
+  void rename(const char* name) { named_ = name; }
+
   std::string name() const override {
+    if (named_ != nullptr) return named_;
     std::string n(opName(op_));
     bool up = true;
     std::string out;
@@ -119,6 +123,7 @@ private:
   }
 
   OpCode op_;
+  const char* named_ = nullptr;
   uint32_t uses_ = 0;
   Attrs attrs_;
   std::vector<std::pair<Shape, DType>> meta_; // each input's shape and dtype
@@ -130,6 +135,19 @@ private:
 ir::TensorType typeOf(const Tensor& t) {
   return {t.dtype(), t.sizes()};
 }
+
+} // namespace
+
+namespace autograd {
+const Tensor& name_grad_fn(const Tensor& t, const char* name, const Tensor& input) {
+  const auto& fn = t.defined() ? t.impl()->gradFn : nullptr;
+  if (fn == nullptr || (input.defined() && input.impl()->gradFn == fn)) return t;
+  if (auto* node = dynamic_cast<OpNode*>(fn.get())) node->rename(name);
+  return t;
+}
+} // namespace autograd
+
+namespace {
 
 void recordAutograd(OpCode op, const Attrs& attrs, std::span<const Tensor> inputs, Tensor& out) {
   const OpInfo& info = opInfo(op);

@@ -131,7 +131,6 @@ Tensor avgPoolNd(const Tensor& x, size_t sp, std::vector<int64_t> k, std::vector
 
 } // namespace
 
-
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride, int64_t padding,
               int64_t dilation, int64_t groups, std::source_location loc) {
   CallSite cs(loc);
@@ -221,7 +220,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, std::source_locati
   std::vector<Tensor> u;
   for (const Tensor& t : tensors)
     u.push_back(t.unsqueeze(d));
-  return cat(u, d);
+  return autograd::name_grad_fn(cat(u, d), "StackBackward0");
 }
 
 namespace {
@@ -730,7 +729,6 @@ Tensor xlog1py(const Tensor& a, const Tensor& b, std::source_location loc) {
   CallSite cs(loc);
   return xTimesLog(a, b, true, "xlog1py");
 }
-
 
 Tensor Tensor::signbit(std::source_location loc) const {
   CallSite cs(loc);

@@ -128,7 +128,6 @@ Tensor& Tensor::conj_physical_(std::source_location loc) {
   return *this; // real tensors are their own conjugate
 }
 
-
 Tensor& Tensor::float_power_(const Tensor& exponent, std::source_location loc) {
   CallSite cs(loc);
   checkFloat64Base(*this);
@@ -138,10 +137,7 @@ Tensor& Tensor::float_power_(const Tensor& exponent, std::source_location loc) {
 Tensor& Tensor::float_power_(Scalar exponent, std::source_location loc) {
   CallSite cs(loc);
   checkFloat64Base(*this);
-  return inPlaceOf(*this, "float_power_",
-                   [&](const Tensor& x) { return x.float_power(exponent); });
+  return inPlaceOf(*this, "float_power_", [&](const Tensor& x) { return x.float_power(exponent); });
 }
-
-
 
 } // namespace weft

@@ -179,7 +179,8 @@ Tensor indexImpl(const Tensor& self, const std::vector<TensorIndex>& indices,
   WEFT_CHECK(self.defined(), Value, op, ": called on an undefined tensor");
   std::vector<Advanced> adv;
   Tensor r = applyBasic(self, indices, adv);
-  return adv.empty() ? r : applyAdvanced(r, adv, op);
+  if (adv.empty()) return r;
+  return autograd::name_grad_fn(applyAdvanced(r, adv, op), "IndexBackward0", r);
 }
 
 } // namespace
@@ -322,7 +323,6 @@ Scalar reductionIdentity(std::string_view reduce, DType t) {
   return low ? lowestInteger(t) : highestInteger(t);
 }
 } // namespace
-
 
 Tensor check_index(const Tensor& index, int64_t size, int64_t dim, bool wrap, const char* op) {
   WEFT_CHECK(index.defined() && index.dtype() == DType::Int64, DType, op,

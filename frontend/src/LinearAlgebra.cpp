@@ -443,7 +443,7 @@ Tensor Tensor::dist(const Tensor& other, double p, std::source_location loc) con
   CallSite cs(loc);
   checkDefined("dist");
   WEFT_CHECK(other.defined(), Value, "dist: other is undefined");
-  return sub(other).norm(p);
+  return autograd::name_grad_fn(sub(other).norm(p), "DistBackward0");
 }
 
 Tensor Tensor::cov(int64_t correction, std::source_location loc) const {

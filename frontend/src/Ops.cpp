@@ -277,7 +277,8 @@ Tensor powScalar(const Tensor& x, Scalar e) {
 /// op(a, b) for a number b, as PyTorch promotes a wrapped number; pow's special exponents as
 /// powScalar computes them.
 Tensor scalarBinary(OpCode op, const Tensor& a, Scalar b) {
-  return op == OpCode::Pow ? powScalar(a, b) : binaryOp(op, a, b);
+  if (op != OpCode::Pow) return binaryOp(op, a, b);
+  return autograd::name_grad_fn(powScalar(a, b), "PowBackward0", a); // x * x, sqrt(x), ...
 }
 } // namespace
 
@@ -296,11 +297,19 @@ Tensor scalarBinary(OpCode op, const Tensor& a, Scalar b) {
     CallSite cs(loc);                                                                              \
     return unaryOp(OpCode::N, x);                                                                  \
   }
+namespace {
+/// The grad_fn names PyTorch gives an op of two tensors where it differs from the op of a tensor
+/// and a number (pow's exponent: PowBackward1, not PowBackward0).
+Tensor namedOfTwoTensors(OpCode op, Tensor r) {
+  if (op == OpCode::Pow) autograd::name_grad_fn(r, "PowBackward1");
+  return r;
+}
+} // namespace
 #define WEFT_BINARY(N, s, r, api, low, k, va, vb) WEFT_BINARY_API_##api(N, s)
 #define WEFT_BINARY_API_Method(N, s)                                                               \
   Tensor Tensor::s(const Tensor& other, std::source_location loc) const {                          \
     CallSite cs(loc);                                                                              \
-    return binaryOp(OpCode::N, *this, other);                                                      \
+    return namedOfTwoTensors(OpCode::N, binaryOp(OpCode::N, *this, other));                        \
   }                                                                                                \
   Tensor Tensor::s(Scalar other, std::source_location loc) const {                                 \
     CallSite cs(loc);                                                                              \
@@ -603,7 +612,7 @@ Tensor operator-(Scalar a, LocatedTensor b) {
   CallSite cs(b.loc);
   WEFT_CHECK(b.tensor.defined(), Value, "sub: called with an undefined tensor");
   checkSubtractable(a.dtype(), b.tensor.dtype());
-  return binaryOp(OpCode::Sub, a, b.tensor);
+  return autograd::name_grad_fn(binaryOp(OpCode::Sub, a, b.tensor), "RsubBackward1");
 }
 Tensor operator*(Scalar a, LocatedTensor b) {
   CallSite cs(b.loc);
@@ -721,7 +730,7 @@ Tensor Tensor::masked_fill(const Tensor& mask, Scalar value, std::source_locatio
   Tensor r = where(mask, wrapScalar(value, dtype()), *this);
   WEFT_CHECK(r.sizes() == sizes(), Shape, "masked_fill: mask ", shapeString(mask.sizes()),
              " is not broadcastable to the tensor's shape ", shapeString(sizes()));
-  return r;
+  return autograd::name_grad_fn(r, "MaskedFillBackward0", *this);
 }
 
 namespace {
@@ -764,7 +773,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
   Tensor r = grad ? where(x == x, x, x.detach()) : x;
   if (lo) r = where(r < *lo, wrapScalar(*lo, result_type(x, *lo)), r);
   if (hi) r = where(r > *hi, wrapScalar(*hi, result_type(r, *hi)), r);
-  return r;
+  return autograd::name_grad_fn(r, "ClampBackward1", x);
 }
 
 // ---- in-place ----
@@ -879,17 +888,24 @@ Tensor matmul(const Tensor& a, const Tensor& b, std::source_location loc) {
   if (a.dim() == 1 && b.dim() == 1) {
     WEFT_CHECK(a.size(0) == b.size(0), Shape, "matmul: inconsistent tensor size, expected tensor [",
                a.size(0), "] and src [", b.size(0), "] to have the same number of elements");
-    return weft::reshape(dispatch(OpCode::MatMul, {a.unsqueeze(0), b.unsqueeze(1)}), {});
+    return autograd::name_grad_fn(
+        weft::reshape(dispatch(OpCode::MatMul, {a.unsqueeze(0), b.unsqueeze(1)}), {}),
+        "DotBackward0");
   }
   if (a.dim() == 1) return dispatch(OpCode::MatMul, {a.unsqueeze(0), b}).squeeze(-2);
-  if (b.dim() == 1) return dispatch(OpCode::MatMul, {a, b.unsqueeze(1)}).squeeze(-1);
-  return dispatch(OpCode::MatMul, {a, b});
+  if (b.dim() == 1)
+    return autograd::name_grad_fn(dispatch(OpCode::MatMul, {a, b.unsqueeze(1)}).squeeze(-1),
+                                  a.dim() == 2 ? "MvBackward0" : "UnsafeViewBackward0");
+  // PyTorch's names: a matrix product is mm; batched ones end in a reshape of bmm's result.
+  return autograd::name_grad_fn(dispatch(OpCode::MatMul, {a, b}), a.dim() == 2 && b.dim() == 2
+                                                                      ? "MmBackward0"
+                                                                      : "UnsafeViewBackward0");
 }
 Tensor Tensor::mm(const Tensor& other, std::source_location loc) const {
   CallSite cs(loc);
   WEFT_CHECK(dim() == 2 && other.dim() == 2, Shape, "mm: expected 2-D tensors, got ",
              shapeString(sizes()), " and ", shapeString(other.sizes()));
-  return dispatch(OpCode::MatMul, {*this, other});
+  return autograd::name_grad_fn(dispatch(OpCode::MatMul, {*this, other}), "MmBackward0");
 }
 Tensor Tensor::bmm(const Tensor& other, std::source_location loc) const {
   CallSite cs(loc);
@@ -897,7 +913,7 @@ Tensor Tensor::bmm(const Tensor& other, std::source_location loc) const {
              shapeString(sizes()), " and ", shapeString(other.sizes()));
   WEFT_CHECK(size(0) == other.size(0), Shape, "bmm: batch sizes differ: ", shapeString(sizes()),
              " and ", shapeString(other.sizes()));
-  return dispatch(OpCode::MatMul, {*this, other});
+  return autograd::name_grad_fn(dispatch(OpCode::MatMul, {*this, other}), "BmmBackward0");
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, std::source_location loc) {
@@ -966,6 +982,5 @@ bool is_column_major(const Tensor& t) {
   const Shape& st = t.impl()->strides;
   return st[0] == 1 && st[1] == t.size(0);
 }
-
 
 } // namespace weft

@@ -57,7 +57,6 @@ Tensor divideByCount(const Tensor& total, const Tensor& x, const Shape& dims, bo
 
 } // namespace
 
-
 Tensor Tensor::sum(std::source_location loc) const {
   CallSite cs(loc);
   return sum({}, false);
@@ -67,7 +66,9 @@ Tensor Tensor::sum(Dims dims, bool keepdim, std::optional<DType> dtype,
   CallSite cs(loc);
   checkDefined("sum");
   DType t = dtype.value_or(isFloating(this->dtype()) ? this->dtype() : DType::Int64);
-  return reduce_op(OpCode::Sum, to(t), wrapDims(dims, dim(), "sum"), keepdim);
+  Shape wd = wrapDims(dims, dim(), "sum");
+  return autograd::name_grad_fn(reduce_op(OpCode::Sum, to(t), wd, keepdim),
+                                wd.empty() ? "SumBackward0" : "SumBackward1", *this);
 }
 Tensor sum(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
   CallSite cs(loc);
@@ -85,7 +86,9 @@ Tensor Tensor::mean(Dims dims, bool keepdim, std::source_location loc) const {
              "point dtype, got ",
              dtypeName(dtype()));
   Shape wd = wrapDims(dims, dim(), "mean");
-  return divideByCount(reduce_op(OpCode::Sum, *this, wd, keepdim), *this, wd, keepdim, 0);
+  return autograd::name_grad_fn(
+      divideByCount(reduce_op(OpCode::Sum, *this, wd, keepdim), *this, wd, keepdim, 0),
+      wd.empty() ? "MeanBackward0" : "MeanBackward1", *this);
 }
 Tensor mean(const Tensor& x, Dims dims, bool keepdim, std::source_location loc) {
   CallSite cs(loc);
@@ -117,22 +120,26 @@ Tensor Tensor::max(std::source_location loc) const {
   checkDefined("max");
   WEFT_CHECK(numel() > 0, Value,
              "max(): Expected reduction dim to be specified for input.numel() == 0.");
-  return amax();
+  return autograd::name_grad_fn(amax(), "MaxBackward1", *this);
 }
 Tensor Tensor::min(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("min");
   WEFT_CHECK(numel() > 0, Value,
              "min(): Expected reduction dim to be specified for input.numel() == 0.");
-  return amin();
+  return autograd::name_grad_fn(amin(), "MinBackward1", *this);
 }
 std::pair<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
-  return valuesAt(*this, argmax(d, true), d, keepdim);
+  auto r = valuesAt(*this, argmax(d, true), d, keepdim);
+  autograd::name_grad_fn(r.first, "MaxBackward0", *this);
+  return r;
 }
 std::pair<Tensor, Tensor> Tensor::min(int64_t d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
-  return valuesAt(*this, argmin(d, true), d, keepdim);
+  auto r = valuesAt(*this, argmin(d, true), d, keepdim);
+  autograd::name_grad_fn(r.first, "MinBackward0", *this);
+  return r;
 }
 Tensor Tensor::argmax(std::optional<int64_t> d, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
@@ -150,11 +157,14 @@ Tensor Tensor::var(Dims dims, int64_t correction, bool keepdim, std::source_loca
   Tensor mu = mean(dims, true);
   Tensor d = *this - mu;
   Shape wd = wrapDims(dims, dim(), "var");
-  return divideByCount(reduce_op(OpCode::Sum, d * d, wd, keepdim), *this, wd, keepdim, correction);
+  return autograd::name_grad_fn(
+      divideByCount(reduce_op(OpCode::Sum, d * d, wd, keepdim), *this, wd, keepdim, correction),
+      "VarBackward0", *this);
 }
 Tensor Tensor::std(Dims dims, int64_t correction, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
-  return var(std::move(dims), correction, keepdim).sqrt();
+  return autograd::name_grad_fn(var(std::move(dims), correction, keepdim).sqrt(), "StdBackward0",
+                                *this);
 }
 Tensor Tensor::logsumexp(Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
@@ -165,7 +175,8 @@ Tensor Tensor::logsumexp(Dims dims, bool keepdim, std::source_location loc) cons
   m = where(m.abs() == std::numeric_limits<double>::infinity(), zeros_like(m),
             m); // all -inf rows stay -inf
   Tensor r = (x - m).exp().sum(wd, true).log() + m;
-  return keepdim ? r : reduce_op(OpCode::Sum, r, wd, false); // sum over size-1 dims drops them
+  r = keepdim ? r : reduce_op(OpCode::Sum, r, wd, false); // sum over size-1 dims drops them
+  return autograd::name_grad_fn(r, "LogsumexpBackward0", *this);
 }
 Tensor Tensor::norm(double p, Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
@@ -189,7 +200,7 @@ Tensor Tensor::norm(double p, Dims dims, bool keepdim, std::source_location loc)
     Tensor zero = s.eq(0), safe = where(zero, ones_like(s), s);
     r = where(zero, zeros_like(s), p == 2 ? safe.sqrt() : safe.pow(1.0 / p));
   }
-  return narrow ? cast(r, dtype()) : r;
+  return autograd::name_grad_fn(narrow ? cast(r, dtype()) : r, "NormBackward1", *this);
 }
 namespace {
 /// any/all: whether the count of elements that are nonzero (any) or zero (all) over `dims` is

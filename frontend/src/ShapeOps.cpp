@@ -48,7 +48,8 @@ Tensor Tensor::reshape_as(const Tensor& other, std::source_location loc) const {
   return reshape(other.sizes());
 }
 
-Tensor Tensor::movedim(IntArrayRef source, IntArrayRef destination, std::source_location loc) const {
+Tensor Tensor::movedim(IntArrayRef source, IntArrayRef destination,
+                       std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("movedim");
   WEFT_CHECK(source.size() == destination.size(), Value,
@@ -334,7 +335,6 @@ Tensor Tensor::rot90(int64_t k, IntArrayRef dims, std::source_location loc) cons
   }
 }
 
-
 std::vector<Tensor> Tensor::tensor_split(int64_t sections, int64_t d,
                                          std::source_location loc) const {
   CallSite cs(loc);
@@ -481,7 +481,6 @@ Tensor Tensor::diag_embed(int64_t offset, int64_t dim1, int64_t dim2,
   if (k > 0) square = offset > 0 ? pad(square, {k, 0, 0, k}) : pad(square, {0, k, k, 0});
   return square.movedim({rank - 2, rank - 1}, {d1, d2});
 }
-
 
 Tensor Tensor::slice_scatter(const Tensor& src, int64_t d, std::optional<int64_t> start,
                              std::optional<int64_t> end, int64_t step,

@@ -6,6 +6,7 @@
 #include "weft/runtime/View.h"
 
 #include <numeric>
+#include <ostream>
 #include <sstream>
 
 namespace weft {
@@ -89,7 +90,7 @@ TensorRef Tensor::ref() const {
 Tensor Tensor::to(DType t, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("to");
-  return t == dtype() ? *this : cast(*this, t);
+  return t == dtype() ? *this : autograd::name_grad_fn(cast(*this, t), "ToCopyBackward0");
 }
 
 Tensor Tensor::contiguous(std::source_location loc) const {
@@ -101,7 +102,8 @@ Tensor Tensor::contiguous(std::source_location loc) const {
 Tensor Tensor::clone(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("clone");
-  return dispatch(OpCode::Cast, {*this}, Attrs{{"dtype", dtype()}});
+  return autograd::name_grad_fn(dispatch(OpCode::Cast, {*this}, Attrs{{"dtype", dtype()}}),
+                                "CloneBackward0");
 }
 
 template <typename T> T Tensor::item(std::source_location loc) const {
@@ -118,6 +120,20 @@ template <typename T> T Tensor::item(std::source_location loc) const {
   TensorRef dst{&v, DTypeOf<T>::value, sizes(), Shape(sizes().size(), 0)};
   copyCast(ref(), dst);
   return v;
+}
+
+Scalar Tensor::item(std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("item");
+  if (is_floating_point()) return item<double>();
+  if (dtype() == DType::Bool) return item<bool>();
+  return item<int64_t>();
+}
+
+std::ostream& operator<<(std::ostream& os, const Scalar& s) {
+  if (s.isBoolean()) return os << (s.toBool() ? "true" : "false");
+  if (s.isFloatingPoint()) return os << s.toDouble();
+  return os << s.toLong();
 }
 
 template <typename T> std::vector<T> Tensor::to_vector(std::source_location loc) const {
@@ -211,13 +227,14 @@ Tensor Tensor::view(IntArrayRef shape, std::source_location loc) const {
              shapeString(strides()),
              " (at least one dimension spans across two contiguous subspaces). Use .reshape(...) "
              "instead.");
-  return reshapeView(*this, shape);
+  return autograd::name_grad_fn(reshapeView(*this, shape), "ViewBackward0");
 }
 
 Tensor Tensor::reshape(IntArrayRef shape, std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("reshape");
-  return reshapeView(*this, inferSize(std::move(shape), numel(), "reshape"));
+  return autograd::name_grad_fn(reshapeView(*this, inferSize(std::move(shape), numel(), "reshape")),
+                                "ReshapeAliasBackward0");
 }
 
 Tensor Tensor::permute(IntArrayRef dims, std::source_location loc) const {
@@ -237,7 +254,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1, std::source_location loc) const
   Shape dims(static_cast<size_t>(dim()));
   std::iota(dims.begin(), dims.end(), 0);
   std::swap(dims[static_cast<size_t>(d0)], dims[static_cast<size_t>(d1)]);
-  return permuteView(*this, dims);
+  return autograd::name_grad_fn(permuteView(*this, dims), "TransposeBackward0");
 }
 
 Tensor Tensor::t(std::source_location loc) const {
@@ -245,7 +262,7 @@ Tensor Tensor::t(std::source_location loc) const {
   checkDefined("t");
   WEFT_CHECK(dim() <= 2, Shape, "t: expects a tensor with <= 2 dimensions, but got ", dim(), "D ",
              shapeString(sizes()));
-  return dim() < 2 ? *this : transpose(0, 1);
+  return dim() < 2 ? *this : autograd::name_grad_fn(transpose(0, 1), "TBackward0");
 }
 
 Tensor Tensor::mT(std::source_location loc) const {
@@ -293,7 +310,8 @@ Tensor Tensor::select(int64_t d, int64_t index, std::source_location loc) const 
   if (index < 0) index += n;
   Shape s = sizes();
   s.erase(s.begin() + d);
-  return reshapeView(slice_dim(*this, d, index, index + 1, 1), s);
+  return autograd::name_grad_fn(reshapeView(slice_dim(*this, d, index, index + 1, 1), s),
+                                "SelectBackward0");
 }
 
 Tensor Tensor::expand(IntArrayRef shape, std::source_location loc) const {
@@ -319,7 +337,7 @@ Tensor Tensor::squeeze(std::source_location loc) const {
   Shape s;
   for (int64_t v : sizes())
     if (v != 1) s.push_back(v);
-  return s == sizes() ? *this : reshapeView(*this, s);
+  return s == sizes() ? *this : autograd::name_grad_fn(reshapeView(*this, s), "SqueezeBackward0");
 }
 
 Tensor Tensor::squeeze(int64_t d, std::source_location loc) const {
@@ -329,7 +347,7 @@ Tensor Tensor::squeeze(int64_t d, std::source_location loc) const {
   if (dim() == 0 || sizes()[static_cast<size_t>(d)] != 1) return *this;
   Shape s = sizes();
   s.erase(s.begin() + d);
-  return reshapeView(*this, s);
+  return autograd::name_grad_fn(reshapeView(*this, s), "SqueezeBackward1");
 }
 
 Tensor Tensor::unsqueeze(int64_t d, std::source_location loc) const {
@@ -338,7 +356,7 @@ Tensor Tensor::unsqueeze(int64_t d, std::source_location loc) const {
   d = wrapDim(d, dim() + 1, "unsqueeze");
   Shape s = sizes();
   s.insert(s.begin() + d, 1);
-  return reshapeView(*this, s);
+  return autograd::name_grad_fn(reshapeView(*this, s), "UnsqueezeBackward0");
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end, std::source_location loc) const {
@@ -355,7 +373,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end, std::source_location loc) con
     m *= sizes()[static_cast<size_t>(d)];
   s.push_back(m);
   s.insert(s.end(), sizes().begin() + end + 1, sizes().end());
-  return reshapeView(*this, s);
+  return autograd::name_grad_fn(reshapeView(*this, s), "ReshapeAliasBackward0");
 }
 
 Tensor Tensor::unflatten(int64_t d, IntArrayRef parts, std::source_location loc) const {

@@ -37,6 +37,21 @@ private:
   bool prev_;
 };
 
+/// LibTorch's c10::InferenceMode: while one is alive and enabled, nothing on this thread is
+/// recorded for autograd (as NoGradGuard); `InferenceMode(false)` records again inside one.
+class InferenceMode {
+public:
+  explicit InferenceMode(bool enabled = true);
+  ~InferenceMode();
+  InferenceMode(const InferenceMode&) = delete;
+  InferenceMode& operator=(const InferenceMode&) = delete;
+  /// Whether an enabled InferenceMode is alive on this thread.
+  static bool is_enabled();
+
+private:
+  bool prevGrad_, prevInference_;
+};
+
 /// True when operations on this thread are recorded for autograd.
 bool is_grad_enabled();
 
@@ -160,6 +175,11 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
                          bool allow_unused = false, WEFT_LOC);
 
+/// Gives t's grad_fn the name PyTorch gives the op that made t (`mean()` ends in a division, and
+/// its grad_fn shows "MeanBackward0"), unless that node is `input`'s own (the op returned its input
+/// as it is). For composites, weft's own and users'; returns t.
+const Tensor& name_grad_fn(const Tensor& t, const char* name, const Tensor& input = {});
+
 /// Runs backward from `roots` into the leaves' .grad (what Tensor::backward calls).
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
               std::optional<bool> retain_graph = std::nullopt, bool create_graph = false, WEFT_LOC);
@@ -202,8 +222,12 @@ public:
   AutogradContext ctx;
   /// Shape and dtype of each tensor input and output (inputs' gradients are checked against them).
   std::vector<std::pair<Shape, DType>> inputTypes, outputTypes;
+  /// Per argument of forward (after the context): whether it is a tensor. Empty: all are.
+  std::vector<bool> argIsTensor;
 
 private:
+  /// The user's gradients, one per tensor input (see Function).
+  std::vector<Tensor> perTensorInput(std::vector<Tensor> result) const;
   std::string name_;
   Backward backward_;
 };
@@ -219,17 +243,22 @@ std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node,
 /// A user-defined differentiable function, as torch::autograd::Function<T>: T provides
 /// `static Tensor forward(AutogradContext*, Args...)` (or returns std::vector<Tensor>) and
 /// `static std::vector<Tensor> backward(AutogradContext*, std::vector<Tensor> grad_outputs)`
-/// returning one gradient per tensor argument (undefined for none).
+/// returning, as LibTorch's, one gradient per argument of forward (undefined for a non-tensor
+/// argument or no gradient; trailing undefined ones may be left out), or one per tensor argument.
 template <typename T> struct Function {
   template <typename... Args> static auto apply(Args&&... args) {
     std::vector<Tensor> inputs;
+    std::vector<bool> isTensor;
     auto collect = [&](const auto& a) {
-      if constexpr (std::is_convertible_v<decltype(a), const Tensor&>) inputs.push_back(a);
+      constexpr bool tensor = std::is_convertible_v<decltype(a), const Tensor&>;
+      if constexpr (tensor) inputs.push_back(a);
+      isTensor.push_back(tensor);
     };
     (collect(args), ...);
     auto node = std::make_shared<CustomNode>(
         typeid(T).name(),
         [](AutogradContext* ctx, std::vector<Tensor> g) { return T::backward(ctx, std::move(g)); });
+    node->argIsTensor = std::move(isTensor);
     for (const Tensor& t : inputs)
       node->ctx.needsInputGrad_.push_back(t.defined() && (t.requires_grad() || tracing(t)));
     using Out = decltype(T::forward(&node->ctx, std::forward<Args>(args)...));

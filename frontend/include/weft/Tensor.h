@@ -61,7 +61,25 @@ public:
   }
   double toDouble() const { return d_; }
   int64_t toLong() const { return kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_; }
+  /// The value as LibTorch's Scalar converts it.
+  float toFloat() const { return static_cast<float>(d_); }
+  int toInt() const { return static_cast<int>(toLong()); }
+  bool toBool() const { return kind_ == Kind::Float ? d_ != 0 : i_ != 0; }
+  /// The value as T (a number type or bool), as Scalar::to<T>().
+  template <typename T> T to() const {
+    if constexpr (std::is_same_v<T, bool>)
+      return toBool();
+    else if constexpr (std::is_floating_point_v<T>)
+      return static_cast<T>(d_);
+    else
+      return static_cast<T>(toLong());
+  }
   bool isFloatingPoint() const { return kind_ == Kind::Float; }
+  /// An integer (a bool too where `includeBool`), and a bool.
+  bool isIntegral(bool includeBool) const {
+    return kind_ == Kind::Int || (includeBool && kind_ == Kind::Bool);
+  }
+  bool isBoolean() const { return kind_ == Kind::Bool; }
 
 private:
   enum class Kind : uint8_t { Float, Int, Bool };
@@ -165,8 +183,9 @@ public:
   Tensor to(DType dtype, WEFT_LOC) const;
   Tensor contiguous(WEFT_LOC) const;
   Tensor clone(WEFT_LOC) const;
-  /// The value of a one-element tensor.
+  /// The value of a one-element tensor, as T or (untyped) as a Scalar of its dtype's kind.
   template <typename T> T item(WEFT_LOC) const;
+  Scalar item(WEFT_LOC) const;
   /// All elements in row-major order, converted to T.
   template <typename T> std::vector<T> to_vector(WEFT_LOC) const;
   std::string toString() const;
@@ -607,6 +626,12 @@ Tensor& operator<<=(LocatedTarget a, Scalar b);
 Tensor& operator>>=(LocatedTarget a, Scalar b);
 /// Prints like PyTorch: "tensor([1., 2.], requires_grad=True)".
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+/// Prints the number (an integer, a bool as true/false, a float as C++ streams it).
+std::ostream& operator<<(std::ostream& os, const Scalar& s);
+/// The arguments streamed one after another into a string, as LibTorch's c10::str.
+template <typename... Args> std::string str(const Args&... args) {
+  return detail::concat(args...);
+}
 
 /// The dtype PyTorch's type promotion gives `a op b` (dims, zero-dim tensors and scalars ranked).
 DType result_type(const Tensor& a, const Tensor& b);
