@@ -47,6 +47,10 @@ def xs(*specs):
     return [(t(s[0], s[2] if len(s) > 2 else torch.float64), s[1]) for s in specs]
 
 
+# binary extrema's inputs: ties, and NaN on either side
+TIED_PAIRS = xs(([1.0, 2.0, 3.0, nan, 2.0, nan, -0.0], True),
+                ([2.0, 2.0, 2.0, 2.0, nan, nan, 0.0], True))
+
 # activations: 1-D inputs at the kinks, either side of them, and NaN (whose forward must stay)
 ELEMENTWISE = {
     "relu": (lambda x: F.relu(x), x1(around(0) + [-0.0, nan])),
@@ -123,22 +127,21 @@ ELEMENTWISE = {
         lambda a: torch.remainder(a, 2.0),
         x1([-4.0, -3.0, -2.0, 0.0, 1.0, 2.0, 4.0]),
     ),
-    # binary extrema: ties, and NaN on either side
     "maximum": (
         lambda a, b: torch.maximum(a, b),
-        xs(([1.0, 2.0, 3.0, nan, 2.0, nan, -0.0], True), ([2.0, 2.0, 2.0, 2.0, nan, nan, 0.0], True)),
+        TIED_PAIRS,
     ),
     "minimum": (
         lambda a, b: torch.minimum(a, b),
-        xs(([1.0, 2.0, 3.0, nan, 2.0, nan, -0.0], True), ([2.0, 2.0, 2.0, 2.0, nan, nan, 0.0], True)),
+        TIED_PAIRS,
     ),
     "fmax": (
         lambda a, b: torch.fmax(a, b),
-        xs(([1.0, 2.0, 3.0, nan, 2.0, nan, -0.0], True), ([2.0, 2.0, 2.0, 2.0, nan, nan, 0.0], True)),
+        TIED_PAIRS,
     ),
     "fmin": (
         lambda a, b: torch.fmin(a, b),
-        xs(([1.0, 2.0, 3.0, nan, 2.0, nan, -0.0], True), ([2.0, 2.0, 2.0, 2.0, nan, nan, 0.0], True)),
+        TIED_PAIRS,
     ),
     "where": (
         lambda c, a, b: torch.where(c, a, b),
@@ -214,7 +217,8 @@ CASES.update({
     "matrix_norm_inf": (lambda x: torch.linalg.matrix_norm(x, inf), x1([[1.0, -2.0], [-3.0, 0.0]])),
     "matrix_norm_fro_zero": (lambda x: torch.linalg.matrix_norm(x), x1([[0.0, 0.0], [0.0, 0.0]])),
     "dist_zero": (lambda a, b: a.dist(b), xs(([1.0, 2.0, 3.0], True), ([1.0, 2.0, 3.0], True))),
-    "dist_1": (lambda a, b: a.dist(b, 1), xs(([1.0, 2.0, 3.0, 4.0], True), ([1.0, 0.0, 5.0, 4.0], True))),
+    "dist_1": (lambda a, b: a.dist(b, 1),
+               xs(([1.0, 2.0, 3.0, 4.0], True), ([1.0, 0.0, 5.0, 4.0], True))),
     "dist_inf": (lambda a, b: a.dist(b, inf),
                  xs(([1.0, 2.0, 3.0, 4.0], True), ([1.0, 0.0, 5.0, 4.0], True))),
     "dist_half": (lambda a, b: a.dist(b, 0.5),
@@ -224,12 +228,14 @@ CASES.update({
     "cdist_1": (lambda a, b: torch.cdist(a, b, 1),
                 xs(([[0.0, 0.0], [1.0, 1.0]], True), ([[0.0, 0.0], [1.0, 2.0], [1.0, 1.0]], True))),
     "cdist_inf": (lambda a, b: torch.cdist(a, b, inf),
-                  xs(([[0.0, 0.0], [1.0, 1.0]], True), ([[0.0, 0.0], [2.0, 2.0], [1.0, 1.0]], True))),
+                  xs(([[0.0, 0.0], [1.0, 1.0]], True),
+                     ([[0.0, 0.0], [2.0, 2.0], [1.0, 1.0]], True))),
     "normalize": (lambda x: F.normalize(x), x1([[0.0, 0.0], [3.0, -4.0], [1e-13, 0.0]])),
     "normalize_1": (lambda x: F.normalize(x, 1.0), x1([[0.0, 0.0], [3.0, -4.0], [1e-13, 0.0]])),
     "cosine_similarity": (
         lambda a, b: F.cosine_similarity(a, b),
-        xs(([[0.0, 0.0], [1.0, 0.0], [2.0, 2.0]], True), ([[1.0, 1.0], [0.0, 1.0], [1.0, 1.0]], True)),
+        xs(([[0.0, 0.0], [1.0, 0.0], [2.0, 2.0]], True),
+           ([[1.0, 1.0], [0.0, 1.0], [1.0, 1.0]], True)),
     ),
     "pairwise_distance": (
         lambda a, b: F.pairwise_distance(a, b, eps=0.0),
@@ -242,12 +248,15 @@ CASES.update({
 CASES.update({
     "max_pool1d": (lambda x: F.max_pool1d(x, 2, 1), x1([[[1.0, 3.0, 3.0, 2.0, 2.0, 0.0]]])),
     "max_pool1d_pad": (lambda x: F.max_pool1d(x, 3, 2, 1), x1([[[-1.0, -1.0, 2.0, 2.0, -3.0]]])),
-    "max_pool1d_dilation": (lambda x: F.max_pool1d(x, 2, 1, 0, 2), x1([[[1.0, 0.0, 1.0, 0.0, 1.0]]])),
-    "max_pool1d_ceil": (lambda x: F.max_pool1d(x, 2, 2, ceil_mode=True), x1([[[4.0, 4.0, 1.0, 1.0, 5.0]]])),
+    "max_pool1d_dilation": (lambda x: F.max_pool1d(x, 2, 1, 0, 2),
+                            x1([[[1.0, 0.0, 1.0, 0.0, 1.0]]])),
+    "max_pool1d_ceil": (lambda x: F.max_pool1d(x, 2, 2, ceil_mode=True),
+                        x1([[[4.0, 4.0, 1.0, 1.0, 5.0]]])),
     "max_pool1d_nan": (lambda x: F.max_pool1d(x, 2, 1), x1([[[1.0, nan, 2.0, 2.0, nan]]])),
     "max_pool2d": (
         lambda x: F.max_pool2d(x, 2),
-        x1([[[[1.0, 1.0, 2.0, 0.0], [1.0, 1.0, 0.0, 2.0], [3.0, 0.0, 5.0, 5.0], [0.0, 3.0, 5.0, 5.0]]]]),
+        x1([[[[1.0, 1.0, 2.0, 0.0], [1.0, 1.0, 0.0, 2.0],
+               [3.0, 0.0, 5.0, 5.0], [0.0, 3.0, 5.0, 5.0]]]]),
     ),
     "max_pool2d_overlap": (
         lambda x: F.max_pool2d(x, 3, 1, 1),
@@ -286,7 +295,8 @@ CASES.update({
     "bce_logits_weight": (
         lambda x, y, w, pw: F.binary_cross_entropy_with_logits(x, y, weight=w, pos_weight=pw,
                                                                reduction="none"),
-        xs((LOGITS, True), (LABELS, True), ([1.0, 0.5, 2.0, 1.0], False), ([3.0, 1.0, 2.0, 0.5], False)),
+        xs((LOGITS, True), (LABELS, True), ([1.0, 0.5, 2.0, 1.0], False),
+           ([3.0, 1.0, 2.0, 0.5], False)),
     ),
     "bce_logits_large": (
         lambda x, y: F.binary_cross_entropy_with_logits(x, y, reduction="none"),
@@ -307,7 +317,8 @@ CASES.update({
                           xs(([-1.0, -2.0, -0.5, -1.0], True), ([-30.0, -0.5, 0.0, -1.0], True))),
     "margin_ranking_loss": (
         lambda a, b, y: F.margin_ranking_loss(a, b, y, margin=0.5, reduction="none"),
-        xs(([1.5, 1.0, 0.5, 2.0], True), ([1.0, 1.0, 1.0, 1.0], True), ([1.0, 1.0, -1.0, -1.0], False)),
+        xs(([1.5, 1.0, 0.5, 2.0], True), ([1.0, 1.0, 1.0, 1.0], True),
+           ([1.0, 1.0, -1.0, -1.0], False)),
     ),
     "margin_ranking_loss_zero": (
         lambda a, b, y: F.margin_ranking_loss(a, b, y),
@@ -323,7 +334,8 @@ CASES.update({
     ),
     "triplet_margin_loss": (
         lambda a, p, n: F.triplet_margin_loss(a, p, n, eps=0.0, reduction="none"),
-        xs(([[0.0, 0.0], [1.0, 1.0], [0.0, 0.0]], True), ([[3.0, 4.0], [1.0, 1.0], [0.0, 1.0]], True),
+        xs(([[0.0, 0.0], [1.0, 1.0], [0.0, 0.0]], True),
+           ([[3.0, 4.0], [1.0, 1.0], [0.0, 1.0]], True),
            ([[0.0, 6.0], [1.0, 3.0], [0.0, 1.0]], True)),
     ),
     "triplet_margin_loss_swap": (
@@ -339,11 +351,13 @@ CASES.update({
     "cosine_embedding_loss": (
         lambda a, b, y: F.cosine_embedding_loss(a, b, y, reduction="none"),
         xs(([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [1.0, 0.0]], True),
-           ([[0.0, 1.0], [1.0, 1.0], [2.0, 2.0], [1.0, 1.0]], True), ([-1.0, 1.0, 1.0, -1.0], False)),
+           ([[0.0, 1.0], [1.0, 1.0], [2.0, 2.0], [1.0, 1.0]], True),
+           ([-1.0, 1.0, 1.0, -1.0], False)),
     ),
     "cosine_embedding_loss_margin": (
         lambda a, b, y: F.cosine_embedding_loss(a, b, y, margin=0.6, reduction="none"),
-        xs(([[3.0, 4.0], [1.0, 0.0]], True), ([[1.0, 0.0], [1.0, 0.0]], True), ([-1.0, -1.0], False)),
+        xs(([[3.0, 4.0], [1.0, 0.0]], True), ([[1.0, 0.0], [1.0, 0.0]], True),
+           ([-1.0, -1.0], False)),
     ),
     "poisson_nll_loss": (
         lambda x, y: F.poisson_nll_loss(x, y, reduction="none"),
@@ -355,7 +369,8 @@ CASES.update({
     ),
     "gaussian_nll_loss": (
         lambda x, y, v: F.gaussian_nll_loss(x, y, v, reduction="none"),
-        xs(([0.0, 1.0, 2.0, 0.5], True), ([0.0, 0.0, 1.0, 1.0], True), ([1e-7, 1e-6, 2e-6, 1.0], True)),
+        xs(([0.0, 1.0, 2.0, 0.5], True), ([0.0, 0.0, 1.0, 1.0], True),
+           ([1e-7, 1e-6, 2e-6, 1.0], True)),
     ),
     "poisson_nll_loss_prob": (
         lambda x, y: F.poisson_nll_loss(x, y, log_input=False, reduction="none"),
