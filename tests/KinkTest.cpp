@@ -537,5 +537,41 @@ TEST(Kinks, CompiledGivesPyTorchsValuesAndGradients) {
   }
 }
 
+/// The composites rewritten to take PyTorch's gradient at their kinks keep their first and second
+/// derivatives everywhere else (central differences, TestUtil's gradcheck tolerances).
+TEST(Kinks, AwayFromKinksGradientsAndSecondDerivativesAreRight) {
+  Tensor x = from_vector(std::vector<double>{-2.5, -1.25, -0.5, 0.75, 1.5, 2.25}, {2, 3});
+  Tensor p = from_vector(std::vector<double>{0.125, 0.25, 0.5, 0.625, 0.75, 0.875}, {2, 3});
+  Tensor t = from_vector(std::vector<double>{0.0, 1.0, 0.5, 0.25, 1.0, 0.0}, {2, 3});
+  Tensor pw = from_vector(std::vector<double>{2.0, 0.5, 1.0});
+  std::map<std::string, std::pair<Fn, std::vector<Tensor>>> cases = {
+      {"elu", {[](const Inputs& in) { return F::elu(in[0], 0.5); }, {x}}},
+      {"celu", {[](const Inputs& in) { return F::celu(in[0], 2.0); }, {x}}},
+      {"softplus", {[](const Inputs& in) { return F::softplus(in[0], 2.0, 4.0); }, {x}}},
+      {"mish", {[](const Inputs& in) { return F::mish(in[0]); }, {x}}},
+      {"hardtanh", {[](const Inputs& in) { return F::hardtanh(in[0], -2.0, 2.0); }, {x}}},
+      {"hardswish", {[](const Inputs& in) { return F::hardswish(in[0] * 1.5); }, {x}}},
+      {"hardsigmoid", {[](const Inputs& in) { return F::hardsigmoid(in[0]); }, {x}}},
+      {"logsigmoid", {[](const Inputs& in) { return F::logsigmoid(in[0]); }, {x}}},
+      {"bce", {[](const Inputs& in) { return F::binary_cross_entropy(in[0], in[1]); }, {p, t}}},
+      {"bce_with_logits",
+       {[&](const Inputs& in) {
+          return F::binary_cross_entropy_with_logits(in[0], in[1],
+                                                     nn::BCEWithLogitsLossOptions().pos_weight(pw));
+        },
+        {x, t}}},
+      {"std", {[](const Inputs& in) { return in[0].std({1}); }, {x}}},
+      {"norm_half", {[](const Inputs& in) { return in[0].norm(0.5, {1}); }, {x}}},
+      {"vector_norm_neg1",
+       {[](const Inputs& in) { return linalg_vector_norm(in[0], -1, {1}); }, {x}}},
+      {"median", {[](const Inputs& in) { return in[0].median(); }, {x}}},
+  };
+  for (const auto& [name, c] : cases) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(gradcheck(c.first, c.second));
+    EXPECT_TRUE(gradgradcheck(c.first, c.second));
+  }
+}
+
 } // namespace
 } // namespace weft::test
