@@ -4,10 +4,8 @@
 #include "TestUtil.h"
 
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace weft::test {
 namespace {
@@ -493,52 +491,20 @@ const std::map<std::string, EdgeOp>& edgeOps() {
 
 // ---- the reference ----
 
-struct Expected {
-  std::string dtype;
-  Shape shape;
-  std::vector<double> values;
-};
-
 struct Case {
   std::string op, input;
   bool error = false;
-  std::vector<Expected> outputs;
+  std::vector<ReferenceTensor> outputs;
   std::optional<std::vector<double>> grad; // of sum(output0 * w); none: not differentiable
 };
 
-std::vector<std::string> splitOn(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(s);
-  while (std::getline(in, part, sep))
-    parts.push_back(part);
-  if (!s.empty() && s.back() == sep) parts.emplace_back();
-  return parts;
-}
-
-std::vector<double> parseValues(const std::string& s) {
-  std::vector<double> v;
-  for (const std::string& p : splitOn(s, ','))
-    if (!p.empty()) v.push_back(std::strtod(p.c_str(), nullptr)); // reads nan, inf, -inf
-  return v;
-}
-
 std::vector<Case> loadCases() {
-  std::ifstream in(WEFT_EDGE_CASES);
-  EXPECT_TRUE(in.good()) << "cannot read " << WEFT_EDGE_CASES;
   std::vector<Case> cases;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> f = splitOn(line, '|');
+  for (const std::vector<std::string>& f : readReferenceLines(WEFT_EDGE_CASES)) {
     Case c{f.at(0), f.at(1), f.at(2) == "error"};
     if (!c.error) {
-      for (const std::string& out : splitOn(f.at(3), ';')) {
-        std::vector<std::string> parts = splitOn(out, ':');
-        Shape shape;
-        for (double d : parseValues(parts.at(1)))
-          shape.push_back(static_cast<int64_t>(d));
-        c.outputs.push_back({parts.at(0), shape, parseValues(parts.at(2))});
-      }
+      for (const std::string& out : splitOn(f.at(3), ';'))
+        c.outputs.push_back(parseReferenceTensor(out));
       if (f.at(4) != "-") c.grad = parseValues(f.at(4));
     }
     cases.push_back(std::move(c));
@@ -568,42 +534,6 @@ Tensor input(const std::string& name) {
   return {};
 }
 
-/// The weights w of the reference's gradient: 1, 1.5, 2, 1, ... in row-major order.
-Tensor weightsLike(const Tensor& t) {
-  std::vector<double> w(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < w.size(); ++i)
-    w[i] = 1.0 + 0.5 * static_cast<double>(i % 3);
-  return from_vector(w, t.sizes()).to(t.dtype());
-}
-
-/// Values agree: NaN with NaN, infinities exactly, the rest to 1e-12 relative and 1e-14 absolute
-/// (inputs are O(1); PyTorch's float64 exp/log/erf and the C library's differ by an ulp or two,
-/// and a gradient that is 0 exactly may come out as rounding noise of 1e-16; the sign of zero is
-/// not compared).
-::testing::AssertionResult sameValues(const std::vector<double>& got,
-                                      const std::vector<double>& want) {
-  return allClose(got, want, 1e-12, 1e-14);
-}
-
-::testing::AssertionResult matches(const Outputs& got, const Case& c) {
-  if (got.size() != c.outputs.size())
-    return ::testing::AssertionFailure()
-           << got.size() << " outputs, PyTorch gives " << c.outputs.size();
-  for (size_t k = 0; k < got.size(); ++k) {
-    const Expected& e = c.outputs[k];
-    if (std::string(dtypeName(got[k].dtype())) != e.dtype)
-      return ::testing::AssertionFailure()
-             << "output " << k << " is " << dtypeName(got[k].dtype()) << ", PyTorch's " << e.dtype;
-    if (got[k].sizes() != e.shape)
-      return ::testing::AssertionFailure()
-             << "output " << k << " has shape " << shapeString(got[k].sizes()) << ", PyTorch's "
-             << shapeString(e.shape);
-    auto r = sameValues(got[k].to_vector<double>(), e.values);
-    if (!r) return ::testing::AssertionFailure() << "output " << k << ": " << r.message();
-  }
-  return ::testing::AssertionSuccess();
-}
-
 /// Runs `f`, recording the weft::Error it throws; any other exception fails the test.
 template <typename F> bool throwsWeftError(F f, std::string& message) {
   try {
@@ -625,7 +555,8 @@ bool differentiable(const Tensor& t) {
 /// The gradient the reference computes: of sum(output0 * w) with respect to `x`.
 Tensor gradientOf(const OpFn& op, const Tensor& x) {
   Tensor y = op(x)[0];
-  Tensor g = autograd::grad({(y * weightsLike(y)).sum()}, {x}, {}, std::nullopt, false, true)[0];
+  Tensor g =
+      autograd::grad({(y * referenceWeights(y)).sum()}, {x}, {}, std::nullopt, false, true)[0];
   return g.defined() ? g : zeros_like(x);
 }
 
@@ -653,10 +584,11 @@ TEST(EdgeCases, EagerGivesPyTorchsResultOrAWeftError) {
     }
     EXPECT_FALSE(c.error) << "PyTorch raises, weft returned a result";
     if (c.error) continue;
-    EXPECT_TRUE(matches(out, c));
+    EXPECT_TRUE(sameAsReference(out, c.outputs));
     EXPECT_EQ(!out.empty() && differentiable(out[0]), c.grad.has_value());
     if (c.grad && differentiable(out[0])) {
-      EXPECT_TRUE(sameValues(gradientOf(op, x).to_vector<double>(), *c.grad)) << "gradient";
+      EXPECT_TRUE(sameReferenceValues(gradientOf(op, x).to_vector<double>(), *c.grad))
+          << "gradient";
     }
   }
 }
@@ -684,7 +616,7 @@ TEST(EdgeCases, CompiledGivesPyTorchsResultOrAWeftError) {
         bool raised = throwsWeftError([&] { out = f(x); }, message);
         EXPECT_EQ(raised, c->error) << message;
         if (!raised && !c->error) {
-          EXPECT_TRUE(matches(out, *c));
+          EXPECT_TRUE(sameAsReference(out, c->outputs));
         }
         continue;
       }
@@ -708,7 +640,8 @@ TEST(EdgeCases, CompiledGivesPyTorchsResultOrAWeftError) {
       SCOPED_TRACE(ok[i]->op);
       auto first = out.begin() + static_cast<ptrdiff_t>(k);
       k += counts[i];
-      EXPECT_TRUE(matches(Outputs(first, out.begin() + static_cast<ptrdiff_t>(k)), *ok[i]));
+      EXPECT_TRUE(
+          sameAsReference(Outputs(first, out.begin() + static_cast<ptrdiff_t>(k)), ok[i]->outputs));
     }
     auto gradients = compile([&](const Tensor& t) {
       Outputs grads;
@@ -719,7 +652,7 @@ TEST(EdgeCases, CompiledGivesPyTorchsResultOrAWeftError) {
     Outputs grads = gradients(x);
     for (size_t i = 0; i < diff.size(); ++i) {
       SCOPED_TRACE(diff[i]->op);
-      EXPECT_TRUE(sameValues(grads[i].to_vector<double>(), *diff[i]->grad)) << "gradient";
+      EXPECT_TRUE(sameReferenceValues(grads[i].to_vector<double>(), *diff[i]->grad)) << "gradient";
     }
   }
 }

@@ -11,13 +11,15 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <typeinfo>
 #include <vector>
 
 namespace weft::test {
 
-/// Checks |actual - expected| <= atol + rtol * |expected| elementwise (NaNs must match).
+/// Checks |actual - expected| <= atol + rtol * |expected| elementwise (NaNs and infinities must
+/// match).
 inline ::testing::AssertionResult allClose(const std::vector<double>& actual,
                                            const std::vector<double>& expected, double rtol,
                                            double atol) {
@@ -26,8 +28,9 @@ inline ::testing::AssertionResult allClose(const std::vector<double>& actual,
   for (size_t i = 0; i < actual.size(); ++i) {
     double a = actual[i], e = expected[i];
     if (std::isnan(e) && std::isnan(a)) continue;
-    if (std::isinf(e) && a == e) continue;
-    if (!(std::fabs(a - e) <= atol + rtol * std::fabs(e)))
+    // An infinity only matches itself (rtol * inf would let any finite value pass).
+    bool close = std::isinf(e) ? a == e : std::fabs(a - e) <= atol + rtol * std::fabs(e);
+    if (!close)
       return ::testing::AssertionFailure() << "element " << i << ": " << a << " vs expected " << e
                                            << " (rtol " << rtol << ", atol " << atol << ")";
   }
@@ -40,6 +43,94 @@ inline ::testing::AssertionResult allClose(const Tensor& actual, const Tensor& e
     return ::testing::AssertionFailure()
            << "shape " << shapeString(actual.sizes()) << " vs " << shapeString(expected.sizes());
   return allClose(actual.to_vector<double>(), expected.to_vector<double>(), rtol, atol);
+}
+
+// ---- reference files (tests/reference/*.txt, written once by a PyTorch script) ----
+
+/// `s` cut at each `sep`; a trailing separator gives a trailing empty part.
+inline std::vector<std::string> splitOn(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(s);
+  while (std::getline(in, part, sep))
+    parts.push_back(part);
+  if (!s.empty() && s.back() == sep) parts.emplace_back();
+  return parts;
+}
+
+/// Comma-separated numbers, as Python's repr writes them (nan, inf and -inf included).
+inline std::vector<double> parseValues(const std::string& s) {
+  std::vector<double> v;
+  for (const std::string& p : splitOn(s, ','))
+    if (!p.empty()) v.push_back(std::strtod(p.c_str(), nullptr));
+  return v;
+}
+
+/// The lines of a reference file, each cut at '|'.
+inline std::vector<std::vector<std::string>> readReferenceLines(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::vector<std::vector<std::string>> lines;
+  std::string line;
+  while (std::getline(in, line))
+    lines.push_back(splitOn(line, '|'));
+  return lines;
+}
+
+/// A tensor as a reference file writes it: "dtype:shape:values" (shape and values comma-separated).
+struct ReferenceTensor {
+  std::string dtype;
+  Shape shape;
+  std::vector<double> values;
+};
+
+inline ReferenceTensor parseReferenceTensor(const std::string& text) {
+  std::vector<std::string> parts = splitOn(text, ':');
+  Shape shape;
+  for (double d : parseValues(parts.at(1)))
+    shape.push_back(static_cast<int64_t>(d));
+  return {parts.at(0), shape, parseValues(parts.at(2))};
+}
+
+/// Values agree with a reference's: NaN with NaN, infinities exactly, the rest to 1e-12 relative
+/// and 1e-14 absolute (float64 inputs of O(1); PyTorch's exp/log/erf and the C library's differ
+/// by an ulp or two, and an exact 0 may come out as 1e-16 of rounding; the sign of zero is not
+/// compared).
+inline ::testing::AssertionResult sameReferenceValues(const std::vector<double>& got,
+                                                      const std::vector<double>& want) {
+  return allClose(got, want, 1e-12, 1e-14);
+}
+
+/// `t` has the reference's dtype and shape, and its values (sameReferenceValues).
+inline ::testing::AssertionResult sameAsReference(const Tensor& t, const ReferenceTensor& r) {
+  if (std::string(dtypeName(t.dtype())) != r.dtype)
+    return ::testing::AssertionFailure()
+           << "dtype " << dtypeName(t.dtype()) << ", PyTorch's " << r.dtype;
+  if (t.sizes() != r.shape)
+    return ::testing::AssertionFailure()
+           << "shape " << shapeString(t.sizes()) << ", PyTorch's " << shapeString(r.shape);
+  return sameReferenceValues(t.to_vector<double>(), r.values);
+}
+
+/// Each output as sameAsReference checks it.
+inline ::testing::AssertionResult sameAsReference(const std::vector<Tensor>& got,
+                                                  const std::vector<ReferenceTensor>& want) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << got.size() << " outputs, PyTorch gives " << want.size();
+  for (size_t k = 0; k < got.size(); ++k) {
+    auto r = sameAsReference(got[k], want[k]);
+    if (!r) return ::testing::AssertionFailure() << "output " << k << ": " << r.message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+/// The weights w of a reference's gradient of sum(output * w): 1, 1.5, 2, 1, ... in row-major
+/// order.
+inline Tensor referenceWeights(const Tensor& t) {
+  std::vector<double> w(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = 1.0 + 0.5 * static_cast<double>(i % 3);
+  return from_vector(w, t.sizes()).to(t.dtype());
 }
 
 /// A differentiable function of several tensors.

@@ -69,8 +69,12 @@ Tensor linalg_vector_norm(const Tensor& x, double ord, Dims dims, bool keepdim,
   if (ord == -kInf) return x.abs().amin(std::move(dims), keepdim);
   if (ord == 0) return cast(x.ne(0), x.dtype()).sum(std::move(dims), keepdim);
   if (ord > 0) return x.norm(ord, std::move(dims), keepdim);
-  // A negative order: a zero element makes its sum infinite and the norm 0, as PyTorch.
-  return x.abs().pow(ord).sum(std::move(dims), keepdim).pow(1.0 / ord);
+  // A negative order: a zero element makes its sum infinite and the norm 0, as PyTorch, with
+  // gradient 0 for the whole slice (PyTorch's norm^(1 - ord) factor), not 0 * inf.
+  Tensor a = x.abs(), zero = a.eq(0);
+  Tensor norm = where(zero, ones_like(a), a).pow(ord).sum(dims, keepdim).pow(1.0 / ord);
+  Tensor exact = a.detach().pow(ord).sum(dims, keepdim).pow(1.0 / ord); // NaNs included
+  return where(zero.any(std::move(dims), keepdim), exact, norm);
 }
 
 Tensor linalg_matrix_norm(const Tensor& a, double ord, Dims dims, bool keepdim,

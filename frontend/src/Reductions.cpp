@@ -55,6 +55,13 @@ Tensor divideByCount(const Tensor& total, const Tensor& x, const Shape& dims, bo
   return total / static_cast<double>(std::max<int64_t>(count - correction, 0));
 }
 
+/// f(v) where v is not 0, and 0 with gradient 0 where it is (f(0) = 0): a root's infinite
+/// derivative at 0 does not reach v's gradient as 0 * inf = NaN, as PyTorch masks it in norms.
+template <typename F> Tensor zeroAtZero(const Tensor& v, F f) {
+  Tensor zero = v.eq(0);
+  return where(zero, zeros_like(v), f(where(zero, ones_like(v), v)));
+}
+
 } // namespace
 
 Tensor Tensor::sum(std::source_location loc) const {
@@ -163,8 +170,10 @@ Tensor Tensor::var(Dims dims, int64_t correction, bool keepdim, std::source_loca
 }
 Tensor Tensor::std(Dims dims, int64_t correction, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
-  return autograd::name_grad_fn(var(std::move(dims), correction, keepdim).sqrt(), "StdBackward0",
-                                *this);
+  // A constant slice's std is 0 with gradient 0 (as PyTorch), not (x - mean) / 0.
+  return autograd::name_grad_fn(zeroAtZero(var(std::move(dims), correction, keepdim),
+                                           [](const Tensor& v) { return v.sqrt(); }),
+                                "StdBackward0", *this);
 }
 Tensor Tensor::logsumexp(Dims dims, bool keepdim, std::source_location loc) const {
   CallSite cs(loc);
@@ -195,10 +204,14 @@ Tensor Tensor::norm(double p, Dims dims, bool keepdim, std::source_location loc)
   } else if (p == 1) {
     r = x.abs().sum(std::move(dims), keepdim);
   } else {
-    // The root of a zero sum is 0 with gradient 0 (as PyTorch), not 0 * (1 / 0).
-    Tensor s = (p == 2 ? x * x : x.abs().pow(p)).sum(std::move(dims), keepdim);
-    Tensor zero = s.eq(0), safe = where(zero, ones_like(s), s);
-    r = where(zero, zeros_like(s), p == 2 ? safe.sqrt() : safe.pow(1.0 / p));
+    // The root of a zero sum is 0 with gradient 0 (as PyTorch), not 0 * (1 / 0); below p = 1, so
+    // is a zero element's |x|^p.
+    auto power = [p](const Tensor& v) { return v.pow(p); };
+    Tensor s = (p == 2  ? x * x
+                : p < 1 ? zeroAtZero(x.abs(), power)
+                        : x.abs().pow(p))
+                   .sum(std::move(dims), keepdim);
+    r = zeroAtZero(s, [p](const Tensor& v) { return p == 2 ? v.sqrt() : v.pow(1.0 / p); });
   }
   return autograd::name_grad_fn(narrow ? cast(r, dtype()) : r, "NormBackward1", *this);
 }
@@ -469,6 +482,19 @@ std::pair<Tensor, Tensor> medianAlong(const Tensor& self, int64_t d, bool keepdi
   if (!keepdim) return {values.squeeze(d), indices.squeeze(d)};
   return {values, indices};
 }
+
+/// `value`, the median of all of 1-D `x`, with PyTorch's gradient: shared evenly by the elements
+/// equal to it, or by the NaNs where it is NaN (amax's rule, over those elements alone), where
+/// median(dim) picks one.
+Tensor sharedByEqual(const Tensor& x, const Tensor& value) {
+  if (!isFloating(x.dtype())) return value;
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor v = value.detach();
+  Tensor equal = x.eq(v).logical_or(x.isnan().logical_and(v.isnan()));
+  // The other elements are filled with what cannot tie with the median: -inf, or inf where the
+  // median is -inf.
+  return where(v.eq(-inf), where(equal, x, inf).amin(), where(equal, x, -inf).amax());
+}
 } // namespace
 
 std::pair<Tensor, Tensor> Tensor::median(int64_t d, bool keepdim, std::source_location loc) const {
@@ -486,14 +512,16 @@ Tensor Tensor::nanmedian(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("nanmedian");
   if (numel() == 0 && isFloating(dtype())) return sum() + std::nan("");
-  return flatten().nanmedian(0).first;
+  Tensor flat = flatten();
+  return sharedByEqual(flat, flat.nanmedian(0).first);
 }
 Tensor Tensor::median(std::source_location loc) const {
   CallSite cs(loc);
   checkDefined("median");
   // An empty tensor's median is NaN (still a function of it, as in PyTorch).
   if (numel() == 0 && isFloating(dtype())) return sum() + std::nan("");
-  return flatten().median(0).first;
+  Tensor flat = flatten();
+  return sharedByEqual(flat, flat.median(0).first);
 }
 
 Tensor Tensor::nanmean(Dims dims, bool keepdim, std::source_location loc) const {

@@ -107,6 +107,37 @@ Tensor reduceWeighted(const Picked& p, Reduction r) {
   return reduce(p.logp, r);
 }
 
+/// `x` where `taken`, 0 elsewhere: the input of a where() branch, so that the branch's value where
+/// it is not taken (exp overflowing to inf) cannot turn its zero gradient there into 0 * inf.
+Tensor takenOnly(const Tensor& taken, const Tensor& x) {
+  return where(taken, x, 0.0);
+}
+
+/// log(1 + exp(-|x|)), which never overflows, with |x|'s derivative at 0 taken as 1, as PyTorch's
+/// log_sigmoid and binary_cross_entropy_with_logits backward take it: their derivatives at 0 are
+/// then sigmoid(0) = 0.5 and 0.5 - target (abs's 0 at 0 would lose the 0.5).
+Tensor log1pExpNegAbs(const Tensor& x) {
+  return where(x < 0, x, x.neg()).exp().log1p();
+}
+
+/// PyTorch's EPSILON of binary_cross_entropy and cosine_embedding_loss: a float 1e-12.
+constexpr double kFloatEps12 = static_cast<double>(1e-12f);
+
+/// log(p) and log(1 - p) as binary_cross_entropy takes them: clamped at -100 (a probability of
+/// exactly 0 or 1 has a finite loss), with derivatives 1/p and -1/(1 - p) where p (1 - p) is at
+/// least PyTorch's EPSILON and (1 - p) / EPSILON and -p / EPSILON nearer 0 or 1, which make the
+/// loss's gradient PyTorch's (p - target) / max(p (1 - p), EPSILON): finite at exactly 0 and 1.
+std::pair<Tensor, Tensor> clampedLogs(const Tensor& p) {
+  Tensor edge = (1.0 - p) * p < kFloatEps12;
+  Tensor inner = where(edge, 0.5, p);           // the logs' inputs where they are taken
+  Tensor fixed = p.detach(), moved = p - fixed; // moved: 0, with derivative 1
+  Tensor logp = where(edge, fixed.log().clamp(-100.0) + moved * ((1.0 - p) * (1.0 / kFloatEps12)),
+                      inner.log().clamp(-100.0));
+  Tensor log1mp = where(edge, (1.0 - fixed).log().clamp(-100.0) - moved * (p * (1.0 / kFloatEps12)),
+                        (1.0 - inner).log().clamp(-100.0));
+  return {logp, log1mp};
+}
+
 } // namespace
 
 // ---- layers ----
@@ -390,7 +421,9 @@ Tensor leaky_relu(const Tensor& x, double slope, std::source_location loc) {
 
 Tensor elu(const Tensor& x, double alpha, std::source_location loc) {
   CallSite cs(loc);
-  return where(x > 0, x, x.expm1() * alpha);
+  // x <= 0 takes the exponential, as PyTorch's kernel decides, so NaN takes x (gradient 1).
+  Tensor negative = x <= 0;
+  return where(negative, takenOnly(negative, x).expm1() * alpha, x);
 }
 
 Tensor silu(const Tensor& x, std::source_location loc) {
@@ -401,7 +434,8 @@ Tensor silu(const Tensor& x, std::source_location loc) {
 Tensor softplus(const Tensor& x, double beta, double threshold, std::source_location loc) {
   CallSite cs(loc);
   Tensor bx = x * beta;
-  return where(bx > threshold, x, bx.exp().log1p() * (1.0 / beta));
+  Tensor linear = bx > threshold;
+  return where(linear, x, takenOnly(linear.logical_not(), bx).exp().log1p() * (1.0 / beta));
 }
 
 Tensor mish(const Tensor& x, std::source_location loc) {
@@ -412,7 +446,10 @@ Tensor mish(const Tensor& x, std::source_location loc) {
 Tensor hardtanh(const Tensor& x, double lo, double hi, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(lo <= hi, Value, "hardtanh: min_val ", lo, " is larger than max_val ", hi);
-  return x.clamp(lo, hi);
+  // PyTorch's gradient: 1 strictly between the bounds (and for NaN), 0 at them, where clamp's
+  // gradient is 1.
+  Tensor outside = (x <= lo).logical_or(x >= hi);
+  return where(outside, x.clamp(lo, hi).detach(), x);
 }
 
 // ---- losses ----
@@ -495,8 +532,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCE
                             std::source_location loc) {
   CallSite cs(loc);
   checkSameShape(input, target, "binary_cross_entropy");
-  // PyTorch clamps each log at -100 so that a probability of exactly 0 or 1 stays finite.
-  Tensor logx = input.log().clamp(-100.0), log1mx = (1.0 - input).log().clamp(-100.0);
+  auto [logx, log1mx] = clampedLogs(input);
   Tensor loss = -(target * logx + (1.0 - target) * log1mx);
   if (o.weight().defined()) loss = loss * o.weight();
   return reduce(loss, o.reduction());
@@ -507,8 +543,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                                         std::source_location loc) {
   CallSite cs(loc);
   checkSameShape(input, target, "binary_cross_entropy_with_logits");
-  // log(1 + exp(-x)) computed without overflow: log1p(exp(-|x|)) + max(-x, 0).
-  Tensor softplusNeg = (-input.abs()).exp().log1p() + (-input).relu();
+  // log(1 + exp(-x)) computed without overflow: log1p(exp(-|x|)) + max(-x, 0), whose derivative
+  // at 0 is -0.5 (the gradient is sigmoid(x) - target there too).
+  Tensor softplusNeg = log1pExpNegAbs(input) + where(input < 0, input.neg(), 0.0);
   Tensor logWeight = o.pos_weight().defined() ? (o.pos_weight() - 1.0) * target + 1.0 : Tensor();
   Tensor loss =
       (1.0 - target) * input + (logWeight.defined() ? logWeight * softplusNeg : softplusNeg);
@@ -535,9 +572,10 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& t
   WEFT_CHECK(x1.dim() == 1 || x1.dim() == 2, Shape,
              "cosine_embedding_loss: expected 1-D or 2-D inputs, got ", shapeString(x1.sizes()));
   int64_t dim = x1.dim() - 1;
-  constexpr double kEps = 1e-12; // PyTorch's, keeps zero vectors finite
   Tensor dot = (x1 * x2).sum({dim});
-  Tensor cos = dot / (((x1 * x1).sum({dim}) + kEps) * ((x2 * x2).sum({dim}) + kEps)).sqrt();
+  // EPSILON keeps zero vectors finite.
+  Tensor cos =
+      dot / (((x1 * x1).sum({dim}) + kFloatEps12) * ((x2 * x2).sum({dim}) + kFloatEps12)).sqrt();
   Tensor zero = zeros_like(cos);
   Tensor loss = where(target == 1, 1.0 - cos, zero) +
                 where(target == -1, (cos - o.margin()).clamp(0.0), zero);
@@ -552,11 +590,16 @@ Tensor relu6(const Tensor& x, std::source_location loc) {
 }
 Tensor hardswish(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
-  return x * (x + 3.0).clamp(0.0, 6.0) * (1.0 / 6.0);
+  // x * relu6(x + 3) / 6 with PyTorch's gradient: 0 below -3, x / 3 + 0.5 from -3 to 3 (so -0.5
+  // at -3 and 1.5 at 3), 1 above 3 and for NaN.
+  Tensor r6 = where(x < -3.0, 0.0, where(x <= 3.0, x + 3.0, 6.0));
+  return x * r6 * (1.0 / 6.0);
 }
 Tensor hardsigmoid(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
-  return (x + 3.0).clamp(0.0, 6.0) * (1.0 / 6.0);
+  // PyTorch's gradient: 1/6 strictly between -3 and 3, 0 at them (and for NaN).
+  Tensor y = (x + 3.0).clamp(0.0, 6.0) * (1.0 / 6.0);
+  return where((x > -3.0).logical_and(x < 3.0), y, y.detach());
 }
 Tensor selu(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
@@ -567,7 +610,8 @@ Tensor selu(const Tensor& x, std::source_location loc) {
 Tensor celu(const Tensor& x, double alpha, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(alpha != 0, Value, "celu: alpha must not be 0");
-  return where(x > 0, x, (x * (1.0 / alpha)).expm1() * alpha);
+  Tensor negative = x <= 0; // as elu
+  return where(negative, (takenOnly(negative, x) * (1.0 / alpha)).expm1() * alpha, x);
 }
 Tensor softsign(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
@@ -575,8 +619,9 @@ Tensor softsign(const Tensor& x, std::source_location loc) {
 }
 Tensor logsigmoid(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
-  // min(x, 0) - log1p(exp(-|x|)): no exp of a large positive number.
-  return x.clamp_max(0.0) - x.abs().neg().exp().log1p();
+  // min(x, 0) - log1p(exp(-|x|)): no exp of a large positive number; min's derivative at 0 is 0
+  // and |x|'s 1, so the derivative there is 0.5, as PyTorch's.
+  return where(x < 0, x, 0.0) - log1pExpNegAbs(x);
 }
 Tensor tanhshrink(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);

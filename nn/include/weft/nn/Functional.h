@@ -164,12 +164,17 @@ using weft::relu;
 using weft::sigmoid;
 using weft::softmax;
 using weft::tanh;
+// At a kink each activation's gradient is PyTorch's: relu'(0) = 0, hardtanh's and relu6's 0 at
+// their bounds, hardswish's -0.5 at -3 and 1.5 at 3, logsigmoid'(0) = 0.5.
+/// x where x > 0, else negative_slope * x.
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01, WEFT_LOC);
+/// x where x > 0, else alpha * (exp(x) - 1).
 Tensor elu(const Tensor& x, double alpha = 1.0, WEFT_LOC);
 Tensor silu(const Tensor& x, WEFT_LOC);
 Tensor mish(const Tensor& x, WEFT_LOC);
 /// log(1 + exp(beta x)) / beta, or x where beta x > threshold.
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0, WEFT_LOC);
+/// x clamped to [min_val, max_val], with gradient 0 at the bounds (clamp's is 1 there).
 Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0, WEFT_LOC);
 /// min(max(x, 0), 6); x * relu6(x + 3) / 6; relu6(x + 3) / 6.
 Tensor relu6(const Tensor& x, WEFT_LOC);
