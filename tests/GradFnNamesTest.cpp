@@ -141,6 +141,25 @@ std::map<std::string, std::function<Tensor()>> cases() {
       {"dist", [=] { return x.dist(x * 2); }},
       {"cosine_similarity", [=] { return F::cosine_similarity(x, x * 2); }},
       {"normalize", [=] { return F::normalize(x); }},
+      {"mish", [=] { return F::mish(x); }},
+      {"hardswish", [=] { return F::hardswish(x); }},
+      {"hardsigmoid", [=] { return F::hardsigmoid(x); }},
+      {"selu", [=] { return F::selu(x); }},
+      {"celu", [=] { return F::celu(x); }},
+      {"softsign", [=] { return F::softsign(x); }},
+      {"tanhshrink", [=] { return F::tanhshrink(x); }},
+      {"softshrink", [=] { return F::softshrink(x); }},
+      {"hardshrink", [=] { return F::hardshrink(x); }},
+      {"glu", [=] { return F::glu(m); }},
+      {"threshold", [=] { return F::threshold(x, 0.1, 2.0); }},
+      {"huber", [=] { return F::huber_loss(x, x.detach() * 2); }},
+      {"group_norm", [=] { return F::group_norm(img, 2); }},
+      {"conv1d", [=] { return F::conv1d(img.select(2, 0), w.select(2, 0)); }},
+      {"pixel_shuffle",
+       [=] {
+         return F::pixel_shuffle(img.reshape({1, 8, 2, 2}), 2);
+       }},
+      {"prelu", [=] { return F::prelu(x, tensor({0.25})); }},
   };
 }
 

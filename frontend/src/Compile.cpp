@@ -891,6 +891,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   lock.unlock();
   site.reset();
   if (!found.exe || eager) return fn(args); // past the limit (on_recompile_limit), or reads values
+  CallSite run(loc); // what the executable's kernels raise (a bad index) names the call
   const CompiledSignature& exe = *found.exe;
   std::vector<Tensor> in = dyn ? dyn->pad(args) : args;
   for (const ArgumentWrite& w : exe.argumentWrites) {

@@ -54,8 +54,10 @@ Tensor convNd(const Tensor& x, const Tensor& w, const Tensor& bias, size_t sp,
   Attrs at = convAttrs(expandParam(std::move(stride), sp, op, "stride"),
                        expandParam(std::move(padding), sp, op, "padding"),
                        expandParam(std::move(dilation), sp, op, "dilation"), groups);
-  return batched(x, static_cast<int64_t>(sp),
-                 [&](const Tensor& xb) { return addBias(conv(xb, w, at), bias, op); });
+  return autograd::name_grad_fn(
+      batched(x, static_cast<int64_t>(sp),
+              [&](const Tensor& xb) { return addBias(conv(xb, w, at), bias, op); }),
+      "ConvolutionBackward0", x);
 }
 
 Tensor convTransposeNd(const Tensor& x, const Tensor& w, const Tensor& bias, size_t sp,
@@ -166,8 +168,9 @@ Tensor max_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int
 Tensor max_pool2d(const Tensor& x, ExpandingArray k, ExpandingArray stride, ExpandingArray padding,
                   ExpandingArray dilation, bool ceil_mode, std::source_location loc) {
   CallSite cs(loc);
-  return maxPoolNd(x, 2, std::move(k), std::move(stride), std::move(padding), std::move(dilation),
-                   ceil_mode, "max_pool2d");
+  return autograd::name_grad_fn(maxPoolNd(x, 2, std::move(k), std::move(stride), std::move(padding),
+                                          std::move(dilation), ceil_mode, "max_pool2d"),
+                                "MaxPool2DWithIndicesBackward0", x);
 }
 Tensor avg_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int64_t padding,
                   std::source_location loc) {
@@ -177,16 +180,18 @@ Tensor avg_pool1d(const Tensor& x, int64_t k, std::optional<int64_t> stride, int
 Tensor avg_pool2d(const Tensor& x, ExpandingArray k, ExpandingArray stride, ExpandingArray padding,
                   std::source_location loc) {
   CallSite cs(loc);
-  return avgPoolNd(x, 2, std::move(k), std::move(stride), std::move(padding), "avg_pool2d");
+  return autograd::name_grad_fn(
+      avgPoolNd(x, 2, std::move(k), std::move(stride), std::move(padding), "avg_pool2d"),
+      "AvgPool2DBackward0", x);
 }
 
 Tensor gelu(const Tensor& x, bool tanhApprox, std::source_location loc) {
   CallSite cs(loc);
   if (tanhApprox) {
     Tensor inner = (x + x * x * x * 0.044715) * std::sqrt(2.0 / M_PI);
-    return x * 0.5 * (inner.tanh() + 1.0);
+    return autograd::name_grad_fn(x * 0.5 * (inner.tanh() + 1.0), "GeluBackward0", x);
   }
-  return x * 0.5 * ((x * M_SQRT1_2).erf() + 1.0);
+  return autograd::name_grad_fn(x * 0.5 * ((x * M_SQRT1_2).erf() + 1.0), "GeluBackward0", x);
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, std::source_location loc) {
@@ -334,7 +339,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::source_locati
   // No negative index, as PyTorch's; checked here, so that an error names embedding.
   Tensor rows =
       check_index(indices.reshape({-1}).to(DType::Int64), weight.size(0), 0, false, "embedding");
-  return index_select(weight, 0, rows).reshape(s);
+  return autograd::name_grad_fn(index_select(weight, 0, rows).reshape(s), "EmbeddingBackward0",
+                                weight);
 }
 
 Tensor one_hot(const Tensor& indices, int64_t numClasses, std::source_location loc) {
@@ -556,7 +562,7 @@ Tensor Tensor::prelu(const Tensor& weight, std::source_location loc) const {
   Shape ws(static_cast<size_t>(std::max<int64_t>(dim() - 1, 0)), 1);
   if (!ws.empty()) ws[0] = weight.numel();
   Tensor w = weight.reshape(ws.empty() ? Shape{} : ws);
-  return where(gt(0), *this, w * *this);
+  return autograd::name_grad_fn(where(gt(0), *this, w * *this), "PreluBackward0", *this);
 }
 Tensor Tensor::positive(std::source_location loc) const {
   CallSite cs(loc);

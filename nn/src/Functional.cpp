@@ -48,6 +48,11 @@ Tensor countAlong(const Tensor& x, const Shape& dims) {
   return full({}, static_cast<double>(numel(along)), x.dtype());
 }
 
+/// `t`, its grad_fn shown as PyTorch names the op (autograd::name_grad_fn).
+Tensor named(const Tensor& t, const char* name, const Tensor& input) {
+  return autograd::name_grad_fn(t, name, input);
+}
+
 /// The trailing `n` dimensions of a rank-`rank` tensor.
 Shape trailingDims(int64_t rank, size_t n) {
   Shape dims;
@@ -149,7 +154,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, std::so
   WEFT_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), Shape, "linear: input ",
              shapeString(x.sizes()), " does not end in in_features = ", weight.size(1));
   Tensor y = x.matmul(weight.t());
-  return bias.defined() ? y + bias : y;
+  if (!bias.defined()) return y;
+  return x.dim() == 2 ? named(y + bias, "AddmmBackward0", x) : y + bias; // as PyTorch's addmm
 }
 
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias,
@@ -211,19 +217,20 @@ Tensor batch_norm(const Tensor& x, const Tensor& runningMean, const Tensor& runn
     var = runningVar.reshape(bshape);
   }
   Tensor y = (x - mean) * (var + eps).rsqrt();
-  return affine(y, weight.defined() ? weight.reshape(bshape) : weight,
-                bias.defined() ? bias.reshape(bshape) : bias);
+  return named(affine(y, weight.defined() ? weight.reshape(bshape) : weight,
+                      bias.defined() ? bias.reshape(bshape) : bias),
+               "NativeBatchNormBackward0", x);
 }
 
-Tensor layer_norm(const Tensor& x, IntArrayRef normalized, const Tensor& weight,
-                  const Tensor& bias, double eps, std::source_location loc) {
+Tensor layer_norm(const Tensor& x, IntArrayRef normalized, const Tensor& weight, const Tensor& bias,
+                  double eps, std::source_location loc) {
   CallSite cs(loc);
   checkTrailing(x, normalized, "layer_norm");
   Shape dims = trailingDims(x.dim(), normalized.size());
   Tensor mean = x.mean(dims, true);
   Tensor centered = x - mean;
   Tensor var = (centered * centered).mean(dims, true);
-  return affine(centered * (var + eps).rsqrt(), weight, bias);
+  return named(affine(centered * (var + eps).rsqrt(), weight, bias), "NativeLayerNormBackward0", x);
 }
 
 Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
@@ -239,8 +246,9 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
   Tensor var = (centered * centered).mean({2}, true);
   Tensor y = (centered * (var + eps).rsqrt()).reshape(x.sizes());
   Shape bshape = alongDim(x.dim(), 1, c);
-  return affine(y, weight.defined() ? weight.reshape(bshape) : weight,
-                bias.defined() ? bias.reshape(bshape) : bias);
+  return named(affine(y, weight.defined() ? weight.reshape(bshape) : weight,
+                      bias.defined() ? bias.reshape(bshape) : bias),
+               "NativeGroupNormBackward0", x);
 }
 
 Tensor rms_norm(const Tensor& x, IntArrayRef normalized, const Tensor& weight,
@@ -258,13 +266,14 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
                  std::source_location loc) {
   CallSite cs(loc);
   Tensor out = weft::embedding(indices, weight);
-  if (!paddingIdx) return out;
+  if (!paddingIdx) return named(out, "EmbeddingBackward0", weight);
   int64_t n = weight.size(0), pad = *paddingIdx;
   WEFT_CHECK(pad >= -n && pad < n, Index, "embedding: padding_idx ", pad,
              " must be within num_embeddings (", n, ")");
   if (pad < 0) pad += n;
   // The padding row's value, without a gradient path to it.
-  return where((indices == pad).unsqueeze(-1), out.detach(), out);
+  return named(where((indices == pad).unsqueeze(-1), out.detach(), out), "EmbeddingBackward0",
+               weight);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray outputSize, std::source_location loc) {
@@ -286,7 +295,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray outputSize, std::sour
     }
     y = cat(parts, axis);
   }
-  return y;
+  bool global = outputSize[0] == 1 && outputSize[1] == 1; // PyTorch takes a mean there
+  return named(y, global ? "MeanBackward1" : "AdaptiveAvgPool2DBackward0", x);
 }
 
 Tensor pixel_shuffle(const Tensor& x, int64_t r, std::source_location loc) {
@@ -301,7 +311,7 @@ Tensor pixel_shuffle(const Tensor& x, int64_t r, std::source_location loc) {
   Shape out = batch;
   for (int64_t s : {c, h * r, w * r})
     out.push_back(s);
-  return y.reshape(out);
+  return named(y.reshape(out), "PixelShuffleBackward0", x);
 }
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o, std::source_location loc) {
@@ -416,31 +426,32 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
 Tensor leaky_relu(const Tensor& x, double slope, std::source_location loc) {
   CallSite cs(loc);
-  return where(x > 0, x, x * slope);
+  return named(where(x > 0, x, x * slope), "LeakyReluBackward0", x);
 }
 
 Tensor elu(const Tensor& x, double alpha, std::source_location loc) {
   CallSite cs(loc);
   // x <= 0 takes the exponential, as PyTorch's kernel decides, so NaN takes x (gradient 1).
   Tensor negative = x <= 0;
-  return where(negative, takenOnly(negative, x).expm1() * alpha, x);
+  return named(where(negative, takenOnly(negative, x).expm1() * alpha, x), "EluBackward0", x);
 }
 
 Tensor silu(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
-  return x * x.sigmoid();
+  return named(x * x.sigmoid(), "SiluBackward0", x);
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold, std::source_location loc) {
   CallSite cs(loc);
   Tensor bx = x * beta;
   Tensor linear = bx > threshold;
-  return where(linear, x, takenOnly(linear.logical_not(), bx).exp().log1p() * (1.0 / beta));
+  return named(where(linear, x, takenOnly(linear.logical_not(), bx).exp().log1p() * (1.0 / beta)),
+               "SoftplusBackward0", x);
 }
 
 Tensor mish(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
-  return x * softplus(x).tanh();
+  return named(x * softplus(x).tanh(), "MishBackward0", x);
 }
 
 Tensor hardtanh(const Tensor& x, double lo, double hi, std::source_location loc) {
@@ -449,7 +460,7 @@ Tensor hardtanh(const Tensor& x, double lo, double hi, std::source_location loc)
   // PyTorch's gradient: 1 strictly between the bounds (and for NaN), 0 at them, where clamp's
   // gradient is 1.
   Tensor outside = (x <= lo).logical_or(x >= hi);
-  return where(outside, x.clamp(lo, hi).detach(), x);
+  return named(where(outside, x.clamp(lo, hi).detach(), x), "HardtanhBackward0", x);
 }
 
 // ---- losses ----
@@ -459,7 +470,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossOptions&
   CallSite cs(loc);
   checkSameShape(input, target, "mse_loss");
   Tensor d = input - target;
-  return reduce(d * d, o.reduction());
+  return named(reduce(d * d, o.reduction()), "MseLossBackward0", input);
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossOptions& o,
@@ -475,8 +486,10 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1L
   checkSameShape(input, target, "smooth_l1_loss");
   WEFT_CHECK(o.beta() >= 0, Value, "smooth_l1_loss: beta must be non-negative, got ", o.beta());
   Tensor d = (input - target).abs();
-  if (o.beta() == 0) return reduce(d, o.reduction());
-  return reduce(where(d < o.beta(), d * d * (0.5 / o.beta()), d - 0.5 * o.beta()), o.reduction());
+  if (o.beta() == 0) return named(reduce(d, o.reduction()), "SmoothL1LossBackward0", input);
+  return named(
+      reduce(where(d < o.beta(), d * d * (0.5 / o.beta()), d - 0.5 * o.beta()), o.reduction()),
+      "SmoothL1LossBackward0", input);
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOptions& o,
@@ -485,8 +498,9 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOpti
   checkSameShape(input, target, "huber_loss");
   WEFT_CHECK(o.delta() > 0, Value, "huber_loss: delta must be positive, got ", o.delta());
   Tensor d = (input - target).abs();
-  return reduce(where(d < o.delta(), d * d * 0.5, (d - 0.5 * o.delta()) * o.delta()),
-                o.reduction());
+  return named(
+      reduce(where(d < o.delta(), d * d * 0.5, (d - 0.5 * o.delta()) * o.delta()), o.reduction()),
+      "HuberLossBackward0", input);
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& o,
@@ -494,8 +508,9 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
   CallSite cs(loc);
   WEFT_CHECK(input.defined() && target.defined() && input.dim() >= 1, Value,
              "nll_loss: expected a defined input of at least 1 dim and a target");
-  return reduceWeighted(pickTargets(input, target, o.weight(), o.ignore_index(), "nll_loss"),
-                        o.reduction());
+  return named(reduceWeighted(pickTargets(input, target, o.weight(), o.ignore_index(), "nll_loss"),
+                              o.reduction()),
+               "NllLossBackward0", input);
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyLossOptions& o,
@@ -518,7 +533,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
   }
   Picked p = pickTargets(logp, target, o.weight(), o.ignore_index(), "cross_entropy");
   Tensor nll = reduceWeighted(p, o.reduction());
-  if (eps == 0) return nll;
+  if (eps == 0) return named(nll, "NllLossBackward0", input);
   // PyTorch's label smoothing: the mean of -log p over classes, counted like the nll part.
   Tensor keep = target.to(DType::Int64) != o.ignore_index();
   Tensor smooth = -(w.defined() ? logp * w : logp).sum({classDim});
@@ -535,7 +550,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCE
   auto [logx, log1mx] = clampedLogs(input);
   Tensor loss = -(target * logx + (1.0 - target) * log1mx);
   if (o.weight().defined()) loss = loss * o.weight();
-  return reduce(loss, o.reduction());
+  return named(reduce(loss, o.reduction()), "BinaryCrossEntropyBackward0", input);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
@@ -550,7 +565,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   Tensor loss =
       (1.0 - target) * input + (logWeight.defined() ? logWeight * softplusNeg : softplusNeg);
   if (o.weight().defined()) loss = loss * o.weight();
-  return reduce(loss, o.reduction());
+  return named(reduce(loss, o.reduction()), "BinaryCrossEntropyWithLogitsBackward0", input);
 }
 
 Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions& o,
@@ -593,25 +608,26 @@ Tensor hardswish(const Tensor& x, std::source_location loc) {
   // x * relu6(x + 3) / 6 with PyTorch's gradient: 0 below -3, x / 3 + 0.5 from -3 to 3 (so -0.5
   // at -3 and 1.5 at 3), 1 above 3 and for NaN.
   Tensor r6 = where(x < -3.0, 0.0, where(x <= 3.0, x + 3.0, 6.0));
-  return x * r6 * (1.0 / 6.0);
+  return named(x * r6 * (1.0 / 6.0), "HardswishBackward0", x);
 }
 Tensor hardsigmoid(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
   // PyTorch's gradient: 1/6 strictly between -3 and 3, 0 at them (and for NaN).
   Tensor y = (x + 3.0).clamp(0.0, 6.0) * (1.0 / 6.0);
-  return where((x > -3.0).logical_and(x < 3.0), y, y.detach());
+  return named(where((x > -3.0).logical_and(x < 3.0), y, y.detach()), "HardsigmoidBackward0", x);
 }
 Tensor selu(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
   constexpr double kAlpha = 1.6732632423543772848170429916717;
   constexpr double kScale = 1.0507009873554804934193349852946;
-  return elu(x, kAlpha) * kScale;
+  return named(elu(x, kAlpha) * kScale, "EluBackward0", x); // PyTorch names selu so
 }
 Tensor celu(const Tensor& x, double alpha, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(alpha != 0, Value, "celu: alpha must not be 0");
   Tensor negative = x <= 0; // as elu
-  return where(negative, (takenOnly(negative, x) * (1.0 / alpha)).expm1() * alpha, x);
+  return named(where(negative, (takenOnly(negative, x) * (1.0 / alpha)).expm1() * alpha, x),
+               "CeluBackward0", x);
 }
 Tensor softsign(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
@@ -621,7 +637,7 @@ Tensor logsigmoid(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
   // min(x, 0) - log1p(exp(-|x|)): no exp of a large positive number; min's derivative at 0 is 0
   // and |x|'s 1, so the derivative there is 0.5, as PyTorch's.
-  return where(x < 0, x, 0.0) - log1pExpNegAbs(x);
+  return named(where(x < 0, x, 0.0) - log1pExpNegAbs(x), "LogSigmoidBackward0", x);
 }
 Tensor tanhshrink(const Tensor& x, std::source_location loc) {
   CallSite cs(loc);
@@ -632,15 +648,18 @@ Tensor softshrink(const Tensor& x, double lambd, std::source_location loc) {
   WEFT_CHECK(lambd >= 0, Value,
              "softshrink: lambda must be greater or equal to 0, but found to be ", lambd);
   Tensor zero = zeros({}, x.dtype());
-  return where(x > lambd, x - lambd, where(x < -lambd, x + lambd, zero));
+  return named(where(x > lambd, x - lambd, where(x < -lambd, x + lambd, zero)),
+               "SoftshrinkBackward0", x);
 }
 Tensor hardshrink(const Tensor& x, double lambd, std::source_location loc) {
   CallSite cs(loc);
-  return where(x.abs() <= lambd, zeros({}, x.dtype()), x); // NaN passes, as in PyTorch
+  return named(where(x.abs() <= lambd, zeros({}, x.dtype()), x), "HardshrinkBackward0",
+               x); // NaN passes, as in PyTorch
 }
 Tensor threshold(const Tensor& x, double threshold, double value, std::source_location loc) {
   CallSite cs(loc);
-  return where(x <= threshold, full({}, value, x.dtype()), x); // NaN passes, as in PyTorch
+  return named(where(x <= threshold, full({}, value, x.dtype()), x), "ThresholdBackward0",
+               x); // NaN passes, as in PyTorch
 }
 Tensor glu(const Tensor& x, int64_t dim, std::source_location loc) {
   CallSite cs(loc);
@@ -650,7 +669,7 @@ Tensor glu(const Tensor& x, int64_t dim, std::source_location loc) {
   WEFT_CHECK(x.size(d) % 2 == 0, Shape, "glu: halving dimension must be even, but dimension ", d,
              " is size ", x.size(d));
   const int64_t half = x.size(d) / 2;
-  return x.narrow(d, 0, half) * x.narrow(d, half, half).sigmoid();
+  return named(x.narrow(d, 0, half) * x.narrow(d, half, half).sigmoid(), "GluBackward0", x);
 }
 Tensor softmin(const Tensor& x, int64_t dim, std::source_location loc) {
   CallSite cs(loc);

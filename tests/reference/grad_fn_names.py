@@ -49,6 +49,12 @@ cases = {
  "adaptive_avg_pool2d": lambda: F.adaptive_avg_pool2d(img, 1), "dropout": lambda: F.dropout(x, 0.5, True),
  "embedding": lambda: F.embedding(t, m), "norm": lambda: x.norm(), "dist": lambda: x.dist(x * 2),
  "cosine_similarity": lambda: F.cosine_similarity(x, x * 2), "normalize": lambda: F.normalize(x),
+ "mish": lambda: F.mish(x), "hardswish": lambda: F.hardswish(x), "hardsigmoid": lambda: F.hardsigmoid(x),
+ "selu": lambda: F.selu(x), "celu": lambda: F.celu(x), "softsign": lambda: F.softsign(x),
+ "tanhshrink": lambda: F.tanhshrink(x), "softshrink": lambda: F.softshrink(x), "hardshrink": lambda: F.hardshrink(x),
+ "glu": lambda: F.glu(m), "threshold": lambda: F.threshold(x, 0.1, 2.0), "huber": lambda: F.huber_loss(x, x.detach() * 2),
+ "group_norm": lambda: F.group_norm(img, 2), "conv1d": lambda: F.conv1d(img[:, :, 0], w[:, :, 0]),
+ "pixel_shuffle": lambda: F.pixel_shuffle(img.reshape(1, 8, 2, 2), 2), "prelu": lambda: F.prelu(x, torch.tensor([0.25])),
 }
 for k, f in cases.items():
     y = f()

@@ -156,6 +156,7 @@ using weft::conv_transpose2d;
 using weft::max_pool2d;
 using weft::one_hot;
 using weft::pad;
+using weft::prelu;
 
 // ---- activations ----
 using weft::gelu;
