@@ -611,6 +611,11 @@ TEST(Hardening, InPlaceOnAViewOfALeafRequiringGradIsAnError) {
   EXPECT_TRUE(mentions(errorOf([&] { w.narrow(0, 0, 1).fill_(3.0); }), "view of a leaf"));
   EXPECT_TRUE(mentions(errorOf([&] { w.select(0, 1).mul_(2.0); }), "view of a leaf"));
   EXPECT_EQ(vals(w.detach()), (std::vector<double>{1, 1}));
+  // A detached view carries no history: writing it writes the leaf, as in PyTorch.
+  w.detach().narrow(0, 1, 1).fill_(5.0);
+  w.detach().copy_(w.detach() * 2.0);
+  EXPECT_EQ(vals(w.detach()), (std::vector<double>{2, 10}));
+  w.detach().fill_(1.0);
   NoGradGuard noGrad; // as an optimizer writes parameters
   w.narrow(0, 0, 1).fill_(3.0);
   EXPECT_EQ(vals(w.detach()), (std::vector<double>{3, 1}));

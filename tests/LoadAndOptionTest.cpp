@@ -170,6 +170,18 @@ TEST(Loads, OptimizerLoadChecksTheWholeDictFirstForEveryOptimizer) {
     small->load_state_dict(other->state_dict());
     EXPECT_TRUE(unchanged(snapshot(other->state_dict()), small->state_dict()));
     EXPECT_EQ(small->param_groups()[0].options().get_lr(), 0.25);
+    // The dict's state replaces the optimizer's, as PyTorch's: a fresh optimizer's dict (no
+    // state) leaves none, so the next step is a first step.
+    std::vector<Tensor> ps = parameters(2, 5), fresh = parameters(2, 5);
+    std::unique_ptr<optim::Optimizer> stepped = kind.make(ps), first = kind.make(fresh);
+    train(*stepped, ps, 2);
+    stepped->load_state_dict(kind.make(parameters(2, 6))->state_dict());
+    for (size_t i = 0; i < ps.size(); ++i)
+      fresh[i].detach().copy_(ps[i].detach());
+    train(*stepped, ps, 1);
+    train(*first, fresh, 1);
+    for (size_t i = 0; i < ps.size(); ++i)
+      EXPECT_TRUE(sameBytes(ps[i].detach(), fresh[i].detach())) << "parameter " << i;
   }
 }
 

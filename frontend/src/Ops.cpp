@@ -136,8 +136,10 @@ void checkWritable(const Tensor& self, const char* op) {
   }
   WEFT_CHECK(!(self.is_leaf() && self.requires_grad()), Value, op,
              ": a leaf Variable that requires grad is being used in an in-place operation.");
+  // A view that carries no history (detach() of a leaf) may be written, as in PyTorch.
   const TensorImpl* base = self.impl()->viewBase.get();
-  WEFT_CHECK(!(base && base->gradFn == nullptr && base->requiresGrad), Value, op,
+  const bool history = self.requires_grad() || self.impl()->trace != nullptr; // traced: it may
+  WEFT_CHECK(!(base && base->gradFn == nullptr && base->requiresGrad && history), Value, op,
              ": a view of a leaf Variable that requires grad is being used in an in-place "
              "operation.");
 }

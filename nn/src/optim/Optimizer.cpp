@@ -328,6 +328,13 @@ void Optimizer::applyLoad(LoadPlan& plan) {
   NoGradGuard guard;
   for (size_t g = 0; g < groups_.size(); ++g)
     groups_[g].options().set_lr(*plan.lrs[g]);
+  // The dict's state replaces the optimizer's, as PyTorch's: state it does not hold is dropped
+  // (a step makes it afresh).
+  std::map<const void*, std::map<std::string, Tensor>> kept;
+  for (const LoadPlan::Write& w : plan.writes)
+    if (Tensor mine = stateOr(*w.param, w.key); mine.defined())
+      kept[w.param->impl().get()][w.key] = mine;
+  state_ = std::move(kept);
   for (LoadPlan::Write& w : plan.writes) {
     // Existing state is written in place: a compiled step reads these very tensors.
     Tensor mine = stateOr(*w.param, w.key);
