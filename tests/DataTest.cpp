@@ -242,15 +242,6 @@ TEST(TextDataset, WindowsPredictTheNextByte) {
 
 // ---- IDX ----
 
-std::string idxBytes(unsigned char type, const std::vector<uint32_t>& dims,
-                     const std::string& payload) {
-  std::string s{'\0', '\0', static_cast<char>(type), static_cast<char>(dims.size())};
-  for (uint32_t d : dims)
-    for (int shift = 24; shift >= 0; shift -= 8)
-      s += static_cast<char>((d >> shift) & 0xff);
-  return s + payload;
-}
-
 TEST(Idx, RawAndGzippedFilesParse) {
   TempDir dir;
   std::string payload;

@@ -23,16 +23,6 @@ struct Expected {
   std::vector<double> values;
 };
 
-std::vector<std::string> splitOn(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(s);
-  while (std::getline(in, part, sep))
-    parts.push_back(part);
-  if (!s.empty() && s.back() == sep) parts.emplace_back();
-  return parts;
-}
-
 /// index_bounds.txt by "name|index".
 const std::map<std::string, Expected>& expectations() {
   static const std::map<std::string, Expected> all = [] {

@@ -45,6 +45,17 @@ inline ::testing::AssertionResult allClose(const Tensor& actual, const Tensor& e
   return allClose(actual.to_vector<double>(), expected.to_vector<double>(), rtol, atol);
 }
 
+/// The bytes of an IDX file (MNIST's format): the header for element `type` and `dims`, then
+/// `payload`.
+inline std::string idxBytes(unsigned char type, const std::vector<uint32_t>& dims,
+                            const std::string& payload) {
+  std::string s{'\0', '\0', static_cast<char>(type), static_cast<char>(dims.size())};
+  for (uint32_t d : dims)
+    for (int shift = 24; shift >= 0; shift -= 8)
+      s += static_cast<char>((d >> shift) & 0xff);
+  return s + payload;
+}
+
 // ---- reference files (tests/reference/*.txt, written once by a PyTorch script) ----
 
 /// `s` cut at each `sep`; a trailing separator gives a trailing empty part.
