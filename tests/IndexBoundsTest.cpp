@@ -146,15 +146,15 @@ std::vector<Case> dimCases() {
           [](const Tensor& x, const Tensor& i) { return embedding(i, x.t().contiguous()); }, vec),
       dimCase(
           "one_hot", "one_hot", [](const Tensor&, const Tensor& i) { return one_hot(i, 3); }, vec),
-      // The losses pick their targets with gather (nn/ builds them): errors name it.
+      // The losses check their targets (ignore_index aside): errors name them.
       dimCase(
-          "nll_loss", "gather",
+          "nll_loss", "nll_loss",
           [](const Tensor& x, const Tensor& i) {
             return F::nll_loss(x, cat({i, vec(0)}));
           },
           vec),
       dimCase(
-          "cross_entropy", "gather",
+          "cross_entropy", "cross_entropy",
           [](const Tensor& x, const Tensor& i) {
             return F::cross_entropy(x, cat({i, vec(0)}));
           },

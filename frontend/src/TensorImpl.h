@@ -126,10 +126,6 @@ Shape shape_of(const Tensor& t);
 DType dtype_of(const Tensor& t);
 /// A constant of `shape`, `dtype` and `value` (`like` names the side: eagerly, nothing).
 Tensor filled(const Tensor& like, const Shape& shape, DType dtype, double value);
-/// `index` (int64) checked by the check_index op against dimension `dim` (-1: a flattened tensor)
-/// of `size`, eagerly and compiled alike: an index out of bounds is an IndexError naming `op`;
-/// with `wrap`, negative indices count from the end and come back in [0, size).
-Tensor check_index(const Tensor& index, int64_t size, int64_t dim, bool wrap, const char* op);
 /// A 2-D tensor whose transpose is contiguous (and is not contiguous itself).
 bool is_column_major(const Tensor& t);
 /// `x` itself if floating, else converted to float32 (as PyTorch's float-valued functions take

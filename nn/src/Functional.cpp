@@ -95,7 +95,9 @@ Picked pickTargets(const Tensor& logp, const Tensor& target, const Tensor& weigh
   int64_t classDim = batched ? 1 : 0;
   Tensor t = target.to(DType::Int64);
   Tensor keep = t != ignoreIndex;
-  Tensor safe = where(keep, t, zeros_like(t));
+  // A target out of bounds names the loss, as PyTorch's; ignored ones may be anything.
+  Tensor safe =
+      check_index(where(keep, t, zeros_like(t)), logp.size(classDim), classDim, false, op);
   Tensor picked = -logp.gather(classDim, safe.unsqueeze(classDim)).squeeze(classDim);
   Tensor w = keep.to(logp.dtype());
   if (weight.defined()) {

@@ -351,6 +351,11 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const T
                       std::string_view reduce, bool include_self = true, WEFT_LOC);
 Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                     std::string_view reduce, bool include_self = true, WEFT_LOC);
+/// `index` (int64) checked against dimension `dim` (-1: a flattened tensor) of `size`, eagerly and
+/// compiled alike (the check_index op): an index out of bounds is an IndexError naming `op`, the
+/// index and the size; with `wrap`, negative indices count from the end and come back in
+/// [0, size). For composites that index, so that their errors name them.
+Tensor check_index(const Tensor& index, int64_t size, int64_t dim, bool wrap, const char* op);
 /// Rows of `weight` picked by integer `indices`: shape indices.shape + [embedding_dim].
 Tensor embedding(const Tensor& indices, const Tensor& weight, WEFT_LOC);
 /// int64 one-hot encoding with `num_classes` (-1: max index + 1).
