@@ -410,9 +410,12 @@ TEST(LibTorchData, OptionsMaxJobsTimeoutAndOrdering) {
         }
       },
       {"batch 2 of epoch 0", "timeout of 200 ms"}));
-  release->store(true); // the held worker finishes; the next epoch has every batch
   EXPECT_EQ(batches, 2u);
-  EXPECT_EQ(epochTargets(*slow), range(0, 8));
+  release->store(true); // the held worker finishes, and join() waits for it
+  slow->join();
+  EXPECT_EQ(slow->state().epoch, 0u);
+  EXPECT_EQ(epochTargets(*slow), range(0, 8)) << "the next epoch has every batch";
+  EXPECT_EQ(slow->state().epoch, 1u);
 
   EXPECT_TRUE(throwsWith<ValueError>(
       [] {

@@ -127,6 +127,9 @@ public:
   Iterator end();
   /// Makes the next begin() start epoch `epoch` (from its first batch).
   void set_epoch(uint64_t epoch);
+  /// Stops the epoch in progress, if any, and joins its workers, as LibTorch's join(); the next
+  /// begin() starts the following epoch.
+  void join() { stopRun(); }
   /// Batches per epoch.
   size_t size() const;
   /// The epoch and batches handed out so far, and the seed.
