@@ -23,7 +23,8 @@ public:
   virtual Example<> operator()(Example<> batch, Generator& gen) const = 0;
 };
 
-/// (x - mean[c]) / std[c] per channel of float data [N, C, ...], as torchvision's Normalize.
+/// (x - mean[c]) / std[c] per channel of float data [N, C, ...], as torchvision's Normalize: the
+/// loader's batch transform (dataset.map() takes LibTorch's per-example transforms::Normalize<>).
 class Normalize : public Transform {
 public:
   /// One mean and std per channel (or one each for every channel).
