@@ -51,7 +51,7 @@ int csv(const std::string& path, int threads, size_t batch) {
   data::DataLoader loader(data::TensorDataset(table),
                           data::DataLoaderOptions(batch).workers(static_cast<size_t>(threads)));
   size_t batches = 0, rows = 0;
-  for (data::Example& b : loader) {
+  for (data::Example<>& b : loader) {
     rows += static_cast<size_t>(b.data.size(0));
     ++batches;
   }
@@ -77,7 +77,7 @@ int fmnist(const std::string& root, size_t workers, size_t batch) {
                                      .transform(data::RandomHorizontalFlip()));
   start = std::chrono::steady_clock::now();
   size_t samples = 0;
-  for (data::Example& b : loader)
+  for (data::Example<>& b : loader)
     samples += static_cast<size_t>(b.data.size(0));
   const double epoch = secondsSince(start);
   std::printf("load %.4f epoch %.4f samples %zu samples_per_s %.0f\n", load, epoch, samples,

@@ -87,7 +87,7 @@ double validate(Gpt& model, data::DataLoader& loader, int64_t batches) {
   NoGradGuard guard;
   double sum = 0;
   int64_t n = 0;
-  for (data::Example& b : loader) {
+  for (data::Example<>& b : loader) {
     sum += nn::functional::cross_entropy(model(b.data).flatten(0, 1), b.target.flatten())
                .item<double>();
     if (++n == batches) break;
@@ -191,7 +191,7 @@ int run(int argc, char** argv) {
   double recent = 0, lastVal = 0;
   int64_t done = 0, recentCount = 0, every = std::max<int64_t>(a.steps / 5, 1);
   while (done < a.steps) {
-    for (data::Example& b : loader) {
+    for (data::Example<>& b : loader) {
       Tensor loss = a.eager ? step(b.data, b.target) : compiled(b.data, b.target);
       schedule.step();
       recent += loss.item<double>();

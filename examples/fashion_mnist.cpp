@@ -54,7 +54,7 @@ double evaluate(nn::Sequential& model, data::DataLoader& test) {
   model->eval();
   NoGradGuard guard;
   int64_t correct = 0, total = 0;
-  for (data::Example& b : test) {
+  for (data::Example<>& b : test) {
     correct += (model(b.data).argmax(1) == b.target).sum().item<int64_t>();
     total += b.target.size(0);
   }
@@ -229,7 +229,8 @@ int run(int argc, char** argv) {
   CompiledFn<Tensor(const Tensor&, const Tensor&)> compiled = compile(step);
 
   std::printf("weft: Fashion-MNIST, %zu train / %zu test images, %s train step, %d threads\n",
-              train->size(), testSet->size(), args.eager ? "eager" : "compiled", getNumThreads());
+              train->size().value(), testSet->size().value(), args.eager ? "eager" : "compiled",
+              getNumThreads());
   const int kLogEvery = 20; // steps between progress lines and plotted loss points
   LossCurve losses;
   Curve accuracies;
@@ -238,7 +239,7 @@ int run(int argc, char** argv) {
     examples::Stopwatch clock;
     double sum = 0;
     size_t batches = 0;
-    for (data::Example& b : loader) {
+    for (data::Example<>& b : loader) {
       Tensor loss = args.eager ? step(b.data, b.target) : compiled(b.data, b.target);
       schedule.step();
       double value = loss.item<double>();

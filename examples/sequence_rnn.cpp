@@ -67,7 +67,7 @@ double testMse(Adder& model, data::DataLoader& test) {
   NoGradGuard guard;
   double sum = 0;
   int64_t n = 0;
-  for (data::Example& b : test) {
+  for (data::Example<>& b : test) {
     sum += nn::functional::mse_loss(model(b.data), b.target, nn::kSum).item<double>();
     n += b.target.size(0);
   }
@@ -123,7 +123,7 @@ int run(int argc, char** argv) {
     examples::Stopwatch clock;
     double sum = 0;
     size_t batches = 0;
-    for (data::Example& b : loader) {
+    for (data::Example<>& b : loader) {
       Tensor loss = a.eager ? step(b.data, b.target) : compiled(b.data, b.target);
       schedule.step();
       sum += loss.item<double>();

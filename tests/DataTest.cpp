@@ -29,12 +29,12 @@ class CountingDataset : public data::Dataset {
 public:
   explicit CountingDataset(size_t n, std::optional<size_t> throwAt = std::nullopt)
       : n_(n), throwAt_(throwAt) {}
-  Example get(size_t index) override {
+  Example<> get(size_t index) override {
     ++calls;
     WEFT_CHECK(index != throwAt_, Value, "CountingDataset: sample ", index, " is corrupt");
     return {full({1}, static_cast<double>(index)), scalar_tensor(static_cast<int64_t>(index))};
   }
-  size_t size() const override { return n_; }
+  std::optional<size_t> size() const override { return n_; }
   std::atomic<size_t> calls{0};
 
 private:
@@ -45,7 +45,7 @@ private:
 /// The sample ids of one epoch, in the order the loader gives them.
 std::vector<int64_t> epochIds(DataLoader& loader) {
   std::vector<int64_t> ids;
-  for (Example& batch : loader)
+  for (Example<>& batch : loader)
     for (int64_t id : batch.target.to_vector<int64_t>())
       ids.push_back(id);
   return ids;
@@ -137,7 +137,7 @@ TEST(DataLoader, BreakingOutWithWorkersBlockedStopsThemPromptly) {
   auto ds = std::make_shared<CountingDataset>(10000);
   {
     DataLoader loader(ds, DataLoaderOptions(1).workers(4).prefetch(1));
-    for (Example& batch : loader) {
+    for (Example<>& batch : loader) {
       (void)batch;
       // Let the workers fill the window and block on it before leaving.
       while (ds->calls.load() < 5)
@@ -160,7 +160,7 @@ TEST(DataLoader, WorkerExceptionReachesTheCallerWithItsMessage) {
     size_t batches = 0;
     EXPECT_TRUE(throwsWith<ValueError>(
         [&] {
-          for (Example& b : loader) {
+          for (Example<>& b : loader) {
             (void)b;
             ++batches;
           }
@@ -176,7 +176,7 @@ TEST(DataLoader, BackpressureBoundsBatchesBuiltAhead) {
   auto ds = std::make_shared<CountingDataset>(60);
   DataLoader loader(ds, DataLoaderOptions(1).workers(kWorkers).prefetch(kPrefetch));
   size_t consumed = 0;
-  for (Example& batch : loader) {
+  for (Example<>& batch : loader) {
     (void)batch;
     ++consumed;
     if (consumed == 1) // wait until the workers have filled the window
@@ -195,7 +195,7 @@ TEST(DataLoader, StateRestoreContinuesTheSameOrder) {
   data::LoaderState saved;
   std::vector<int64_t> rest;
   size_t k = 0;
-  for (Example& batch : first) { // epoch 1: checkpoint after 4 batches
+  for (Example<>& batch : first) { // epoch 1: checkpoint after 4 batches
     if (++k == 4) saved = first.state();
     if (k > 4)
       for (int64_t id : batch.target.to_vector<int64_t>())
@@ -217,7 +217,7 @@ TEST(DataLoader, StateRestoreContinuesTheSameOrder) {
 TEST(TensorDataset, BatchesAreRowCopiesAndGetIsAView) {
   Tensor x = arange(24, kFloat32).reshape({6, 2, 2}), y = arange(6);
   data::TensorDataset ds(x, y);
-  Example b = ds.get_batch({4, 1});
+  Example<> b = ds.get_batch({4, 1});
   EXPECT_EQ(b.data.sizes(), (Shape{2, 2, 2}));
   EXPECT_EQ(b.data.to_vector<float>(), (std::vector<float>{16, 17, 18, 19, 4, 5, 6, 7}));
   EXPECT_EQ(b.target.to_vector<int64_t>(), (std::vector<int64_t>{4, 1}));
@@ -232,7 +232,7 @@ TEST(TextDataset, WindowsPredictTheNextByte) {
   EXPECT_EQ(bytes.numel(), 11);
   data::TextDataset ds(bytes, 4);
   ASSERT_EQ(ds.size(), 2u); // windows at 0 and 4 ("hello" and "o wor"); 8 lacks a fifth byte
-  Example b = ds.get_batch({1, 0});
+  Example<> b = ds.get_batch({1, 0});
   EXPECT_EQ(b.data.dtype(), kInt64);
   EXPECT_EQ(data::TextDataset::decode(b.data), "o wohell");
   EXPECT_EQ(data::TextDataset::decode(b.target), " worello");
@@ -455,7 +455,7 @@ TEST(Transforms, AugmentationIsReproducibleForASeedAtAnyWorkerCount) {
                               .transform(data::RandomCrop(6, 2))
                               .transform(data::RandomHorizontalFlip()));
     std::vector<std::vector<float>> batches;
-    for (Example& b : loader)
+    for (Example<>& b : loader)
       batches.push_back(b.data.to_vector<float>());
     if (reference.empty()) reference = batches;
     EXPECT_EQ(batches, reference) << "workers " << workers;

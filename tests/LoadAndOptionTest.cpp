@@ -305,10 +305,10 @@ TEST(Options, OneCycleLRStopsAfterTotalStepsAsPyTorchChangingNothing) {
 class Counting : public data::Dataset {
 public:
   explicit Counting(size_t n) : n_(n) {}
-  data::Example get(size_t i) override {
+  data::Example<> get(size_t i) override {
     return {full({1}, static_cast<double>(i)), scalar_tensor(static_cast<int64_t>(i))};
   }
-  size_t size() const override { return n_; }
+  std::optional<size_t> size() const override { return n_; }
 
 private:
   size_t n_;
@@ -317,10 +317,10 @@ private:
 TEST(Loads, CheckpointRestoresChangeNothingWhenTheStoredStateIsBad) {
   auto ds = std::make_shared<Counting>(50);
   data::DataLoader loader(ds, data::DataLoaderOptions(10).shuffle().seed(4));
-  for (data::Example& b : loader) // epoch 0, then 2 batches of epoch 1
+  for (data::Example<>& b : loader) // epoch 0, then 2 batches of epoch 1
     (void)b;
   int k = 0;
-  for (data::Example& b : loader) {
+  for (data::Example<>& b : loader) {
     (void)b;
     if (++k == 2) break;
   }
@@ -499,7 +499,7 @@ TEST(Options, ALoopsErrorsNameItsLineEvenFromWorkers) {
                                   data::Normalize({0.5, 0.5, 0.5}, {1, 1, 1})));
   const int line = __LINE__ + 2;
   std::string m = messageOf<ShapeError>([&] {
-    for (data::Example& b : loader)
+    for (data::Example<>& b : loader)
       (void)b;
   });
   EXPECT_TRUE(has(m, "Normalize: 3 means for 2 channels")) << m;

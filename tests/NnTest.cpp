@@ -395,7 +395,7 @@ struct Trainer {
   /// Trains until `losses` holds `steps` losses, stepping the schedule after every batch.
   void train(size_t steps, std::vector<float>& losses) {
     while (losses.size() < steps)
-      for (data::Example& b : loader) {
+      for (data::Example<>& b : loader) {
         losses.push_back(step(b.data, b.target).item<float>());
         schedule.step();
         if (losses.size() == steps) break;

@@ -32,8 +32,8 @@ public:
   EpochRun(Dataset& dataset, const DataLoaderOptions& options, std::vector<size_t> order,
            uint64_t epoch, size_t first, std::source_location site)
       : dataset_(dataset), options_(options), order_(std::move(order)), epoch_(epoch),
-        window_(options.prefetch_ + options.workers_), nextClaim_(first), nextOut_(first),
-        site_(site) {
+        window_(options.max_jobs_.value_or(options.prefetch_ + options.workers_)),
+        nextClaim_(first), nextOut_(first), site_(site) {
     numBatches_ = batchCount(order_.size(), options.batch_size_, options.drop_last_);
     for (size_t w = 0; w < options.workers_; ++w) {
       try {
@@ -53,8 +53,8 @@ public:
   EpochRun& operator=(const EpochRun&) = delete;
 
   /// The next batch in order, or nullopt after the last; rethrows the exception that building it
-  /// threw.
-  std::optional<Example> next() {
+  /// threw, and throws IOError when a timeout is set and the batch takes longer.
+  std::optional<Example<>> next() {
     if (threads_.empty()) { // workers(0): build on the calling thread
       if (nextOut_ >= numBatches_) return std::nullopt;
       return build(nextOut_++);
@@ -63,7 +63,13 @@ public:
     {
       std::unique_lock lock(mutex_);
       if (nextOut_ >= numBatches_) return std::nullopt;
-      ready_.wait(lock, [&] { return done_.count(nextOut_) > 0; });
+      auto arrived = [&] { return done_.count(nextOut_) > 0; };
+      if (!options_.timeout_)
+        ready_.wait(lock, arrived);
+      else if (!ready_.wait_for(lock, *options_.timeout_, arrived))
+        WEFT_FAIL(IO, "DataLoader: batch ", nextOut_, " of epoch ", epoch_,
+                  " did not arrive within the timeout of ", options_.timeout_->count(),
+                  " ms; give DataLoaderOptions::timeout more time, or use more workers");
       auto node = done_.extract(nextOut_++);
       slot = std::move(node.mapped());
     }
@@ -72,19 +78,25 @@ public:
     return std::move(slot.batch);
   }
 
-private:
-  struct Slot {
-    Example batch;
-    std::exception_ptr error;
-  };
-
-  /// Tells the workers to stop claiming batches and joins them; a batch being built finishes.
-  void stop() {
+  /// Tells the workers to stop claiming batches, without waiting for them: a batch being built
+  /// (perhaps one a timeout gave up on, still inside the dataset's get) finishes meanwhile.
+  void cancel() {
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
     }
     space_.notify_all();
+  }
+
+private:
+  struct Slot {
+    Example<> batch;
+    std::exception_ptr error;
+  };
+
+  /// Tells the workers to stop claiming batches and joins them; a batch being built finishes.
+  void stop() {
+    cancel();
     for (std::thread& t : threads_)
       if (t.joinable()) t.join();
   }
@@ -121,13 +133,13 @@ private:
 
   /// Batch `b`: get_batch over its slice of the order, then the transforms with a generator that
   /// depends only on (seed, rank, epoch, b), so any worker count draws the same numbers.
-  Example build(size_t b) const {
+  Example<> build(size_t b) const {
     try {
       const size_t bs = options_.batch_size_, first = b * bs; // b < numBatches_: no overflow
       const auto begin = order_.begin() + static_cast<std::ptrdiff_t>(first);
       const auto end =
           order_.begin() + static_cast<std::ptrdiff_t>(first + std::min(bs, order_.size() - first));
-      Example batch = dataset_.get_batch(std::vector<size_t>(begin, end));
+      Example<> batch = dataset_.get_batch(std::vector<size_t>(begin, end));
       if (options_.transforms_.empty()) return batch;
       Generator gen(mix(mix(mix(options_.seed_, options_.rank_), epoch_), b));
       for (const auto& t : options_.transforms_)
@@ -181,6 +193,10 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
   count("batch_size", options_.batch_size_, 1);
   count("workers", options_.workers_, 0);
   count("prefetch", options_.prefetch_, 1);
+  if (options_.max_jobs_) count("max_jobs", *options_.max_jobs_, 1);
+  WEFT_CHECK(!options_.timeout_ || options_.timeout_->count() > 0, Value,
+             "DataLoader: timeout must be positive, got ", options_.timeout_->count(), " ms");
+  (void)datasetSize();
   for (const auto& t : options_.transforms_)
     WEFT_CHECK(t != nullptr, Value, "DataLoader: a transform is null");
   sampler_ = makeSampler(options_);
@@ -190,7 +206,8 @@ DataLoader::~DataLoader() = default;
 
 std::unique_ptr<Sampler> DataLoader::makeSampler(const DataLoaderOptions& o) {
   if (o.num_replicas_ != 1 || o.rank_ != 0)
-    return std::make_unique<DistributedSampler>(o.num_replicas_, o.rank_, o.shuffle_, o.seed_);
+    return std::make_unique<DistributedSampler>(o.num_replicas_, o.rank_, o.shuffle_, o.seed_,
+                                                o.allow_duplicates_);
   if (o.shuffle_) return std::make_unique<RandomSampler>(o.seed_);
   return std::make_unique<SequentialSampler>();
 }
@@ -200,7 +217,7 @@ DataLoader::Iterator DataLoader::begin(std::source_location loc) {
   stopRun();
   const uint64_t epoch = nextEpoch_ ? *nextEpoch_ : started_ ? epoch_ + 1 : 0;
   std::vector<size_t> order = weft::detail::convertStdExceptions(
-      "DataLoader", [&] { return sampler_->indices(dataset_->size(), epoch); });
+      "DataLoader", [&] { return sampler_->indices(datasetSize(), epoch); });
   run_ = std::make_unique<detail::EpochRun>(*dataset_, options_, std::move(order), epoch,
                                             static_cast<size_t>(skip_), loc);
   epoch_ = epoch;
@@ -224,8 +241,13 @@ void DataLoader::set_epoch(uint64_t epoch) {
 }
 
 size_t DataLoader::size() const {
-  const size_t n = dataset_->size(), r = options_.num_replicas_;
-  return batchCount(n / r + (n % r != 0 ? 1 : 0), options_.batch_size_, options_.drop_last_);
+  const size_t samples = DistributedSampler::shardSize(datasetSize(), options_.num_replicas_,
+                                                       options_.allow_duplicates_);
+  return batchCount(samples, options_.batch_size_, options_.drop_last_);
+}
+
+size_t DataLoader::datasetSize() const {
+  return detail::sizeForLoader(*dataset_);
 }
 
 LoaderState DataLoader::state() const {
@@ -257,14 +279,17 @@ void DataLoader::stopRun() {
   ++generation_; // iterators of the stopped epoch are now stale
 }
 
-std::optional<Example> DataLoader::fetch(uint64_t generation) {
+std::optional<Example<>> DataLoader::fetch(uint64_t generation) {
   WEFT_CHECK(generation == generation_ && run_ != nullptr, Value,
              "DataLoader: this iterator's epoch has ended or a later begin() replaced it");
-  std::optional<Example> batch;
+  std::optional<Example<>> batch;
   try {
     batch = run_->next();
   } catch (...) {
-    stopRun(); // a failed batch ends the epoch
+    // A failed batch ends the epoch. Its workers are joined by the next begin() or the loader's
+    // end, not here: after a timeout one may still be waiting for a dataset that is stuck.
+    run_->cancel();
+    ++generation_;
     throw;
   }
   if (batch)
@@ -306,6 +331,51 @@ void DataLoader::Iterator::advance() {
   current_.reset();
   WEFT_CHECK(loader_ != nullptr, Value, "DataLoader: cannot advance an end iterator");
   current_ = loader_->fetch(generation_);
+}
+
+size_t detail::sizeForLoader(const Dataset& dataset) {
+  const std::optional<size_t> size = dataset.size();
+  WEFT_CHECK(size.has_value(), Value,
+             "DataLoader: the dataset's size() has no value; a loader samples a dataset of known "
+             "size, so return one from size()");
+  return *size;
+}
+
+namespace {
+
+/// `options` taking a LibTorch sampler's order: one over the whole dataset, as weft samples.
+DataLoaderOptions sampled(DataLoaderOptions options, const char* sampler, size_t samplerSize,
+                          size_t datasetSize, bool shuffle) {
+  WEFT_CHECK(samplerSize == datasetSize, Value, "make_data_loader: the ", sampler, " covers ",
+             samplerSize, " samples but the dataset has ", datasetSize,
+             "; weft samples the whole dataset: make the sampler with dataset.size().value()");
+  return options.shuffle(shuffle);
+}
+
+} // namespace
+
+DataLoaderOptions detail::withSampler(DataLoaderOptions options,
+                                      const samplers::SequentialSampler& sampler, size_t size) {
+  return sampled(std::move(options), "SequentialSampler", sampler.size(), size, false);
+}
+
+DataLoaderOptions detail::withSampler(DataLoaderOptions options,
+                                      const samplers::RandomSampler& sampler, size_t size) {
+  return sampled(std::move(options), "RandomSampler", sampler.size(), size, true);
+}
+
+DataLoaderOptions detail::withSampler(DataLoaderOptions options,
+                                      const samplers::DistributedRandomSampler& sampler,
+                                      size_t size) {
+  return sampled(std::move(options), "DistributedRandomSampler", sampler.size(), size, true)
+      .distributed(sampler.num_replicas(), sampler.rank(), sampler.allow_duplicates());
+}
+
+DataLoaderOptions detail::withSampler(DataLoaderOptions options,
+                                      const samplers::DistributedSequentialSampler& sampler,
+                                      size_t size) {
+  return sampled(std::move(options), "DistributedSequentialSampler", sampler.size(), size, false)
+      .distributed(sampler.num_replicas(), sampler.rank(), sampler.allow_duplicates());
 }
 
 } // namespace weft::data

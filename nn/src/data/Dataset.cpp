@@ -1,4 +1,4 @@
-// The Dataset interface's default batching, row gathering and TensorDataset.
+// The Dataset interface's default batching (Stack's collation), row gathering and TensorDataset.
 #include "weft/data/Dataset.h"
 
 #include "weft/Functions.h"
@@ -7,18 +7,30 @@
 
 namespace weft::data {
 
-Example Dataset::get_batch(const std::vector<size_t>& indices) {
+Example<> Dataset::get_batch(const std::vector<size_t>& indices) {
+  std::vector<Example<>> examples;
+  examples.reserve(indices.size());
+  for (size_t i : indices)
+    examples.push_back(get(i));
+  return detail::stackExamples(std::move(examples));
+}
+
+Example<> detail::stackExamples(std::vector<Example<>> examples) {
+  WEFT_CHECK(!examples.empty(), Value, "Stack: a batch needs at least one example");
+  const bool targets = examples.front().target.defined();
   std::vector<Tensor> data, target;
-  data.reserve(indices.size());
-  target.reserve(indices.size());
-  for (size_t i : indices) {
-    Example e = get(i);
+  data.reserve(examples.size());
+  target.reserve(targets ? examples.size() : 0);
+  for (Example<>& e : examples) {
+    WEFT_CHECK(e.data.defined(), Value, "Stack: example ", data.size(),
+               " of the batch has no data");
+    WEFT_CHECK(e.target.defined() == targets, Value, "Stack: example 0 of the batch ",
+               targets ? "has a target but example " : "has no target but example ", data.size(),
+               targets ? " has none" : " has one", "; give every example a target, or none");
     data.push_back(std::move(e.data));
-    if (e.target.defined()) target.push_back(std::move(e.target));
+    if (targets) target.push_back(std::move(e.target));
   }
-  WEFT_CHECK(target.empty() || target.size() == data.size(), Value,
-             "Dataset::get_batch: some samples have a target and some do not");
-  return {stack(data), target.empty() ? Tensor() : stack(target)};
+  return {stack(data), targets ? stack(target) : Tensor()};
 }
 
 namespace {
@@ -67,14 +79,14 @@ TensorDataset::TensorDataset(Tensor data, Tensor target, std::source_location lo
   if (target.defined()) target_ = target.detach().contiguous();
 }
 
-Example TensorDataset::get(size_t index) {
-  WEFT_CHECK(index < size(), Index, "TensorDataset::get: index ", index, " is out of range for ",
-             size(), " samples");
+Example<> TensorDataset::get(size_t index) {
+  WEFT_CHECK(index < rows(), Index, "TensorDataset::get: index ", index, " is out of range for ",
+             rows(), " samples");
   const auto i = static_cast<int64_t>(index);
   return {data_.select(0, i), target_.defined() ? target_.select(0, i) : Tensor()};
 }
 
-Example TensorDataset::get_batch(const std::vector<size_t>& indices) {
+Example<> TensorDataset::get_batch(const std::vector<size_t>& indices) {
   return {gatherRows(data_, indices), target_.defined() ? gatherRows(target_, indices) : Tensor()};
 }
 

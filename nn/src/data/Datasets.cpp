@@ -29,9 +29,10 @@ TensorDataset mnistFrom(const std::string& root, bool train) {
   WEFT_CHECK(images.dim() == 3 && images.dtype() == kUInt8, IO, "MNIST: '", imagesPath, "' holds ",
              dtypeName(images.dtype()), " ", shapeString(images.sizes()),
              ", not uint8 images [N, H, W]");
-  WEFT_CHECK(labels.dim() == 1 && labels.size(0) == images.size(0), IO, "MNIST: '", labelsPath,
-             "' holds shape ", shapeString(labels.sizes()), ", not one label per image of '",
-             imagesPath, "'");
+  WEFT_CHECK(labels.dim() == 1 && labels.dtype() == kUInt8 && labels.size(0) == images.size(0), IO,
+             "MNIST: '", labelsPath, "' holds ", dtypeName(labels.dtype()), " ",
+             shapeString(labels.sizes()), ", not one uint8 label per image of '", imagesPath, "' (",
+             images.size(0), " images)");
   Tensor x =
       images.to(kFloat32).div_(255.0).reshape({images.size(0), 1, images.size(1), images.size(2)});
   return TensorDataset(x, labels.to(kInt64));
@@ -51,16 +52,24 @@ std::pair<Tensor, Tensor> splitTarget(const Tensor& table, std::optional<int64_t
 
 } // namespace
 
-MNIST::MNIST(const std::string& root, bool train, std::source_location loc)
-    : TensorDataset([&] {
+namespace datasets {
+
+MNIST::MNIST(const std::string& root, Mode mode, std::source_location loc)
+    : TensorRows([&] {
         CallSite cs(loc);
-        return mnistFrom(root, train);
-      }()) {}
+        return mnistFrom(root, mode == Mode::kTrain);
+      }()),
+      train_(mode == Mode::kTrain) {}
+
+MNIST::MNIST(const std::string& root, bool train, std::source_location loc)
+    : MNIST(root, train ? Mode::kTrain : Mode::kTest, loc) {}
+
+} // namespace datasets
 
 CsvDataset::CsvDataset(const std::string& path, CsvOptions options,
                        std::optional<int64_t> target_column, DType target_dtype,
                        std::source_location loc)
-    : TensorDataset([&] {
+    : TensorRows([&] {
         CallSite cs(loc);
         auto [data, target] =
             splitTarget(read_csv_tensor(path, std::move(options)), target_column, target_dtype);
@@ -69,16 +78,16 @@ CsvDataset::CsvDataset(const std::string& path, CsvOptions options,
 
 Tensor read_bytes(const std::vector<std::string>& paths, std::source_location loc) {
   CallSite cs(loc);
-  return detail::convertStdExceptions("read_bytes", [&] {
+  return weft::detail::convertStdExceptions("read_bytes", [&] {
     auto context = [](const std::string& path) {
-      return detail::concat("read_bytes: '", path, "': ");
+      return weft::detail::concat("read_bytes: '", path, "': ");
     };
     // Sizes first (one file open at a time, however many paths), then each file read in full
     // where its size said; a file whose size changed since is an IOError, not a short read.
     std::vector<uint64_t> sizes;
     int64_t total = 0;
     for (const std::string& path : paths) {
-      sizes.push_back(detail::InputFile(path, context(path)).size());
+      sizes.push_back(weft::detail::InputFile(path, context(path)).size());
       std::optional<int64_t> sum = sizes.back() <= INT64_MAX
                                        ? checkedAdd(total, static_cast<int64_t>(sizes.back()))
                                        : std::nullopt;
@@ -88,7 +97,7 @@ Tensor read_bytes(const std::vector<std::string>& paths, std::source_location lo
     Tensor out = empty({total}, kUInt8);
     auto* dst = static_cast<char*>(out.data_ptr());
     for (size_t i = 0; i < paths.size(); ++i) {
-      detail::InputFile file(paths[i], context(paths[i]));
+      weft::detail::InputFile file(paths[i], context(paths[i]));
       file.expectSize(sizes[i]);
       file.readAt(0, dst, sizes[i]);
       file.checkUnchanged();
@@ -116,12 +125,12 @@ TextDataset::TextDataset(Tensor tokens, int64_t block_size, std::optional<int64_
   size_ = n > block_size ? static_cast<size_t>((n - block_size - 1) / stride_ + 1) : 0;
 }
 
-Example TextDataset::get(size_t index) {
-  Example batch = get_batch({index});
+Example<> TextDataset::get(size_t index) {
+  Example<> batch = get_batch({index});
   return {batch.data.select(0, 0), batch.target.select(0, 0)};
 }
 
-Example TextDataset::get_batch(const std::vector<size_t>& indices) {
+Example<> TextDataset::get_batch(const std::vector<size_t>& indices) {
   const auto n = static_cast<int64_t>(indices.size());
   Tensor data = empty({n, blockSize_}, kInt64), target = empty({n, blockSize_}, kInt64);
   int64_t* x = data.data_ptr<int64_t>();

@@ -1,5 +1,6 @@
-// Normalize, RandomCrop and RandomHorizontalFlip as loops over contiguous float batches: a
-// per-sample random offset has no whole-batch tensor op, and loops keep the workers fast.
+// Normalize, RandomCrop and RandomHorizontalFlip as loops over contiguous float batches (a
+// per-sample random offset has no whole-batch tensor op, and loops keep the workers fast), and
+// the checks of LibTorch's per-example transforms::Normalize<>.
 #include "weft/data/Transforms.h"
 
 #include <algorithm>
@@ -10,7 +11,7 @@ namespace weft::data {
 namespace {
 
 /// The batch data as a contiguous float tensor with at least `minDim` dims, checked for `op`.
-Tensor floatData(const Example& batch, int64_t minDim, const char* op) {
+Tensor floatData(const Example<>& batch, int64_t minDim, const char* op) {
   const Tensor& x = batch.data;
   WEFT_CHECK(x.defined() && x.dim() >= minDim, Shape, op, ": expected batch data with at least ",
              minDim, " dimensions, got ", x.defined() ? shapeString(x.sizes()) : "undefined");
@@ -40,7 +41,7 @@ Normalize::Normalize(std::vector<double> mean, std::vector<double> std, std::sou
     WEFT_CHECK(s != 0, Value, "Normalize: std must be non-zero");
 }
 
-Example Normalize::operator()(Example batch, Generator&) const {
+Example<> Normalize::operator()(Example<> batch, Generator&) const {
   Tensor x = floatData(batch, 2, "Normalize");
   const int64_t n = x.size(0), c = x.size(1), inner = x.numel() / std::max<int64_t>(n * c, 1);
   WEFT_CHECK(mean_.size() == 1 || static_cast<int64_t>(mean_.size()) == c, Shape,
@@ -72,7 +73,7 @@ RandomCrop::RandomCrop(int64_t size, int64_t padding, std::source_location loc)
              " and padding ", padding);
 }
 
-Example RandomCrop::operator()(Example batch, Generator& gen) const {
+Example<> RandomCrop::operator()(Example<> batch, Generator& gen) const {
   Tensor x = floatData(batch, 4, "RandomCrop");
   const int64_t n = x.size(0), h = x.size(-2), w = x.size(-1), p = padding_;
   const int64_t c = x.numel() / std::max<int64_t>(n * h * w, 1); // planes per sample
@@ -116,7 +117,7 @@ RandomHorizontalFlip::RandomHorizontalFlip(double p, std::source_location loc) :
   WEFT_CHECK(p >= 0 && p <= 1, Value, "RandomHorizontalFlip: expected 0 <= p <= 1, got ", p);
 }
 
-Example RandomHorizontalFlip::operator()(Example batch, Generator& gen) const {
+Example<> RandomHorizontalFlip::operator()(Example<> batch, Generator& gen) const {
   Tensor x = floatData(batch, 2, "RandomHorizontalFlip");
   const int64_t n = x.size(0), w = x.size(-1);
   const int64_t rows = x.numel() / std::max<int64_t>(n * w, 1); // rows of width w per sample
@@ -137,6 +138,39 @@ Example RandomHorizontalFlip::operator()(Example batch, Generator& gen) const {
   });
   batch.data = out;
   return batch;
+}
+
+std::pair<Tensor, Tensor>
+transforms::detail::normalizeStatistics(const std::vector<double>& mean,
+                                        const std::vector<double>& stddev) {
+  WEFT_CHECK(!mean.empty() && !stddev.empty(), Value,
+             "Normalize: expected at least one mean and one stddev, got ", mean.size(), " and ",
+             stddev.size());
+  WEFT_CHECK(mean.size() == stddev.size() || mean.size() == 1 || stddev.size() == 1, Value,
+             "Normalize: ", mean.size(), " means and ", stddev.size(),
+             " stddevs; give one of each per channel, or one for every channel");
+  // As LibTorch's, the statistics are float32 (a stddev that rounds to zero there divides by 0).
+  auto channels = [](const std::vector<double>& values) {
+    std::vector<float> v(values.begin(), values.end());
+    return from_vector(v, {static_cast<int64_t>(v.size()), 1, 1});
+  };
+  for (size_t i = 0; i < stddev.size(); ++i)
+    WEFT_CHECK(static_cast<float>(stddev[i]) != 0.0f, Value, "Normalize: stddev ", i, " is ",
+               stddev[i], ", which is zero as float32 and would divide by zero");
+  return {channels(mean), channels(stddev)};
+}
+
+Tensor transforms::detail::normalize(const Tensor& input, const Tensor& mean,
+                                     const Tensor& stddev) {
+  WEFT_CHECK(input.defined(), Value, "Normalize: the example's data is an undefined tensor");
+  WEFT_CHECK(input.dtype() != kBool, DType,
+             "Normalize: expected numeric data, got bool; convert it with .to(kFloat32) first");
+  const int64_t c = std::max(mean.size(0), stddev.size(0));
+  const bool broadcasts = c == 1 || input.dim() < 3 || input.size(-3) == c || input.size(-3) == 1;
+  WEFT_CHECK(broadcasts, Shape, "Normalize: ", c, " channel statistics do not broadcast over data",
+             " of shape ", shapeString(input.sizes()), ", whose channel dim (-3) has ",
+             input.size(-3), "; give one mean and stddev per channel");
+  return input.sub(mean).div(stddev);
 }
 
 } // namespace weft::data

@@ -5,6 +5,7 @@
 #include "weft/data/Samplers.h"
 #include "weft/data/Transforms.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -16,22 +17,28 @@
 
 namespace weft::data {
 
-/// Options for DataLoader, spelled like torch::data::DataLoaderOptions.
+/// Options for DataLoader, spelled like torch::data::DataLoaderOptions (batch_size, workers,
+/// max_jobs, timeout, enforce_ordering, drop_last), plus weft's shuffle, seed, prefetch,
+/// distributed and transform.
 struct DataLoaderOptions {
-  size_t batch_size_ = 1;   ///< samples per batch
-  bool shuffle_ = false;    ///< a fresh permutation every epoch
-  uint64_t seed_ = 0;       ///< seeds the permutation and the random transforms
-  bool drop_last_ = false;  ///< drop a last batch smaller than batch_size
-  size_t workers_ = 0;      ///< worker threads building batches (0: the calling thread)
-  size_t prefetch_ = 2;     ///< batches ahead of the consumer, besides one per worker
-  size_t num_replicas_ = 1; ///< shards of a distributed run
-  size_t rank_ = 0;         ///< this process's shard
+  size_t batch_size_ = 1;          ///< samples per batch
+  bool shuffle_ = false;           ///< a fresh permutation every epoch
+  uint64_t seed_ = 0;              ///< seeds the permutation and the random transforms
+  bool drop_last_ = false;         ///< drop a last batch smaller than batch_size
+  size_t workers_ = 0;             ///< worker threads building batches (0: the calling thread)
+  size_t prefetch_ = 2;            ///< batches ahead of the consumer, besides one per worker
+  std::optional<size_t> max_jobs_; ///< batches ahead of the consumer in all (overrides prefetch)
+  std::optional<std::chrono::milliseconds> timeout_; ///< the longest wait for a worker's batch
+  size_t num_replicas_ = 1;                          ///< shards of a distributed run
+  size_t rank_ = 0;                                  ///< this process's shard
+  bool allow_duplicates_ = true; ///< whether shards are padded to cover every sample
   std::vector<std::shared_ptr<const Transform>> transforms_; ///< applied in order to each batch
 
   /// Batches of 1, in order, built on the iterating thread.
   DataLoaderOptions() = default;
-  /// Starts with `batch_size` samples per batch.
-  explicit DataLoaderOptions(size_t batch_size) : batch_size_(batch_size) {}
+  /// Starts with `batch_size` samples per batch; implicit as LibTorch's, so that
+  /// make_data_loader(dataset, 64) reads as there.
+  DataLoaderOptions(size_t batch_size) : batch_size_(batch_size) {} // NOLINT: implicit by design
   /// Samples per batch (at least 1).
   DataLoaderOptions& batch_size(size_t n) { return set(batch_size_, n); }
   /// Whether every epoch visits the samples in a fresh random order.
@@ -45,10 +52,25 @@ struct DataLoaderOptions {
   /// Backpressure: workers block once prefetch + workers batches are built or being built ahead
   /// of the consumer (at least 1).
   DataLoaderOptions& prefetch(size_t n) { return set(prefetch_, n); }
-  /// Loads only shard `rank` of `num_replicas` (see DistributedSampler).
-  DataLoaderOptions& distributed(size_t num_replicas, size_t rank) {
+  /// LibTorch's name for the same bound in all: at most `n` batches (at least 1) built or being
+  /// built ahead of the consumer, whatever prefetch says.
+  DataLoaderOptions& max_jobs(size_t n) { return set(max_jobs_, std::optional<size_t>(n)); }
+  /// With workers, the longest the iterator waits for the next batch before it throws IOError and
+  /// ends the epoch (positive). Without workers batches are built on the spot, and never waited
+  /// for.
+  DataLoaderOptions& timeout(std::chrono::milliseconds t) {
+    return set(timeout_, std::optional<std::chrono::milliseconds>(t));
+  }
+  /// LibTorch's switch to let batches come out in the order workers finish them. weft always hands
+  /// them out in sampler order (one of the orders `false` allows), which keeps a seed's run
+  /// reproducible and a LoaderState resumable; its bounded reorder buffer costs little.
+  DataLoaderOptions& enforce_ordering(bool) { return *this; }
+  /// Loads only shard `rank` of `num_replicas` (see DistributedSampler), padded with repeated
+  /// samples to cover the dataset when `allow_duplicates`, else without the tail.
+  DataLoaderOptions& distributed(size_t num_replicas, size_t rank, bool allow_duplicates = true) {
     num_replicas_ = num_replicas;
     rank_ = rank;
+    allow_duplicates_ = allow_duplicates;
     return *this;
   }
   /// Appends a transform, applied by the workers after the previous ones.
@@ -77,16 +99,17 @@ namespace detail {
 class EpochRun;
 }
 
-/// Iterates a dataset in batches, epoch by epoch: `for (Example& batch : loader)`. Each begin()
+/// Iterates a dataset in batches, epoch by epoch: `for (auto& batch : loader)`. Each begin()
 /// starts the next epoch (or the one set_epoch/restore chose). Worker threads build batches
-/// (get_batch, then transforms) at most prefetch + workers batches ahead of the consumer, and
-/// batches come out in sampler order whatever the workers' timing. Leaving the loop early, or
-/// destroying the loader, stops and joins the workers. An exception a worker throws is rethrown
-/// from the iterator that reaches its batch, and ends the epoch.
+/// (get_batch, then transforms) at most prefetch + workers (or max_jobs) batches ahead of the
+/// consumer, and batches come out in sampler order whatever the workers' timing. Leaving the loop
+/// early, or destroying the loader, stops and joins the workers. An exception a worker throws (or
+/// a timeout) is rethrown from the iterator that reaches its batch, and ends the epoch; its
+/// workers stop claiming batches and are joined by the next begin() or the loader's end.
 class DataLoader {
 public:
   class Iterator;
-  /// Loads `dataset` as `options` say.
+  /// Loads `dataset` as `options` say. The dataset's size() must have a value.
   DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options = {}, WEFT_LOC);
   /// Loads a dataset held by value (moved into the loader).
   template <typename D, typename = std::enable_if_t<std::is_base_of_v<Dataset, D>>>
@@ -104,6 +127,9 @@ public:
   Iterator end();
   /// Makes the next begin() start epoch `epoch` (from its first batch).
   void set_epoch(uint64_t epoch);
+  /// Stops the epoch in progress, if any, and joins its workers, as LibTorch's join(); the next
+  /// begin() starts the following epoch.
+  void join() { stopRun(); }
   /// Batches per epoch.
   size_t size() const;
   /// The epoch and batches handed out so far, and the seed.
@@ -120,7 +146,8 @@ public:
 private:
   friend class Iterator;
   void stopRun();
-  std::optional<Example> fetch(uint64_t generation);
+  std::optional<Example<>> fetch(uint64_t generation);
+  size_t datasetSize() const;
   static std::unique_ptr<Sampler> makeSampler(const DataLoaderOptions& options);
 
   std::shared_ptr<Dataset> dataset_;
@@ -136,10 +163,10 @@ private:
 class DataLoader::Iterator {
 public:
   using iterator_category = std::input_iterator_tag;
-  using value_type = Example;
+  using value_type = Example<>;
   using difference_type = std::ptrdiff_t;
-  using pointer = Example*;
-  using reference = Example&;
+  using pointer = Example<>*;
+  using reference = Example<>&;
 
   /// The end iterator.
   Iterator() = default;
@@ -152,9 +179,9 @@ public:
   /// Stops the epoch's workers if this iterator was still walking it.
   ~Iterator();
   /// The current batch.
-  Example& operator*() { return *current_; }
+  Example<>& operator*() { return *current_; }
   /// The current batch.
-  Example* operator->() { return &*current_; }
+  Example<>* operator->() { return &*current_; }
   /// Moves to the next batch; rethrows a worker's exception for it.
   Iterator& operator++();
   /// True when both are at the end (or both are not).
@@ -170,7 +197,47 @@ private:
   DataLoader* loader_ = nullptr;
   uint64_t generation_ = 0;
   std::source_location site_;
-  std::optional<Example> current_;
+  std::optional<Example<>> current_;
 };
+
+namespace detail {
+/// The options with the order `sampler` stands for (checked against the dataset's `size`).
+DataLoaderOptions withSampler(DataLoaderOptions options, const samplers::SequentialSampler& sampler,
+                              size_t size);
+/// The options with the order `sampler` stands for (checked against the dataset's `size`).
+DataLoaderOptions withSampler(DataLoaderOptions options, const samplers::RandomSampler& sampler,
+                              size_t size);
+/// The options with the order `sampler` stands for (checked against the dataset's `size`).
+DataLoaderOptions withSampler(DataLoaderOptions options,
+                              const samplers::DistributedRandomSampler& sampler, size_t size);
+/// The options with the order `sampler` stands for (checked against the dataset's `size`).
+DataLoaderOptions withSampler(DataLoaderOptions options,
+                              const samplers::DistributedSequentialSampler& sampler, size_t size);
+/// dataset.size()'s value, or a ValueError saying the loader needs one.
+size_t sizeForLoader(const Dataset& dataset);
+} // namespace detail
+
+/// A loader of `dataset` (moved in) in the order `sampler` stands for, as
+/// torch::data::make_data_loader(dataset, sampler, options); `*loader` is the DataLoader.
+template <typename D, typename Sampler, typename = std::enable_if_t<std::is_base_of_v<Dataset, D>>>
+std::unique_ptr<DataLoader> make_data_loader(D dataset, Sampler sampler, DataLoaderOptions options,
+                                             WEFT_LOC) {
+  CallSite cs(loc);
+  auto shared = std::make_shared<D>(std::move(dataset));
+  options = detail::withSampler(std::move(options), sampler, detail::sizeForLoader(*shared));
+  return std::make_unique<DataLoader>(std::move(shared), std::move(options), loc);
+}
+
+/// A loader of `dataset` (moved in) in the order of a `Sampler` over the whole dataset
+/// (samplers::RandomSampler unless given), as torch::data::make_data_loader<Sampler>(dataset,
+/// options); `options` may be a batch size. `*loader` is the DataLoader.
+template <typename Sampler = samplers::RandomSampler, typename D,
+          typename = std::enable_if_t<std::is_base_of_v<Dataset, D> &&
+                                      std::is_constructible_v<Sampler, size_t>>>
+std::unique_ptr<DataLoader> make_data_loader(D dataset, DataLoaderOptions options = {}, WEFT_LOC) {
+  CallSite cs(loc);
+  const size_t size = detail::sizeForLoader(dataset);
+  return make_data_loader(std::move(dataset), Sampler(size), std::move(options), loc);
+}
 
 } // namespace weft::data
