@@ -1,4 +1,5 @@
-// weft::nn: modules, layers, activations, losses, containers, initializers and functional ops.
+// weft::nn: modules, layers, activations, losses, containers, initializers, functional ops and
+// LibTorch's top-level nn functions.
 #pragma once
 
 #include "weft/Checkpoint.h"
@@ -10,6 +11,7 @@
 #include "weft/nn/Loss.h"
 #include "weft/nn/Module.h"
 #include "weft/nn/Recurrent.h"
+#include "weft/nn/TopLevel.h"
 #include "weft/nn/Transformer.h"
 #include "weft/optim/Optimizer.h"
 #include "weft/optim/Schedulers.h"
