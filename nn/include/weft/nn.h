@@ -1,8 +1,9 @@
-// weft::nn: modules, layers, activations, losses, containers, initializers, functional ops and
-// LibTorch's top-level nn functions.
+// weft::nn: modules, layers, activations, losses, containers, initializers, functional ops,
+// LibTorch's top-level nn functions and weft::save / weft::load.
 #pragma once
 
 #include "weft/Checkpoint.h"
+#include "weft/Serialize.h"
 #include "weft/nn/Activation.h"
 #include "weft/nn/Container.h"
 #include "weft/nn/Functional.h"
