@@ -321,7 +321,7 @@ TEST(Autograd, CompositeOpsGradcheck) {
   EXPECT_TRUE(gradcheck([](const std::vector<Tensor>& in) { return in[0].prod(); }, {withZero}));
   Tensor idx = tensor({2, 0, 2});
   EXPECT_TRUE(
-      gradcheck([idx](const std::vector<Tensor>& in) { return embedding(idx, in[0]); }, {x}));
+      gradcheck([idx](const std::vector<Tensor>& in) { return embedding(in[0], idx); }, {x}));
   EXPECT_TRUE(gradcheck(
       [](const std::vector<Tensor>& in) { return conv_transpose1d(in[0], in[1], {}, 2, 1, 1); },
       {randn({1, 2, 5}, kFloat64, Generator(9)), randn({2, 3, 3}, kFloat64, Generator(10))}));

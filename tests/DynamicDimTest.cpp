@@ -47,7 +47,7 @@ struct Model {
       running.mul_(0.9).add_(mu, 0.1);
     }
     Tensor xn = (x - mu) / sd;
-    Tensor e = embedding(tokens, emb).mean({1});                                // [n, 4]
+    Tensor e = embedding(emb, tokens).mean({1});                                // [n, 4]
     Tensor c = max_pool2d(conv2d(img, k, {}, {1}, {1}).tanh(), {2}).flatten(1); // [n, 8]
     Tensor h = cat({xn, e, c}, 1).matmul(w1) + b1;
     Tensor logits = h.tanh().matmul(w2);

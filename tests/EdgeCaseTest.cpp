@@ -216,7 +216,7 @@ const std::map<std::string, EdgeOp>& edgeOps() {
                         return avg_pool1d(x.reshape({1, 1, -1}), 1);
                       })}},
       {"embedding", {K::Indexing, one([](const Tensor& x) {
-                       return embedding(tensor({0, 0}), x.reshape({-1, 1}));
+                       return embedding(x.reshape({-1, 1}), tensor({0, 0}));
                      })}},
       // composites: shapes
       {"view_as", {K::Movement, one([](const Tensor& x) { return x.view_as(x.reshape({-1})); })}},

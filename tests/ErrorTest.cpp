@@ -185,7 +185,7 @@ std::vector<Mistake> mistakes() {
        ErrorKind::Shape,
        {"index_select", "1-D"}},
       {"embedding with float indices",
-       [=] { (void)embedding(ones({2}), m23); },
+       [=] { (void)embedding(m23, ones({2})); },
        ErrorKind::DType,
        {"embedding", "float32"}},
       {"one_hot class too large",

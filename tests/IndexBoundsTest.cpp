@@ -143,7 +143,7 @@ std::vector<Case> dimCases() {
           vec),
       dimCase(
           "embedding", "embedding",
-          [](const Tensor& x, const Tensor& i) { return embedding(i, x.t().contiguous()); }, vec),
+          [](const Tensor& x, const Tensor& i) { return embedding(x.t().contiguous(), i); }, vec),
       dimCase(
           "one_hot", "one_hot", [](const Tensor&, const Tensor& i) { return one_hot(i, 3); }, vec),
       // The losses check their targets (ignore_index aside): errors name them.
@@ -253,7 +253,7 @@ std::vector<Special> specialCases() {
           "put_into_empty", "put", 0, 0, e({2, 0}), v0,
           [](const Tensor& x, const Tensor& i) { return x.put(i, ones({1}, kFloat64)); }, true),
       special("embedding_empty_weight", "embedding", 3, 5, e({3, 0}), v5,
-              [](const Tensor& w, const Tensor& i) { return embedding(i, w); }),
+              [](const Tensor& w, const Tensor& i) { return embedding(w, i); }),
       special("take_along_dim_flat_empty", "take_along_dim", 0, 5, e({0, 3}), v5,
               [](const Tensor& x, const Tensor& i) { return x.take_along_dim(i); }),
       special("one_hot_no_indices", "one_hot", 3, 0, e({0}), zeros({0}, kInt64),

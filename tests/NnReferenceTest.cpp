@@ -302,7 +302,7 @@ std::vector<ModuleCase> activationCases() {
 std::vector<ModuleCase> lossCases() {
   using namespace nn;
   std::vector<ModuleCase> cases;
-  const std::pair<const char*, Reduction> reductions[] = {
+  const std::pair<const char*, nn::Reduction> reductions[] = {
       {"_none", kNone}, {"_mean", kMean}, {"_sum", kSum}};
   for (auto [suffix, r] : reductions) {
     auto named = [suffix](const char* name) { return std::string(name) + suffix; };
@@ -448,6 +448,92 @@ std::vector<ModuleCase> functionCases() {
   };
 }
 
+/// A case of a plain function of the inputs that also reads the case's tensor options.
+std::function<Subject(const CaseData&)> functionalWith(std::function<Forward(const CaseData&)> f) {
+  return [f](const CaseData& d) { return Subject{nullptr, f(d)}; };
+}
+
+/// LibTorch's top-level functions with ATen's positional arguments (the script calls the ATen
+/// ops with the same ones).
+std::vector<ModuleCase> topLevelCases() {
+  constexpr int64_t none = weft::Reduction::None, mean = weft::Reduction::Mean,
+                    sum = weft::Reduction::Sum;
+  auto withWeight = [](auto f) {
+    return functionalWith([f](const CaseData& d) {
+      Tensor w = d.at("const/weight");
+      return Forward([f, w](const Inputs& in) { return f(in, w); });
+    });
+  };
+  return {
+      {"aten_elu_scale",
+       functional([](const Inputs& in) { return weft::elu(in[0], 1.5, 2.0, 0.5); })},
+      {"aten_log_sigmoid", functional([](const Inputs& in) { return weft::log_sigmoid(in[0]); })},
+      {"aten_nll_loss_weight_sum_ignore", withWeight([=](const Inputs& in, const Tensor& w) {
+         return weft::nll_loss(in[0], in[1], w, sum, 1);
+       })},
+      {"aten_nll_loss2d_none", functional([=](const Inputs& in) {
+         return weft::nll_loss2d(in[0], in[1], {}, none, -100);
+       })},
+      {"aten_cross_entropy_loss_weight_none_ignore_smoothing",
+       withWeight([=](const Inputs& in, const Tensor& w) {
+         return weft::cross_entropy_loss(in[0], in[1], w, none, 2, 0.1);
+       })},
+      {"aten_binary_cross_entropy_weight_sum", withWeight([=](const Inputs& in, const Tensor& w) {
+         return weft::binary_cross_entropy(in[0], in[1], w, sum);
+       })},
+      {"aten_binary_cross_entropy_with_logits_none", functionalWith([=](const CaseData& d) {
+         Tensor w = d.at("const/weight"), pw = d.at("const/pos_weight");
+         return Forward([=](const Inputs& in) {
+           return weft::binary_cross_entropy_with_logits(in[0], in[1], w, pw, none);
+         });
+       })},
+      {"aten_mse_loss_sum",
+       functional([=](const Inputs& in) { return weft::mse_loss(in[0], in[1], sum); })},
+      {"aten_l1_loss_none",
+       functional([=](const Inputs& in) { return weft::l1_loss(in[0], in[1], none); })},
+      {"aten_smooth_l1_loss_sum_beta",
+       functional([=](const Inputs& in) { return weft::smooth_l1_loss(in[0], in[1], sum, 0.5); })},
+      {"aten_huber_loss_none_delta",
+       functional([=](const Inputs& in) { return weft::huber_loss(in[0], in[1], none, 2.0); })},
+      {"aten_kl_div_mean_log_target",
+       functional([=](const Inputs& in) { return weft::kl_div(in[0], in[1], mean, true); })},
+      {"aten_margin_ranking_loss_sum", functional([=](const Inputs& in) {
+         return weft::margin_ranking_loss(in[0], in[1], in[2], 0.3, sum);
+       })},
+      {"aten_hinge_embedding_loss_none", functional([=](const Inputs& in) {
+         return weft::hinge_embedding_loss(in[0], in[1], 0.5, none);
+       })},
+      {"aten_cosine_embedding_loss_sum", functional([=](const Inputs& in) {
+         return weft::cosine_embedding_loss(in[0], in[1], in[2], 0.2, sum);
+       })},
+      {"aten_soft_margin_loss_sum",
+       functional([=](const Inputs& in) { return weft::soft_margin_loss(in[0], in[1], sum); })},
+      {"aten_triplet_margin_loss_swap_none", functional([=](const Inputs& in) {
+         return weft::triplet_margin_loss(in[0], in[1], in[2], 0.5, 1.0, 1e-6, true, none);
+       })},
+      {"aten_poisson_nll_loss_full_sum", functional([=](const Inputs& in) {
+         return weft::poisson_nll_loss(in[0], in[1], false, true, 1e-8, sum);
+       })},
+      {"aten_batch_norm_eval", functionalWith([](const CaseData& d) {
+         Tensor rm = d.at("const/running_mean"), rv = d.at("const/running_var");
+         return Forward([=](const Inputs& in) {
+           return weft::batch_norm(in[0], in[1], in[2], rm, rv, false, 0.1, 1e-3, false);
+         });
+       })},
+      {"aten_batch_norm_train_no_running_stats", functional([](const Inputs& in) {
+         return weft::batch_norm(in[0], in[1], in[2], {}, {}, true, 0.1, 1e-5, false);
+       })},
+      {"aten_layer_norm", functional([](const Inputs& in) {
+         return weft::layer_norm(in[0], {4}, in[1], in[2], 1e-3, true);
+       })},
+      {"aten_group_norm", functional([](const Inputs& in) {
+         return weft::group_norm(in[0], 2, in[1], in[2], 1e-4, true);
+       })},
+      {"aten_embedding_padding_idx",
+       functional([](const Inputs& in) { return weft::embedding(in[0], in[1], 1); })},
+  };
+}
+
 std::vector<ModuleCase> sequenceCases() {
   using namespace nn;
   const Mode train = Mode::Train;
@@ -566,8 +652,8 @@ std::vector<ModuleCase> sequenceCases() {
 const std::vector<ModuleCase>& moduleCases() {
   static const std::vector<ModuleCase> cases = [] {
     std::vector<ModuleCase> all;
-    for (auto part :
-         {layerCases(), sequenceCases(), activationCases(), lossCases(), functionCases()})
+    for (auto part : {layerCases(), sequenceCases(), activationCases(), lossCases(),
+                      functionCases(), topLevelCases()})
       all.insert(all.end(), part.begin(), part.end());
     return all;
   }();

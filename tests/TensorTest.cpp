@@ -824,7 +824,7 @@ TEST(Ops, ShapeOps) {
   EXPECT_EQ(vals(pad(ones({1, 2}), {1, 0, 0, 1}, 7.0)), (std::vector<double>{7, 1, 1, 7, 7, 7}));
   EXPECT_EQ(vals(arange(4).flip({0})), (std::vector<double>{3, 2, 1, 0}));
   EXPECT_EQ(vals(one_hot(tensor({0, 2}), 3)), (std::vector<double>{1, 0, 0, 0, 0, 1}));
-  EXPECT_EQ(embedding(tensor({1, 0}), arange(4).to(kFloat32).reshape({2, 2})).sizes(),
+  EXPECT_EQ(embedding(arange(4).to(kFloat32).reshape({2, 2}), tensor({1, 0})).sizes(),
             (Shape{2, 2}));
   EXPECT_EQ(vals(nonzero(tensor({0, 3, 0, 4}).reshape({2, 2}))), (std::vector<double>{0, 1, 1, 1}));
   EXPECT_EQ(vals(where(tensor({true, false}), 1.0, tensor({5.0, 6.0}))),

@@ -326,7 +326,7 @@ Tensor nonzero(const Tensor& x, std::source_location loc) {
   return from_vector(out, {count, x.dim()});
 }
 
-Tensor embedding(const Tensor& indices, const Tensor& weight, std::source_location loc) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(weight.defined() && weight.dim() == 2, Shape, "embedding: weight must be 2-D, got ",
              weight.defined() ? shapeString(weight.sizes()) : "undefined");

@@ -4,6 +4,7 @@
 
 #include "weft/Autograd.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -145,6 +146,59 @@ std::pair<Tensor, Tensor> clampedLogs(const Tensor& p) {
   return {logp, log1mp};
 }
 
+/// The checks every dropout makes, in every mode (an error does not wait for training).
+void checkDropout(const Tensor& x, double p, const char* op) {
+  WEFT_CHECK(p >= 0 && p <= 1, Value, op, ": dropout probability has to be between 0 and 1, ",
+             "but got ", p);
+  WEFT_CHECK(x.defined(), Value, op, ": undefined input");
+  WEFT_CHECK(x.is_floating_point(), DType, op, ": expected a floating input, got ",
+             dtypeName(x.dtype()));
+}
+
+/// x's shape with 1 from dim `from` on: one draw per channel (per sample and channel).
+Shape channelNoise(const Tensor& x, int64_t from) {
+  Shape noise = x.sizes();
+  std::fill(noise.begin() + from, noise.end(), 1);
+  return noise;
+}
+
+/// The noise shape of feature dropout: (N, C, 1, ...), for inputs of 2 or more dims.
+Shape featureNoise(const Tensor& x, const char* op) {
+  WEFT_CHECK(x.dim() >= 2, Shape, op,
+             ": feature dropout needs an input of at least 2 dims (N, C, *), got shape ",
+             shapeString(x.sizes()));
+  return channelNoise(x, 2);
+}
+
+/// The noise shape of dropout2d/3d: per channel of a `batched`-dim input, or of an unbatched one
+/// (a dim fewer, channels first), as LibTorch's.
+Shape batchedFeatureNoise(const Tensor& x, int64_t batched, const char* op, const char* layout) {
+  WEFT_CHECK(x.dim() == batched || x.dim() == batched - 1, Shape, op,
+             ": expected an input of shape ", layout, " or one without its batch dim, got ",
+             shapeString(x.sizes()), " (dropout drops elements of other shapes)");
+  return channelNoise(x, x.dim() == batched ? 2 : 1);
+}
+
+/// ATen's _dropout_impl (ATen/native/Dropout.cpp) with one draw per element of `noise` (x's shape,
+/// or 1 along the dims a draw covers): the kept scaled by 1/(1-p) and the dropped zeroed, or with
+/// `alpha` PyTorch's affine fill; written into `x` when `inplace`.
+Tensor applyDropout(const Tensor& x, double p, bool training, bool inplace, const Shape& noise,
+                    bool alpha) {
+  if (!training || p == 0 || x.numel() == 0) return x;
+  Tensor out = x; // a handle to x's memory, for the in-place forms
+  if (p == 1) return inplace ? out.mul_(0.0) : x * 0.0;
+  Tensor keep = bernoulli(noise, 1 - p, TensorOptions().dtype(x.dtype()));
+  if (!alpha) {
+    Tensor scale = keep * (1.0 / (1 - p));
+    return inplace ? out.mul_(scale) : x * scale;
+  }
+  // SELU's scale * alpha: a dropped element becomes -kAlpha before the affine a x + b.
+  constexpr double kAlpha = 1.7580993408473766;
+  const double a = 1.0 / std::sqrt((kAlpha * kAlpha * p + 1) * (1 - p));
+  Tensor shift = (keep - 1.0) * (kAlpha * a) + kAlpha * a * p;
+  return inplace ? out.mul_(keep * a).add_(shift) : x * (keep * a) + shift;
+}
+
 } // namespace
 
 // ---- layers ----
@@ -186,6 +240,47 @@ Tensor dropout(const Tensor& x, double p, bool training, std::source_location lo
   if (p == 1) return x * 0.0;
   Tensor keep = bernoulli(x.sizes(), 1 - p, TensorOptions().dtype(x.dtype()));
   return x * keep * (1.0 / (1 - p));
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, bool inplace, std::source_location loc) {
+  CallSite cs(loc);
+  checkDropout(x, p, "dropout");
+  return applyDropout(x, p, training, inplace, x.sizes(), false);
+}
+
+Tensor feature_dropout(const Tensor& x, double p, bool training, bool inplace,
+                       std::source_location loc) {
+  CallSite cs(loc);
+  checkDropout(x, p, "feature_dropout");
+  return applyDropout(x, p, training, inplace, featureNoise(x, "feature_dropout"), false);
+}
+
+Tensor dropout2d(const Tensor& x, double p, bool training, bool inplace, std::source_location loc) {
+  CallSite cs(loc);
+  checkDropout(x, p, "dropout2d");
+  Shape noise = batchedFeatureNoise(x, 4, "dropout2d", "(N, C, H, W)");
+  return applyDropout(x, p, training, inplace, noise, false);
+}
+
+Tensor dropout3d(const Tensor& x, double p, bool training, bool inplace, std::source_location loc) {
+  CallSite cs(loc);
+  checkDropout(x, p, "dropout3d");
+  Shape noise = batchedFeatureNoise(x, 5, "dropout3d", "(N, C, D, H, W)");
+  return applyDropout(x, p, training, inplace, noise, false);
+}
+
+Tensor alpha_dropout(const Tensor& x, double p, bool training, bool inplace,
+                     std::source_location loc) {
+  CallSite cs(loc);
+  checkDropout(x, p, "alpha_dropout");
+  return applyDropout(x, p, training, inplace, x.sizes(), true);
+}
+
+Tensor feature_alpha_dropout(const Tensor& x, double p, bool training, bool inplace,
+                             std::source_location loc) {
+  CallSite cs(loc);
+  checkDropout(x, p, "feature_alpha_dropout");
+  return applyDropout(x, p, training, inplace, featureNoise(x, "feature_alpha_dropout"), true);
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& runningMean, const Tensor& runningVar,
@@ -267,7 +362,7 @@ Tensor rms_norm(const Tensor& x, IntArrayRef normalized, const Tensor& weight,
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> paddingIdx,
                  std::source_location loc) {
   CallSite cs(loc);
-  Tensor out = weft::embedding(indices, weight);
+  Tensor out = weft::embedding(weight, indices);
   if (!paddingIdx) return named(out, "EmbeddingBackward0", weight);
   int64_t n = weight.size(0), pad = *paddingIdx;
   WEFT_CHECK(pad >= -n && pad < n, Index, "embedding: padding_idx ", pad,

@@ -265,13 +265,34 @@ void EmbeddingImpl::pretty_print(std::ostream& os) const {
      << ", embedding_dim=" << options.embedding_dim() << ")";
 }
 
-DropoutImpl::DropoutImpl(const DropoutOptions& o) : options(o) {
-  WEFT_CHECK(o.p() >= 0 && o.p() <= 1, Value,
-             "nn::Dropout: probability has to be between 0 and 1, but got ", o.p());
+detail::DropoutNd::DropoutNd(const char* name, const DropoutOptions& o) : Module(name), options(o) {
+  WEFT_CHECK(o.p() >= 0 && o.p() <= 1, Value, "nn::", name,
+             ": dropout probability has to be between 0 and 1, but got ", o.p());
 }
 
-void DropoutImpl::pretty_print(std::ostream& os) const {
-  os << "Dropout(p=" << options.p() << ")";
+void detail::DropoutNd::pretty_print(std::ostream& os) const {
+  os << name() << "(p=" << options.p() << ", inplace=" << (options.inplace() ? "true" : "false")
+     << ")";
+}
+
+Tensor DropoutImpl::forward(const Tensor& x) {
+  return functional::dropout(x, options.p(), is_training(), options.inplace());
+}
+
+Tensor Dropout2dImpl::forward(const Tensor& x) {
+  return functional::dropout2d(x, options.p(), is_training(), options.inplace());
+}
+
+Tensor Dropout3dImpl::forward(const Tensor& x) {
+  return functional::dropout3d(x, options.p(), is_training(), options.inplace());
+}
+
+Tensor AlphaDropoutImpl::forward(const Tensor& x) {
+  return functional::alpha_dropout(x, options.p(), is_training(), options.inplace());
+}
+
+Tensor FeatureAlphaDropoutImpl::forward(const Tensor& x) {
+  return functional::feature_alpha_dropout(x, options.p(), is_training(), options.inplace());
 }
 
 GELUImpl::GELUImpl(const GELUOptions& o) : options(o) {

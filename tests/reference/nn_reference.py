@@ -547,6 +547,74 @@ case("sdpa_causal_bool_mask",
      lambda: Functional(sdpa, randn(2, 4, 3), randn(2, 4, 3), randn(2, 4, 3), attention_mask(4, 4),
                         is_causal=True))
 
+# LibTorch's top-level functions (torch::nll_loss, ...) with ATen's positional arguments: each
+# called as the ATen op, so that the argument order and the integer reduction (0 none, 1 mean,
+# 2 sum) are checked, not only the nn::functional forms underneath
+A = torch.ops.aten
+case("aten_elu_scale", lambda: Functional(lambda x: A.elu(x, 1.5, 2.0, 0.5), randn(3, 4, scale=2)))
+case("aten_log_sigmoid", lambda: Functional(A.log_sigmoid, randn(3, 4, scale=3)))
+case("aten_nll_loss_weight_sum_ignore",
+     lambda: Functional(lambda x, t, weight: A.nll_loss(x, t, weight, 2, 1),
+                        randn(6, 3).log_softmax(1), classes(3, 6), weight=positive(3)))
+case("aten_nll_loss2d_none",
+     lambda: Functional(lambda x, t: A.nll_loss2d(x, t, None, 0, -100),
+                        randn(2, 3, 2, 4).log_softmax(1), classes(3, 2, 2, 4)))
+case("aten_cross_entropy_loss_weight_none_ignore_smoothing",
+     lambda: Functional(lambda x, t, weight: A.cross_entropy_loss(x, t, weight, 0, 2, 0.1),
+                        randn(5, 3), classes(3, 5), weight=positive(3)))
+case("aten_binary_cross_entropy_weight_sum",
+     lambda: Functional(lambda x, y, weight: A.binary_cross_entropy(x, y, weight, 2),
+                        unit(4, 3), unit(4, 3), weight=positive(3), grad=[0]))
+case("aten_binary_cross_entropy_with_logits_none",
+     lambda: Functional(lambda x, y, weight, pos_weight:
+                        A.binary_cross_entropy_with_logits(x, y, weight, pos_weight, 0),
+                        randn(4, 3), unit(4, 3), weight=positive(3), pos_weight=positive(3),
+                        grad=[0]))
+case("aten_mse_loss_sum", lambda: Functional(lambda x, y: A.mse_loss(x, y, 2),
+                                             randn(3, 4), randn(3, 4)))
+case("aten_l1_loss_none", lambda: Functional(lambda x, y: A.l1_loss(x, y, 0),
+                                             randn(3, 4), randn(3, 4)))
+case("aten_smooth_l1_loss_sum_beta",
+     lambda: Functional(lambda x, y: A.smooth_l1_loss(x, y, 2, 0.5), randn(3, 4), randn(3, 4)))
+case("aten_huber_loss_none_delta",
+     lambda: Functional(lambda x, y: A.huber_loss(x, y, 0, 2.0), randn(3, 4, scale=2),
+                        randn(3, 4)))
+case("aten_kl_div_mean_log_target",
+     lambda: Functional(lambda x, y: A.kl_div(x, y, 1, log_target=True),
+                        randn(3, 4).log_softmax(1), randn(3, 4).log_softmax(1)))
+case("aten_margin_ranking_loss_sum",
+     lambda: Functional(lambda x1, x2, t: A.margin_ranking_loss(x1, x2, t, 0.3, 2),
+                        randn(6), randn(6), signs(6)))
+case("aten_hinge_embedding_loss_none",
+     lambda: Functional(lambda x, t: A.hinge_embedding_loss(x, t, 0.5, 0),
+                        randn(2, 3), signs(6).reshape(2, 3).double(), grad=[0]))
+case("aten_cosine_embedding_loss_sum",
+     lambda: Functional(lambda x1, x2, t: A.cosine_embedding_loss(x1, x2, t, 0.2, 2),
+                        randn(5, 3), randn(5, 3), signs(5)))
+case("aten_soft_margin_loss_sum",
+     lambda: Functional(lambda x, t: A.soft_margin_loss(x, t, 2), randn(2, 3),
+                        signs(6).reshape(2, 3).double(), grad=[0]))
+case("aten_triplet_margin_loss_swap_none",
+     lambda: Functional(lambda a, p, n: A.triplet_margin_loss(a, p, n, 0.5, 1.0, 1e-6, True, 0),
+                        randn(4, 3), randn(4, 3), randn(4, 3)))
+case("aten_poisson_nll_loss_full_sum",
+     lambda: Functional(lambda x, t: A.poisson_nll_loss(x, t, False, True, 1e-8, 2),
+                        positive(3, 4), positive(3, 4) * 3, grad=[0]))
+case("aten_batch_norm_eval",
+     lambda: Functional(lambda x, w, b, running_mean, running_var:
+                        A.batch_norm(x, w, b, running_mean, running_var, False, 0.1, 1e-3, False),
+                        randn(4, 3, 2), randn(3), randn(3), running_mean=randn(3),
+                        running_var=positive(3)))
+case("aten_batch_norm_train_no_running_stats",
+     lambda: Functional(lambda x, w, b: A.batch_norm(x, w, b, None, None, True, 0.1, 1e-5, False),
+                        randn(4, 3, 2), randn(3), randn(3)))
+case("aten_layer_norm", lambda: Functional(lambda x, w, b: A.layer_norm(x, [4], w, b, 1e-3, True),
+                                           randn(2, 3, 4), randn(4), randn(4)))
+case("aten_group_norm", lambda: Functional(lambda x, w, b: A.group_norm(x, 2, w, b, 1e-4, True),
+                                           randn(2, 4, 3), randn(4), randn(4)))
+case("aten_embedding_padding_idx",
+     lambda: Functional(lambda w, i: A.embedding(w, i, 1), randn(5, 3), classes(5, 2, 4)))
+
 # optimizers: group 0 at lr0, group 1 at lr1
 case("sgd", lambda: Optim(torch.optim.SGD, 0.1, 0.05))
 case("sgd_momentum", lambda: Optim(torch.optim.SGD, 0.1, 0.05, momentum=0.9))

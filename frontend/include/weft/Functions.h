@@ -357,7 +357,7 @@ Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Ten
 /// [0, size). For composites that index, so that their errors name them.
 Tensor check_index(const Tensor& index, int64_t size, int64_t dim, bool wrap, const char* op);
 /// Rows of `weight` picked by integer `indices`: shape indices.shape + [embedding_dim].
-Tensor embedding(const Tensor& indices, const Tensor& weight, WEFT_LOC);
+Tensor embedding(const Tensor& weight, const Tensor& indices, WEFT_LOC);
 /// int64 one-hot encoding with `num_classes` (-1: max index + 1).
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1, WEFT_LOC);
 

@@ -119,6 +119,27 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
                 WEFT_LOC);
 /// Zeroes elements with probability `p` and scales the rest by 1/(1-p) when `training`.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, WEFT_LOC);
+/// dropout that writes its result into `x` when `inplace` (torch.nn.functional.dropout's
+/// fourth argument).
+Tensor dropout(const Tensor& x, double p, bool training, bool inplace, WEFT_LOC);
+/// Channel-wise dropout (ATen's feature_dropout): each (sample, channel) of an (N, C, *) input is
+/// zeroed whole with probability `p` or kept and scaled by 1/(1-p).
+Tensor feature_dropout(const Tensor& x, double p = 0.5, bool training = true, bool inplace = false,
+                       WEFT_LOC);
+/// feature_dropout of an (N, C, H, W) input, or of an unbatched (C, H, W) one, as LibTorch's.
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true, bool inplace = false,
+                 WEFT_LOC);
+/// feature_dropout of an (N, C, D, H, W) input, or of an unbatched (C, D, H, W) one.
+Tensor dropout3d(const Tensor& x, double p = 0.5, bool training = true, bool inplace = false,
+                 WEFT_LOC);
+/// Dropout for SELU networks: a dropped element takes SELU's negative saturation value, then all
+/// are scaled and shifted so that an input of mean 0 and variance 1 keeps both. Off unless
+/// `training` (PyTorch's default for this one).
+Tensor alpha_dropout(const Tensor& x, double p = 0.5, bool training = false, bool inplace = false,
+                     WEFT_LOC);
+/// alpha_dropout with one draw per (sample, channel) of an (N, C, *) input.
+Tensor feature_alpha_dropout(const Tensor& x, double p = 0.5, bool training = false,
+                             bool inplace = false, WEFT_LOC);
 /// Batch normalization over all dimensions but 1. In training, normalizes with the batch's
 /// statistics and updates the running ones in place (unbiased variance, `momentum`); otherwise
 /// uses the running ones.

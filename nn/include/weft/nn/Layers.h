@@ -291,18 +291,75 @@ public:
 };
 WEFT_MODULE(Embedding);
 
+/// The options of every dropout module: the probability of dropping, and whether to write the
+/// result into the input.
 struct DropoutOptions {
   DropoutOptions(double p = 0.5) : p_(p) {} // NOLINT: Dropout(0.2)
   WEFT_ARG(double, p);
+  WEFT_ARG(bool, inplace) = false;
 };
-/// Drops elements with probability p in training mode; the identity in eval mode.
-class DropoutImpl : public Module {
+using Dropout2dOptions = DropoutOptions;
+using Dropout3dOptions = DropoutOptions;
+using AlphaDropoutOptions = DropoutOptions;
+using FeatureAlphaDropoutOptions = DropoutOptions;
+
+namespace detail {
+/// What the dropout modules share (LibTorch's _DropoutNd): options checked at construction, and
+/// printing as "Dropout2d(p=0.5, inplace=false)".
+class DropoutNd : public Module {
 public:
-  explicit DropoutImpl(const DropoutOptions& options = {});
-  Tensor forward(const Tensor& x) { return functional::dropout(x, options.p(), is_training()); }
   void pretty_print(std::ostream& os) const override;
   DropoutOptions options;
+
+protected:
+  DropoutNd(const char* name, const DropoutOptions& options);
+};
+} // namespace detail
+
+/// Drops elements with probability p in training mode; the identity in eval mode.
+class DropoutImpl : public detail::DropoutNd {
+public:
+  explicit DropoutImpl(const DropoutOptions& options = {}) : DropoutNd("Dropout", options) {}
+  Tensor forward(const Tensor& x);
 };
 WEFT_MODULE(Dropout);
+
+/// Drops whole channels of (N, C, H, W) or (C, H, W) inputs in training mode
+/// (functional::dropout2d).
+class Dropout2dImpl : public detail::DropoutNd {
+public:
+  explicit Dropout2dImpl(const Dropout2dOptions& options = {}) : DropoutNd("Dropout2d", options) {}
+  Tensor forward(const Tensor& x);
+};
+WEFT_MODULE(Dropout2d);
+
+/// Drops whole channels of (N, C, D, H, W) or (C, D, H, W) inputs in training mode
+/// (functional::dropout3d).
+class Dropout3dImpl : public detail::DropoutNd {
+public:
+  explicit Dropout3dImpl(const Dropout3dOptions& options = {}) : DropoutNd("Dropout3d", options) {}
+  Tensor forward(const Tensor& x);
+};
+WEFT_MODULE(Dropout3d);
+
+/// Alpha dropout for SELU networks in training mode (functional::alpha_dropout): keeps an
+/// input's mean 0 and variance 1.
+class AlphaDropoutImpl : public detail::DropoutNd {
+public:
+  explicit AlphaDropoutImpl(const AlphaDropoutOptions& options = {})
+      : DropoutNd("AlphaDropout", options) {}
+  Tensor forward(const Tensor& x);
+};
+WEFT_MODULE(AlphaDropout);
+
+/// Alpha dropout of whole channels of (N, C, *) inputs in training mode
+/// (functional::feature_alpha_dropout).
+class FeatureAlphaDropoutImpl : public detail::DropoutNd {
+public:
+  explicit FeatureAlphaDropoutImpl(const FeatureAlphaDropoutOptions& options = {})
+      : DropoutNd("FeatureAlphaDropout", options) {}
+  Tensor forward(const Tensor& x);
+};
+WEFT_MODULE(FeatureAlphaDropout);
 
 } // namespace weft::nn
