@@ -232,16 +232,6 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
   return bias.defined() ? y + bias : y;
 }
 
-Tensor dropout(const Tensor& x, double p, bool training, std::source_location loc) {
-  CallSite cs(loc);
-  WEFT_CHECK(p >= 0 && p <= 1, Value, "dropout: probability has to be between 0 and 1, but got ",
-             p);
-  if (!training || p == 0) return x;
-  if (p == 1) return x * 0.0;
-  Tensor keep = bernoulli(x.sizes(), 1 - p, TensorOptions().dtype(x.dtype()));
-  return x * keep * (1.0 / (1 - p));
-}
-
 Tensor dropout(const Tensor& x, double p, bool training, bool inplace, std::source_location loc) {
   CallSite cs(loc);
   checkDropout(x, p, "dropout");

@@ -117,11 +117,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, WE
 /// x1^T W_k x2 + b_k for each output k, weight (out, in1, in2).
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = {},
                 WEFT_LOC);
-/// Zeroes elements with probability `p` and scales the rest by 1/(1-p) when `training`.
-Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, WEFT_LOC);
-/// dropout that writes its result into `x` when `inplace` (torch.nn.functional.dropout's
-/// fourth argument).
-Tensor dropout(const Tensor& x, double p, bool training, bool inplace, WEFT_LOC);
+/// Zeroes elements with probability `p` and scales the rest by 1/(1-p) when `training`; writes
+/// the result into `x` when `inplace`.
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, bool inplace = false,
+               WEFT_LOC);
 /// Channel-wise dropout (ATen's feature_dropout): each (sample, channel) of an (N, C, *) input is
 /// zeroed whole with probability `p` or kept and scaled by 1/(1-p).
 Tensor feature_dropout(const Tensor& x, double p = 0.5, bool training = true, bool inplace = false,
