@@ -18,6 +18,7 @@
 #include <optional>
 #include <source_location>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace weft {
@@ -185,7 +186,9 @@ void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int
   spinUntil([&] { return job->remaining.load() == 0; });
   std::unique_lock<std::mutex> lock(job->mu);
   job->done.wait(lock, [&] { return job->remaining.load() == 0; });
-  if (job->error) std::rethrow_exception(job->error);
+  // Taken out of the job: a worker may drop the job's last reference later, and the exception
+  // must be freed on this thread, which reads it (its reference count is invisible to TSan).
+  if (std::exception_ptr error = std::exchange(job->error, nullptr)) std::rethrow_exception(error);
 }
 
 } // namespace weft
