@@ -84,6 +84,23 @@ TEST(Nn, ShrinkThresholdNearestAndVarShapesAsPyTorch) {
   EXPECT_NO_THROW((void)F::gaussian_nll_loss(zeros({2, 3}), zeros({2, 3}), ones({2, 1})));
 }
 
+TEST(Nn, BatchNormCountsRowsPastWhatA16BitFloatHolds) {
+  // 64 x 32 x 32 = 65536 values per channel: a float16 count would be inf (and the unbiased
+  // variance's correction inf / inf = NaN); the count is float64.
+  for (DType t : {kFloat16, kBFloat16}) {
+    nn::BatchNorm2d bn(nn::BatchNorm2dOptions(2));
+    bn->to(t);
+    Tensor x = randn({64, 2, 32, 32}, t, Generator(3));
+    (void)bn(x);
+    std::vector<double> rv = bn->running_var.to_vector<double>();
+    for (double v : rv) // 0.9 * 1 + 0.1 * (about 1): near 1, finite
+      EXPECT_NEAR(v, 1.0, 0.05) << dtypeName(t);
+    // Means and variances of 16-bit floats sum and divide in float32, as PyTorch's.
+    EXPECT_EQ(ones({65536}, t).mean().item<float>(), 1.0f);
+    EXPECT_EQ((ones({70000}, t) * 2).var().item<float>(), 0.0f);
+  }
+}
+
 TEST(Nn, ModulesRegisterNameAndPrintTheirTree) {
   nn::Sequential m = smallCnn();
   std::vector<std::string> names;

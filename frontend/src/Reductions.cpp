@@ -55,6 +55,12 @@ Tensor divideByCount(const Tensor& total, const Tensor& x, const Shape& dims, bo
   return total / static_cast<double>(std::max<int64_t>(count - correction, 0));
 }
 
+/// Whether `t` is a 16-bit float, whose statistics PyTorch computes in float32 (its opmath): a
+/// sum or a count past 65504 would be infinite, a mean of 65536 elements a division by infinity.
+bool sixteenBit(const Tensor& t) {
+  return t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16;
+}
+
 /// f(v) where v is not 0, and 0 with gradient 0 where it is (f(0) = 0): a root's infinite
 /// derivative at 0 does not reach v's gradient as 0 * inf = NaN, as PyTorch masks it in norms.
 template <typename F> Tensor zeroAtZero(const Tensor& v, F f) {
@@ -92,6 +98,7 @@ Tensor Tensor::mean(Dims dims, bool keepdim, std::source_location loc) const {
              "mean(): could not infer output dtype. Input dtype must be a floating "
              "point dtype, got ",
              dtypeName(dtype()));
+  if (sixteenBit(*this)) return cast(cast(*this, DType::Float32).mean(dims, keepdim), dtype());
   Shape wd = wrapDims(dims, dim(), "mean");
   return autograd::name_grad_fn(
       divideByCount(reduce_op(OpCode::Sum, *this, wd, keepdim), *this, wd, keepdim, 0),
@@ -161,6 +168,8 @@ Tensor Tensor::var(Dims dims, int64_t correction, bool keepdim, std::source_loca
   checkDefined("var");
   WEFT_CHECK(isFloating(dtype()), DType, "var: expected a floating-point input, got ",
              dtypeName(dtype()));
+  if (sixteenBit(*this))
+    return cast(cast(*this, DType::Float32).var(dims, correction, keepdim), dtype());
   Tensor mu = mean(dims, true);
   Tensor d = *this - mu;
   Shape wd = wrapDims(dims, dim(), "var");

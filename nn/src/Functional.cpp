@@ -38,15 +38,16 @@ Shape alongDim(int64_t rank, int64_t dim, int64_t size) {
   return s;
 }
 
-/// How many elements of `x` lie along `dims`, as a 0-d tensor of x's dtype to divide by where
-/// PyTorch divides by a size. Traced, it is ones summed over those dims (constant-folded), so that
-/// under compile()'s dynamic_dim the padded rows do not count, as in mean().
+/// How many elements of `x` lie along `dims`, as a 0-d float64 tensor (a 16-bit float cannot
+/// hold a count past 65504) to divide by where PyTorch divides by a size. Traced, it is ones
+/// summed over those dims (constant-folded), so that under compile()'s dynamic_dim the padded
+/// rows do not count, as in mean().
 Tensor countAlong(const Tensor& x, const Shape& dims) {
   Shape along(static_cast<size_t>(x.dim()), 1);
   for (int64_t d : dims)
     along[static_cast<size_t>(d)] = x.size(d);
-  if (autograd::tracing(x)) return full({}, 1.0, x.dtype()).expand(along).sum();
-  return full({}, static_cast<double>(numel(along)), x.dtype());
+  if (autograd::tracing(x)) return full({}, 1.0, DType::Float64).expand(along).sum();
+  return full({}, static_cast<double>(numel(along)), DType::Float64);
 }
 
 /// `t`, its grad_fn shown as PyTorch names the op (autograd::name_grad_fn).
