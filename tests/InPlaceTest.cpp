@@ -134,8 +134,13 @@ TEST(InPlace, EachFormWritesWhatItsOutOfPlaceFormReturns) {
        [&](const Tensor& t) { return t.lerp(y, 0.25); }},
       {"masked_fill_", [&](Tensor& t) { t.masked_fill_(y > 0, 2.0); },
        [&](const Tensor& t) { return t.masked_fill(y > 0, 2.0); }},
-      {"index_fill_", [](Tensor& t) { t.index_fill_(1, tensor({2, 0}), -1.0); },
-       [](const Tensor& t) { return t.index_fill(1, tensor({2, 0}), -1.0); }},
+      {"index_fill_",
+       [](Tensor& t) {
+         t.index_fill_(1, tensor({2, 0}), -1.0);
+       },
+       [](const Tensor& t) {
+         return t.index_fill(1, tensor({2, 0}), -1.0);
+       }},
       {"index_copy_", [&](Tensor& t) { t.index_copy_(0, tensor({1}), y.narrow(0, 0, 1)); },
        [&](const Tensor& t) { return t.index_copy(0, tensor({1}), y.narrow(0, 0, 1)); }},
       {"clamp_min_", [](Tensor& t) { t.clamp_min_(0.1); },

@@ -3,6 +3,7 @@
 #include "TestUtil.h"
 
 #include <any>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +45,14 @@ TEST(LibTorchSpelling, ItemStrInferenceModeAndOptions) {
   EXPECT_EQ(tensor({3, 4}).sum().item().toLong(), 7);
   EXPECT_TRUE(tensor({true}).sum().item().isIntegral(false)); // a bool sum is int64
   EXPECT_EQ(str("loss ", loss.item(), " at step ", 3), "loss 2.5 at step 3");
+  // A value the type cannot hold is an error, as LibTorch's checked conversions.
+  EXPECT_THROW((void)tensor({std::nan("")}).sum().item().toInt(), ValueError);
+  EXPECT_THROW((void)Scalar(1e20).toLong(), ValueError);
+  EXPECT_THROW((void)Scalar(int64_t{1} << 40).toInt(), ValueError);
+  EXPECT_THROW((void)Scalar(1e300).toFloat(), ValueError);
+  EXPECT_EQ(Scalar(-2.7).to<int64_t>(), -2);
+  EXPECT_EQ(Scalar(255).to<uint8_t>(), 255);
+  EXPECT_THROW((void)Scalar(256).to<uint8_t>(), ValueError);
 
   Tensor w = ones({2}, TensorOptions().requires_grad(true));
   EXPECT_TRUE(w.requires_grad());
@@ -102,7 +111,8 @@ TEST(LibTorchSpelling, CustomFunctionGradientsPerForwardArgument) {
     Wrong::apply(z, 1.0).sum().backward();
     ADD_FAILURE() << "no error";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("an undefined Tensor() for each that is not a tensor"),
+    EXPECT_NE(std::string(e.what()).find("a defined gradient for argument 1 of forward, which is "
+                                         "not a tensor"),
               std::string::npos)
         << e.what();
   }

@@ -522,23 +522,31 @@ CustomNode::CustomNode(const char* typeName, Backward backward)
 
 std::vector<Tensor> CustomNode::perTensorInput(std::vector<Tensor> result) const {
   const size_t tensors = next_edges.size(), args = argIsTensor.size();
-  // LibTorch's rule: one per argument of forward, undefined for a non-tensor one; trailing
-  // undefined gradients may be left out (or given beyond the last argument).
-  bool perArgument = args > 0;
-  for (size_t k = 0; perArgument && k < result.size(); ++k)
-    perArgument = !result[k].defined() || (k < args && argIsTensor[k]);
-  if (perArgument) {
-    std::vector<Tensor> perTensor;
-    for (size_t k = 0; k < args; ++k)
-      if (argIsTensor[k]) perTensor.push_back(k < result.size() ? result[k] : Tensor());
-    return perTensor;
+  if (args == tensors) { // every argument a tensor: one gradient each, trailing ones left out
+    WEFT_CHECK(result.size() <= tensors ||
+                   std::none_of(result.begin() + tensors, result.end(),
+                                [](const Tensor& g) { return g.defined(); }),
+               Value, name(), ": backward returned ", result.size(), " gradients, but forward has ",
+               tensors, " tensor inputs");
+    result.resize(tensors);
+    return result;
   }
-  // Or one per tensor argument.
-  WEFT_CHECK(result.size() == tensors, Value, name(), ": backward returned ", result.size(),
-             " gradients, but forward has ", args, " arguments (", tensors,
-             " of them tensors): return one gradient per argument of forward, an undefined "
-             "Tensor() for each that is not a tensor");
-  return result;
+  // LibTorch's rule: one gradient per argument of forward, an undefined one for an argument that
+  // is not a tensor; trailing undefined ones may be left out (or given past the last argument).
+  std::vector<Tensor> perTensor;
+  for (size_t k = 0; k < std::max(args, result.size()); ++k) {
+    Tensor g = k < result.size() ? result[k] : Tensor();
+    if (k < args && argIsTensor[k]) {
+      perTensor.push_back(std::move(g));
+      continue;
+    }
+    WEFT_CHECK(!g.defined(), Value, name(), ": backward returned a defined gradient ",
+               k < args ? "for argument " : "past the last argument, at ", k,
+               " of forward, which is not a tensor; return one gradient per argument of forward ",
+               "(", args, ", ", tensors,
+               " of them tensors), an undefined Tensor() for each that is not a tensor");
+  }
+  return perTensor;
 }
 
 std::vector<Tensor> CustomNode::apply(std::vector<Tensor>&& grads) {

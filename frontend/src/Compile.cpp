@@ -255,7 +255,8 @@ void CompiledSignature::separateComputedOutputs(const std::vector<Tensor>& args,
   }
 }
 
-void CompiledSignature::aliasOutputs(const std::vector<Tensor>& args, std::vector<Tensor>& out,
+void CompiledSignature::aliasOutputs(const std::vector<Tensor>& args,
+                                     const std::vector<Tensor>& state, std::vector<Tensor>& out,
                                      const std::optional<DynamicCall>& dyn) const {
   for (size_t i = 0; i < numOutputs; ++i) {
     const ViewOrigin& o = outputOrigins[i];
@@ -267,6 +268,8 @@ void CompiledSignature::aliasOutputs(const std::vector<Tensor>& args, std::vecto
           std::find(dyn->args.begin(), dyn->args.end(), a) != dyn->args.end())
         continue;
       root = args[a];
+    } else if (o.state >= 0) {
+      root = state[static_cast<size_t>(o.state)];
     } else if (std::shared_ptr<TensorImpl> real = o.real.lock()) {
       root = Tensor(std::move(real));
     } else {
@@ -701,7 +704,7 @@ struct CompiledFunction::State {
   size_t builds = 0; ///< compilations so far (and in flight), stale ones included: the limit
   bool warnedEager = false;
   bool warnedReads = false;   ///< warned that a function reading values runs eagerly
-  bool warnedOverlap = false; ///< warned that calls whose inputs overlap writes run eagerly
+  std::atomic<bool> warnedOverlap{false}; ///< warned: calls whose inputs overlap writes run eagerly
   size_t eagerSignatures = 0; ///< signatures that run eagerly because the function reads values
   /// Signatures being compiled now, outside the lock: a caller of the same signature waits for
   /// that build instead of starting another; callers of other signatures are not held up.
@@ -874,13 +877,6 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   }
   bool eager = found.exe && !found.exe->eagerWhy.empty(); // it reads values: see fullgraph
   if (!found.empty() && !eager) st.latest = found.exe;
-  if (std::string why;
-      found.exe && !eager && found.exe->argumentsOverlapWrites(args, found.state, why)) {
-    eager = true; // as eager code, the function sees its writes through the other tensor
-    if (!st.warnedOverlap)
-      std::fprintf(stderr, "[weft] compile: %s; running such calls eagerly\n", why.c_str());
-    st.warnedOverlap = true;
-  }
   if (found.exe && found.exe->keptTensors) { // runs once: see CompiledSignature::keptTensors
     std::erase_if(st.cache, [&](const auto& entry) { return entry.second == found.exe; });
     st.retraceWhy = "the function kept tensors it made while traced (such as optimizer state "
@@ -890,6 +886,12 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   }
   lock.unlock();
   site.reset();
+  if (std::string why;
+      found.exe && !eager && found.exe->argumentsOverlapWrites(args, found.state, why)) {
+    eager = true; // as eager code, the function sees its writes through the other tensor
+    if (!st.warnedOverlap.exchange(true))
+      std::fprintf(stderr, "[weft] compile: %s; running such calls eagerly\n", why.c_str());
+  }
   if (!found.exe || eager) return fn(args); // past the limit (on_recompile_limit), or reads values
   CallSite run(loc); // what the executable's kernels raise (a bad index) names the call
   const CompiledSignature& exe = *found.exe;
@@ -935,7 +937,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     }
   if (!reached.empty()) autograd::backward(reached, grads, std::nullopt, false, loc);
   if (exe.backward) attachBackward(found.exe, args, in, found.state, all, out, dyn);
-  exe.aliasOutputs(args, out, dyn);
+  exe.aliasOutputs(args, found.state, out, dyn);
   return out;
 }
 

@@ -136,17 +136,16 @@ struct CompiledSignature {
   /// Why this executable cannot run a call with `args` (of its signature) and `state` now: a
   /// value read while tracing changed, grad mode, or which parameters have a .grad; "" if it can.
   std::string mismatch(const std::vector<Tensor>& args, const std::vector<Tensor>& state) const;
-  /// Whether argument `i` shares memory with another argument or a state tensor where the function
+  /// Whether an argument shares memory with another argument or a state tensor where the function
   /// writes either: compiled code reads each input as a tensor of its own and would not see the
   /// write through the other, so such a call runs eagerly. `why` names the two.
   bool argumentsOverlapWrites(const std::vector<Tensor>& args, const std::vector<Tensor>& state,
                               std::string& why) const;
-  /// Gives the user outputs in `out` the memory eager code gives them: an output that is (a view
-  /// of) an argument or a real tensor becomes that tensor (the views made again, after the call's
-  /// writes); an output eager computes is copied where it shares memory with an input or with an
-  /// output eager computes apart.
-  void aliasOutputs(const std::vector<Tensor>& args, std::vector<Tensor>& out,
-                    const std::optional<DynamicCall>& dyn) const;
+  /// Makes each user output in `out` that is (a view of) an argument or a real tensor eagerly that
+  /// tensor (this call's state tensor, where it is one), the views made again after the call's
+  /// writes (see separateComputedOutputs for the outputs eager code computes).
+  void aliasOutputs(const std::vector<Tensor>& args, const std::vector<Tensor>& state,
+                    std::vector<Tensor>& out, const std::optional<DynamicCall>& dyn) const;
   /// Copies the computed user outputs in `out` that share memory with an input or with an output
   /// eager computes apart (before autograd takes them).
   void separateComputedOutputs(const std::vector<Tensor>& args, const std::vector<Tensor>& state,

@@ -140,9 +140,10 @@ ir::TensorType typeOf(const Tensor& t) {
 
 namespace autograd {
 const Tensor& name_grad_fn(const Tensor& t, const char* name, const Tensor& input) {
-  const auto& fn = t.defined() ? t.impl()->gradFn : nullptr;
-  if (fn == nullptr || (input.defined() && input.impl()->gradFn == fn)) return t;
-  if (auto* node = dynamic_cast<OpNode*>(fn.get())) node->rename(name);
+  if (!t.defined()) return t;
+  autograd::Node* fn = t.impl()->gradFn.get();
+  if (fn == nullptr || (input.defined() && input.impl()->gradFn.get() == fn)) return t;
+  if (auto* node = dynamic_cast<OpNode*>(fn)) node->rename(name);
   return t;
 }
 } // namespace autograd

@@ -224,10 +224,13 @@ ViewOrigin TraceContext::originOf(const Tensor& t) const {
   const TensorImpl* impl = t.impl().get();
   ViewOrigin o;
   if (impl->trace != this) { // a real tensor; one the function made is computed on every call
-    if (impl->madeInTrace)
+    if (impl->madeInTrace) {
       o.computed = impl;
-    else
+    } else {
       o.real = t.impl();
+      if (auto it = stateIndex.find(impl); it != stateIndex.end())
+        o.state = static_cast<int32_t>(it->second);
+    }
     return o;
   }
   if (auto it = viewOrigins.find(impl); it != viewOrigins.end()) return it->second;

@@ -36,8 +36,10 @@ struct ArgumentWrite {
 struct ViewOrigin {
   /// The argument at the root, or -1.
   int32_t argument = -1;
-  /// The real tensor at the root (captured, made outside the function), if any.
+  /// The real tensor at the root (captured, made outside the function), if any, and the state
+  /// input it is (-1: none; a call's tensor is read through the state, as a .grad is).
   std::weak_ptr<TensorImpl> real;
+  int32_t state = -1;
   /// A computed root: outputs with the same one are one tensor, or views of one, eagerly.
   const TensorImpl* computed = nullptr;
   /// The view ops from the root, in order.

@@ -723,11 +723,12 @@ std::vector<uint8_t> save(const TensorMap& tensors, const Metadata& metadata,
   });
 }
 
-TensorMap load_file(const std::string& path, std::source_location loc) {
+TensorMap load_file(const std::string& path, Metadata* metadata, std::source_location loc) {
   CallSite cs(loc);
   return detail::convertStdExceptions("safetensors::load_file", [&] {
     detail::InputFile file(path, fileContext("safetensors::load_file", path));
     Layout layout = readHeader(file);
+    if (metadata != nullptr) *metadata = layout.header.metadata;
     TensorMap out =
         materialize(layout.header.entries, file.context(), [&](const Entry& e, void* dst) {
           file.readAt(layout.dataStart + e.begin, dst, e.end - e.begin);

@@ -51,22 +51,24 @@ safetensors::TensorMap entries(const nn::StateDict& dict) {
   return out;
 }
 
-/// The file's metadata after checking that weft::save wrote it as a `kind`.
-safetensors::Metadata checkKind(const std::string& path, const std::string& kind) {
-  safetensors::Metadata meta = safetensors::metadata(path);
+/// The tensors of the file weft::save wrote as a `kind`, and its metadata, from one read (a file
+/// replaced meanwhile cannot lend one its kind and the other its tensors).
+safetensors::TensorMap readSaved(const std::string& path, const std::string& kind,
+                                 safetensors::Metadata& meta) {
+  safetensors::TensorMap map = safetensors::load_file(path, &meta);
   auto it = meta.find(kSavedObjectKey);
   WEFT_CHECK(it != meta.end(), IO, "weft::load: '", path,
              "' was not written by weft::save (its metadata has no '", kSavedObjectKey,
              "'); read a plain safetensors file with safetensors::load_file");
   WEFT_CHECK(it->second == kind, IO, "weft::load: '", path, "' holds ", describe(it->second),
              ", not ", describe(kind), "; load it into what saved it");
-  return meta;
+  return map;
 }
 
 /// The tensors "0" to "n-1" of a saved list, in order; any other name is an IOError.
 std::vector<Tensor> readList(const std::string& path, const std::string& kind) {
-  checkKind(path, kind);
-  safetensors::TensorMap map = safetensors::load_file(path);
+  safetensors::Metadata meta;
+  safetensors::TensorMap map = readSaved(path, kind, meta);
   std::vector<Tensor> list(map.size());
   for (auto& [name, t] : map) {
     size_t index = list.size();
@@ -80,11 +82,11 @@ std::vector<Tensor> readList(const std::string& path, const std::string& kind) {
   return list;
 }
 
-/// The state dict in a file saved as a `kind`.
-nn::StateDict readDict(const std::string& path, const std::string& kind) {
-  checkKind(path, kind);
+/// The state dict in a file saved as a `kind`, and the file's metadata.
+nn::StateDict readDict(const std::string& path, const std::string& kind,
+                       safetensors::Metadata& meta) {
   nn::StateDict dict;
-  for (auto& [name, t] : safetensors::load_file(path))
+  for (auto& [name, t] : readSaved(path, kind, meta))
     dict.emplace(name, std::move(t));
   return dict;
 }
@@ -147,19 +149,20 @@ void load(std::vector<Tensor>& tensors, const std::string& path, std::source_loc
 
 void load(nn::Module& module, const std::string& path, std::source_location loc) {
   CallSite cs(loc);
-  nn::StateDict dict = readDict(path, "module");
+  safetensors::Metadata meta;
+  nn::StateDict dict = readDict(path, "module", meta);
   namingFile(path, [&] { module.load_state_dict(dict); });
 }
 
 void load(optim::Optimizer& optimizer, const std::string& path, std::source_location loc) {
   CallSite cs(loc);
   const std::string mine = optimizer.defaults().optimizer();
-  safetensors::Metadata meta = checkKind(path, "optimizer");
+  safetensors::Metadata meta;
+  nn::StateDict dict = readDict(path, "optimizer", meta);
   auto it = meta.find(kOptimizerKey);
   const std::string saved = it != meta.end() ? it->second : "an unnamed optimizer";
   WEFT_CHECK(saved == mine, IO, "weft::load: '", path, "' holds the state of ", saved, ", not of ",
              mine, "; load it into the kind of optimizer that saved it");
-  nn::StateDict dict = readDict(path, "optimizer");
   namingFile(path, [&] { optimizer.load_state_dict(dict); });
 }
 

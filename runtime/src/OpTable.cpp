@@ -57,9 +57,35 @@ bool readsIndexValues(OpCode op) {
   case OpKind::IndexAdd:
   case OpKind::CheckIndex:
     return true;
-  default:
+  case OpKind::Unary:
+  case OpKind::Binary:
+  case OpKind::Cast:
+  case OpKind::Identity:
+  case OpKind::Where:
+  case OpKind::Reduce:
+  case OpKind::ArgReduce:
+  case OpKind::Scan:
+  case OpKind::ArgScan:
+  case OpKind::Normalize:
+  case OpKind::Sort:
+  case OpKind::Reshape:
+  case OpKind::Permute:
+  case OpKind::Expand:
+  case OpKind::Slice:
+  case OpKind::Flip:
+  case OpKind::Pad:
+  case OpKind::Cat:
+  case OpKind::MatMul:
+  case OpKind::Matrix:
+  case OpKind::Conv:
+  case OpKind::ConvInputGrad:
+  case OpKind::ConvWeightGrad:
+  case OpKind::Pool:
+  case OpKind::Full:
+  case OpKind::Random:
     return false;
   }
+  return false;
 }
 
 } // namespace weft

@@ -41,7 +41,9 @@ private:
 /// recorded for autograd (as NoGradGuard); `InferenceMode(false)` records again inside one.
 class InferenceMode {
 public:
+  /// Enters inference mode (or, with false, leaves it: recording again) until destroyed.
   explicit InferenceMode(bool enabled = true);
+  /// Restores the grad mode and inference mode from before.
   ~InferenceMode();
   InferenceMode(const InferenceMode&) = delete;
   InferenceMode& operator=(const InferenceMode&) = delete;
@@ -177,7 +179,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 
 /// Gives t's grad_fn the name PyTorch gives the op that made t (`mean()` ends in a division, and
 /// its grad_fn shows "MeanBackward0"), unless that node is `input`'s own (the op returned its input
-/// as it is). For composites, weft's own and users'; returns t.
+/// as it is). For composites, weft's own and users'; `name` must outlive the graph (a string
+/// literal: it is kept, not copied). Returns t.
 const Tensor& name_grad_fn(const Tensor& t, const char* name, const Tensor& input = {});
 
 /// Runs backward from `roots` into the leaves' .grad (what Tensor::backward calls).
@@ -222,7 +225,7 @@ public:
   AutogradContext ctx;
   /// Shape and dtype of each tensor input and output (inputs' gradients are checked against them).
   std::vector<std::pair<Shape, DType>> inputTypes, outputTypes;
-  /// Per argument of forward (after the context): whether it is a tensor. Empty: all are.
+  /// Per argument of forward (after the context): whether it is a tensor.
   std::vector<bool> argIsTensor;
 
 private:
@@ -244,7 +247,7 @@ std::vector<Tensor> wrapCustomOutputs(const std::shared_ptr<CustomNode>& node,
 /// `static Tensor forward(AutogradContext*, Args...)` (or returns std::vector<Tensor>) and
 /// `static std::vector<Tensor> backward(AutogradContext*, std::vector<Tensor> grad_outputs)`
 /// returning, as LibTorch's, one gradient per argument of forward (undefined for a non-tensor
-/// argument or no gradient; trailing undefined ones may be left out), or one per tensor argument.
+/// argument or no gradient; trailing undefined ones may be left out).
 template <typename T> struct Function {
   template <typename... Args> static auto apply(Args&&... args) {
     std::vector<Tensor> inputs;

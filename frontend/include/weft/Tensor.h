@@ -6,16 +6,19 @@
 #include "weft/runtime/Error.h"
 #include "weft/runtime/TensorRef.h"
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <iosfwd>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace weft {
@@ -60,19 +63,34 @@ public:
     return kind_ == Kind::Float ? DType::Float64 : kind_ == Kind::Int ? DType::Int64 : DType::Bool;
   }
   double toDouble() const { return d_; }
-  int64_t toLong() const { return kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_; }
-  /// The value as LibTorch's Scalar converts it.
-  float toFloat() const { return static_cast<float>(d_); }
-  int toInt() const { return static_cast<int>(toLong()); }
+  /// The value as LibTorch's Scalar converts it (a float truncated toward zero): a ValueError where
+  /// the type cannot hold it (NaN or an infinity as an integer, a value past the type's range).
+  int64_t toLong() const { return to<int64_t>(); }
+  float toFloat() const { return to<float>(); }
+  int toInt() const { return to<int>(); }
   bool toBool() const { return kind_ == Kind::Float ? d_ != 0 : i_ != 0; }
   /// The value as T (a number type or bool), as Scalar::to<T>().
   template <typename T> T to() const {
-    if constexpr (std::is_same_v<T, bool>)
+    if constexpr (std::is_same_v<T, bool>) {
       return toBool();
-    else if constexpr (std::is_floating_point_v<T>)
+    } else if constexpr (std::is_floating_point_v<T>) {
+      WEFT_CHECK(!std::isfinite(d_) || std::fabs(d_) <= std::numeric_limits<T>::max(), Value,
+                 "value cannot be converted to a ", sizeof(T) * 8,
+                 "-bit float without overflow: ", d_);
       return static_cast<T>(d_);
-    else
-      return static_cast<T>(toLong());
+    } else {
+      if (kind_ != Kind::Float) {
+        WEFT_CHECK(std::in_range<T>(i_), Value, "value cannot be converted to a ", sizeof(T) * 8,
+                   "-bit integer without overflow: ", i_);
+        return static_cast<T>(i_);
+      }
+      // [lowest, max + 1) in doubles: both ends are exact (0 or powers of two).
+      const double lowest = static_cast<double>(std::numeric_limits<T>::lowest());
+      const double past = static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
+      WEFT_CHECK(d_ >= lowest && d_ < past, Value, "value cannot be converted to a ", sizeof(T) * 8,
+                 "-bit integer without overflow: ", d_);
+      return static_cast<T>(d_);
+    }
   }
   bool isFloatingPoint() const { return kind_ == Kind::Float; }
   /// An integer (a bool too where `includeBool`), and a bool.

@@ -25,9 +25,10 @@ void save_file(const TensorMap& tensors, const std::string& path, const Metadata
                WEFT_LOC);
 /// The bytes save_file would write.
 std::vector<uint8_t> save(const TensorMap& tensors, const Metadata& metadata = {}, WEFT_LOC);
-/// Reads every tensor of the file at `path` into fresh tensors; throws IOError naming the file and
-/// the problem for anything that is not a well-formed safetensors file.
-TensorMap load_file(const std::string& path, WEFT_LOC);
+/// Reads every tensor of the file at `path` into fresh tensors, and its metadata into `metadata`
+/// where given (from the same read); throws IOError naming the file and the problem for anything
+/// that is not a well-formed safetensors file.
+TensorMap load_file(const std::string& path, Metadata* metadata = nullptr, WEFT_LOC);
 /// Reads every tensor of the safetensors bytes [data, data + size), copying them.
 TensorMap load(const uint8_t* data, size_t size, WEFT_LOC);
 /// The metadata of the file at `path` (empty when it has none); reads and validates the header
