@@ -64,7 +64,7 @@ struct Change {
 };
 
 /// Reads the case's file while a second thread changes it as soon as it is open, until the reader
-/// has reported the change (at most 50 tries). Every outcome must be an IOError naming the file or
+/// has reported the change (at most 10 tries). Every outcome must be an IOError naming the file or
 /// a tensor equal to a read of the file before or after the change: never a signal (a reader that
 /// mapped the file would die of SIGBUS here) nor a value read from a file half changed. Whether a
 /// try catches the reader mid-read depends on the machine's load, so that the change is noticed
@@ -79,7 +79,7 @@ void changeWhileReading(const TempDir& dir, const RaceCase& c, const Change& cha
   }
   const std::string path = dir.write(c.name, c.bytes);
   int noticed = 0;
-  for (int attempt = 0; attempt < 50 && noticed == 0; ++attempt) {
+  for (int attempt = 0; attempt < 10 && noticed == 0; ++attempt) {
     dir.write(c.name, c.bytes);
     std::atomic<bool> done{false};
     std::thread other([&] {
