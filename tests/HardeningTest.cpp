@@ -14,25 +14,6 @@ std::vector<double> vals(const Tensor& t) {
   return t.to_vector<double>();
 }
 
-/// Runs `f` and returns the weft::Error's message; fails the test if nothing (or something other
-/// than a weft::Error) is thrown.
-template <typename F> std::string errorOf(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "a " << typeid(e).name() << " left weft: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no error was thrown";
-  return "";
-}
-
-bool mentions(const std::string& message, const std::string& part) {
-  return message.find(part) != std::string::npos;
-}
-
 // ---- crashes ----
 
 TEST(Hardening, FreeingALongAutogradGraphNeedsNoDeepStack) {
@@ -53,29 +34,27 @@ TEST(Hardening, FreeingALongAutogradGraphNeedsNoDeepStack) {
 
 TEST(Hardening, ShapeArithmeticThatOverflowsIsAnError) {
   constexpr int64_t k32 = int64_t{1} << 32, k62 = int64_t{1} << 62;
-  EXPECT_TRUE(mentions(errorOf([&] { (void)zeros({k32, k32}); }), "zeros"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)empty({k62, 4}); }), "empty"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)ones({1}).expand({k62}); }), "expand"));
-  EXPECT_TRUE(
-      mentions(errorOf([&] { (void)ones({1}, kFloat64).expand({k62 / 2}).sum(); }), "expand"));
+  EXPECT_TRUE(has(messageOf([&] { (void)zeros({k32, k32}); }), "zeros"));
+  EXPECT_TRUE(has(messageOf([&] { (void)empty({k62, 4}); }), "empty"));
+  EXPECT_TRUE(has(messageOf([&] { (void)ones({1}).expand({k62}); }), "expand"));
+  EXPECT_TRUE(has(messageOf([&] { (void)ones({1}, kFloat64).expand({k62 / 2}).sum(); }), "expand"));
   // A legal view larger than memory cannot be copied out (4 TiB here).
+  EXPECT_TRUE(has(messageOf([&] { (void)ones({1}).expand({int64_t{1} << 40}).to_vector<float>(); }),
+                  "to_vector"));
+  EXPECT_TRUE(has(messageOf([&] { (void)ones({4}).reshape({-1, k62, k62}); }), "reshape"));
+  EXPECT_TRUE(has(messageOf([&] {
+                    (void)pad(ones({2}), {std::numeric_limits<int64_t>::max(), 1});
+                  }),
+                  "pad"));
+  EXPECT_TRUE(has(messageOf([&] { (void)full({k32, k32, 0, k32}, 1.0); }), "full"));
   EXPECT_TRUE(
-      mentions(errorOf([&] { (void)ones({1}).expand({int64_t{1} << 40}).to_vector<float>(); }),
-               "to_vector"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)ones({4}).reshape({-1, k62, k62}); }), "reshape"));
-  EXPECT_TRUE(mentions(errorOf([&] {
-                         (void)pad(ones({2}), {std::numeric_limits<int64_t>::max(), 1});
-                       }),
-                       "pad"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)full({k32, k32, 0, k32}, 1.0); }), "full"));
-  EXPECT_TRUE(
-      mentions(errorOf([&] { (void)linspace(0, 1, int64_t{1000000000000}); }), "out of memory"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)arange(0.0, 1e300, 1e-300); }), "too many"));
-  EXPECT_TRUE(mentions(errorOf([&] {
-                         (void)conv1d(ones({1, 1, 4}), ones({1, 1, 1}), {}, 1,
-                                      std::numeric_limits<int64_t>::max() / 2);
-                       }),
-                       "too large"));
+      has(messageOf([&] { (void)linspace(0, 1, int64_t{1000000000000}); }), "out of memory"));
+  EXPECT_TRUE(has(messageOf([&] { (void)arange(0.0, 1e300, 1e-300); }), "too many"));
+  EXPECT_TRUE(has(messageOf([&] {
+                    (void)conv1d(ones({1, 1, 4}), ones({1, 1, 1}), {}, 1,
+                                 std::numeric_limits<int64_t>::max() / 2);
+                  }),
+                  "too large"));
   // Empty shapes with huge sizes are fine: they hold nothing.
   EXPECT_EQ(zeros({0, k32}).numel(), 0);
 }
@@ -148,11 +127,11 @@ TEST(Hardening, ZeroDimTensorsTakeDimensionZeroAndMinusOneEagerlyAndCompiled) {
   EXPECT_EQ(x.flatten(0, -1).sizes(), Shape{1}); // as torch.flatten: a scalar becomes 1-d
   EXPECT_THROW((void)x.flatten(0, 1), IndexError);
   // Sizes and strides of a 0-d tensor have no dimension to name; splitting needs one.
-  EXPECT_TRUE(mentions(errorOf([&] { (void)x.size(0); }), "no dimensions"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)x.stride(-1); }), "no dimensions"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)chunk(x, 1); }), "1-dimensional"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)split(x, 1); }), "1-dimensional"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)x.unflatten(0, {1}); }), "0-dimensional"));
+  EXPECT_TRUE(has(messageOf([&] { (void)x.size(0); }), "no dimensions"));
+  EXPECT_TRUE(has(messageOf([&] { (void)x.stride(-1); }), "no dimensions"));
+  EXPECT_TRUE(has(messageOf([&] { (void)chunk(x, 1); }), "1-dimensional"));
+  EXPECT_TRUE(has(messageOf([&] { (void)split(x, 1); }), "1-dimensional"));
+  EXPECT_TRUE(has(messageOf([&] { (void)x.unflatten(0, {1}); }), "0-dimensional"));
   EXPECT_THROW((void)x.index_select(0, zeros({2}, kInt64)), IndexError);
 }
 
@@ -172,14 +151,14 @@ TEST(Hardening, SelfOverlappingTensorsCannotBeWrittenInPlace) {
            [&] { t.clamp_(0.5); },
            [&] { t.index_put_({tensor({0})}, 5.0); },
        })
-    EXPECT_TRUE(mentions(errorOf(write), "single memory location"));
+    EXPECT_TRUE(has(messageOf(write), "single memory location"));
   EXPECT_EQ(vals(base), std::vector<double>{0}); // nothing was written
   auto compiled = compile([&](const Tensor& x) {
     Tensor e = x.expand({3});
     e.add_(1.0);
     return e;
   });
-  EXPECT_TRUE(mentions(errorOf([&] { (void)compiled(ones({1})); }), "single memory location"));
+  EXPECT_TRUE(has(messageOf([&] { (void)compiled(ones({1})); }), "single memory location"));
 }
 
 // ---- wrong values and accepted bad input ----
@@ -201,10 +180,10 @@ TEST(Hardening, FactoriesHonourTheirOptions) {
   EXPECT_THROW((void)arange(3, kBool), DTypeError);
   EXPECT_THROW((void)arange(3, TensorOptions().dtype(kInt64).requires_grad()), DTypeError);
   // Fill values must fit the dtype, as in PyTorch.
-  EXPECT_TRUE(mentions(errorOf([&] { (void)full({2}, std::nan(""), kInt64); }), "int64"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)full({2}, 300, kUInt8); }), "uint8"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)full({2}, 1e6, kFloat16); }), "float16"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)zeros({2}, kUInt8).fill_(300); }), "uint8"));
+  EXPECT_TRUE(has(messageOf([&] { (void)full({2}, std::nan(""), kInt64); }), "int64"));
+  EXPECT_TRUE(has(messageOf([&] { (void)full({2}, 300, kUInt8); }), "uint8"));
+  EXPECT_TRUE(has(messageOf([&] { (void)full({2}, 1e6, kFloat16); }), "float16"));
+  EXPECT_TRUE(has(messageOf([&] { (void)zeros({2}, kUInt8).fill_(300); }), "uint8"));
   EXPECT_EQ(vals(full({1}, std::numeric_limits<double>::infinity(), kFloat16)),
             std::vector<double>{std::numeric_limits<double>::infinity()});
   int64_t max = std::numeric_limits<int64_t>::max();
@@ -212,8 +191,8 @@ TEST(Hardening, FactoriesHonourTheirOptions) {
 }
 
 TEST(Hardening, IntegerAddWithAFloatAlphaIsAnError) {
-  EXPECT_TRUE(mentions(errorOf([&] { (void)arange(3).add(arange(3), 0.5); }), "alpha"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)arange(3).sub(arange(3), 0.5); }), "alpha"));
+  EXPECT_TRUE(has(messageOf([&] { (void)arange(3).add(arange(3), 0.5); }), "alpha"));
+  EXPECT_TRUE(has(messageOf([&] { (void)arange(3).sub(arange(3), 0.5); }), "alpha"));
   EXPECT_THROW((void)ones({2}).add(ones({2}), true), DTypeError);
   EXPECT_EQ(vals(arange(3).add(arange(3), 2)), (std::vector<double>{0, 3, 6}));
   EXPECT_EQ(vals(arange(3).add(ones({3}), 0.5)), (std::vector<double>{0.5, 1.5, 2.5}));
@@ -269,34 +248,34 @@ struct UndefinedOutput : autograd::Function<UndefinedOutput> {
 
 TEST(Hardening, CustomFunctionsReturningBadGradientsAreNamedErrors) {
   Tensor x = ones({3}, TensorOptions().requires_grad());
-  std::string m = errorOf([&] { IntGradient::apply(x).sum().backward(); });
-  EXPECT_TRUE(mentions(m, "IntGradientBackward")) << m;
-  EXPECT_TRUE(mentions(m, "int64")) << m;
+  std::string m = messageOf([&] { IntGradient::apply(x).sum().backward(); });
+  EXPECT_TRUE(has(m, "IntGradientBackward")) << m;
+  EXPECT_TRUE(has(m, "int64")) << m;
   EXPECT_FALSE(x.grad().defined());
-  m = errorOf([&] { WrongShape::apply(x).sum().backward(); });
-  EXPECT_TRUE(mentions(m, "WrongShapeBackward")) << m;
-  EXPECT_TRUE(mentions(m, "[5]") && mentions(m, "[3]")) << m;
+  m = messageOf([&] { WrongShape::apply(x).sum().backward(); });
+  EXPECT_TRUE(has(m, "WrongShapeBackward")) << m;
+  EXPECT_TRUE(has(m, "[5]") && has(m, "[3]")) << m;
   BroadcastGradient::apply(x).sum().backward();
   EXPECT_EQ(x.grad().dtype(), kFloat32);
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{4, 4, 4}));
   EXPECT_EQ(BroadcastGradient::apply(x).grad_fn()->name(),
             "weft::test::(anonymous namespace)::BroadcastGradientBackward");
-  m = errorOf([&] { (void)UndefinedOutput::apply(x); });
-  EXPECT_TRUE(mentions(m, "UndefinedOutputBackward") && mentions(m, "undefined")) << m;
+  m = messageOf([&] { (void)UndefinedOutput::apply(x); });
+  EXPECT_TRUE(has(m, "UndefinedOutputBackward") && has(m, "undefined")) << m;
 }
 
 TEST(Hardening, HooksReturningBadGradientsNameTheHook) {
   Tensor x = ones({2, 3}, TensorOptions().requires_grad());
   const int line = __LINE__ + 1;
   x.register_hook([](const Tensor&) { return ones({3}); });
-  std::string m = errorOf([&] { (x * 2).sum().backward(); });
-  EXPECT_TRUE(mentions(m, "HardeningTest.cpp:" + std::to_string(line))) << m;
-  EXPECT_TRUE(mentions(m, "[3]") && mentions(m, "[2, 3]")) << m;
+  std::string m = messageOf([&] { (x * 2).sum().backward(); });
+  EXPECT_TRUE(has(m, "HardeningTest.cpp:" + std::to_string(line))) << m;
+  EXPECT_TRUE(has(m, "[3]") && has(m, "[2, 3]")) << m;
   Tensor y = ones({2}, TensorOptions().requires_grad());
   Tensor z = y * 2;
   z.register_hook([](const Tensor& g) { return g.to(kFloat64); });
-  m = errorOf([&] { z.sum().backward(); });
-  EXPECT_TRUE(mentions(m, "float64") && mentions(m, "float32")) << m;
+  m = messageOf([&] { z.sum().backward(); });
+  EXPECT_TRUE(has(m, "float64") && has(m, "float32")) << m;
 }
 
 // ---- compile() and eager agree ----
@@ -312,7 +291,7 @@ TEST(Hardening, ACompiledFunctionFollowsAReassignedCapturedTensor) {
   EXPECT_EQ(f(x).item<float>(), 30.0f);
   unsetenv("WEFT_LOG_RECOMPILES");
   std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_TRUE(mentions(log, "captured tensor s0 (float32 [3]) is gone")) << log;
+  EXPECT_TRUE(has(log, "captured tensor s0 (float32 [3]) is gone")) << log;
   EXPECT_EQ(f.compiled().num_compiled(), 2u);
   EXPECT_EQ(f(x).item<float>(), 30.0f);
   EXPECT_EQ(f.compiled().num_compiled(), 2u);
@@ -366,7 +345,7 @@ TEST(Hardening, InPlaceOnALeafRequiringGradIsAnErrorInsideCompileToo) {
     w.add_(x);
     return w.sum();
   });
-  EXPECT_TRUE(mentions(errorOf([&] { (void)f(ones({2})); }), "leaf Variable"));
+  EXPECT_TRUE(has(messageOf([&] { (void)f(ones({2})); }), "leaf Variable"));
   auto g = compile([&](const Tensor& x) {
     NoGradGuard noGrad; // as an optimizer step: allowed
     w.add_(x);
@@ -379,24 +358,24 @@ TEST(Hardening, CompileErrorsNameTheCallersLine) {
   auto f = compile([](const Tensor& x) { return x * 2; }, CompileOptions().recompile_limit(1));
   (void)f(ones({2}));
   const int line = __LINE__ + 1;
-  std::string m = errorOf([&] { (void)f(ones({3})); });
-  EXPECT_TRUE(mentions(m, "HardeningTest.cpp:" + std::to_string(line))) << m;
-  EXPECT_TRUE(mentions(m, "input 0 shape [2] -> [3]")) << m;
-  m = errorOf([&] { (void)f(Tensor()); });
-  EXPECT_TRUE(mentions(m, "HardeningTest.cpp:") && mentions(m, "undefined")) << m;
+  std::string m = messageOf([&] { (void)f(ones({3})); });
+  EXPECT_TRUE(has(m, "HardeningTest.cpp:" + std::to_string(line))) << m;
+  EXPECT_TRUE(has(m, "input 0 shape [2] -> [3]")) << m;
+  m = messageOf([&] { (void)f(Tensor()); });
+  EXPECT_TRUE(has(m, "HardeningTest.cpp:") && has(m, "undefined")) << m;
   const int optionsLine = __LINE__ + 2;
-  m = errorOf([] {
+  m = messageOf([] {
     (void)compile([](const Tensor& x) { return x; }, CompileOptions().buckets({4, 2}));
   });
-  EXPECT_TRUE(mentions(m, "HardeningTest.cpp:" + std::to_string(optionsLine))) << m;
+  EXPECT_TRUE(has(m, "HardeningTest.cpp:" + std::to_string(optionsLine))) << m;
   auto undefinedOut = compile([](const Tensor&) { return Tensor(); });
   const int outLine = __LINE__ + 1;
-  m = errorOf([&] { (void)undefinedOut(ones({2})); });
-  EXPECT_TRUE(mentions(m, "undefined tensor")) << m;
-  EXPECT_TRUE(mentions(m, "HardeningTest.cpp:" + std::to_string(outLine))) << m;
+  m = messageOf([&] { (void)undefinedOut(ones({2})); });
+  EXPECT_TRUE(has(m, "undefined tensor")) << m;
+  EXPECT_TRUE(has(m, "HardeningTest.cpp:" + std::to_string(outLine))) << m;
   auto nested = compile([&](const Tensor& x) { return f(x); });
-  m = errorOf([&] { (void)nested(ones({2})); });
-  EXPECT_TRUE(mentions(m, "inside a traced function")) << m;
+  m = messageOf([&] { (void)nested(ones({2})); });
+  EXPECT_TRUE(has(m, "inside a traced function")) << m;
 }
 
 TEST(Hardening, TheRecompileLogNamesTheOneThingThatChanged) {
@@ -410,7 +389,7 @@ TEST(Hardening, TheRecompileLogNamesTheOneThingThatChanged) {
     (void)step(ones({2}));
   }
   std::string log = ::testing::internal::GetCapturedStderr();
-  EXPECT_TRUE(mentions(log, "grad mode changed (traced with grad on, called with it off)")) << log;
+  EXPECT_TRUE(has(log, "grad mode changed (traced with grad on, called with it off)")) << log;
 
   auto train = compile([&](const Tensor& x) {
     (x * w).sum().backward();
@@ -420,7 +399,7 @@ TEST(Hardening, TheRecompileLogNamesTheOneThingThatChanged) {
   (void)train(ones({2})); // w has no .grad yet
   (void)train(ones({2})); // now it has one: backward accumulates
   log = ::testing::internal::GetCapturedStderr();
-  EXPECT_TRUE(mentions(log, "captured tensor s0 (float32 [2]) has a .grad")) << log;
+  EXPECT_TRUE(has(log, "captured tensor s0 (float32 [2]) has a .grad")) << log;
 
   Tensor scale = full({}, 2.0);
   auto read = compile([&](const Tensor& x) { return x * scale.item<double>(); },
@@ -430,8 +409,8 @@ TEST(Hardening, TheRecompileLogNamesTheOneThingThatChanged) {
   scale.fill_(3.0);
   EXPECT_EQ(vals(read(ones({2}))), (std::vector<double>{3, 3}));
   log = ::testing::internal::GetCapturedStderr();
-  EXPECT_TRUE(mentions(log, "the value read by item() at ")) << log;
-  EXPECT_TRUE(mentions(log, "HardeningTest.cpp")) << log;
+  EXPECT_TRUE(has(log, "the value read by item() at ")) << log;
+  EXPECT_TRUE(has(log, "HardeningTest.cpp")) << log;
   unsetenv("WEFT_LOG_RECOMPILES");
 }
 
@@ -519,7 +498,7 @@ TEST(Hardening, GeneratorsMadeInsideACompiledFunctionStartAnewEachCall) {
 TEST(Hardening, ReadingARandomValueInsideACompiledFunctionIsAnError) {
   auto f = compile([](const Tensor& x) { return (rand({}) > 0.5).item<bool>() ? x : -x; },
                    CompileOptions().specialize_on_values());
-  EXPECT_TRUE(mentions(errorOf([&] { (void)f(ones({2})); }), "random numbers"));
+  EXPECT_TRUE(has(messageOf([&] { (void)f(ones({2})); }), "random numbers"));
 }
 
 TEST(Hardening, InPlaceWritesToCompiledArgumentsThatCannotReachTheCallerAreErrors) {
@@ -530,13 +509,13 @@ TEST(Hardening, InPlaceWritesToCompiledArgumentsThatCannotReachTheCallerAreError
     y.add_(1.0);
     return y;
   });
-  std::string m = errorOf([&] { (void)g(ones({2}, TensorOptions().requires_grad())); });
-  EXPECT_TRUE(mentions(m, "leaf Variable")) << m; // as eager: the argument is a leaf needing grad
+  std::string m = messageOf([&] { (void)g(ones({2}, TensorOptions().requires_grad())); });
+  EXPECT_TRUE(has(m, "leaf Variable")) << m; // as eager: the argument is a leaf needing grad
   // A value that requires grad written into an argument: autograd would record the write.
   Tensor w = ones({2}, TensorOptions().requires_grad());
   auto h = compile([&](Tensor x) { return x.add_(w); });
-  m = errorOf([&] { (void)h(ones({2})); });
-  EXPECT_TRUE(mentions(m, "requires grad in place into argument 0")) << m;
+  m = messageOf([&] { (void)h(ones({2})); });
+  EXPECT_TRUE(has(m, "requires grad in place into argument 0")) << m;
   auto k = compile([](const Tensor& x) { return x.clone().add_(1.0); }); // a copy is fine
   EXPECT_EQ(vals(k(ones({2}))), (std::vector<double>{2, 2}));
   // An expanded argument written: refused before anything runs (the other argument unchanged).
@@ -546,15 +525,14 @@ TEST(Hardening, InPlaceWritesToCompiledArgumentsThatCannotReachTheCallerAreError
     return x.sum();
   });
   Tensor y = zeros({3});
-  m = errorOf([&] { (void)both(ones({1}).expand({3}), y); });
-  EXPECT_TRUE(mentions(m, "argument 0 is written in place by the function, but more than one"))
-      << m;
+  m = messageOf([&] { (void)both(ones({1}).expand({3}), y); });
+  EXPECT_TRUE(has(m, "argument 0 is written in place by the function, but more than one")) << m;
   EXPECT_EQ(vals(y), (std::vector<double>{0, 0, 0}));
   // A non-leaf argument that requires grad: eager would record the write; compiled code cannot.
   auto relu = compile([](Tensor h) { return h.relu_(); });
   Tensor leaf = ones({2}, TensorOptions().requires_grad());
-  m = errorOf([&] { (void)relu(leaf * 2.0); });
-  EXPECT_TRUE(mentions(m, "argument 0 of the compiled function requires grad")) << m;
+  m = messageOf([&] { (void)relu(leaf * 2.0); });
+  EXPECT_TRUE(has(m, "argument 0 of the compiled function requires grad")) << m;
 }
 
 TEST(Hardening, FunctionsReadingValuesRunEagerlyWithinTheLimit) {
@@ -579,8 +557,8 @@ TEST(Hardening, FunctionsReadingValuesRunEagerlyWithinTheLimit) {
     state.add_(x);
     return x * state.sum().item<float>();
   });
-  std::string m = errorOf([&] { (void)lazy(ones({2})); });
-  EXPECT_TRUE(mentions(m, "item")) << m;
+  std::string m = messageOf([&] { (void)lazy(ones({2})); });
+  EXPECT_TRUE(has(m, "item")) << m;
 }
 
 TEST(Hardening, ALosingConcurrentBackwardChangesNothing) {
@@ -608,8 +586,8 @@ TEST(Hardening, ALosingConcurrentBackwardChangesNothing) {
 
 TEST(Hardening, InPlaceOnAViewOfALeafRequiringGradIsAnError) {
   Tensor w = ones({2}, TensorOptions().requires_grad());
-  EXPECT_TRUE(mentions(errorOf([&] { w.narrow(0, 0, 1).fill_(3.0); }), "view of a leaf"));
-  EXPECT_TRUE(mentions(errorOf([&] { w.select(0, 1).mul_(2.0); }), "view of a leaf"));
+  EXPECT_TRUE(has(messageOf([&] { w.narrow(0, 0, 1).fill_(3.0); }), "view of a leaf"));
+  EXPECT_TRUE(has(messageOf([&] { w.select(0, 1).mul_(2.0); }), "view of a leaf"));
   EXPECT_EQ(vals(w.detach()), (std::vector<double>{1, 1}));
   // A detached view carries no history: writing it writes the leaf, as in PyTorch.
   w.detach().narrow(0, 1, 1).fill_(5.0);
@@ -684,15 +662,15 @@ TEST(Hardening, IntegerOverflowWrapsAsInPyTorch) {
 
 TEST(Hardening, FactoriesAndWindowsNeverOverflowOrTrap) {
   int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
-  EXPECT_TRUE(mentions(errorOf([&] { (void)arange(0, lo, -1); }), "too many"));
-  EXPECT_TRUE(mentions(errorOf([&] { (void)arange(lo, hi); }), "too many"));
+  EXPECT_TRUE(has(messageOf([&] { (void)arange(0, lo, -1); }), "too many"));
+  EXPECT_TRUE(has(messageOf([&] { (void)arange(lo, hi); }), "too many"));
   EXPECT_EQ(arange(hi - 2, hi).to_vector<int64_t>(), (std::vector<int64_t>{hi - 2, hi - 1}));
   // Values out of an integer dtype's range convert as casts do (the minimum), not undefined.
   EXPECT_EQ(linspace(0, 1e20, 3, kInt64).to_vector<int64_t>(), (std::vector<int64_t>{0, lo, lo}));
   Tensor pooled = max_pool2d(ones({1, 1, 4, 4}), {2}, {hi / 2}, {0}, {1}, true);
   EXPECT_EQ(pooled.sizes(), (Shape{1, 1, 1, 1}));
   // More than memory and swap hold is refused up front, whatever the kernel's overcommit policy.
-  EXPECT_TRUE(mentions(errorOf([&] { (void)empty({int64_t{1} << 50}); }), "memory and swap"));
+  EXPECT_TRUE(has(messageOf([&] { (void)empty({int64_t{1} << 50}); }), "memory and swap"));
 }
 
 } // namespace
