@@ -139,12 +139,14 @@ void epilogueTable(int reps) {
     std::vector<weft::Buffer> args;
     for (weft::ir::ValueId v : g.arguments()) {
       weft::Tensor r = weft::randn(g.type(v).shape, weft::kFloat32, gen);
-      args.push_back(weft::allocateBuffer(g.type(v).shape, weft::DType::Float32));
+      args.push_back(weft::allocateBuffer(weft::hal::cpu(), g.type(v).shape, weft::DType::Float32));
       std::memcpy(args.back().ref.data, r.data_ptr<float>(),
                   static_cast<size_t>(r.numel()) * sizeof(float));
     }
-    const double a = medianSeconds([&] { (void)weft::runPlan(*today, args, {}); }, reps);
-    const double b = medianSeconds([&] { (void)weft::runPlan(*fused, args, {}); }, reps);
+    const double a =
+        medianSeconds([&] { (void)weft::runPlan(weft::hal::cpu(), *today, args, {}); }, reps);
+    const double b =
+        medianSeconds([&] { (void)weft::runPlan(weft::hal::cpu(), *fused, args, {}); }, reps);
     char dims[32];
     std::snprintf(dims, sizeof(dims), "%lld x %lld x %lld", static_cast<long long>(s.m),
                   static_cast<long long>(s.k), static_cast<long long>(s.n));

@@ -89,10 +89,10 @@ public:
       blocks.push_back(register_module("layer" + std::to_string(i), Layer(dim, heads, hidden)));
     norm = register_module("norm", nn::LayerNorm(nn::LayerNormOptions({dim})));
     head = register_module("head", nn::Linear(dim, vocab));
-    causal = ones({context, context}, kBool).triu(1);
+    causal = register_buffer("causal", ones({context, context}, kBool).triu(1));
   }
   Tensor forward(const Tensor& idx) {
-    Tensor x = tok(idx) + pos(arange(idx.size(1)));
+    Tensor x = tok(idx) + pos(arange(idx.size(1), TensorOptions(kInt64).device(idx.device())));
     for (Layer& layer : blocks)
       x = layer->forward(x, causal);
     return head(norm(x));

@@ -102,9 +102,9 @@ std::vector<float> runKernel(const ir::Graph& g, std::vector<float> x) {
     launches += s.kernel >= 0 ? 1 : 0;
   EXPECT_EQ(launches, groups.size());
   Shape shape = g.type(g.arguments()[0]).shape;
-  Buffer in = allocateBuffer(shape, DType::Float32);
+  Buffer in = allocateBuffer(hal::cpu(), shape, DType::Float32);
   std::copy(x.begin(), x.end(), in.ref.ptr<float>());
-  std::vector<Buffer> out = runPlan(plan, std::span(&in, 1), {});
+  std::vector<Buffer> out = runPlan(hal::cpu(), plan, std::span(&in, 1), {});
   const float* y = out.at(0).ref.ptr<float>();
   return std::vector<float>(y, y + x.size());
 }
@@ -500,11 +500,11 @@ TEST(Codegen, MatmulKernelWithEpilogueMatchesFloat64) {
       std::normal_distribution<float> normal;
       std::vector<Buffer> args;
       for (ir::ValueId v : g.arguments()) {
-        args.push_back(allocateBuffer(g.type(v).shape, DType::Float32));
+        args.push_back(allocateBuffer(hal::cpu(), g.type(v).shape, DType::Float32));
         for (int64_t i = 0; i < args.back().ref.numel(); ++i)
           args.back().ref.ptr<float>()[i] = normal(rng);
       }
-      std::vector<Buffer> out = runPlan(plan, args, {});
+      std::vector<Buffer> out = runPlan(hal::cpu(), plan, args, {});
       const float *x = args[0].ref.ptr<float>(), *w = args[1].ref.ptr<float>(),
                   *bias = args[2].ref.ptr<float>(), *res0 = args[3].ref.ptr<float>(),
                   *scale = args[4].ref.ptr<float>();
@@ -566,13 +566,13 @@ TEST(Codegen, RandomRowKernelsMatchTheInterpreter) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<Buffer> args;
     for (ir::ValueId a : g.arguments()) {
-      Buffer b = allocateBuffer(g.type(a).shape, DType::Float32);
+      Buffer b = allocateBuffer(hal::cpu(), g.type(a).shape, DType::Float32);
       for (int64_t i = 0; i < b.ref.numel(); ++i)
         b.ref.ptr<float>()[i] = u(rng);
       args.push_back(b);
     }
-    std::vector<Buffer> want = runPlan(interpreted, args, {});
-    std::vector<Buffer> got = runPlan(withKernels, args, {});
+    std::vector<Buffer> want = runPlan(hal::cpu(), interpreted, args, {});
+    std::vector<Buffer> got = runPlan(hal::cpu(), withKernels, args, {});
     for (size_t o = 0; o < want.size(); ++o)
       for (int64_t i = 0; i < want[o].ref.numel(); ++i) {
         const float a = got[o].ref.ptr<float>()[i], b = want[o].ref.ptr<float>()[i];

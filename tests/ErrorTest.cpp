@@ -33,13 +33,13 @@ std::vector<Mistake> mistakes() {
        false},
       {"a tensor on a device this build lacks",
        [] {
-         (void)zeros({2}, TensorOptions().device({Device::Type::Vulkan, 0}));
+         (void)zeros({2}, TensorOptions().device({DeviceType::Vulkan, 0}));
        },
        ErrorKind::Device,
-       {"vulkan:0", "cpu:0 only"}},
+       {"vulkan:0", "no Vulkan device"}},
       {"a tensor on a CPU index other than 0",
        [] {
-         (void)ones({2}, TensorOptions().device({Device::Type::CPU, 3}));
+         (void)ones({2}, TensorOptions().device({DeviceType::CPU, 3}));
        },
        ErrorKind::Device,
        {"cpu:3"}},

@@ -34,7 +34,7 @@ TEST(Executable, SavedAndLoadedRunsToTheSameBits) {
   EXPECT_EQ(loaded.state.size(), 2u); // w and bias, captured
   EXPECT_EQ(loaded.plan.kernels.code, exe->plan.kernels.code);
   EXPECT_NE(loaded.plan.kernels.loaded, exe->plan.kernels.loaded); // loaded anew
-  std::vector<Buffer> out = loaded.run(buffersOf({x}), buffersOf({w, bias}));
+  std::vector<Buffer> out = loaded.run(hal::cpu(), buffersOf({x}), buffersOf({w, bias}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(valuesOf(out[0]), expected.to_vector<float>()); // bit for bit
   EXPECT_EQ(loaded.save(), bytes);                          // and saves to the same bytes
@@ -57,7 +57,7 @@ TEST(Executable, RandomDrawsReadTheirKeysFromItsInputs) {
     eager.set_offset(static_cast<uint64_t>(offset));
     std::vector<float> want = (x + rand({6}, kFloat32, eager)).to_vector<float>();
     Tensor key = tensor({5, static_cast<int>(offset)});
-    std::vector<Buffer> out = loaded.run(buffersOf({x}), buffersOf({key}));
+    std::vector<Buffer> out = loaded.run(hal::cpu(), buffersOf({x}), buffersOf({key}));
     EXPECT_EQ(valuesOf(out[0]), want) << "offset " << offset;
   }
 }
@@ -84,7 +84,7 @@ TEST(Executable, BuiltForANamedCpuLevel) {
       << exe->plan.kernels.code.target;
   EXPECT_EQ(exe->plan.kernels.code.target.find("avx2"), std::string::npos);
   Executable loaded = Executable::load(exe->save());
-  std::vector<Buffer> out = loaded.run(buffersOf({x}), buffersOf({w}));
+  std::vector<Buffer> out = loaded.run(hal::cpu(), buffersOf({x}), buffersOf({w}));
   EXPECT_EQ(valuesOf(out[0]), got.to_vector<float>()); // the loaded code: the same bits
   try {
     compile(body, CompileOptions().cpu_target("pentium-9000"));
@@ -124,7 +124,7 @@ TEST(Executable, LoadedStepUpdatesStateLikeTheCompiledOne) {
   ASSERT_EQ(loaded.state.size(), 2u); // the parameter and its .grad
   for (const ExecutableValue& v : loaded.state)
     state.push_back(v.shape == w2.sizes() && state.empty() ? w2.detach() : w2.grad());
-  std::vector<Buffer> out = loaded.run(buffersOf({x, y}), buffersOf(state));
+  std::vector<Buffer> out = loaded.run(hal::cpu(), buffersOf({x, y}), buffersOf(state));
   EXPECT_EQ(valuesOf(out[0]), expected.to_vector<float>());
   EXPECT_EQ(w2.detach().to_vector<float>(), w.detach().to_vector<float>()); // updated in place
   EXPECT_NE(w2.detach().to_vector<float>(), wBefore.to_vector<float>());
@@ -153,7 +153,7 @@ TEST(Executable, StateUpdatesWrittenInPlaceUnlessTheMemoryIsShared) {
   ASSERT_EQ(loaded.state.size(), 2u);
   Tensor shared = full({64}, 3.0f);
   std::vector<Buffer> state(2, buffersOf({shared})[0]); // a and c are one memory
-  std::vector<Buffer> out = loaded.run(buffersOf({x}), state);
+  std::vector<Buffer> out = loaded.run(hal::cpu(), buffersOf({x}), state);
   EXPECT_EQ(valuesOf(out[0]), std::vector<float>{192.0f}); // c = 3, not the new a = 9
   EXPECT_EQ(shared.to_vector<float>(), std::vector<float>(64, 9.0f));
 }
@@ -205,12 +205,12 @@ TEST(Executable, DamagedBytesAndWrongArgumentsAreErrors) {
   EXPECT_THROW(Executable::load(std::vector<uint8_t>{}), IOError);
   Executable e = Executable::load(bytes);
   try {
-    e.run(buffersOf({ones({4})}), {});
+    e.run(hal::cpu(), buffersOf({ones({4})}), {});
     FAIL() << "ran on the wrong shape";
   } catch (const ValueError& err) {
     EXPECT_NE(std::string(err.what()).find("float32 [3]"), std::string::npos) << err.what();
   }
-  EXPECT_THROW(e.run({}, {}), ValueError);
+  EXPECT_THROW(e.run(hal::cpu(), {}, {}), ValueError);
 }
 
 /// Index of the plan's conv epilogue step (PlanStep::afterEachSample), or -1.
@@ -248,7 +248,7 @@ TEST(Executable, ConvEpilogueRunsInsideTheConvSampleBySample) {
   std::vector<uint8_t> bytes = exe->save();
   Executable loaded = Executable::load(bytes);
   EXPECT_EQ(epilogueStep(loaded.plan), i);
-  std::vector<Buffer> out = loaded.run(buffersOf({x}), buffersOf({w, b}));
+  std::vector<Buffer> out = loaded.run(hal::cpu(), buffersOf({x}), buffersOf({w, b}));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(valuesOf(out[0]), expected.to_vector<float>());
 

@@ -276,16 +276,18 @@ TEST(Passes, ElementwiseGroupsNeverWaitOnTheirOwnConsumers) {
 
 TEST(Interpreter, RunsAGraphAndWritesStateBack) {
   Graph g = smallGraph(); // out = sum(exp(x @ w)), w <- w * w
-  Buffer x = allocateBuffer({2, 3}, DType::Float32), w = allocateBuffer({3, 4}, DType::Float32);
+  Buffer x = allocateBuffer(hal::cpu(), {2, 3}, DType::Float32),
+         w = allocateBuffer(hal::cpu(), {3, 4}, DType::Float32);
   fill(x.ref, 0.5);
   fill(w.ref, 2.0);
   Plan plan = lowerToPlan(g);
-  std::vector<Buffer> out = runPlan(plan, std::vector<Buffer>{x}, std::vector<Buffer>{w});
+  std::vector<Buffer> out =
+      runPlan(hal::cpu(), plan, std::vector<Buffer>{x}, std::vector<Buffer>{w});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_FLOAT_EQ(read(out[0])[0], 8.0f * std::exp(3.0f)); // each of 8 entries is exp(0.5*2*3)
   EXPECT_EQ(read(w), std::vector<float>(12, 4.0f));        // updated in place
   EXPECT_EQ(w.storage->version(), 1u);
-  out = runPlan(plan, std::vector<Buffer>{x}, std::vector<Buffer>{w});
+  out = runPlan(hal::cpu(), plan, std::vector<Buffer>{x}, std::vector<Buffer>{w});
   EXPECT_EQ(read(w), std::vector<float>(12, 16.0f));
 }
 
@@ -298,11 +300,11 @@ TEST(Interpreter, FreesEachBufferAfterItsLastUse) {
   for (int i = 0; i < 12; ++i)
     v = g.addNode(i % 2 ? OpCode::Neg : OpCode::Exp, {v}, {}, t);
   g.addOutput(v);
-  Buffer x = allocateBuffer(t.shape, t.dtype);
+  Buffer x = allocateBuffer(hal::cpu(), t.shape, t.dtype);
   fill(x.ref, 0.0);
   int64_t before = memoryStats().currentBytes;
   resetPeakMemory();
-  std::vector<Buffer> out = runPlan(lowerToPlan(g), std::vector<Buffer>{x}, {});
+  std::vector<Buffer> out = runPlan(hal::cpu(), lowerToPlan(g), std::vector<Buffer>{x}, {});
   int64_t peakExtra = memoryStats().peakBytes - before;
   EXPECT_LE(peakExtra, 2 * (int64_t{4} << 20) + 4096) << "peak " << peakExtra << " bytes";
   double want = 0.0;

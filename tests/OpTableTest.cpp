@@ -178,8 +178,9 @@ struct ArgGraph {
   /// Runs the graph; returns its outputs as contiguous tensors.
   std::vector<Tensor> run() {
     std::vector<Tensor> results;
-    for (const Buffer& b : runPlan(ir::lowerToPlan(graph), buffers, {})) {
-      Buffer c = allocateBuffer(b.ref.shape, b.ref.dtype); // outputs may be strided views
+    for (const Buffer& b : runPlan(hal::cpu(), ir::lowerToPlan(graph), buffers, {})) {
+      Buffer c =
+          allocateBuffer(hal::cpu(), b.ref.shape, b.ref.dtype); // outputs may be strided views
       copyCast(b.ref, c.ref);
       results.push_back(from_blob(c.ref.data, c.ref.shape, c.ref.dtype).clone());
     }

@@ -26,6 +26,18 @@
 
 namespace weft {
 
+namespace {
+/// Compiled code runs on the CPU so far: a DeviceError naming the first of `tensors` (what
+/// `what` calls them) on another device.
+void checkOnCpu(const std::vector<Tensor>& tensors, const char* what) {
+  for (size_t i = 0; i < tensors.size(); ++i)
+    WEFT_CHECK(!tensors[i].defined() || tensors[i].is_cpu(), Device, "compile: ", what, " ", i,
+               " is on ", tensors[i].device().str(),
+               "; compiled functions run on the CPU so far (move it with .cpu(), or call the "
+               "function uncompiled there)");
+}
+} // namespace
+
 std::vector<ir::TensorType> typesOf(const std::vector<Tensor>& args) {
   std::vector<ir::TensorType> types;
   for (const Tensor& t : args)
@@ -66,8 +78,7 @@ size_t traceInto(TraceContext& tc, const TensorFunction& fn,
 }
 
 Tensor tensorOf(const Buffer& b) {
-  auto offset = (static_cast<char*>(b.ref.data) - static_cast<char*>(b.storage->data())) /
-                static_cast<int64_t>(elementSize(b.ref.dtype));
+  auto offset = b.ref.byteOffset / static_cast<int64_t>(elementSize(b.ref.dtype));
   return Tensor(
       std::make_shared<TensorImpl>(b.storage, b.ref.shape, b.ref.strides, offset, b.ref.dtype));
 }
@@ -162,7 +173,7 @@ std::string CompiledSignature::mismatch(const std::vector<Tensor>& args,
                  "a flag the function read (such as a module's training mode) changed to ") +
              (value ? "false" : "true");
   if (guardValues.empty()) return "";
-  std::vector<Buffer> now = runPlan(guardPlan, buffersOf(args), buffersOf(state));
+  std::vector<Buffer> now = runPlan(hal::cpu(), guardPlan, buffersOf(args), buffersOf(state));
   for (size_t i = 0; i < guardValues.size(); ++i)
     if (!sameValues(tensorOf(now[i]), guardValues[i]))
       return "the value read by " + guardSources[i] + " changed";
@@ -283,7 +294,9 @@ void CompiledSignature::aliasOutputs(const std::vector<Tensor>& args,
 
 std::vector<Tensor> CompiledSignature::run(const std::vector<Tensor>& args,
                                            const std::vector<Tensor>& state) const {
-  std::vector<Buffer> out = runPlan(program.plan, buffersOf(args), buffersOf(withDrawKeys(state)));
+  checkOnCpu(state, "captured tensor");
+  std::vector<Buffer> out =
+      runPlan(hal::cpu(), program.plan, buffersOf(args), buffersOf(withDrawKeys(state)));
   for (const GradEffect& e : gradEffects) {
     if (e.of == GradEffect::Of::Argument) continue; // the caller's tensors: see call()
     Tensor leaf = state[e.index];
@@ -703,7 +716,7 @@ struct CompiledFunction::State {
   std::shared_ptr<CompiledSignature> latest;
   size_t builds = 0; ///< compilations so far (and in flight), stale ones included: the limit
   bool warnedEager = false;
-  bool warnedReads = false;   ///< warned that a function reading values runs eagerly
+  bool warnedReads = false;               ///< warned that a function reading values runs eagerly
   std::atomic<bool> warnedOverlap{false}; ///< warned: calls whose inputs overlap writes run eagerly
   size_t eagerSignatures = 0; ///< signatures that run eagerly because the function reads values
   /// Signatures being compiled now, outside the lock: a caller of the same signature waits for
@@ -781,7 +794,7 @@ struct CompiledFunction::State {
 CompiledFunction::CompiledFunction(CompileOptions options, std::source_location loc)
     : state_(std::make_shared<State>()) {
   CallSite cs(loc);
-  WEFT_CHECK(options.device_.type == Device::Type::CPU, Device,
+  WEFT_CHECK(options.device_.is_cpu(), Device,
              "compile: only the CPU device runs compiled code so far; Vulkan comes with codegen");
   WEFT_CHECK(options.recompile_limit_ >= 1, Value,
              "compile: recompile_limit must be at least 1, got ", options.recompile_limit_);
@@ -815,6 +828,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   WEFT_CHECK(currentTrace() == nullptr, Value,
              "calling a compiled function inside a traced function is not supported; call the "
              "function it wraps");
+  checkOnCpu(args, "argument");
   Signature sig = signatureOf(args);
   std::optional<DynamicCall> dyn = dynamicCall(state_->options, args);
   if (dyn)
@@ -965,6 +979,19 @@ std::shared_ptr<const Executable> CompiledFunction::executable() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (!state_->latest) return nullptr;
   return std::shared_ptr<const Executable>(state_->latest, &state_->latest->program);
+}
+
+std::vector<Tensor> CompiledFunction::state_tensors() const {
+  std::shared_ptr<const CompiledSignature> latest;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    latest = state_->latest;
+  }
+  if (!latest) return {};
+  std::string why;
+  std::optional<std::vector<Tensor>> state = latest->liveState(why);
+  WEFT_CHECK(state.has_value(), Value, "state_tensors: ", why);
+  return *state;
 }
 
 std::string CompiledFunction::graph_text() const {

@@ -42,7 +42,7 @@ public:
     for (size_t i = 0; i < inputs.size(); ++i) // only what the gradients needed read
       if (inputs[i].requires_grad()) uses_ |= vjpUses(op, i);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      meta_.emplace_back(inputs[i].sizes(), inputs[i].dtype());
+      meta_.push_back({inputs[i].sizes(), inputs[i].dtype(), inputs[i].device()});
       saved_.emplace_back();
       if (usesInput(uses_, i)) {
         saved_.back() = autograd::SavedTensor(inputs[i], false);
@@ -87,7 +87,7 @@ public:
     for (size_t i = 0; i < result.size(); ++i) {
       if (!next_edges[i].valid()) continue;
       Tensor r = vjp(op_, g, in, y, attrs_, i);
-      if (r.defined()) result[i] = fitGradient(r, meta_[i].first, meta_[i].second);
+      if (r.defined()) result[i] = fitGradient(r, meta_[i].shape, meta_[i].dtype);
     }
     return result;
   }
@@ -115,9 +115,10 @@ private:
         in.push_back(saved_[i].unpack(nm.c_str()));
         continue;
       }
-      const auto& [shape, dtype] = meta_[i];
+      const auto& [shape, dtype, device] = meta_[i];
       in.emplace_back(
           std::make_shared<TensorImpl>(nullptr, shape, contiguousStrides(shape), 0, dtype));
+      in.back().impl()->device = device; // constants the rule makes go there
     }
     if (output_.defined()) y = output_.unpack(nm.c_str());
   }
@@ -126,7 +127,12 @@ private:
   const char* named_ = nullptr;
   uint32_t uses_ = 0;
   Attrs attrs_;
-  std::vector<std::pair<Shape, DType>> meta_; // each input's shape and dtype
+  struct Meta {
+    Shape shape;
+    DType dtype;
+    Device device;
+  };
+  std::vector<Meta> meta_; // each input's shape, dtype and device
   std::vector<autograd::SavedTensor> saved_;
   autograd::SavedTensor output_;
   bool released_ = false;
@@ -219,9 +225,10 @@ int64_t checkedByteSize(const Shape& shape, DType dtype, const char* op) {
   return *bytes;
 }
 
-Tensor makeTensor(const Shape& shape, DType dtype, bool zero) {
+Tensor makeTensor(const Shape& shape, DType dtype, bool zero, Device device) {
   auto bytes = static_cast<size_t>(checkedByteSize(shape, dtype, "empty"));
-  auto impl = std::make_shared<TensorImpl>(hal::cpu().allocate(bytes, zero), shape,
+  hal::Device& on = device.is_cpu() ? hal::cpu() : hal::device(device);
+  auto impl = std::make_shared<TensorImpl>(on.allocate(bytes, zero), shape,
                                            contiguousStrides(shape), 0, dtype);
   impl->madeInTrace = inTracedFunction();
   return Tensor(std::move(impl));
@@ -244,19 +251,42 @@ Shape wrapDims(const Shape& dims, int64_t rank, const char* op) {
 
 namespace {
 
-/// Runs `op`'s CPU kernel on `inputs`, writing `out`'s memory (nothing to do when it is empty,
-/// unless the kernel checks an index's values).
+/// Runs `op`'s kernel on the device of `out` (where `inputs` are) on `inputs`, writing `out`'s
+/// memory (nothing to do when it is empty, unless the kernel checks an index's values).
 void runInto(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs, const Tensor& out) {
   if (out.numel() == 0 && !readsIndexValues(op)) return;
   PerInput<TensorRef> refs(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     refs[i] = inputs[i].ref();
-  runKernel(op, refs.span(), out.ref(), attrs);
+  out.impl()->storage->device().kernels().run(op, refs.span(), out.ref(), attrs);
+}
+
+/// A tensor that may join an op on another device: a CPU scalar (a wrapped number, or any 0-d CPU
+/// tensor, as in PyTorch), which goes there as a value rather than as memory.
+bool isCpuScalar(const Tensor& t) {
+  return t.dim() == 0 && t.is_cpu();
+}
+
+/// The device `op` runs on: that of its inputs, which must share one (CPU scalars aside), or
+/// `device` for an op without tensor inputs (or with CPU scalars only).
+Device deviceOf(const OpInfo& info, std::span<const Tensor> inputs, Device device) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : inputs) {
+    if (isCpuScalar(t)) continue;
+    if (first == nullptr) {
+      first = &t;
+      continue;
+    }
+    WEFT_CHECK(t.device() == first->device(), Device, info.name,
+               ": expected all tensors to be on the same device, but found tensors on ",
+               first->device().str(), " and ", t.device().str(), " (move one with .to(device))");
+  }
+  return first != nullptr ? first->device() : device;
 }
 
 } // namespace
 
-Tensor dispatch(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs) {
+Tensor dispatch(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs, Device device) {
   const OpInfo& info = opInfo(op);
   PerInput<ir::TensorType> types(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -279,6 +309,19 @@ Tensor dispatch(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs) {
   if (!inferred) throwError(inferred.diagnostic().kind, inferred.diagnostic().message);
   const ir::TensorType& type = inferred.value();
   if (TraceContext* tc = currentTrace()) return tc->record(op, inputs, attrs, type);
+  device = deviceOf(info, inputs, device);
+  if (!device.is_cpu()) { // CPU scalars join as values
+    bool moved = false;
+    std::vector<Tensor> here(inputs.begin(), inputs.end());
+    for (Tensor& t : here)
+      if (t.device() != device) {
+        const bool wrapped = t.impl()->wrappedNumber;
+        t = t.to(device);
+        t.impl()->wrappedNumber = wrapped; // still ranks as a number in type promotion
+        moved = true;
+      }
+    if (moved) return dispatch(op, here, attrs, device);
+  }
 
   Tensor out;
   if (isViewOp(op)) {
@@ -292,7 +335,7 @@ Tensor dispatch(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs) {
     }
   }
   if (!out.defined()) {
-    out = makeTensor(type.shape, type.dtype);
+    out = makeTensor(type.shape, type.dtype, false, device);
     runInto(op, inputs, attrs, out);
   }
   recordAutograd(op, attrs, inputs, out);
@@ -308,6 +351,7 @@ bool dispatchInPlace(OpCode op, std::span<const Tensor> inputs, const Attrs& att
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     if (!t.defined() || (grad && t.requires_grad())) return false;
+    if (t.device() != self.device()) return false; // the general path moves or refuses it
     const TensorImpl& in = *t.impl();
     // Element i of the result may only read element i of self's memory.
     if (in.storage == out.storage &&

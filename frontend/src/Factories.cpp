@@ -17,12 +17,10 @@ void checkShape(const Shape& shape, DType dtype, const char* op) {
   checkedByteSize(shape, dtype, op);
 }
 
+/// `t` made as the options say: on their device (made on the CPU and moved, for factories that
+/// do not make it there), requiring grad if they ask.
 Tensor finish(Tensor t, const TensorOptions& o) {
-  // The options' device is read, not ignored: only the CPU holds tensors so far.
-  WEFT_CHECK(o.device_.type == Device::Type::CPU && o.device_.index == 0, Device,
-             "cannot make a tensor on ",
-             o.device_.type == Device::Type::CPU ? "cpu:" : "vulkan:", o.device_.index,
-             ": this build keeps tensors on cpu:0 only (Vulkan devices are not available yet)");
+  if (t.device() != o.device_) t = t.to(o.device_);
   if (o.requires_grad_) t.requires_grad_(true);
   return t;
 }
@@ -65,36 +63,36 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
 Tensor empty(IntArrayRef shape, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   checkShape(shape, o.dtype_, "empty");
-  return finish(makeTensor(shape, o.dtype_), o);
+  return finish(makeTensor(shape, o.dtype_, false, o.device_), o);
 }
 Tensor zeros(IntArrayRef shape, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   checkShape(shape, o.dtype_, "zeros");
-  return finish(fullOf(shape, 0, o.dtype_), o);
+  return finish(fullOf(shape, 0, o.dtype_, o.device_), o);
 }
 Tensor full(IntArrayRef shape, Scalar value, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   // As torch.full: without a dtype, the fill value's kind decides (int64, bool, float32).
   DType t = o.has_dtype_ ? o.dtype_ : value.isFloatingPoint() ? kDefaultFloat : value.dtype();
   checkShape(shape, t, "full");
-  return finish(fullOf(shape, value, t), o);
+  return finish(fullOf(shape, value, t, o.device_), o);
 }
 Tensor ones(IntArrayRef shape, TensorOptions o, std::source_location loc) {
   CallSite cs(loc);
   checkShape(shape, o.dtype_, "ones");
-  return finish(fullOf(shape, 1, o.dtype_), o);
+  return finish(fullOf(shape, 1, o.dtype_, o.device_), o);
 }
 Tensor zeros_like(const Tensor& t, std::source_location loc) {
   CallSite cs(loc);
-  return zeros(t.sizes(), t.dtype());
+  return zeros(t.sizes(), TensorOptions(t.dtype()).device(t.device()));
 }
 Tensor ones_like(const Tensor& t, std::source_location loc) {
   CallSite cs(loc);
-  return ones(t.sizes(), t.dtype());
+  return ones(t.sizes(), TensorOptions(t.dtype()).device(t.device()));
 }
 Tensor full_like(const Tensor& t, Scalar value, std::source_location loc) {
   CallSite cs(loc);
-  return full(t.sizes(), value, t.dtype());
+  return full(t.sizes(), value, TensorOptions(t.dtype()).device(t.device()));
 }
 
 Tensor arange(Scalar end, TensorOptions o, std::source_location loc) {
@@ -249,6 +247,8 @@ Tensor from_blob(void* data, IntArrayRef shape, TensorOptions o, std::function<v
                  std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(data != nullptr || numel(shape) == 0, Value, "from_blob: data is a null pointer");
+  WEFT_CHECK(o.device_.is_cpu(), Device, "from_blob: the memory given is host memory, not ",
+             o.device_.str(), "'s; make the tensor on the CPU and move it with .to(device)");
   auto bytes = static_cast<size_t>(checkedByteSize(shape, o.dtype_, "from_blob"));
   auto impl = std::make_shared<TensorImpl>(Storage::borrow(data, bytes, std::move(deleter)), shape,
                                            contiguousStrides(shape), 0, o.dtype_);
@@ -346,7 +346,7 @@ Tensor randint(int64_t low, int64_t high, IntArrayRef shape, TensorOptions o,
   Tensor u =
       randomOp(OpCode::Uniform, std::move(shape), TensorOptions(DType::Float64), std::move(gen),
                Attrs{{"low", static_cast<double>(low)}, {"high", static_cast<double>(high)}});
-  return u.floor().clamp(std::nullopt, static_cast<double>(high - 1)).to(o.dtype_);
+  return finish(u.floor().clamp(std::nullopt, static_cast<double>(high - 1)).to(o.dtype_), o);
 }
 Tensor randint(int64_t high, IntArrayRef shape, TensorOptions o, std::optional<Generator> gen,
                std::source_location loc) {
@@ -365,7 +365,7 @@ Tensor bernoulli(IntArrayRef shape, double p, TensorOptions o, std::optional<Gen
                  std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(p >= 0 && p <= 1, Value, "bernoulli: expected 0 <= p <= 1, got ", p);
-  return bernoulli(full(std::move(shape), p, o.dtype_), std::move(gen));
+  return finish(bernoulli(full(std::move(shape), p, o.dtype_), std::move(gen)), o);
 }
 Tensor randperm(int64_t n, std::optional<Generator> gen, std::source_location loc) {
   CallSite cs(loc);

@@ -323,7 +323,7 @@ Tensor nonzero(const Tensor& x, std::source_location loc) {
       rem %= std::max<int64_t>(strides[d], 1);
     }
   }
-  return from_vector(out, {count, x.dim()});
+  return from_vector(out, {count, x.dim()}).to(x.device());
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::source_location loc) {
@@ -355,7 +355,9 @@ Tensor one_hot(const Tensor& indices, int64_t numClasses, std::source_location l
   // Each class value is an index into the new last dim of num_classes, checked (eagerly and
   // compiled) as one.
   Tensor classes = check_index(indices, numClasses, indices.dim(), false, "one_hot");
-  return (classes.unsqueeze(-1) == arange(numClasses)).to(DType::Int64);
+  return (classes.unsqueeze(-1) ==
+          arange(numClasses, TensorOptions(kInt64).device(classes.device())))
+      .to(DType::Int64);
 }
 
 Tensor Tensor::square(std::source_location loc) const {
@@ -699,7 +701,7 @@ Tensor Tensor::mvlgamma(int64_t p, std::source_location loc) const {
                "mvlgamma: all elements must be greater than (p-1)/2");
   // p (p - 1) / 4 log(pi) + sum_{i < p} lgamma(x - i / 2): one op over a new last dim of p terms
   // (the allocation refuses an absurd p).
-  Tensor halves = arange(p, x.dtype()) * 0.5;
+  Tensor halves = arange(p, TensorOptions(x.dtype()).device(x.device())) * 0.5;
   Tensor sum = (x.unsqueeze(-1) - halves).lgamma().sum({-1});
   const double pd = static_cast<double>(p);
   return sum + pd * (pd - 1) / 4 * std::log(std::numbers::pi);

@@ -101,15 +101,15 @@ std::vector<std::optional<bool>> generatedIsFaster(const std::vector<GemmShape>&
       const Plan blas = ir::lowerToPlan(probe);
       std::vector<Buffer> args;
       for (ir::ValueId v : probe.arguments()) {
-        args.push_back(allocateBuffer(probe.type(v).shape, DType::Float32));
+        args.push_back(allocateBuffer(hal::cpu(), probe.type(v).shape, DType::Float32));
         float* p = args.back().ref.ptr<float>();
         for (int64_t j = 0; j < args.back().ref.numel(); ++j)
           p[j] = static_cast<float>((j * 7919) % 17) * 0.125f - 1.0f;
       }
       // Alternating, each warmed up: neither gets the caches the other left behind more often.
-      const double tg = medianSeconds([&] { (void)runPlan(generated, args, {}); });
-      const double tb = medianSeconds([&] { (void)runPlan(blas, args, {}); });
-      const double tg2 = medianSeconds([&] { (void)runPlan(generated, args, {}); });
+      const double tg = medianSeconds([&] { (void)runPlan(hal::cpu(), generated, args, {}); });
+      const double tb = medianSeconds([&] { (void)runPlan(hal::cpu(), blas, args, {}); });
+      const double tg2 = medianSeconds([&] { (void)runPlan(hal::cpu(), generated, args, {}); });
       result[i] = (tg + tg2) / 2 < tb;
     } catch (const std::exception&) { // this probe could not run: OpenBLAS, this time
     }

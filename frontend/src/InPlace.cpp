@@ -117,7 +117,7 @@ Tensor& Tensor::fill_diagonal_(Scalar value, bool wrap, std::source_location loc
   const int64_t n = numel();
   int64_t limit = std::min(s[0], s[1]) * step;
   if (wrap && s.size() == 2 && s[0] > s[1]) limit = n;
-  Tensor position = arange(n, DType::Int64);
+  Tensor position = arange(n, TensorOptions(DType::Int64).device(device()));
   Tensor mask = position.remainder(step).eq(0).logical_and(position.lt(limit)).reshape(s);
   return masked_fill_(mask, value);
 }

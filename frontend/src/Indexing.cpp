@@ -215,7 +215,7 @@ Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, co
   WEFT_CHECK(values.defined(), Value, "index_put_: values is an undefined tensor");
   // Find the flat positions the index selects by indexing a tensor of positions, then scatter
   // (or, accumulating, add: repeated positions add up).
-  Tensor positions = arange(numel()).reshape(sizes());
+  Tensor positions = arange(numel(), TensorOptions(kInt64).device(device())).reshape(sizes());
   Tensor where = indexImpl(positions, indices, "index_put_");
   Tensor v = values.to(dtype());
   auto b = ir::broadcastShapes(v.sizes(), where.sizes(), "index_put_");

@@ -46,7 +46,8 @@ Tensor keepDims(Tensor r, int64_t d0, int64_t d1, bool keepdim) {
 /// `unitriangular` (the diagonal is then not read).
 Tensor triangleOf(const Tensor& a, bool upper, bool unitriangular) {
   if (!unitriangular) return upper ? a.triu() : a.tril();
-  return (upper ? a.triu(1) : a.tril(-1)) + eye(a.size(-1), std::nullopt, a.dtype());
+  return (upper ? a.triu(1) : a.tril(-1)) +
+         eye(a.size(-1), std::nullopt, TensorOptions(a.dtype()).device(a.device()));
 }
 
 } // namespace
@@ -348,7 +349,7 @@ Tensor Tensor::matrix_exp(std::source_location loc) const {
   c[0] = 1;
   for (int j = 0; j < 13; ++j)
     c[j + 1] = c[j] * (13.0 - j) / ((26.0 - j) * (j + 1.0));
-  Tensor id = eye(n, std::nullopt, dtype());
+  Tensor id = eye(n, std::nullopt, TensorOptions(dtype()).device(device()));
   Tensor a2 = a.matmul(a), a4 = a2.matmul(a2), a6 = a4.matmul(a2);
   Tensor u = a.matmul(a6.matmul(a6 * c[13] + a4 * c[11] + a2 * c[9]) + a6 * c[7] + a4 * c[5] +
                       a2 * c[3] + id * c[1]);

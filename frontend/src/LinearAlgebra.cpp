@@ -430,7 +430,10 @@ Tensor matrix_power(const Tensor& x, int64_t n, std::source_location loc) {
              shapeString(x.sizes()));
   WEFT_CHECK(n >= 0, Value, "matrix_power: negative powers need a matrix inverse, which weft ",
              "does not have; got n = ", n);
-  if (n == 0) return eye(x.size(-1), std::nullopt, x.dtype()).expand(x.sizes()).clone();
+  if (n == 0)
+    return eye(x.size(-1), std::nullopt, TensorOptions(x.dtype()).device(x.device()))
+        .expand(x.sizes())
+        .clone();
   Tensor result, power = x;
   for (int64_t m = n; m > 0; m >>= 1) { // binary powering: x^n = product of x^(2^i), bit i set
     if (m & 1) result = result.defined() ? result.matmul(power) : power;

@@ -156,6 +156,8 @@ Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
     tc->assign(self, result, op);
     return self;
   }
+  WEFT_CHECK(result.device() == self.device(), Device, op, ": the result is on ",
+             result.device().str(), " and the tensor written is on ", self.device().str());
   bool grad = is_grad_enabled();
   if (grad && result.requires_grad()) {
     WEFT_CHECK(!self.impl()->viewBase, Value, op,
@@ -164,7 +166,7 @@ Tensor& assignInPlace(Tensor& self, Tensor result, const char* op) {
                "of place, or to the base tensor");
     if (result.dtype() != self.dtype()) result = cast(result, self.dtype());
   }
-  copyCast(result.ref(), self.ref());
+  self.impl()->storage->device().kernels().copyCast(result.ref(), self.ref());
   self.impl()->storage->bumpVersion();
   if (grad && !(self.is_leaf() && self.requires_grad())) {
     self.impl()->gradFn = result.requires_grad() ? result.impl()->gradFn : nullptr;
@@ -223,10 +225,11 @@ Tensor& unaryInPlace(Tensor& self, OpCode op, const char* name) {
 
 } // namespace
 
-Tensor fullOf(const Shape& shape, Scalar value, DType dtype) {
+Tensor fullOf(const Shape& shape, Scalar value, DType dtype, Device device) {
   bool exactInt = !value.isFloatingPoint() && !isFloating(dtype) && dtype != DType::Bool;
   AttrValue v = exactInt ? AttrValue(value.toLong()) : AttrValue(value.toDouble());
-  return dispatch(OpCode::Full, {}, Attrs{{"shape", shape}, {"dtype", dtype}, {"value", v}});
+  return dispatch(OpCode::Full, {}, Attrs{{"shape", shape}, {"dtype", dtype}, {"value", v}},
+                  device);
 }
 
 DType result_type(const Tensor& a, const Tensor& b) {
@@ -742,7 +745,8 @@ Tensor triangle(const Tensor& x, int64_t diagonal, bool upper) {
   WEFT_CHECK(x.defined() && x.dim() >= 2, Shape, upper ? "triu" : "tril",
              ": expected a tensor of at least 2 dimensions, got ",
              x.defined() ? shapeString(x.sizes()) : "an undefined tensor");
-  Tensor offset = arange(x.size(-1)).unsqueeze(0) - arange(x.size(-2)).unsqueeze(1);
+  const TensorOptions on = TensorOptions(kInt64).device(x.device());
+  Tensor offset = arange(x.size(-1), on).unsqueeze(0) - arange(x.size(-2), on).unsqueeze(1);
   Tensor outside = upper ? offset < diagonal : offset > diagonal;
   return x.masked_fill(outside, 0);
 }
@@ -861,7 +865,9 @@ Tensor& Tensor::fill_(Scalar value, std::source_location loc) {
     tc->assign(*this, fullOf(sizes(), value, dtype()), "fill_");
     return *this;
   }
-  copyCast(fullOf({}, value, dtype()).expand(sizes()).ref(), ref()); // checks the value fits
+  // Checks that the value fits.
+  Tensor filler = fullOf({}, value, dtype(), device()).expand(sizes());
+  impl_->storage->device().kernels().copyCast(filler.ref(), ref());
   impl_->storage->bumpVersion();
   if (is_grad_enabled())
     impl_->gradFn = nullptr; // a constant now: no gradient flows to what it was
@@ -871,7 +877,9 @@ Tensor& Tensor::copy_(const Tensor& src, std::source_location loc) {
   CallSite cs(loc);
   checkDefined("copy_");
   WEFT_CHECK(src.defined(), Value, "copy_: the source is an undefined tensor");
-  Tensor s = src.dtype() == dtype() ? src : cast(src, dtype());
+  // The one in-place op that reads another device, as PyTorch's copy_.
+  Tensor moved = currentTrace() == nullptr ? src.to(device()) : src;
+  Tensor s = moved.dtype() == dtype() ? moved : cast(moved, dtype());
   WEFT_CHECK(static_cast<bool>(ir::broadcastShapes(s.sizes(), sizes(), "copy_")) &&
                  s.dim() <= dim(),
              Shape, "copy_: source ", shapeString(src.sizes()), " is not broadcastable to ",

@@ -862,7 +862,8 @@ std::pair<Tensor, Tensor> Tensor::mode(int64_t d, bool keepdim, std::source_loca
   // runs of equal length is the smallest value's.
   Shape along(static_cast<size_t>(x.dim()), 1);
   along[static_cast<size_t>(at)] = n;
-  Tensor pos = arange(n, DType::Int64).reshape(along).expand(x.sizes());
+  Tensor pos =
+      arange(n, TensorOptions(DType::Int64).device(x.device())).reshape(along).expand(x.sizes());
   Tensor prev = sorted.narrow(at, 0, n - 1), next = sorted.narrow(at, 1, n - 1);
   Tensor same = next.eq(prev).logical_or(next.isnan().logical_and(prev.isnan()));
   Tensor starts =

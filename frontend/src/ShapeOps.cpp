@@ -477,7 +477,8 @@ Tensor Tensor::diag_embed(int64_t offset, int64_t dim1, int64_t dim2,
   WEFT_CHECK(k <= std::numeric_limits<int64_t>::max() / 2 - n, Value, "diag_embed: offset ", offset,
              " is too large");
   // [..., n, n] with x[..., i] at (i, i), then shifted to (i, i + offset) by padding.
-  Tensor square = where(eye(n, std::nullopt, DType::Bool), unsqueeze(-1), zeros({}, dtype()));
+  Tensor square = where(eye(n, std::nullopt, TensorOptions(DType::Bool).device(device())),
+                        unsqueeze(-1), zeros({}, dtype()));
   if (k > 0) square = offset > 0 ? pad(square, {k, 0, 0, k}) : pad(square, {0, k, k, 0});
   return square.movedim({rank - 2, rank - 1}, {d1, d2});
 }
@@ -501,7 +502,8 @@ Tensor Tensor::slice_scatter(const Tensor& src, int64_t d, std::optional<int64_t
   WEFT_CHECK(src.sizes() == expected, Shape, "slice_scatter: expected src to have a size equal to ",
              "the slice of self. src size = ", shapeString(src.sizes()),
              ", slice size = ", shapeString(expected));
-  return index_copy(at, arange(b, e, step, DType::Int64), src.to(dtype()));
+  return index_copy(at, arange(b, e, step, TensorOptions(DType::Int64).device(device())),
+                    src.to(dtype()));
 }
 
 Tensor Tensor::select_scatter(const Tensor& src, int64_t d, int64_t index,
@@ -535,7 +537,8 @@ Tensor Tensor::diagonal_scatter(const Tensor& src, int64_t offset, int64_t dim1,
   const int64_t rows = moved.size(-2), cols = moved.size(-1);
   const int64_t r0 = std::max<int64_t>(-offset, 0), c0 = std::max<int64_t>(offset, 0);
   const int64_t length = diag.size(-1);
-  Tensor at = arange(0, length, 1, DType::Int64) * (cols + 1) + (r0 * cols + c0);
+  Tensor at = arange(0, length, 1, TensorOptions(DType::Int64).device(device())) * (cols + 1) +
+              (r0 * cols + c0);
   Shape flat = moved.sizes();
   flat.pop_back();
   flat.back() = rows * cols;
@@ -703,7 +706,9 @@ Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step, std::source_locatio
   // Window w's element j is element w * step + j of `d`: one index_select of every window's
   // elements, then `d` split into (windows, size) and the size moved last.
   const int64_t windows = (n - size) / step + 1;
-  Tensor index = (arange(windows).mul(step).unsqueeze(1) + arange(size).unsqueeze(0)).reshape({-1});
+  const TensorOptions on = TensorOptions(kInt64).device(device());
+  Tensor index =
+      (arange(windows, on).mul(step).unsqueeze(1) + arange(size, on).unsqueeze(0)).reshape({-1});
   Shape split = sizes();
   split[static_cast<size_t>(d)] = windows;
   split.insert(split.begin() + d + 1, size);

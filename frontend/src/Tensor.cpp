@@ -52,6 +52,13 @@ int64_t Tensor::element_size() const {
   checkDefined("element_size");
   return static_cast<int64_t>(elementSize(dtype()));
 }
+Device Tensor::device() const {
+  checkDefined("device");
+  return impl_->storage != nullptr ? impl_->storage->device().id() : impl_->device;
+}
+TensorOptions Tensor::options() const {
+  return TensorOptions(dtype()).device(device()).requires_grad(requires_grad());
+}
 bool Tensor::is_alias_of(const Tensor& other) const {
   return defined() && other.defined() && impl_->storage != nullptr &&
          impl_->storage == other.impl_->storage;
@@ -70,6 +77,8 @@ void* Tensor::data_ptr() const {
   checkDefined("data_ptr");
   checkNotTraced(*this, "data_ptr");
   WEFT_CHECK(impl_->storage != nullptr, Value, "data_ptr: this tensor has metadata only");
+  WEFT_CHECK(impl_->storage->data() != nullptr, Device, "data_ptr: the tensor is on ",
+             device().str(), ", whose memory the host cannot read; call .cpu() first");
   return static_cast<char*>(impl_->storage->data()) +
          impl_->offset * static_cast<int64_t>(elementSize(impl_->dtype));
 }
@@ -84,7 +93,61 @@ TensorRef Tensor::ref() const {
   checkDefined("ref");
   checkNotTraced(*this, "reading tensor data");
   WEFT_CHECK(impl_->storage != nullptr, Value, "this tensor has metadata only (no storage)");
-  return TensorRef{data_ptr(), impl_->dtype, impl_->shape, impl_->strides};
+  return refInto(*impl_->storage, impl_->offset * static_cast<int64_t>(elementSize(impl_->dtype)),
+                 impl_->dtype, impl_->shape, impl_->strides);
+}
+
+namespace {
+
+/// The backward of a copy between devices: the gradient goes back to the source's device.
+class ToDeviceBackward final : public autograd::Node {
+public:
+  explicit ToDeviceBackward(Device from) : from_(from) {}
+  std::string name() const override { return "ToCopyBackward0"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    return {grads.at(0).defined() ? grads[0].to(from_) : Tensor()};
+  }
+
+private:
+  Device from_;
+};
+
+} // namespace
+
+Tensor Tensor::to(Device d, std::source_location loc) const {
+  CallSite cs(loc);
+  checkDefined("to");
+  if (d == device()) return *this;
+  hal::Device& target = hal::device(d); // a DeviceError for a device this process lacks
+  WEFT_CHECK(currentTrace() == nullptr, Device, "to(", d.str(),
+             "): moving a tensor between devices inside compile() or trace() is not supported "
+             "yet; move the inputs before the call");
+  Tensor src = contiguous();
+  const TensorImpl& in = *src.impl();
+  const auto esize = static_cast<int64_t>(elementSize(in.dtype));
+  auto bytes = static_cast<size_t>(checkedByteSize(in.shape, in.dtype, "to"));
+  auto impl = std::make_shared<TensorImpl>(target.allocate(bytes), in.shape,
+                                           contiguousStrides(in.shape), 0, in.dtype);
+  hal::transfer(*in.storage, static_cast<size_t>(in.offset * esize), *impl->storage, 0,
+                static_cast<size_t>(numel()) * static_cast<size_t>(esize));
+  Tensor out(std::move(impl));
+  if (is_grad_enabled() && requires_grad()) {
+    auto node = std::make_shared<ToDeviceBackward>(device());
+    node->next_edges.push_back(autograd::gradient_edge(*this));
+    out.impl()->gradFn = node;
+    out.impl()->outputNr = 0;
+  }
+  return out;
+}
+
+Tensor Tensor::to(Device d, DType t, std::source_location loc) const {
+  CallSite cs(loc);
+  return to(d).to(t);
+}
+
+Tensor Tensor::cpu(std::source_location loc) const {
+  CallSite cs(loc);
+  return to(Device::cpu());
 }
 
 Tensor Tensor::to(DType t, std::source_location loc) const {
@@ -116,6 +179,7 @@ template <typename T> T Tensor::item(std::source_location loc) const {
   }
   WEFT_CHECK(numel() == 1, Value, "item: a Tensor with ", numel(),
              " elements cannot be converted to a scalar");
+  if (!is_cpu()) return detach().cpu().item<T>();
   T v{};
   TensorRef dst{&v, DTypeOf<T>::value, sizes(), Shape(sizes().size(), 0)};
   copyCast(ref(), dst);
@@ -144,6 +208,7 @@ template <typename T> std::vector<T> Tensor::to_vector(std::source_location loc)
     TraceScope paused(nullptr);
     return value.to_vector<T>();
   }
+  if (!is_cpu()) return detach().cpu().to_vector<T>();
   if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> is packed: go through bytes
     std::vector<uint8_t> bytes = to_vector<uint8_t>();
     return std::vector<bool>(bytes.begin(), bytes.end());

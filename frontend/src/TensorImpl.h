@@ -20,6 +20,9 @@ struct TensorImpl {
   Shape strides;
   int64_t offset = 0; // elements
   DType dtype = DType::Float32;
+  /// The device of a tensor without storage (a traced value, an autograd node's record of an
+  /// input it did not save); a tensor with storage is where its storage is.
+  Device device;
   /// A number the user wrote (`x + 2`): ranks below tensors in type promotion.
   bool wrappedNumber = false;
   /// Set on views: the tensor whose storage this one looks into.
@@ -67,15 +70,20 @@ struct TensorImpl {
 /// The bytes a contiguous tensor of `shape`/`dtype` takes; a ShapeError naming `op` for a negative
 /// size or one too large to address.
 int64_t checkedByteSize(const Shape& shape, DType dtype, const char* op);
-/// A fresh contiguous tensor of `shape`/`dtype` (uninitialised unless `zero`).
-Tensor makeTensor(const Shape& shape, DType dtype, bool zero = false);
+/// A fresh contiguous tensor of `shape`/`dtype` on `device` (uninitialised unless `zero`).
+Tensor makeTensor(const Shape& shape, DType dtype, bool zero = false,
+                  Device device = Device::cpu());
 
 /// Runs primitive `op` eagerly: infers the result type (throwing weft::Error on bad input), makes a
-/// view or runs the CPU kernel, and records an autograd node when an input requires grad.
+/// view or runs the kernel of the inputs' device, and records an autograd node when an input
+/// requires grad. The inputs share one device (a DeviceError otherwise), but for CPU scalars,
+/// which join an op on another device as values; an op without tensor inputs runs on `device`.
 /// Inputs are a span (a vector, or the braced list of the overload below: no allocation).
-Tensor dispatch(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs = {});
-inline Tensor dispatch(OpCode op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {}) {
-  return dispatch(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
+Tensor dispatch(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs = {},
+                Device device = Device::cpu());
+inline Tensor dispatch(OpCode op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {},
+                       Device device = Device::cpu()) {
+  return dispatch(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs, device);
 }
 
 /// Runs elementwise `op` straight into `self`, one of `inputs`, whose value it replaces, where
@@ -90,8 +98,9 @@ inline bool dispatchInPlace(OpCode op, std::initializer_list<Tensor> inputs, con
   return dispatchInPlace(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs, self);
 }
 
-/// A tensor of `shape` filled with `value` (the Full primitive: a graph node when tracing).
-Tensor fullOf(const Shape& shape, Scalar value, DType dtype);
+/// A tensor of `shape` filled with `value` on `device` (the Full primitive: a graph node when
+/// tracing).
+Tensor fullOf(const Shape& shape, Scalar value, DType dtype, Device device = Device::cpu());
 
 /// Checks that an in-place op named `op` may write `self`: no two of its elements share memory (an
 /// expanded view), and it is not a leaf requiring grad while grad mode is on.

@@ -135,7 +135,7 @@ Tensor TraceContext::evaluate(const Tensor& t, const char* what) {
   pm.add(passes::createPass("dce"));
   auto r = pm.run(g);
   WEFT_INTERNAL_ASSERT(static_cast<bool>(r), r ? "" : r.diagnostic().message);
-  Buffer out = runPlan(ir::lowerToPlan(g), buffersOf(realArgs), buffersOf(state))[0];
+  Buffer out = runPlan(hal::cpu(), ir::lowerToPlan(g), buffersOf(realArgs), buffersOf(state))[0];
   TraceScope paused(nullptr); // the value is real, not another node
   Tensor value = zeros(out.ref.shape, out.ref.dtype);
   copyCast(out.ref, value.ref());

@@ -40,8 +40,7 @@ uint32_t vjpUses(OpCode op, size_t input) {
 }
 
 Tensor filled(const Tensor& like, const Shape& shape, DType dtype, double value) {
-  (void)like; // eagerly a constant needs nothing of it
-  return fullOf(shape, value, dtype);
+  return fullOf(shape, value, dtype, like.defined() ? like.device() : Device::cpu());
 }
 
 Tensor vjp(OpCode op, const Tensor& g, const std::vector<Tensor>& in, const Tensor& y,

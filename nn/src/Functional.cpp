@@ -466,7 +466,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o, std::source_loc
             : out == 2 * in
                 ? j >> 1
                 : std::min(static_cast<int64_t>(std::floor(static_cast<float>(j) * fs)), in - 1);
-      y = y.index_select(d, from_vector(src));
+      y = y.index_select(d, from_vector(src).to(y.device()));
       continue;
     }
     std::vector<int64_t> lo(static_cast<size_t>(out)), hi(static_cast<size_t>(out));
@@ -482,8 +482,9 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o, std::source_loc
       hi[static_cast<size_t>(j)] = std::min(k + 1, in - 1);
       w[static_cast<size_t>(j)] = pos - static_cast<double>(k);
     }
-    Tensor weight = from_vector(w, along).to(x.dtype());
-    Tensor a = y.index_select(d, from_vector(lo)), b = y.index_select(d, from_vector(hi));
+    Tensor weight = from_vector(w, along).to(x.device(), x.dtype());
+    Tensor a = y.index_select(d, from_vector(lo).to(y.device())),
+           b = y.index_select(d, from_vector(hi).to(y.device()));
     y = a * (1.0 - weight) + b * weight;
   }
   return y;

@@ -161,8 +161,21 @@ void Module::to(DType dtype, std::source_location loc) {
 
 void Module::to(Device device, std::source_location loc) {
   CallSite cs(loc);
-  WEFT_CHECK(device.type == Device::Type::CPU, Device,
-             "nn: Module::to: only the CPU device holds tensors so far");
+  (void)hal::device(device); // a DeviceError for a device this process lacks, before any move
+  NoGradGuard guard;
+  // Each tensor keeps its handle (an optimizer made before the move still holds the parameters),
+  // its memory moves; so do gradients.
+  auto move = [&](NamedTensors& list) {
+    for (auto& [n, t] : list) {
+      if (!t.defined() || t.device() == device) continue;
+      t.set_data(t.to(device));
+      if (Tensor g = t.grad(); g.defined()) t.set_grad(g.to(device));
+    }
+  };
+  move(parameters_);
+  move(buffers_);
+  for (const auto& [n, m] : children_)
+    m->to(device, loc);
 }
 
 void Module::zero_grad(bool set_to_none) {

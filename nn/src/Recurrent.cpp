@@ -111,7 +111,8 @@ RecurrentImpl::run(const Tensor& input, std::vector<Tensor> states, std::source_
       batched ? Shape{o.num_layers() * dirs, batch, h} : Shape{o.num_layers() * dirs, h};
   for (Tensor& s : states) {
     if (!s.defined()) {
-      s = zeros({o.num_layers() * dirs, batch, h}, TensorOptions().dtype(x.dtype()));
+      s = zeros({o.num_layers() * dirs, batch, h},
+                TensorOptions().dtype(x.dtype()).device(x.device()));
       continue;
     }
     WEFT_CHECK(s.sizes() == stateShape, Shape, "nn::", name_, ": expected an initial state of ",
@@ -135,7 +136,9 @@ RecurrentImpl::run(const Tensor& input, std::vector<Tensor> states, std::source_
         step(cell_, xw.select(0, t), w, hs, cs);
         outputs[static_cast<size_t>(t)] = hs;
       }
-      perDirection.push_back(seq > 0 ? stack(outputs, 0) : zeros({0, batch, h}, x.dtype()));
+      perDirection.push_back(
+          seq > 0 ? stack(outputs, 0)
+                  : zeros({0, batch, h}, TensorOptions(x.dtype()).device(x.device())));
       finals[0].push_back(hs);
       if (cs.defined()) finals[1].push_back(cs);
     }

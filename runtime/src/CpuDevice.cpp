@@ -163,7 +163,9 @@ public:
     limits_.alignment = 64;
   }
 
+  weft::Device id() const override { return weft::Device::cpu(); }
   const Limits& limits() const override { return limits_; }
+  const KernelRegistry& kernels() const override { return cpuKernels(); }
 
   std::shared_ptr<Storage> allocate(size_t nbytes, bool zero) override {
     return Storage::allocate(nbytes, zero);
@@ -176,6 +178,18 @@ public:
                " run past buffers of ", src.nbytes(), " and ", dst.nbytes(), " bytes");
     std::memmove(static_cast<char*>(dst.data()) + dstOffset,
                  static_cast<const char*>(src.data()) + srcOffset, nbytes);
+  }
+
+  void upload(const void* host, Storage& dst, size_t dstOffset, size_t nbytes) override {
+    WEFT_CHECK(dstOffset + nbytes <= dst.nbytes(), Value, "upload: ", nbytes, " bytes at ",
+               dstOffset, " run past a buffer of ", dst.nbytes(), " bytes");
+    if (nbytes > 0) std::memmove(static_cast<char*>(dst.data()) + dstOffset, host, nbytes);
+  }
+
+  void download(const Storage& src, size_t srcOffset, void* host, size_t nbytes) override {
+    WEFT_CHECK(srcOffset + nbytes <= src.nbytes(), Value, "download: ", nbytes, " bytes at ",
+               srcOffset, " run past a buffer of ", src.nbytes(), " bytes");
+    if (nbytes > 0) std::memmove(host, static_cast<const char*>(src.data()) + srcOffset, nbytes);
   }
 
   std::shared_ptr<const LoadedCode> load(const CodeObject& code,

@@ -311,16 +311,22 @@ Executable Executable::load(std::span<const uint8_t> bytes, hal::Device& device)
 }
 
 void Executable::loadCode(hal::Device& device) {
+  checkKernelsOn(plan, device);
   KernelTable& t = plan.kernels;
-  if (t.loaded || t.kernels.empty()) return;
+  if (t.kernels.empty() || t.loadedOn == &device) return;
   t.loaded = device.load(t.code, t.kernels);
+  t.loadedOn = &device;
 }
 
-std::vector<Buffer> Executable::run(std::span<const Buffer> args,
+std::vector<Buffer> Executable::run(hal::Device& device, std::span<const Buffer> args,
                                     std::span<const Buffer> stateValues) const {
+  WEFT_CHECK(plan.kernels.kernels.empty() || plan.kernels.loadedOn == &device, Device,
+             "run: the executable's code is loaded on ",
+             plan.kernels.loadedOn != nullptr ? plan.kernels.loadedOn->id().str() : "no device",
+             ", not on ", device.id().str(), " (loadCode(device) loads it there)");
   checkValues("argument", arguments, args);
   checkValues("state tensor", state, stateValues);
-  return runPlan(plan, args, stateValues);
+  return runPlan(device, plan, args, stateValues);
 }
 
 } // namespace weft

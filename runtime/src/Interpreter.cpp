@@ -16,9 +16,9 @@
 
 namespace weft {
 
-Buffer allocateBuffer(const Shape& shape, DType dtype) {
-  auto storage = hal::cpu().allocate(static_cast<size_t>(numel(shape)) * elementSize(dtype));
-  return Buffer{storage, TensorRef{storage->data(), dtype, shape, contiguousStrides(shape)}};
+Buffer allocateBuffer(hal::Device& device, const Shape& shape, DType dtype) {
+  auto storage = device.allocate(static_cast<size_t>(numel(shape)) * elementSize(dtype));
+  return Buffer{storage, refInto(*storage, 0, dtype, shape, contiguousStrides(shape))};
 }
 
 namespace {
@@ -123,20 +123,21 @@ private:
 /// one, else a buffer of its own.
 class SlotMemory {
 public:
-  explicit SlotMemory(const Plan& plan)
-      : plan_(plan),
+  SlotMemory(hal::Device& device, const Plan& plan)
+      : device_(device), plan_(plan),
         arena_(plan.arenaBytes > 0 && plan.arenaOffset.size() == static_cast<size_t>(plan.numSlots)
-                   ? hal::cpu().allocate(static_cast<size_t>(plan.arenaBytes))
+                   ? device.allocate(static_cast<size_t>(plan.arenaBytes))
                    : nullptr) {}
   Buffer operator()(int32_t slot, DType dtype, const Shape& shape) const {
     int64_t at = arena_ != nullptr ? plan_.arenaOffset[static_cast<size_t>(slot)] : -1;
-    if (at < 0) return allocateBuffer(shape, dtype);
-    return Buffer{arena_, TensorRef{static_cast<char*>(arena_->data()) + at, dtype, shape,
-                                    contiguousStrides(shape)}};
+    if (at < 0) return allocateBuffer(device_, shape, dtype);
+    return Buffer{arena_, refInto(*arena_, at, dtype, shape, contiguousStrides(shape))};
   }
   const Storage* arena() const { return arena_.get(); }
+  hal::Device& device() const { return device_; }
 
 private:
+  hal::Device& device_;
   const Plan& plan_;
   std::shared_ptr<Storage> arena_;
 };
@@ -170,8 +171,8 @@ BoundKernel bindKernelStep(const PlanStep& step, std::vector<TensorRef>& refs,
                                  static_cast<int32_t>(j)) != step.kernelInPlace.end();
     if (refs[j].isContiguous() && (!overwritten || writable[static_cast<size_t>(step.inputs[j])]))
       continue;
-    k.inputs[j] = allocateBuffer(refs[j].shape, refs[j].dtype);
-    copyCast(refs[j], k.inputs[j].ref);
+    k.inputs[j] = allocateBuffer(memory.device(), refs[j].shape, refs[j].dtype);
+    memory.device().kernels().copyCast(refs[j], k.inputs[j].ref);
     refs[j] = k.inputs[j].ref;
   }
   for (size_t i = 0; i < step.kernelOutputs.size(); ++i) {
@@ -214,12 +215,31 @@ int32_t reusableInput(const PlanStep& step, const std::vector<Buffer>& slots) {
 
 } // namespace
 
-std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
+void checkKernelsOn(const Plan& plan, hal::Device& device) {
+  const hal::KernelRegistry& registry = device.kernels();
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& step = plan.steps[i];
+    WEFT_CHECK(step.kernel >= 0 || registry.find(step.op) != nullptr, Device, "the device ",
+               device.id().str(), " has no kernel for ", opName(step.op), " (step ", i,
+               " of the plan): this plan cannot run there");
+  }
+}
+
+std::vector<Buffer> runPlan(hal::Device& device, const Plan& plan, std::span<const Buffer> args,
                             std::span<const Buffer> state) {
   WEFT_CHECK(args.size() == plan.argumentSlots.size(), Value, "run: expected ",
              plan.argumentSlots.size(), " arguments, got ", args.size());
   WEFT_CHECK(state.size() == plan.stateSlots.size(), Value, "run: expected ",
              plan.stateSlots.size(), " state tensors, got ", state.size());
+  auto onDevice = [&](const char* what, std::span<const Buffer> values) {
+    for (size_t i = 0; i < values.size(); ++i)
+      WEFT_CHECK(values[i].storage != nullptr && &values[i].storage->device() == &device, Device,
+                 "run: ", what, " ", i, " is on ",
+                 values[i].storage != nullptr ? values[i].storage->device().id().str() : "nothing",
+                 "; the plan runs on ", device.id().str());
+  };
+  onDevice("argument", args);
+  onDevice("state tensor", state);
   std::vector<Buffer> slots(static_cast<size_t>(plan.numSlots));
   for (size_t i = 0; i < args.size(); ++i)
     slots[static_cast<size_t>(plan.argumentSlots[i])] = args[i];
@@ -241,7 +261,10 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     writable[static_cast<size_t>(plan.stateSlots[i])] = alone;
   }
 
-  const SlotMemory memory(plan);
+  const SlotMemory memory(device, plan);
+  const hal::KernelRegistry& registry = device.kernels();
+  // Only the CPU runs a conv's epilogue inside the conv; other devices run it after.
+  const bool epiloguesInside = &device == &hal::cpu();
   std::vector<TensorRef> refs;
   StepProfile* profile = StepProfile::get();
   // Each plan's first run touches its arena's pages for the first time, loads its kernels and
@@ -286,7 +309,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     if (step.kernel >= 0) {
       WEFT_INTERNAL_ASSERT(!step.afterEachSample, "a conv epilogue with no conv before it");
       BoundKernel k = bindKernelStep(step, refs, slots, writable, memory);
-      hal::cpu().launch(loadedKernel(plan, step), static_cast<size_t>(step.kernel), refs, k.outs);
+      device.launch(loadedKernel(plan, step), static_cast<size_t>(step.kernel), refs, k.outs);
       for (int32_t s : step.release)
         slots[static_cast<size_t>(s)] = Buffer{};
       if (profile != nullptr)
@@ -330,14 +353,16 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
         BoundKernel k = bindKernelStep(*epilogue, epilogueRefs, slots, writable, memory);
         const hal::LoadedCode& code = loadedKernel(plan, *epilogue);
         const auto kernel = static_cast<size_t>(epilogue->kernel);
-        if (out.ref.numel() > 0)
+        if (out.ref.numel() > 0 && epiloguesInside) {
           kernels::convThen(refs, out.ref, attrs, [&](int64_t n0, int64_t n1) {
-            hal::cpu().launchRows(code, kernel, epilogueRefs, k.outs, n0, n1);
+            device.launchRows(code, kernel, epilogueRefs, k.outs, n0, n1);
           });
-        else // nothing to convolve; the kernel's other outputs (a column sum) still need it
-          hal::cpu().launch(code, kernel, epilogueRefs, k.outs);
+        } else { // after the conv (with nothing to convolve, the kernel's other outputs need it)
+          if (out.ref.numel() > 0) registry.run(step.op, refs, out.ref, attrs);
+          device.launch(code, kernel, epilogueRefs, k.outs);
+        }
       } else if (out.ref.numel() > 0 || readsIndexValues(step.op)) {
-        runKernel(step.op, refs, out.ref, attrs);
+        registry.run(step.op, refs, out.ref, attrs);
       }
     }
     slots[static_cast<size_t>(step.output)] = std::move(out);
@@ -367,15 +392,15 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   for (Buffer& o : outputs)
     for (const auto& [stateIndex, slot] : plan.stateUpdates)
       if (o.storage == state[static_cast<size_t>(stateIndex)].storage) {
-        Buffer copy = allocateBuffer(o.ref.shape, o.ref.dtype);
-        copyCast(o.ref, copy.ref);
+        Buffer copy = allocateBuffer(device, o.ref.shape, o.ref.dtype);
+        registry.copyCast(o.ref, copy.ref);
         o = copy;
       }
   // New state values are staged before any is written: one update may read another's old value.
   std::vector<Buffer> staged;
   for (const auto& [stateIndex, slot] : plan.stateUpdates) {
     const Buffer& v = slots[static_cast<size_t>(slot)];
-    if (v.ref.data == state[static_cast<size_t>(stateIndex)].ref.data &&
+    if (v.ref.sameStart(state[static_cast<size_t>(stateIndex)].ref) &&
         v.ref.strides == state[static_cast<size_t>(stateIndex)].ref.strides) {
       staged.push_back(Buffer{}); // written in place by its kernel
       continue;
@@ -384,8 +409,8 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
     for (const Buffer& s : state)
       aliasesState = aliasesState || v.storage == s.storage;
     if (aliasesState) {
-      Buffer copy = allocateBuffer(v.ref.shape, v.ref.dtype);
-      copyCast(v.ref, copy.ref);
+      Buffer copy = allocateBuffer(device, v.ref.shape, v.ref.dtype);
+      registry.copyCast(v.ref, copy.ref);
       staged.push_back(copy);
     } else {
       staged.push_back(v);
@@ -393,7 +418,7 @@ std::vector<Buffer> runPlan(const Plan& plan, std::span<const Buffer> args,
   }
   for (size_t i = 0; i < plan.stateUpdates.size(); ++i) {
     const Buffer& target = state[static_cast<size_t>(plan.stateUpdates[i].first)];
-    if (staged[i].storage != nullptr) copyCast(staged[i].ref, target.ref);
+    if (staged[i].storage != nullptr) registry.copyCast(staged[i].ref, target.ref);
     target.storage->bumpVersion();
   }
   timed("(outputs, state writes)");

@@ -1,5 +1,7 @@
-// The CPU kernel dispatcher: op code -> kernel, expanded from the op table.
+// The CPU kernel registry: op code -> kernel, expanded from the op table.
 #include "weft/runtime/Kernels.h"
+
+#include "weft/runtime/Device.h"
 
 #include <new>
 #include <stdexcept>
@@ -7,35 +9,38 @@
 namespace weft {
 
 namespace {
-void runOp(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out, const Attrs& attrs) {
-  switch (op) {
-#define WEFT_UNARY(N, s, d, low, k, v)                                                             \
-  case OpCode::N:                                                                                  \
-    return kernels::unary(op, inputs[0], out);
-#define WEFT_BINARY(N, s, r, api, low, k, va, vb)                                                  \
-  case OpCode::N:                                                                                  \
-    return kernels::binary(op, inputs[0], inputs[1], out);
-#define WEFT_OP(N, s, kind, n, v)                                                                  \
-  case OpCode::N:                                                                                  \
-    return kernels::N(inputs, out, attrs);
+template <OpCode op>
+void unaryKernel(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  kernels::unary(op, in[0], out);
+}
+template <OpCode op>
+void binaryKernel(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  kernels::binary(op, in[0], in[1], out);
+}
+} // namespace
+
+namespace hal {
+const KernelRegistry& cpuKernels() {
+  static const KernelRegistry registry = [] {
+    KernelRegistry r("cpu");
+#define WEFT_UNARY(N, s, d, low, k, v) r.set(OpCode::N, &unaryKernel<OpCode::N>);
+#define WEFT_BINARY(N, s, r_, api, low, k, va, vb) r.set(OpCode::N, &binaryKernel<OpCode::N>);
+#define WEFT_OP(N, s, kind, n, v) r.set(OpCode::N, &kernels::N);
 #include "weft/runtime/Ops.inc"
 #undef WEFT_UNARY
 #undef WEFT_BINARY
 #undef WEFT_OP
-  }
-  WEFT_INTERNAL_ASSERT(false, "unknown op code ", static_cast<int>(op));
+    r.copyCast = &weft::copyCast;
+    r.fill = &weft::fill;
+    return r;
+  }();
+  return registry;
 }
-} // namespace
+} // namespace hal
 
 void runKernel(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out,
                const Attrs& attrs) {
-  try {
-    runOp(op, inputs, out, attrs);
-  } catch (const std::bad_alloc&) { // a kernel's workspace (sorting, im2col) did not fit
-    WEFT_FAIL(Value, opName(op), ": out of memory for the kernel's workspace");
-  } catch (const std::length_error&) {
-    WEFT_FAIL(Value, opName(op), ": out of memory for the kernel's workspace");
-  }
+  hal::cpuKernels().run(op, inputs, out, attrs);
 }
 
 } // namespace weft

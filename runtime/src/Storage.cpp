@@ -2,6 +2,7 @@
 #include "weft/runtime/Storage.h"
 
 #include "weft/runtime/DebugFlags.h"
+#include "weft/runtime/Device.h"
 #include "weft/runtime/Error.h"
 
 #include <sys/mman.h>
@@ -138,7 +139,8 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, bool zero) {
   if (zero) std::memset(p, 0, nbytes);
   track(static_cast<int64_t>(size));
   try {
-    return std::make_shared<Storage>(Key{}, p, nbytes, size, nullptr);
+    return std::make_shared<Storage>(Key{}, hal::cpu(), reinterpret_cast<uint64_t>(p), 0, p, nbytes,
+                                     size, nullptr);
   } catch (...) { // the block goes back where it came from
     BlockCache::get().release(p, size);
     track(-static_cast<int64_t>(size));
@@ -148,15 +150,25 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, bool zero) {
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes,
                                          std::function<void(void*)> deleter) {
-  return std::make_shared<Storage>(Key{}, data, nbytes, 0, std::move(deleter));
+  std::function<void()> release;
+  if (deleter) release = [data, d = std::move(deleter)] { d(data); };
+  return std::make_shared<Storage>(Key{}, hal::cpu(), reinterpret_cast<uint64_t>(data), 0, data,
+                                   nbytes, 0, std::move(release));
+}
+
+std::shared_ptr<Storage> Storage::onDevice(hal::Device& device, uint64_t handle, size_t offset,
+                                           size_t nbytes, void* host,
+                                           std::function<void()> release) {
+  return std::make_shared<Storage>(Key{}, device, handle, offset, host, nbytes, 0,
+                                   std::move(release));
 }
 
 Storage::~Storage() {
   if (cachedSize_ > 0) {
     BlockCache::get().release(data_, cachedSize_);
     track(-static_cast<int64_t>(cachedSize_));
-  } else if (deleter_) {
-    deleter_(data_);
+  } else if (release_) {
+    release_();
   }
 }
 

@@ -1,6 +1,8 @@
 // Shape helpers shared by every room.
 #include "weft/runtime/TensorRef.h"
 
+#include "weft/runtime/Storage.h"
+
 #include <algorithm>
 #include <sstream>
 
@@ -61,6 +63,18 @@ std::string shapeString(const Shape& shape) {
     os << (i ? ", " : "") << shape[i];
   os << "]";
   return os.str();
+}
+
+bool TensorRef::sameStart(const TensorRef& other) const {
+  if (buffer != nullptr || other.buffer != nullptr)
+    return buffer == other.buffer && byteOffset == other.byteOffset;
+  return data == other.data;
+}
+
+TensorRef refInto(const Storage& buffer, int64_t byteOffset, DType dtype, Shape shape,
+                  Shape strides) {
+  void* host = buffer.data() != nullptr ? static_cast<char*>(buffer.data()) + byteOffset : nullptr;
+  return TensorRef{host, dtype, std::move(shape), std::move(strides), &buffer, byteOffset};
 }
 
 bool TensorRef::isContiguous() const {

@@ -105,8 +105,10 @@ std::optional<ViewGeometry> computeView(OpCode op, const Shape& shape, const Sha
 TensorRef applyView(const TensorRef& ref, const ViewGeometry& view) {
   TensorRef r;
   r.dtype = ref.dtype;
-  r.data =
-      static_cast<char*>(ref.data) + view.offset * static_cast<int64_t>(elementSize(ref.dtype));
+  const int64_t bytes = view.offset * static_cast<int64_t>(elementSize(ref.dtype));
+  r.data = ref.data != nullptr ? static_cast<char*>(ref.data) + bytes : nullptr;
+  r.buffer = ref.buffer;
+  r.byteOffset = ref.byteOffset + bytes;
   r.shape = view.shape;
   r.strides = view.strides;
   return r;

@@ -37,13 +37,13 @@ int main(int argc, char** argv) try {
   size_t at = 0;
   for (const ExecutableValue& v : exe.arguments) {
     WEFT_CHECK(v.dtype == DType::Float32, Value, "expected float32 arguments");
-    args.push_back(allocateBuffer(v.shape, v.dtype));
+    args.push_back(allocateBuffer(hal::cpu(), v.shape, v.dtype));
     size_t n = static_cast<size_t>(numel(v.shape)) * sizeof(float);
     WEFT_CHECK(at + n <= inputs.size(), IO, "inputs.bin is too short");
     std::memcpy(args.back().ref.data, inputs.data() + at, n);
     at += n;
   }
-  std::vector<Buffer> out = exe.run(args, {});
+  std::vector<Buffer> out = exe.run(hal::cpu(), args, {});
   std::vector<uint8_t> expected = readFile(dir + "/expected.bin");
   size_t n = static_cast<size_t>(out.at(0).ref.numel()) * sizeof(float);
   WEFT_CHECK(n == expected.size(), Value, "output has ", n, " bytes, expected ", expected.size());

@@ -143,6 +143,10 @@ public:
   /// the state tensors the function reads, in the order of the graph's state), which save()
   /// writes as bytes that Executable::load() runs with the runtime alone; null before the first.
   std::shared_ptr<const Executable> executable() const;
+  /// The tensors that executable reads as its state, in its order: the live parameters, buffers,
+  /// optimizer state and constants it was traced with (empty before the first compilation; a
+  /// ValueError when one of them is gone since).
+  std::vector<Tensor> state_tensors() const;
 
 private:
   struct State;

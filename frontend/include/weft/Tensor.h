@@ -3,6 +3,7 @@
 
 #include "weft/TensorMethodsMacros.h"
 #include "weft/runtime/DType.h"
+#include "weft/runtime/Device.h"
 #include "weft/runtime/Error.h"
 #include "weft/runtime/TensorRef.h"
 
@@ -39,15 +40,6 @@ inline constexpr DType kFloat32 = DType::Float32, kFloat = DType::Float32,
                        kBFloat16 = DType::BFloat16, kInt32 = DType::Int32, kInt = DType::Int32,
                        kInt64 = DType::Int64, kLong = DType::Int64, kBool = DType::Bool,
                        kUInt8 = DType::UInt8, kByte = DType::UInt8;
-
-/// Where a tensor lives. Eager tensors live on the CPU; Vulkan devices come with codegen.
-struct Device {
-  enum class Type : uint8_t { CPU, Vulkan };
-  Type type = Type::CPU;
-  int index = 0;
-  static Device cpu() { return {}; }
-  bool operator==(const Device&) const = default;
-};
 
 /// A number given where a tensor could be (`x + 2`): it takes part in type promotion the way
 /// PyTorch's wrapped numbers do (it never widens a tensor's dtype within a category).
@@ -173,7 +165,12 @@ public:
   int64_t numel() const;
   DType dtype() const;
   DType scalar_type() const { return dtype(); }
-  Device device() const { return Device::cpu(); }
+  /// Where its memory is (a traced tensor: the CPU).
+  Device device() const;
+  bool is_cpu() const { return device().is_cpu(); }
+  bool is_vulkan() const { return device().is_vulkan(); }
+  /// Its dtype, its device and whether it requires grad, as options for factories.
+  TensorOptions options() const;
   int64_t storage_offset() const;
   bool is_contiguous() const;
   bool is_floating_point() const { return isFloating(dtype()); }
@@ -183,9 +180,10 @@ public:
   int64_t element_size() const;
   /// Whether `other` has this tensor's shape.
   bool is_same_size(const Tensor& other) const;
-  /// This tensor: every tensor lives in host memory.
-  Tensor cpu() const { return *this; }
-  /// Pointer to the first element (of the view, not the storage).
+  /// This tensor on the CPU: itself if it is there, else a copy (gradients flow back).
+  Tensor cpu(WEFT_LOC) const;
+  /// Pointer to the first element (of the view, not the storage): a DeviceError for a tensor
+  /// whose device's memory the host cannot read (call .cpu() first).
   void* data_ptr() const;
   template <typename T> T* data_ptr(WEFT_LOC) const;
   /// The strided view of this tensor's memory that kernels take.
@@ -199,6 +197,11 @@ public:
 
   // ---- conversion and values ----
   Tensor to(DType dtype, WEFT_LOC) const;
+  /// This tensor on `device` (and as `dtype`): itself if it is there already, else a copy that
+  /// gradients flow back through to this tensor's device. The one way between devices: ops on
+  /// tensors of two devices are a DeviceError.
+  Tensor to(Device device, WEFT_LOC) const;
+  Tensor to(Device device, DType dtype, WEFT_LOC) const;
   Tensor contiguous(WEFT_LOC) const;
   Tensor clone(WEFT_LOC) const;
   /// The value of a one-element tensor, as T or (untyped) as a Scalar of its dtype's kind.

@@ -88,7 +88,8 @@ public:
 
   /// Converts every floating parameter and buffer to `dtype` in place (the handles stay valid).
   void to(DType dtype, WEFT_LOC);
-  /// Moves parameters and buffers to `device` (only the CPU exists today).
+  /// Moves parameters, buffers and their gradients to `device` in place (the handles stay
+  /// valid, so an optimizer made before the move keeps working).
   void to(Device device, WEFT_LOC);
   /// Clears every parameter's gradient (set_to_none) or zeros it in place.
   void zero_grad(bool set_to_none = true);

@@ -1,18 +1,85 @@
-// The device interface every executable and tensor goes through (a small HAL after IREE's): a
-// device allocates and copies buffers, loads generated code built for it, launches its kernels,
-// synchronizes, and reports its limits. The CPU is the first device; Vulkan comes later.
+// Devices. `weft::Device` is the value that names one ("cpu", "vulkan:0") and travels with the
+// data; `hal::Device` is the interface every executable and tensor goes through (a small HAL after
+// IREE's): a device allocates buffers and moves bytes to and from the host, runs the op table's
+// kernels from its registry, loads generated code built for it, launches it, synchronizes, and
+// reports its limits. The CPU is the first device; a null device (for tests of everything above
+// the runtime) records what it is asked to do; Vulkan comes next.
 #pragma once
 
+#include "weft/runtime/Attrs.h"
+#include "weft/runtime/OpTable.h"
 #include "weft/runtime/Storage.h"
 #include "weft/runtime/TensorRef.h"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
-namespace weft::hal {
+namespace weft {
+
+/// The kinds of device. Null: a device for testing the device plumbing (see hal::nullDevice).
+enum class DeviceType : uint8_t { CPU, Vulkan, Null };
+/// Spelled as in LibTorch.
+inline constexpr DeviceType kCPU = DeviceType::CPU, kVulkan = DeviceType::Vulkan;
+
+/// Where a tensor lives: a kind and an index among the devices of that kind, spelled as
+/// torch::Device ("cpu", "vulkan:1").
+class Device {
+public:
+  using Type = DeviceType;
+  Device(DeviceType type = DeviceType::CPU, int index = 0) // NOLINT: implicit like LibTorch's
+      : type_(type), index_(index) {}
+  /// "cpu", "vulkan", "vulkan:1", "null:0": a ValueError for anything else.
+  explicit Device(std::string_view spec);
+  Device(const char* spec) : Device(std::string_view(spec)) {} // NOLINT: as LibTorch's
+  static Device cpu() { return {}; }
+  DeviceType type() const { return type_; }
+  int index() const { return index_; }
+  bool is_cpu() const { return type_ == DeviceType::CPU; }
+  bool is_vulkan() const { return type_ == DeviceType::Vulkan; }
+  /// "cpu", "vulkan:0", "null:1".
+  std::string str() const;
+  bool operator==(const Device&) const = default;
+
+private:
+  DeviceType type_;
+  int index_;
+};
+
+namespace hal {
+
+/// A kernel of the op table on one device: reads `inputs`, writes every element of `out` (see
+/// runKernel for the contract), all three on that device.
+using KernelFn = void (*)(std::span<const TensorRef> inputs, const TensorRef& out,
+                          const Attrs& attrs);
+
+/// A device's kernels, op code -> kernel, filled from the op table; a device lacking an op has no
+/// entry, which plans are checked against when they are lowered for it.
+class KernelRegistry {
+public:
+  explicit KernelRegistry(std::string device) : device_(std::move(device)) {}
+  /// The kernel of `op`, or null where the device has none.
+  KernelFn find(OpCode op) const { return kernels_[static_cast<size_t>(op)]; }
+  void set(OpCode op, KernelFn fn) { kernels_[static_cast<size_t>(op)] = fn; }
+  /// Runs `op`'s kernel: a DeviceError naming the device and the op where there is none, and a
+  /// ValueError where the kernel's workspace does not fit in memory.
+  void run(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out,
+           const Attrs& attrs) const;
+  /// The first op of `ops` the device lacks, if any.
+  std::optional<OpCode> firstMissing(std::span<const OpCode> ops) const;
+  /// Copies `src` into `dst` (any strides, any dtypes; as weft::copyCast).
+  void (*copyCast)(const TensorRef& src, const TensorRef& dst) = nullptr;
+  /// Fills `dst` (any strides) with `value` converted to its dtype.
+  void (*fill)(const TensorRef& dst, double value) = nullptr;
+
+private:
+  std::string device_;
+  std::array<KernelFn, kNumOps> kernels_{};
+};
 
 /// Machine code for one target, as codegen produced it and as an executable stores it.
 struct CodeObject {
@@ -58,12 +125,19 @@ struct Limits {
 class Device {
 public:
   virtual ~Device() = default;
+  /// Which device this is.
+  virtual weft::Device id() const = 0;
   virtual const Limits& limits() const = 0;
   /// A fresh buffer of `nbytes` (zero-filled if asked); an error past the device's memory.
   virtual std::shared_ptr<Storage> allocate(size_t nbytes, bool zero = false) = 0;
   /// Copies `nbytes` between two buffers of this device.
   virtual void copy(const Storage& src, size_t srcOffset, Storage& dst, size_t dstOffset,
                     size_t nbytes) = 0;
+  /// Copies `nbytes` from host memory into a buffer of this device, and back.
+  virtual void upload(const void* host, Storage& dst, size_t dstOffset, size_t nbytes) = 0;
+  virtual void download(const Storage& src, size_t srcOffset, void* host, size_t nbytes) = 0;
+  /// The op table's kernels on this device.
+  virtual const KernelRegistry& kernels() const = 0;
   /// Loads `code` and resolves the entry of each of `kernels` once, so launches look nothing up;
   /// a weft::Error (DeviceError) when it was built for another target or format, cannot be
   /// loaded, or lacks one of the kernels.
@@ -85,6 +159,33 @@ public:
 /// The host CPU, with the runtime's thread pool.
 Device& cpu();
 
+/// The CPU's kernels: every row of the op table.
+const KernelRegistry& cpuKernels();
+
+/// A device for testing everything above the runtime with a second device and no GPU: its memory
+/// is host memory that it does not show the host (Storage::data() is null, so code that reads a
+/// tensor's memory without going through the device fails), its kernels and generated code are
+/// the CPU's run on that memory, and it counts every kernel and launch it runs. Indices 0 to 3
+/// are four such devices, distinct for the device checks.
+Device& nullDevice(int index = 0);
+/// What null devices have run since the last reset: kernels of the op table by op, generated-code
+/// launches, and bytes moved to and from the host.
+struct NullDeviceCounts {
+  std::array<int64_t, kNumOps> kernels{};
+  int64_t launches = 0;
+  int64_t uploadedBytes = 0;
+  int64_t downloadedBytes = 0;
+};
+NullDeviceCounts nullDeviceCounts();
+void resetNullDeviceCounts();
+
+/// The device `device` names: a DeviceError for one this process does not have.
+Device& device(const weft::Device& device);
+
+/// Copies `nbytes` from `src` (at `srcOffset`) to `dst` (at `dstOffset`), on the same device or
+/// between two (through the host where neither side is host memory).
+void transfer(const Storage& src, size_t srcOffset, Storage& dst, size_t dstOffset, size_t nbytes);
+
 /// The architecture this process runs on, as the first word of a CPU CodeObject::target spells
 /// it ("x86_64", "aarch64").
 std::string hostArchitecture();
@@ -94,4 +195,5 @@ std::string hostArchitecture();
 /// taken on trust).
 std::string cpuTargetMismatch(const std::string& target);
 
-} // namespace weft::hal
+} // namespace hal
+} // namespace weft

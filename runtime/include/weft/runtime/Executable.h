@@ -38,13 +38,16 @@ public:
   /// another format version, or code built for another target are a weft::Error.
   static Executable load(std::span<const uint8_t> bytes, hal::Device& device = hal::cpu());
 
-  /// Loads the kernel table's code on `device` unless it is loaded.
+  /// Loads the kernel table's code on `device` unless it is loaded there; a DeviceError when the
+  /// device lacks the kernel of one of the plan's interpreter steps, or cannot load the code.
   void loadCode(hal::Device& device = hal::cpu());
 
-  /// Runs it on `args` and `stateValues` of the signature's types (an error naming the first
-  /// mismatch); returns the outputs. A random op's key (seed, offset) is one of the state values:
-  /// a caller that wants fresh numbers passes a new key per call.
-  std::vector<Buffer> run(std::span<const Buffer> args, std::span<const Buffer> stateValues) const;
+  /// Runs it on `device` (where loadCode put its code and where `args` and `stateValues` are),
+  /// on values of the signature's types (an error naming the first mismatch); returns the
+  /// outputs, on `device`. A random op's key (seed, offset) is one of the state values: a caller
+  /// that wants fresh numbers passes a new key per call.
+  std::vector<Buffer> run(hal::Device& device, std::span<const Buffer> args,
+                          std::span<const Buffer> stateValues) const;
 };
 
 } // namespace weft

@@ -20,6 +20,8 @@ struct KernelTable {
   hal::CodeObject code;
   std::vector<hal::KernelInfo> kernels;
   std::shared_ptr<const hal::LoadedCode> loaded;
+  /// The device `loaded` is loaded on.
+  hal::Device* loadedOn = nullptr;
 };
 
 /// One op over slots: reads `inputs`, writes `output` (a fresh buffer, or a view for movement
@@ -76,6 +78,10 @@ struct Plan {
   int64_t arenaBytes = 0;
   std::vector<int64_t> arenaOffset;
 };
+
+/// Checks that `device` has a kernel for every interpreter step of `plan`: a DeviceError naming
+/// the first op it lacks and the step, before anything runs.
+void checkKernelsOn(const Plan& plan, hal::Device& device);
 
 /// Whether step `i` of `plan` can run inside step i - 1 (PlanStep::afterEachSample): a kernel
 /// whose rows are the samples of the output of a float32/float64 conv before it, an input of the

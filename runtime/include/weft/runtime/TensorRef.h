@@ -11,6 +11,8 @@
 
 namespace weft {
 
+class Storage;
+
 /// Number of elements of `shape` (1 for a scalar). Unchecked: for shapes of existing tensors, whose
 /// sizes were checked with byteSize() when their type was made.
 int64_t numel(const Shape& shape);
@@ -29,18 +31,29 @@ Shape contiguousStrides(const Shape& shape);
 /// "[2, 3]".
 std::string shapeString(const Shape& shape);
 
-/// Pointer, dtype, shape and strides (in elements) of one kernel operand. Does not own memory.
+/// Where one kernel operand is, its dtype, shape and strides (in elements). Does not own memory.
+/// `buffer` and `byteOffset` place it on any device; `data` is its first element as the CPU sees
+/// it (null where its device's memory is not host-visible): what CPU kernels read and write.
+/// Kernels' own scratch views of host memory have no buffer.
 struct TensorRef {
   void* data = nullptr;
   DType dtype = DType::Float32;
   Shape shape;
   Shape strides;
+  const Storage* buffer = nullptr;
+  int64_t byteOffset = 0;
 
   int64_t dim() const { return static_cast<int64_t>(shape.size()); }
   int64_t numel() const { return weft::numel(shape); }
   bool isContiguous() const;
   /// Typed pointer to the first element.
   template <typename T> T* ptr() const { return static_cast<T*>(data); }
+  /// Whether both start at the same byte of the same memory.
+  bool sameStart(const TensorRef& other) const;
 };
+
+/// The operand `byteOffset` bytes into `buffer` (its data set where the buffer is host-visible).
+TensorRef refInto(const Storage& buffer, int64_t byteOffset, DType dtype, Shape shape,
+                  Shape strides);
 
 } // namespace weft
