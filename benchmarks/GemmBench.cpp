@@ -93,7 +93,7 @@ std::optional<weft::Plan> planWith(const weft::ir::Graph& g,
     fused.push_back({groups[k], compiled.value().kernelOf[k]});
   }
   weft::KernelTable& table = compiled.value().table;
-  table.loaded = weft::hal::cpu().load(table.code, table.kernels);
+  table.load(weft::hal::cpu());
   return weft::ir::lowerToPlan(g, fused, std::move(table));
 }
 

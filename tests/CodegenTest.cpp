@@ -92,7 +92,7 @@ std::vector<float> runKernel(const ir::Graph& g, std::vector<float> x) {
   auto compiled = codegen::compileElementwise(g, groups);
   EXPECT_TRUE(static_cast<bool>(compiled)) << compiled.diagnostic().message;
   KernelTable& table = compiled.value().table;
-  table.loaded = hal::cpu().load(table.code, table.kernels);
+  table.load(hal::cpu());
   std::vector<ir::FusedKernel> fused;
   for (size_t k = 0; k < groups.size(); ++k)
     fused.push_back({groups[k], compiled.value().kernelOf[k]});
@@ -306,7 +306,7 @@ TEST(Codegen, AMalformedGroupIsADiagnosticNotACrash) {
   EXPECT_EQ(mixed.value().table.kernels.size(), 1u);
   EXPECT_FALSE(mixed.value().failures[0].empty());
   EXPECT_TRUE(mixed.value().failures[1].empty());
-  EXPECT_NO_THROW(hal::cpu().load(mixed.value().table.code, mixed.value().table.kernels));
+  EXPECT_NO_THROW(hal::cpu().load(mixed.value().table.code.at(0), mixed.value().table.kernels));
 }
 
 /// A random graph of elementwise ops and reductions along the last dim over x: float32[rows,
@@ -491,7 +491,7 @@ TEST(Codegen, MatmulKernelWithEpilogueMatchesFloat64) {
       ASSERT_TRUE(static_cast<bool>(compiled)) << compiled.diagnostic().message;
       ASSERT_EQ(compiled.value().kernelOf[0], 0) << compiled.value().failures[0];
       KernelTable& table = compiled.value().table;
-      table.loaded = hal::cpu().load(table.code, table.kernels);
+      table.load(hal::cpu());
       std::vector<ir::FusedKernel> fused{{grp, 0}};
       Plan plan = ir::lowerToPlan(g, fused, std::move(table));
       ASSERT_EQ(plan.steps.size(), c.transposedW ? 2u : 3u);
@@ -559,7 +559,7 @@ TEST(Codegen, RandomRowKernelsMatchTheInterpreter) {
         fused.push_back({groups[k], compiled.value().kernelOf[k]});
     }
     KernelTable& table = compiled.value().table;
-    if (!fused.empty()) table.loaded = hal::cpu().load(table.code, table.kernels);
+    if (!fused.empty()) table.load(hal::cpu());
     Plan withKernels = ir::lowerToPlan(g, fused, std::move(table));
     Plan interpreted = ir::lowerToPlan(g);
     std::mt19937 rng(seed + 1000);
@@ -678,7 +678,7 @@ TEST(Codegen, CodeForAnotherTargetIsRefused) {
   auto groups = passes::findElementwiseGroups(g);
   auto table = codegen::compileElementwise(g, groups);
   ASSERT_TRUE(static_cast<bool>(table));
-  hal::CodeObject code = table.value().table.code;
+  hal::CodeObject code = table.value().table.code.at(0);
   code.target = "aarch64 neoverse-v2 +neon";
   try {
     hal::cpu().load(code, table.value().table.kernels);
@@ -686,12 +686,12 @@ TEST(Codegen, CodeForAnotherTargetIsRefused) {
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("built for aarch64"), std::string::npos) << e.what();
   }
-  code = table.value().table.code;
+  code = table.value().table.code.at(0);
   code.bytes.resize(100); // not a loadable shared object
   EXPECT_THROW(hal::cpu().load(code, table.value().table.kernels), DeviceError);
   std::vector<hal::KernelInfo> absent = {{"weft_no_such_kernel", 1, 1}};
   try {
-    hal::cpu().load(table.value().table.code, absent);
+    hal::cpu().load(table.value().table.code.at(0), absent);
     FAIL() << "loaded code lacking a kernel";
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("weft_no_such_kernel"), std::string::npos) << e.what();
@@ -714,7 +714,7 @@ TEST(Codegen, NamedCpuTargetsCarryTheirFeatures) {
   ASSERT_TRUE(static_cast<bool>(v2));
   auto table = codegen::compileElementwise(g, groups, v2.value());
   ASSERT_TRUE(static_cast<bool>(table)) << table.diagnostic().message;
-  EXPECT_NO_THROW(hal::cpu().load(table.value().table.code, table.value().table.kernels));
+  EXPECT_NO_THROW(hal::cpu().load(table.value().table.code.at(0), table.value().table.kernels));
 }
 
 TEST(Codegen, CpuTargetMismatchNamesMissingFeatures) {

@@ -3,6 +3,7 @@
 // wrong arguments are errors, never crashes.
 #include "weft/runtime/Executable.h"
 #include "TestUtil.h"
+#include "CompiledSignature.h"
 #include "Trace.h"
 
 #include <gtest/gtest.h>
@@ -62,6 +63,43 @@ TEST(Executable, RandomDrawsReadTheirKeysFromItsInputs) {
   }
 }
 
+TEST(Executable, EachDevicePicksItsCodeObjectFromTheTable) {
+  // A kernel table holds one code object per target side by side; the device that loads the
+  // plan takes the first it can run, and says why it refuses each when it can run none.
+  manual_seed(6);
+  Tensor w = randn({6, 3});
+  auto f = compile([&](const Tensor& x) { return (x.matmul(w) * 2.0).tanh(); });
+  Tensor x = randn({5, 6});
+  Tensor expected = f(x);
+  Executable exe = Executable::load(f.compiled().executable()->save());
+  ASSERT_EQ(exe.plan.kernels.code.size(), 1u);
+  const hal::CodeObject foreign{"spirv", "vulkan1.3 subgroup32", {3, 2, 35, 7}};
+  exe.plan.kernels.code.insert(exe.plan.kernels.code.begin(), foreign);
+  for (hal::Device* device : {&hal::cpu(), &hal::nullDevice()}) {
+    Executable both = Executable::load(exe.save(), *device);
+    ASSERT_EQ(both.plan.kernels.code.size(), 2u);
+    std::vector<Buffer> out =
+        both.run(*device, buffersOf({x.to(device->id())}), buffersOf({w.to(device->id())}));
+    EXPECT_EQ(tensorOf(out[0]).cpu().to_vector<float>(), expected.to_vector<float>());
+  }
+  exe.plan.kernels.code.erase(exe.plan.kernels.code.begin() + 1); // the foreign one alone
+  try {
+    Executable::load(exe.save());
+    ADD_FAILURE() << "code for another target loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device);
+    EXPECT_TRUE(test::has(e.what(), "spirv") && test::has(e.what(), "cpu")) << e.what();
+  }
+  // Run on a device its code is not loaded on: an error, not a launch of foreign code.
+  Executable cpuOnly = Executable::load(f.compiled().executable()->save());
+  EXPECT_THROW(cpuOnly.run(hal::nullDevice(), buffersOf({x.to(Device("null:0"))}),
+                           buffersOf({w.to(Device("null:0"))})),
+               DeviceError);
+  // Arguments on another device than the one running the plan: an error naming both.
+  EXPECT_THROW(cpuOnly.run(hal::cpu(), buffersOf({x.to(Device("null:0"))}), buffersOf({w})),
+               DeviceError);
+}
+
 TEST(Executable, BuiltForANamedCpuLevel) {
   manual_seed(5);
   Tensor w = randn({8, 5});
@@ -80,9 +118,9 @@ TEST(Executable, BuiltForANamedCpuLevel) {
     EXPECT_NEAR(g[i], e[i], 1e-6 * std::abs(e[i])) << "at " << i;
   std::shared_ptr<const Executable> exe = portable.compiled().executable();
   ASSERT_NE(exe, nullptr);
-  EXPECT_EQ(exe->plan.kernels.code.target.rfind("x86_64 x86-64-v2 ", 0), 0u)
-      << exe->plan.kernels.code.target;
-  EXPECT_EQ(exe->plan.kernels.code.target.find("avx2"), std::string::npos);
+  EXPECT_EQ(exe->plan.kernels.code.at(0).target.rfind("x86_64 x86-64-v2 ", 0), 0u)
+      << exe->plan.kernels.code.at(0).target;
+  EXPECT_EQ(exe->plan.kernels.code.at(0).target.find("avx2"), std::string::npos);
   Executable loaded = Executable::load(exe->save());
   std::vector<Buffer> out = loaded.run(hal::cpu(), buffersOf({x}), buffersOf({w}));
   EXPECT_EQ(valuesOf(out[0]), got.to_vector<float>()); // the loaded code: the same bits

@@ -967,7 +967,8 @@ ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
     linked = std::move(shared.value());
   }
   if (built.empty()) return result;
-  result.table.code = hal::CodeObject{"elf-shared-object", target.codeTarget(), std::move(*linked)};
+  result.table.code = {
+      hal::CodeObject{"elf-shared-object", target.codeTarget(), std::move(*linked)}};
   for (size_t k = 0; k < groups.size(); ++k) {
     if (!result.failures[k].empty()) continue;
     result.kernelOf[k] = static_cast<int32_t>(result.table.kernels.size());

@@ -90,7 +90,7 @@ std::vector<std::optional<bool>> generatedIsFaster(const std::vector<GemmShape>&
   auto compiled = codegen::compileElementwise(all, groups, target);
   if (!compiled) return result;
   KernelTable& table = compiled.value().table;
-  if (!table.kernels.empty()) table.loaded = hal::cpu().load(table.code, table.kernels);
+  table.load(hal::cpu());
   for (size_t i = 0; i < shapes.size(); ++i) {
     const int32_t kernel = compiled.value().kernelOf[i];
     if (kernel < 0) continue;

@@ -192,6 +192,12 @@ public:
     if (nbytes > 0) std::memmove(host, static_cast<const char*>(src.data()) + srcOffset, nbytes);
   }
 
+  std::string cannotRun(const CodeObject& code) const override {
+    if (code.format != "elf-shared-object")
+      return "it is " + code.format + " code (the CPU runs elf-shared-object code)";
+    return cpuTargetMismatch(code.target);
+  }
+
   std::shared_ptr<const LoadedCode> load(const CodeObject& code,
                                          std::span<const KernelInfo> kernels) override {
     WEFT_CHECK(code.format == "elf-shared-object", Device, "cpu: cannot load code of format '",
@@ -241,14 +247,6 @@ public:
                 [&](int64_t lo, int64_t hi) { l.run(lo, hi); });
   }
 
-  void launchRows(const LoadedCode& code, size_t index, std::span<const TensorRef> inputs,
-                  std::span<const TensorRef> outputs, int64_t lo, int64_t hi) override {
-    Launch l(code, index, inputs, outputs);
-    WEFT_INTERNAL_ASSERT(0 <= lo && lo <= hi && hi <= l.kernel->rows, "cpu: rows [", lo, ", ", hi,
-                         ") of a kernel of ", l.kernel->rows);
-    l.run(lo, hi);
-  }
-
   void synchronize() override {}
 
 private:
@@ -261,6 +259,14 @@ private:
 Device& cpu() {
   static CpuDevice device;
   return device;
+}
+
+void cpuLaunchRows(const LoadedCode& code, size_t kernel, std::span<const TensorRef> inputs,
+                   std::span<const TensorRef> outputs, int64_t lo, int64_t hi) {
+  Launch l(code, kernel, inputs, outputs);
+  WEFT_INTERNAL_ASSERT(0 <= lo && lo <= hi && hi <= l.kernel->rows, "cpu: rows [", lo, ", ", hi,
+                       ") of a kernel of ", l.kernel->rows);
+  l.run(lo, hi);
 }
 
 } // namespace weft::hal

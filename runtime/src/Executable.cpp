@@ -14,7 +14,7 @@ namespace weft {
 namespace {
 
 constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'E', 'X', 'E', '\0'};
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
 
 static_assert(std::endian::native == std::endian::little, "the format is little-endian");
 
@@ -175,9 +175,12 @@ std::vector<uint8_t> Executable::save() const {
     w.pod(index);
     w.pod(slot);
   }
-  w.str(plan.kernels.code.format);
-  w.str(plan.kernels.code.target);
-  w.blob(plan.kernels.code.bytes);
+  w.u64(plan.kernels.code.size());
+  for (const hal::CodeObject& code : plan.kernels.code) {
+    w.str(code.format);
+    w.str(code.target);
+    w.blob(code.bytes);
+  }
   w.u64(plan.kernels.kernels.size());
   for (const hal::KernelInfo& k : plan.kernels.kernels) {
     w.str(k.symbol);
@@ -248,9 +251,12 @@ Executable Executable::load(std::span<const uint8_t> bytes, hal::Device& device)
                IO, "executable: damaged bytes (a state update out of range)");
     p.stateUpdates.emplace_back(index, slot);
   }
-  p.kernels.code.format = r.str("code format");
-  p.kernels.code.target = r.str("code target");
-  p.kernels.code.bytes = r.blob("code");
+  p.kernels.code.resize(r.count("code objects", 24));
+  for (hal::CodeObject& code : p.kernels.code) {
+    code.format = r.str("code format");
+    code.target = r.str("code target");
+    code.bytes = r.blob("code");
+  }
   p.kernels.kernels.resize(r.count("kernels", 24));
   for (hal::KernelInfo& k : p.kernels.kernels) {
     k.symbol = r.str("kernel symbol");
@@ -312,10 +318,7 @@ Executable Executable::load(std::span<const uint8_t> bytes, hal::Device& device)
 
 void Executable::loadCode(hal::Device& device) {
   checkKernelsOn(plan, device);
-  KernelTable& t = plan.kernels;
-  if (t.kernels.empty() || t.loadedOn == &device) return;
-  t.loaded = device.load(t.code, t.kernels);
-  t.loadedOn = &device;
+  plan.kernels.load(device);
 }
 
 std::vector<Buffer> Executable::run(hal::Device& device, std::span<const Buffer> args,

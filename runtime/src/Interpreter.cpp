@@ -215,6 +215,22 @@ int32_t reusableInput(const PlanStep& step, const std::vector<Buffer>& slots) {
 
 } // namespace
 
+void KernelTable::load(hal::Device& device) {
+  if (kernels.empty() || loadedOn == &device) return;
+  std::string refusals;
+  for (const hal::CodeObject& c : code) {
+    std::string why = device.cannotRun(c);
+    if (why.empty()) {
+      loaded = device.load(c, kernels);
+      loadedOn = &device;
+      return;
+    }
+    refusals += "; " + c.format + " for '" + c.target + "': " + why;
+  }
+  WEFT_FAIL(Device, "the plan's generated code has no code object ", device.id().str(),
+            " can run (", code.size(), " built", refusals, ")");
+}
+
 void checkKernelsOn(const Plan& plan, hal::Device& device) {
   const hal::KernelRegistry& registry = device.kernels();
   for (size_t i = 0; i < plan.steps.size(); ++i) {
@@ -355,7 +371,7 @@ std::vector<Buffer> runPlan(hal::Device& device, const Plan& plan, std::span<con
         const auto kernel = static_cast<size_t>(epilogue->kernel);
         if (out.ref.numel() > 0 && epiloguesInside) {
           kernels::convThen(refs, out.ref, attrs, [&](int64_t n0, int64_t n1) {
-            device.launchRows(code, kernel, epilogueRefs, k.outs, n0, n1);
+            hal::cpuLaunchRows(code, kernel, epilogueRefs, k.outs, n0, n1);
           });
         } else { // after the conv (with nothing to convolve, the kernel's other outputs need it)
           if (out.ref.numel() > 0) registry.run(step.op, refs, out.ref, attrs);

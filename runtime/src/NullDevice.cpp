@@ -112,6 +112,7 @@ public:
     if (nbytes > 0) std::memmove(host, hostAddress(src) + srcOffset, nbytes);
     counts().downloaded.fetch_add(static_cast<int64_t>(nbytes));
   }
+  std::string cannotRun(const CodeObject& code) const override { return cpu().cannotRun(code); }
   std::shared_ptr<const LoadedCode> load(const CodeObject& code,
                                          std::span<const KernelInfo> kernels) override {
     return cpu().load(code, kernels);
@@ -120,11 +121,6 @@ public:
               std::span<const TensorRef> outputs) override {
     counts().launches.fetch_add(1);
     cpu().launch(code, kernel, onHost(inputs), onHost(outputs));
-  }
-  void launchRows(const LoadedCode& code, size_t kernel, std::span<const TensorRef> inputs,
-                  std::span<const TensorRef> outputs, int64_t lo, int64_t hi) override {
-    counts().launches.fetch_add(1);
-    cpu().launchRows(code, kernel, onHost(inputs), onHost(outputs), lo, hi);
   }
   void synchronize() override {}
 

@@ -53,7 +53,8 @@ int main(int argc, char** argv) try {
   bool same = std::memcmp(out[0].ref.data, expected.data(), n) == 0;
   bool compilerFree = !mapped("libLLVM") && !mapped("libMLIR") && !mapped("weft_codegen");
   std::printf("%zu steps, %d kernel launches from %zu bytes of code; outputs %s; compiler %s\n",
-              exe.plan.steps.size(), launches, exe.plan.kernels.code.bytes.size(),
+              exe.plan.steps.size(), launches,
+              exe.plan.kernels.code.empty() ? 0 : exe.plan.kernels.code[0].bytes.size(),
               same ? "identical to the JIT's" : "DIFFER from the JIT's",
               compilerFree ? "not loaded" : "LOADED");
   return same && compilerFree && launches > 0 ? 0 : 1;

@@ -138,6 +138,9 @@ public:
   virtual void download(const Storage& src, size_t srcOffset, void* host, size_t nbytes) = 0;
   /// The op table's kernels on this device.
   virtual const KernelRegistry& kernels() const = 0;
+  /// Why this device cannot run `code` (another format, or a target it does not meet), or "" if
+  /// it can.
+  virtual std::string cannotRun(const CodeObject& code) const = 0;
   /// Loads `code` and resolves the entry of each of `kernels` once, so launches look nothing up;
   /// a weft::Error (DeviceError) when it was built for another target or format, cannot be
   /// loaded, or lacks one of the kernels.
@@ -147,11 +150,6 @@ public:
   /// `inputs`, writing `outputs`.
   virtual void launch(const LoadedCode& code, size_t kernel, std::span<const TensorRef> inputs,
                       std::span<const TensorRef> outputs) = 0;
-  /// Runs rows [lo, hi) of kernel `kernel` (of its KernelInfo::rows) on the calling thread: how a
-  /// host kernel runs a fused epilogue over the part of its output it has just written (plans
-  /// ask it only of the CPU).
-  virtual void launchRows(const LoadedCode& code, size_t kernel, std::span<const TensorRef> inputs,
-                          std::span<const TensorRef> outputs, int64_t lo, int64_t hi) = 0;
   /// Waits for everything launched so far (the CPU runs launches synchronously).
   virtual void synchronize() = 0;
 };
@@ -161,6 +159,12 @@ Device& cpu();
 
 /// The CPU's kernels: every row of the op table.
 const KernelRegistry& cpuKernels();
+
+/// Runs rows [lo, hi) of kernel `kernel` (of its KernelInfo::rows) of `code`, loaded on the CPU,
+/// on the calling thread: how a CPU kernel runs a fused epilogue over the part of its output it
+/// has just written (PlanStep::afterEachSample). The CPU's own hook, not part of Device.
+void cpuLaunchRows(const LoadedCode& code, size_t kernel, std::span<const TensorRef> inputs,
+                   std::span<const TensorRef> outputs, int64_t lo, int64_t hi);
 
 /// A device for testing everything above the runtime with a second device and no GPU: its memory
 /// is host memory that it does not show the host (Storage::data() is null, so code that reads a

@@ -14,14 +14,19 @@
 
 namespace weft {
 
-/// The generated kernels a plan launches: one code object holding them all, and each kernel's
-/// entry. `loaded` is the code loaded on the device that runs the plan (not part of what is saved).
+/// The generated kernels a plan launches: their code for each target it was built for, side by
+/// side (CPU object code, SPIR-V; each code object holds every kernel), and each kernel's entry.
+/// `loaded` is the code loaded on the device that runs the plan (not part of what is saved).
 struct KernelTable {
-  hal::CodeObject code;
+  std::vector<hal::CodeObject> code;
   std::vector<hal::KernelInfo> kernels;
   std::shared_ptr<const hal::LoadedCode> loaded;
   /// The device `loaded` is loaded on.
   hal::Device* loadedOn = nullptr;
+
+  /// Loads the code object `device` runs (the first it accepts) there, unless it is loaded there
+  /// already; a DeviceError naming each target the table has and why the device refuses it.
+  void load(hal::Device& device);
 };
 
 /// One op over slots: reads `inputs`, writes `output` (a fresh buffer, or a view for movement
