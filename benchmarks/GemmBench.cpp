@@ -122,9 +122,11 @@ void epilogueTable(int reps) {
     const weft::ir::Graph& g = parsed.value();
     // OpenBLAS: the matmul in the interpreter, the epilogue as the fuse pass groups it. Fused:
     // the fuse pass letting the matmul lead that group (as WEFT_GEMM=generated does).
-    const std::vector<weft::ir::FusionGroup> epilogue = weft::passes::findElementwiseGroups(g);
+    const std::vector<weft::ir::FusionGroup> epilogue =
+        weft::passes::findElementwiseGroups(g, weft::codegen::CpuTarget());
     const std::vector<weft::ir::FusionGroup> whole = weft::passes::findElementwiseGroups(
-        g, [](const weft::ir::Graph&, const std::vector<const weft::ir::Node*>& matmuls) {
+        g, weft::codegen::CpuTarget(),
+        [](const weft::ir::Graph&, const std::vector<const weft::ir::Node*>& matmuls) {
           return std::vector<bool>(matmuls.size(), true);
         });
     if (whole.size() != 1 || weft::passes::matmulRoot(g, whole[0]) == nullptr) {

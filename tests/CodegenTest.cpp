@@ -87,7 +87,7 @@ ir::Graph expGraph(int rows) {
 /// Compiles `g`'s groups, loads them on the CPU and runs the graph's plan (its groups as kernel
 /// launches) on `x`.
 std::vector<float> runKernel(const ir::Graph& g, std::vector<float> x) {
-  std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
+  std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g, codegen::CpuTarget());
   EXPECT_FALSE(groups.empty());
   auto compiled = codegen::compileElementwise(g, groups);
   EXPECT_TRUE(static_cast<bool>(compiled)) << compiled.diagnostic().message;
@@ -277,7 +277,7 @@ TEST(Codegen, AMalformedGroupIsADiagnosticNotACrash) {
   // constant without its value) must come back as a diagnostic, not abort the process.
   CacheDir cache;
   ir::Graph g = expGraph(4);
-  std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
+  std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g, codegen::CpuTarget());
   ASSERT_EQ(groups.size(), 1u);
   std::vector<ir::FusionGroup> noInputs = groups;
   noInputs[0].inputs.clear();
@@ -547,7 +547,7 @@ TEST(Codegen, RandomRowKernelsMatchTheInterpreter) {
     SCOPED_TRACE("seed " + std::to_string(seed) + ", rows of " + std::to_string(cols));
     ir::Graph g = randomRowGraph(seed, rows, cols);
     ASSERT_TRUE(ir::verify(g).empty()) << ir::verify(g)[0].message;
-    std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
+    std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g, codegen::CpuTarget());
     for (const ir::FusionGroup& grp : groups)
       rowKernels += passes::isRowKernel(g, grp) ? 1 : 0;
     auto compiled = codegen::compileElementwise(g, groups);
@@ -600,7 +600,7 @@ TEST(Codegen, KernelsAreKeyedByEverythingCodegenReads) {
     return std::move(g.value());
   };
   auto symbolOf = [](const ir::Graph& g) {
-    std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g);
+    std::vector<ir::FusionGroup> groups = passes::findElementwiseGroups(g, codegen::CpuTarget());
     EXPECT_EQ(groups.size(), 1u);
     auto compiled = codegen::compileElementwise(g, groups);
     EXPECT_TRUE(static_cast<bool>(compiled) && compiled.value().kernelOf[0] == 0);
@@ -675,7 +675,7 @@ TEST(Codegen, FullCacheDropsTheEntriesUsedLongestAgo) {
 
 TEST(Codegen, CodeForAnotherTargetIsRefused) {
   auto g = expGraph(2);
-  auto groups = passes::findElementwiseGroups(g);
+  auto groups = passes::findElementwiseGroups(g, codegen::CpuTarget());
   auto table = codegen::compileElementwise(g, groups);
   ASSERT_TRUE(static_cast<bool>(table));
   hal::CodeObject code = table.value().table.code.at(0);
@@ -709,7 +709,7 @@ TEST(Codegen, NamedCpuTargetsCarryTheirFeatures) {
   EXPECT_FALSE(static_cast<bool>(codegen::CpuTarget::named("no-such-cpu")));
   // Code for a level below the host's runs here, and computes the same.
   auto g = expGraph(5);
-  auto groups = passes::findElementwiseGroups(g);
+  auto groups = passes::findElementwiseGroups(g, codegen::CpuTarget());
   auto v2 = codegen::CpuTarget::named("x86-64-v2");
   ASSERT_TRUE(static_cast<bool>(v2));
   auto table = codegen::compileElementwise(g, groups, v2.value());

@@ -4,6 +4,7 @@
 
 #include "TestUtil.h"
 
+#include "weft/codegen/Jit.h"
 #include "weft/ir/Graph.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
@@ -42,7 +43,7 @@ inline ::testing::AssertionResult roundTrips(const CompiledFunction& cf) {
       r.push_back(leaders.count(n - g.nodes().data()) > 0);
     return r;
   };
-  if (!passes::createFuse(led)->run(parsed.value()))
+  if (!passes::createFuse(std::make_shared<codegen::CpuTarget>(), led)->run(parsed.value()))
     return ::testing::AssertionFailure() << "fuse failed";
   if (ir::printGraph(parsed.value()) != text)
     return ::testing::AssertionFailure() << "printed differently after parsing:\n" << text;

@@ -1,4 +1,5 @@
 // The graph IR through its C++ API: building, printing and parsing back, verifying, passes.
+#include "weft/codegen/Jit.h"
 #include "weft/ir/Lower.h"
 #include "weft/ir/ShapeInference.h"
 #include "weft/ir/TextFormat.h"
@@ -235,6 +236,50 @@ TEST(Passes, SplitForwardBackwardSavesWhatTheGradientReads) {
   EXPECT_TRUE(fb.backward.state().empty());
 }
 
+/// A code generator that computes every elementwise node but exp, with no reductions, GEMMs or
+/// view leaves in its kernels.
+struct NoExpTarget : passes::Target {
+  std::string name() const override { return "no-exp"; }
+  bool computes(const Graph&, const ir::Node& n) const override { return n.op != OpCode::Exp; }
+  bool reducesInKernels() const override { return false; }
+  bool generatesGemm(const Graph&, const ir::Node&) const override { return false; }
+  bool readsViews() const override { return false; }
+};
+
+TEST(Passes, FusionAsksTheTargetWhatAKernelMayHold) {
+  // exp(x * y) * 3 and a row softmax's sum: the CPU's code generator takes it all in kernels;
+  // one that computes no exp and no reductions gets kernels without them.
+  Graph g("ask");
+  TensorType t{DType::Float32, {4, 8}}, rows{DType::Float32, {4, 1}};
+  ValueId x = g.addArgument(t, "x"), y = g.addArgument(t, "y");
+  ValueId m = g.addNode(OpCode::Mul, {x, y}, {}, t);
+  ValueId e = g.addNode(OpCode::Exp, {m}, {}, t);
+  ValueId n = g.addNode(OpCode::Neg, {e}, {}, t);
+  ValueId s = g.addNode(OpCode::Sum, {n}, Attrs{{"dims", Shape{1}}, {"keepdim", true}}, rows);
+  ValueId d = g.addNode(OpCode::Div, {n, s}, {}, t);
+  g.addOutput(g.addNode(OpCode::Abs, {d}, {}, t));
+  ASSERT_TRUE(verify(g).empty());
+  auto holds = [&](const std::vector<FusionGroup>& groups, OpCode op) {
+    for (const FusionGroup& grp : groups)
+      for (int32_t i : grp.nodes)
+        if (g.nodes()[static_cast<size_t>(i)].op == op) return true;
+    return false;
+  };
+  std::vector<FusionGroup> cpu = passes::findElementwiseGroups(g, codegen::CpuTarget());
+  EXPECT_TRUE(holds(cpu, OpCode::Exp));
+  EXPECT_TRUE(holds(cpu, OpCode::Sum));
+  std::vector<FusionGroup> narrow = passes::findElementwiseGroups(g, NoExpTarget());
+  EXPECT_FALSE(holds(narrow, OpCode::Exp));
+  EXPECT_FALSE(holds(narrow, OpCode::Sum));
+  EXPECT_TRUE(holds(narrow, OpCode::Div)); // what it can compute still fuses
+  // The passes that ask need a target to ask: without one they say so.
+  Graph copy = g;
+  auto r = passes::createPass("fuse")->run(copy);
+  ASSERT_FALSE(static_cast<bool>(r));
+  EXPECT_NE(r.diagnostic().message.find("target"), std::string::npos);
+  EXPECT_FALSE(static_cast<bool>(passes::createPass("remat")->run(copy)));
+}
+
 TEST(Passes, ElementwiseGroupsNeverWaitOnTheirOwnConsumers) {
   // d = exp(mul(a + y, sum(a + y))) * 2 with a = exp(x): the sum reads the first group's value,
   // so the mul that reads the sum cannot join that group; it starts a second one.
@@ -253,7 +298,7 @@ TEST(Passes, ElementwiseGroupsNeverWaitOnTheirOwnConsumers) {
   g.addOutput(e);
   g.addOutput(a);
   ASSERT_TRUE(verify(g).empty());
-  std::vector<FusionGroup> groups = passes::findElementwiseGroups(g);
+  std::vector<FusionGroup> groups = passes::findElementwiseGroups(g, codegen::CpuTarget());
   ASSERT_EQ(groups.size(), 2u);
   EXPECT_EQ(groups[0].nodes, (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(groups[0].inputs, (std::vector<ValueId>{x, y}));

@@ -9,6 +9,7 @@
 // floating argument and state; --seeds=S,G instead says the graph holds them already (its last S
 // arguments are the seeds, its last G outputs the gradients). Used by the golden tests (lit +
 // FileCheck).
+#include "weft/codegen/Jit.h"
 #include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
@@ -72,6 +73,8 @@ bool askGradients(weft::passes::Program& p, long seeds, long grads, const std::s
 } // namespace
 
 int main(int argc, char** argv) {
+  // What remat and fuse ask: the CPU code generator's abilities (no code is generated here).
+  auto target = std::make_shared<const weft::codegen::CpuTarget>();
   weft::passes::PassManager pm;
   std::string path = "-";
   long seeds = -1, grads = -1;    // --seeds
@@ -109,9 +112,9 @@ int main(int argc, char** argv) {
         return usage();
     } else if (arg == "--pipeline") {
       for (const std::string& name : weft::passes::compilePipeline())
-        pm.add(weft::passes::createPass(name));
+        pm.add(weft::passes::createPass(name, target));
     } else if (arg.rfind("--", 0) == 0) {
-      auto pass = weft::passes::createPass(arg.substr(2));
+      auto pass = weft::passes::createPass(arg.substr(2), target);
       if (!pass) {
         std::fprintf(stderr, "weft-opt: unknown pass '%s'\n", arg.c_str());
         return usage();

@@ -387,13 +387,14 @@ Pipeline pipeline(const codegen::CpuTarget& target, bool codegen,
   // softmaxes expanded or sums split then: they serve kernels; the interpreter's softmax and sum
   // are one step each.
   bool graphPasses = false;
+  auto asked = std::make_shared<const codegen::CpuTarget>(target); // what fuse and remat ask
   for (const std::string& name : passes::compilePipeline()) {
     if ((name == "expand-softmax" || name == "split-sums") && !codegen) continue;
     if ((name == "lower" || name == "plan-memory") && !compile) continue;
     std::unique_ptr<passes::Pass> pass = name == "fuse" && codegen
-                                             ? passes::createFuse(matmulChooser(target))
+                                             ? passes::createFuse(asked, matmulChooser(target))
                                          : name == "lower" ? passes::createLower(compile)
-                                                           : passes::createPass(name);
+                                                           : passes::createPass(name, asked);
     graphPasses = graphPasses || !pass->onProgram();
     (graphPasses ? p.graph : p.program).add(std::move(pass));
   }

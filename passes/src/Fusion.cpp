@@ -416,17 +416,6 @@ std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp) {
   return stages;
 }
 
-bool fusibleTypes(const ir::Graph& g, const ir::Node& n) {
-  // Integer pow is a square-and-multiply loop per element, gcd and lcm are Euclid's loop,
-  // integer fmod and floor_divide must report a zero divisor: the interpreter's kernels run them.
-  // Special functions (lgamma, digamma, erfinv, zeta) are loops too, in double.
-  if (n.op == OpCode::Gcd || n.op == OpCode::Lcm || n.op == OpCode::Lgamma ||
-      n.op == OpCode::Digamma || n.op == OpCode::Erfinv || n.op == OpCode::Zeta)
-    return false;
-  return !((n.op == OpCode::Pow || n.op == OpCode::Fmod || n.op == OpCode::FloorDivide) &&
-           !isFloating(g.type(n.result).dtype));
-}
-
 bool isViewLeaf(const ir::Graph& g, const ir::Node& n) {
   if ((n.op != OpCode::Permute && n.op != OpCode::Slice && n.op != OpCode::Flip) ||
       n.operands.size() != 1)
@@ -485,7 +474,7 @@ const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp) {
   return &n;
 }
 
-std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
+std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g, const Target& target,
                                                    const MatmulChooser& chooseMatmul) {
   size_t n = g.nodes().size();
   std::vector<int32_t> groupOf(n, -1);
@@ -505,9 +494,10 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
     int32_t p = producer(v);
     if (p < 0) return false;
     const ir::Node& node = g.nodes()[static_cast<size_t>(p)];
-    return fusibleTypes(g, node) &&
+    return target.computes(g, node) &&
            (node.op == OpCode::Full ||
-            ((node.op == OpCode::Expand || isViewLeaf(g, node)) && g.type(v).shape == shape));
+            ((node.op == OpCode::Expand || (target.readsViews() && isViewLeaf(g, node))) &&
+             g.type(v).shape == shape));
   };
   // Where what a group reads as `v` from outside is computed: for a broadcast or view leaf, its
   // operand;
@@ -528,9 +518,9 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
   const std::vector<int32_t> heavy = heavyBefore(g, false);
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = g.nodes()[i];
-    const bool reduction = isRowReduction(g, node);
-    const bool column = !reduction && isColumnReduction(g, node);
-    if (!reduction && !column && (!isElementwise(node.op) || !fusibleTypes(g, node))) continue;
+    const bool reduction = target.reducesInKernels() && isRowReduction(g, node);
+    const bool column = target.reducesInKernels() && !reduction && isColumnReduction(g, node);
+    if (!reduction && !column && (!isElementwise(node.op) || !target.computes(g, node))) continue;
     // The shape the node is computed at: its result's, or a reduction's operand's.
     const Shape& shape =
         reduction || column ? g.type(node.operands[0]).shape : g.type(node.result).shape;
@@ -714,7 +704,7 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
     auto attach = [&](const std::function<bool(const ir::Node&)>& take) {
       for (size_t i = 0; i < n; ++i) {
         const ir::Node& mm = g.nodes()[i];
-        if (!isGemm(g, mm) || isView(mm.operands[0])) continue;
+        if (!target.generatesGemm(g, mm) || isView(mm.operands[0])) continue;
         // B: a value, or the transpose of one that only the matmul reads (a leaf of the group).
         ValueId b = mm.operands[1];
         int32_t leaf = -1;
@@ -844,23 +834,28 @@ namespace {
 
 class Fuse : public Pass {
 public:
-  explicit Fuse(MatmulChooser chooseMatmul) : chooseMatmul_(std::move(chooseMatmul)) {}
+  Fuse(std::shared_ptr<const Target> target, MatmulChooser chooseMatmul)
+      : target_(std::move(target)), chooseMatmul_(std::move(chooseMatmul)) {}
   std::string_view name() const override { return "fuse"; }
   ir::Result<bool> run(ir::Graph& g) override {
-    std::vector<ir::FusionGroup> groups = findElementwiseGroups(g, chooseMatmul_);
+    if (target_ == nullptr)
+      return ir::Diagnostic{ErrorKind::Value,
+                            "fuse: no code generator's target to ask what a kernel may hold"};
+    std::vector<ir::FusionGroup> groups = findElementwiseGroups(g, *target_, chooseMatmul_);
     if (groups == g.kernels()) return false;
     g.setKernels(std::move(groups));
     return true;
   }
 
 private:
+  std::shared_ptr<const Target> target_;
   MatmulChooser chooseMatmul_;
 };
 
 } // namespace
 
-std::unique_ptr<Pass> createFuse(MatmulChooser chooseMatmul) {
-  return std::make_unique<Fuse>(std::move(chooseMatmul));
+std::unique_ptr<Pass> createFuse(std::shared_ptr<const Target> target, MatmulChooser chooseMatmul) {
+  return std::make_unique<Fuse>(std::move(target), std::move(chooseMatmul));
 }
 
 } // namespace weft::passes

@@ -17,31 +17,37 @@
 namespace weft::passes {
 namespace {
 
-const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>>& registry() {
-  static const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>()>>> r = {
-      {"autodiff", createAutodiff},
-      {"cse", createCommonSubexpressionElimination},
-      {"dce", createDeadCodeElimination},
-      {"expand-softmax", createExpandSoftmax},
-      {"fold", createConstantFolding},
-      {"fuse", [] { return createFuse(); }},
-      // fuse, every matmul it may leading its readers' group (compile() measures per shape)
-      {"fuse-matmul",
-       [] {
-         return createFuse([](const ir::Graph&, const std::vector<const ir::Node*>& matmuls) {
-           return std::vector<bool>(matmuls.size(), true);
-         });
-       }},
-      {"hoist", createHoist},
-      {"lower", [] { return createLower(); }},
-      {"mask-rows", createMaskRows},
-      {"output-grads", createOutputGradients},
-      {"plan-memory", createPlanMemory},
-      {"remat", createRematerialize},
-      {"simplify", createAlgebraicSimplification},
-      {"split", createSplit},
-      {"split-sums", createSplitSums},
-  };
+using TargetPtr = std::shared_ptr<const Target>;
+
+const std::vector<std::pair<std::string, std::function<std::unique_ptr<Pass>(const TargetPtr&)>>>&
+registry() {
+  static const std::vector<
+      std::pair<std::string, std::function<std::unique_ptr<Pass>(const TargetPtr&)>>>
+      r = {
+          {"autodiff", [](const TargetPtr&) { return createAutodiff(); }},
+          {"cse", [](const TargetPtr&) { return createCommonSubexpressionElimination(); }},
+          {"dce", [](const TargetPtr&) { return createDeadCodeElimination(); }},
+          {"expand-softmax", [](const TargetPtr&) { return createExpandSoftmax(); }},
+          {"fold", [](const TargetPtr&) { return createConstantFolding(); }},
+          {"fuse", [](const TargetPtr& t) { return createFuse(t); }},
+          // fuse, every matmul it may leading its readers' group (compile() measures per shape)
+          {"fuse-matmul",
+           [](const TargetPtr& t) {
+             return createFuse(t,
+                               [](const ir::Graph&, const std::vector<const ir::Node*>& matmuls) {
+                                 return std::vector<bool>(matmuls.size(), true);
+                               });
+           }},
+          {"hoist", [](const TargetPtr&) { return createHoist(); }},
+          {"lower", [](const TargetPtr&) { return createLower(); }},
+          {"mask-rows", [](const TargetPtr&) { return createMaskRows(); }},
+          {"output-grads", [](const TargetPtr&) { return createOutputGradients(); }},
+          {"plan-memory", [](const TargetPtr&) { return createPlanMemory(); }},
+          {"remat", [](const TargetPtr& t) { return createRematerialize(t); }},
+          {"simplify", [](const TargetPtr&) { return createAlgebraicSimplification(); }},
+          {"split", [](const TargetPtr&) { return createSplit(); }},
+          {"split-sums", [](const TargetPtr&) { return createSplitSums(); }},
+      };
   return r;
 }
 
@@ -55,9 +61,9 @@ const std::vector<std::string>& compilePipeline() {
   return names;
 }
 
-std::unique_ptr<Pass> createPass(std::string_view name) {
+std::unique_ptr<Pass> createPass(std::string_view name, std::shared_ptr<const Target> target) {
   for (const auto& [n, make] : registry())
-    if (n == name) return make();
+    if (n == name) return make(target);
   return nullptr;
 }
 

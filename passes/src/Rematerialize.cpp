@@ -21,8 +21,12 @@ constexpr size_t kMaxCone = 16;
 
 class Rematerialize : public Pass {
 public:
+  explicit Rematerialize(std::shared_ptr<const Target> target) : target_(std::move(target)) {}
   std::string_view name() const override { return "remat"; }
   ir::Result<bool> run(ir::Graph& g) override;
+
+private:
+  std::shared_ptr<const Target> target_;
 };
 
 /// What one value recomputed at its far readers needs: the nodes to copy (ascending) and the
@@ -33,6 +37,10 @@ struct Cone {
 };
 
 ir::Result<bool> Rematerialize::run(ir::Graph& g) {
+  if (target_ == nullptr)
+    return ir::Diagnostic{ErrorKind::Value,
+                          "remat: no code generator's target to ask what a kernel computes"};
+  const Target& target = *target_;
   const std::vector<ir::Node>& nodes = g.nodes();
   const size_t n = nodes.size();
   const size_t numValues = g.values().size();
@@ -57,7 +65,8 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
     int32_t p = producer(v);
     if (at == INT_MAX || p < 0) return false;
     const ir::Node& u = nodes[static_cast<size_t>(at)];
-    return isElementwise(u.op) && fusibleTypes(g, u) && g.type(u.result).shape == g.type(v).shape &&
+    return isElementwise(u.op) && target.computes(g, u) &&
+           g.type(u.result).shape == g.type(v).shape &&
            heavy[static_cast<size_t>(at)] > heavy[static_cast<size_t>(p) + 1];
   };
   // Candidates: values of elementwise nodes with far readers and no other reader after the first
@@ -70,7 +79,7 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
     keptUntil[v] = g.isInput(static_cast<ValueId>(v)) ? INT_MAX : (uses.empty() ? -1 : uses.back());
     int32_t p = producer(static_cast<ValueId>(v));
     if (p < 0 || !isElementwise(nodes[static_cast<size_t>(p)].op) ||
-        !fusibleTypes(g, nodes[static_cast<size_t>(p)]))
+        !target.computes(g, nodes[static_cast<size_t>(p)]))
       continue;
     auto firstFar = std::find_if(uses.begin(), uses.end(), [&](int32_t at) {
       return isFarReader(static_cast<ValueId>(v), at);
@@ -104,7 +113,7 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
         seen[static_cast<size_t>(o)] = true;
         const int32_t q = producer(o);
         const ir::Node* def = q < 0 ? nullptr : &nodes[static_cast<size_t>(q)];
-        bool copy = def != nullptr && fusibleTypes(g, *def) &&
+        bool copy = def != nullptr && target.computes(g, *def) &&
                     (def->op == OpCode::Full ||
                      (g.type(o).shape == shape && keptUntil[static_cast<size_t>(o)] < last &&
                       (isElementwise(def->op) || def->op == OpCode::Expand)));
@@ -241,8 +250,8 @@ ir::Result<bool> Rematerialize::run(ir::Graph& g) {
 
 } // namespace
 
-std::unique_ptr<Pass> createRematerialize() {
-  return std::make_unique<Rematerialize>();
+std::unique_ptr<Pass> createRematerialize(std::shared_ptr<const Target> target) {
+  return std::make_unique<Rematerialize>(std::move(target));
 }
 
 } // namespace weft::passes

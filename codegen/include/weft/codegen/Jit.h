@@ -3,6 +3,7 @@
 #pragma once
 
 #include "weft/ir/Types.h"
+#include "weft/passes/Target.h"
 
 #include <cstdint>
 #include <span>
@@ -11,11 +12,24 @@
 
 namespace weft::codegen {
 
-/// The CPU code is built for, in LLVM's spelling.
-struct CpuTarget {
+/// The CPU code is built for, in LLVM's spelling, and what its code generator can do, as the
+/// passes ask (passes::Target).
+struct CpuTarget : passes::Target {
   std::string triple;   ///< "x86_64-unknown-linux-gnu"
   std::string cpu;      ///< "znver4", "x86-64-v3"
   std::string features; ///< "+avx2,+fma,-avx512f,..."
+
+  std::string name() const override;
+  /// Every elementwise op in every dtype, but those the interpreter's kernels loop for: integer
+  /// pow (square and multiply), gcd and lcm (Euclid), integer fmod and floor_divide (which report
+  /// a zero divisor), and the special functions (lgamma, digamma, erfinv, zeta; loops in double).
+  bool computes(const ir::Graph& g, const ir::Node& n) const override;
+  /// Row kernels and column sums: yes.
+  bool reducesInKernels() const override { return true; }
+  /// A float32 matmul [..., M, K] by [K, N] (passes::isGemm).
+  bool generatesGemm(const ir::Graph& g, const ir::Node& n) const override;
+  /// Yes: kernels take strided memref views.
+  bool readsViews() const override { return true; }
 
   /// This machine's CPU with every feature it has (what JIT compilation uses).
   static CpuTarget host();

@@ -3,6 +3,7 @@
 
 #include "weft/ir/Lower.h"
 #include "weft/passes/Pass.h"
+#include "weft/passes/Target.h"
 
 #include <optional>
 #include <vector>
@@ -65,10 +66,6 @@ std::vector<int32_t> rowStages(const ir::Graph& g, const ir::FusionGroup& grp);
 int32_t lastRowPass(const ir::Graph& g, const ir::FusionGroup& grp,
                     const std::vector<int32_t>& stages);
 
-/// A node codegen computes in every dtype: all elementwise ops but integer pow, fmod and
-/// floor_divide.
-bool fusibleTypes(const ir::Graph& g, const ir::Node& n);
-
 /// Whether `n` is a view a kernel reads through (a permute, slice or flip of one value): as a
 /// leaf of a group, the kernel reads the operand's row-major memory at the view's strides and
 /// offset instead of a copy of the view.
@@ -119,7 +116,9 @@ const ir::Node* matmulRoot(const ir::Graph& g, const ir::FusionGroup& grp);
 /// GEMM that leads no group runs as a kernel of its own where `chooseMatmul` says so (the same
 /// conditions on its operands), unless a permute is its only reader (the interpreter's GEMM
 /// writes the permuted layout, so the permute is a view).
-std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g,
+/// Everything a kernel may hold is what `target` says its code generator computes
+/// (Target::computes, reducesInKernels, generatesGemm, readsViews).
+std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g, const Target& target,
                                                    const MatmulChooser& chooseMatmul = {});
 
 } // namespace weft::passes

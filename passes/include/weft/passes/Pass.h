@@ -13,6 +13,7 @@
 namespace weft::passes {
 
 struct Program;
+class Target;
 
 /// One transformation of a graph, or of a whole program (Program.h). run() reports whether it
 /// changed it, or a diagnostic.
@@ -51,8 +52,8 @@ std::unique_ptr<Pass> createAlgebraicSimplification();
 
 /// Recomputes an elementwise value inside a later kernel that reads it across a heavy op (a
 /// forward value the backward reads), from values alive there anyway, where that keeps fewer bytes
-/// alive than storing it. Runs after CSE, before fusion.
-std::unique_ptr<Pass> createRematerialize();
+/// alive than storing it. Runs after CSE, before fusion; `target` says what a kernel computes.
+std::unique_ptr<Pass> createRematerialize(std::shared_ptr<const Target> target);
 /// "hoist": moves an elementwise node up to where the larger values it reads last die otherwise.
 std::unique_ptr<Pass> createHoist();
 /// "expand-softmax": softmax and log_softmax along the last dim (float, rank 2 or more) become the
@@ -73,7 +74,8 @@ using MatmulChooser =
 /// records them in the graph (Graph::kernels); it must run last, as any later change drops them.
 /// With `chooseMatmul`, matmuls it picks lead the groups that read them (their epilogues) or run
 /// as kernels of their own.
-std::unique_ptr<Pass> createFuse(MatmulChooser chooseMatmul = {});
+std::unique_ptr<Pass> createFuse(std::shared_ptr<const Target> target,
+                                 MatmulChooser chooseMatmul = {});
 /// "output-grads": appends the gradients of the program's differentiable outputs with respect to
 /// its `wrt` values, each output seeded by a new argument (OutputGradients.cpp).
 std::unique_ptr<Pass> createOutputGradients();
@@ -102,8 +104,10 @@ std::unique_ptr<Pass> createPlanMemory();
 /// fuse; then on the program lower and plan-memory. compile()'s executable cache keys each graph
 /// as the graph passes receive it (the passes from there on run per graph).
 const std::vector<std::string>& compilePipeline();
-/// The pass called `name`, or null if there is none.
-std::unique_ptr<Pass> createPass(std::string_view name);
+/// The pass called `name`, or null if there is none. The passes that ask a code generator what
+/// it can do (remat, fuse, fuse-matmul) ask `target`; without one they fail with a diagnostic.
+std::unique_ptr<Pass> createPass(std::string_view name,
+                                 std::shared_ptr<const Target> target = nullptr);
 /// Names of every registered pass.
 std::vector<std::string> passNames();
 
