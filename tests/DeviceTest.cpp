@@ -54,6 +54,9 @@ TEST(Device, ATensorCarriesItsDeviceAndMovesWithTo) {
   EXPECT_EQ(z.dtype(), kFloat64);
   EXPECT_EQ(z.device(), kNull);
   EXPECT_EQ(y.options().device_, kNull);
+  // Printed as PyTorch prints a tensor on a GPU.
+  EXPECT_EQ(z.toString(), "tensor([[0., 1., 2.],\n        [3., 4., 5.]], device='null:0', "
+                          "dtype=torch.float64)");
 }
 
 TEST(Device, TheHostCannotReadADevicesMemoryDirectly) {

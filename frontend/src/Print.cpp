@@ -134,6 +134,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
       os << (d ? ", " : "") << t.sizes()[static_cast<size_t>(d)];
     os << (t.dim() == 1 ? ",)" : ")");
   }
+  if (!t.is_cpu()) os << ", device='" << t.device().str() << "'"; // before the dtype, as PyTorch
   bool defaultType =
       t.dtype() == DType::Float32 || t.dtype() == DType::Int64 || t.dtype() == DType::Bool;
   if (!defaultType) os << ", dtype=torch." << dtypeName(t.dtype());
