@@ -139,13 +139,14 @@ TEST(Device, FactoriesMakeTensorsOnTheDeviceTheOptionsName) {
 }
 
 TEST(Device, DevicesThisProcessLacksAreErrors) {
-  for (Device d : {Device("vulkan:0"), Device("cpu:1"), Device("null:4")}) {
+  // (Vulkan devices a machine lacks: VulkanDeviceTest.cpp, outside the sanitizer runs.)
+  for (Device d : {Device("cpu:1"), Device("null:4")}) {
     auto f = [&] { (void)ones({2}).to(d); };
     EXPECT_EQ(errorKindOf(f), ErrorKind::Device) << d.str();
     EXPECT_TRUE(has(messageOf(f), d.str())) << messageOf(f);
   }
   nn::Linear lin(2, 2);
-  EXPECT_EQ(errorKindOf([&] { lin->to(Device("vulkan:0")); }), ErrorKind::Device);
+  EXPECT_EQ(errorKindOf([&] { lin->to(Device("null:9")); }), ErrorKind::Device);
   EXPECT_TRUE(lin->weight.is_cpu()); // nothing moved
 }
 

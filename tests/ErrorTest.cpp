@@ -31,12 +31,12 @@ std::vector<Mistake> mistakes() {
        ErrorKind::Shape,
        {"mul", "[2, 3]", "[2]"},
        false},
-      {"a tensor on a device this build lacks",
+      {"a tensor on a device this process lacks",
        [] {
-         (void)zeros({2}, TensorOptions().device({DeviceType::Vulkan, 0}));
+         (void)zeros({2}, TensorOptions().device({DeviceType::Null, 7}));
        },
        ErrorKind::Device,
-       {"vulkan:0", "no Vulkan device"}},
+       {"null:7", "null:0 to null:3"}},
       {"a tensor on a CPU index other than 0",
        [] {
          (void)ones({2}, TensorOptions().device({DeviceType::CPU, 3}));

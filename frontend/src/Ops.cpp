@@ -226,6 +226,9 @@ Tensor& unaryInPlace(Tensor& self, OpCode op, const char* name) {
 } // namespace
 
 Tensor fullOf(const Shape& shape, Scalar value, DType dtype, Device device) {
+  if (!device.is_cpu() && currentTrace() == nullptr &&
+      hal::device(device).kernels().find(OpCode::Full) == nullptr)
+    return fullOf(shape, value, dtype).to(device); // made on the CPU, moved
   bool exactInt = !value.isFloatingPoint() && !isFloating(dtype) && dtype != DType::Bool;
   AttrValue v = exactInt ? AttrValue(value.toLong()) : AttrValue(value.toDouble());
   return dispatch(OpCode::Full, {}, Attrs{{"shape", shape}, {"dtype", dtype}, {"value", v}},

@@ -122,15 +122,30 @@ Tensor Tensor::to(Device d, std::source_location loc) const {
   WEFT_CHECK(currentTrace() == nullptr, Device, "to(", d.str(),
              "): moving a tensor between devices inside compile() or trace() is not supported "
              "yet; move the inputs before the call");
-  Tensor src = contiguous();
-  const TensorImpl& in = *src.impl();
-  const auto esize = static_cast<int64_t>(elementSize(in.dtype));
-  auto bytes = static_cast<size_t>(checkedByteSize(in.shape, in.dtype, "to"));
-  auto impl = std::make_shared<TensorImpl>(target.allocate(bytes), in.shape,
-                                           contiguousStrides(in.shape), 0, in.dtype);
-  hal::transfer(*in.storage, static_cast<size_t>(in.offset * esize), *impl->storage, 0,
-                static_cast<size_t>(numel()) * static_cast<size_t>(esize));
-  Tensor out(std::move(impl));
+  const TensorImpl& self = *impl_;
+  const auto esize = static_cast<int64_t>(elementSize(self.dtype));
+  Tensor out;
+  if (is_contiguous() || self.storage->device().kernels().find(OpCode::Cast) != nullptr) {
+    Tensor src = contiguous(); // made dense where it is, then moved
+    const TensorImpl& in = *src.impl();
+    auto bytes = static_cast<size_t>(checkedByteSize(in.shape, in.dtype, "to"));
+    auto impl = std::make_shared<TensorImpl>(target.allocate(bytes), in.shape,
+                                             contiguousStrides(in.shape), 0, in.dtype);
+    hal::transfer(*in.storage, static_cast<size_t>(in.offset * esize), *impl->storage, 0, bytes);
+    out = Tensor(std::move(impl));
+  } else { // a strided view on a device that cannot copy it: the bytes it spans, densed there
+    int64_t lo = self.offset, hi = self.offset;
+    for (size_t d = 0; d < self.shape.size(); ++d) {
+      const int64_t reach = (self.shape[d] - 1) * self.strides[d];
+      (reach < 0 ? lo : hi) += reach;
+    }
+    auto span = static_cast<size_t>((hi - lo + 1) * esize);
+    auto view = std::make_shared<TensorImpl>(target.allocate(span), self.shape, self.strides,
+                                             self.offset - lo, self.dtype);
+    hal::transfer(*self.storage, static_cast<size_t>(lo * esize), *view->storage, 0, span);
+    NoGradGuard noGrad;
+    out = Tensor(std::move(view)).contiguous();
+  }
   if (is_grad_enabled() && requires_grad()) {
     auto node = std::make_shared<ToDeviceBackward>(device());
     node->next_edges.push_back(autograd::gradient_edge(*this));

@@ -56,6 +56,17 @@ void KernelRegistry::run(OpCode op, std::span<const TensorRef> inputs, const Ten
   }
 }
 
+void KernelRegistry::copyCast(const TensorRef& src, const TensorRef& dst) const {
+  WEFT_CHECK(copyCast_ != nullptr, Device, "copy: the device ", device_,
+             " has no kernel to copy or convert between layouts and dtypes");
+  copyCast_(src, dst);
+}
+
+void KernelRegistry::fill(const TensorRef& dst, double value) const {
+  WEFT_CHECK(fill_ != nullptr, Device, "fill: the device ", device_, " has no kernel to fill");
+  fill_(dst, value);
+}
+
 std::optional<OpCode> KernelRegistry::firstMissing(std::span<const OpCode> ops) const {
   for (OpCode op : ops)
     if (find(op) == nullptr) return op;
@@ -73,8 +84,7 @@ Device& device(const weft::Device& d) {
                ": there are four null devices, null:0 to null:3");
     return nullDevice(d.index());
   case DeviceType::Vulkan:
-    WEFT_FAIL(Device, "device ", d.str(),
-              ": this weft has no Vulkan device yet; tensors live on the CPU");
+    return vulkanDevice(d.index());
   }
   WEFT_FAIL(Device, "device ", d.str(), ": unknown device type");
 }

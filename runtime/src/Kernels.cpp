@@ -30,8 +30,8 @@ const KernelRegistry& cpuKernels() {
 #undef WEFT_UNARY
 #undef WEFT_BINARY
 #undef WEFT_OP
-    r.copyCast = &weft::copyCast;
-    r.fill = &weft::fill;
+    r.setCopyCast(&weft::copyCast);
+    r.setFill(&weft::fill);
     return r;
   }();
   return registry;

@@ -74,8 +74,8 @@ const KernelRegistry& nullKernels() {
 #undef WEFT_UNARY
 #undef WEFT_BINARY
 #undef WEFT_OP
-    r.copyCast = &copyCastViaCpu;
-    r.fill = &fillViaCpu;
+    r.setCopyCast(&copyCastViaCpu);
+    r.setFill(&fillViaCpu);
     return r;
   }();
   return registry;

@@ -34,7 +34,12 @@ namespace weft {
     "longest ago go")                                                                              \
   X(WEFT_PROFILE,                                                                                  \
     "1: time every step of compiled plans by op, and the buffers held at their peak; tables on "   \
-    "stderr at exit")
+    "stderr at exit")                                                                              \
+  X(WEFT_VULKAN_DEVICE,                                                                            \
+    "the Vulkan device vulkan:0 names: an index into the driver's list, or part of its name "      \
+    "(default: discrete GPUs first, lavapipe last)")                                               \
+  X(WEFT_VK_VALIDATE,                                                                              \
+    "1: the Khronos validation layer checks every Vulkan call (messages on stderr)")
 
 /// The value of a WEFT_* environment variable, if set.
 std::optional<std::string> debugFlag(std::string_view name);

@@ -71,14 +71,21 @@ public:
            const Attrs& attrs) const;
   /// The first op of `ops` the device lacks, if any.
   std::optional<OpCode> firstMissing(std::span<const OpCode> ops) const;
-  /// Copies `src` into `dst` (any strides, any dtypes; as weft::copyCast).
-  void (*copyCast)(const TensorRef& src, const TensorRef& dst) = nullptr;
-  /// Fills `dst` (any strides) with `value` converted to its dtype.
-  void (*fill)(const TensorRef& dst, double value) = nullptr;
+  using CopyCastFn = void (*)(const TensorRef& src, const TensorRef& dst);
+  using FillFn = void (*)(const TensorRef& dst, double value);
+  void setCopyCast(CopyCastFn fn) { copyCast_ = fn; }
+  void setFill(FillFn fn) { fill_ = fn; }
+  /// Copies `src` into `dst` (any strides, any dtypes; as weft::copyCast); a DeviceError where the
+  /// device has no such kernel.
+  void copyCast(const TensorRef& src, const TensorRef& dst) const;
+  /// Fills `dst` (any strides) with `value` converted to its dtype; a DeviceError likewise.
+  void fill(const TensorRef& dst, double value) const;
 
 private:
   std::string device_;
   std::array<KernelFn, kNumOps> kernels_{};
+  CopyCastFn copyCast_ = nullptr;
+  FillFn fill_ = nullptr;
 };
 
 /// Machine code for one target, as codegen produced it and as an executable stores it.
@@ -113,13 +120,23 @@ public:
   virtual size_t numKernels() const = 0;
 };
 
-/// What a device offers.
+/// What a device offers, read once when it is opened and respected by every allocation and launch.
 struct Limits {
-  std::string name;         ///< "cpu (x86_64 znver4, 2 threads)"
-  std::string codeTarget;   ///< the target code built for this device names (CodeObject::target)
+  std::string name;       ///< "cpu (x86_64 znver4, 2 threads)", "vulkan:0 (NVIDIA H200, discrete)"
+  std::string codeTarget; ///< the target code built for this device names (CodeObject::target)
   size_t maxAllocation = 0; ///< the largest single buffer, in bytes
   size_t alignment = 0;     ///< every buffer's alignment, in bytes
   int computeUnits = 0;     ///< threads (CPU) or compute units
+  /// GPUs: the most bytes one shader binding may address (a tensor past it is split or refused),
+  /// workgroup shared memory, the most invocations of one workgroup and its sizes, the subgroup
+  /// size, and whether shaders may compute in 16-bit floats and 8-bit integers. 0 on the CPU.
+  size_t maxBufferRange = 0;
+  size_t sharedMemoryBytes = 0;
+  uint32_t maxWorkgroupInvocations = 0;
+  std::array<uint32_t, 3> maxWorkgroupSize{};
+  uint32_t subgroupSize = 0;
+  bool float16 = false;
+  bool int8 = false;
 };
 
 class Device {
@@ -182,6 +199,20 @@ struct NullDeviceCounts {
 };
 NullDeviceCounts nullDeviceCounts();
 void resetNullDeviceCounts();
+
+/// The Vulkan devices this process sees, in the order `vulkan:0`, `vulkan:1`, ... name them:
+/// discrete GPUs first, then integrated, virtual and CPU ones (Mesa's lavapipe last), the one
+/// WEFT_VULKAN_DEVICE names (an index into the driver's list, or a part of the device's name)
+/// moved to the front. Empty where there is no Vulkan loader or driver.
+std::vector<std::string> vulkanDeviceNames();
+/// Vulkan device `index` (of vulkanDeviceNames()), opened at first use: a DeviceError where there
+/// is none. WEFT_VK_VALIDATE=1 turns on the Khronos validation layer for every Vulkan device.
+Device& vulkanDevice(int index = 0);
+/// Whether the Khronos validation layer checks this process's Vulkan calls (WEFT_VK_VALIDATE=1 and
+/// the layer installed), and the messages it reported since the process began: warnings and
+/// errors, which tests expect to stay 0.
+bool vulkanValidationActive();
+int64_t vulkanValidationMessages();
 
 /// The device `device` names: a DeviceError for one this process does not have.
 Device& device(const weft::Device& device);
