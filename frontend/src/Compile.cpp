@@ -2,6 +2,7 @@
 #include "weft/Compile.h"
 
 #include "CompiledSignature.h"
+#include "ExecutableCache.h"
 #include "GemmChoice.h"
 #include "weft/Autograd.h"
 #include "weft/codegen/Elementwise.h"
@@ -173,7 +174,8 @@ std::string CompiledSignature::mismatch(const std::vector<Tensor>& args,
                  "a flag the function read (such as a module's training mode) changed to ") +
              (value ? "false" : "true");
   if (guardValues.empty()) return "";
-  std::vector<Buffer> now = runPlan(hal::cpu(), guardPlan, buffersOf(args), buffersOf(state));
+  std::vector<Buffer> now =
+      runPlan(hal::device(device), guardPlan, buffersOf(args), buffersOf(state));
   for (size_t i = 0; i < guardValues.size(); ++i)
     if (!sameValues(tensorOf(now[i]), guardValues[i]))
       return "the value read by " + guardSources[i] + " changed";
@@ -296,7 +298,7 @@ std::vector<Tensor> CompiledSignature::run(const std::vector<Tensor>& args,
                                            const std::vector<Tensor>& state) const {
   checkOnCpu(state, "captured tensor");
   std::vector<Buffer> out =
-      runPlan(hal::cpu(), program.plan, buffersOf(args), buffersOf(withDrawKeys(state)));
+      runPlan(hal::device(device), program.plan, buffersOf(args), buffersOf(withDrawKeys(state)));
   for (const GradEffect& e : gradEffects) {
     if (e.of == GradEffect::Of::Argument) continue; // the caller's tensors: see call()
     Tensor leaf = state[e.index];
@@ -447,53 +449,6 @@ passes::KernelCompiler kernelCompiler(const codegen::CpuTarget& target, bool cod
   };
 }
 
-/// The disk cache's key for the executable graph `g` becomes: the graph entering the graph passes,
-/// the target, the compiler's version, the threads (GEMM choices are measured per thread count),
-/// whether code is generated and the settings that change what the pipeline builds. Empty, so
-/// nothing is cached, when the cache is off or a setting asks to watch the pipeline at work (it
-/// would have nothing to show).
-std::string executableKey(const ir::Graph& g, const codegen::CpuTarget& target, bool codegen) {
-  for (const char* watch :
-       {"WEFT_PRINT_IR_AFTER", "WEFT_PRINT_PLAN", "WEFT_DUMP_DIR", "WEFT_LOG_FALLBACKS"})
-    if (auto v = debugFlag(watch); v && !v->empty() && *v != "0") return "";
-  if (codegen::kernelCacheDir().empty()) return "";
-  std::string key = "weft-executable 1 " + codegen::compilerVersion() + "\n" + target.codeTarget() +
-                    "\nthreads " + std::to_string(getNumThreads()) + "\n";
-  key += codegen ? "code\n" : "interpreted\n";
-  for (const char* setting : {"WEFT_GEMM", "WEFT_SKIP_PASSES"})
-    key += std::string(setting) + "=" + debugFlag(setting).value_or("") + "\n";
-  // Without source locations: no step of an executable carries one.
-  return key + "graph " + codegen::digestHex(ir::keyBytes(g, false)) + "\n";
-}
-
-/// The executable cached under `key` (its kernels counted into `numKernels`), or nullopt. An
-/// entry that does not load (code for another CPU) is built again.
-std::optional<Executable> readExecutable(const std::string& key, size_t& numKernels) {
-  if (key.empty()) return std::nullopt;
-  std::optional<std::vector<uint8_t>> bytes = codegen::readCachedExecutable(key);
-  uint64_t kernels = 0;
-  if (!bytes || bytes->size() < sizeof kernels) return std::nullopt;
-  std::memcpy(&kernels, bytes->data(), sizeof kernels);
-  try {
-    Executable e = Executable::load(std::span(*bytes).subspan(sizeof kernels));
-    numKernels += kernels;
-    codegen::countExecutableHit(static_cast<int64_t>(kernels));
-    return e;
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-}
-
-/// Caches `program`, which runs `kernels` generated kernels, under `key`.
-void writeExecutable(const std::string& key, const Executable& program, uint64_t kernels) {
-  if (key.empty()) return;
-  std::vector<uint8_t> bytes(sizeof kernels);
-  std::memcpy(bytes.data(), &kernels, sizeof kernels);
-  std::vector<uint8_t> saved = program.save();
-  bytes.insert(bytes.end(), saved.begin(), saved.end());
-  codegen::writeCachedExecutable(key, bytes);
-}
-
 /// The values the function read while traced, computed alone before each call (guards).
 void planGuards(const TraceContext& tc, CompiledSignature& exe) {
   ir::Graph guards = tc.graph;
@@ -568,10 +523,12 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   auto start = std::chrono::steady_clock::now();
   TraceContext tc;
   tc.specialize = options.specialize_on_values_;
+  tc.device = options.device_;
   tc.realArgs = args;
   tc.dynamicDim = dyn.has_value();
   auto exe = std::make_shared<CompiledSignature>();
   exe->gradMode = is_grad_enabled();
+  exe->device = options.device_;
   try {
     exe->numOutputs = traceInto(tc, fn, dyn ? dyn->typesAt(args, dyn->bucket) : typesOf(args), args,
                                 exe->gradEffects, loc);
@@ -623,7 +580,8 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   auto optimizeAndLower = [&](ir::Graph& g, Executable& executable) {
     t = Clock::now();
     const std::string key = executableKey(g, target, codegen);
-    if (std::optional<Executable> hit = readExecutable(key, exe->numKernels)) {
+    if (std::optional<Executable> hit =
+            readExecutable(key, hal::device(exe->device), exe->numKernels)) {
       executable = std::move(*hit);
       codegenMs += since(t);
       ++cached;
@@ -639,7 +597,7 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
     executable = std::move(one.executables[0]);
     if (debugFlag("WEFT_PRINT_PLAN").value_or("0") == "1")
       std::fputs(ir::printPlan(g, executable.plan).c_str(), stderr);
-    executable.loadCode(hal::cpu());
+    executable.loadCode(hal::device(exe->device));
     exe->numKernels += stats.kernels;
     if (stats.complete) writeExecutable(key, executable, stats.kernels);
     codegenMs += stats.ms;

@@ -51,7 +51,8 @@ public:
       }
       in.push_back(g);
     }
-    std::vector<Buffer> out = runPlan(hal::cpu(), exe_->backward->program.plan, buffersOf(in), {});
+    std::vector<Buffer> out =
+        runPlan(hal::device(exe_->device), exe_->backward->program.plan, buffersOf(in), {});
     const CompiledSignature::Backward& bw = *exe_->backward;
     std::vector<Tensor> result(next_edges.size());
     size_t k = 0;

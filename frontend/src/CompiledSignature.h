@@ -108,6 +108,8 @@ struct CompiledSignature {
   /// Grad mode when traced: with it on, outputs that depend on tensors requiring grad get a
   /// backward (unless the function ran backward itself), so a call in the other mode needs its own.
   bool gradMode = false;
+  /// Where its plans run and its code is loaded (CompileOptions::device; the CPU so far).
+  Device device;
   /// The backward of differentiable outputs: which user outputs have one, the gradients it
   /// computes (edges: the arguments, then the state tensors listed), what it reads, and its plan.
   struct Backward {

@@ -227,8 +227,7 @@ int64_t checkedByteSize(const Shape& shape, DType dtype, const char* op) {
 
 Tensor makeTensor(const Shape& shape, DType dtype, bool zero, Device device) {
   auto bytes = static_cast<size_t>(checkedByteSize(shape, dtype, "empty"));
-  hal::Device& on = device.is_cpu() ? hal::cpu() : hal::device(device);
-  auto impl = std::make_shared<TensorImpl>(on.allocate(bytes, zero), shape,
+  auto impl = std::make_shared<TensorImpl>(hal::device(device).allocate(bytes, zero), shape,
                                            contiguousStrides(shape), 0, dtype);
   impl->madeInTrace = inTracedFunction();
   return Tensor(std::move(impl));

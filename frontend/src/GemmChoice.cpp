@@ -90,7 +90,9 @@ std::vector<std::optional<bool>> generatedIsFaster(const std::vector<GemmShape>&
   auto compiled = codegen::compileElementwise(all, groups, target);
   if (!compiled) return result;
   KernelTable& table = compiled.value().table;
-  table.load(hal::cpu());
+  // The CPU code generator's GEMM against OpenBLAS: both run on the CPU, where the code runs.
+  hal::Device& cpu = hal::device(Device::cpu());
+  table.load(cpu);
   for (size_t i = 0; i < shapes.size(); ++i) {
     const int32_t kernel = compiled.value().kernelOf[i];
     if (kernel < 0) continue;
@@ -101,15 +103,15 @@ std::vector<std::optional<bool>> generatedIsFaster(const std::vector<GemmShape>&
       const Plan blas = ir::lowerToPlan(probe);
       std::vector<Buffer> args;
       for (ir::ValueId v : probe.arguments()) {
-        args.push_back(allocateBuffer(hal::cpu(), probe.type(v).shape, DType::Float32));
+        args.push_back(allocateBuffer(cpu, probe.type(v).shape, DType::Float32));
         float* p = args.back().ref.ptr<float>();
         for (int64_t j = 0; j < args.back().ref.numel(); ++j)
           p[j] = static_cast<float>((j * 7919) % 17) * 0.125f - 1.0f;
       }
       // Alternating, each warmed up: neither gets the caches the other left behind more often.
-      const double tg = medianSeconds([&] { (void)runPlan(hal::cpu(), generated, args, {}); });
-      const double tb = medianSeconds([&] { (void)runPlan(hal::cpu(), blas, args, {}); });
-      const double tg2 = medianSeconds([&] { (void)runPlan(hal::cpu(), generated, args, {}); });
+      const double tg = medianSeconds([&] { (void)runPlan(cpu, generated, args, {}); });
+      const double tb = medianSeconds([&] { (void)runPlan(cpu, blas, args, {}); });
+      const double tg2 = medianSeconds([&] { (void)runPlan(cpu, generated, args, {}); });
       result[i] = (tg + tg2) / 2 < tb;
     } catch (const std::exception&) { // this probe could not run: OpenBLAS, this time
     }

@@ -135,10 +135,11 @@ Tensor TraceContext::evaluate(const Tensor& t, const char* what) {
   pm.add(passes::createPass("dce"));
   auto r = pm.run(g);
   WEFT_INTERNAL_ASSERT(static_cast<bool>(r), r ? "" : r.diagnostic().message);
-  Buffer out = runPlan(hal::cpu(), ir::lowerToPlan(g), buffersOf(realArgs), buffersOf(state))[0];
+  hal::Device& on = hal::device(device);
+  Buffer out = runPlan(on, ir::lowerToPlan(g), buffersOf(realArgs), buffersOf(state))[0];
   TraceScope paused(nullptr); // the value is real, not another node
-  Tensor value = zeros(out.ref.shape, out.ref.dtype);
-  copyCast(out.ref, value.ref());
+  Tensor value = zeros(out.ref.shape, TensorOptions(out.ref.dtype).device(device));
+  on.kernels().copyCast(out.ref, value.ref());
   std::string source = std::string(what) + "()";
   if (ir::Location loc = callerLocation(); loc.known()) source += " at " + loc.text();
   guards.push_back({v, value, source});

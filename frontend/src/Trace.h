@@ -81,6 +81,9 @@ struct TraceContext {
   void rememberGenerator(const Generator& g);
   /// Records a draw, reseed or move of a generator.
   void recordGenerator(GeneratorEvent e);
+  /// Where the traced function's real tensors are, and where a value read while tracing is
+  /// computed (CompileOptions::device).
+  Device device;
   /// With value specialization: the real arguments of the traced call, and each value read during
   /// the trace with what it was (the executable checks these before it runs).
   bool specialize = false;

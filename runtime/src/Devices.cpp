@@ -67,12 +67,6 @@ void KernelRegistry::fill(const TensorRef& dst, double value) const {
   fill_(dst, value);
 }
 
-std::optional<OpCode> KernelRegistry::firstMissing(std::span<const OpCode> ops) const {
-  for (OpCode op : ops)
-    if (find(op) == nullptr) return op;
-  return std::nullopt;
-}
-
 Device& device(const weft::Device& d) {
   switch (d.type()) {
   case DeviceType::CPU:

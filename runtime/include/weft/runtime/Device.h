@@ -69,8 +69,6 @@ public:
   /// ValueError where the kernel's workspace does not fit in memory.
   void run(OpCode op, std::span<const TensorRef> inputs, const TensorRef& out,
            const Attrs& attrs) const;
-  /// The first op of `ops` the device lacks, if any.
-  std::optional<OpCode> firstMissing(std::span<const OpCode> ops) const;
   using CopyCastFn = void (*)(const TensorRef& src, const TensorRef& dst);
   using FillFn = void (*)(const TensorRef& dst, double value);
   void setCopyCast(CopyCastFn fn) { copyCast_ = fn; }
