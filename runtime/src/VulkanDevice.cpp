@@ -2,9 +2,11 @@
 // buffers from a caching allocator, copies to and from the host through a staging buffer, the
 // Khronos validation layer on request. The loader is opened at first use (libvulkan.so.1), so the
 // runtime runs where there is none: it then has no Vulkan devices, and asking for one is a
-// DeviceError. Kernels come from codegen's SPIR-V path; until a device has them its registry is
-// empty and an op on its tensors says which kernel it lacks.
-#include "weft/runtime/Device.h"
+// DeviceError. Kernels are per-op shaders from codegen's SPIR-V path (ShaderKernels.cpp says which
+// op becomes which), made into pipelines once (a VkPipelineCache on disk beside the kernel cache)
+// and recorded many to a command buffer with push descriptors; the buffer is submitted when the
+// host needs a result.
+#include "ShaderDevice.h"
 
 #include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Error.h"
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,7 +62,18 @@ namespace {
   X(vkQueueSubmit)                                                                                 \
   X(vkCreateFence)                                                                                 \
   X(vkWaitForFences)                                                                               \
-  X(vkResetFences)
+  X(vkResetFences)                                                                                 \
+  X(vkCmdUpdateBuffer)                                                                             \
+  X(vkCreateShaderModule)                                                                          \
+  X(vkDestroyShaderModule)                                                                         \
+  X(vkCreateDescriptorSetLayout)                                                                   \
+  X(vkCreatePipelineLayout)                                                                        \
+  X(vkCreateComputePipelines)                                                                      \
+  X(vkCreatePipelineCache)                                                                         \
+  X(vkGetPipelineCacheData)                                                                        \
+  X(vkCmdBindPipeline)                                                                             \
+  X(vkCmdPushDescriptorSetKHR)                                                                     \
+  X(vkCmdDispatch)
 
 #define WEFT_VK_DECLARE(name) PFN_##name name = nullptr;
 
@@ -247,7 +261,16 @@ size_t sizeClass(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-class VulkanDevice final : public Device {
+/// A per-op shader made into a pipeline, with its layout (push descriptors: nothing is allocated
+/// per dispatch).
+struct Pipeline {
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  uint32_t bindings = 0;
+  std::string error; // why there is none
+};
+
+class VulkanDevice final : public ShaderDevice {
 public:
   VulkanDevice(int index, VkPhysicalDevice physical, const std::string& name)
       : index_(index), physical_(physical), registry_("vulkan:" + std::to_string(index)) {
@@ -270,7 +293,50 @@ public:
     auto info = vkInfo<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
     info.queueCreateInfoCount = 1;
     info.pQueueCreateInfos = &queue;
-    check(vk.vkCreateDevice(physical_, &info, nullptr, &device_), "vkCreateDevice");
+    // What shaders use, where the device has it: 64-bit and 16-bit integers, 8- and 16-bit
+    // storage, 16-bit floats; push descriptors bind each dispatch's buffers.
+    auto f16 = vkInfo<VkPhysicalDeviceShaderFloat16Int8Features>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
+    auto s8 = vkInfo<VkPhysicalDevice8BitStorageFeatures>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES);
+    auto s16 = vkInfo<VkPhysicalDevice16BitStorageFeatures>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
+    f16.pNext = &s8;
+    s8.pNext = &s16;
+    auto have = vkInfo<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+    have.pNext = &f16;
+    vk.vkGetPhysicalDeviceFeatures2(physical_, &have);
+    auto want = vkInfo<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+    want.features.shaderInt64 = have.features.shaderInt64;
+    want.features.shaderInt16 = have.features.shaderInt16;
+    f16.shaderFloat16 = VK_FALSE; // shaders compute in float32; 16-bit floats are only stored
+    s8.uniformAndStorageBuffer8BitAccess = VK_FALSE;
+    s8.storagePushConstant8 = VK_FALSE;
+    s16.uniformAndStorageBuffer16BitAccess = VK_FALSE;
+    s16.storagePushConstant16 = VK_FALSE;
+    s16.storageInputOutput16 = VK_FALSE;
+    want.pNext = &f16;
+    info.pNext = &want;
+    std::string caps = "Shader", exts = "SPV_KHR_storage_buffer_storage_class";
+    if (have.features.shaderInt64) caps += ",Int64";
+    if (have.features.shaderInt16) caps += ",Int16";
+    if (f16.shaderInt8) caps += ",Int8";
+    if (s8.storageBuffer8BitAccess) {
+      caps += ",StorageBuffer8BitAccess";
+      exts += ",SPV_KHR_8bit_storage";
+    }
+    if (s16.storageBuffer16BitAccess) {
+      caps += ",StorageBuffer16BitAccess";
+      exts += ",SPV_KHR_16bit_storage";
+    }
+    caps += ",GroupNonUniform,GroupNonUniformArithmetic";
+    limits_.codeTarget = "spirv1.3 caps=" + caps + " exts=" + exts;
+    int64_ = have.features.shaderInt64 == VK_TRUE;
+    const char* extensions[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    info.enabledExtensionCount = 1;
+    info.ppEnabledExtensionNames = extensions;
+    check(vk.vkCreateDevice(physical_, &info, nullptr, &device_),
+          "vkCreateDevice (with VK_KHR_push_descriptor)");
     auto getProc = vk.vkGetDeviceProcAddr;
 #define WEFT_VK_LOAD_DEVICE(name) name = reinterpret_cast<PFN_##name>(getProc(device_, #name));
     WEFT_VK_DEVICE(WEFT_VK_LOAD_DEVICE)
@@ -286,6 +352,8 @@ public:
     check(vkAllocateCommandBuffers(device_, &cb, &commands_), "vkAllocateCommandBuffers");
     auto fence = vkInfo<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
     check(vkCreateFence(device_, &fence, nullptr, &fence_), "vkCreateFence");
+    openPipelineCache(name);
+    fillShaderKernels(registry_);
   }
 
   weft::Device id() const override {
@@ -307,9 +375,9 @@ public:
     Block b = take(sizeClass(nbytes), false);
     if (zero) {
       std::lock_guard<std::mutex> lock(queueMutex_);
-      record();
+      begin();
       vkCmdFillBuffer(commands_, b.buffer, 0, b.size, 0);
-      submitAndWait();
+      barrier();
     }
     auto handle = reinterpret_cast<uint64_t>(b.buffer);
     return Storage::onDevice(*this, handle, 0, nbytes, nullptr, [this, b] { give(b); });
@@ -321,23 +389,34 @@ public:
     checkRange(dst, dstOffset, nbytes, "copy");
     if (nbytes == 0) return;
     std::lock_guard<std::mutex> lock(queueMutex_);
-    record();
+    begin();
     VkBufferCopy region{src.offset() + srcOffset, dst.offset() + dstOffset, nbytes};
     vkCmdCopyBuffer(commands_, bufferOf(src), bufferOf(dst), 1, &region);
-    submitAndWait();
+    barrier();
   }
 
   void upload(const void* host, Storage& dst, size_t dstOffset, size_t nbytes) override {
     checkRange(dst, dstOffset, nbytes, "upload");
+    if (nbytes == 0) return;
     std::lock_guard<std::mutex> lock(queueMutex_);
+    const size_t at = dst.offset() + dstOffset;
+    if (nbytes <= kInlineBytes && nbytes % 4 == 0 && at % 4 == 0) {
+      // Small uploads (a scalar, a fill's value) travel in the command buffer: no wait.
+      begin();
+      vkCmdUpdateBuffer(commands_, bufferOf(dst), at, nbytes, host);
+      barrier();
+      return;
+    }
     for (size_t done = 0; done < nbytes;) {
       const size_t n = std::min(nbytes - done, kStagingBytes);
+      flush(); // the staging buffer is free once what was recorded has run
       Block& s = staging();
       std::memcpy(s.mapped, static_cast<const char*>(host) + done, n);
-      record();
-      VkBufferCopy region{0, dst.offset() + dstOffset + done, n};
+      begin();
+      VkBufferCopy region{0, at + done, n};
       vkCmdCopyBuffer(commands_, s.buffer, bufferOf(dst), 1, &region);
-      submitAndWait();
+      barrier();
+      flush();
       done += n;
     }
   }
@@ -348,18 +427,72 @@ public:
     for (size_t done = 0; done < nbytes;) {
       const size_t n = std::min(nbytes - done, kStagingBytes);
       Block& s = staging();
-      record();
+      begin();
       VkBufferCopy region{src.offset() + srcOffset + done, 0, n};
       vkCmdCopyBuffer(commands_, bufferOf(src), s.buffer, 1, &region);
-      submitAndWait();
+      flush();
       std::memcpy(static_cast<char*>(host) + done, s.mapped, n);
       done += n;
     }
   }
 
+  std::optional<int64_t> dispatch(const ShaderKey& key, std::span<const int32_t> params,
+                                  std::span<const TensorRef> operands,
+                                  std::array<uint32_t, 3> groups) override {
+    for (DType t : key.dtypes)
+      WEFT_CHECK(t != DType::Int64 || int64_, DType, id().str(), " (", limits_.name,
+                 ") has no 64-bit integers in shaders: int64 tensors cannot be computed there");
+    const Pipeline& p = pipeline(key);
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    const size_t paramBytes = params.size() * sizeof(int32_t);
+    const size_t align = std::max<size_t>(limits_.alignment, 16);
+    size_t at = (ringUsed_ + align - 1) / align * align;
+    if (at + paramBytes > kRingBytes) {
+      flush();
+      at = 0;
+    }
+    Block& r = ring();
+    std::memcpy(static_cast<char*>(r.mapped) + at, params.data(), paramBytes);
+    ringUsed_ = at + paramBytes;
+    std::vector<VkDescriptorBufferInfo> buffers;
+    buffers.push_back({r.buffer, at, paramBytes});
+    for (const TensorRef& t : operands) {
+      WEFT_INTERNAL_ASSERT(t.buffer != nullptr && &t.buffer->device() == this,
+                           "a shader operand on another device");
+      buffers.push_back({bufferOf(*t.buffer), 0, VK_WHOLE_SIZE});
+    }
+    if (key.hasStatus()) {
+      flush(); // the status words are read right after this dispatch
+      std::memset(status().mapped, 0, 16);
+      buffers.push_back({status().buffer, 0, 16});
+    }
+    WEFT_INTERNAL_ASSERT(buffers.size() == p.bindings, "shader ", key.str(), " takes ", p.bindings,
+                         " buffers, given ", buffers.size());
+    std::vector<VkWriteDescriptorSet> writes(buffers.size());
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      writes[i] = vkInfo<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
+      writes[i].dstBinding = static_cast<uint32_t>(i);
+      writes[i].descriptorCount = 1;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &buffers[i];
+    }
+    begin();
+    vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+    vkCmdPushDescriptorSetKHR(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
+                              static_cast<uint32_t>(writes.size()), writes.data());
+    vkCmdDispatch(commands_, groups[0], groups[1], groups[2]);
+    barrier();
+    if (++recorded_ >= kMaxRecorded) flush();
+    if (!key.hasStatus()) return std::nullopt;
+    flush();
+    const auto* words = static_cast<const uint32_t*>(status().mapped);
+    if (words[0] == 0) return std::nullopt;
+    return static_cast<int64_t>((static_cast<uint64_t>(words[2]) << 32) | words[1]);
+  }
+
   std::string cannotRun(const CodeObject& code) const override {
     return "it is " + code.format + " code, and " + id().str() +
-           " runs no generated code yet (SPIR-V kernels come with codegen's SPIR-V path)";
+           " runs no generated code of whole programs yet (only the op table's shaders)";
   }
   std::shared_ptr<const LoadedCode> load(const CodeObject& code,
                                          std::span<const KernelInfo>) override {
@@ -369,10 +502,16 @@ public:
               std::span<const TensorRef>) override {
     WEFT_FAIL(Device, id().str(), ": no generated code is loaded on this device");
   }
-  void synchronize() override {} // every submission is waited for
+  void synchronize() override {
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    flush();
+  }
 
 private:
   static constexpr size_t kStagingBytes = size_t{16} << 20;
+  static constexpr size_t kRingBytes = size_t{4} << 20; // dispatch parameters between submits
+  static constexpr size_t kInlineBytes = 65536;         // vkCmdUpdateBuffer's limit
+  static constexpr int kMaxRecorded = 4096;             // dispatches per submit at most
 
   void readLimits(const std::string& name) {
     Instance& vk = Instance::get();
@@ -392,7 +531,6 @@ private:
     features.pNext = &f16;
     vk.vkGetPhysicalDeviceFeatures2(physical_, &features);
     limits_.name = id().str() + " (" + name + ")";
-    limits_.codeTarget = "spirv";
     limits_.maxAllocation = static_cast<size_t>(m3.maxMemoryAllocationSize);
     limits_.maxBufferRange = l.maxStorageBufferRange;
     limits_.alignment = static_cast<size_t>(l.minStorageBufferOffsetAlignment);
@@ -403,6 +541,112 @@ private:
     limits_.subgroupSize = subgroup.subgroupSize;
     limits_.float16 = f16.shaderFloat16 == VK_TRUE;
     limits_.int8 = f16.shaderInt8 == VK_TRUE;
+    cacheName_ = std::to_string(props.properties.vendorID) + "-" +
+                 std::to_string(props.properties.deviceID) + "-" +
+                 std::to_string(props.properties.driverVersion);
+  }
+
+  /// The pipeline cache, read from the disk cache's directory where there is one.
+  void openPipelineCache(const std::string&) {
+    std::vector<char> data;
+    ShaderSource source = shaderSource();
+    if (source.cacheDir != nullptr) {
+      std::string dir = source.cacheDir();
+      if (!dir.empty()) {
+        cachePath_ = dir + "/vulkan-pipelines-" + cacheName_ + ".bin";
+        std::ifstream in(cachePath_, std::ios::binary);
+        data.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      }
+    }
+    auto info = vkInfo<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
+    info.initialDataSize = data.size();
+    info.pInitialData = data.empty() ? nullptr : data.data();
+    // A cache the driver rejects (another driver's) is replaced by an empty one.
+    if (vkCreatePipelineCache(device_, &info, nullptr, &pipelineCache_) != VK_SUCCESS) {
+      info.initialDataSize = 0;
+      info.pInitialData = nullptr;
+      check(vkCreatePipelineCache(device_, &info, nullptr, &pipelineCache_),
+            "vkCreatePipelineCache");
+    }
+  }
+
+  /// Writes the pipeline cache back (atomically: a temporary file renamed over the old one).
+  void savePipelineCache() {
+    if (cachePath_.empty()) return;
+    size_t n = 0;
+    if (vkGetPipelineCacheData(device_, pipelineCache_, &n, nullptr) != VK_SUCCESS) return;
+    std::vector<char> data(n);
+    if (vkGetPipelineCacheData(device_, pipelineCache_, &n, data.data()) != VK_SUCCESS) return;
+    const std::string tmp = cachePath_ + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      if (!out.write(data.data(), static_cast<std::streamsize>(n))) return;
+    }
+    std::rename(tmp.c_str(), cachePath_.c_str());
+  }
+
+  /// The pipeline of shader `key`, made at first use (a DeviceError where codegen has none).
+  const Pipeline& pipeline(const ShaderKey& key) {
+    const std::string name = key.str();
+    std::lock_guard<std::mutex> lock(pipelineMutex_);
+    auto it = pipelines_.find(name);
+    if (it == pipelines_.end()) it = pipelines_.emplace(name, makePipeline(key)).first;
+    const Pipeline& p = it->second;
+    WEFT_CHECK(p.error.empty(), Device, id().str(), " has no kernel for ", opName(key.op), " (",
+               name, "): ", p.error);
+    return p;
+  }
+
+  Pipeline makePipeline(const ShaderKey& key) {
+    Pipeline p;
+    ShaderSource source = shaderSource();
+    if (source.compile == nullptr) {
+      p.error = "no shader compiler in this process (link weft's codegen library, or load an "
+                "artifact that carries its shaders)";
+      return p;
+    }
+    ShaderCode code = source.compile(key, limits_.codeTarget);
+    if (!code.error.empty()) {
+      p.error = code.error;
+      return p;
+    }
+    p.bindings = static_cast<uint32_t>(key.dtypes.size() + 1 + (key.hasStatus() ? 1 : 0));
+    std::vector<VkDescriptorSetLayoutBinding> bindings(p.bindings);
+    for (uint32_t i = 0; i < p.bindings; ++i) {
+      bindings[i].binding = i;
+      bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      bindings[i].descriptorCount = 1;
+      bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+    }
+    auto set = vkInfo<VkDescriptorSetLayoutCreateInfo>(
+        VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
+    set.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
+    set.bindingCount = p.bindings;
+    set.pBindings = bindings.data();
+    VkDescriptorSetLayout setLayout = VK_NULL_HANDLE;
+    check(vkCreateDescriptorSetLayout(device_, &set, nullptr, &setLayout),
+          "vkCreateDescriptorSetLayout");
+    auto layout = vkInfo<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
+    layout.setLayoutCount = 1;
+    layout.pSetLayouts = &setLayout;
+    check(vkCreatePipelineLayout(device_, &layout, nullptr, &p.layout), "vkCreatePipelineLayout");
+    auto module = vkInfo<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
+    module.codeSize = code.words.size() * sizeof(uint32_t);
+    module.pCode = code.words.data();
+    VkShaderModule shader = VK_NULL_HANDLE;
+    check(vkCreateShaderModule(device_, &module, nullptr, &shader), "vkCreateShaderModule");
+    auto info = vkInfo<VkComputePipelineCreateInfo>(VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO);
+    info.stage = vkInfo<VkPipelineShaderStageCreateInfo>(
+        VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO);
+    info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    info.stage.module = shader;
+    info.stage.pName = "main";
+    info.layout = p.layout;
+    VkResult r = vkCreateComputePipelines(device_, pipelineCache_, 1, &info, nullptr, &p.pipeline);
+    vkDestroyShaderModule(device_, shader, nullptr);
+    check(r, "vkCreateComputePipelines");
+    savePipelineCache();
+    return p;
   }
 
   void check(VkResult r, const char* what) const {
@@ -441,7 +685,9 @@ private:
     return fallback;
   }
 
-  /// A block of exactly `size` bytes: a freed one of that size, or a new one.
+  /// A block of exactly `size` bytes: a freed one of that size, or a new one. A freed block may
+  /// still be read or written by recorded work; what uses it next is recorded after that work
+  /// and ordered behind it by the barrier each command ends with.
   Block take(size_t size, bool hostVisible) {
     if (!hostVisible) {
       std::lock_guard<std::mutex> lock(cacheMutex_);
@@ -490,8 +736,12 @@ private:
     free_.emplace(b.size, b);
   }
 
-  /// Frees the cache's idle blocks.
+  /// Frees the cache's idle blocks, once the recorded work (which may use them) has run.
   void release() {
+    {
+      std::lock_guard<std::mutex> lock(queueMutex_);
+      flush();
+    }
     std::lock_guard<std::mutex> lock(cacheMutex_);
     for (auto& [size, b] : free_) {
       vkDestroyBuffer(device_, b.buffer, nullptr);
@@ -504,22 +754,49 @@ private:
     if (staging_.buffer == VK_NULL_HANDLE) staging_ = take(kStagingBytes, true);
     return staging_;
   }
-
-  /// Starts recording the command buffer (the queue mutex held).
-  void record() {
-    check(vkResetCommandBuffer(commands_, 0), "vkResetCommandBuffer");
-    auto begin = vkInfo<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
-    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    check(vkBeginCommandBuffer(commands_, &begin), "vkBeginCommandBuffer");
+  Block& ring() {
+    if (ring_.buffer == VK_NULL_HANDLE) ring_ = take(kRingBytes, true);
+    return ring_;
+  }
+  Block& status() {
+    if (status_.buffer == VK_NULL_HANDLE) status_ = take(256, true);
+    return status_;
   }
 
-  /// Ends, submits and waits for the command buffer; its writes are then visible to the host.
-  void submitAndWait() {
-    auto barrier = vkInfo<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-    barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-    barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    vkCmdPipelineBarrier(commands_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
-                         1, &barrier, 0, nullptr, 0, nullptr);
+  /// Opens the command buffer for recording unless it is open (the queue mutex held).
+  void begin() {
+    if (open_) return;
+    check(vkResetCommandBuffer(commands_, 0), "vkResetCommandBuffer");
+    auto info = vkInfo<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+    info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    check(vkBeginCommandBuffer(commands_, &info), "vkBeginCommandBuffer");
+    open_ = true;
+  }
+
+  /// Orders everything recorded so far before whatever is recorded next: each command reads what
+  /// the ones before it wrote, and may write what they read.
+  void barrier() {
+    auto b = vkInfo<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+    b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                      VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    const VkPipelineStageFlags stages =
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(commands_, stages, stages, 0, 1, &b, 0, nullptr, 0, nullptr);
+  }
+
+  /// Submits what was recorded and waits for it; its writes are then visible to the host.
+  void flush() {
+    if (!open_) return;
+    open_ = false;
+    recorded_ = 0;
+    ringUsed_ = 0;
+    auto b = vkInfo<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+    b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    b.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(commands_,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
     check(vkEndCommandBuffer(commands_), "vkEndCommandBuffer");
     auto submit = vkInfo<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
     submit.commandBufferCount = 1;
@@ -538,11 +815,18 @@ private:
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer commands_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
-  Block staging_;
+  VkPipelineCache pipelineCache_ = VK_NULL_HANDLE;
+  bool open_ = false;
+  bool int64_ = false;
+  int recorded_ = 0;
+  size_t ringUsed_ = 0;
+  Block staging_, ring_, status_;
   Limits limits_;
   KernelRegistry registry_;
-  std::mutex queueMutex_, cacheMutex_;
+  std::string cacheName_, cachePath_;
+  std::mutex queueMutex_, cacheMutex_, pipelineMutex_;
   std::multimap<size_t, Block> free_;
+  std::map<std::string, Pipeline> pipelines_;
 };
 
 } // namespace

@@ -39,7 +39,9 @@ namespace weft {
     "the Vulkan device vulkan:0 names: an index into the driver's list, or part of its name "      \
     "(default: discrete GPUs first, lavapipe last)")                                               \
   X(WEFT_VK_VALIDATE,                                                                              \
-    "1: the Khronos validation layer checks every Vulkan call (messages on stderr)")
+    "1: the Khronos validation layer checks every Vulkan call (messages on stderr)")              \
+  X(WEFT_DUMP_SHADERS,                                                                             \
+    "1: print each per-op GPU shader codegen makes, as the SPIR-V dialect, to stderr")
 
 /// The value of a WEFT_* environment variable, if set.
 std::optional<std::string> debugFlag(std::string_view name);

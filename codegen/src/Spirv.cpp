@@ -1,0 +1,867 @@
+// codegen's SPIR-V path for the op table's per-op shaders (weft/runtime/Shaders.h has their
+// families and parameter layout): each is built with OpBuilder as a gpu.func whose arithmetic is
+// the fused CPU kernels' own (BodyBuilder, loads and stores from KernelIO.h), lowered by MLIR's
+// GPU, math, arith, scf and memref conversions to the SPIR-V dialect, serialized, and cached on
+// disk under the device's target. Installed into the runtime when this library loads.
+#include "KernelBody.h"
+#include "KernelIO.h"
+#include "weft/codegen/KernelCache.h"
+#include "weft/runtime/DebugFlags.h"
+#include "weft/runtime/Shaders.h"
+
+#include "mlir/Conversion/GPUToSPIRV/GPUToSPIRVPass.h"
+#include "mlir/Conversion/MathToSPIRV/MathToSPIRVPass.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SPIRV/IR/SPIRVDialect.h"
+#include "mlir/Dialect/SPIRV/IR/SPIRVOps.h"
+#include "mlir/Dialect/SPIRV/IR/TargetAndABI.h"
+#include "mlir/Dialect/SPIRV/Transforms/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/SPIRV/Serialization.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace weft::codegen {
+namespace {
+
+using mlir::Value;
+using hal::ShaderFamily;
+using hal::ShaderKey;
+
+/// The target environment a device's CodeObject target names:
+/// "spirv1.3 caps=Shader,Int64,... exts=SPV_KHR_8bit_storage,...".
+mlir::spirv::TargetEnvAttr targetEnv(mlir::MLIRContext& ctx, const std::string& target,
+                                      std::string& error) {
+  std::istringstream in(target);
+  std::string word;
+  mlir::spirv::Version version = mlir::spirv::Version::V_1_3;
+  std::vector<mlir::spirv::Capability> caps{mlir::spirv::Capability::Shader};
+  std::vector<mlir::spirv::Extension> exts{
+      mlir::spirv::Extension::SPV_KHR_storage_buffer_storage_class};
+  auto list = [](const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    for (std::string item; std::getline(ss, item, ',');)
+      if (!item.empty()) out.push_back(item);
+    return out;
+  };
+  while (in >> word) {
+    if (word == "spirv1.0") version = mlir::spirv::Version::V_1_0;
+    else if (word == "spirv1.3") version = mlir::spirv::Version::V_1_3;
+    else if (word == "spirv1.5") version = mlir::spirv::Version::V_1_5;
+    else if (word.rfind("caps=", 0) == 0) {
+      for (const std::string& c : list(word.substr(5))) {
+        auto cap = mlir::spirv::symbolizeCapability(c);
+        if (!cap) error = "unknown SPIR-V capability " + c;
+        else caps.push_back(*cap);
+      }
+    } else if (word.rfind("exts=", 0) == 0) {
+      for (const std::string& e : list(word.substr(5))) {
+        auto ext = mlir::spirv::symbolizeExtension(e);
+        if (!ext) error = "unknown SPIR-V extension " + e;
+        else exts.push_back(*ext);
+      }
+    }
+  }
+  auto vce = mlir::spirv::VerCapExtAttr::get(version, caps, exts, &ctx);
+  return mlir::spirv::TargetEnvAttr::get(vce, mlir::spirv::getDefaultResourceLimits(&ctx),
+                                         mlir::spirv::ClientAPI::Vulkan,
+                                         mlir::spirv::Vendor::Unknown,
+                                         mlir::spirv::DeviceType::Unknown,
+                                         mlir::spirv::TargetEnvAttr::kUnknownDeviceID);
+}
+
+/// Result `k` of `loop`, or its initial value where the loop runs no iteration: MLIR's SCF to
+/// SPIR-V lowering carries results through variables the body stores, which a loop of no
+/// iteration leaves undefined.
+Value resultOf(mlir::OpBuilder& b, mlir::Location loc, mlir::scf::ForOp loop, unsigned k) {
+  Value ran = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::slt,
+                                          loop.getLowerBound(), loop.getUpperBound());
+  return mlir::arith::SelectOp::create(b, loc, ran, loop.getResult(k), loop.getInitArgs()[k]);
+}
+
+/// Builds one shader's gpu.func body: parameters, the index space, loops.
+class ShaderBuilder {
+public:
+  ShaderBuilder(mlir::OpBuilder& b, mlir::Location loc, const ShaderKey& key, mlir::Block* entry)
+      : b_(b), loc_(loc), key_(key), entry_(entry),
+        operands_(static_cast<int>(key.dtypes.size())) {}
+
+  mlir::OpBuilder& b() { return b_; }
+  mlir::Location loc() const { return loc_; }
+  Value c(int64_t v) { return mlir::arith::ConstantIndexOp::create(b_, loc_, v); }
+  /// Parameter `i` (an index value) as an index.
+  Value p(Value i) {
+    Value v = mlir::memref::LoadOp::create(b_, loc_, entry_->getArgument(0), mlir::ValueRange{i});
+    return mlir::arith::IndexCastOp::create(b_, loc_, b_.getIndexType(), v);
+  }
+  Value p(int64_t i) { return p(c(i)); }
+  Value add(Value a, Value x) { return mlir::arith::AddIOp::create(b_, loc_, a, x); }
+  Value mul(Value a, Value x) { return mlir::arith::MulIOp::create(b_, loc_, a, x); }
+  Value memref(int k) { return entry_->getArgument(static_cast<unsigned>(k + 1)); }
+  Value status() { return entry_->getArgument(static_cast<unsigned>(operands_ + 1)); }
+  DType dtype(int k) const { return key_.dtypes[static_cast<size_t>(k)]; }
+  Value load(int k, Value at) { return loadElement(b_, loc_, memref(k), at, dtype(k)); }
+  void store(int k, Value at, Value v) {
+    mlir::memref::StoreOp::create(b_, loc_, toMemory(b_, loc_, v, dtype(k)), memref(k),
+                                  mlir::ValueRange{at});
+  }
+
+  /// Where the params of the line and of the family's extras start.
+  Value rank() { return p(1); }
+  Value lineBase() { return add(add(c(2 + operands_), rank()), mul(rank(), c(operands_))); }
+  Value lineLength() { return p(lineBase()); }
+  Value lineStride(int k) { return p(add(lineBase(), c(1 + k))); }
+  Value extra(int i) { return p(add(lineBase(), c(1 + operands_ + i))); }
+
+  /// Each operand's offset at index-space point `point`, and (for `dim` >= 0 given as a value) the
+  /// point's coordinate along that dim and whether every other coordinate lies below the extent
+  /// the params list from `limitsAt` on.
+  struct Walk {
+    std::vector<Value> offsets;
+    Value coordinate, inLimits;
+  };
+  Walk walk(Value point, Value dim = {}, Value limitsAt = {}) {
+    Value r = rank();
+    std::vector<Value> init{point};
+    for (int k = 0; k < operands_; ++k)
+      init.push_back(p(add(c(2), add(r, mul(c(k), add(r, c(1)))))));
+    init.push_back(c(0));
+    init.push_back(mlir::arith::ConstantOp::create(b_, loc_, b_.getBoolAttr(true)));
+    auto loop = mlir::scf::ForOp::create(
+        b_, loc_, c(0), r, c(1), init,
+        [&](mlir::OpBuilder& nb, mlir::Location, Value k, mlir::ValueRange it) {
+          mlir::OpBuilder::InsertionGuard guard(b_);
+          b_.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value d = mlir::arith::SubIOp::create(b_, loc_, mlir::arith::SubIOp::create(b_, loc_, r, k),
+                                                c(1));
+          Value size = p(add(c(2), d));
+          Value rem = it[0];
+          Value idx = mlir::arith::RemUIOp::create(b_, loc_, rem, size);
+          std::vector<Value> next{mlir::arith::DivUIOp::create(b_, loc_, rem, size)};
+          for (int j = 0; j < operands_; ++j) {
+            Value base = add(c(2), add(r, mul(c(j), add(r, c(1)))));
+            next.push_back(add(it[static_cast<size_t>(1 + j)], mul(idx, p(add(base, add(c(1), d))))));
+          }
+          Value coord = it[static_cast<size_t>(1 + operands_)];
+          Value ok = it[static_cast<size_t>(2 + operands_)];
+          if (dim) {
+            Value here = mlir::arith::CmpIOp::create(b_, loc_, mlir::arith::CmpIPredicate::eq, d, dim);
+            coord = mlir::arith::SelectOp::create(b_, loc_, here, idx, coord);
+            Value below = mlir::arith::CmpIOp::create(b_, loc_, mlir::arith::CmpIPredicate::ult,
+                                                      idx, p(add(limitsAt, d)));
+            ok = mlir::arith::AndIOp::create(
+                b_, loc_, ok, mlir::arith::OrIOp::create(b_, loc_, here, below));
+          }
+          next.push_back(coord);
+          next.push_back(ok);
+          mlir::scf::YieldOp::create(b_, loc_, next);
+        });
+    Walk w;
+    for (int k = 0; k < operands_; ++k)
+      w.offsets.push_back(resultOf(b_, loc_, loop, static_cast<unsigned>(1 + k)));
+    w.coordinate = resultOf(b_, loc_, loop, static_cast<unsigned>(1 + operands_));
+    w.inLimits = resultOf(b_, loc_, loop, static_cast<unsigned>(2 + operands_));
+    return w;
+  }
+
+  /// for (i = first; i < count; i += step) body(i)
+  void forEach(Value first, Value count, Value step, const std::function<void(Value)>& body) {
+    mlir::scf::ForOp::create(b_, loc_, first, count, step, mlir::ValueRange{},
+                             [&](mlir::OpBuilder& nb, mlir::Location, Value i, mlir::ValueRange) {
+                               mlir::OpBuilder::InsertionGuard guard(b_);
+                               b_.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+                               body(i);
+                               mlir::scf::YieldOp::create(b_, loc_);
+                             });
+  }
+  /// Every point of the index space, spread over all invocations.
+  void forEachPoint(const std::function<void(Value)>& body) {
+    Value step = mul(mlir::gpu::GridDimOp::create(b_, loc_, mlir::gpu::Dimension::x),
+                     mlir::gpu::BlockDimOp::create(b_, loc_, mlir::gpu::Dimension::x));
+    forEach(mlir::gpu::GlobalIdOp::create(b_, loc_, mlir::gpu::Dimension::x), p(0), step, body);
+  }
+  /// `then()` where `cond` holds.
+  void when(Value cond, const std::function<void()>& then) {
+    mlir::scf::IfOp::create(b_, loc_, cond, [&](mlir::OpBuilder& nb, mlir::Location) {
+      mlir::OpBuilder::InsertionGuard guard(b_);
+      b_.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+      then();
+      mlir::scf::YieldOp::create(b_, loc_);
+    });
+  }
+  /// Records index `v` (int64) out of range in the status buffer: [1, low word, high word].
+  void recordBad(Value v) {
+    mlir::Type i32 = b_.getI32Type();
+    auto st = [&](int64_t at, Value x) {
+      mlir::memref::StoreOp::create(b_, loc_, x, status(), mlir::ValueRange{c(at)});
+    };
+    st(0, mlir::arith::ConstantOp::create(b_, loc_, b_.getIntegerAttr(i32, 1)));
+    st(1, mlir::arith::TruncIOp::create(b_, loc_, i32, v));
+    st(2, mlir::arith::TruncIOp::create(
+              b_, loc_, i32,
+              mlir::arith::ShRUIOp::create(
+                  b_, loc_, v,
+                  mlir::arith::ConstantOp::create(b_, loc_, b_.getI64IntegerAttr(32)))));
+  }
+  /// `v` (an int64 register) as an index.
+  Value index(Value v) { return mlir::arith::IndexCastOp::create(b_, loc_, b_.getIndexType(), v); }
+
+private:
+  mlir::OpBuilder& b_;
+  mlir::Location loc_;
+  const ShaderKey& key_;
+  mlir::Block* entry_;
+  int operands_;
+};
+
+/// A graph of one node computing `op` on arguments of `inputs`' dtypes into `out`: what
+/// BodyBuilder computes a Map shader's element with, as the fused kernels compute it.
+struct OneNode {
+  ir::Graph g;
+  const ir::Node* node = nullptr;
+  OneNode(OpCode op, std::span<const DType> inputs, DType out) {
+    std::vector<ir::ValueId> args;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      args.push_back(g.addArgument(ir::TensorType{inputs[i], {}}, "x" + std::to_string(i)));
+    g.addNode(op, args, Attrs{}, ir::TensorType{out, {}});
+    node = &g.nodes().back();
+  }
+};
+
+bool isFloatType(DType t) {
+  return isFloating(t);
+}
+
+/// The identity of a reduction's combine in register type `t` of dtype `dt`.
+Value identity(BodyBuilder& bb, OpCode op, DType dt) {
+  const double inf = std::numeric_limits<double>::infinity();
+  switch (op) {
+  case OpCode::Prod:
+    return bb.constantFloat(dt, 1.0);
+  case OpCode::AMax:
+    return isFloatType(dt) ? bb.constantFloat(dt, -inf)
+                           : bb.constantInteger(dt, dt == DType::Int64   ? INT64_MIN
+                                                    : dt == DType::Int32 ? INT32_MIN
+                                                                         : 0);
+  case OpCode::AMin:
+    return isFloatType(dt) ? bb.constantFloat(dt, inf)
+                           : bb.constantInteger(dt, dt == DType::Int64   ? INT64_MAX
+                                                    : dt == DType::Int32 ? INT32_MAX
+                                                    : dt == DType::Bool  ? 1
+                                                                         : 255);
+  default:
+    return bb.constantFloat(dt, 0.0);
+  }
+}
+
+/// acc (+) v for the reductions, NaN-propagating for amax/amin as PyTorch's.
+Value combine(mlir::OpBuilder& b, mlir::Location loc, OpCode op, DType dt, Value acc, Value v) {
+  using namespace mlir::arith;
+  const bool f = isFloatType(dt), u = isUnsigned(dt);
+  switch (op) {
+  case OpCode::Sum:
+    return f ? AddFOp::create(b, loc, acc, v).getResult() : AddIOp::create(b, loc, acc, v).getResult();
+  case OpCode::Prod:
+    return f ? MulFOp::create(b, loc, acc, v).getResult() : MulIOp::create(b, loc, acc, v).getResult();
+  case OpCode::AMax:
+  case OpCode::AMin: {
+    const bool max = op == OpCode::AMax;
+    if (!f)
+      return max ? (u ? MaxUIOp::create(b, loc, acc, v).getResult()
+                      : MaxSIOp::create(b, loc, acc, v).getResult())
+                 : (u ? MinUIOp::create(b, loc, acc, v).getResult()
+                      : MinSIOp::create(b, loc, acc, v).getResult());
+    Value better = CmpFOp::create(b, loc, max ? CmpFPredicate::OGT : CmpFPredicate::OLT, v, acc);
+    Value nan = CmpFOp::create(b, loc, CmpFPredicate::UNO, v, v);
+    return SelectOp::create(b, loc, OrIOp::create(b, loc, better, nan), v, acc);
+  }
+  default:
+    return acc;
+  }
+}
+
+mlir::gpu::AllReduceOperation groupOp(OpCode op, DType dt) {
+  using K = mlir::gpu::AllReduceOperation;
+  const bool f = isFloatType(dt), u = isUnsigned(dt);
+  switch (op) {
+  case OpCode::Prod:
+    return K::MUL;
+  case OpCode::AMax:
+    return f ? K::MAXNUMF : u ? K::MAXUI : K::MAXSI;
+  case OpCode::AMin:
+    return f ? K::MINNUMF : u ? K::MINUI : K::MINSI;
+  default:
+    return K::ADD;
+  }
+}
+
+/// The register dtype a reduction accumulates in: float32 for the floats (float64 is not a device
+/// dtype), the output's otherwise.
+DType accumulateType(DType out) {
+  return isFloatType(out) ? DType::Float32 : out;
+}
+
+void buildMap(ShaderBuilder& s, const ShaderKey& key) {
+  const int n = static_cast<int>(key.dtypes.size()) - 1;
+  OneNode one(key.op, std::span<const DType>(key.dtypes.data(), static_cast<size_t>(n)),
+              key.dtypes.back());
+  s.forEachPoint([&](Value point) {
+    ShaderBuilder::Walk w = s.walk(point);
+    std::vector<Value> in;
+    for (int k = 0; k < n; ++k)
+      in.push_back(s.load(k, w.offsets[static_cast<size_t>(k)]));
+    BodyBuilder bb(s.b(), s.loc(), one.g);
+    s.store(n, w.offsets.back(), bb.node(*one.node, in));
+  });
+}
+
+/// One workgroup per point; its invocations stride over the line, each subgroup joins its
+/// invocations' partial results with a subgroup operation, and the subgroups' results are joined
+/// through workgroup memory by the first invocation.
+void buildReduce(ShaderBuilder& s, const ShaderKey& key) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  const DType in = key.dtypes[0], out = key.dtypes[1], acc = accumulateType(out);
+  ir::Graph none;
+  BodyBuilder bb(b, loc, none);
+  mlir::Type accType = registerType(b, acc);
+  // Bool accumulates as uint8-like i1 ops are awkward: sums of bool are int64 (promoted) anyway.
+  auto shared = mlir::MemRefType::get(
+      {static_cast<int64_t>(key.workgroupSize)}, accType, mlir::MemRefLayoutAttrInterface{},
+      mlir::spirv::StorageClassAttr::get(b.getContext(), mlir::spirv::StorageClass::Workgroup));
+  Value partial = mlir::memref::AllocOp::create(b, loc, shared);
+  Value nanShared = {};
+  const bool floatMinMax = isFloatType(acc) && (key.op == OpCode::AMax || key.op == OpCode::AMin);
+  if (floatMinMax)
+    nanShared = mlir::memref::AllocOp::create(
+        b, loc,
+        mlir::MemRefType::get({static_cast<int64_t>(key.workgroupSize)}, b.getI32Type(),
+                              mlir::MemRefLayoutAttrInterface{},
+                              mlir::spirv::StorageClassAttr::get(
+                                  b.getContext(), mlir::spirv::StorageClass::Workgroup)));
+  Value tid = mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::x);
+  Value wg = s.c(key.workgroupSize);
+  s.forEach(mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x), s.p(0),
+            mlir::gpu::GridDimOp::create(b, loc, mlir::gpu::Dimension::x), [&](Value point) {
+              ShaderBuilder::Walk w = s.walk(point);
+              Value n = s.lineLength(), stride = s.lineStride(0);
+              auto loop = mlir::scf::ForOp::create(
+                  b, loc, tid, n, wg, mlir::ValueRange{identity(bb, key.op, acc)},
+                  [&](mlir::OpBuilder& nb, mlir::Location, Value j, mlir::ValueRange it) {
+                    mlir::OpBuilder::InsertionGuard guard(b);
+                    b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+                    Value v = s.load(0, s.add(w.offsets[0], s.mul(j, stride)));
+                    v = bb.convert(v, in, acc);
+                    mlir::scf::YieldOp::create(b, loc, combine(b, loc, key.op, acc, it[0], v));
+                  });
+              Value mine = resultOf(b, loc, loop, 0);
+              // Each subgroup joins its invocations' results with a subgroup operation, and its
+              // first invocation writes the slot of its subgroup; every slot starts as the
+              // identity (a driver may run fewer subgroups than the workgroup could hold).
+              mlir::memref::StoreOp::create(b, loc, identity(bb, key.op, acc), partial,
+                                            mlir::ValueRange{tid});
+              if (floatMinMax)
+                mlir::memref::StoreOp::create(
+                    b, loc, mlir::arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)),
+                    nanShared, mlir::ValueRange{tid});
+              mlir::gpu::BarrierOp::create(b, loc);
+              Value joined =
+                  mlir::gpu::SubgroupReduceOp::create(b, loc, mine, groupOp(key.op, acc), false);
+              Value sg = mlir::gpu::SubgroupIdOp::create(b, loc, mlir::IntegerAttr{});
+              Value lane = mlir::gpu::LaneIdOp::create(b, loc, mlir::IntegerAttr{});
+              Value first = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq,
+                                                        lane, s.c(0));
+              Value nanFlag;
+              if (floatMinMax) {
+                Value isNan = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::UNO,
+                                                          mine, mine);
+                nanFlag = mlir::gpu::SubgroupReduceOp::create(
+                    b, loc, mlir::arith::ExtUIOp::create(b, loc, b.getI32Type(), isNan),
+                    mlir::gpu::AllReduceOperation::MAXUI, false);
+              }
+              s.when(first, [&] {
+                mlir::memref::StoreOp::create(b, loc, joined, partial, mlir::ValueRange{sg});
+                if (floatMinMax)
+                  mlir::memref::StoreOp::create(b, loc, nanFlag, nanShared, mlir::ValueRange{sg});
+              });
+              mlir::gpu::BarrierOp::create(b, loc);
+              Value zero = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, tid,
+                                                       s.c(0));
+              s.when(zero, [&] {
+                Value groups = wg;
+                std::vector<Value> init{identity(bb, key.op, acc)};
+                if (floatMinMax)
+                  init.push_back(mlir::arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+                auto all = mlir::scf::ForOp::create(
+                    b, loc, s.c(0), groups, s.c(1), init,
+                    [&](mlir::OpBuilder& nb, mlir::Location, Value g, mlir::ValueRange it) {
+                      mlir::OpBuilder::InsertionGuard guard(b);
+                      b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+                      Value v = mlir::memref::LoadOp::create(b, loc, partial, mlir::ValueRange{g});
+                      std::vector<Value> next{combine(b, loc, key.op, acc, it[0], v)};
+                      if (floatMinMax)
+                        next.push_back(mlir::arith::MaxUIOp::create(
+                            b, loc, it[1],
+                            mlir::memref::LoadOp::create(b, loc, nanShared, mlir::ValueRange{g})));
+                      mlir::scf::YieldOp::create(b, loc, next);
+                    });
+                Value r = resultOf(b, loc, all, 0);
+                if (floatMinMax) {
+                  Value any = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne,
+                                                          resultOf(b, loc, all, 1),
+                                                          mlir::arith::ConstantOp::create(
+                                                              b, loc, b.getI32IntegerAttr(0)));
+                  r = mlir::arith::SelectOp::create(
+                      b, loc, any, bb.constantFloat(acc, std::numeric_limits<double>::quiet_NaN()),
+                      r);
+                }
+                s.store(1, w.offsets[1], roundTo(b, loc, bb.convert(r, acc, out), out));
+              });
+              mlir::gpu::BarrierOp::create(b, loc); // the shared words are reused by the next point
+            });
+}
+
+/// One invocation per point walks its line: the first NaN, else the first extreme.
+void buildArgReduce(ShaderBuilder& s, const ShaderKey& key) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  const DType in = key.dtypes[0];
+  const DType acc = accumulateType(in);
+  ir::Graph none;
+  BodyBuilder bb(b, loc, none);
+  const bool max = key.op == OpCode::ArgMax;
+  s.forEachPoint([&](Value point) {
+    ShaderBuilder::Walk w = s.walk(point);
+    Value n = s.lineLength(), stride = s.lineStride(0);
+    Value first = bb.convert(s.load(0, w.offsets[0]), in, acc);
+    auto loop = mlir::scf::ForOp::create(
+        b, loc, s.c(1), n, s.c(1), mlir::ValueRange{first, s.c(0)},
+        [&](mlir::OpBuilder& nb, mlir::Location, Value j, mlir::ValueRange it) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value v = bb.convert(s.load(0, s.add(w.offsets[0], s.mul(j, stride))), in, acc);
+          Value take;
+          if (isFloatType(acc)) {
+            using P = mlir::arith::CmpFPredicate;
+            Value bestNan = mlir::arith::CmpFOp::create(b, loc, P::UNO, it[0], it[0]);
+            Value vNan = mlir::arith::CmpFOp::create(b, loc, P::UNO, v, v);
+            Value better = mlir::arith::CmpFOp::create(b, loc, max ? P::OGT : P::OLT, v, it[0]);
+            take = mlir::arith::AndIOp::create(
+                b, loc,
+                mlir::arith::XOrIOp::create(b, loc, bestNan,
+                                            mlir::arith::ConstantOp::create(b, loc, b.getBoolAttr(true))),
+                mlir::arith::OrIOp::create(b, loc, vNan, better));
+          } else {
+            take = bb.compare(max ? OpCode::Gt : OpCode::Lt, v, it[0], acc);
+          }
+          mlir::scf::YieldOp::create(
+              b, loc,
+              mlir::ValueRange{mlir::arith::SelectOp::create(b, loc, take, v, it[0]),
+                               mlir::arith::SelectOp::create(b, loc, take, j, it[1])});
+        });
+    Value idx = mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), resultOf(b, loc, loop, 1));
+    s.store(1, w.offsets[1], idx);
+  });
+}
+
+/// softmax / log_softmax, one invocation per line, in float32.
+void buildNormalize(ShaderBuilder& s, const ShaderKey& key) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  const DType in = key.dtypes[0], out = key.dtypes[1], f = DType::Float32;
+  ir::Graph none;
+  BodyBuilder bb(b, loc, none);
+  const bool log = key.op == OpCode::LogSoftmax;
+  s.forEachPoint([&](Value point) {
+    ShaderBuilder::Walk w = s.walk(point);
+    Value n = s.lineLength(), si = s.lineStride(0), so = s.lineStride(1);
+    auto at = [&](Value j) {
+      return bb.convert(s.load(0, s.add(w.offsets[0], s.mul(j, si))), in, f);
+    };
+    auto over = [&](Value init, const std::function<Value(Value, Value)>& step) {
+      auto loop = mlir::scf::ForOp::create(
+          b, loc, s.c(0), n, s.c(1), mlir::ValueRange{init},
+          [&](mlir::OpBuilder& nb, mlir::Location, Value j, mlir::ValueRange it) {
+            mlir::OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+            mlir::scf::YieldOp::create(b, loc, step(it[0], at(j)));
+          });
+      return resultOf(b, loc, loop, 0);
+    };
+    Value m = over(bb.constantFloat(f, -std::numeric_limits<double>::infinity()),
+                   [&](Value acc, Value v) { return combine(b, loc, OpCode::AMax, f, acc, v); });
+    Value sum = over(bb.constantFloat(f, 0.0), [&](Value acc, Value v) {
+      return mlir::arith::AddFOp::create(
+          b, loc, acc, mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, v, m)));
+    });
+    Value logSum = mlir::math::LogOp::create(b, loc, sum);
+    s.forEach(s.c(0), n, s.c(1), [&](Value j) {
+      Value d = mlir::arith::SubFOp::create(b, loc, at(j), m);
+      Value r = log ? mlir::arith::SubFOp::create(b, loc, d, logSum).getResult()
+                    : mlir::arith::DivFOp::create(b, loc, mlir::math::ExpOp::create(b, loc, d), sum)
+                          .getResult();
+      s.store(1, s.add(w.offsets[1], s.mul(j, so)), roundTo(b, loc, bb.convert(r, f, out), out));
+    });
+  });
+}
+
+/// cumsum / cumprod, one invocation per line.
+void buildScan(ShaderBuilder& s, const ShaderKey& key) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  const DType in = key.dtypes[0], out = key.dtypes[1], acc = accumulateType(out);
+  ir::Graph none;
+  BodyBuilder bb(b, loc, none);
+  const OpCode step = key.op == OpCode::CumProd ? OpCode::Prod : OpCode::Sum;
+  s.forEachPoint([&](Value point) {
+    ShaderBuilder::Walk w = s.walk(point);
+    Value n = s.lineLength(), si = s.lineStride(0), so = s.lineStride(1);
+    mlir::scf::ForOp::create(
+        b, loc, s.c(0), n, s.c(1), mlir::ValueRange{identity(bb, step, acc)},
+        [&](mlir::OpBuilder& nb, mlir::Location, Value j, mlir::ValueRange it) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value v = bb.convert(s.load(0, s.add(w.offsets[0], s.mul(j, si))), in, acc);
+          Value r = combine(b, loc, step, acc, it[0], v);
+          s.store(1, s.add(w.offsets[1], s.mul(j, so)), roundTo(b, loc, bb.convert(r, acc, out), out));
+          mlir::scf::YieldOp::create(b, loc, r);
+        });
+  });
+}
+
+/// An int64 index checked against [0, size): out of range, recorded and clamped.
+Value checkedIndex(ShaderBuilder& s, Value v, Value size) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  Value size64 = mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), size);
+  Value bad = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::uge, v, size64);
+  s.when(bad, [&] { s.recordBad(v); });
+  Value zero = mlir::arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
+  return s.index(mlir::arith::SelectOp::create(b, loc, bad, zero, v));
+}
+
+void buildGather(ShaderBuilder& s, const ShaderKey&) {
+  s.forEachPoint([&](Value point) {
+    ShaderBuilder::Walk w = s.walk(point);
+    Value v = s.load(1, w.offsets[1]);
+    Value i = checkedIndex(s, v, s.extra(1));
+    s.store(2, w.offsets[2], s.load(0, s.add(w.offsets[0], s.mul(i, s.extra(0)))));
+  });
+}
+
+/// out = self + the src elements whose index names this point, in the line's order.
+void buildScatterAdd(ShaderBuilder& s, const ShaderKey& key) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  const DType out = key.dtypes[3], acc = accumulateType(out);
+  ir::Graph none;
+  BodyBuilder bb(b, loc, none);
+  s.forEachPoint([&](Value point) {
+    Value dim = s.extra(0), size = s.extra(1);
+    ShaderBuilder::Walk w = s.walk(point, dim, s.add(s.lineBase(), s.c(1 + 4 + 2)));
+    Value n = mlir::arith::SelectOp::create(b, loc, w.inLimits, s.lineLength(), s.c(0));
+    Value coord = mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), w.coordinate);
+    Value start = bb.convert(s.load(0, w.offsets[0]), key.dtypes[0], acc);
+    Value li = s.lineStride(1), ls = s.lineStride(2);
+    auto loop = mlir::scf::ForOp::create(
+        b, loc, s.c(0), n, s.c(1), mlir::ValueRange{start},
+        [&](mlir::OpBuilder& nb, mlir::Location, Value j, mlir::ValueRange it) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value v = s.load(1, s.add(w.offsets[1], s.mul(j, li)));
+          checkedIndex(s, v, size);
+          Value hit = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, v, coord);
+          auto pick = mlir::scf::IfOp::create(
+              b, loc, hit,
+              [&](mlir::OpBuilder& tb, mlir::Location) {
+                mlir::OpBuilder::InsertionGuard g2(b);
+                b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+                Value x = bb.convert(s.load(2, s.add(w.offsets[2], s.mul(j, ls))), key.dtypes[2],
+                                     acc);
+                mlir::scf::YieldOp::create(b, loc, combine(b, loc, OpCode::Sum, acc, it[0], x));
+              },
+              [&](mlir::OpBuilder& eb, mlir::Location) {
+                mlir::scf::YieldOp::create(eb, loc, it[0]);
+              });
+          mlir::scf::YieldOp::create(b, loc, pick.getResult(0));
+        });
+    s.store(3, w.offsets[3], roundTo(b, loc, bb.convert(resultOf(b, loc, loop, 0), acc, out), out));
+  });
+}
+
+void buildCheckIndex(ShaderBuilder& s, const ShaderKey&) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  s.forEachPoint([&](Value point) {
+    ShaderBuilder::Walk w = s.walk(point);
+    Value v = s.load(0, w.offsets[0]);
+    Value size = mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), s.extra(0));
+    Value wrap = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne, s.extra(1),
+                                             s.c(0));
+    Value zero = mlir::arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
+    Value negative = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::slt, v, zero);
+    Value wrapped = mlir::arith::SelectOp::create(
+        b, loc, mlir::arith::AndIOp::create(b, loc, wrap, negative),
+        mlir::arith::AddIOp::create(b, loc, v, size), v);
+    Value bad = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::uge, wrapped, size);
+    s.when(bad, [&] { s.recordBad(v); });
+    s.store(1, w.offsets[1], wrapped);
+  });
+}
+
+/// C = A B per batch point: 16 x 16 output tiles, one per workgroup (x: columns, y: rows, z and
+/// a loop: the batch), K walked in slabs of 16 through workgroup memory.
+void buildMatMul(ShaderBuilder& s, const ShaderKey& key) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  constexpr int64_t kTile = 16;
+  const DType out = key.dtypes[2], f = DType::Float32;
+  ir::Graph none;
+  BodyBuilder bb(b, loc, none);
+  auto tileType = mlir::MemRefType::get(
+      {kTile * kTile}, b.getF32Type(), mlir::MemRefLayoutAttrInterface{},
+      mlir::spirv::StorageClassAttr::get(b.getContext(), mlir::spirv::StorageClass::Workgroup));
+  Value as = mlir::memref::AllocOp::create(b, loc, tileType);
+  Value bs = mlir::memref::AllocOp::create(b, loc, tileType);
+  using D = mlir::gpu::Dimension;
+  Value tx = mlir::gpu::ThreadIdOp::create(b, loc, D::x), ty = mlir::gpu::ThreadIdOp::create(b, loc, D::y);
+  Value row = s.add(s.mul(mlir::gpu::BlockIdOp::create(b, loc, D::y), s.c(kTile)), ty);
+  Value col = s.add(s.mul(mlir::gpu::BlockIdOp::create(b, loc, D::x), s.c(kTile)), tx);
+  Value m = s.extra(0), n = s.extra(1), k = s.extra(2);
+  Value ar = s.extra(3), ac = s.extra(4), br = s.extra(5), bc = s.extra(6), orow = s.extra(7),
+        ocol = s.extra(8);
+  auto lt = [&](Value x, Value y) {
+    return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, x, y).getResult();
+  };
+  Value slot = s.add(s.mul(ty, s.c(kTile)), tx);
+  s.forEach(mlir::gpu::BlockIdOp::create(b, loc, D::z), s.p(0),
+            mlir::gpu::GridDimOp::create(b, loc, D::z), [&](Value batch) {
+              ShaderBuilder::Walk w = s.walk(batch);
+              Value slabs = mlir::arith::DivUIOp::create(b, loc, s.add(k, s.c(kTile - 1)), s.c(kTile));
+              auto loop = mlir::scf::ForOp::create(
+                  b, loc, s.c(0), slabs, s.c(1), mlir::ValueRange{bb.constantFloat(f, 0.0)},
+                  [&](mlir::OpBuilder& nb, mlir::Location, Value t, mlir::ValueRange it) {
+                    mlir::OpBuilder::InsertionGuard guard(b);
+                    b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+                    Value k0 = s.mul(t, s.c(kTile));
+                    // A[row, k0 + tx] and B[k0 + ty, col], zero past the edges.
+                    auto fetch = [&](int operand, Value r, Value c2, Value rs, Value cs, Value rows,
+                                     Value cols, Value tile) {
+                      Value inside = mlir::arith::AndIOp::create(b, loc, lt(r, rows), lt(c2, cols));
+                      auto v = mlir::scf::IfOp::create(
+                          b, loc, inside,
+                          [&](mlir::OpBuilder& tb, mlir::Location) {
+                            mlir::OpBuilder::InsertionGuard g2(b);
+                            b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+                            Value at = s.add(w.offsets[static_cast<size_t>(operand)],
+                                             s.add(s.mul(r, rs), s.mul(c2, cs)));
+                            mlir::scf::YieldOp::create(
+                                b, loc, bb.convert(s.load(operand, at), key.dtypes[operand], f));
+                          },
+                          [&](mlir::OpBuilder& eb, mlir::Location) {
+                            mlir::OpBuilder::InsertionGuard g2(b);
+                            b.setInsertionPoint(eb.getInsertionBlock(), eb.getInsertionPoint());
+                            mlir::scf::YieldOp::create(b, loc, bb.constantFloat(f, 0.0));
+                          });
+                      mlir::memref::StoreOp::create(b, loc, v.getResult(0), tile,
+                                                    mlir::ValueRange{slot});
+                    };
+                    fetch(0, row, s.add(k0, tx), ar, ac, m, k, as);
+                    fetch(1, s.add(k0, ty), col, br, bc, k, n, bs);
+                    mlir::gpu::BarrierOp::create(b, loc);
+                    Value sum = it[0];
+                    for (int64_t q = 0; q < kTile; ++q) {
+                      Value x = mlir::memref::LoadOp::create(
+                          b, loc, as, mlir::ValueRange{s.add(s.mul(ty, s.c(kTile)), s.c(q))});
+                      Value y = mlir::memref::LoadOp::create(
+                          b, loc, bs, mlir::ValueRange{s.add(s.c(q * kTile), tx)});
+                      sum = mlir::math::FmaOp::create(b, loc, x, y, sum);
+                    }
+                    mlir::gpu::BarrierOp::create(b, loc);
+                    mlir::scf::YieldOp::create(b, loc, sum);
+                  });
+              Value inside = mlir::arith::AndIOp::create(b, loc, lt(row, m), lt(col, n));
+              s.when(inside, [&] {
+                Value at = s.add(w.offsets[2], s.add(s.mul(row, orow), s.mul(col, ocol)));
+                s.store(2, at, roundTo(b, loc, bb.convert(resultOf(b, loc, loop, 0), f, out), out));
+              });
+            });
+}
+
+/// The shader `key` as a module of one gpu.func, "main".
+mlir::OwningOpRef<mlir::ModuleOp> shaderModule(mlir::MLIRContext& ctx, const ShaderKey& key,
+                                               mlir::spirv::TargetEnvAttr env) {
+  mlir::OpBuilder b(&ctx);
+  mlir::Location loc = b.getUnknownLoc();
+  auto module = mlir::ModuleOp::create(loc);
+  module->setAttr(mlir::gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
+  module->setAttr(mlir::spirv::getTargetEnvAttrName(), env);
+  b.setInsertionPointToEnd(module.getBody());
+  auto gpuModule = mlir::gpu::GPUModuleOp::create(b, loc, "k");
+  b.setInsertionPointToStart(gpuModule.getBody());
+  auto dyn = [&](mlir::Type t) { return mlir::MemRefType::get({mlir::ShapedType::kDynamic}, t); };
+  std::vector<mlir::Type> args{dyn(b.getI32Type())};
+  for (DType t : key.dtypes)
+    args.push_back(dyn(memoryType(b, t)));
+  if (key.hasStatus()) args.push_back(dyn(b.getI32Type()));
+  auto func = mlir::gpu::GPUFuncOp::create(b, loc, "main", b.getFunctionType(args, {}));
+  func->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  const bool tiled = key.family == ShaderFamily::MatMul;
+  func->setAttr(mlir::spirv::getEntryPointABIAttrName(),
+                mlir::spirv::getEntryPointABIAttr(
+                    &ctx, tiled ? llvm::ArrayRef<int32_t>{16, 16, 1}
+                                : llvm::ArrayRef<int32_t>{static_cast<int32_t>(key.workgroupSize),
+                                                          1, 1}));
+  mlir::Block* entry = &func.getBody().front();
+  b.setInsertionPointToStart(entry);
+  ShaderBuilder s(b, loc, key, entry);
+  switch (key.family) {
+  case ShaderFamily::Map:
+    buildMap(s, key);
+    break;
+  case ShaderFamily::Reduce:
+    buildReduce(s, key);
+    break;
+  case ShaderFamily::ArgReduce:
+    buildArgReduce(s, key);
+    break;
+  case ShaderFamily::Normalize:
+    buildNormalize(s, key);
+    break;
+  case ShaderFamily::Scan:
+    buildScan(s, key);
+    break;
+  case ShaderFamily::Gather:
+    buildGather(s, key);
+    break;
+  case ShaderFamily::ScatterAdd:
+    buildScatterAdd(s, key);
+    break;
+  case ShaderFamily::CheckIndex:
+    buildCheckIndex(s, key);
+    break;
+  case ShaderFamily::MatMul:
+    buildMatMul(s, key);
+    break;
+  }
+  mlir::gpu::ReturnOp::create(b, loc);
+  return module;
+}
+
+/// Whether the op's element computation has a SPIR-V lowering BodyBuilder can build.
+bool computes(const ShaderKey& key) {
+  if (key.family != ShaderFamily::Map) return true;
+  const int n = static_cast<int>(key.dtypes.size()) - 1;
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlir::arith::ArithDialect, mlir::math::MathDialect>();
+  mlir::OpBuilder b(&ctx);
+  auto module = mlir::ModuleOp::create(b.getUnknownLoc());
+  b.setInsertionPointToEnd(module.getBody());
+  OneNode one(key.op, std::span<const DType>(key.dtypes.data(), static_cast<size_t>(n)),
+              key.dtypes.back());
+  std::vector<Value> in;
+  for (int k = 0; k < n; ++k) {
+    mlir::Type t = registerType(b, key.dtypes[static_cast<size_t>(k)]);
+    mlir::Attribute zero = t.isInteger() ? mlir::Attribute(b.getIntegerAttr(t, 0))
+                                         : mlir::Attribute(b.getFloatAttr(t, 0.0));
+    in.push_back(mlir::arith::ConstantOp::create(b, b.getUnknownLoc(), mlir::cast<mlir::TypedAttr>(zero)));
+  }
+  BodyBuilder bb(b, b.getUnknownLoc(), one.g);
+  bool ok = static_cast<bool>(bb.node(*one.node, in));
+  module->erase();
+  return ok;
+}
+
+hal::ShaderCode compile(const ShaderKey& key, const std::string& target) {
+  hal::ShaderCode code;
+  for (DType t : key.dtypes)
+    if (t == DType::Float64) {
+      code.error = "float64 is not a dtype of GPU devices";
+      return code;
+    }
+  if (!computes(key)) {
+    code.error = "codegen builds no element computation for it";
+    return code;
+  }
+  const std::string cacheKey =
+      "spirv-op|" + key.str() + "|" + target + "|" + codegenVersion();
+  if (auto cached = readCachedKernel(cacheKey); cached && cached->size() % 4 == 0) {
+    code.words.resize(cached->size() / 4);
+    std::memcpy(code.words.data(), cached->data(), cached->size());
+    return code;
+  }
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::arith::ArithDialect, mlir::math::MathDialect, mlir::memref::MemRefDialect,
+                  mlir::scf::SCFDialect, mlir::gpu::GPUDialect, mlir::spirv::SPIRVDialect,
+                  mlir::func::FuncDialect>();
+  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic& d) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << d << "\n";
+    return mlir::success();
+  });
+  std::string error;
+  mlir::spirv::TargetEnvAttr env = targetEnv(ctx, target, error);
+  if (!error.empty()) {
+    code.error = error;
+    return code;
+  }
+  mlir::OwningOpRef<mlir::ModuleOp> module = shaderModule(ctx, key, env);
+  if (mlir::failed(mlir::verify(*module))) {
+    code.error = "the generated shader does not verify: " + diagnostics;
+    return code;
+  }
+  mlir::PassManager pm(&ctx);
+  pm.addPass(mlir::createConvertMathToSPIRVPass());
+  pm.addPass(mlir::createConvertGPUToSPIRVPass());
+  mlir::OpPassManager& spv = pm.nest<mlir::spirv::ModuleOp>();
+  spv.addPass(mlir::spirv::createSPIRVLowerABIAttributesPass());
+  spv.addPass(mlir::spirv::createSPIRVUpdateVCEPass());
+  if (mlir::failed(pm.run(*module))) {
+    code.error = "no SPIR-V lowering: " + diagnostics.substr(0, 400);
+    return code;
+  }
+  mlir::spirv::ModuleOp spirvModule;
+  module->walk([&](mlir::spirv::ModuleOp m) { spirvModule = m; });
+  if (spirvModule && debugFlag("WEFT_DUMP_SHADERS").value_or("0") == "1") {
+    llvm::errs() << "// " << key.str() << "\n";
+    spirvModule->print(llvm::errs());
+    llvm::errs() << "\n";
+  }
+  llvm::SmallVector<uint32_t, 0> words;
+  if (!spirvModule || mlir::failed(mlir::spirv::serialize(spirvModule, words))) {
+    code.error = "SPIR-V serialization failed: " + diagnostics;
+    return code;
+  }
+  code.words.assign(words.begin(), words.end());
+  std::vector<uint8_t> bytes(code.words.size() * 4);
+  std::memcpy(bytes.data(), code.words.data(), bytes.size());
+  writeCachedKernel(cacheKey, bytes);
+  return code;
+}
+
+/// Installs the shader source into the runtime when this library loads.
+const bool kInstalled = [] {
+  hal::setShaderSource({&compile, &kernelCacheDir});
+  return true;
+}();
+
+} // namespace
+} // namespace weft::codegen

@@ -1,0 +1,94 @@
+// The per-op compute shaders a GPU device runs for the op table's kernels, as the runtime asks
+// codegen's SPIR-V path for them. The runtime names a shader by its family, op and dtypes and
+// fills its parameters; codegen (the only room with MLIR) generates it once per device target,
+// caches it on disk and hands back SPIR-V. Both sides follow the layout below, so a shader serves
+// every shape and stride: nothing in it is specialised to one call.
+//
+// Every shader has binding 0: the parameters, 32-bit integers; then one storage buffer per
+// operand (the inputs, then the output, in the key's dtypes), each bound whole and read at element
+// offsets. Index arithmetic is 32-bit: an operand past 2^31 elements is refused by the device.
+//
+// The index space (all families but MatMul): `count` points, each an index into `rank` (<= 8)
+// dims of `sizes`; operand k sits at offset[k] + sum(index[d] * strides[k][d]) elements.
+//   p[0] = count, p[1] = rank, p[2 .. 2+rank) = sizes,
+//   then per operand k: offset[k], strides[k][0 .. rank),
+//   then the line: its length n and per operand k its stride along the line, lineStrides[k],
+//   then what the family adds.
+// Families:
+//   Map:      out = op(inputs) at each point (Unary, Binary, Cast, Identity, Where); n = 1.
+//   Reduce:   out at each point = sum/prod/amax/amin over its line of input 0 (one subgroup per
+//             point, joined with subgroup operations).
+//   ArgReduce: out (int64) = the line position of the max/min (the first NaN, else the first of
+//             ties), as PyTorch's.
+//   Normalize: softmax or log_softmax along each line (out's line stride too).
+//   Scan:     cumsum or cumprod along each line.
+//   Gather:   operands x, index (int64), out: out = x at the point's offset plus
+//             index * xDimStride; extra p: xDimStride, xDimSize. An index out of range is clamped,
+//             and recorded in the status buffer (the last binding: [bad, value lo, value hi]).
+//   ScatterAdd: operands self, index (int64), src, out: out = self plus, over its line j, src[j]
+//             where index[j] equals the point's coordinate along `dim`; extra p: dim, dimSize,
+//             then per dim the index's extent (points past it get nothing). Status as Gather.
+//   CheckIndex: out = index, wrapped by size if asked; extra p: size, wrap. Status as Gather.
+//   MatMul:   out[b] = a[b] @ b[b] over a batch index space: the points are the batch (their
+//             strides per operand as above), then p: M, N, K, a's row and column strides, b's,
+//             out's. Tiled through workgroup shared memory.
+#pragma once
+
+#include "weft/runtime/DType.h"
+#include "weft/runtime/OpTable.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft::hal {
+
+enum class ShaderFamily : uint8_t {
+  Map,
+  Reduce,
+  ArgReduce,
+  Normalize,
+  Scan,
+  Gather,
+  ScatterAdd,
+  CheckIndex,
+  MatMul
+};
+
+/// Which shader: its family, the op it computes, its operands' dtypes (inputs, then the output)
+/// and its workgroup size (a device's subgroup size for Reduce, 256 otherwise).
+struct ShaderKey {
+  ShaderFamily family = ShaderFamily::Map;
+  OpCode op = OpCode::StopGradient;
+  std::vector<DType> dtypes;
+  uint32_t workgroupSize = 256;
+  /// Whether the shader writes the status buffer (Gather, ScatterAdd, CheckIndex).
+  bool hasStatus() const {
+    return family == ShaderFamily::Gather || family == ShaderFamily::ScatterAdd ||
+           family == ShaderFamily::CheckIndex;
+  }
+  /// "map add float32,float32->float32 wg256": the cache's key and what errors name.
+  std::string str() const;
+  bool operator==(const ShaderKey&) const = default;
+};
+
+/// The most dims an index space has.
+inline constexpr int kMaxShaderRank = 8;
+
+/// SPIR-V for a shader, or why there is none.
+struct ShaderCode {
+  std::vector<uint32_t> words;
+  std::string error;
+};
+
+/// What makes shaders for the GPU devices: codegen installs it when it loads. `compile` returns
+/// the shader `key` for a device whose CodeObject target is `target`; `cacheDir` names where devices
+/// keep their pipeline caches ("": nowhere).
+struct ShaderSource {
+  ShaderCode (*compile)(const ShaderKey& key, const std::string& target) = nullptr;
+  std::string (*cacheDir)() = nullptr;
+};
+void setShaderSource(const ShaderSource& source);
+ShaderSource shaderSource();
+
+} // namespace weft::hal

@@ -1,0 +1,531 @@
+// The op table's kernels on a GPU device: each op becomes one per-op shader of its family
+// (weft/runtime/Shaders.h) over an index space built here from its operands' shapes and strides,
+// and the data movement ops (views copied, pad, cat, full) become copies and fills, which are Map
+// shaders too. Nothing here knows Vulkan; the device records what it is given.
+#include "ShaderDevice.h"
+
+#include "weft/runtime/Error.h"
+#include "weft/runtime/Kernels.h"
+#include "weft/runtime/View.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace weft::hal {
+namespace {
+
+ShaderDevice& deviceOf(const TensorRef& t) {
+  WEFT_INTERNAL_ASSERT(t.buffer != nullptr, "a shader kernel's operand has no buffer");
+  return static_cast<ShaderDevice&>(t.buffer->device());
+}
+
+/// The index space of one shader call and its parameters (Shaders.h's layout).
+struct Space {
+  Shape sizes;
+  std::vector<Shape> strides;    // per operand, along `sizes`
+  std::vector<int64_t> offsets;  // per operand, elements into its buffer
+  int64_t line = 1;
+  std::vector<int64_t> lineStrides; // per operand
+  std::vector<int64_t> extra;
+
+  explicit Space(Shape s, size_t operands)
+      : sizes(std::move(s)), strides(operands, Shape(sizes.size(), 0)), offsets(operands, 0),
+        lineStrides(operands, 0) {}
+
+  int64_t count() const { return numel(sizes); }
+
+  /// Merges neighbouring dims every operand walks as one, and drops dims of size 1 (not for
+  /// families whose params name a dim).
+  void collapse() {
+    Shape s;
+    std::vector<Shape> st(strides.size());
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (sizes[d] == 1) continue;
+      bool merge = !s.empty();
+      for (size_t k = 0; k < strides.size() && merge; ++k)
+        merge = st[k].back() == strides[k][d] * sizes[d];
+      if (merge) {
+        s.back() *= sizes[d];
+        for (size_t k = 0; k < strides.size(); ++k)
+          st[k].back() = strides[k][d];
+        continue;
+      }
+      s.push_back(sizes[d]);
+      for (size_t k = 0; k < strides.size(); ++k)
+        st[k].push_back(strides[k][d]);
+    }
+    sizes = std::move(s);
+    strides = std::move(st);
+  }
+
+  std::vector<int32_t> params(const char* op) const {
+    WEFT_CHECK(sizes.size() <= static_cast<size_t>(kMaxShaderRank), Shape, op, ": tensors of ",
+               sizes.size(), " dimensions are past what GPU kernels index (", kMaxShaderRank, ")");
+    std::vector<int64_t> p{count(), static_cast<int64_t>(sizes.size())};
+    p.insert(p.end(), sizes.begin(), sizes.end());
+    for (size_t k = 0; k < strides.size(); ++k) {
+      p.push_back(offsets[k]);
+      p.insert(p.end(), strides[k].begin(), strides[k].end());
+      // Every element an operand reaches must be addressable in 32 bits.
+      int64_t reach = offsets[k] + (line - 1) * std::abs(lineStrides[k]);
+      for (size_t d = 0; d < sizes.size(); ++d)
+        reach += (sizes[d] - 1) * std::abs(strides[k][d]);
+      WEFT_CHECK(reach < std::numeric_limits<int32_t>::max(), Value, op,
+                 ": a tensor past 2^31 elements is not supported on GPU devices yet");
+    }
+    p.push_back(line);
+    p.insert(p.end(), lineStrides.begin(), lineStrides.end());
+    p.insert(p.end(), extra.begin(), extra.end());
+    std::vector<int32_t> out;
+    for (int64_t v : p) {
+      WEFT_CHECK(v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(),
+                 Value, op, ": a size or stride past 2^31 is not supported on GPU devices yet");
+      out.push_back(static_cast<int32_t>(v));
+    }
+    return out;
+  }
+};
+
+/// Where `t` starts in its buffer, in elements.
+int64_t elementOffset(const TensorRef& t) {
+  const auto size = static_cast<int64_t>(elementSize(t.dtype));
+  const int64_t bytes = static_cast<int64_t>(t.buffer->offset()) + t.byteOffset;
+  WEFT_INTERNAL_ASSERT(bytes % size == 0, "a tensor not aligned to its element size");
+  return bytes / size;
+}
+
+/// `t`'s strides as read over `shape` (right-aligned; size-1 dims broadcast with stride 0).
+Shape broadcastOver(const TensorRef& t, const Shape& shape) {
+  Shape s(shape.size(), 0);
+  const size_t lead = shape.size() - t.shape.size();
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    s[lead + d] = t.shape[d] == 1 ? 0 : t.strides[d];
+  return s;
+}
+
+uint32_t groupsFor(int64_t count, int64_t perGroup) {
+  return static_cast<uint32_t>(std::clamp<int64_t>((count + perGroup - 1) / perGroup, 1, 65535));
+}
+
+std::vector<DType> dtypesOf(std::span<const TensorRef> in, const TensorRef& out) {
+  std::vector<DType> d;
+  for (const TensorRef& t : in)
+    d.push_back(t.dtype);
+  d.push_back(out.dtype);
+  return d;
+}
+
+std::vector<TensorRef> operandsOf(std::span<const TensorRef> in, const TensorRef& out) {
+  std::vector<TensorRef> ops(in.begin(), in.end());
+  ops.push_back(out);
+  return ops;
+}
+
+/// Runs a shader over `space` (offsets filled from the operands here); returns the status.
+std::optional<int64_t> run(ShaderFamily family, OpCode op, std::span<const TensorRef> operands,
+                           std::vector<DType> dtypes, Space& space, std::array<uint32_t, 3> groups,
+                           uint32_t workgroup = 256) {
+  for (size_t k = 0; k < operands.size(); ++k)
+    space.offsets[k] = elementOffset(operands[k]);
+  ShaderKey key{family, op, std::move(dtypes), workgroup};
+  const std::vector<int32_t> params = space.params(std::string(opName(op)).c_str());
+  return deviceOf(operands.back()).dispatch(key, params, operands, groups);
+}
+
+/// out = op(inputs) elementwise, inputs broadcast to out.
+void map(OpCode op, std::span<const TensorRef> in, const TensorRef& out) {
+  if (out.numel() == 0) return;
+  Space s(out.shape, in.size() + 1);
+  for (size_t k = 0; k < in.size(); ++k)
+    s.strides[k] = broadcastOver(in[k], out.shape);
+  s.strides.back() = out.strides;
+  s.collapse();
+  std::vector<TensorRef> ops = operandsOf(in, out);
+  run(ShaderFamily::Map, op, ops, dtypesOf(in, out), s, {groupsFor(s.count(), 256), 1, 1});
+}
+
+/// The integer dtype of `t`'s width, whose copies move bits unchanged (float64 is copied, though
+/// not computed, on GPU devices).
+DType bitsOf(DType t) {
+  switch (elementSize(t)) {
+  case 8:
+    return DType::Int64;
+  case 4:
+    return DType::Int32;
+  case 2:
+    return DType::BFloat16; // read into the upper half of a float and written back: exact
+  default:
+    return DType::UInt8;
+  }
+}
+
+void copyCastShader(const TensorRef& src, const TensorRef& dst) {
+  if (src.dtype != dst.dtype) return map(OpCode::Cast, std::span(&src, 1), dst);
+  TensorRef from = src, to = dst;
+  from.dtype = to.dtype = bitsOf(src.dtype);
+  map(OpCode::StopGradient, std::span(&from, 1), to);
+}
+
+/// `dst` filled with the bytes of one element of its dtype.
+void fillBytes(const TensorRef& dst, const void* element) {
+  if (dst.numel() == 0) return;
+  Device& device = dst.buffer->device();
+  const size_t size = elementSize(dst.dtype);
+  std::shared_ptr<Storage> one = device.allocate(size);
+  device.upload(element, *one, 0, size);
+  TensorRef scalar = refInto(*one, 0, dst.dtype, dst.shape, Shape(dst.shape.size(), 0));
+  map(OpCode::StopGradient, std::span(&scalar, 1), dst);
+}
+
+void fillShader(const TensorRef& dst, double value) {
+  alignas(8) unsigned char element[8] = {};
+  copyCast(TensorRef{&value, DType::Float64, {}, {}}, TensorRef{element, dst.dtype, {}, {}});
+  fillBytes(dst, element);
+}
+
+/// `t` narrowed to [start, start + len) along `dim`.
+TensorRef narrow(TensorRef t, int64_t dim, int64_t start, int64_t len) {
+  const auto d = static_cast<size_t>(dim);
+  t.byteOffset += start * t.strides[d] * static_cast<int64_t>(elementSize(t.dtype));
+  t.shape[d] = len;
+  return t;
+}
+
+/// The line layout of `in` along `dim` with `out`'s points over the other dims (out has the dim
+/// too, of size 1 for reductions kept or not: `keep` inserts it).
+Space lines(const TensorRef& in, const TensorRef& out, int64_t dim, bool outHasLine) {
+  const auto d = static_cast<size_t>(dim);
+  Shape sizes = in.shape;
+  sizes[d] = 1;
+  Space s(sizes, 2);
+  s.strides[0] = in.strides;
+  s.strides[0][d] = 0;
+  Shape ostr = out.strides;
+  if (!outHasLine) ostr.insert(ostr.begin() + dim, 0);
+  s.strides[1] = ostr;
+  s.strides[1][d] = 0;
+  s.line = in.shape[d];
+  s.lineStrides = {in.strides[d], outHasLine ? out.strides[d] : 0};
+  return s;
+}
+
+void reduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  const TensorRef& x = in[0];
+  Shape dims = at.ints("dims");
+  const bool keepdim = at.b("keepdim");
+  if (dims.empty())
+    for (int64_t d = 0; d < x.dim(); ++d)
+      dims.push_back(d);
+  std::sort(dims.begin(), dims.end());
+  // The kept dims index the points, the reduced ones one line: x's reduced dims, if they do not
+  // walk as one, are first copied into a dense block [kept..., reduced...].
+  Shape kept, keptStrides, outStrides, red, redStrides;
+  int64_t od = 0;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    const bool r = std::binary_search(dims.begin(), dims.end(), d);
+    if (r) {
+      red.push_back(x.shape[d]);
+      redStrides.push_back(x.strides[d]);
+      if (keepdim) ++od;
+    } else {
+      kept.push_back(x.shape[d]);
+      keptStrides.push_back(x.strides[d]);
+      outStrides.push_back(out.strides[od++]);
+    }
+  }
+  int64_t n = numel(red), lineStride = red.empty() ? 0 : redStrides.back();
+  bool one = true;
+  for (size_t i = 0; i + 1 < red.size(); ++i)
+    one = one && (red[i] == 1 || redStrides[i] == redStrides[i + 1] * red[i + 1]);
+  std::shared_ptr<Storage> dense;
+  TensorRef src = x;
+  if (!one) {
+    Shape perm = kept;
+    perm.insert(perm.end(), red.begin(), red.end());
+    dense = x.buffer->device().allocate(static_cast<size_t>(numel(perm)) * elementSize(x.dtype));
+    Shape permStrides = keptStrides;
+    permStrides.insert(permStrides.end(), redStrides.begin(), redStrides.end());
+    TensorRef view{nullptr, x.dtype, perm, permStrides, x.buffer, x.byteOffset};
+    TensorRef to = refInto(*dense, 0, x.dtype, perm, contiguousStrides(perm));
+    copyCastShader(view, to);
+    src = to;
+    keptStrides = Shape(contiguousStrides(perm).begin(), contiguousStrides(perm).begin() +
+                                                             static_cast<int64_t>(kept.size()));
+    lineStride = 1;
+  }
+  if (out.numel() == 0) return;
+  Space s(kept, 2);
+  s.strides = {keptStrides, outStrides};
+  s.line = n;
+  s.lineStrides = {lineStride, 0};
+  s.collapse();
+  const TensorRef ops[] = {src, out};
+  // One workgroup of 64 per point (a subgroup or several, joined through workgroup memory).
+  run(ShaderFamily::Reduce, op, ops, {x.dtype, out.dtype}, s, {groupsFor(s.count(), 1), 1, 1}, 64);
+}
+
+void argReduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out,
+                     const Attrs& at) {
+  if (out.numel() == 0) return;
+  Space s = lines(in[0], out, at.i("dim"), at.b("keepdim"));
+  s.lineStrides[1] = 0;
+  const TensorRef ops[] = {in[0], out};
+  run(ShaderFamily::ArgReduce, op, ops, {in[0].dtype, out.dtype}, s,
+      {groupsFor(s.count(), 256), 1, 1});
+}
+
+void lineKernel(ShaderFamily family, OpCode op, std::span<const TensorRef> in,
+                const TensorRef& out, const Attrs& at) {
+  if (out.numel() == 0) return;
+  Space s = lines(in[0], out, at.i("dim"), true);
+  const TensorRef ops[] = {in[0], out};
+  run(family, op, ops, {in[0].dtype, out.dtype}, s, {groupsFor(s.count(), 256), 1, 1});
+}
+
+[[noreturn]] void indexOutOfRange(const std::string& op, int64_t v, int64_t dim, int64_t size,
+                                  bool wrap) {
+  const std::string where = dim < 0 ? detail::concat("a tensor of ", size, " elements")
+                                    : detail::concat("dimension ", dim, " with size ", size);
+  if (size == 0)
+    WEFT_FAIL(Index, op, ": index ", v, " is out of bounds for ", where,
+              dim < 0 ? " (the tensor is empty)" : " (the dimension is empty)");
+  WEFT_FAIL(Index, op, ": index ", v, " is out of bounds for ", where, " (valid indices are ",
+            wrap ? -size : 0, " to ", size - 1, ")");
+}
+
+/// out = x gathered along `dim` at `index` (of out's shape).
+void gatherInto(const char* op, const TensorRef& x, const TensorRef& index, const TensorRef& out,
+                int64_t dim) {
+  const auto d = static_cast<size_t>(dim);
+  Space s(out.shape, 3);
+  s.strides[0] = x.strides;
+  s.strides[0][d] = 0;
+  s.strides[1] = index.strides;
+  s.strides[2] = out.strides;
+  s.extra = {x.strides[d], x.shape[d]};
+  s.collapse();
+  const TensorRef ops[] = {x, index, out};
+  if (auto bad = run(ShaderFamily::Gather, OpCode::Gather, ops, {x.dtype, DType::Int64, out.dtype},
+                     s, {groupsFor(s.count(), 256), 1, 1}))
+    indexOutOfRange(op, *bad, dim, x.shape[d], false);
+}
+
+/// out = self, plus src[j] wherever index[j] (along `dim`, of src's extent) names out's position.
+void scatterAddInto(const char* op, const TensorRef& self, const TensorRef& index,
+                    const TensorRef& src, const TensorRef& out, int64_t dim) {
+  const auto d = static_cast<size_t>(dim);
+  if (out.numel() == 0) return;
+  Space s(out.shape, 4);
+  s.strides[0] = self.strides;
+  s.strides[1] = index.strides;
+  s.strides[1][d] = 0;
+  s.strides[2] = src.strides;
+  s.strides[2][d] = 0;
+  s.strides[3] = out.strides;
+  s.line = index.shape[d];
+  s.lineStrides = {0, index.strides[d], src.strides[d], 0};
+  s.extra = {dim, out.shape[d]};
+  s.extra.insert(s.extra.end(), index.shape.begin(), index.shape.end());
+  const TensorRef ops[] = {self, index, src, out};
+  if (auto bad = run(ShaderFamily::ScatterAdd, OpCode::ScatterAdd, ops,
+                     {self.dtype, DType::Int64, src.dtype, out.dtype}, s,
+                     {groupsFor(s.count(), 256), 1, 1}))
+    indexOutOfRange(op, *bad, dim, out.shape[d], false);
+}
+
+/// A 1-d index along `dim`, seen over `shape` (stride 0 elsewhere).
+TensorRef indexAlong(const TensorRef& index, const Shape& shape, int64_t dim) {
+  TensorRef v = index;
+  v.shape = shape;
+  v.strides = Shape(shape.size(), 0);
+  v.strides[static_cast<size_t>(dim)] = index.strides.empty() ? 0 : index.strides[0];
+  return v;
+}
+
+void matmulKernel(std::span<const TensorRef> in, const TensorRef& out) {
+  const TensorRef &a = in[0], &b = in[1];
+  if (out.numel() == 0) return;
+  const size_t r = out.shape.size();
+  const int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.shape.back();
+  Shape batch(out.shape.begin(), out.shape.end() - 2);
+  auto batchStrides = [&](const TensorRef& t) {
+    TensorRef lead = t;
+    lead.shape.resize(t.shape.size() - 2);
+    lead.strides.resize(t.strides.size() - 2);
+    return broadcastOver(lead, batch);
+  };
+  Space s(batch, 3);
+  s.strides = {batchStrides(a), batchStrides(b),
+               Shape(out.strides.begin(), out.strides.end() - 2)};
+  s.collapse();
+  const size_t ar = a.shape.size(), br = b.shape.size();
+  s.extra = {m, n, k, a.strides[ar - 2], a.strides[ar - 1], b.strides[br - 2], b.strides[br - 1],
+             out.strides[r - 2], out.strides[r - 1]};
+  WEFT_CHECK(isFloating(out.dtype), DType, "matmul: ", dtypeName(out.dtype),
+             " matrices are not supported on GPU devices yet");
+  const TensorRef ops[] = {a, b, out};
+  run(ShaderFamily::MatMul, OpCode::MatMul, ops, {a.dtype, b.dtype, out.dtype}, s,
+      {groupsFor(n, 16), groupsFor(m, 16), groupsFor(s.count(), 1)});
+}
+
+/// A view op run as a kernel: its view of the input, copied.
+void viewKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  const TensorRef& x = in[0];
+  if (auto v = computeView(op, x.shape, x.strides, at)) {
+    TensorRef view = x;
+    view.shape = v->shape;
+    view.strides = v->strides;
+    view.byteOffset += v->offset * static_cast<int64_t>(elementSize(x.dtype));
+    copyCastShader(view, out);
+    return;
+  }
+  // A reshape its strides do not allow: the elements in order, into out seen as x's shape.
+  TensorRef o = out;
+  o.shape = x.shape;
+  o.strides = contiguousStrides(x.shape);
+  copyCastShader(x, o);
+}
+
+template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const TensorRef& out,
+                                       const Attrs& at) {
+  const OpInfo& info = opInfo(op);
+  switch (info.kind) {
+  case OpKind::Cast:
+  case OpKind::Identity:
+    return copyCastShader(in[0], out);
+  case OpKind::Unary:
+  case OpKind::Binary:
+  case OpKind::Where:
+    return map(op, in, out);
+  case OpKind::Reduce:
+    return reduceKernel(op, in, out, at);
+  case OpKind::ArgReduce:
+    return argReduceKernel(op, in, out, at);
+  case OpKind::Normalize:
+    return lineKernel(ShaderFamily::Normalize, op, in, out, at);
+  case OpKind::Scan:
+    return lineKernel(ShaderFamily::Scan, op, in, out, at);
+  case OpKind::MatMul:
+    return matmulKernel(in, out);
+  case OpKind::Gather:
+    if (out.numel() == 0 && in[1].numel() == 0) return;
+    return gatherInto("gather", in[0], in[1], out, at.i("dim"));
+  case OpKind::IndexSelect: {
+    const int64_t dim = at.i("dim");
+    if (out.numel() == 0) return;
+    return gatherInto("index_select", in[0], indexAlong(in[1], out.shape, dim), out, dim);
+  }
+  case OpKind::Scatter:
+    return scatterAddInto("scatter_add", in[0], in[1], in[2], out, at.i("dim"));
+  case OpKind::IndexAdd: {
+    const int64_t dim = at.i("dim");
+    return scatterAddInto("index_add", in[0], indexAlong(in[1], in[2].shape, dim), in[2], out, dim);
+  }
+  case OpKind::CheckIndex: {
+    if (out.numel() == 0) return;
+    Space s(out.shape, 2);
+    s.strides = {in[0].strides, out.strides};
+    s.collapse();
+    const int64_t size = at.i("size");
+    const bool wrap = at.b("wrap");
+    s.extra = {size, wrap ? 1 : 0};
+    const TensorRef ops[] = {in[0], out};
+    if (auto bad = run(ShaderFamily::CheckIndex, op, ops, {DType::Int64, DType::Int64}, s,
+                       {groupsFor(s.count(), 256), 1, 1}))
+      indexOutOfRange(at.get<std::string>("op"), *bad, at.i("dim"), size, wrap);
+    return;
+  }
+  case OpKind::Reshape:
+  case OpKind::Permute:
+  case OpKind::Expand:
+  case OpKind::Slice:
+  case OpKind::Flip:
+    return viewKernel(op, in, out, at);
+  case OpKind::Pad: {
+    const auto& pads = at.ints("pads");
+    fillShader(out, at.f("value"));
+    TensorRef src = in[0], dst = out;
+    for (int64_t d = 0; d < src.dim(); ++d) {
+      const int64_t lo = pads[static_cast<size_t>(2 * d)], hi = pads[static_cast<size_t>(2 * d + 1)];
+      const int64_t start = std::max<int64_t>(0, -lo);
+      const int64_t len = src.shape[static_cast<size_t>(d)] - start - std::max<int64_t>(0, -hi);
+      if (len <= 0) return;
+      src = narrow(src, d, start, len);
+      dst = narrow(dst, d, std::max<int64_t>(0, lo), len);
+    }
+    return copyCastShader(src, dst);
+  }
+  case OpKind::Cat: {
+    const int64_t dim = at.i("dim");
+    int64_t offset = 0;
+    for (const TensorRef& t : in) {
+      if (t.numel() == 0 && t.dim() == 1 && out.dim() != 1) continue; // as torch.cat
+      copyCastShader(t, narrow(out, dim, offset, t.shape[static_cast<size_t>(dim)]));
+      offset += t.shape[static_cast<size_t>(dim)];
+    }
+    return;
+  }
+  case OpKind::Full: {
+    if (const auto* i = std::get_if<int64_t>(&at.raw("value"))) {
+      alignas(8) unsigned char element[8] = {};
+      copyCast(TensorRef{const_cast<int64_t*>(i), DType::Int64, {}, {}},
+               TensorRef{element, out.dtype, {}, {}});
+      return fillBytes(out, element);
+    }
+    return fillShader(out, at.f("value"));
+  }
+  default:
+    WEFT_FAIL(Internal, "no shader kernel for ", info.name);
+  }
+}
+
+/// Whether the shader families or the copies cover `op` (a kernel may still lack a dtype or an
+/// element lowering, which its first call reports).
+bool covered(OpCode op) {
+  switch (op) {
+  case OpCode::LogCumSumExp:
+  case OpCode::CumArgMax:
+  case OpCode::CumArgMin:
+  case OpCode::ArgSort:
+  case OpCode::ScatterProd:
+  case OpCode::ScatterAmax:
+  case OpCode::ScatterAmin:
+  case OpCode::Scatter:
+    return false;
+  default:
+    break;
+  }
+  switch (opInfo(op).kind) {
+  case OpKind::Matrix:
+  case OpKind::Conv:
+  case OpKind::ConvInputGrad:
+  case OpKind::ConvWeightGrad:
+  case OpKind::Pool:
+  case OpKind::Random:
+  case OpKind::Sort:
+  case OpKind::ArgScan:
+    return false;
+  default:
+    return true;
+  }
+}
+
+} // namespace
+
+void fillShaderKernels(KernelRegistry& registry) {
+#define WEFT_REGISTER(N)                                                                           \
+  if (covered(OpCode::N)) registry.set(OpCode::N, &shaderKernel<OpCode::N>);
+#define WEFT_UNARY(N, s, d, low, k, v) WEFT_REGISTER(N)
+#define WEFT_BINARY(N, s, r, api, low, k, va, vb) WEFT_REGISTER(N)
+#define WEFT_OP(N, s, kind, n, v) WEFT_REGISTER(N)
+#include "weft/runtime/Ops.inc"
+#undef WEFT_UNARY
+#undef WEFT_BINARY
+#undef WEFT_OP
+#undef WEFT_REGISTER
+  registry.setCopyCast(&copyCastShader);
+  registry.setFill(&fillShader);
+}
+
+} // namespace weft::hal
