@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SPIRV/IR/SPIRVDialect.h"
@@ -28,6 +29,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/SPIRV/Serialization.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -311,9 +313,12 @@ mlir::gpu::AllReduceOperation groupOp(OpCode op, DType dt) {
 }
 
 /// The register dtype a reduction accumulates in: float32 for the floats (float64 is not a device
-/// dtype), the output's otherwise.
+/// dtype), int32 for bool and uint8 (held in 32 bits: workgroup memory and subgroup operations
+/// take no i1, and 8-bit ones need a device feature), the output's otherwise.
 DType accumulateType(DType out) {
-  return isFloatType(out) ? DType::Float32 : out;
+  if (isFloatType(out)) return DType::Float32;
+  if (out == DType::Bool || out == DType::UInt8) return DType::Int32;
+  return out;
 }
 
 void buildMap(ShaderBuilder& s, const ShaderKey& key) {
@@ -370,35 +375,41 @@ void buildReduce(ShaderBuilder& s, const ShaderKey& key) {
                     mlir::scf::YieldOp::create(b, loc, combine(b, loc, key.op, acc, it[0], v));
                   });
               Value mine = resultOf(b, loc, loop, 0);
-              // Each subgroup joins its invocations' results with a subgroup operation, and its
-              // first invocation writes the slot of its subgroup; every slot starts as the
-              // identity (a driver may run fewer subgroups than the workgroup could hold).
-              mlir::memref::StoreOp::create(b, loc, identity(bb, key.op, acc), partial,
-                                            mlir::ValueRange{tid});
+              // 32-bit results: each subgroup joins its invocations' with a subgroup operation,
+              // and its first invocation writes the slot of its subgroup; every slot starts as
+              // the identity (a driver may run fewer subgroups than the workgroup could hold).
+              // Others (int64, whose subgroup operations need a device feature): a slot per
+              // invocation.
+              const bool grouped = registerType(b, acc).getIntOrFloatBitWidth() == 32;
+              mlir::memref::StoreOp::create(b, loc, grouped ? identity(bb, key.op, acc) : mine,
+                                            partial, mlir::ValueRange{tid});
               if (floatMinMax)
                 mlir::memref::StoreOp::create(
                     b, loc, mlir::arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)),
                     nanShared, mlir::ValueRange{tid});
               mlir::gpu::BarrierOp::create(b, loc);
-              Value joined =
-                  mlir::gpu::SubgroupReduceOp::create(b, loc, mine, groupOp(key.op, acc), false);
-              Value sg = mlir::gpu::SubgroupIdOp::create(b, loc, mlir::IntegerAttr{});
-              Value lane = mlir::gpu::LaneIdOp::create(b, loc, mlir::IntegerAttr{});
-              Value first = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq,
-                                                        lane, s.c(0));
-              Value nanFlag;
-              if (floatMinMax) {
-                Value isNan = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::UNO,
-                                                          mine, mine);
-                nanFlag = mlir::gpu::SubgroupReduceOp::create(
-                    b, loc, mlir::arith::ExtUIOp::create(b, loc, b.getI32Type(), isNan),
-                    mlir::gpu::AllReduceOperation::MAXUI, false);
+              if (grouped) {
+                Value joined =
+                    mlir::gpu::SubgroupReduceOp::create(b, loc, mine, groupOp(key.op, acc), false);
+                Value sg = mlir::gpu::SubgroupIdOp::create(b, loc, mlir::IntegerAttr{});
+                Value lane = mlir::gpu::LaneIdOp::create(b, loc, mlir::IntegerAttr{});
+                Value first = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq,
+                                                          lane, s.c(0));
+                Value nanFlag;
+                if (floatMinMax) {
+                  Value isNan = mlir::arith::CmpFOp::create(
+                      b, loc, mlir::arith::CmpFPredicate::UNO, mine, mine);
+                  nanFlag = mlir::gpu::SubgroupReduceOp::create(
+                      b, loc, mlir::arith::ExtUIOp::create(b, loc, b.getI32Type(), isNan),
+                      mlir::gpu::AllReduceOperation::MAXUI, false);
+                }
+                s.when(first, [&] {
+                  mlir::memref::StoreOp::create(b, loc, joined, partial, mlir::ValueRange{sg});
+                  if (floatMinMax)
+                    mlir::memref::StoreOp::create(b, loc, nanFlag, nanShared,
+                                                  mlir::ValueRange{sg});
+                });
               }
-              s.when(first, [&] {
-                mlir::memref::StoreOp::create(b, loc, joined, partial, mlir::ValueRange{sg});
-                if (floatMinMax)
-                  mlir::memref::StoreOp::create(b, loc, nanFlag, nanShared, mlir::ValueRange{sg});
-              });
               mlir::gpu::BarrierOp::create(b, loc);
               Value zero = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, tid,
                                                        s.c(0));
@@ -630,11 +641,11 @@ void buildMatMul(ShaderBuilder& s, const ShaderKey& key) {
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
   constexpr int64_t kTile = 16;
-  const DType out = key.dtypes[2], f = DType::Float32;
+  const DType out = key.dtypes[2], f = accumulateType(out);
   ir::Graph none;
   BodyBuilder bb(b, loc, none);
   auto tileType = mlir::MemRefType::get(
-      {kTile * kTile}, b.getF32Type(), mlir::MemRefLayoutAttrInterface{},
+      {kTile * kTile}, registerType(b, f), mlir::MemRefLayoutAttrInterface{},
       mlir::spirv::StorageClassAttr::get(b.getContext(), mlir::spirv::StorageClass::Workgroup));
   Value as = mlir::memref::AllocOp::create(b, loc, tileType);
   Value bs = mlir::memref::AllocOp::create(b, loc, tileType);
@@ -690,7 +701,11 @@ void buildMatMul(ShaderBuilder& s, const ShaderKey& key) {
                           b, loc, as, mlir::ValueRange{s.add(s.mul(ty, s.c(kTile)), s.c(q))});
                       Value y = mlir::memref::LoadOp::create(
                           b, loc, bs, mlir::ValueRange{s.add(s.c(q * kTile), tx)});
-                      sum = mlir::math::FmaOp::create(b, loc, x, y, sum);
+                      sum = isFloatType(f)
+                                ? mlir::math::FmaOp::create(b, loc, x, y, sum).getResult()
+                                : mlir::arith::AddIOp::create(
+                                      b, loc, sum, mlir::arith::MulIOp::create(b, loc, x, y))
+                                      .getResult();
                     }
                     mlir::gpu::BarrierOp::create(b, loc);
                     mlir::scf::YieldOp::create(b, loc, sum);
@@ -827,6 +842,32 @@ hal::ShaderCode compile(const ShaderKey& key, const std::string& target) {
   if (mlir::failed(mlir::verify(*module))) {
     code.error = "the generated shader does not verify: " + diagnostics;
     return code;
+  }
+  // Math operations SPIR-V has no instruction for: trunc as floor or ceil by sign, the others
+  // expanded (exp2, ...) or approximated by polynomials (erf, erfc, atan2) as MLIR provides them.
+  {
+    module->walk([&](mlir::math::TruncOp t) {
+      mlir::OpBuilder tb(t);
+      Value x = t.getOperand();
+      Value zero = mlir::arith::ConstantOp::create(tb, t.getLoc(), tb.getFloatAttr(x.getType(), 0.0));
+      Value negative = mlir::arith::CmpFOp::create(tb, t.getLoc(), mlir::arith::CmpFPredicate::OLT,
+                                                   x, zero);
+      Value r = mlir::arith::SelectOp::create(tb, t.getLoc(), negative,
+                                              mlir::math::CeilOp::create(tb, t.getLoc(), x),
+                                              mlir::math::FloorOp::create(tb, t.getLoc(), x));
+      t.replaceAllUsesWith(r);
+      t.erase();
+    });
+    mlir::RewritePatternSet patterns(&ctx);
+    mlir::math::populateExpansionPatterns(patterns, {"exp2", "round", "roundeven"});
+    mlir::populateMathPolynomialApproximationPatterns(patterns, [](llvm::StringRef op) {
+      return op == "math.erf" || op == "math.erfc" || op == "math.atan2" || op == "erf" ||
+             op == "erfc" || op == "atan2";
+    });
+    if (mlir::failed(mlir::applyPatternsGreedily(*module, std::move(patterns)))) {
+      code.error = "expanding math operations failed: " + diagnostics;
+      return code;
+    }
   }
   mlir::PassManager pm(&ctx);
   pm.addPass(mlir::createConvertMathToSPIRVPass());

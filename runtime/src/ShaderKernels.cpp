@@ -362,8 +362,6 @@ void matmulKernel(std::span<const TensorRef> in, const TensorRef& out) {
   const size_t ar = a.shape.size(), br = b.shape.size();
   s.extra = {m, n, k, a.strides[ar - 2], a.strides[ar - 1], b.strides[br - 2], b.strides[br - 1],
              out.strides[r - 2], out.strides[r - 1]};
-  WEFT_CHECK(isFloating(out.dtype), DType, "matmul: ", dtypeName(out.dtype),
-             " matrices are not supported on GPU devices yet");
   const TensorRef ops[] = {a, b, out};
   run(ShaderFamily::MatMul, OpCode::MatMul, ops, {a.dtype, b.dtype, out.dtype}, s,
       {groupsFor(n, 16), groupsFor(m, 16), groupsFor(s.count(), 1)});

@@ -309,7 +309,8 @@ public:
     auto want = vkInfo<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     want.features.shaderInt64 = have.features.shaderInt64;
     want.features.shaderInt16 = have.features.shaderInt16;
-    f16.shaderFloat16 = VK_FALSE; // shaders compute in float32; 16-bit floats are only stored
+    // Shaders compute in float32; float16 is loaded and stored, which MLIR's SPIR-V conversion
+    // types as Float16 (shaderFloat16) with 16-bit storage.
     s8.uniformAndStorageBuffer8BitAccess = VK_FALSE;
     s8.storagePushConstant8 = VK_FALSE;
     s16.uniformAndStorageBuffer16BitAccess = VK_FALSE;
@@ -321,6 +322,7 @@ public:
     if (have.features.shaderInt64) caps += ",Int64";
     if (have.features.shaderInt16) caps += ",Int16";
     if (f16.shaderInt8) caps += ",Int8";
+    if (f16.shaderFloat16) caps += ",Float16";
     if (s8.storageBuffer8BitAccess) {
       caps += ",StorageBuffer8BitAccess";
       exts += ",SPV_KHR_8bit_storage";
