@@ -52,10 +52,6 @@ bool missingOnGpu(OpCode op, std::optional<DType> t = std::nullopt) {
   }
   switch (opInfo(op).kind) {
   case OpKind::Matrix:
-  case OpKind::Conv:
-  case OpKind::ConvInputGrad:
-  case OpKind::ConvWeightGrad:
-  case OpKind::Pool:
   case OpKind::Random:
   case OpKind::Sort:
   case OpKind::ArgScan:

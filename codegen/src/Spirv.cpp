@@ -635,13 +635,25 @@ void buildCheckIndex(ShaderBuilder& s, const ShaderKey&) {
   });
 }
 
+/// Where one element of a GEMM operand lies, and whether it exists (zero where not).
+struct Element {
+  Value inside, at;
+};
+
 /// C = A B per batch point: 16 x 16 output tiles, one per workgroup (x: columns, y: rows, z and
-/// a loop: the batch), K walked in slabs of 16 through workgroup memory.
+/// a loop: the batch), K walked in slabs of 16 through workgroup memory. A and B are plain strided
+/// matrices for matmul; for the convolutions they are the operands' elements computed from the
+/// geometry as the tiles load them (an implicit im2col: no column matrix is ever written):
+///   conv:             out[o, p]   = sum_k  w[o, k] x^[k, p]    k = (c, ky, kx), p = (oy, ox)
+///   conv_input_grad:  dx[c, s]    = sum_k  w[o, c, ky, kx] g^[k, s]   k = (o, ky, kx), s = (iy, ix)
+///   conv_weight_grad: dw[o, k]    = sum_q  g[o, q] x^[q, k]    q = (n, oy, ox)
+/// with the batch points (sample, group) or (group).
 void buildMatMul(ShaderBuilder& s, const ShaderKey& key) {
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
   constexpr int64_t kTile = 16;
   const DType out = key.dtypes[2], f = accumulateType(out);
+  const OpCode op = key.op;
   ir::Graph none;
   BodyBuilder bb(b, loc, none);
   auto tileType = mlir::MemRefType::get(
@@ -650,39 +662,148 @@ void buildMatMul(ShaderBuilder& s, const ShaderKey& key) {
   Value as = mlir::memref::AllocOp::create(b, loc, tileType);
   Value bs = mlir::memref::AllocOp::create(b, loc, tileType);
   using D = mlir::gpu::Dimension;
+  using P = mlir::arith::CmpIPredicate;
   Value tx = mlir::gpu::ThreadIdOp::create(b, loc, D::x), ty = mlir::gpu::ThreadIdOp::create(b, loc, D::y);
   Value row = s.add(s.mul(mlir::gpu::BlockIdOp::create(b, loc, D::y), s.c(kTile)), ty);
   Value col = s.add(s.mul(mlir::gpu::BlockIdOp::create(b, loc, D::x), s.c(kTile)), tx);
-  Value m = s.extra(0), n = s.extra(1), k = s.extra(2);
-  Value ar = s.extra(3), ac = s.extra(4), br = s.extra(5), bc = s.extra(6), orow = s.extra(7),
-        ocol = s.extra(8);
-  auto lt = [&](Value x, Value y) {
-    return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, x, y).getResult();
+  const int extras = op == OpCode::MatMul ? 9 : 28;
+  std::vector<Value> e;
+  for (int i = 0; i < extras; ++i)
+    e.push_back(s.extra(i));
+  Value m = e[0], n = e[1], k = e[2];
+  auto cmp = [&](P p, Value x, Value y) {
+    return mlir::arith::CmpIOp::create(b, loc, p, x, y).getResult();
   };
+  auto all = [&](std::initializer_list<Value> conds) {
+    Value r;
+    for (Value c : conds)
+      r = r ? mlir::arith::AndIOp::create(b, loc, r, c).getResult() : c;
+    return r;
+  };
+  auto divu = [&](Value x, Value y) { return mlir::arith::DivUIOp::create(b, loc, x, y).getResult(); };
+  auto remu = [&](Value x, Value y) { return mlir::arith::RemUIOp::create(b, loc, x, y).getResult(); };
+  auto sub = [&](Value x, Value y) { return mlir::arith::SubIOp::create(b, loc, x, y).getResult(); };
+  auto dot4 = [&](Value base, int at, Value i0, Value i1, Value i2, Value i3) {
+    return s.add(base, s.add(s.add(s.mul(i0, e[static_cast<size_t>(at)]),
+                                   s.mul(i1, e[static_cast<size_t>(at + 1)])),
+                             s.add(s.mul(i2, e[static_cast<size_t>(at + 2)]),
+                                   s.mul(i3, e[static_cast<size_t>(at + 3)]))));
+  };
+  // The conv geometry (Shaders.h): cg, h, w, oh, ow, kh, kw, strides, pads, dilations, then the
+  // strides of operand 0, operand 1 and the output (4 each).
+  auto g = [&](int i) { return e[static_cast<size_t>(3 + i)]; };
+  Value zero = s.c(0);
+  // (c, ky, kx) or (o, ky, kx) of a K or column index over the window.
+  auto window = [&](Value idx) {
+    Value area = s.mul(g(5), g(6));
+    Value r = remu(idx, area);
+    return std::array<Value, 3>{divu(idx, area), divu(r, g(6)), remu(r, g(6))};
+  };
+  // Input row and column a window position reads for output (oy, ox), and whether they exist.
+  auto reads = [&](Value oy, Value ox, Value ky, Value kx) {
+    Value iy = sub(s.add(s.mul(oy, g(7)), s.mul(ky, g(11))), g(9));
+    Value ix = sub(s.add(s.mul(ox, g(8)), s.mul(kx, g(12))), g(10));
+    Value ok = all({cmp(P::sge, iy, zero), cmp(P::slt, iy, g(1)), cmp(P::sge, ix, zero),
+                    cmp(P::slt, ix, g(2))});
+    return std::array<Value, 3>{iy, ix, ok};
+  };
+  std::function<Element(const std::vector<Value>&, Value, Value)> fetchA, fetchB;
+  std::function<Value(const std::vector<Value>&, Value, Value)> outAt;
+  switch (op) {
+  case OpCode::Conv:
+    fetchA = [&](const std::vector<Value>& off, Value o, Value kk) {
+      auto [c, ky, kx] = window(kk);
+      return Element{all({cmp(P::ult, o, m), cmp(P::ult, kk, k)}), dot4(off[1], 20, o, c, ky, kx)};
+    };
+    fetchB = [&](const std::vector<Value>& off, Value kk, Value p) {
+      auto [c, ky, kx] = window(kk);
+      auto [iy, ix, ok] = reads(divu(p, g(4)), remu(p, g(4)), ky, kx);
+      return Element{all({cmp(P::ult, kk, k), cmp(P::ult, p, n), ok}),
+                     dot4(off[0], 16, zero, c, iy, ix)};
+    };
+    outAt = [&](const std::vector<Value>& off, Value o, Value p) {
+      return dot4(off[2], 24, zero, o, divu(p, g(4)), remu(p, g(4)));
+    };
+    break;
+  case OpCode::ConvInputGrad:
+    fetchA = [&](const std::vector<Value>& off, Value c, Value kk) {
+      auto [o, ky, kx] = window(kk);
+      return Element{all({cmp(P::ult, c, m), cmp(P::ult, kk, k)}), dot4(off[1], 20, o, c, ky, kx)};
+    };
+    fetchB = [&](const std::vector<Value>& off, Value kk, Value sp) {
+      auto [o, ky, kx] = window(kk);
+      Value ty = sub(s.add(divu(sp, g(2)), g(9)), s.mul(ky, g(11)));
+      Value tx2 = sub(s.add(remu(sp, g(2)), g(10)), s.mul(kx, g(12)));
+      Value py = mlir::arith::SelectOp::create(b, loc, cmp(P::sge, ty, zero), ty, zero);
+      Value px = mlir::arith::SelectOp::create(b, loc, cmp(P::sge, tx2, zero), tx2, zero);
+      Value oy = divu(py, g(7)), ox = divu(px, g(8));
+      Value ok = all({cmp(P::ult, kk, k), cmp(P::ult, sp, n), cmp(P::sge, ty, zero),
+                      cmp(P::sge, tx2, zero), cmp(P::eq, remu(py, g(7)), zero),
+                      cmp(P::eq, remu(px, g(8)), zero), cmp(P::ult, oy, g(3)),
+                      cmp(P::ult, ox, g(4))});
+      return Element{ok, dot4(off[0], 16, zero, o, oy, ox)};
+    };
+    outAt = [&](const std::vector<Value>& off, Value c, Value sp) {
+      return dot4(off[2], 24, zero, c, divu(sp, g(2)), remu(sp, g(2)));
+    };
+    break;
+  case OpCode::ConvWeightGrad: {
+    auto sample = [&](Value q) {
+      Value area = s.mul(g(3), g(4));
+      Value r = remu(q, area);
+      return std::array<Value, 3>{divu(q, area), divu(r, g(4)), remu(r, g(4))};
+    };
+    fetchA = [&, sample](const std::vector<Value>& off, Value o, Value q) {
+      auto [nb, oy, ox] = sample(q);
+      return Element{all({cmp(P::ult, o, m), cmp(P::ult, q, k)}), dot4(off[1], 20, nb, o, oy, ox)};
+    };
+    fetchB = [&, sample](const std::vector<Value>& off, Value q, Value kk) {
+      auto [nb, oy, ox] = sample(q);
+      auto [c, ky, kx] = window(kk);
+      auto [iy, ix, ok] = reads(oy, ox, ky, kx);
+      return Element{all({cmp(P::ult, q, k), cmp(P::ult, kk, n), ok}),
+                     dot4(off[0], 16, nb, c, iy, ix)};
+    };
+    outAt = [&](const std::vector<Value>& off, Value o, Value kk) {
+      auto [c, ky, kx] = window(kk);
+      return dot4(off[2], 24, o, c, ky, kx);
+    };
+    break;
+  }
+  default: // matmul: a, b, out with row and column strides
+    fetchA = [&](const std::vector<Value>& off, Value r, Value c) {
+      return Element{all({cmp(P::ult, r, m), cmp(P::ult, c, k)}),
+                     s.add(off[0], s.add(s.mul(r, e[3]), s.mul(c, e[4])))};
+    };
+    fetchB = [&](const std::vector<Value>& off, Value r, Value c) {
+      return Element{all({cmp(P::ult, r, k), cmp(P::ult, c, n)}),
+                     s.add(off[1], s.add(s.mul(r, e[5]), s.mul(c, e[6])))};
+    };
+    outAt = [&](const std::vector<Value>& off, Value r, Value c) {
+      return s.add(off[2], s.add(s.mul(r, e[7]), s.mul(c, e[8])));
+    };
+  }
+  const int aOperand = op == OpCode::MatMul ? 0 : 1, bOperand = op == OpCode::MatMul ? 1 : 0;
   Value slot = s.add(s.mul(ty, s.c(kTile)), tx);
   s.forEach(mlir::gpu::BlockIdOp::create(b, loc, D::z), s.p(0),
             mlir::gpu::GridDimOp::create(b, loc, D::z), [&](Value batch) {
-              ShaderBuilder::Walk w = s.walk(batch);
-              Value slabs = mlir::arith::DivUIOp::create(b, loc, s.add(k, s.c(kTile - 1)), s.c(kTile));
+              const std::vector<Value> off = s.walk(batch).offsets;
+              Value slabs = divu(s.add(k, s.c(kTile - 1)), s.c(kTile));
               auto loop = mlir::scf::ForOp::create(
                   b, loc, s.c(0), slabs, s.c(1), mlir::ValueRange{bb.constantFloat(f, 0.0)},
                   [&](mlir::OpBuilder& nb, mlir::Location, Value t, mlir::ValueRange it) {
                     mlir::OpBuilder::InsertionGuard guard(b);
                     b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
                     Value k0 = s.mul(t, s.c(kTile));
-                    // A[row, k0 + tx] and B[k0 + ty, col], zero past the edges.
-                    auto fetch = [&](int operand, Value r, Value c2, Value rs, Value cs, Value rows,
-                                     Value cols, Value tile) {
-                      Value inside = mlir::arith::AndIOp::create(b, loc, lt(r, rows), lt(c2, cols));
+                    // A[row, k0 + tx] and B[k0 + ty, col], zero where they do not exist.
+                    auto fetch = [&](int operand, const Element& el, Value tile) {
                       auto v = mlir::scf::IfOp::create(
-                          b, loc, inside,
+                          b, loc, el.inside,
                           [&](mlir::OpBuilder& tb, mlir::Location) {
                             mlir::OpBuilder::InsertionGuard g2(b);
                             b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
-                            Value at = s.add(w.offsets[static_cast<size_t>(operand)],
-                                             s.add(s.mul(r, rs), s.mul(c2, cs)));
                             mlir::scf::YieldOp::create(
-                                b, loc, bb.convert(s.load(operand, at), key.dtypes[operand], f));
+                                b, loc, bb.convert(s.load(operand, el.at), key.dtypes[operand], f));
                           },
                           [&](mlir::OpBuilder& eb, mlir::Location) {
                             mlir::OpBuilder::InsertionGuard g2(b);
@@ -692,8 +813,8 @@ void buildMatMul(ShaderBuilder& s, const ShaderKey& key) {
                       mlir::memref::StoreOp::create(b, loc, v.getResult(0), tile,
                                                     mlir::ValueRange{slot});
                     };
-                    fetch(0, row, s.add(k0, tx), ar, ac, m, k, as);
-                    fetch(1, s.add(k0, ty), col, br, bc, k, n, bs);
+                    fetch(aOperand, fetchA(off, row, s.add(k0, tx)), as);
+                    fetch(bOperand, fetchB(off, s.add(k0, ty), col), bs);
                     mlir::gpu::BarrierOp::create(b, loc);
                     Value sum = it[0];
                     for (int64_t q = 0; q < kTile; ++q) {
@@ -710,12 +831,96 @@ void buildMatMul(ShaderBuilder& s, const ShaderKey& key) {
                     mlir::gpu::BarrierOp::create(b, loc);
                     mlir::scf::YieldOp::create(b, loc, sum);
                   });
-              Value inside = mlir::arith::AndIOp::create(b, loc, lt(row, m), lt(col, n));
-              s.when(inside, [&] {
-                Value at = s.add(w.offsets[2], s.add(s.mul(row, orow), s.mul(col, ocol)));
-                s.store(2, at, roundTo(b, loc, bb.convert(resultOf(b, loc, loop, 0), f, out), out));
+              s.when(all({cmp(P::ult, row, m), cmp(P::ult, col, n)}), [&] {
+                s.store(2, outAt(off, row, col),
+                        roundTo(b, loc, bb.convert(resultOf(b, loc, loop, 0), f, out), out));
               });
             });
+}
+
+/// max_pool's argmax: per output point (n, c, oy, ox), the flat index iy * w + ix of its window's
+/// largest element (a NaN wins, as the CPU's); extra p: h, w, oh, ow, kh, kw, strides, pads,
+/// dilations, then x's strides along h and w.
+void buildPool(ShaderBuilder& s, const ShaderKey& key) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  using P = mlir::arith::CmpIPredicate;
+  const DType in = key.dtypes[0], acc = accumulateType(in);
+  ir::Graph none;
+  BodyBuilder bb(b, loc, none);
+  std::vector<Value> e;
+  for (int i = 0; i < 14; ++i)
+    e.push_back(s.extra(i));
+  auto cmp = [&](P p, Value x, Value y) {
+    return mlir::arith::CmpIOp::create(b, loc, p, x, y).getResult();
+  };
+  s.forEachPoint([&](Value point) {
+    ShaderBuilder::Walk w = s.walk(point);
+    Value ox = mlir::arith::RemUIOp::create(b, loc, point, e[3]);
+    Value oy = mlir::arith::RemUIOp::create(b, loc, mlir::arith::DivUIOp::create(b, loc, point, e[3]),
+                                            e[2]);
+    Value y0 = mlir::arith::SubIOp::create(b, loc, s.mul(oy, e[6]), e[8]);
+    Value x0 = mlir::arith::SubIOp::create(b, loc, s.mul(ox, e[7]), e[9]);
+    Value none64 = mlir::arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(-1));
+    auto outer = mlir::scf::ForOp::create(
+        b, loc, s.c(0), e[4], s.c(1), mlir::ValueRange{identity(bb, OpCode::AMax, acc), none64},
+        [&](mlir::OpBuilder& nb, mlir::Location, Value ky, mlir::ValueRange it) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value iy = s.add(y0, s.mul(ky, e[10]));
+          auto inner = mlir::scf::ForOp::create(
+              b, loc, s.c(0), e[5], s.c(1), mlir::ValueRange{it[0], it[1]},
+              [&](mlir::OpBuilder& ib, mlir::Location, Value kx, mlir::ValueRange jt) {
+                mlir::OpBuilder::InsertionGuard g2(b);
+                b.setInsertionPoint(ib.getInsertionBlock(), ib.getInsertionPoint());
+                Value ix = s.add(x0, s.mul(kx, e[11]));
+                Value ok = mlir::arith::AndIOp::create(
+                    b, loc,
+                    mlir::arith::AndIOp::create(b, loc, cmp(P::sge, iy, s.c(0)),
+                                                cmp(P::slt, iy, e[0])),
+                    mlir::arith::AndIOp::create(b, loc, cmp(P::sge, ix, s.c(0)),
+                                                cmp(P::slt, ix, e[1])));
+                auto pick = mlir::scf::IfOp::create(
+                    b, loc, ok,
+                    [&](mlir::OpBuilder& tb, mlir::Location) {
+                      mlir::OpBuilder::InsertionGuard g3(b);
+                      b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+                      Value at = s.add(w.offsets[0], s.add(s.mul(iy, e[12]), s.mul(ix, e[13])));
+                      Value v = bb.convert(s.load(0, at), in, acc);
+                      Value first = mlir::arith::CmpIOp::create(
+                          b, loc, P::slt, jt[1],
+                          mlir::arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
+                      Value better =
+                          isFloatType(acc)
+                              ? mlir::arith::OrIOp::create(
+                                    b, loc,
+                                    mlir::arith::CmpFOp::create(
+                                        b, loc, mlir::arith::CmpFPredicate::OGT, v, jt[0]),
+                                    mlir::arith::CmpFOp::create(
+                                        b, loc, mlir::arith::CmpFPredicate::UNO, v, v))
+                                    .getResult()
+                              : bb.compare(OpCode::Gt, v, jt[0], acc);
+                      better = mlir::arith::OrIOp::create(b, loc, first, better);
+                      Value flat = mlir::arith::IndexCastOp::create(
+                          b, loc, b.getI64Type(), s.add(s.mul(iy, e[1]), ix));
+                      mlir::scf::YieldOp::create(
+                          b, loc,
+                          mlir::ValueRange{mlir::arith::SelectOp::create(b, loc, better, v, jt[0]),
+                                           mlir::arith::SelectOp::create(b, loc, better, flat,
+                                                                         jt[1])});
+                    },
+                    [&](mlir::OpBuilder& eb, mlir::Location) {
+                      mlir::scf::YieldOp::create(eb, loc, mlir::ValueRange{jt[0], jt[1]});
+                    });
+                mlir::scf::YieldOp::create(b, loc,
+                                           mlir::ValueRange{pick.getResult(0), pick.getResult(1)});
+              });
+          mlir::scf::YieldOp::create(
+              b, loc,
+              mlir::ValueRange{resultOf(b, loc, inner, 0), resultOf(b, loc, inner, 1)});
+        });
+    s.store(1, w.offsets[1], resultOf(b, loc, outer, 1));
+  });
 }
 
 /// The shader `key` as a module of one gpu.func, "main".
@@ -772,6 +977,9 @@ mlir::OwningOpRef<mlir::ModuleOp> shaderModule(mlir::MLIRContext& ctx, const Sha
     break;
   case ShaderFamily::MatMul:
     buildMatMul(s, key);
+    break;
+  case ShaderFamily::Pool:
+    buildPool(s, key);
     break;
   }
   mlir::gpu::ReturnOp::create(b, loc);

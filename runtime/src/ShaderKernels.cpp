@@ -4,6 +4,7 @@
 // shaders too. Nothing here knows Vulkan; the device records what it is given.
 #include "ShaderDevice.h"
 
+#include "weft/runtime/ConvGeometry.h"
 #include "weft/runtime/Error.h"
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/View.h"
@@ -367,6 +368,105 @@ void matmulKernel(std::span<const TensorRef> in, const TensorRef& out) {
       {groupsFor(n, 16), groupsFor(m, 16), groupsFor(s.count(), 1)});
 }
 
+/// A convolution's geometry (a 1-d one as 2-d with h = 1), as the CPU kernels read it.
+struct ConvDims {
+  int64_t n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, groups;
+  int64_t cg() const { return c / groups; }
+  int64_t og() const { return o / groups; }
+};
+
+ConvDims convDims(const Shape& x, const Shape& wt, const Attrs& at) {
+  const auto &st = at.ints("stride"), &pd = at.ints("padding"), &dl = at.ints("dilation");
+  const bool one = x.size() == 3;
+  ConvDims d{};
+  d.n = x[0];
+  d.c = x[1];
+  d.h = one ? 1 : x[2];
+  d.w = x.back();
+  d.o = wt[0];
+  d.kh = one ? 1 : wt[2];
+  d.kw = wt.back();
+  d.sh = one ? 1 : st[0];
+  d.sw = st.back();
+  d.ph = one ? 0 : pd[0];
+  d.pw = pd.back();
+  d.dh = one ? 1 : dl[0];
+  d.dw = dl.back();
+  d.groups = at.i("groups");
+  d.oh = windowOutputSize(d.h, d.kh, d.sh, d.ph, d.dh);
+  d.ow = windowOutputSize(d.w, d.kw, d.sw, d.pw, d.dw);
+  return d;
+}
+
+/// The strides of a conv operand along (n, c, h, w) (or (o, c, kh, kw)); 0 along h for 1-d.
+std::array<int64_t, 4> nchw(const TensorRef& t) {
+  if (t.dim() == 3) return {t.strides[0], t.strides[1], 0, t.strides[2]};
+  return {t.strides[0], t.strides[1], t.strides[2], t.strides[3]};
+}
+
+/// conv, conv_input_grad and conv_weight_grad as implicit GEMMs of the MatMul family
+/// (Shaders.h): operand 0 is the one read through the window (x, or the output's gradient),
+/// operand 1 the other.
+void convKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  if (out.numel() == 0) return;
+  const TensorRef &a = in[0], &b = in[1];
+  ConvDims d = op == OpCode::Conv            ? convDims(a.shape, b.shape, at)
+               : op == OpCode::ConvInputGrad ? convDims(at.ints("input_shape"), b.shape, at)
+                                             : convDims(a.shape, at.ints("weight_shape"), at);
+  // The output's (or its gradient's) spatial size as the tensor has it.
+  const TensorRef& y = op == OpCode::Conv ? out : op == OpCode::ConvInputGrad ? a : b;
+  d.oh = y.dim() == 3 ? 1 : y.shape[2];
+  d.ow = y.shape.back();
+  const std::array<int64_t, 4> s0 = nchw(a), s1 = nchw(b), so = nchw(out);
+  int64_t m = 0, n = 0, k = 0;
+  Shape batch;
+  std::vector<Shape> strides;
+  switch (op) {
+  case OpCode::Conv:
+    m = d.og(), n = d.oh * d.ow, k = d.cg() * d.kh * d.kw;
+    batch = {d.n, d.groups};
+    strides = {{s0[0], d.cg() * s0[1]}, {0, d.og() * s1[0]}, {so[0], d.og() * so[1]}};
+    break;
+  case OpCode::ConvInputGrad:
+    m = d.cg(), n = d.h * d.w, k = d.og() * d.kh * d.kw;
+    batch = {d.n, d.groups};
+    strides = {{s0[0], d.og() * s0[1]}, {0, d.og() * s1[0]}, {so[0], d.cg() * so[1]}};
+    break;
+  default:
+    m = d.og(), n = d.cg() * d.kh * d.kw, k = d.n * d.oh * d.ow;
+    batch = {d.groups};
+    strides = {{d.cg() * s0[1]}, {d.og() * s1[1]}, {d.og() * so[0]}};
+  }
+  Space s(batch, 3);
+  s.strides = strides;
+  s.extra = {m, n, k, d.cg(), d.h, d.w, d.oh, d.ow, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.dh, d.dw};
+  for (const auto& st : {s0, s1, so})
+    s.extra.insert(s.extra.end(), st.begin(), st.end());
+  const TensorRef ops[] = {a, b, out};
+  run(ShaderFamily::MatMul, op, ops, {a.dtype, b.dtype, out.dtype}, s,
+      {groupsFor(n, 16), groupsFor(m, 16), groupsFor(s.count(), 1)});
+}
+
+void maxPoolArgmaxKernel(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  if (out.numel() == 0) return;
+  const TensorRef& x = in[0];
+  const auto &kk = at.ints("kernel_size"), &st = at.ints("stride"), &pd = at.ints("padding"),
+             &dl = at.ints("dilation");
+  const bool one = x.dim() == 3;
+  const std::array<int64_t, 4> xs = nchw(x);
+  Space s(out.shape, 2);
+  s.strides[0] = Shape(out.shape.size(), 0);
+  s.strides[0][0] = xs[0];
+  s.strides[0][1] = xs[1];
+  s.strides[1] = out.strides;
+  s.extra = {one ? 1 : x.shape[2], x.shape.back(), one ? 1 : out.shape[2], out.shape.back(),
+             one ? 1 : kk[0], kk.back(), one ? 1 : st[0], st.back(), one ? 0 : pd[0], pd.back(),
+             one ? 1 : dl[0], dl.back(), xs[2], xs[3]};
+  const TensorRef ops[] = {x, out};
+  run(ShaderFamily::Pool, OpCode::MaxPoolArgmax, ops, {x.dtype, DType::Int64}, s,
+      {groupsFor(s.count(), 256), 1, 1});
+}
+
 /// A view op run as a kernel: its view of the input, copied.
 void viewKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   const TensorRef& x = in[0];
@@ -406,6 +506,12 @@ template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const Tens
     return lineKernel(ShaderFamily::Scan, op, in, out, at);
   case OpKind::MatMul:
     return matmulKernel(in, out);
+  case OpKind::Conv:
+  case OpKind::ConvInputGrad:
+  case OpKind::ConvWeightGrad:
+    return convKernel(op, in, out, at);
+  case OpKind::Pool:
+    return maxPoolArgmaxKernel(in, out, at);
   case OpKind::Gather:
     if (out.numel() == 0 && in[1].numel() == 0) return;
     return gatherInto("gather", in[0], in[1], out, at.i("dim"));
@@ -496,10 +602,6 @@ bool covered(OpCode op) {
   }
   switch (opInfo(op).kind) {
   case OpKind::Matrix:
-  case OpKind::Conv:
-  case OpKind::ConvInputGrad:
-  case OpKind::ConvWeightGrad:
-  case OpKind::Pool:
   case OpKind::Random:
   case OpKind::Sort:
   case OpKind::ArgScan:

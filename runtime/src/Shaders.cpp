@@ -35,6 +35,8 @@ const char* familyName(ShaderFamily f) {
     return "check_index";
   case ShaderFamily::MatMul:
     return "matmul";
+  case ShaderFamily::Pool:
+    return "pool";
   }
   return "?";
 }

@@ -31,7 +31,13 @@
 //   CheckIndex: out = index, wrapped by size if asked; extra p: size, wrap. Status as Gather.
 //   MatMul:   out[b] = a[b] @ b[b] over a batch index space: the points are the batch (their
 //             strides per operand as above), then p: M, N, K, a's row and column strides, b's,
-//             out's. Tiled through workgroup shared memory.
+//             out's. Tiled through workgroup shared memory. The convolutions (conv,
+//             conv_input_grad, conv_weight_grad) are this family too, as implicit GEMMs over their
+//             operands (no column matrix is written): p: M, N, K, then the geometry (channels per
+//             group, h, w, oh, ow, kh, kw, the strides, pads and dilations along h and w), then
+//             the strides (n, c, h, w) of operand 0, operand 1 and the output.
+//   Pool:     max_pool's argmax (int64: iy * w + ix) per output point; extra p: h, w, oh, ow, kh,
+//             kw, strides, pads, dilations, then x's strides along h and w.
 #pragma once
 
 #include "weft/runtime/DType.h"
@@ -52,7 +58,8 @@ enum class ShaderFamily : uint8_t {
   Gather,
   ScatterAdd,
   CheckIndex,
-  MatMul
+  MatMul,
+  Pool
 };
 
 /// Which shader: its family, the op it computes, its operands' dtypes (inputs, then the output)
