@@ -52,7 +52,6 @@ bool missingOnGpu(OpCode op, std::optional<DType> t = std::nullopt) {
   }
   switch (opInfo(op).kind) {
   case OpKind::Matrix:
-  case OpKind::Random:
   case OpKind::Sort:
   case OpKind::ArgScan:
     return true;

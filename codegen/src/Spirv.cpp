@@ -923,6 +923,84 @@ void buildPool(ShaderBuilder& s, const ShaderKey& key) {
   });
 }
 
+/// uniform / normal: element i of a draw under key (seed, offset) from Philox 4x32-10 with counter
+/// (i, 0, offset) and key seed, as the CPU's kernels draw it (weft/runtime/Philox.h), computed in
+/// float32 (the CPU rounds from double: a last-bit difference). Operands: the key (int64 [2]),
+/// the output; extra p: the key's stride, then the two parameters (low and high, or mean and std)
+/// as float32 bits.
+void buildRandom(ShaderBuilder& s, const ShaderKey& key) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  const DType out = key.dtypes[1];
+  ir::Graph none;
+  BodyBuilder bb(b, loc, none);
+  mlir::Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
+  auto u32 = [&](uint32_t v) {
+    return mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(i32, static_cast<int32_t>(v)))
+        .getResult();
+  };
+  auto fc = [&](float v) {
+    return mlir::arith::ConstantOp::create(b, loc, b.getFloatAttr(f32, v)).getResult();
+  };
+  auto param = [&](int i) {
+    Value v = mlir::arith::IndexCastOp::create(b, loc, i32, s.extra(i));
+    return mlir::arith::BitcastOp::create(b, loc, f32, v).getResult();
+  };
+  Value pa = param(1), pb = param(2);
+  s.forEachPoint([&](Value point) {
+    ShaderBuilder::Walk w = s.walk(point);
+    Value seed = s.load(0, w.offsets[0]);
+    Value offset = s.load(0, s.add(w.offsets[0], s.extra(0)));
+    auto lo = [&](Value v) { return mlir::arith::TruncIOp::create(b, loc, i32, v).getResult(); };
+    auto hi = [&](Value v) {
+      return mlir::arith::TruncIOp::create(
+                 b, loc, i32,
+                 mlir::arith::ShRUIOp::create(
+                     b, loc, v, mlir::arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 32))))
+          .getResult();
+    };
+    std::array<Value, 4> c{mlir::arith::IndexCastOp::create(b, loc, i32, point), u32(0), lo(offset),
+                           hi(offset)};
+    std::array<Value, 2> k{lo(seed), hi(seed)};
+    for (int round = 0; round < 10; ++round) {
+      auto p0 = mlir::arith::MulUIExtendedOp::create(b, loc, u32(0xD2511F53u), c[0]);
+      auto p1 = mlir::arith::MulUIExtendedOp::create(b, loc, u32(0xCD9E8D57u), c[2]);
+      auto x3 = [&](Value a1, Value a2, Value a3) {
+        return mlir::arith::XOrIOp::create(b, loc, mlir::arith::XOrIOp::create(b, loc, a1, a2), a3)
+            .getResult();
+      };
+      c = {x3(p1.getHigh(), c[1], k[0]), p1.getLow(), x3(p0.getHigh(), c[3], k[1]), p0.getLow()};
+      k = {mlir::arith::AddIOp::create(b, loc, k[0], u32(0x9E3779B9u)),
+           mlir::arith::AddIOp::create(b, loc, k[1], u32(0xBB67AE85u))};
+    }
+    // A uniform float in (0, 1] from 24 bits: ((bits >> 8) + 1) / 2^24.
+    auto uniform = [&](Value bits) {
+      Value top = mlir::arith::AddIOp::create(
+          b, loc, mlir::arith::ShRUIOp::create(b, loc, bits, u32(8)), u32(1));
+      return mlir::arith::MulFOp::create(b, loc, mlir::arith::UIToFPOp::create(b, loc, f32, top),
+                                         fc(1.0f / 16777216.0f))
+          .getResult();
+    };
+    Value r;
+    if (key.op == OpCode::Uniform) {
+      Value oneMinus = mlir::arith::SubFOp::create(b, loc, fc(1.0f), uniform(c[0]));
+      r = mlir::arith::AddFOp::create(
+          b, loc, pa,
+          mlir::arith::MulFOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, pb, pa), oneMinus));
+    } else {
+      Value radius = mlir::math::SqrtOp::create(
+          b, loc,
+          mlir::arith::MulFOp::create(b, loc, fc(-2.0f), mlir::math::LogOp::create(b, loc, uniform(c[0]))));
+      Value angle = mlir::math::CosOp::create(
+          b, loc, mlir::arith::MulFOp::create(b, loc, fc(6.283185307179586f), uniform(c[1])));
+      r = mlir::arith::AddFOp::create(
+          b, loc, pa,
+          mlir::arith::MulFOp::create(b, loc, pb, mlir::arith::MulFOp::create(b, loc, radius, angle)));
+    }
+    s.store(1, w.offsets[1], roundTo(b, loc, bb.convert(r, DType::Float32, out), out));
+  });
+}
+
 /// The shader `key` as a module of one gpu.func, "main".
 mlir::OwningOpRef<mlir::ModuleOp> shaderModule(mlir::MLIRContext& ctx, const ShaderKey& key,
                                                mlir::spirv::TargetEnvAttr env) {
@@ -980,6 +1058,9 @@ mlir::OwningOpRef<mlir::ModuleOp> shaderModule(mlir::MLIRContext& ctx, const Sha
     break;
   case ShaderFamily::Pool:
     buildPool(s, key);
+    break;
+  case ShaderFamily::Random:
+    buildRandom(s, key);
     break;
   }
   mlir::gpu::ReturnOp::create(b, loc);

@@ -2,6 +2,7 @@
 #include "TensorImpl.h"
 #include "Trace.h"
 #include "weft/Functions.h"
+#include "weft/runtime/Device.h"
 #include "weft/runtime/Kernels.h"
 
 #include <algorithm>
@@ -46,7 +47,11 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
   // The draw's key: (seed, offset). Traced, it is a state input of the graph (a tensor the trace
   // made), which each call of the compiled function replaces with the key of that call's draw.
   Tensor key = drawKey(g);
-  Tensor t = dispatch(op, {key}, at);
+  // Drawn where the tensor goes when that device has the op's kernel (the key, 16 bytes, goes
+  // there); made on the CPU and moved otherwise.
+  const bool there = !o.device_.is_cpu() && currentTrace() == nullptr &&
+                     hal::device(o.device_).kernels().find(op) != nullptr;
+  Tensor t = there ? dispatch(op, {key.to(o.device_)}, at) : dispatch(op, {key}, at);
   if (TraceContext* tc = currentTrace()) { // named rng0, rng1, ... in the program's signature
     size_t index = tc->stateIndex.at(key.impl().get());
     size_t draws = static_cast<size_t>(std::count_if(
@@ -357,15 +362,17 @@ Tensor bernoulli(const Tensor& p, std::optional<Generator> gen, std::source_loca
   WEFT_CHECK(p.defined() && p.is_floating_point(), DType,
              "bernoulli: expected a floating-point probability tensor");
   NoGradGuard guard;
-  Tensor u = randomOp(OpCode::Uniform, p.sizes(), TensorOptions(p.dtype()), std::move(gen),
-                      Attrs{{"low", 0.0}, {"high", 1.0}});
+  Tensor u = randomOp(OpCode::Uniform, p.sizes(), TensorOptions(p.dtype()).device(p.device()),
+                      std::move(gen), Attrs{{"low", 0.0}, {"high", 1.0}});
   return (u < p).to(p.dtype());
 }
 Tensor bernoulli(IntArrayRef shape, double p, TensorOptions o, std::optional<Generator> gen,
                  std::source_location loc) {
   CallSite cs(loc);
   WEFT_CHECK(p >= 0 && p <= 1, Value, "bernoulli: expected 0 <= p <= 1, got ", p);
-  return finish(bernoulli(full(std::move(shape), p, o.dtype_), std::move(gen)), o);
+  return finish(bernoulli(full(std::move(shape), p, TensorOptions(o.dtype_).device(o.device_)),
+                          std::move(gen)),
+                o);
 }
 Tensor randperm(int64_t n, std::optional<Generator> gen, std::source_location loc) {
   CallSite cs(loc);

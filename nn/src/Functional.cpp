@@ -188,7 +188,7 @@ Tensor applyDropout(const Tensor& x, double p, bool training, bool inplace, cons
   if (!training || p == 0 || x.numel() == 0) return x;
   Tensor out = x; // a handle to x's memory, for the in-place forms
   if (p == 1) return inplace ? out.mul_(0.0) : x * 0.0;
-  Tensor keep = bernoulli(noise, 1 - p, TensorOptions().dtype(x.dtype()));
+  Tensor keep = bernoulli(noise, 1 - p, TensorOptions().dtype(x.dtype()).device(x.device()));
   if (!alpha) {
     Tensor scale = keep * (1.0 / (1 - p));
     return inplace ? out.mul_(scale) : x * scale;

@@ -671,7 +671,7 @@ Prepared prepare(const TensorMap& tensors, const Metadata& metadata, const char*
   Prepared p;
   uint64_t offset = 0;
   for (size_t i : order) {
-    Tensor t = tensors[i].second.detach().contiguous();
+    Tensor t = tensors[i].second.detach().cpu().contiguous(); // a device's tensors too
     if (json.size() > 1) json += ',';
     appendJsonString(json, tensors[i].first);
     json += detail::concat(":{\"dtype\":\"", codeOf(t.dtype()).name, "\",\"shape\":[");

@@ -512,6 +512,25 @@ template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const Tens
     return convKernel(op, in, out, at);
   case OpKind::Pool:
     return maxPoolArgmaxKernel(in, out, at);
+  case OpKind::Random: {
+    if (out.numel() == 0) return;
+    Space s(out.shape, 2);
+    s.strides[1] = out.strides;
+    s.collapse();
+    const bool uniform = op == OpCode::Uniform;
+    auto bits = [](double v) {
+      const auto f = static_cast<float>(v);
+      int32_t i = 0;
+      std::memcpy(&i, &f, 4);
+      return static_cast<int64_t>(i);
+    };
+    s.extra = {in[0].strides.empty() ? 1 : in[0].strides[0],
+               bits(at.f(uniform ? "low" : "mean")), bits(at.f(uniform ? "high" : "std"))};
+    const TensorRef ops[] = {in[0], out};
+    run(ShaderFamily::Random, op, ops, {DType::Int64, out.dtype}, s,
+        {groupsFor(s.count(), 256), 1, 1});
+    return;
+  }
   case OpKind::Gather:
     if (out.numel() == 0 && in[1].numel() == 0) return;
     return gatherInto("gather", in[0], in[1], out, at.i("dim"));
@@ -602,7 +621,6 @@ bool covered(OpCode op) {
   }
   switch (opInfo(op).kind) {
   case OpKind::Matrix:
-  case OpKind::Random:
   case OpKind::Sort:
   case OpKind::ArgScan:
     return false;

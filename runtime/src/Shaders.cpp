@@ -37,6 +37,8 @@ const char* familyName(ShaderFamily f) {
     return "matmul";
   case ShaderFamily::Pool:
     return "pool";
+  case ShaderFamily::Random:
+    return "random";
   }
   return "?";
 }

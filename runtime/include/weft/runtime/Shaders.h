@@ -36,6 +36,9 @@
 //             operands (no column matrix is written): p: M, N, K, then the geometry (channels per
 //             group, h, w, oh, ow, kh, kw, the strides, pads and dilations along h and w), then
 //             the strides (n, c, h, w) of operand 0, operand 1 and the output.
+//   Random:   uniform / normal from Philox 4x32-10 as the CPU draws them (the same numbers for a
+//             seed, to float32 rounding): operands the key (int64 [seed, offset]) and out; extra
+//             p: the key's stride, the two parameters as float32 bits.
 //   Pool:     max_pool's argmax (int64: iy * w + ix) per output point; extra p: h, w, oh, ow, kh,
 //             kw, strides, pads, dilations, then x's strides along h and w.
 #pragma once
@@ -59,7 +62,8 @@ enum class ShaderFamily : uint8_t {
   ScatterAdd,
   CheckIndex,
   MatMul,
-  Pool
+  Pool,
+  Random
 };
 
 /// Which shader: its family, the op it computes, its operands' dtypes (inputs, then the output)
