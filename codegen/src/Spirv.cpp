@@ -635,6 +635,118 @@ void buildCheckIndex(ShaderBuilder& s, const ShaderKey&) {
   });
 }
 
+/// C = A B for floating matmuls: a 128 x 128 block of C per workgroup of 16 x 16 invocations,
+/// each holding an 8 x 8 register tile (rows ty + 16 i, columns tx + 16 j: neighbouring
+/// invocations read neighbouring words of workgroup memory and write neighbouring words of C), K
+/// in slabs of 8 staged through workgroup memory (A's slab stored K-major), every load bounds
+/// checked; in float32 registers (16-bit floats widened as they load).
+void buildBlockedMatMul(ShaderBuilder& s, const ShaderKey& key) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  constexpr int64_t kBlock = hal::kMatMulBlock, kSlab = 8, kThreads = 256, kReg = kBlock / 16;
+  const DType out = key.dtypes[2], f = DType::Float32;
+  ir::Graph none;
+  BodyBuilder bb(b, loc, none);
+  using D = mlir::gpu::Dimension;
+  using P = mlir::arith::CmpIPredicate;
+  auto slabType = mlir::MemRefType::get(
+      {kSlab * kBlock}, b.getF32Type(), mlir::MemRefLayoutAttrInterface{},
+      mlir::spirv::StorageClassAttr::get(b.getContext(), mlir::spirv::StorageClass::Workgroup));
+  Value as = mlir::memref::AllocOp::create(b, loc, slabType);
+  Value bs = mlir::memref::AllocOp::create(b, loc, slabType);
+  Value tx = mlir::gpu::ThreadIdOp::create(b, loc, D::x), ty = mlir::gpu::ThreadIdOp::create(b, loc, D::y);
+  Value tid = s.add(s.mul(ty, s.c(16)), tx);
+  Value row0 = s.mul(mlir::gpu::BlockIdOp::create(b, loc, D::y), s.c(kBlock));
+  Value col0 = s.mul(mlir::gpu::BlockIdOp::create(b, loc, D::x), s.c(kBlock));
+  std::vector<Value> e;
+  for (int i = 0; i < 9; ++i)
+    e.push_back(s.extra(i));
+  Value m = e[0], n = e[1], k = e[2];
+  auto lt = [&](Value x, Value y) { return mlir::arith::CmpIOp::create(b, loc, P::ult, x, y).getResult(); };
+  auto both = [&](Value x, Value y) { return mlir::arith::AndIOp::create(b, loc, x, y).getResult(); };
+  Value zero = bb.constantFloat(f, 0.0);
+  s.forEach(mlir::gpu::BlockIdOp::create(b, loc, D::z), s.p(0),
+            mlir::gpu::GridDimOp::create(b, loc, D::z), [&](Value batch) {
+              const std::vector<Value> off = s.walk(batch).offsets;
+              Value slabs = mlir::arith::DivUIOp::create(b, loc, s.add(k, s.c(kSlab - 1)), s.c(kSlab));
+              std::vector<Value> init(static_cast<size_t>(kReg * kReg), zero);
+              auto loop = mlir::scf::ForOp::create(
+                  b, loc, s.c(0), slabs, s.c(1), init,
+                  [&](mlir::OpBuilder& nb, mlir::Location, Value t, mlir::ValueRange it) {
+                    mlir::OpBuilder::InsertionGuard guard(b);
+                    b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+                    Value k0 = s.mul(t, s.c(kSlab));
+                    // Stage the slabs: A[row0 .. +128, k0 .. +8] as as[kk * 128 + r], and
+                    // B[k0 .. +8, col0 .. +128] as bs[kk * 128 + c]; kBlock * kSlab / 256 each.
+                    for (int64_t q = 0; q < kBlock * kSlab / kThreads; ++q) {
+                      Value el = s.add(tid, s.c(q * kThreads));
+                      auto stage = [&](int operand, Value r, Value c, Value inside, Value at,
+                                       Value slab, Value slot) {
+                        auto v = mlir::scf::IfOp::create(
+                            b, loc, inside,
+                            [&](mlir::OpBuilder& tb, mlir::Location) {
+                              mlir::OpBuilder::InsertionGuard g2(b);
+                              b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
+                              mlir::scf::YieldOp::create(
+                                  b, loc, bb.convert(s.load(operand, at), key.dtypes[operand], f));
+                            },
+                            [&](mlir::OpBuilder& eb, mlir::Location) {
+                              mlir::scf::YieldOp::create(eb, loc, zero);
+                            });
+                        (void)r;
+                        (void)c;
+                        mlir::memref::StoreOp::create(b, loc, v.getResult(0), slab,
+                                                      mlir::ValueRange{slot});
+                      };
+                      { // A: consecutive invocations walk K (a row-major A's contiguous dim)
+                        Value r = mlir::arith::DivUIOp::create(b, loc, el, s.c(kSlab));
+                        Value c = mlir::arith::RemUIOp::create(b, loc, el, s.c(kSlab));
+                        Value gr = s.add(row0, r), gc = s.add(k0, c);
+                        stage(0, gr, gc, both(lt(gr, m), lt(gc, k)),
+                              s.add(off[0], s.add(s.mul(gr, e[3]), s.mul(gc, e[4]))), as,
+                              s.add(s.mul(c, s.c(kBlock)), r));
+                      }
+                      { // B: consecutive invocations walk N
+                        Value r = mlir::arith::DivUIOp::create(b, loc, el, s.c(kBlock));
+                        Value c = mlir::arith::RemUIOp::create(b, loc, el, s.c(kBlock));
+                        Value gr = s.add(k0, r), gc = s.add(col0, c);
+                        stage(1, gr, gc, both(lt(gr, k), lt(gc, n)),
+                              s.add(off[1], s.add(s.mul(gr, e[5]), s.mul(gc, e[6]))), bs, el);
+                      }
+                    }
+                    mlir::gpu::BarrierOp::create(b, loc);
+                    std::vector<Value> acc(it.begin(), it.end());
+                    for (int64_t kk = 0; kk < kSlab; ++kk) {
+                      std::vector<Value> av, bv;
+                      for (int64_t i = 0; i < kReg; ++i) {
+                        av.push_back(mlir::memref::LoadOp::create(
+                            b, loc, as, mlir::ValueRange{s.add(ty, s.c(kk * kBlock + 16 * i))}));
+                        bv.push_back(mlir::memref::LoadOp::create(
+                            b, loc, bs, mlir::ValueRange{s.add(tx, s.c(kk * kBlock + 16 * i))}));
+                      }
+                      for (int64_t i = 0; i < kReg; ++i)
+                        for (int64_t j = 0; j < kReg; ++j) {
+                          Value& a = acc[static_cast<size_t>(i * kReg + j)];
+                          a = mlir::math::FmaOp::create(b, loc, av[static_cast<size_t>(i)],
+                                                        bv[static_cast<size_t>(j)], a);
+                        }
+                    }
+                    mlir::gpu::BarrierOp::create(b, loc);
+                    mlir::scf::YieldOp::create(b, loc, acc);
+                  });
+              for (int64_t i = 0; i < kReg; ++i)
+                for (int64_t j = 0; j < kReg; ++j) {
+                  Value r = s.add(row0, s.add(ty, s.c(16 * i)));
+                  Value c = s.add(col0, s.add(tx, s.c(16 * j)));
+                  Value v = resultOf(b, loc, loop, static_cast<unsigned>(i * kReg + j));
+                  s.when(both(lt(r, m), lt(c, n)), [&] {
+                    Value at = s.add(off[2], s.add(s.mul(r, e[7]), s.mul(c, e[8])));
+                    s.store(2, at, roundTo(b, loc, bb.convert(v, f, out), out));
+                  });
+                }
+            });
+}
+
 /// Where one element of a GEMM operand lies, and whether it exists (zero where not).
 struct Element {
   Value inside, at;
@@ -1054,7 +1166,10 @@ mlir::OwningOpRef<mlir::ModuleOp> shaderModule(mlir::MLIRContext& ctx, const Sha
     buildCheckIndex(s, key);
     break;
   case ShaderFamily::MatMul:
-    buildMatMul(s, key);
+    if (hal::blockedMatMul(key))
+      buildBlockedMatMul(s, key);
+    else
+      buildMatMul(s, key);
     break;
   case ShaderFamily::Pool:
     buildPool(s, key);

@@ -6,6 +6,7 @@
 #include "weft/ir/ShapeInference.h"
 #include "weft/runtime/Device.h"
 #include "weft/runtime/Kernels.h"
+#include "weft/runtime/Timeline.h"
 #include "weft/runtime/View.h"
 #include "weft/runtime/VjpRules.h"
 
@@ -254,6 +255,8 @@ namespace {
 /// memory (nothing to do when it is empty, unless the kernel checks an index's values).
 void runInto(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs, const Tensor& out) {
   if (out.numel() == 0 && !readsIndexValues(op)) return;
+  std::optional<timeline::Scope> timed; // WEFT_PROFILE=trace.json: the op, at the caller's line
+  if (timeline::enabled()) timed.emplace("op", std::string(opName(op)), timeline::callSite());
   PerInput<TensorRef> refs(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     refs[i] = inputs[i].ref();

@@ -1,5 +1,6 @@
 // The plan interpreter.
 #include "weft/runtime/Interpreter.h"
+#include "weft/runtime/Timeline.h"
 
 #include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Device.h"
@@ -318,9 +319,14 @@ std::vector<Buffer> runPlan(hal::Device& device, const Plan& plan, std::span<con
     profile->memory(std::move(live));
     started = std::chrono::steady_clock::now();
   };
+  const bool onTimeline = timeline::enabled();
   for (size_t index = 0; index < plan.steps.size(); ++index) {
     const PlanStep& step = plan.steps[index];
     const Attrs& attrs = step.attrs;
+    std::optional<timeline::Scope> timedStep; // WEFT_PROFILE=trace.json
+    if (onTimeline)
+      timedStep.emplace("step", step.kernel >= 0 ? "kernel " + shapeString(step.shape)
+                                                 : std::string(opName(step.op)));
     refsOf(step, slots, refs);
     if (step.kernel >= 0) {
       WEFT_INTERNAL_ASSERT(!step.afterEachSample, "a conv epilogue with no conv before it");

@@ -364,8 +364,10 @@ void matmulKernel(std::span<const TensorRef> in, const TensorRef& out) {
   s.extra = {m, n, k, a.strides[ar - 2], a.strides[ar - 1], b.strides[br - 2], b.strides[br - 1],
              out.strides[r - 2], out.strides[r - 1]};
   const TensorRef ops[] = {a, b, out};
+  const int64_t tile =
+      blockedMatMul({ShaderFamily::MatMul, OpCode::MatMul, {out.dtype}}) ? kMatMulBlock : 16;
   run(ShaderFamily::MatMul, OpCode::MatMul, ops, {a.dtype, b.dtype, out.dtype}, s,
-      {groupsFor(n, 16), groupsFor(m, 16), groupsFor(s.count(), 1)});
+      {groupsFor(n, tile), groupsFor(m, tile), groupsFor(s.count(), 1)});
 }
 
 /// A convolution's geometry (a 1-d one as 2-d with h = 1), as the CPU kernels read it.

@@ -10,6 +10,7 @@
 
 #include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Error.h"
+#include "weft/runtime/Timeline.h"
 
 #define VK_NO_PROTOTYPES
 #include <vulkan/vulkan.h>
@@ -73,7 +74,11 @@ namespace {
   X(vkGetPipelineCacheData)                                                                        \
   X(vkCmdBindPipeline)                                                                             \
   X(vkCmdPushDescriptorSetKHR)                                                                     \
-  X(vkCmdDispatch)
+  X(vkCmdDispatch)                                                                                 \
+  X(vkCreateQueryPool)                                                                             \
+  X(vkCmdResetQueryPool)                                                                           \
+  X(vkCmdWriteTimestamp)                                                                           \
+  X(vkGetQueryPoolResults)
 
 #define WEFT_VK_DECLARE(name) PFN_##name name = nullptr;
 
@@ -356,6 +361,13 @@ public:
     check(vkCreateFence(device_, &fence, nullptr, &fence_), "vkCreateFence");
     openPipelineCache(name);
     fillShaderKernels(registry_);
+    // WEFT_PROFILE=trace.json: every dispatch timed by timestamp queries.
+    if (timeline::enabled() && families[family].timestampValidBits > 0 && timestampPeriod_ > 0) {
+      auto q = vkInfo<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+      q.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      q.queryCount = 2 * kMaxRecorded;
+      check(vkCreateQueryPool(device_, &q, nullptr, &queries_), "vkCreateQueryPool");
+    }
   }
 
   weft::Device id() const override {
@@ -482,7 +494,16 @@ public:
     vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
     vkCmdPushDescriptorSetKHR(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
                               static_cast<uint32_t>(writes.size()), writes.data());
+    const bool timed = queries_ != VK_NULL_HANDLE;
+    if (timed) {
+      vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_,
+                          static_cast<uint32_t>(2 * timedNames_.size()));
+      timedNames_.emplace_back(key.str(), timeline::callSite());
+    }
     vkCmdDispatch(commands_, groups[0], groups[1], groups[2]);
+    if (timed)
+      vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
+                          static_cast<uint32_t>(2 * timedNames_.size() - 1));
     barrier();
     if (++recorded_ >= kMaxRecorded) flush();
     if (!key.hasStatus()) return std::nullopt;
@@ -543,6 +564,7 @@ private:
     limits_.subgroupSize = subgroup.subgroupSize;
     limits_.float16 = f16.shaderFloat16 == VK_TRUE;
     limits_.int8 = f16.shaderInt8 == VK_TRUE;
+    timestampPeriod_ = l.timestampComputeAndGraphics ? l.timestampPeriod : 0.0f;
     cacheName_ = std::to_string(props.properties.vendorID) + "-" +
                  std::to_string(props.properties.deviceID) + "-" +
                  std::to_string(props.properties.driverVersion);
@@ -772,6 +794,7 @@ private:
     auto info = vkInfo<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
     info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     check(vkBeginCommandBuffer(commands_, &info), "vkBeginCommandBuffer");
+    if (queries_ != VK_NULL_HANDLE) vkCmdResetQueryPool(commands_, queries_, 0, 2 * kMaxRecorded);
     open_ = true;
   }
 
@@ -803,9 +826,30 @@ private:
     auto submit = vkInfo<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
     submit.commandBufferCount = 1;
     submit.pCommandBuffers = &commands_;
+    const double submitted = timeline::nowUs();
     check(vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
     check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
     check(vkResetFences(device_, 1, &fence_), "vkResetFences");
+    if (!timedNames_.empty()) recordTimes(submitted);
+  }
+
+  /// The dispatches of the submission that began at `submitted` (host microseconds) on the
+  /// queue's track: their device times, the first placed at the submission (the device's clock
+  /// is not the host's; only their differences are).
+  void recordTimes(double submitted) {
+    std::vector<uint64_t> ticks(2 * timedNames_.size());
+    if (vkGetQueryPoolResults(device_, queries_, 0, static_cast<uint32_t>(ticks.size()),
+                              ticks.size() * sizeof(uint64_t), ticks.data(), sizeof(uint64_t),
+                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS) {
+      const std::string track = id().str() + " queue (device time)";
+      const double us = timestampPeriod_ / 1000.0;
+      for (size_t i = 0; i < timedNames_.size(); ++i)
+        timeline::record(std::move(timedNames_[i].first), "gpu",
+                         submitted + static_cast<double>(ticks[2 * i] - ticks[0]) * us,
+                         static_cast<double>(ticks[2 * i + 1] - ticks[2 * i]) * us,
+                         std::move(timedNames_[i].second), track);
+    }
+    timedNames_.clear();
   }
 
   WEFT_VK_DEVICE(WEFT_VK_DECLARE)
@@ -818,6 +862,9 @@ private:
   VkCommandBuffer commands_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   VkPipelineCache pipelineCache_ = VK_NULL_HANDLE;
+  VkQueryPool queries_ = VK_NULL_HANDLE;                         // with WEFT_PROFILE=trace.json
+  std::vector<std::pair<std::string, std::string>> timedNames_; // (shader, caller) per dispatch
+  float timestampPeriod_ = 0;                                    // nanoseconds per tick
   bool open_ = false;
   bool int64_ = false;
   int recorded_ = 0;

@@ -34,7 +34,8 @@ namespace weft {
     "longest ago go")                                                                              \
   X(WEFT_PROFILE,                                                                                  \
     "1: time every step of compiled plans by op, and the buffers held at their peak; tables on "   \
-    "stderr at exit")                                                                              \
+    "stderr at exit. A file name (trace.json): a Chrome trace of every eager op (with the "        \
+    "caller's line), plan step and GPU dispatch (timed on the device), written at exit")          \
   X(WEFT_VULKAN_DEVICE,                                                                            \
     "the Vulkan device vulkan:0 names: an index into the driver's list, or part of its name "      \
     "(default: discrete GPUs first, lavapipe last)")                                               \

@@ -83,6 +83,14 @@ struct ShaderKey {
   bool operator==(const ShaderKey&) const = default;
 };
 
+/// A floating matmul computes 128 x 128 blocks of its output per workgroup (of 16 x 16
+/// invocations); integer matmuls and the convolutions 16 x 16 tiles.
+inline constexpr int64_t kMatMulBlock = 128;
+inline bool blockedMatMul(const ShaderKey& key) {
+  return key.family == ShaderFamily::MatMul && key.op == OpCode::MatMul &&
+         isFloating(key.dtypes.back());
+}
+
 /// The most dims an index space has.
 inline constexpr int kMaxShaderRank = 8;
 
