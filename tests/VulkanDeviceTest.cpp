@@ -162,6 +162,11 @@ TEST_F(Vulkan, OpsMatchTheCpu) {
   expectSame([&](const Device& d) { return cat({on(x, d), on(y, d)}, 1); }, 0, vk);
   expectSame([&](const Device& d) { return on(x, d).flip({0}).contiguous(); }, 0, vk);
   expectSame([&](const Device& d) { return on(x, d).t().reshape({-1}); }, 0, vk);
+  // Lines past a workgroup's chunk (64 Ki elements) reduce in two passes.
+  Tensor longLine = randn({3, 300000});
+  expectSame([&](const Device& d) { return on(longLine, d).sum(1); }, loose, vk);
+  expectSame([&](const Device& d) { return on(longLine, d).amax(); }, 0, vk);
+  expectSame([&](const Device& d) { return ones({1 << 22}).to(d).sum(); }, 0, vk);
   // An index out of range is an IndexError, as on the CPU, and the device keeps working.
   std::string m = messageOf([&] { (void)x.to(vk).gather(1, (idx + 10).to(vk)); });
   EXPECT_TRUE(has(m, "out of bounds")) << m;

@@ -365,8 +365,21 @@ void buildReduce(ShaderBuilder& s, const ShaderKey& key) {
             mlir::gpu::GridDimOp::create(b, loc, mlir::gpu::Dimension::x), [&](Value point) {
               ShaderBuilder::Walk w = s.walk(point);
               Value n = s.lineLength(), stride = s.lineStride(0);
+              // A line split in chunks (extra p: the chunk's length, the number of chunks, the
+              // index space's last dim): this point's chunk of it.
+              Value chunk = s.extra(0), chunks = s.extra(1);
+              Value split = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne,
+                                                        chunk, s.c(0));
+              Value chunkStart = s.mul(mlir::arith::RemUIOp::create(
+                                           b, loc, point,
+                                           mlir::arith::MaxUIOp::create(b, loc, chunks, s.c(1))),
+                                       chunk);
+              Value start = mlir::arith::SelectOp::create(b, loc, split, chunkStart, s.c(0));
+              Value end = mlir::arith::SelectOp::create(
+                  b, loc, split, mlir::arith::MinUIOp::create(b, loc, n, s.add(chunkStart, chunk)),
+                  n);
               auto loop = mlir::scf::ForOp::create(
-                  b, loc, tid, n, wg, mlir::ValueRange{identity(bb, key.op, acc)},
+                  b, loc, s.add(start, tid), end, wg, mlir::ValueRange{identity(bb, key.op, acc)},
                   [&](mlir::OpBuilder& nb, mlir::Location, Value j, mlir::ValueRange it) {
                     mlir::OpBuilder::InsertionGuard guard(b);
                     b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());

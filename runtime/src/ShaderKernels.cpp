@@ -256,14 +256,50 @@ void reduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out
     lineStride = 1;
   }
   if (out.numel() == 0) return;
+  // One workgroup of 64 per point (a subgroup or several, joined through workgroup memory). A
+  // line longer than kChunk is split in chunks, each a point of its own, into partial results
+  // (out's dtype) that a second pass reduces: every workgroup then walks at most kChunk elements
+  // (lavapipe also stops loops past 65535 iterations).
+  constexpr int64_t kChunk = 64 * 1024;
   Space s(kept, 2);
   s.strides = {keptStrides, outStrides};
   s.line = n;
   s.lineStrides = {lineStride, 0};
-  s.collapse();
-  const TensorRef ops[] = {src, out};
-  // One workgroup of 64 per point (a subgroup or several, joined through workgroup memory).
-  run(ShaderFamily::Reduce, op, ops, {x.dtype, out.dtype}, s, {groupsFor(s.count(), 1), 1, 1}, 64);
+  if (n <= kChunk) {
+    s.collapse();
+    s.extra = {0, 0};
+    const TensorRef ops[] = {src, out};
+    run(ShaderFamily::Reduce, op, ops, {x.dtype, out.dtype}, s, {groupsFor(s.count(), 1), 1, 1},
+        64);
+    return;
+  }
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  Shape partialShape = kept;
+  partialShape.push_back(chunks);
+  std::shared_ptr<Storage> held = x.buffer->device().allocate(
+      static_cast<size_t>(numel(partialShape)) * elementSize(out.dtype));
+  TensorRef partial =
+      refInto(*held, 0, out.dtype, partialShape, contiguousStrides(partialShape));
+  Space first(partialShape, 2);
+  first.strides[0] = keptStrides;
+  first.strides[0].push_back(0); // the chunk dim: the shader reads it from the point's index
+  first.strides[1] = partial.strides;
+  first.line = n;
+  first.lineStrides = {lineStride, 0};
+  first.extra = {kChunk, chunks};
+  const TensorRef ops1[] = {src, partial};
+  run(ShaderFamily::Reduce, op, ops1, {x.dtype, out.dtype}, first,
+      {groupsFor(first.count(), 1), 1, 1}, 64);
+  // Then the partial results of each point, in order (sum of sums, product of products, ...).
+  Space second(kept, 2);
+  second.strides = {Shape(partial.strides.begin(), partial.strides.end() - 1), outStrides};
+  second.line = chunks;
+  second.lineStrides = {1, 0};
+  second.collapse();
+  second.extra = {0, 0};
+  const TensorRef ops2[] = {partial, out};
+  run(ShaderFamily::Reduce, op, ops2, {out.dtype, out.dtype}, second,
+      {groupsFor(second.count(), 1), 1, 1}, 64);
 }
 
 void argReduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out,

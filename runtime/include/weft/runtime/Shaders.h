@@ -110,4 +110,18 @@ struct ShaderSource {
 void setShaderSource(const ShaderSource& source);
 ShaderSource shaderSource();
 
+/// One compiled shader as a pack holds it: its key's name (ShaderKey::str()), the target it was
+/// compiled for, its SPIR-V.
+struct PackedShader {
+  std::string key, target;
+  std::vector<uint32_t> words;
+};
+/// Writes a shader pack: the shaders a program needs, compiled ahead of time, for a process
+/// without a compiler (an IOError where the file cannot be written).
+void writeShaderPack(const std::string& path, const std::vector<PackedShader>& shaders);
+/// Makes the pack at `path` the shader source (an IOError where it cannot be read or is not a
+/// pack): a device takes a shader compiled for a target whose capabilities it has; a shader the
+/// pack lacks is a DeviceError naming it.
+void useShaderPack(const std::string& path);
+
 } // namespace weft::hal
