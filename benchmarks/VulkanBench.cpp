@@ -169,6 +169,9 @@ int run(int argc, char** argv) {
                 ok ? "ok" : "MISMATCH");
     std::printf("RESULT %s|%.3f|%s\n", c.name.c_str(), t * 1e6, tflops);
   }
+  if (hal::vulkanValidationActive())
+    std::printf("validation layer messages: %lld\n",
+                static_cast<long long>(hal::vulkanValidationMessages()));
   if (!writePack.empty()) {
     hal::writeShaderPack(writePack, gRecorded);
     std::printf("wrote %zu shaders to %s\n", gRecorded.size(), writePack.c_str());

@@ -335,31 +335,115 @@ void buildMap(ShaderBuilder& s, const ShaderKey& key) {
   });
 }
 
-/// One workgroup per point; its invocations stride over the line, each subgroup joins its
-/// invocations' partial results with a subgroup operation, and the subgroups' results are joined
-/// through workgroup memory by the first invocation.
+/// Joins one value of every invocation of a workgroup by a reduction: 32-bit values through a
+/// subgroup operation per subgroup, whose first invocation writes its subgroup's slot of workgroup
+/// memory (every slot starts as the identity: a driver may run fewer subgroups than the workgroup
+/// could hold); others (int64, whose subgroup operations need a device feature) a slot per
+/// invocation. Every invocation then reads the joined value. Float amax/amin also carry whether
+/// any value was NaN (the subgroup operations drop NaN).
+class WorkgroupJoin {
+public:
+  WorkgroupJoin(ShaderBuilder& s, OpCode op, DType acc, uint32_t size)
+      : s_(s), op_(op), acc_(acc), size_(size) {
+    mlir::OpBuilder& b = s.b();
+    auto shared = [&](mlir::Type t) {
+      return mlir::memref::AllocOp::create(
+          b, s.loc(),
+          mlir::MemRefType::get({static_cast<int64_t>(size)}, t, mlir::MemRefLayoutAttrInterface{},
+                                mlir::spirv::StorageClassAttr::get(
+                                    b.getContext(), mlir::spirv::StorageClass::Workgroup)));
+    };
+    slots_ = shared(registerType(b, acc));
+    nanMatters_ = isFloatType(acc) && (op == OpCode::AMax || op == OpCode::AMin);
+    if (nanMatters_) nanSlots_ = shared(b.getI32Type());
+    tid_ = mlir::gpu::ThreadIdOp::create(b, s.loc(), mlir::gpu::Dimension::x);
+  }
+  Value tid() const { return tid_; }
+
+  Value join(Value mine) {
+    mlir::OpBuilder& b = s_.b();
+    mlir::Location loc = s_.loc();
+    ir::Graph none;
+    BodyBuilder bb(b, loc, none);
+    Value zero32 = mlir::arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+    const bool grouped = registerType(b, acc_).getIntOrFloatBitWidth() == 32;
+    mlir::memref::StoreOp::create(b, loc, grouped ? identity(bb, op_, acc_) : mine, slots_,
+                                  mlir::ValueRange{tid_});
+    if (nanMatters_) {
+      Value isNan = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::UNO, mine, mine);
+      mlir::memref::StoreOp::create(
+          b, loc,
+          grouped ? zero32 : mlir::arith::ExtUIOp::create(b, loc, b.getI32Type(), isNan).getResult(),
+          nanSlots_, mlir::ValueRange{tid_});
+    }
+    mlir::gpu::BarrierOp::create(b, loc);
+    Value count = s_.c(size_);
+    if (grouped) {
+      Value joined = mlir::gpu::SubgroupReduceOp::create(b, loc, mine, groupOp(op_, acc_), false);
+      Value sg = mlir::gpu::SubgroupIdOp::create(b, loc, mlir::IntegerAttr{});
+      Value lane = mlir::gpu::LaneIdOp::create(b, loc, mlir::IntegerAttr{});
+      Value nanFlag;
+      if (nanMatters_)
+        nanFlag = mlir::gpu::SubgroupReduceOp::create(
+            b, loc,
+            mlir::arith::ExtUIOp::create(
+                b, loc, b.getI32Type(),
+                mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::UNO, mine, mine)),
+            mlir::gpu::AllReduceOperation::MAXUI, false);
+      s_.when(mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, lane, s_.c(0)),
+              [&] {
+                mlir::memref::StoreOp::create(b, loc, joined, slots_, mlir::ValueRange{sg});
+                if (nanMatters_)
+                  mlir::memref::StoreOp::create(b, loc, nanFlag, nanSlots_, mlir::ValueRange{sg});
+              });
+      mlir::gpu::BarrierOp::create(b, loc);
+      count = mlir::arith::MinUIOp::create(
+          b, loc, count, mlir::gpu::NumSubgroupsOp::create(b, loc, mlir::IntegerAttr{}));
+    }
+    std::vector<Value> init{identity(bb, op_, acc_)};
+    if (nanMatters_) init.push_back(zero32);
+    auto all = mlir::scf::ForOp::create(
+        b, loc, s_.c(0), count, s_.c(1), init,
+        [&](mlir::OpBuilder& nb, mlir::Location, Value g, mlir::ValueRange it) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value v = mlir::memref::LoadOp::create(b, loc, slots_, mlir::ValueRange{g});
+          std::vector<Value> next{combine(b, loc, op_, acc_, it[0], v)};
+          if (nanMatters_)
+            next.push_back(mlir::arith::MaxUIOp::create(
+                b, loc, it[1], mlir::memref::LoadOp::create(b, loc, nanSlots_, mlir::ValueRange{g})));
+          mlir::scf::YieldOp::create(b, loc, next);
+        });
+    Value r = resultOf(b, loc, all, 0);
+    if (nanMatters_) {
+      Value any = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne,
+                                              resultOf(b, loc, all, 1), zero32);
+      r = mlir::arith::SelectOp::create(
+          b, loc, any, bb.constantFloat(acc_, std::numeric_limits<double>::quiet_NaN()), r);
+    }
+    mlir::gpu::BarrierOp::create(b, loc); // every invocation has read the slots: free for reuse
+    return r;
+  }
+
+private:
+  ShaderBuilder& s_;
+  OpCode op_;
+  DType acc_;
+  uint32_t size_;
+  Value slots_, nanSlots_, tid_;
+  bool nanMatters_ = false;
+};
+
+/// One workgroup per point; its invocations stride over the line (or over one chunk of it) and
+/// their partial results are joined (WorkgroupJoin); the first invocation writes the result.
 void buildReduce(ShaderBuilder& s, const ShaderKey& key) {
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
   const DType in = key.dtypes[0], out = key.dtypes[1], acc = accumulateType(out);
   ir::Graph none;
   BodyBuilder bb(b, loc, none);
-  mlir::Type accType = registerType(b, acc);
-  // Bool accumulates as uint8-like i1 ops are awkward: sums of bool are int64 (promoted) anyway.
-  auto shared = mlir::MemRefType::get(
-      {static_cast<int64_t>(key.workgroupSize)}, accType, mlir::MemRefLayoutAttrInterface{},
-      mlir::spirv::StorageClassAttr::get(b.getContext(), mlir::spirv::StorageClass::Workgroup));
-  Value partial = mlir::memref::AllocOp::create(b, loc, shared);
-  Value nanShared = {};
-  const bool floatMinMax = isFloatType(acc) && (key.op == OpCode::AMax || key.op == OpCode::AMin);
-  if (floatMinMax)
-    nanShared = mlir::memref::AllocOp::create(
-        b, loc,
-        mlir::MemRefType::get({static_cast<int64_t>(key.workgroupSize)}, b.getI32Type(),
-                              mlir::MemRefLayoutAttrInterface{},
-                              mlir::spirv::StorageClassAttr::get(
-                                  b.getContext(), mlir::spirv::StorageClass::Workgroup)));
-  Value tid = mlir::gpu::ThreadIdOp::create(b, loc, mlir::gpu::Dimension::x);
+  WorkgroupJoin group(s, key.op, acc, key.workgroupSize);
+  Value tid = group.tid();
   Value wg = s.c(key.workgroupSize);
   s.forEach(mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x), s.p(0),
             mlir::gpu::GridDimOp::create(b, loc, mlir::gpu::Dimension::x), [&](Value point) {
@@ -387,76 +471,10 @@ void buildReduce(ShaderBuilder& s, const ShaderKey& key) {
                     v = bb.convert(v, in, acc);
                     mlir::scf::YieldOp::create(b, loc, combine(b, loc, key.op, acc, it[0], v));
                   });
-              Value mine = resultOf(b, loc, loop, 0);
-              // 32-bit results: each subgroup joins its invocations' with a subgroup operation,
-              // and its first invocation writes the slot of its subgroup; every slot starts as
-              // the identity (a driver may run fewer subgroups than the workgroup could hold).
-              // Others (int64, whose subgroup operations need a device feature): a slot per
-              // invocation.
-              const bool grouped = registerType(b, acc).getIntOrFloatBitWidth() == 32;
-              mlir::memref::StoreOp::create(b, loc, grouped ? identity(bb, key.op, acc) : mine,
-                                            partial, mlir::ValueRange{tid});
-              if (floatMinMax)
-                mlir::memref::StoreOp::create(
-                    b, loc, mlir::arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)),
-                    nanShared, mlir::ValueRange{tid});
-              mlir::gpu::BarrierOp::create(b, loc);
-              if (grouped) {
-                Value joined =
-                    mlir::gpu::SubgroupReduceOp::create(b, loc, mine, groupOp(key.op, acc), false);
-                Value sg = mlir::gpu::SubgroupIdOp::create(b, loc, mlir::IntegerAttr{});
-                Value lane = mlir::gpu::LaneIdOp::create(b, loc, mlir::IntegerAttr{});
-                Value first = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq,
-                                                          lane, s.c(0));
-                Value nanFlag;
-                if (floatMinMax) {
-                  Value isNan = mlir::arith::CmpFOp::create(
-                      b, loc, mlir::arith::CmpFPredicate::UNO, mine, mine);
-                  nanFlag = mlir::gpu::SubgroupReduceOp::create(
-                      b, loc, mlir::arith::ExtUIOp::create(b, loc, b.getI32Type(), isNan),
-                      mlir::gpu::AllReduceOperation::MAXUI, false);
-                }
-                s.when(first, [&] {
-                  mlir::memref::StoreOp::create(b, loc, joined, partial, mlir::ValueRange{sg});
-                  if (floatMinMax)
-                    mlir::memref::StoreOp::create(b, loc, nanFlag, nanShared,
-                                                  mlir::ValueRange{sg});
-                });
-              }
-              mlir::gpu::BarrierOp::create(b, loc);
-              Value zero = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, tid,
-                                                       s.c(0));
-              s.when(zero, [&] {
-                Value groups = wg;
-                std::vector<Value> init{identity(bb, key.op, acc)};
-                if (floatMinMax)
-                  init.push_back(mlir::arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
-                auto all = mlir::scf::ForOp::create(
-                    b, loc, s.c(0), groups, s.c(1), init,
-                    [&](mlir::OpBuilder& nb, mlir::Location, Value g, mlir::ValueRange it) {
-                      mlir::OpBuilder::InsertionGuard guard(b);
-                      b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-                      Value v = mlir::memref::LoadOp::create(b, loc, partial, mlir::ValueRange{g});
-                      std::vector<Value> next{combine(b, loc, key.op, acc, it[0], v)};
-                      if (floatMinMax)
-                        next.push_back(mlir::arith::MaxUIOp::create(
-                            b, loc, it[1],
-                            mlir::memref::LoadOp::create(b, loc, nanShared, mlir::ValueRange{g})));
-                      mlir::scf::YieldOp::create(b, loc, next);
-                    });
-                Value r = resultOf(b, loc, all, 0);
-                if (floatMinMax) {
-                  Value any = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne,
-                                                          resultOf(b, loc, all, 1),
-                                                          mlir::arith::ConstantOp::create(
-                                                              b, loc, b.getI32IntegerAttr(0)));
-                  r = mlir::arith::SelectOp::create(
-                      b, loc, any, bb.constantFloat(acc, std::numeric_limits<double>::quiet_NaN()),
-                      r);
-                }
-                s.store(1, w.offsets[1], roundTo(b, loc, bb.convert(r, acc, out), out));
-              });
-              mlir::gpu::BarrierOp::create(b, loc); // the shared words are reused by the next point
+              Value r = group.join(resultOf(b, loc, loop, 0));
+              s.when(mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, tid,
+                                                 s.c(0)),
+                     [&] { s.store(1, w.offsets[1], roundTo(b, loc, bb.convert(r, acc, out), out)); });
             });
 }
 
@@ -503,7 +521,9 @@ void buildArgReduce(ShaderBuilder& s, const ShaderKey& key) {
   });
 }
 
-/// softmax / log_softmax, one invocation per line, in float32.
+/// softmax / log_softmax in float32, one workgroup per line: its invocations stride over the line
+/// three times (the maximum, the sum of exponentials, the results), joining the first two
+/// (WorkgroupJoin).
 void buildNormalize(ShaderBuilder& s, const ShaderKey& key) {
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
@@ -511,7 +531,11 @@ void buildNormalize(ShaderBuilder& s, const ShaderKey& key) {
   ir::Graph none;
   BodyBuilder bb(b, loc, none);
   const bool log = key.op == OpCode::LogSoftmax;
-  s.forEachPoint([&](Value point) {
+  WorkgroupJoin maxJoin(s, OpCode::AMax, f, key.workgroupSize),
+      sumJoin(s, OpCode::Sum, f, key.workgroupSize);
+  Value tid = maxJoin.tid(), wg = s.c(key.workgroupSize);
+  s.forEach(mlir::gpu::BlockIdOp::create(b, loc, mlir::gpu::Dimension::x), s.p(0),
+            mlir::gpu::GridDimOp::create(b, loc, mlir::gpu::Dimension::x), [&](Value point) {
     ShaderBuilder::Walk w = s.walk(point);
     Value n = s.lineLength(), si = s.lineStride(0), so = s.lineStride(1);
     auto at = [&](Value j) {
@@ -519,7 +543,7 @@ void buildNormalize(ShaderBuilder& s, const ShaderKey& key) {
     };
     auto over = [&](Value init, const std::function<Value(Value, Value)>& step) {
       auto loop = mlir::scf::ForOp::create(
-          b, loc, s.c(0), n, s.c(1), mlir::ValueRange{init},
+          b, loc, tid, n, wg, mlir::ValueRange{init},
           [&](mlir::OpBuilder& nb, mlir::Location, Value j, mlir::ValueRange it) {
             mlir::OpBuilder::InsertionGuard guard(b);
             b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
@@ -527,14 +551,15 @@ void buildNormalize(ShaderBuilder& s, const ShaderKey& key) {
           });
       return resultOf(b, loc, loop, 0);
     };
-    Value m = over(bb.constantFloat(f, -std::numeric_limits<double>::infinity()),
-                   [&](Value acc, Value v) { return combine(b, loc, OpCode::AMax, f, acc, v); });
-    Value sum = over(bb.constantFloat(f, 0.0), [&](Value acc, Value v) {
+    Value m = maxJoin.join(
+        over(bb.constantFloat(f, -std::numeric_limits<double>::infinity()),
+             [&](Value acc, Value v) { return combine(b, loc, OpCode::AMax, f, acc, v); }));
+    Value sum = sumJoin.join(over(bb.constantFloat(f, 0.0), [&](Value acc, Value v) {
       return mlir::arith::AddFOp::create(
           b, loc, acc, mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, v, m)));
-    });
+    }));
     Value logSum = mlir::math::LogOp::create(b, loc, sum);
-    s.forEach(s.c(0), n, s.c(1), [&](Value j) {
+    s.forEach(tid, n, wg, [&](Value j) {
       Value d = mlir::arith::SubFOp::create(b, loc, at(j), m);
       Value r = log ? mlir::arith::SubFOp::create(b, loc, d, logSum).getResult()
                     : mlir::arith::DivFOp::create(b, loc, mlir::math::ExpOp::create(b, loc, d), sum)

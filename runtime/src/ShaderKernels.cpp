@@ -256,11 +256,11 @@ void reduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out
     lineStride = 1;
   }
   if (out.numel() == 0) return;
-  // One workgroup of 64 per point (a subgroup or several, joined through workgroup memory). A
-  // line longer than kChunk is split in chunks, each a point of its own, into partial results
+  // One workgroup of 256 per point (subgroups joined through workgroup memory). A line longer
+  // than kChunk is split in chunks, each a point of its own, into partial results
   // (out's dtype) that a second pass reduces: every workgroup then walks at most kChunk elements
   // (lavapipe also stops loops past 65535 iterations).
-  constexpr int64_t kChunk = 64 * 1024;
+  constexpr int64_t kChunk = 16 * 1024;
   Space s(kept, 2);
   s.strides = {keptStrides, outStrides};
   s.line = n;
@@ -270,7 +270,7 @@ void reduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out
     s.extra = {0, 0};
     const TensorRef ops[] = {src, out};
     run(ShaderFamily::Reduce, op, ops, {x.dtype, out.dtype}, s, {groupsFor(s.count(), 1), 1, 1},
-        64);
+        256);
     return;
   }
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -289,7 +289,7 @@ void reduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out
   first.extra = {kChunk, chunks};
   const TensorRef ops1[] = {src, partial};
   run(ShaderFamily::Reduce, op, ops1, {x.dtype, out.dtype}, first,
-      {groupsFor(first.count(), 1), 1, 1}, 64);
+      {groupsFor(first.count(), 1), 1, 1}, 256);
   // Then the partial results of each point, in order (sum of sums, product of products, ...).
   Space second(kept, 2);
   second.strides = {Shape(partial.strides.begin(), partial.strides.end() - 1), outStrides};
@@ -299,7 +299,7 @@ void reduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out
   second.extra = {0, 0};
   const TensorRef ops2[] = {partial, out};
   run(ShaderFamily::Reduce, op, ops2, {out.dtype, out.dtype}, second,
-      {groupsFor(second.count(), 1), 1, 1}, 64);
+      {groupsFor(second.count(), 1), 1, 1}, 256);
 }
 
 void argReduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out,
@@ -317,7 +317,9 @@ void lineKernel(ShaderFamily family, OpCode op, std::span<const TensorRef> in,
   if (out.numel() == 0) return;
   Space s = lines(in[0], out, at.i("dim"), true);
   const TensorRef ops[] = {in[0], out};
-  run(family, op, ops, {in[0].dtype, out.dtype}, s, {groupsFor(s.count(), 256), 1, 1});
+  // Normalize: a workgroup of 256 per line; scans: an invocation per line.
+  run(family, op, ops, {in[0].dtype, out.dtype}, s,
+      {groupsFor(s.count(), family == ShaderFamily::Normalize ? 1 : 256), 1, 1});
 }
 
 [[noreturn]] void indexOutOfRange(const std::string& op, int64_t v, int64_t dim, int64_t size,

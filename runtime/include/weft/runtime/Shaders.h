@@ -16,11 +16,14 @@
 //   then what the family adds.
 // Families:
 //   Map:      out = op(inputs) at each point (Unary, Binary, Cast, Identity, Where); n = 1.
-//   Reduce:   out at each point = sum/prod/amax/amin over its line of input 0 (one subgroup per
-//             point, joined with subgroup operations).
+//   Reduce:   out at each point = sum/prod/amax/amin over its line of input 0: a workgroup per
+//             point, its invocations' results joined with subgroup operations. Extra p: a chunk
+//             length and count (0, 0: whole lines), for lines split into chunks, each a point
+//             (the index space's last dim) whose partial result a second pass reduces.
 //   ArgReduce: out (int64) = the line position of the max/min (the first NaN, else the first of
 //             ties), as PyTorch's.
-//   Normalize: softmax or log_softmax along each line (out's line stride too).
+//   Normalize: softmax or log_softmax along each line (out's line stride too): a workgroup per
+//             line.
 //   Scan:     cumsum or cumprod along each line.
 //   Gather:   operands x, index (int64), out: out = x at the point's offset plus
 //             index * xDimStride; extra p: xDimStride, xDimSize. An index out of range is clamped,

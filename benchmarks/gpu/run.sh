@@ -1,0 +1,25 @@
+#!/bin/bash
+# One table of the Vulkan device's per-op kernels beside PyTorch (CUDA) on the same GPU: eager
+# latency per op and GEMM throughput. Runs on the GPU machine from the repository root, given
+#   build/release/benchmarks/weft-bench-vulkan-rt  (the runtime alone: no MLIR there)
+#   $PACK, a shader pack weft-bench-vulkan --write-pack wrote for the ops it runs
+#   the Vulkan loader (and, where the machine lacks them, OpenBLAS's libraries in $LIBS)
+# Prints: metric, weft, PyTorch, ratio (weft's time over PyTorch's; for TFLOP/s, weft's share).
+set -euo pipefail
+PACK=${PACK:-build/shaders.pack}
+PY=${PY:-python3}
+[ -n "${LIBS:-}" ] && export LD_LIBRARY_PATH="$LIBS:${LD_LIBRARY_PATH:-}"
+weft=$(build/release/benchmarks/weft-bench-vulkan-rt --pack "$PACK" | tee /dev/stderr | grep '^RESULT')
+torch=$($PY benchmarks/gpu/torch_ops.py | grep '^RESULT')
+printf '%-34s %14s %14s %10s\n' metric weft PyTorch ratio
+while IFS='|' read -r name us tflops; do
+  name=${name#RESULT }
+  line=$(grep -F "RESULT $name|" <<<"$torch" || true)
+  [ -z "$line" ] && continue
+  IFS='|' read -r _ tus ttflops <<<"$line"
+  printf '%-34s %12.1fus %12.1fus %9.2fx\n' "$name (latency)" "$us" "$tus" "$(awk -v a="$us" -v b="$tus" 'BEGIN { print a / b }')"
+  if [ "$tflops" != "-" ]; then
+    printf '%-34s %11s TF %11s TF %9.2fx\n' "$name (TFLOP/s)" "$tflops" "$ttflops" \
+      "$(awk -v a="$tflops" -v b="$ttflops" 'BEGIN { print a / b }')"
+  fi
+done <<<"$weft"
