@@ -24,11 +24,12 @@ struct Args {
   std::string out = "fashion_mnist";
   int64_t batch = 128;
   double lr = 3e-3;
+  int64_t images = 0; // train and test on the first N images of each set (0: all)
 };
 
 const char* kUsage =
     "usage: fashion_mnist [--epochs N] [--augment] [--width N] [--device D] [--eager]\n"
-    "                     [--data DIR] [--out PREFIX] [--batch N] [--lr X]\n"
+    "                     [--data DIR] [--out PREFIX] [--batch N] [--lr X] [--images N]\n"
     "Trains a CNN on Fashion-MNIST with a compiled train step and prints the test accuracy.\n"
     "  --epochs N    epochs to train (default 5: 91.8%, 2.5 minutes on 2 cores)\n"
     "  --augment     random 2-pixel shifts and mirror images of the training images\n"
@@ -38,7 +39,8 @@ const char* kUsage =
     "                there until compile() targets GPUs)\n"
     "  --eager       run the train step eagerly instead of compiled\n"
     "  --data DIR    the dataset (default /usr/share/datasets/fashion-mnist)\n"
-    "  --out PREFIX  writes PREFIX.safetensors (checkpoint) and PREFIX.svg (loss and accuracy)\n";
+    "  --out PREFIX  writes PREFIX.safetensors (checkpoint) and PREFIX.svg (loss and accuracy)\n"
+    "  --images N    only the first N images of each set (a quick run)\n";
 
 /// Two conv-BN-ReLU-pool stages and a two-layer head; `width` multiplies every layer's size.
 nn::Sequential makeModel(int64_t width) {
@@ -200,6 +202,7 @@ int run(int argc, char** argv) {
       .value("--out", args.out)
       .value("--batch", args.batch)
       .value("--lr", args.lr)
+      .value("--images", args.images)
       .parse(argc, argv);
   Device on = Device::cpu();
   try {
@@ -209,11 +212,18 @@ int run(int argc, char** argv) {
     opts.fail("--device " + device + ": " + e.what());
   }
   if (!on.is_cpu()) args.eager = true; // compile() targets the CPU only, so far
-  if (args.epochs < 1 || args.batch < 1 || args.width < 1)
-    opts.fail("--epochs, --batch and --width must be >= 1");
+  if (args.epochs < 1 || args.batch < 1 || args.width < 1 || args.images < 0)
+    opts.fail("--epochs, --batch and --width must be >= 1, --images >= 0");
   manual_seed(0);
-  auto train = std::make_shared<data::FashionMNIST>(args.data, true);
-  auto testSet = std::make_shared<data::FashionMNIST>(args.data, false);
+  // The first --images images of a set (all of them by default).
+  auto firstImages = [&](const data::FashionMNIST& set) {
+    const int64_t all = set.images().size(0);
+    const int64_t n = args.images > 0 ? std::min(args.images, all) : all;
+    return std::make_shared<data::TensorDataset>(set.images().narrow(0, 0, n),
+                                                 set.targets().narrow(0, 0, n));
+  };
+  auto train = firstImages(data::FashionMNIST(args.data, true));
+  auto testSet = firstImages(data::FashionMNIST(args.data, false));
   data::DataLoaderOptions trainOptions = data::DataLoaderOptions(static_cast<size_t>(args.batch))
                                              .shuffle()
                                              .seed(1)

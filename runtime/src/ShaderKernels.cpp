@@ -251,8 +251,8 @@ void reduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out
     TensorRef to = refInto(*dense, 0, x.dtype, perm, contiguousStrides(perm));
     copyCastShader(view, to);
     src = to;
-    keptStrides = Shape(contiguousStrides(perm).begin(), contiguousStrides(perm).begin() +
-                                                             static_cast<int64_t>(kept.size()));
+    const Shape denseStrides = contiguousStrides(perm);
+    keptStrides = Shape(denseStrides.begin(), denseStrides.begin() + static_cast<int64_t>(kept.size()));
     lineStride = 1;
   }
   if (out.numel() == 0) return;
