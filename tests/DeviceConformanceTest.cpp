@@ -52,12 +52,9 @@ bool missingOnGpu(OpCode op, std::optional<DType> t = std::nullopt) {
   }
   switch (opInfo(op).kind) {
   case OpKind::Matrix:
-  case OpKind::Sort:
-  case OpKind::ArgScan:
     return true;
   default:
-    return op == OpCode::LogCumSumExp || op == OpCode::Scatter || op == OpCode::ScatterProd ||
-           op == OpCode::ScatterAmax || op == OpCode::ScatterAmin;
+    return false;
   }
 }
 

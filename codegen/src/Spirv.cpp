@@ -569,27 +569,132 @@ void buildNormalize(ShaderBuilder& s, const ShaderKey& key) {
   });
 }
 
-/// cumsum / cumprod, one invocation per line.
+/// The scans, one invocation per line, in order: cumsum, cumprod, logcumsumexp (in float32, as
+/// the CPU's logAddExp), cum_argmax / cum_argmin (int64: the last position of the extreme so far,
+/// a NaN winning).
 void buildScan(ShaderBuilder& s, const ShaderKey& key) {
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
-  const DType in = key.dtypes[0], out = key.dtypes[1], acc = accumulateType(out);
+  const DType in = key.dtypes[0], out = key.dtypes[1];
+  const bool arg = key.op == OpCode::CumArgMax || key.op == OpCode::CumArgMin;
+  const DType acc = arg ? accumulateType(in) : accumulateType(out);
   ir::Graph none;
   BodyBuilder bb(b, loc, none);
-  const OpCode step = key.op == OpCode::CumProd ? OpCode::Prod : OpCode::Sum;
+  using P = mlir::arith::CmpFPredicate;
+  auto isNan = [&](Value v) { return mlir::arith::CmpFOp::create(b, loc, P::UNO, v, v).getResult(); };
   s.forEachPoint([&](Value point) {
     ShaderBuilder::Walk w = s.walk(point);
     Value n = s.lineLength(), si = s.lineStride(0), so = s.lineStride(1);
+    std::vector<Value> init;
+    if (key.op == OpCode::LogCumSumExp)
+      init = {bb.constantFloat(acc, -std::numeric_limits<double>::infinity())};
+    else if (arg)
+      init = {identity(bb, OpCode::AMax, acc), s.c(0)};
+    else
+      init = {identity(bb, key.op == OpCode::CumProd ? OpCode::Prod : OpCode::Sum, acc)};
     mlir::scf::ForOp::create(
-        b, loc, s.c(0), n, s.c(1), mlir::ValueRange{identity(bb, step, acc)},
+        b, loc, s.c(0), n, s.c(1), init,
         [&](mlir::OpBuilder& nb, mlir::Location, Value j, mlir::ValueRange it) {
           mlir::OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
           Value v = bb.convert(s.load(0, s.add(w.offsets[0], s.mul(j, si))), in, acc);
-          Value r = combine(b, loc, step, acc, it[0], v);
-          s.store(1, s.add(w.offsets[1], s.mul(j, so)), roundTo(b, loc, bb.convert(r, acc, out), out));
+          Value at = s.add(w.offsets[1], s.mul(j, so));
+          if (arg) {
+            const bool max = key.op == OpCode::CumArgMax;
+            Value take = mlir::arith::OrIOp::create(
+                b, loc,
+                mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, j, s.c(0)),
+                isFloatType(acc)
+                    ? mlir::arith::CmpFOp::create(b, loc, max ? P::OGE : P::OLE, v, it[0]).getResult()
+                    : bb.compare(max ? OpCode::Ge : OpCode::Le, v, it[0], acc));
+            if (isFloatType(acc)) take = mlir::arith::OrIOp::create(b, loc, take, isNan(v));
+            Value best = mlir::arith::SelectOp::create(b, loc, take, j, it[1]);
+            s.store(1, at, mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), best));
+            mlir::scf::YieldOp::create(
+                b, loc,
+                mlir::ValueRange{mlir::arith::SelectOp::create(b, loc, take, v, it[0]), best});
+            return;
+          }
+          Value r;
+          if (key.op == OpCode::LogCumSumExp) { // as the CPU's logAddExp
+            Value a = it[0];
+            Value anyNan = mlir::arith::OrIOp::create(b, loc, isNan(a), isNan(v));
+            Value lo = mlir::arith::MinimumFOp::create(b, loc, a, v);
+            Value hi = mlir::arith::MaximumFOp::create(b, loc, a, v);
+            Value inf = bb.constantFloat(acc, std::numeric_limits<double>::infinity());
+            Value infinite = mlir::arith::CmpFOp::create(
+                b, loc, P::OEQ, mlir::math::AbsFOp::create(b, loc, lo), inf);
+            Value same = mlir::arith::AndIOp::create(
+                b, loc, mlir::arith::CmpFOp::create(b, loc, P::OEQ, lo, hi), infinite);
+            Value general = mlir::arith::AddFOp::create(
+                b, loc, hi,
+                mlir::math::Log1pOp::create(
+                    b, loc, mlir::math::ExpOp::create(b, loc, mlir::arith::SubFOp::create(b, loc, lo, hi))));
+            r = mlir::arith::SelectOp::create(
+                b, loc, anyNan, mlir::arith::AddFOp::create(b, loc, a, v),
+                mlir::arith::SelectOp::create(b, loc, same, lo, general));
+          } else {
+            r = combine(b, loc, key.op == OpCode::CumProd ? OpCode::Prod : OpCode::Sum, acc,
+                        it[0], v);
+          }
+          s.store(1, at, roundTo(b, loc, bb.convert(r, acc, out), out));
           mlir::scf::YieldOp::create(b, loc, r);
         });
+  });
+}
+
+/// argsort, one invocation per element: its place in its line is the number of elements that
+/// sort before it (a stable sort: an equal one before it in the line too), where NaN sorts above
+/// every number, as the CPU's stable sort orders them. Extra p: dim, descending, then the shape
+/// (walk's limits: every point lies inside them).
+void buildSort(ShaderBuilder& s, const ShaderKey& key) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  const DType in = key.dtypes[0], acc = accumulateType(in);
+  ir::Graph none;
+  BodyBuilder bb(b, loc, none);
+  using P = mlir::arith::CmpFPredicate;
+  auto greater = [&](Value a, Value c) -> Value { // greaterNan(a, c)
+    if (!isFloatType(acc)) return bb.compare(OpCode::Gt, a, c, acc);
+    Value na = mlir::arith::CmpFOp::create(b, loc, P::UNO, a, a);
+    Value nc = mlir::arith::CmpFOp::create(b, loc, P::UNO, c, c);
+    Value t = mlir::arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+    Value nanCase = mlir::arith::AndIOp::create(b, loc, na, mlir::arith::XOrIOp::create(b, loc, nc, t));
+    return mlir::arith::SelectOp::create(b, loc, mlir::arith::OrIOp::create(b, loc, na, nc), nanCase,
+                                         mlir::arith::CmpFOp::create(b, loc, P::OGT, a, c));
+  };
+  s.forEachPoint([&](Value point) {
+    Value dim = s.extra(0);
+    Value descending = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne,
+                                                   s.extra(1), s.c(0));
+    ShaderBuilder::Walk w = s.walk(point, dim, s.add(s.lineBase(), s.c(1 + 2 + 2)));
+    Value n = s.lineLength(), si = s.lineStride(0), so = s.lineStride(1);
+    Value j = w.coordinate;
+    Value base = mlir::arith::SubIOp::create(b, loc, w.offsets[0], s.mul(j, si));
+    Value mine = bb.convert(s.load(0, w.offsets[0]), in, acc);
+    auto less = [&](Value x, Value y) { // x sorts before y
+      return mlir::arith::SelectOp::create(b, loc, descending, greater(x, y), greater(y, x))
+          .getResult();
+    };
+    auto loop = mlir::scf::ForOp::create(
+        b, loc, s.c(0), n, s.c(1), mlir::ValueRange{s.c(0)},
+        [&](mlir::OpBuilder& nb, mlir::Location, Value k, mlir::ValueRange it) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value other = bb.convert(s.load(0, s.add(base, s.mul(k, si))), in, acc);
+          Value t = mlir::arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+          Value tie = mlir::arith::AndIOp::create(
+              b, loc, mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, k, j),
+              mlir::arith::XOrIOp::create(b, loc, less(mine, other), t));
+          Value before = mlir::arith::OrIOp::create(b, loc, less(other, mine), tie);
+          mlir::scf::YieldOp::create(
+              b, loc,
+              mlir::ValueRange{mlir::arith::SelectOp::create(b, loc, before, s.add(it[0], s.c(1)),
+                                                             it[0])});
+        });
+    Value place = resultOf(b, loc, loop, 0);
+    s.store(1, s.add(w.offsets[1], s.mul(place, so)),
+            mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), j));
   });
 }
 
@@ -614,7 +719,7 @@ void buildGather(ShaderBuilder& s, const ShaderKey&) {
 }
 
 /// out = self + the src elements whose index names this point, in the line's order.
-void buildScatterAdd(ShaderBuilder& s, const ShaderKey& key) {
+void buildScatter(ShaderBuilder& s, const ShaderKey& key) {
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
   const DType out = key.dtypes[3], acc = accumulateType(out);
@@ -642,7 +747,16 @@ void buildScatterAdd(ShaderBuilder& s, const ShaderKey& key) {
                 b.setInsertionPoint(tb.getInsertionBlock(), tb.getInsertionPoint());
                 Value x = bb.convert(s.load(2, s.add(w.offsets[2], s.mul(j, ls))), key.dtypes[2],
                                      acc);
-                mlir::scf::YieldOp::create(b, loc, combine(b, loc, OpCode::Sum, acc, it[0], x));
+                // Each src element reaching this position, in order: added, multiplied, the
+                // larger or smaller kept (a NaN wins), or (scatter) the last one.
+                const OpCode step = key.op == OpCode::ScatterProd   ? OpCode::Prod
+                                    : key.op == OpCode::ScatterAmax ? OpCode::AMax
+                                    : key.op == OpCode::ScatterAmin ? OpCode::AMin
+                                                                    : OpCode::Sum;
+                mlir::scf::YieldOp::create(b, loc,
+                                           key.op == OpCode::Scatter
+                                               ? x
+                                               : combine(b, loc, step, acc, it[0], x));
               },
               [&](mlir::OpBuilder& eb, mlir::Location) {
                 mlir::scf::YieldOp::create(eb, loc, it[0]);
@@ -1197,8 +1311,8 @@ mlir::OwningOpRef<mlir::ModuleOp> shaderModule(mlir::MLIRContext& ctx, const Sha
   case ShaderFamily::Gather:
     buildGather(s, key);
     break;
-  case ShaderFamily::ScatterAdd:
-    buildScatterAdd(s, key);
+  case ShaderFamily::Scatter:
+    buildScatter(s, key);
     break;
   case ShaderFamily::CheckIndex:
     buildCheckIndex(s, key);
@@ -1214,6 +1328,9 @@ mlir::OwningOpRef<mlir::ModuleOp> shaderModule(mlir::MLIRContext& ctx, const Sha
     break;
   case ShaderFamily::Random:
     buildRandom(s, key);
+    break;
+  case ShaderFamily::Sort:
+    buildSort(s, key);
     break;
   }
   mlir::gpu::ReturnOp::create(b, loc);

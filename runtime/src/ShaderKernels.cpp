@@ -350,9 +350,10 @@ void gatherInto(const char* op, const TensorRef& x, const TensorRef& index, cons
     indexOutOfRange(op, *bad, dim, x.shape[d], false);
 }
 
-/// out = self, plus src[j] wherever index[j] (along `dim`, of src's extent) names out's position.
-void scatterAddInto(const char* op, const TensorRef& self, const TensorRef& index,
-                    const TensorRef& src, const TensorRef& out, int64_t dim) {
+/// out = self, with src[j] combined by `op` (scatter_add, scatter, scatter_prod/amax/amin) wherever
+/// index[j] (along `dim`, of src's extent) names out's position; `name` is the op in errors.
+void scatterInto(OpCode op, const char* name, const TensorRef& self, const TensorRef& index,
+                 const TensorRef& src, const TensorRef& out, int64_t dim) {
   const auto d = static_cast<size_t>(dim);
   if (out.numel() == 0) return;
   Space s(out.shape, 4);
@@ -367,10 +368,9 @@ void scatterAddInto(const char* op, const TensorRef& self, const TensorRef& inde
   s.extra = {dim, out.shape[d]};
   s.extra.insert(s.extra.end(), index.shape.begin(), index.shape.end());
   const TensorRef ops[] = {self, index, src, out};
-  if (auto bad = run(ShaderFamily::ScatterAdd, OpCode::ScatterAdd, ops,
-                     {self.dtype, DType::Int64, src.dtype, out.dtype}, s,
-                     {groupsFor(s.count(), 256), 1, 1}))
-    indexOutOfRange(op, *bad, dim, out.shape[d], false);
+  if (auto bad = run(ShaderFamily::Scatter, op, ops, {self.dtype, DType::Int64, src.dtype, out.dtype},
+                     s, {groupsFor(s.count(), 256), 1, 1}))
+    indexOutOfRange(name, *bad, dim, out.shape[d], false);
 }
 
 /// A 1-d index along `dim`, seen over `shape` (stride 0 elsewhere).
@@ -541,9 +541,28 @@ template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const Tens
   case OpKind::ArgReduce:
     return argReduceKernel(op, in, out, at);
   case OpKind::Normalize:
-    return lineKernel(ShaderFamily::Normalize, op, in, out, at);
+    return lineKernel(op == OpCode::LogCumSumExp ? ShaderFamily::Scan : ShaderFamily::Normalize,
+                      op, in, out, at);
   case OpKind::Scan:
+  case OpKind::ArgScan:
     return lineKernel(ShaderFamily::Scan, op, in, out, at);
+  case OpKind::Sort: {
+    if (out.numel() == 0) return;
+    const TensorRef& x = in[0];
+    const int64_t dim = at.i("dim");
+    const auto d = static_cast<size_t>(dim);
+    Space s(x.shape, 2);
+    s.strides[0] = x.strides;
+    s.strides[1] = out.strides;
+    s.strides[1][d] = 0;
+    s.line = x.shape[d];
+    s.lineStrides = {x.strides[d], out.strides[d]};
+    s.extra = {dim, at.b("descending") ? 1 : 0};
+    s.extra.insert(s.extra.end(), x.shape.begin(), x.shape.end());
+    const TensorRef ops[] = {x, out};
+    run(ShaderFamily::Sort, op, ops, {x.dtype, DType::Int64}, s, {groupsFor(s.count(), 256), 1, 1});
+    return;
+  }
   case OpKind::MatMul:
     return matmulKernel(in, out);
   case OpKind::Conv:
@@ -580,10 +599,15 @@ template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const Tens
     return gatherInto("index_select", in[0], indexAlong(in[1], out.shape, dim), out, dim);
   }
   case OpKind::Scatter:
-    return scatterAddInto("scatter_add", in[0], in[1], in[2], out, at.i("dim"));
+    return scatterInto(op,
+                       op == OpCode::ScatterAdd ? "scatter_add"
+                       : op == OpCode::Scatter  ? "scatter"
+                                                : "scatter_reduce",
+                       in[0], in[1], in[2], out, at.i("dim"));
   case OpKind::IndexAdd: {
     const int64_t dim = at.i("dim");
-    return scatterAddInto("index_add", in[0], indexAlong(in[1], in[2].shape, dim), in[2], out, dim);
+    return scatterInto(OpCode::ScatterAdd, "index_add", in[0], indexAlong(in[1], in[2].shape, dim),
+                       in[2], out, dim);
   }
   case OpKind::CheckIndex: {
     if (out.numel() == 0) return;
@@ -646,23 +670,8 @@ template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const Tens
 /// Whether the shader families or the copies cover `op` (a kernel may still lack a dtype or an
 /// element lowering, which its first call reports).
 bool covered(OpCode op) {
-  switch (op) {
-  case OpCode::LogCumSumExp:
-  case OpCode::CumArgMax:
-  case OpCode::CumArgMin:
-  case OpCode::ArgSort:
-  case OpCode::ScatterProd:
-  case OpCode::ScatterAmax:
-  case OpCode::ScatterAmin:
-  case OpCode::Scatter:
-    return false;
-  default:
-    break;
-  }
   switch (opInfo(op).kind) {
   case OpKind::Matrix:
-  case OpKind::Sort:
-  case OpKind::ArgScan:
     return false;
   default:
     return true;

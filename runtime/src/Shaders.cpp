@@ -37,8 +37,8 @@ const char* familyName(ShaderFamily f) {
     return "scan";
   case ShaderFamily::Gather:
     return "gather";
-  case ShaderFamily::ScatterAdd:
-    return "scatter_add";
+  case ShaderFamily::Scatter:
+    return "scatter";
   case ShaderFamily::CheckIndex:
     return "check_index";
   case ShaderFamily::MatMul:
@@ -47,6 +47,8 @@ const char* familyName(ShaderFamily f) {
     return "pool";
   case ShaderFamily::Random:
     return "random";
+  case ShaderFamily::Sort:
+    return "sort";
   }
   return "?";
 }

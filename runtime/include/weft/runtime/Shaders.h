@@ -24,12 +24,13 @@
 //             ties), as PyTorch's.
 //   Normalize: softmax or log_softmax along each line (out's line stride too): a workgroup per
 //             line.
-//   Scan:     cumsum or cumprod along each line.
+//   Scan:     cumsum, cumprod, logcumsumexp, cum_argmax or cum_argmin along each line.
 //   Gather:   operands x, index (int64), out: out = x at the point's offset plus
 //             index * xDimStride; extra p: xDimStride, xDimSize. An index out of range is clamped,
 //             and recorded in the status buffer (the last binding: [bad, value lo, value hi]).
-//   ScatterAdd: operands self, index (int64), src, out: out = self plus, over its line j, src[j]
-//             where index[j] equals the point's coordinate along `dim`; extra p: dim, dimSize,
+//   Scatter:  operands self, index (int64), src, out: out = self combined (added, replaced,
+//             multiplied, the larger or smaller kept: the op), over its line j in order, with
+//             src[j] where index[j] equals the point's coordinate along `dim`; extra p: dim, dimSize,
 //             then per dim the index's extent (points past it get nothing). Status as Gather.
 //   CheckIndex: out = index, wrapped by size if asked; extra p: size, wrap. Status as Gather.
 //   MatMul:   out[b] = a[b] @ b[b] over a batch index space: the points are the batch (their
@@ -42,6 +43,9 @@
 //   Random:   uniform / normal from Philox 4x32-10 as the CPU draws them (the same numbers for a
 //             seed, to float32 rounding): operands the key (int64 [seed, offset]) and out; extra
 //             p: the key's stride, the two parameters as float32 bits.
+//   Sort:     argsort (int64), an invocation per element placing its index where the stable sort
+//             puts it; the points cover the whole input (out's strides 0 along the line's dim,
+//             the line: its length and strides); extra p: dim, descending, then the shape.
 //   Pool:     max_pool's argmax (int64: iy * w + ix) per output point; extra p: h, w, oh, ow, kh,
 //             kw, strides, pads, dilations, then x's strides along h and w.
 #pragma once
@@ -62,11 +66,12 @@ enum class ShaderFamily : uint8_t {
   Normalize,
   Scan,
   Gather,
-  ScatterAdd,
+  Scatter,
   CheckIndex,
   MatMul,
   Pool,
-  Random
+  Random,
+  Sort
 };
 
 /// Which shader: its family, the op it computes, its operands' dtypes (inputs, then the output)
@@ -76,9 +81,9 @@ struct ShaderKey {
   OpCode op = OpCode::StopGradient;
   std::vector<DType> dtypes;
   uint32_t workgroupSize = 256;
-  /// Whether the shader writes the status buffer (Gather, ScatterAdd, CheckIndex).
+  /// Whether the shader writes the status buffer (Gather, Scatter, CheckIndex).
   bool hasStatus() const {
-    return family == ShaderFamily::Gather || family == ShaderFamily::ScatterAdd ||
+    return family == ShaderFamily::Gather || family == ShaderFamily::Scatter ||
            family == ShaderFamily::CheckIndex;
   }
   /// "map add float32,float32->float32 wg256": the cache's key and what errors name.
