@@ -282,6 +282,19 @@ TEST_F(Vulkan, MemoryPastTheDeviceIsACleanErrorAndAllocationGoesOn) {
   EXPECT_TRUE(sameBytes(arange(1000, kFloat32).to(vk).cpu(), arange(1000, kFloat32)));
 }
 
+TEST_F(Vulkan, ManySmallTensorsShareAllocations) {
+  // More live tensors than drivers allow allocations (often 4096): small ones are carved from
+  // shared slabs, each keeping its own bytes.
+  std::vector<Tensor> many;
+  for (int i = 0; i < 6000; ++i)
+    many.push_back(full({3}, i, TensorOptions().device(vk)));
+  for (int i = 0; i < 6000; i += 997)
+    EXPECT_EQ(many[static_cast<size_t>(i)].cpu().to_vector<float>(),
+              std::vector<float>(3, static_cast<float>(i)));
+  Tensor sum = many[5].add(many[7]);
+  EXPECT_EQ(sum.cpu().to_vector<float>(), std::vector<float>(3, 12.0f));
+}
+
 TEST_F(Vulkan, TheValidationLayerReportedNothing) {
   // Last in this file: every Vulkan call above ran under the layer (WEFT_VK_VALIDATE=1 in CI).
   (void)ones({8}).to(vk).cpu();

@@ -255,6 +255,8 @@ struct Block {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   size_t size = 0;
   void* mapped = nullptr; // host-visible memory (staging) only
+  size_t offset = 0;      // where a piece carved from a slab starts in it
+  bool carved = false;
 };
 
 /// Rounds a request up to one of 8 sizes per power of two (at most 12.5% waste), from 256 bytes,
@@ -386,15 +388,16 @@ public:
     WEFT_CHECK(nbytes <= limits_.maxBufferRange, Device, id().str(), ": a buffer of ", nbytes,
                " bytes is larger than the ", limits_.maxBufferRange,
                " bytes one shader binding can address on this device");
-    Block b = take(sizeClass(nbytes), false);
+    const size_t size = sizeClass(nbytes);
+    Block b = size <= kSmallBytes ? carve(size) : take(size, false);
     if (zero) {
       std::lock_guard<std::mutex> lock(queueMutex_);
       begin();
-      vkCmdFillBuffer(commands_, b.buffer, 0, b.size, 0);
+      vkCmdFillBuffer(commands_, b.buffer, b.offset, b.size, 0);
       barrier();
     }
     auto handle = reinterpret_cast<uint64_t>(b.buffer);
-    return Storage::onDevice(*this, handle, 0, nbytes, nullptr, [this, b] { give(b); });
+    return Storage::onDevice(*this, handle, b.offset, nbytes, nullptr, [this, b] { give(b); });
   }
 
   void copy(const Storage& src, size_t srcOffset, Storage& dst, size_t dstOffset,
@@ -535,6 +538,8 @@ private:
   static constexpr size_t kRingBytes = size_t{4} << 20; // dispatch parameters between submits
   static constexpr size_t kInlineBytes = 65536;         // vkCmdUpdateBuffer's limit
   static constexpr int kMaxRecorded = 4096;             // dispatches per submit at most
+  static constexpr size_t kSlabBytes = size_t{32} << 20; // small tensors are carved from these
+  static constexpr size_t kSmallBytes = size_t{1} << 20;
 
   void readLimits(const std::string& name) {
     Instance& vk = Instance::get();
@@ -754,10 +759,41 @@ private:
     return b;
   }
 
-  /// Keeps a freed block for reuse.
+  /// A piece of `size` bytes (a size class of at most kSmallBytes) of a slab: a freed piece of
+  /// that size, or the next bytes of the current slab, or of a new one. Drivers allow only so many
+  /// allocations (4096 on many GPUs): small tensors share them.
+  Block carve(size_t size) {
+    {
+      std::lock_guard<std::mutex> lock(cacheMutex_);
+      auto it = freePieces_.find(size);
+      if (it != freePieces_.end()) {
+        Block b = it->second;
+        freePieces_.erase(it);
+        return b;
+      }
+      if (slab_.buffer != VK_NULL_HANDLE && slabUsed_ + size <= kSlabBytes) {
+        Block b = slab_;
+        b.offset = slabUsed_;
+        b.size = size;
+        b.carved = true;
+        slabUsed_ += size;
+        return b;
+      }
+    }
+    Block fresh = take(kSlabBytes, false); // outside the lock: it may release idle blocks
+    std::lock_guard<std::mutex> lock(cacheMutex_);
+    slab_ = fresh;
+    slabUsed_ = size;
+    Block b = fresh;
+    b.size = size;
+    b.carved = true;
+    return b;
+  }
+
+  /// Keeps a freed block (or piece of a slab) for reuse. Slabs are never freed.
   void give(const Block& b) {
     std::lock_guard<std::mutex> lock(cacheMutex_);
-    free_.emplace(b.size, b);
+    (b.carved ? freePieces_ : free_).emplace(b.size, b);
   }
 
   /// Frees the cache's idle blocks, once the recorded work (which may use them) has run.
@@ -874,7 +910,9 @@ private:
   KernelRegistry registry_;
   std::string cacheName_, cachePath_;
   std::mutex queueMutex_, cacheMutex_, pipelineMutex_;
-  std::multimap<size_t, Block> free_;
+  std::multimap<size_t, Block> free_, freePieces_;
+  Block slab_;
+  size_t slabUsed_ = 0;
   std::map<std::string, Pipeline> pipelines_;
 };
 
