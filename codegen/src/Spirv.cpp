@@ -99,9 +99,12 @@ Value resultOf(mlir::OpBuilder& b, mlir::Location loc, mlir::scf::ForOp loop, un
 /// Builds one shader's gpu.func body: parameters, the index space, loops.
 class ShaderBuilder {
 public:
-  ShaderBuilder(mlir::OpBuilder& b, mlir::Location loc, const ShaderKey& key, mlir::Block* entry)
+  ShaderBuilder(mlir::OpBuilder& b, mlir::Location loc, const ShaderKey& key, mlir::Block* entry,
+                bool subgroups)
       : b_(b), loc_(loc), key_(key), entry_(entry),
-        operands_(static_cast<int>(key.dtypes.size())) {}
+        operands_(static_cast<int>(key.dtypes.size())), subgroups_(subgroups) {}
+  /// Whether the target has subgroup reductions (GroupNonUniformArithmetic).
+  bool subgroups() const { return subgroups_; }
 
   mlir::OpBuilder& b() { return b_; }
   mlir::Location loc() const { return loc_; }
@@ -229,6 +232,7 @@ private:
   const ShaderKey& key_;
   mlir::Block* entry_;
   int operands_;
+  bool subgroups_;
 };
 
 /// A graph of one node computing `op` on arguments of `inputs`' dtypes into `out`: what
@@ -366,7 +370,7 @@ public:
     ir::Graph none;
     BodyBuilder bb(b, loc, none);
     Value zero32 = mlir::arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
-    const bool grouped = registerType(b, acc_).getIntOrFloatBitWidth() == 32;
+    const bool grouped = s_.subgroups() && registerType(b, acc_).getIntOrFloatBitWidth() == 32;
     mlir::memref::StoreOp::create(b, loc, grouped ? identity(bb, op_, acc_) : mine, slots_,
                                   mlir::ValueRange{tid_});
     if (nanMatters_) {
@@ -1267,7 +1271,7 @@ void buildRandom(ShaderBuilder& s, const ShaderKey& key) {
 
 /// The shader `key` as a module of one gpu.func, "main".
 mlir::OwningOpRef<mlir::ModuleOp> shaderModule(mlir::MLIRContext& ctx, const ShaderKey& key,
-                                               mlir::spirv::TargetEnvAttr env) {
+                                               mlir::spirv::TargetEnvAttr env, bool subgroups) {
   mlir::OpBuilder b(&ctx);
   mlir::Location loc = b.getUnknownLoc();
   auto module = mlir::ModuleOp::create(loc);
@@ -1291,7 +1295,7 @@ mlir::OwningOpRef<mlir::ModuleOp> shaderModule(mlir::MLIRContext& ctx, const Sha
                                                           1, 1}));
   mlir::Block* entry = &func.getBody().front();
   b.setInsertionPointToStart(entry);
-  ShaderBuilder s(b, loc, key, entry);
+  ShaderBuilder s(b, loc, key, entry, subgroups);
   switch (key.family) {
   case ShaderFamily::Map:
     buildMap(s, key);
@@ -1377,7 +1381,8 @@ hal::ShaderCode compile(const ShaderKey& key, const std::string& target) {
   if (auto cached = readCachedKernel(cacheKey); cached && cached->size() % 4 == 0) {
     code.words.resize(cached->size() / 4);
     std::memcpy(code.words.data(), cached->data(), cached->size());
-    return code;
+    if (hal::isSpirv(code.words)) return code; // else compiled again below
+    code.words.clear();
   }
   mlir::DialectRegistry registry;
   registry.insert<mlir::arith::ArithDialect, mlir::math::MathDialect, mlir::memref::MemRefDialect,
@@ -1397,7 +1402,8 @@ hal::ShaderCode compile(const ShaderKey& key, const std::string& target) {
     code.error = error;
     return code;
   }
-  mlir::OwningOpRef<mlir::ModuleOp> module = shaderModule(ctx, key, env);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      shaderModule(ctx, key, env, target.find("GroupNonUniformArithmetic") != std::string::npos);
   if (mlir::failed(mlir::verify(*module))) {
     code.error = "the generated shader does not verify: " + diagnostics;
     return code;

@@ -49,9 +49,16 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
   Tensor key = drawKey(g);
   // Drawn where the tensor goes when that device has the op's kernel (the key, 16 bytes, goes
   // there); made on the CPU and moved otherwise.
-  const bool there = !o.device_.is_cpu() && currentTrace() == nullptr &&
-                     hal::device(o.device_).kernels().find(op) != nullptr;
-  Tensor t = there ? dispatch(op, {key.to(o.device_)}, at) : dispatch(op, {key}, at);
+  Tensor t;
+  if (!o.device_.is_cpu() && currentTrace() == nullptr &&
+      hal::device(o.device_).kernels().find(op) != nullptr) {
+    try {
+      t = dispatch(op, {key.to(o.device_)}, at);
+    } catch (const DTypeError&) { // a dtype the device computes in no shader (float64, int64)
+    } catch (const DeviceError&) {
+    }
+  }
+  if (!t.defined()) t = dispatch(op, {key}, at); // the same key: the same numbers
   if (TraceContext* tc = currentTrace()) { // named rng0, rng1, ... in the program's signature
     size_t index = tc->stateIndex.at(key.impl().get());
     size_t draws = static_cast<size_t>(std::count_if(

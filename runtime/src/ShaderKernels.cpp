@@ -105,6 +105,12 @@ Shape broadcastOver(const TensorRef& t, const Shape& shape) {
   return s;
 }
 
+/// A grid dimension that walks no loop of its own must cover everything in one dispatch.
+void checkGrid(const char* op, int64_t count, int64_t perGroup) {
+  WEFT_CHECK((count + perGroup - 1) / perGroup <= 65535, Value, op, ": ", count,
+             " rows or columns are more than one GPU dispatch covers (", 65535 * perGroup, ")");
+}
+
 uint32_t groupsFor(int64_t count, int64_t perGroup) {
   return static_cast<uint32_t>(std::clamp<int64_t>((count + perGroup - 1) / perGroup, 1, 65535));
 }
@@ -127,8 +133,14 @@ std::vector<TensorRef> operandsOf(std::span<const TensorRef> in, const TensorRef
 std::optional<int64_t> run(ShaderFamily family, OpCode op, std::span<const TensorRef> operands,
                            std::vector<DType> dtypes, Space& space, std::array<uint32_t, 3> groups,
                            uint32_t workgroup = 256) {
-  for (size_t k = 0; k < operands.size(); ++k)
+  for (size_t k = 0; k < operands.size(); ++k) {
     space.offsets[k] = elementOffset(operands[k]);
+    // Shaders index in 32 bits: every element of a bound buffer must be addressable.
+    const Storage& buffer = *operands[k].buffer;
+    WEFT_CHECK((buffer.offset() + buffer.nbytes()) / elementSize(operands[k].dtype) <
+                   static_cast<size_t>(std::numeric_limits<int32_t>::max()),
+               Value, opName(op), ": a tensor past 2^31 elements is not supported on GPU devices yet");
+  }
   ShaderKey key{family, op, std::move(dtypes), workgroup};
   const std::vector<int32_t> params = space.params(std::string(opName(op)).c_str());
   return deviceOf(operands.back()).dispatch(key, params, operands, groups);
@@ -404,6 +416,8 @@ void matmulKernel(std::span<const TensorRef> in, const TensorRef& out) {
   const TensorRef ops[] = {a, b, out};
   const int64_t tile =
       blockedMatMul({ShaderFamily::MatMul, OpCode::MatMul, {out.dtype}}) ? kMatMulBlock : 16;
+  checkGrid("matmul", m, tile);
+  checkGrid("matmul", n, tile);
   run(ShaderFamily::MatMul, OpCode::MatMul, ops, {a.dtype, b.dtype, out.dtype}, s,
       {groupsFor(n, tile), groupsFor(m, tile), groupsFor(s.count(), 1)});
 }
@@ -482,6 +496,8 @@ void convKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out, 
   s.extra = {m, n, k, d.cg(), d.h, d.w, d.oh, d.ow, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.dh, d.dw};
   for (const auto& st : {s0, s1, so})
     s.extra.insert(s.extra.end(), st.begin(), st.end());
+  checkGrid(std::string(opName(op)).c_str(), m, 16);
+  checkGrid(std::string(opName(op)).c_str(), n, 16);
   const TensorRef ops[] = {a, b, out};
   run(ShaderFamily::MatMul, op, ops, {a.dtype, b.dtype, out.dtype}, s,
       {groupsFor(n, 16), groupsFor(m, 16), groupsFor(s.count(), 1)});

@@ -76,6 +76,7 @@ std::map<std::string, std::vector<PackedShader>>& pack() {
 ShaderCode fromPack(const ShaderKey& key, const std::string& target) {
   ShaderCode code;
   const std::set<std::string> have = capabilities(target);
+  std::lock_guard<std::mutex> lock(sourceMutex()); // useShaderPack may replace the pack
   auto it = pack().find(key.str());
   if (it != pack().end())
     for (const PackedShader& s : it->second) {
@@ -148,6 +149,8 @@ void useShaderPack(const std::string& path) {
     s.words.resize(words);
     std::memcpy(s.words.data(), bytes.data() + at, size_t{words} * 4);
     at += size_t{words} * 4;
+    WEFT_CHECK(isSpirv(s.words), IO, "useShaderPack: ", path, " holds a shader for ", s.key,
+               " that is not SPIR-V");
     read[s.key].push_back(std::move(s));
   }
   std::lock_guard<std::mutex> lock(sourceMutex());

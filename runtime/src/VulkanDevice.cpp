@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
+#include <unistd.h>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -323,8 +324,15 @@ public:
     s16.uniformAndStorageBuffer16BitAccess = VK_FALSE;
     s16.storagePushConstant16 = VK_FALSE;
     s16.storageInputOutput16 = VK_FALSE;
-    want.pNext = &f16;
+    // (A 1.1 device gets only the 16-bit storage struct, core there.)
+    want.pNext = apiVersion_ < VK_API_VERSION_1_2 ? static_cast<void*>(&s16) : &f16;
     info.pNext = &want;
+    // float16/int8 arithmetic and 8-bit storage are core in Vulkan 1.2 (extensions before it,
+    // which weft does not enable): a 1.1 device goes without them.
+    if (apiVersion_ < VK_API_VERSION_1_2) {
+      f16.shaderFloat16 = f16.shaderInt8 = VK_FALSE;
+      s8.storageBuffer8BitAccess = s8.uniformAndStorageBuffer8BitAccess = VK_FALSE;
+    }
     std::string caps = "Shader", exts = "SPV_KHR_storage_buffer_storage_class";
     if (have.features.shaderInt64) caps += ",Int64";
     if (have.features.shaderInt16) caps += ",Int16";
@@ -338,7 +346,7 @@ public:
       caps += ",StorageBuffer16BitAccess";
       exts += ",SPV_KHR_16bit_storage";
     }
-    caps += ",GroupNonUniform,GroupNonUniformArithmetic";
+    if (subgroupArithmetic_) caps += ",GroupNonUniform,GroupNonUniformArithmetic";
     limits_.codeTarget = "spirv1.3 caps=" + caps + " exts=" + exts;
     int64_ = have.features.shaderInt64 == VK_TRUE;
     const char* extensions[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
@@ -388,7 +396,8 @@ public:
     WEFT_CHECK(nbytes <= limits_.maxBufferRange, Device, id().str(), ": a buffer of ", nbytes,
                " bytes is larger than the ", limits_.maxBufferRange,
                " bytes one shader binding can address on this device");
-    const size_t size = sizeClass(nbytes);
+    size_t size = sizeClass(nbytes);
+    if (size > limits_.maxBufferRange) size = (nbytes + 3) / 4 * 4; // bound whole: within range
     Block b = size <= kSmallBytes ? carve(size) : take(size, false);
     if (zero) {
       std::lock_guard<std::mutex> lock(queueMutex_);
@@ -567,6 +576,9 @@ private:
     for (int i = 0; i < 3; ++i)
       limits_.maxWorkgroupSize[static_cast<size_t>(i)] = l.maxComputeWorkGroupSize[i];
     limits_.subgroupSize = subgroup.subgroupSize;
+    subgroupArithmetic_ = (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                          (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT);
+    apiVersion_ = props.properties.apiVersion;
     limits_.float16 = f16.shaderFloat16 == VK_TRUE;
     limits_.int8 = f16.shaderInt8 == VK_TRUE;
     timestampPeriod_ = l.timestampComputeAndGraphics ? l.timestampPeriod : 0.0f;
@@ -606,7 +618,8 @@ private:
     if (vkGetPipelineCacheData(device_, pipelineCache_, &n, nullptr) != VK_SUCCESS) return;
     std::vector<char> data(n);
     if (vkGetPipelineCacheData(device_, pipelineCache_, &n, data.data()) != VK_SUCCESS) return;
-    const std::string tmp = cachePath_ + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(this));
+    const std::string tmp = cachePath_ + ".tmp" + std::to_string(getpid()) + "-" +
+                            std::to_string(reinterpret_cast<uintptr_t>(this));
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
       if (!out.write(data.data(), static_cast<std::streamsize>(n))) return;
@@ -798,10 +811,10 @@ private:
 
   /// Frees the cache's idle blocks, once the recorded work (which may use them) has run.
   void release() {
-    {
-      std::lock_guard<std::mutex> lock(queueMutex_);
-      flush();
-    }
+    // The queue's lock is held throughout, so no block joins the idle ones between the flush and
+    // their destruction while recorded work still uses it.
+    std::lock_guard<std::mutex> queue(queueMutex_);
+    flush();
     std::lock_guard<std::mutex> lock(cacheMutex_);
     for (auto& [size, b] : free_) {
       vkDestroyBuffer(device_, b.buffer, nullptr);
@@ -831,6 +844,7 @@ private:
     info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     check(vkBeginCommandBuffer(commands_, &info), "vkBeginCommandBuffer");
     if (queries_ != VK_NULL_HANDLE) vkCmdResetQueryPool(commands_, queries_, 0, 2 * kMaxRecorded);
+    timedNames_.clear(); // (left over only where a submission failed)
     open_ = true;
   }
 
@@ -903,6 +917,8 @@ private:
   float timestampPeriod_ = 0;                                    // nanoseconds per tick
   bool open_ = false;
   bool int64_ = false;
+  bool subgroupArithmetic_ = false; // subgroup reductions in compute shaders
+  uint32_t apiVersion_ = 0;
   int recorded_ = 0;
   size_t ringUsed_ = 0;
   Block staging_, ring_, status_;

@@ -108,6 +108,11 @@ struct ShaderCode {
   std::string error;
 };
 
+/// Whether `words` look like a SPIR-V module (its magic number and a whole header).
+inline bool isSpirv(const std::vector<uint32_t>& words) {
+  return words.size() >= 5 && words[0] == 0x07230203u;
+}
+
 /// What makes shaders for the GPU devices: codegen installs it when it loads. `compile` returns
 /// the shader `key` for a device whose CodeObject target is `target`; `cacheDir` names where devices
 /// keep their pipeline caches ("": nowhere).
