@@ -496,11 +496,12 @@ void convKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out, 
   s.extra = {m, n, k, d.cg(), d.h, d.w, d.oh, d.ow, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.dh, d.dw};
   for (const auto& st : {s0, s1, so})
     s.extra.insert(s.extra.end(), st.begin(), st.end());
-  checkGrid(std::string(opName(op)).c_str(), m, 16);
-  checkGrid(std::string(opName(op)).c_str(), n, 16);
+  const int64_t tile = blockedMatMul({ShaderFamily::MatMul, op, {out.dtype}}) ? kMatMulBlock : 16;
+  checkGrid(std::string(opName(op)).c_str(), m, tile);
+  checkGrid(std::string(opName(op)).c_str(), n, tile);
   const TensorRef ops[] = {a, b, out};
   run(ShaderFamily::MatMul, op, ops, {a.dtype, b.dtype, out.dtype}, s,
-      {groupsFor(n, 16), groupsFor(m, 16), groupsFor(s.count(), 1)});
+      {groupsFor(n, tile), groupsFor(m, tile), groupsFor(s.count(), 1)});
 }
 
 void maxPoolArgmaxKernel(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {

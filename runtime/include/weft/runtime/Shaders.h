@@ -91,12 +91,11 @@ struct ShaderKey {
   bool operator==(const ShaderKey&) const = default;
 };
 
-/// A floating matmul computes 128 x 128 blocks of its output per workgroup (of 16 x 16
-/// invocations); integer matmuls and the convolutions 16 x 16 tiles.
+/// A floating matmul or convolution computes 128 x 128 blocks of its output per workgroup (of
+/// 16 x 16 invocations); integer matmuls 16 x 16 tiles.
 inline constexpr int64_t kMatMulBlock = 128;
 inline bool blockedMatMul(const ShaderKey& key) {
-  return key.family == ShaderFamily::MatMul && key.op == OpCode::MatMul &&
-         isFloating(key.dtypes.back());
+  return key.family == ShaderFamily::MatMul && isFloating(key.dtypes.back());
 }
 
 /// The most dims an index space has.
