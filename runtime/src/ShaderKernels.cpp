@@ -197,14 +197,6 @@ void fillShader(const TensorRef& dst, double value) {
   fillBytes(dst, element);
 }
 
-/// `t` narrowed to [start, start + len) along `dim`.
-TensorRef narrow(TensorRef t, int64_t dim, int64_t start, int64_t len) {
-  const auto d = static_cast<size_t>(dim);
-  t.byteOffset += start * t.strides[d] * static_cast<int64_t>(elementSize(t.dtype));
-  t.shape[d] = len;
-  return t;
-}
-
 /// The line layout of `in` along `dim` with `out`'s points over the other dims (out has the dim
 /// too, of size 1 for reductions kept or not: `keep` inserts it).
 Space lines(const TensorRef& in, const TensorRef& out, int64_t dim, bool outHasLine) {
@@ -334,17 +326,6 @@ void lineKernel(ShaderFamily family, OpCode op, std::span<const TensorRef> in,
       {groupsFor(s.count(), family == ShaderFamily::Normalize ? 1 : 256), 1, 1});
 }
 
-[[noreturn]] void indexOutOfRange(const std::string& op, int64_t v, int64_t dim, int64_t size,
-                                  bool wrap) {
-  const std::string where = dim < 0 ? detail::concat("a tensor of ", size, " elements")
-                                    : detail::concat("dimension ", dim, " with size ", size);
-  if (size == 0)
-    WEFT_FAIL(Index, op, ": index ", v, " is out of bounds for ", where,
-              dim < 0 ? " (the tensor is empty)" : " (the dimension is empty)");
-  WEFT_FAIL(Index, op, ": index ", v, " is out of bounds for ", where, " (valid indices are ",
-            wrap ? -size : 0, " to ", size - 1, ")");
-}
-
 /// out = x gathered along `dim` at `index` (of out's shape).
 void gatherInto(const char* op, const TensorRef& x, const TensorRef& index, const TensorRef& out,
                 int64_t dim) {
@@ -359,7 +340,7 @@ void gatherInto(const char* op, const TensorRef& x, const TensorRef& index, cons
   const TensorRef ops[] = {x, index, out};
   if (auto bad = run(ShaderFamily::Gather, OpCode::Gather, ops, {x.dtype, DType::Int64, out.dtype},
                      s, {groupsFor(s.count(), 256), 1, 1}))
-    indexOutOfRange(op, *bad, dim, x.shape[d], false);
+    kernels::outOfBounds(*bad, {x.shape[d], dim, op}, false);
 }
 
 /// out = self, with src[j] combined by `op` (scatter_add, scatter, scatter_prod/amax/amin) wherever
@@ -382,7 +363,7 @@ void scatterInto(OpCode op, const char* name, const TensorRef& self, const Tenso
   const TensorRef ops[] = {self, index, src, out};
   if (auto bad = run(ShaderFamily::Scatter, op, ops, {self.dtype, DType::Int64, src.dtype, out.dtype},
                      s, {groupsFor(s.count(), 256), 1, 1}))
-    indexOutOfRange(name, *bad, dim, out.shape[d], false);
+    kernels::outOfBounds(*bad, {out.shape[d], dim, name}, false);
 }
 
 /// A 1-d index along `dim`, seen over `shape` (stride 0 elsewhere).
@@ -422,36 +403,6 @@ void matmulKernel(std::span<const TensorRef> in, const TensorRef& out) {
       {groupsFor(n, tile), groupsFor(m, tile), groupsFor(s.count(), 1)});
 }
 
-/// A convolution's geometry (a 1-d one as 2-d with h = 1), as the CPU kernels read it.
-struct ConvDims {
-  int64_t n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, groups;
-  int64_t cg() const { return c / groups; }
-  int64_t og() const { return o / groups; }
-};
-
-ConvDims convDims(const Shape& x, const Shape& wt, const Attrs& at) {
-  const auto &st = at.ints("stride"), &pd = at.ints("padding"), &dl = at.ints("dilation");
-  const bool one = x.size() == 3;
-  ConvDims d{};
-  d.n = x[0];
-  d.c = x[1];
-  d.h = one ? 1 : x[2];
-  d.w = x.back();
-  d.o = wt[0];
-  d.kh = one ? 1 : wt[2];
-  d.kw = wt.back();
-  d.sh = one ? 1 : st[0];
-  d.sw = st.back();
-  d.ph = one ? 0 : pd[0];
-  d.pw = pd.back();
-  d.dh = one ? 1 : dl[0];
-  d.dw = dl.back();
-  d.groups = at.i("groups");
-  d.oh = windowOutputSize(d.h, d.kh, d.sh, d.ph, d.dh);
-  d.ow = windowOutputSize(d.w, d.kw, d.sw, d.pw, d.dw);
-  return d;
-}
-
 /// The strides of a conv operand along (n, c, h, w) (or (o, c, kh, kw)); 0 along h for 1-d.
 std::array<int64_t, 4> nchw(const TensorRef& t) {
   if (t.dim() == 3) return {t.strides[0], t.strides[1], 0, t.strides[2]};
@@ -464,9 +415,9 @@ std::array<int64_t, 4> nchw(const TensorRef& t) {
 void convKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   if (out.numel() == 0) return;
   const TensorRef &a = in[0], &b = in[1];
-  ConvDims d = op == OpCode::Conv            ? convDims(a.shape, b.shape, at)
-               : op == OpCode::ConvInputGrad ? convDims(at.ints("input_shape"), b.shape, at)
-                                             : convDims(a.shape, at.ints("weight_shape"), at);
+  ConvShape d = op == OpCode::Conv            ? convShape(a.shape, b.shape, at)
+                : op == OpCode::ConvInputGrad ? convShape(at.ints("input_shape"), b.shape, at)
+                                              : convShape(a.shape, at.ints("weight_shape"), at);
   // The output's (or its gradient's) spatial size as the tensor has it.
   const TensorRef& y = op == OpCode::Conv ? out : op == OpCode::ConvInputGrad ? a : b;
   d.oh = y.dim() == 3 ? 1 : y.shape[2];
@@ -522,24 +473,6 @@ void maxPoolArgmaxKernel(std::span<const TensorRef> in, const TensorRef& out, co
   const TensorRef ops[] = {x, out};
   run(ShaderFamily::Pool, OpCode::MaxPoolArgmax, ops, {x.dtype, DType::Int64}, s,
       {groupsFor(s.count(), 256), 1, 1});
-}
-
-/// A view op run as a kernel: its view of the input, copied.
-void viewKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
-  const TensorRef& x = in[0];
-  if (auto v = computeView(op, x.shape, x.strides, at)) {
-    TensorRef view = x;
-    view.shape = v->shape;
-    view.strides = v->strides;
-    view.byteOffset += v->offset * static_cast<int64_t>(elementSize(x.dtype));
-    copyCastShader(view, out);
-    return;
-  }
-  // A reshape its strides do not allow: the elements in order, into out seen as x's shape.
-  TensorRef o = out;
-  o.shape = x.shape;
-  o.strides = contiguousStrides(x.shape);
-  copyCastShader(x, o);
 }
 
 template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const TensorRef& out,
@@ -637,7 +570,7 @@ template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const Tens
     const TensorRef ops[] = {in[0], out};
     if (auto bad = run(ShaderFamily::CheckIndex, op, ops, {DType::Int64, DType::Int64}, s,
                        {groupsFor(s.count(), 256), 1, 1}))
-      indexOutOfRange(at.get<std::string>("op"), *bad, at.i("dim"), size, wrap);
+      kernels::outOfBounds(*bad, {size, at.i("dim"), at.get<std::string>("op")}, wrap);
     return;
   }
   case OpKind::Reshape:
@@ -645,31 +578,9 @@ template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const Tens
   case OpKind::Expand:
   case OpKind::Slice:
   case OpKind::Flip:
-    return viewKernel(op, in, out, at);
-  case OpKind::Pad: {
-    const auto& pads = at.ints("pads");
-    fillShader(out, at.f("value"));
-    TensorRef src = in[0], dst = out;
-    for (int64_t d = 0; d < src.dim(); ++d) {
-      const int64_t lo = pads[static_cast<size_t>(2 * d)], hi = pads[static_cast<size_t>(2 * d + 1)];
-      const int64_t start = std::max<int64_t>(0, -lo);
-      const int64_t len = src.shape[static_cast<size_t>(d)] - start - std::max<int64_t>(0, -hi);
-      if (len <= 0) return;
-      src = narrow(src, d, start, len);
-      dst = narrow(dst, d, std::max<int64_t>(0, lo), len);
-    }
-    return copyCastShader(src, dst);
-  }
-  case OpKind::Cat: {
-    const int64_t dim = at.i("dim");
-    int64_t offset = 0;
-    for (const TensorRef& t : in) {
-      if (t.numel() == 0 && t.dim() == 1 && out.dim() != 1) continue; // as torch.cat
-      copyCastShader(t, narrow(out, dim, offset, t.shape[static_cast<size_t>(dim)]));
-      offset += t.shape[static_cast<size_t>(dim)];
-    }
-    return;
-  }
+  case OpKind::Pad:
+  case OpKind::Cat: // as on the CPU, over this device's copy and fill
+    return kernels::movement(op, in, out, at, {&copyCastShader, &fillShader});
   case OpKind::Full: {
     if (const auto* i = std::get_if<int64_t>(&at.raw("value"))) {
       alignas(8) unsigned char element[8] = {};

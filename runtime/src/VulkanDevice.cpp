@@ -823,18 +823,15 @@ private:
     free_.clear();
   }
 
-  Block& staging() {
-    if (staging_.buffer == VK_NULL_HANDLE) staging_ = take(kStagingBytes, true);
-    return staging_;
+  /// The host-visible buffers, made at first use: staging for copies, the dispatch parameters'
+  /// ring, the index checks' status words.
+  Block& hostBlock(Block& b, size_t size) {
+    if (b.buffer == VK_NULL_HANDLE) b = take(size, true);
+    return b;
   }
-  Block& ring() {
-    if (ring_.buffer == VK_NULL_HANDLE) ring_ = take(kRingBytes, true);
-    return ring_;
-  }
-  Block& status() {
-    if (status_.buffer == VK_NULL_HANDLE) status_ = take(256, true);
-    return status_;
-  }
+  Block& staging() { return hostBlock(staging_, kStagingBytes); }
+  Block& ring() { return hostBlock(ring_, kRingBytes); }
+  Block& status() { return hostBlock(status_, 256); }
 
   /// Opens the command buffer for recording unless it is open (the queue mutex held).
   void begin() {

@@ -16,48 +16,13 @@
 namespace weft::kernels {
 namespace {
 
-/// The problem in 2-D form (1-D convolutions get a height of 1).
-struct ConvShape {
-  int64_t n, c, h, w; // input
-  int64_t o, kh, kw;  // weight: o x (c / groups) x kh x kw
-  int64_t oh, ow;     // output spatial
-  int64_t sh, sw, ph, pw, dh, dw, groups;
-  int64_t cg() const { return c / groups; }
-  int64_t og() const { return o / groups; }
-  int64_t colRows() const { return cg() * kh * kw; }
-  int64_t colCols() const { return oh * ow; }
-  /// The im2col workspace of one sample and group, in bytes of `elem`-byte elements.
-  std::shared_ptr<Storage> workspace(size_t elem) const {
-    auto bytes = checkedMul(colRows(), colCols());
-    bytes = bytes ? checkedMul(*bytes, static_cast<int64_t>(elem)) : bytes;
-    WEFT_CHECK(bytes.has_value(), Value, "conv: the im2col workspace of ", colRows(), " x ",
-               colCols(), " elements does not fit in memory");
-    return Storage::allocate(static_cast<size_t>(*bytes));
-  }
-  bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
-};
-
-ConvShape convShape(const Shape& x, const Shape& w, const Attrs& at) {
-  const auto &st = at.ints("stride"), &pd = at.ints("padding"), &dl = at.ints("dilation");
-  bool one = x.size() == 3;
-  ConvShape s{};
-  s.n = x[0];
-  s.c = x[1];
-  s.h = one ? 1 : x[2];
-  s.w = x.back();
-  s.o = w[0];
-  s.kh = one ? 1 : w[2];
-  s.kw = w.back();
-  s.sh = one ? 1 : st[0];
-  s.sw = st.back();
-  s.ph = one ? 0 : pd[0];
-  s.pw = pd.back();
-  s.dh = one ? 1 : dl[0];
-  s.dw = dl.back();
-  s.groups = at.i("groups");
-  s.oh = windowOutputSize(s.h, s.kh, s.sh, s.ph, s.dh);
-  s.ow = windowOutputSize(s.w, s.kw, s.sw, s.pw, s.dw);
-  return s;
+/// The im2col workspace of one sample and group, in bytes of `elem`-byte elements.
+std::shared_ptr<Storage> workspace(const ConvShape& s, size_t elem) {
+  auto bytes = checkedMul(s.colRows(), s.colCols());
+  bytes = bytes ? checkedMul(*bytes, static_cast<int64_t>(elem)) : bytes;
+  WEFT_CHECK(bytes.has_value(), Value, "conv: the im2col workspace of ", s.colRows(), " x ",
+             s.colCols(), " elements does not fit in memory");
+  return Storage::allocate(static_cast<size_t>(*bytes));
 }
 
 /// A contiguous copy of `ref` when it is not contiguous; `ref` itself otherwise.
@@ -253,7 +218,7 @@ void convThen(std::span<const TensorRef> in, const TensorRef& out, const Attrs& 
     TensorRef x = contiguous(args[0], hx), w = contiguous(args[1], hw);
     parallelFor(s.n, 1, [&](int64_t n0, int64_t n1) {
       std::shared_ptr<Storage> ws;
-      if (!s.pointwise()) ws = s.workspace(sizeof(T));
+      if (!s.pointwise()) ws = workspace(s, sizeof(T));
       for (int64_t n = n0; n < n1; ++n)
         for (int64_t g = 0; g < s.groups; ++g) {
           const T* col = columns(s, x.ptr<T>(), n, g, ws.get());
@@ -278,7 +243,7 @@ void ConvInputGrad(std::span<const TensorRef> in, const TensorRef& out, const At
     std::memset(gx.data, 0, static_cast<size_t>(gx.numel()) * sizeof(T));
     parallelFor(s.n, 1, [&](int64_t n0, int64_t n1) {
       std::shared_ptr<Storage> ws;
-      if (!s.pointwise()) ws = s.workspace(sizeof(T));
+      if (!s.pointwise()) ws = workspace(s, sizeof(T));
       for (int64_t n = n0; n < n1; ++n)
         for (int64_t g = 0; g < s.groups; ++g) {
           const T* wg = w.ptr<T>() + g * s.og() * s.colRows();
@@ -321,7 +286,7 @@ void ConvWeightGrad(std::span<const TensorRef> in, const TensorRef& out, const A
         }
         std::memset(acc, 0, wbytes);
         std::shared_ptr<Storage> ws;
-        if (!s.pointwise()) ws = s.workspace(sizeof(T));
+        if (!s.pointwise()) ws = workspace(s, sizeof(T));
         for (int64_t n = c * per; n < std::min(s.n, (c + 1) * per); ++n)
           for (int64_t g = 0; g < s.groups; ++g) {
             const T* col = columns(s, x.ptr<T>(), n, g, ws.get());

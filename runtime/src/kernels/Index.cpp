@@ -9,16 +9,8 @@
 #include <vector>
 
 namespace weft::kernels {
-namespace {
 
-/// Where an index points: dimension `dim` (-1: a flattened tensor) of `size`, as `op` names it.
-struct IndexedDim {
-  int64_t size, dim;
-  std::string_view op;
-};
-
-/// Throws the IndexError for index `v`, saying which indices `at` takes (from -size with `wrap`).
-[[noreturn]] [[gnu::cold]] void outOfBounds(int64_t v, const IndexedDim& at, bool wrap) {
+void outOfBounds(int64_t v, const IndexedDim& at, bool wrap) {
   const std::string where = at.dim < 0
                                 ? detail::concat("a tensor of ", at.size, " elements")
                                 : detail::concat("dimension ", at.dim, " with size ", at.size);
@@ -28,6 +20,8 @@ struct IndexedDim {
   WEFT_FAIL(Index, at.op, ": index ", v, " is out of bounds for ", where, " (valid indices are ",
             wrap ? -at.size : 0, " to ", at.size - 1, ")");
 }
+
+namespace {
 
 /// Index `v`, which must lie in [0, size): one unsigned compare, negative ones included (the
 /// primitives take no negative index, as PyTorch's gather, scatter, index_select and index_add).

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string_view>
 
 namespace weft {
 
@@ -37,6 +38,22 @@ namespace kernels {
 /// epilogue there (PlanStep::afterEachSample).
 void convThen(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at,
               const std::function<void(int64_t, int64_t)>& afterSamples);
+/// A device's copy (copyCast's contract) and fill: what the movement ops are made of.
+struct CopyFill {
+  void (*copy)(const TensorRef& src, const TensorRef& dst);
+  void (*fill)(const TensorRef& dst, double value);
+};
+/// reshape, permute, expand, slice and flip (their view copied), pad and cat, written once over
+/// `with`: the CPU's kernels pass copyCast and fill, another device its own.
+void movement(OpCode op, std::span<const TensorRef> in, const TensorRef& out, const Attrs& at,
+              const CopyFill& with);
+/// Where an index points: dimension `dim` (-1: a flattened tensor) of `size`, as `op` names it.
+struct IndexedDim {
+  int64_t size, dim;
+  std::string_view op;
+};
+/// Throws the IndexError for index `v`, saying which indices `at` takes (from -size with `wrap`).
+[[noreturn]] [[gnu::cold]] void outOfBounds(int64_t v, const IndexedDim& at, bool wrap);
 /// Elementwise unary and binary ops share one dispatcher each.
 void unary(OpCode op, const TensorRef& in, const TensorRef& out);
 void binary(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& out);
