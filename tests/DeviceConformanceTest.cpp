@@ -34,30 +34,6 @@ bool isGpu(const Device& d) {
 /// the suite checks), until its family of shaders lands. With a dtype: what it lacks in that dtype
 /// (special functions codegen builds for no device, integer division and powers, which raise on
 /// a zero divisor or negative exponent on the CPU).
-bool missingOnGpu(OpCode op, std::optional<DType> t = std::nullopt) {
-  switch (op) {
-  case OpCode::Lgamma:
-  case OpCode::Digamma:
-  case OpCode::Erfinv:
-  case OpCode::Zeta:
-  case OpCode::Gcd:
-  case OpCode::Lcm:
-    return t.has_value();
-  case OpCode::Pow:
-  case OpCode::Fmod:
-  case OpCode::FloorDivide:
-    return t.has_value() && !isFloating(*t);
-  default:
-    break;
-  }
-  switch (opInfo(op).kind) {
-  case OpKind::Matrix:
-    return true;
-  default:
-    return false;
-  }
-}
-
 /// How far a device's result may be from the CPU's: the CPU and the null device run the same
 /// kernels on the same values in the same order, so nothing may differ (NaN equals NaN). A GPU
 /// computes transcendentals with its own approximations (Vulkan allows a few ulp) and sums in
@@ -153,17 +129,6 @@ std::string conformanceName(const ::testing::TestParamInfo<std::tuple<std::strin
 TEST_P(Conformance, ForwardEqualsTheCpu) {
   const Device d = device();
   const OpKind kind = opInfo(op()).kind;
-  if (isGpu(d) && missingOnGpu(op())) {
-    // Not yet there: a clean DeviceError naming the op, and the device keeps working.
-    const std::vector<OpSample> samples = samplesFor(op());
-    const OpSample& s = samples.front();
-    std::string m = messageOf([&] {
-      (void)dispatch(op(), s.prepared(onDevice(inDeviceDType(s.inputs, d), d)), s.attrs, d);
-    });
-    EXPECT_TRUE(has(m, d.str()) && has(m, std::string(opName(op())))) << m;
-    EXPECT_EQ(ones({2}).to(d).cpu().to_vector<float>(), std::vector<float>(2, 1.0f));
-    return;
-  }
   int checked = 0;
   for (const OpSample& s : samplesFor(op())) {
     SCOPED_TRACE(s.label);
@@ -179,12 +144,6 @@ TEST_P(Conformance, ForwardEqualsTheCpu) {
       if (at.has("dtype") && kind == OpKind::Random) {
         if (!isFloating(t)) continue;
         at.set("dtype", t);
-      }
-      if (isGpu(d) && missingOnGpu(op(), t)) {
-        std::string m = messageOf([&] { (void)dispatch(op(), s.prepared(onDevice(*in, d)), at, d); });
-        EXPECT_TRUE(has(m, d.str()) && has(m, std::string(opName(op())))) << m;
-        ++checked;
-        continue;
       }
       Tensor want = dispatch(op(), s.prepared(*in), at);
       const int64_t before = hal::nullDeviceCounts().kernels[static_cast<size_t>(op())];
@@ -205,8 +164,6 @@ TEST_P(Conformance, ForwardEqualsTheCpu) {
 TEST_P(Conformance, BackwardEqualsTheCpu) {
   if (!opInfo(op()).differentiable) GTEST_SKIP() << opName(op()) << " is not differentiable";
   const Device d = device();
-  if (isGpu(d) && (missingOnGpu(op()) || missingOnGpu(op(), kFloat32)))
-    GTEST_SKIP() << "checked by ForwardEqualsTheCpu";
   for (const OpSample& s : samplesFor(op())) {
     if (!s.gradcheck || !offers(d, s.attrs)) continue;
     SCOPED_TRACE(s.label);
@@ -237,8 +194,6 @@ TEST_P(Conformance, BackwardEqualsTheCpu) {
 /// sample's views made there): eager's values on the CPU.
 TEST_P(Conformance, InterpretedPlanEqualsTheCpu) {
   const Device d = device();
-  if (isGpu(d) && (missingOnGpu(op()) || missingOnGpu(op(), kFloat32)))
-    GTEST_SKIP() << "checked by ForwardEqualsTheCpu";
   hal::Device& dev = hal::device(d);
   for (const OpSample& s : samplesFor(op())) {
     SCOPED_TRACE(s.label);

@@ -8,6 +8,8 @@
 #include "weft/runtime/Kernels.h"
 #include "weft/runtime/OpTable.h"
 
+#include "SpecialFunctions.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Builders.h"
@@ -185,11 +187,24 @@ public:
   /// An op whose result is an integer dtype (the table's lowerings are float operations), or a
   /// bitwise op on bool: wrapping arithmetic as the eager kernels' kadd/ksub/kmul, rounding ops
   /// are the identity.
-  /// Null where generated code does not compute it (integer pow and fmod: the interpreter's).
+  /// Null where generated code does not compute it. (Pow, fmod, floor_divide, gcd and lcm are
+  /// built for the GPU's shaders; the CPU's leaves them to the eager kernels. A zero divisor is
+  /// the shader's to report: here it divides by 1.)
   mlir::Value integerNode(OpCode op, const std::vector<mlir::Value>& in, DType t) {
     mlir::OpBuilder& b = b_;
     const bool u = isUnsigned(t);
+    IntegerMath im(b, loc_, registerType(b, t), u);
     switch (op) {
+    case OpCode::Pow:
+      return im.pow(in[0], in[1]);
+    case OpCode::Fmod:
+      return im.fmod(in[0], in[1]);
+    case OpCode::FloorDivide:
+      return im.floorDivide(in[0], in[1]);
+    case OpCode::Gcd:
+      return im.gcd(in[0], in[1]);
+    case OpCode::Lcm:
+      return im.lcm(in[0], in[1]);
     case OpCode::Neg:
       return mlir::arith::SubIOp::create(b, loc_, constantFloat(t, 0.0), in[0]);
     case OpCode::Abs: { // abs(INT_MIN) wraps to itself, as the eager kernel's
@@ -349,6 +364,18 @@ private:
     }
     case OpCode::Reciprocal:
       return mlir::arith::DivFOp::create(b, l, one(), x());
+    case OpCode::Lgamma:
+    case OpCode::Digamma:
+    case OpCode::Erfinv: {
+      FloatMath m(b, l, registerType(b, rt));
+      return n.op == OpCode::Lgamma    ? lgammaOf(m, x())
+             : n.op == OpCode::Digamma ? digammaOf(m, x())
+                                       : erfinvOf(m, x());
+    }
+    case OpCode::Zeta: {
+      FloatMath m(b, l, registerType(b, rt));
+      return zetaOf(m, convert(in[0], it, rt), convert(in[1], g_.type(n.operands[1]).dtype, rt));
+    }
     case OpCode::LogicalNot:
       return mlir::arith::XOrIOp::create(b, l, truth(in[0], it), constantFloat(DType::Bool, 1.0));
     case OpCode::Eq:

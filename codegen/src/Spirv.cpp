@@ -93,6 +93,13 @@ void buildMap(ShaderBuilder& s, const ShaderKey& key) {
     for (int k = 0; k < n; ++k)
       in.push_back(s.load(k, w.offsets[static_cast<size_t>(k)]));
     BodyBuilder bb(s.b(), s.loc(), one.g);
+    if (key.hasStatus()) { // an integer division: a zero divisor is reported
+      Value zero = bb.constantInteger(key.dtypes[1], 0);
+      s.when(mlir::arith::CmpIOp::create(s.b(), s.loc(), mlir::arith::CmpIPredicate::eq, in[1],
+                                         zero),
+             [&] { s.recordBad(mlir::arith::ConstantOp::create(s.b(), s.loc(),
+                                                               s.b().getI64IntegerAttr(0))); });
+    }
     s.store(n, w.offsets.back(), bb.node(*one.node, in));
   });
 }
@@ -690,7 +697,7 @@ bool computes(const ShaderKey& key) {
   if (key.family != ShaderFamily::Map) return true;
   const int n = static_cast<int>(key.dtypes.size()) - 1;
   mlir::MLIRContext ctx;
-  ctx.loadDialect<mlir::arith::ArithDialect, mlir::math::MathDialect>();
+  ctx.loadDialect<mlir::arith::ArithDialect, mlir::math::MathDialect, mlir::scf::SCFDialect>();
   mlir::OpBuilder b(&ctx);
   auto module = mlir::ModuleOp::create(b.getUnknownLoc());
   b.setInsertionPointToEnd(module.getBody());

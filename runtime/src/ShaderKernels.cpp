@@ -155,7 +155,8 @@ void map(OpCode op, std::span<const TensorRef> in, const TensorRef& out) {
   s.strides.back() = out.strides;
   s.collapse();
   std::vector<TensorRef> ops = operandsOf(in, out);
-  run(ShaderFamily::Map, op, ops, dtypesOf(in, out), s, {groupsFor(s.count(), 256), 1, 1});
+  if (run(ShaderFamily::Map, op, ops, dtypesOf(in, out), s, {groupsFor(s.count(), 256), 1, 1}))
+    WEFT_FAIL(Value, opName(op), ": integer division by zero"); // as the CPU kernel
 }
 
 /// The integer dtype of `t`'s width, whose copies move bits unchanged (float64 is copied, though
@@ -595,22 +596,45 @@ template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const Tens
   }
 }
 
-/// Whether the shader families or the copies cover `op` (a kernel may still lack a dtype or an
-/// element lowering, which its first call reports).
-bool covered(OpCode op) {
-  switch (opInfo(op).kind) {
-  case OpKind::Matrix:
-    return false;
-  default:
-    return true;
+/// The Matrix kind (LU, Cholesky, eigh, QR and SVD factorizations) on the host's LAPACK, as
+/// MAGMA's hybrid routines and PyTorch's MPS device factor small matrices: the operands are made
+/// dense on the device, downloaded, factored by the CPU's kernel (its errors and signs), and the
+/// result uploaded. Each call waits for the device; the gradients' products run on the device.
+template <OpCode Op>
+void hostKernel(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  Device& host = cpu();
+  Device& device = out.buffer->device();
+  auto bytesOf = [](const TensorRef& t) {
+    return std::max<size_t>(1, static_cast<size_t>(t.numel()) * elementSize(t.dtype));
+  };
+  std::vector<std::shared_ptr<Storage>> held;
+  std::vector<TensorRef> hostIn;
+  for (const TensorRef& x : in) {
+    const size_t bytes = bytesOf(x);
+    std::shared_ptr<Storage> dense = device.allocate(bytes), copy = host.allocate(bytes);
+    if (x.numel() > 0)
+      copyCastShader(x, refInto(*dense, 0, x.dtype, x.shape, contiguousStrides(x.shape)));
+    transfer(*dense, 0, *copy, 0, bytes);
+    hostIn.push_back(refInto(*copy, 0, x.dtype, x.shape, contiguousStrides(x.shape)));
+    held.push_back(std::move(copy));
   }
+  const size_t bytes = bytesOf(out);
+  std::shared_ptr<Storage> result = host.allocate(bytes), dense = device.allocate(bytes);
+  host.kernels().run(Op, hostIn, refInto(*result, 0, out.dtype, out.shape,
+                                         contiguousStrides(out.shape)), at);
+  transfer(*result, 0, *dense, 0, bytes);
+  if (out.numel() > 0)
+    copyCastShader(refInto(*dense, 0, out.dtype, out.shape, contiguousStrides(out.shape)), out);
+}
+
+template <OpCode Op> KernelFn kernelFor() {
+  return opInfo(Op).kind == OpKind::Matrix ? &hostKernel<Op> : &shaderKernel<Op>;
 }
 
 } // namespace
 
 void fillShaderKernels(KernelRegistry& registry) {
-#define WEFT_REGISTER(N)                                                                           \
-  if (covered(OpCode::N)) registry.set(OpCode::N, &shaderKernel<OpCode::N>);
+#define WEFT_REGISTER(N) registry.set(OpCode::N, kernelFor<OpCode::N>());
 #define WEFT_UNARY(N, s, d, low, k, v) WEFT_REGISTER(N)
 #define WEFT_BINARY(N, s, r, api, low, k, va, vb) WEFT_REGISTER(N)
 #define WEFT_OP(N, s, kind, n, v) WEFT_REGISTER(N)

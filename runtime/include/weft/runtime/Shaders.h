@@ -15,7 +15,8 @@
 //   then the line: its length n and per operand k its stride along the line, lineStrides[k],
 //   then what the family adds.
 // Families:
-//   Map:      out = op(inputs) at each point (Unary, Binary, Cast, Identity, Where); n = 1.
+//   Map:      out = op(inputs) at each point (Unary, Binary, Cast, Identity, Where); n = 1. An
+//             integer fmod or floor_divide records a zero divisor in the status buffer (as Gather).
 //   Reduce:   out at each point = sum/prod/amax/amin over its line of input 0: a workgroup per
 //             point, its invocations' results joined with subgroup operations. Extra p: a chunk
 //             length and count (0, 0: whole lines), for lines split into chunks, each a point
@@ -81,10 +82,15 @@ struct ShaderKey {
   OpCode op = OpCode::StopGradient;
   std::vector<DType> dtypes;
   uint32_t workgroupSize = 256;
-  /// Whether the shader writes the status buffer (Gather, Scatter, CheckIndex).
+  /// Whether the shader writes the status buffer (Gather, Scatter, CheckIndex, and the integer
+  /// divisions fmod and floor_divide, for a zero divisor).
   bool hasStatus() const {
     return family == ShaderFamily::Gather || family == ShaderFamily::Scatter ||
-           family == ShaderFamily::CheckIndex;
+           family == ShaderFamily::CheckIndex || integerDivision();
+  }
+  bool integerDivision() const {
+    return family == ShaderFamily::Map && (op == OpCode::Fmod || op == OpCode::FloorDivide) &&
+           !dtypes.empty() && !isFloating(dtypes.back());
   }
   /// "map add float32,float32->float32 wg256": the cache's key and what errors name.
   std::string str() const;
