@@ -32,8 +32,6 @@ public:
   Value log(Value x) { return mlir::math::LogOp::create(b_, l_, x); }
   Value exp(Value x) { return mlir::math::ExpOp::create(b_, l_, x); }
   Value sqrt(Value x) { return mlir::math::SqrtOp::create(b_, l_, x); }
-  Value sin(Value x) { return mlir::math::SinOp::create(b_, l_, x); }
-  Value tan(Value x) { return mlir::math::TanOp::create(b_, l_, x); }
   Value floor(Value x) { return mlir::math::FloorOp::create(b_, l_, x); }
   Value erf(Value x) { return mlir::math::ErfOp::create(b_, l_, x); }
   Value erfc(Value x) { return mlir::math::ErfcOp::create(b_, l_, x); }
@@ -58,6 +56,19 @@ public:
   Value no(Value p) {
     return mlir::arith::XOrIOp::create(
         b_, l_, p, mlir::arith::ConstantOp::create(b_, l_, b_.getBoolAttr(true)));
+  }
+  /// sin(pi r) and cos(pi r) for |r| <= 1/2 by their Taylor series (to r^13 and r^14: under 1e-9
+  /// there), not by the device's sin and cos, which Vulkan requires only to 2^-11 absolutely: the
+  /// reflection formulas divide by them near the poles.
+  Value sinPi(Value r) {
+    Value y = mul(c(3.14159265358979323846), r), y2 = mul(y, y);
+    return mul(y, poly(y2, {1, -1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880, -1.0 / 39916800,
+                            1.0 / 6227020800.0}));
+  }
+  Value cosPi(Value r) {
+    Value y = mul(c(3.14159265358979323846), r), y2 = mul(y, y);
+    return poly(y2, {1, -0.5, 1.0 / 24, -1.0 / 720, 1.0 / 40320, -1.0 / 3628800, 1.0 / 479001600,
+                     -1.0 / 87178291200.0});
   }
   /// c[0] + x (c[1] + x (c[2] + ...)).
   Value poly(Value x, std::initializer_list<double> coefficients) {
@@ -99,7 +110,7 @@ inline mlir::Value lgammaOf(FloatMath& m, mlir::Value x) {
   Value stirling = m.add(m.sub(m.mul(m.sub(y, m.c(0.5)), m.log(y)), y),
                          m.add(m.c(0.91893853320467274178), series)); // + log(2 pi) / 2
   Value positive = m.sub(stirling, m.log(m.abs(product)));
-  Value sine = m.abs(m.sin(m.mul(m.c(kPi), m.sub(x, m.round(x)))));
+  Value sine = m.abs(m.sinPi(m.sub(x, m.round(x))));
   Value reflected = m.sub(m.log(m.div(m.c(kPi), sine)), positive);
   return m.select(m.isInf(x), m.c(kInf), m.select(negative, reflected, positive));
 }
@@ -121,8 +132,8 @@ inline mlir::Value digammaOf(FloatMath& m, mlir::Value x) {
   Value series = m.mul(
       z, m.poly(z, {1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132, -691.0 / 32760}));
   Value psi = m.sub(m.sub(m.add(shift, m.log(y)), m.div(m.c(0.5), y)), series);
-  Value reflected =
-      m.sub(psi, m.div(m.c(kPi), m.tan(m.mul(m.c(kPi), m.sub(x, m.round(x))))));
+  Value r0 = m.sub(x, m.round(x));
+  Value reflected = m.sub(psi, m.div(m.mul(m.c(kPi), m.cosPi(r0)), m.sinPi(r0))); // pi / tan
   Value r = m.select(negative, m.select(m.isInteger(x), m.c(kNan), reflected), psi);
   return m.select(m.eq(x, m.c(0)), m.copysign(m.c(kInf), m.sub(m.c(0), x)), r);
 }
@@ -229,7 +240,7 @@ inline mlir::Value zetaOf(FloatMath& m, mlir::Value s, mlir::Value q0) {
     k = m.add(k, m.c(1));
   }
   // trigamma's reflection: psi1(q) = pi^2 / sin^2(pi q) - psi1(1 - q).
-  Value sine = m.sin(m.mul(m.c(kPi), m.sub(q0, m.round(q0))));
+  Value sine = m.sinPi(m.sub(q0, m.round(q0)));
   Value r = m.select(reflect, m.sub(m.div(m.c(kPi * kPi), m.mul(sine, sine)), sum), sum);
   // The domain, as the eager kernel's checks in order.
   r = m.select(m.both(nonPositive, m.lt(q0, m.c(-1e6))), m.c(kNan), r);
