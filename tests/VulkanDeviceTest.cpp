@@ -168,6 +168,19 @@ TEST_F(Vulkan, OpsMatchTheCpu) {
   expectSame([&](const Device& d) { return on(longLine, d).sum(1); }, loose, vk);
   expectSame([&](const Device& d) { return on(longLine, d).amax(); }, 0, vk);
   expectSame([&](const Device& d) { return ones({1 << 22}).to(d).sum(); }, 0, vk);
+  // A grid of few blocks over a long K is split (split-K): parts summed into out, float32 or
+  // rounded to a 16-bit float once at the end.
+  Tensor tall = randn({8, 3000}), thin = randn({3000, 5});
+  expectSame([&](const Device& d) { return on(tall, d).matmul(on(thin, d)); }, loose, vk);
+  expectSame([&](const Device& d) {
+    return on(tall, d).to(kBFloat16).matmul(on(thin, d).to(kBFloat16));
+  }, 1e-2, vk);
+  Tensor images = randn({16, 3, 32, 32}), kernel = randn({4, 3, 3, 3});
+  expectSame([&](const Device& d) {
+    Tensor w = on(kernel, d).detach().requires_grad_();
+    conv2d(on(images, d), w, {}, {1, 1}, {1, 1}).square().sum().backward();
+    return w.grad(); // conv_weight_grad: 4 x 27 outputs over K = 16 * 32 * 32
+  }, loose, vk);
   // An index out of range is an IndexError, as on the CPU, and the device keeps working.
   std::string m = messageOf([&] { (void)x.to(vk).gather(1, (idx + 10).to(vk)); });
   EXPECT_TRUE(has(m, "out of bounds")) << m;

@@ -39,6 +39,9 @@ struct Element {
 /// `off`, fetchB likewise, outAt(off, r, c) where C[r, c] goes.
 struct GemmOperands {
   Value m, n, k;
+  /// Split-K (the blocked GEMM's): K is walked in `splits` parts, part j writing its partial
+  /// product `j * splitStride` elements past where C goes; 1 and 0 where K is not split.
+  Value splits, splitStride;
   int aOperand, bOperand;
   std::function<Element(const std::vector<Value>&, Value, Value)> fetchA, fetchB;
   std::function<Value(const std::vector<Value>&, Value, Value)> outAt;
@@ -51,7 +54,7 @@ inline void withGemmOperands(ShaderBuilder& s, OpCode op,
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
   using P = mlir::arith::CmpIPredicate;
-  const int extras = op == OpCode::MatMul ? 9 : 28;
+  const int extras = (op == OpCode::MatMul ? 9 : 28) + 2; // then splits and splitStride
   std::vector<Value> e;
   for (int i = 0; i < extras; ++i)
     e.push_back(s.extra(i));
@@ -174,13 +177,14 @@ inline void withGemmOperands(ShaderBuilder& s, OpCode op,
       return s.add(off[2], s.add(s.mul(r, e[7]), s.mul(c, e[8])));
     };
   }
-  body(GemmOperands{m, n, k, op == OpCode::MatMul ? 0 : 1, op == OpCode::MatMul ? 1 : 0, fetchA,
-                    fetchB, outAt});
+  body(GemmOperands{m, n, k, e[static_cast<size_t>(extras - 2)], e[static_cast<size_t>(extras - 1)],
+                    op == OpCode::MatMul ? 0 : 1, op == OpCode::MatMul ? 1 : 0, fetchA, fetchB,
+                    outAt});
 }
 
 /// C = A B per batch point (GemmOperands): 16 x 16 output tiles, one per workgroup (x: columns,
 /// y: rows, z and a loop: the batch), K walked in slabs of 16 through workgroup memory. For
-/// integer matmuls.
+/// integer matmuls (never split).
 inline void buildMatMul(ShaderBuilder& s, const ShaderKey& key) {
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
@@ -266,6 +270,7 @@ inline void buildMatMul(ShaderBuilder& s, const ShaderKey& key) {
 /// invocations read neighbouring words of workgroup memory and write neighbouring words of C), K
 /// in slabs of 16 staged through workgroup memory (A's slab stored K-major), loads outside the
 /// matrices masked without branches; in float32 registers (16-bit floats widened as they load).
+/// With split-K, z and its loop walk (batch point, part) pairs, each part a run of K's slabs.
 inline void buildBlockedMatMul(ShaderBuilder& s, const ShaderKey& key) {
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
@@ -294,14 +299,29 @@ inline void buildBlockedMatMul(ShaderBuilder& s, const ShaderKey& key) {
   Value zero = bb.constantFloat(f, 0.0);
   withGemmOperands(s, key.op, [&](const GemmOperands& gm) {
     Value m = gm.m, n = gm.n, k = gm.k;
+    auto ceilDiv = [&](Value x, Value y) {
+      return mlir::arith::DivUIOp::create(b, loc, s.add(x, mlir::arith::SubIOp::create(
+                                                              b, loc, y, s.c(1))),
+                                          y)
+          .getResult();
+    };
+    auto min = [&](Value x, Value y) {
+      return mlir::arith::MinUIOp::create(b, loc, x, y).getResult();
+    };
     s.forEach(
-        mlir::gpu::BlockIdOp::create(b, loc, D::z), s.p(0),
-        mlir::gpu::GridDimOp::create(b, loc, D::z), [&](Value batch) {
-          const std::vector<Value> off = s.walk(batch).offsets;
-          Value slabs = mlir::arith::DivUIOp::create(b, loc, s.add(k, s.c(kSlab - 1)), s.c(kSlab));
+        mlir::gpu::BlockIdOp::create(b, loc, D::z), s.mul(s.p(0), gm.splits),
+        mlir::gpu::GridDimOp::create(b, loc, D::z), [&](Value point) {
+          Value batch = mlir::arith::DivUIOp::create(b, loc, point, gm.splits);
+          Value part = mlir::arith::RemUIOp::create(b, loc, point, gm.splits);
+          std::vector<Value> off = s.walk(batch).offsets;
+          off[2] = s.add(off[2], s.mul(part, gm.splitStride));
+          Value slabs = ceilDiv(k, s.c(kSlab));
+          Value perPart = ceilDiv(slabs, gm.splits);
+          Value first = min(slabs, s.mul(part, perPart));
+          Value last = min(slabs, s.add(first, perPart));
           std::vector<Value> init(static_cast<size_t>(kReg * kReg), zero);
           auto loop = mlir::scf::ForOp::create(
-              b, loc, s.c(0), slabs, s.c(1), init,
+              b, loc, first, last, s.c(1), init,
               [&](mlir::OpBuilder& nb, mlir::Location, Value t, mlir::ValueRange it) {
                 mlir::OpBuilder::InsertionGuard guard(b);
                 b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 namespace weft::hal {
@@ -376,6 +377,54 @@ TensorRef indexAlong(const TensorRef& index, const Shape& shape, int64_t dim) {
   return v;
 }
 
+/// How many parts a floating GEMM of `blocks` workgroups splits its K into (split-K): a grid too
+/// small to keep a GPU busy (a conv_weight_grad's few output blocks over a whole batch's K, a
+/// matmul of one block) walks K in parallel parts of at least kMinPart, whose partial products a
+/// reduction sums.
+int64_t splitsFor(int64_t blocks, int64_t k) {
+  constexpr int64_t kBusy = 256, kMinPart = 256, kMostParts = 128;
+  if (blocks * 2 >= kBusy) return 1;
+  return std::clamp<int64_t>(std::min(kBusy / blocks, k / kMinPart), 1, kMostParts);
+}
+
+/// Runs a GEMM-shaped shader (the MatMul family) of C [m, n] = A [m, k] B [k, n] per batch point:
+/// `describe(target)` gives its index space and parameters for output `target` (out, or the
+/// split-K parts: float32 [splits, out's shape], summed into out afterwards).
+void gemm(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& out, int64_t m,
+          int64_t n, int64_t k, const std::function<Space(const TensorRef& target)>& describe) {
+  const bool blocked = blockedMatMul({ShaderFamily::MatMul, op, {out.dtype}});
+  const int64_t tile = blocked ? kMatMulBlock : 16;
+  const std::string name(opName(op));
+  checkGrid(name.c_str(), m, tile);
+  checkGrid(name.c_str(), n, tile);
+  const int64_t tiles = groupsFor(n, tile) * groupsFor(m, tile);
+  const int64_t points = describe(out).count();
+  const int64_t splits = blocked ? splitsFor(tiles * points, k) : 1;
+  if (splits == 1) {
+    Space s = describe(out);
+    s.extra.insert(s.extra.end(), {1, 0});
+    const TensorRef ops[] = {a, b, out};
+    run(ShaderFamily::MatMul, op, ops, {a.dtype, b.dtype, out.dtype}, s,
+        {groupsFor(n, tile), groupsFor(m, tile), groupsFor(points, 1)});
+    return;
+  }
+  const int64_t each = out.numel();
+  std::shared_ptr<Storage> held = out.buffer->device().allocate(
+      static_cast<size_t>(splits * each) * elementSize(DType::Float32));
+  const TensorRef target =
+      refInto(*held, 0, DType::Float32, out.shape, contiguousStrides(out.shape));
+  Space s = describe(target);
+  s.extra.insert(s.extra.end(), {splits, each});
+  const TensorRef ops[] = {a, b, target};
+  run(ShaderFamily::MatMul, op, ops, {a.dtype, b.dtype, DType::Float32}, s,
+      {groupsFor(n, tile), groupsFor(m, tile), groupsFor(points * splits, 1)});
+  Shape shape{splits}, strides{each};
+  shape.insert(shape.end(), out.shape.begin(), out.shape.end());
+  strides.insert(strides.end(), target.strides.begin(), target.strides.end());
+  const TensorRef parts = refInto(*held, 0, DType::Float32, shape, strides);
+  reduceKernel(OpCode::Sum, std::span(&parts, 1), out, Attrs{{"dims", Shape{0}}, {"keepdim", false}});
+}
+
 void matmulKernel(std::span<const TensorRef> in, const TensorRef& out) {
   const TensorRef &a = in[0], &b = in[1];
   if (out.numel() == 0) return;
@@ -388,20 +437,15 @@ void matmulKernel(std::span<const TensorRef> in, const TensorRef& out) {
     lead.strides.resize(t.strides.size() - 2);
     return broadcastOver(lead, batch);
   };
-  Space s(batch, 3);
-  s.strides = {batchStrides(a), batchStrides(b),
-               Shape(out.strides.begin(), out.strides.end() - 2)};
-  s.collapse();
-  const size_t ar = a.shape.size(), br = b.shape.size();
-  s.extra = {m, n, k, a.strides[ar - 2], a.strides[ar - 1], b.strides[br - 2], b.strides[br - 1],
-             out.strides[r - 2], out.strides[r - 1]};
-  const TensorRef ops[] = {a, b, out};
-  const int64_t tile =
-      blockedMatMul({ShaderFamily::MatMul, OpCode::MatMul, {out.dtype}}) ? kMatMulBlock : 16;
-  checkGrid("matmul", m, tile);
-  checkGrid("matmul", n, tile);
-  run(ShaderFamily::MatMul, OpCode::MatMul, ops, {a.dtype, b.dtype, out.dtype}, s,
-      {groupsFor(n, tile), groupsFor(m, tile), groupsFor(s.count(), 1)});
+  gemm(OpCode::MatMul, a, b, out, m, n, k, [&](const TensorRef& c) {
+    Space s(batch, 3);
+    s.strides = {batchStrides(a), batchStrides(b), Shape(c.strides.begin(), c.strides.end() - 2)};
+    s.collapse();
+    const size_t ar = a.shape.size(), br = b.shape.size();
+    s.extra = {m, n, k, a.strides[ar - 2], a.strides[ar - 1], b.strides[br - 2], b.strides[br - 1],
+               c.strides[r - 2], c.strides[r - 1]};
+    return s;
+  });
 }
 
 /// The strides of a conv operand along (n, c, h, w) (or (o, c, kh, kw)); 0 along h for 1-d.
@@ -423,37 +467,42 @@ void convKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out, 
   const TensorRef& y = op == OpCode::Conv ? out : op == OpCode::ConvInputGrad ? a : b;
   d.oh = y.dim() == 3 ? 1 : y.shape[2];
   d.ow = y.shape.back();
-  const std::array<int64_t, 4> s0 = nchw(a), s1 = nchw(b), so = nchw(out);
+  const std::array<int64_t, 4> s0 = nchw(a), s1 = nchw(b);
   int64_t m = 0, n = 0, k = 0;
-  Shape batch;
-  std::vector<Shape> strides;
   switch (op) {
   case OpCode::Conv:
     m = d.og(), n = d.oh * d.ow, k = d.cg() * d.kh * d.kw;
-    batch = {d.n, d.groups};
-    strides = {{s0[0], d.cg() * s0[1]}, {0, d.og() * s1[0]}, {so[0], d.og() * so[1]}};
     break;
   case OpCode::ConvInputGrad:
     m = d.cg(), n = d.h * d.w, k = d.og() * d.kh * d.kw;
-    batch = {d.n, d.groups};
-    strides = {{s0[0], d.og() * s0[1]}, {0, d.og() * s1[0]}, {so[0], d.cg() * so[1]}};
     break;
   default:
     m = d.og(), n = d.cg() * d.kh * d.kw, k = d.n * d.oh * d.ow;
-    batch = {d.groups};
-    strides = {{d.cg() * s0[1]}, {d.og() * s1[1]}, {d.og() * so[0]}};
   }
-  Space s(batch, 3);
-  s.strides = strides;
-  s.extra = {m, n, k, d.cg(), d.h, d.w, d.oh, d.ow, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.dh, d.dw};
-  for (const auto& st : {s0, s1, so})
-    s.extra.insert(s.extra.end(), st.begin(), st.end());
-  const int64_t tile = blockedMatMul({ShaderFamily::MatMul, op, {out.dtype}}) ? kMatMulBlock : 16;
-  checkGrid(std::string(opName(op)).c_str(), m, tile);
-  checkGrid(std::string(opName(op)).c_str(), n, tile);
-  const TensorRef ops[] = {a, b, out};
-  run(ShaderFamily::MatMul, op, ops, {a.dtype, b.dtype, out.dtype}, s,
-      {groupsFor(n, tile), groupsFor(m, tile), groupsFor(s.count(), 1)});
+  gemm(op, a, b, out, m, n, k, [&](const TensorRef& c) {
+    const std::array<int64_t, 4> so = nchw(c);
+    Shape batch;
+    std::vector<Shape> strides;
+    switch (op) {
+    case OpCode::Conv:
+      batch = {d.n, d.groups};
+      strides = {{s0[0], d.cg() * s0[1]}, {0, d.og() * s1[0]}, {so[0], d.og() * so[1]}};
+      break;
+    case OpCode::ConvInputGrad:
+      batch = {d.n, d.groups};
+      strides = {{s0[0], d.og() * s0[1]}, {0, d.og() * s1[0]}, {so[0], d.cg() * so[1]}};
+      break;
+    default:
+      batch = {d.groups};
+      strides = {{d.cg() * s0[1]}, {d.og() * s1[1]}, {d.og() * so[0]}};
+    }
+    Space s(batch, 3);
+    s.strides = strides;
+    s.extra = {m, n, k, d.cg(), d.h, d.w, d.oh, d.ow, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.dh, d.dw};
+    for (const auto& st : {s0, s1, so})
+      s.extra.insert(s.extra.end(), st.begin(), st.end());
+    return s;
+  });
 }
 
 void maxPoolArgmaxKernel(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
