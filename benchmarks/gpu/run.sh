@@ -1,15 +1,21 @@
 #!/bin/bash
 # One table of the Vulkan device's per-op kernels beside PyTorch (CUDA) on the same GPU: eager
 # latency per op and GEMM throughput. Runs on the GPU machine from the repository root, given
-#   build/release/benchmarks/weft-bench-vulkan-rt  (the runtime alone: no MLIR there)
-#   $PACK, a shader pack weft-bench-vulkan --write-pack wrote for the ops it runs
+#   $BENCH: weft-bench-vulkan (compiling its shaders there: a WEFT_STATIC_LLVM build where the
+#           machine has no LLVM 22), or by default build/release/benchmarks/weft-bench-vulkan-rt
+#           (the runtime alone) with $PACK, a shader pack weft-bench-vulkan --write-pack wrote for
+#           the ops it runs
 #   the Vulkan loader (and, where the machine lacks them, OpenBLAS's libraries in $LIBS)
 # Prints: metric, weft, PyTorch, ratio (weft's time over PyTorch's; for TFLOP/s, weft's share).
 set -euo pipefail
 PACK=${PACK:-build/shaders.pack}
 PY=${PY:-python3}
 [ -n "${LIBS:-}" ] && export LD_LIBRARY_PATH="$LIBS:${LD_LIBRARY_PATH:-}"
-weft=$(build/release/benchmarks/weft-bench-vulkan-rt --pack "$PACK" | tee /dev/stderr | grep '^RESULT')
+if [ -n "${BENCH:-}" ]; then
+  weft=$("$BENCH" | tee /dev/stderr | grep '^RESULT')
+else
+  weft=$(build/release/benchmarks/weft-bench-vulkan-rt --pack "$PACK" | tee /dev/stderr | grep '^RESULT')
+fi
 torch=$($PY benchmarks/gpu/torch_ops.py | grep '^RESULT')
 printf '%-34s %14s %14s %10s\n' metric weft PyTorch ratio
 while IFS='|' read -r name us tflops; do

@@ -217,7 +217,9 @@ Space lines(const TensorRef& in, const TensorRef& out, int64_t dim, bool outHasL
   return s;
 }
 
-void reduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+/// `workgroup`: the invocations per point (a short line, such as split-K's parts, takes fewer).
+void reduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out, const Attrs& at,
+                  uint32_t workgroup = 256) {
   const TensorRef& x = in[0];
   Shape dims = at.ints("dims");
   const bool keepdim = at.b("keepdim");
@@ -276,7 +278,7 @@ void reduceKernel(OpCode op, std::span<const TensorRef> in, const TensorRef& out
     s.extra = {0, 0};
     const TensorRef ops[] = {src, out};
     run(ShaderFamily::Reduce, op, ops, {x.dtype, out.dtype}, s, {groupsFor(s.count(), 1), 1, 1},
-        256);
+        workgroup);
     return;
   }
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -380,7 +382,7 @@ TensorRef indexAlong(const TensorRef& index, const Shape& shape, int64_t dim) {
 /// How many parts a floating GEMM of `blocks` workgroups splits its K into (split-K): a grid too
 /// small to keep a GPU busy (a conv_weight_grad's few output blocks over a whole batch's K, a
 /// matmul of one block) walks K in parallel parts of at least kMinPart, whose partial products a
-/// reduction sums.
+/// reduction sums. (On the H200, Fashion-MNIST's eager epoch went from 22.0 to 4.3 s.)
 int64_t splitsFor(int64_t blocks, int64_t k) {
   constexpr int64_t kBusy = 256, kMinPart = 256, kMostParts = 128;
   if (blocks * 2 >= kBusy) return 1;
@@ -399,7 +401,11 @@ void gemm(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& ou
   checkGrid(name.c_str(), n, tile);
   const int64_t tiles = groupsFor(n, tile) * groupsFor(m, tile);
   const int64_t points = describe(out).count();
-  const int64_t splits = blocked ? splitsFor(tiles * points, k) : 1;
+  // Only small outputs split: summing the parts costs a subgroup per output element (on the
+  // H200, a 1024^3 matmul split 4 ways took 380 us, unsplit 202).
+  constexpr int64_t kMostSplitOutput = 1 << 17;
+  const int64_t splits =
+      blocked && out.numel() <= kMostSplitOutput ? splitsFor(tiles * points, k) : 1;
   if (splits == 1) {
     Space s = describe(out);
     s.extra.insert(s.extra.end(), {1, 0});
@@ -422,7 +428,8 @@ void gemm(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& ou
   shape.insert(shape.end(), out.shape.begin(), out.shape.end());
   strides.insert(strides.end(), target.strides.begin(), target.strides.end());
   const TensorRef parts = refInto(*held, 0, DType::Float32, shape, strides);
-  reduceKernel(OpCode::Sum, std::span(&parts, 1), out, Attrs{{"dims", Shape{0}}, {"keepdim", false}});
+  reduceKernel(OpCode::Sum, std::span(&parts, 1), out, Attrs{{"dims", Shape{0}}, {"keepdim", false}},
+               32);
 }
 
 void matmulKernel(std::span<const TensorRef> in, const TensorRef& out) {
