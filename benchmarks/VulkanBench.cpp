@@ -108,6 +108,9 @@ int run(int argc, char** argv) {
   }
   hal::Device& dev = hal::vulkanDevice(0);
   std::printf("device: %s\ntarget: %s\n", dev.limits().name.c_str(), dev.limits().codeTarget.c_str());
+  for (const hal::Limits::CooperativeMatrix& c : dev.limits().cooperativeMatrix)
+    std::printf("cooperative matrix: %ux%ux%u %s x %s + %s -> %s (%s)\n", c.m, c.n, c.k, c.a.c_str(),
+                c.b.c_str(), c.c.c_str(), c.result.c_str(), c.scope.c_str());
   const int64_t big = quick ? 64 : 1024, gemm = quick ? 256 : 4096;
   std::vector<Case> cases = {
       {"add [1M]", OpCode::Add, {{1 << 20}, {1 << 20}}, {1 << 20}, {}, 0, 200},

@@ -42,6 +42,10 @@ TEST_F(Vulkan, DevicesAreListedPreferredFirstWithTheirLimits) {
   EXPECT_GE(l.maxWorkgroupInvocations, 128u); // likewise
   EXPECT_GE(l.maxWorkgroupSize[0], 128u);
   EXPECT_GE(l.subgroupSize, 1u);
+  for (const hal::Limits::CooperativeMatrix& c : l.cooperativeMatrix) { // none on lavapipe
+    EXPECT_TRUE(c.m > 0 && c.n > 0 && c.k > 0) << c.m << "x" << c.n << "x" << c.k;
+    EXPECT_FALSE(c.a.empty() || c.result.empty() || c.scope.empty());
+  }
   EXPECT_EQ(&hal::device(Device("vulkan")), &hal::device(vk)); // opened once
   std::string m = messageOf([&] { (void)hal::device(Device(kVulkan, 99)); });
   EXPECT_TRUE(has(m, "vulkan:99")) << m;

@@ -43,6 +43,7 @@ namespace {
   X(vkGetPhysicalDeviceQueueFamilyProperties)                                                      \
   X(vkCreateDevice)                                                                                \
   X(vkGetDeviceProcAddr)                                                                           \
+  X(vkEnumerateDeviceExtensionProperties)                                                          \
   X(vkCreateDebugUtilsMessengerEXT)
 #define WEFT_VK_DEVICE(X)                                                                          \
   X(vkGetDeviceQueue)                                                                              \
@@ -84,6 +85,47 @@ namespace {
 #define WEFT_VK_DECLARE(name) PFN_##name name = nullptr;
 
 std::atomic<int64_t> gValidationMessages{0};
+
+// VK_KHR_cooperative_matrix (Vulkan headers 1.3.255) is newer than Debian 12's headers (1.3.239):
+// its properties query as the specification defines it.
+constexpr auto kCooperativeMatrixPropertiesType = static_cast<VkStructureType>(1000506001);
+struct CooperativeMatrixProperties {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t mSize, nSize, kSize;
+  int32_t aType, bType, cType, resultType; // VkComponentTypeKHR
+  VkBool32 saturatingAccumulation;
+  int32_t scope; // VkScopeKHR
+};
+using CooperativeMatrixQuery = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*,
+                                                   CooperativeMatrixProperties*);
+
+/// A VkComponentTypeKHR's name.
+std::string componentName(int32_t t) {
+  static const char* const names[] = {"float16", "float32", "float64", "int8",   "int16",  "int32",
+                                      "int64",   "uint8",   "uint16",  "uint32", "uint64"};
+  if (t >= 0 && t < 11) return names[t];
+  if (t == 1000141000) return "bfloat16";
+  if (t == 1000491002) return "float8_e4m3";
+  if (t == 1000491003) return "float8_e5m2";
+  return "type " + std::to_string(t);
+}
+
+/// A VkScopeKHR's name.
+std::string scopeName(int32_t s) {
+  switch (s) {
+  case 1:
+    return "device";
+  case 2:
+    return "workgroup";
+  case 3:
+    return "subgroup";
+  case 5:
+    return "queue family";
+  default:
+    return "scope " + std::to_string(s);
+  }
+}
 
 /// A Vulkan info or properties struct of type `T`, zeroed, its sType set.
 template <typename T> T vkInfo(VkStructureType type) {
@@ -142,6 +184,7 @@ public:
     return *instance;
   }
   WEFT_VK_INSTANCE(WEFT_VK_DECLARE)
+  CooperativeMatrixQuery cooperativeMatrixProperties = nullptr; // null: the loader lacks it
   VkInstance instance = VK_NULL_HANDLE;
   std::vector<VkPhysicalDevice> devices;
   std::vector<std::string> names;
@@ -196,6 +239,8 @@ private:
     }
 #define WEFT_VK_LOAD_INSTANCE(name) name = reinterpret_cast<PFN_##name>(getProc(instance, #name));
     WEFT_VK_INSTANCE(WEFT_VK_LOAD_INSTANCE)
+    cooperativeMatrixProperties = reinterpret_cast<CooperativeMatrixQuery>(
+        getProc(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
     if (validation && vkCreateDebugUtilsMessengerEXT != nullptr) {
       auto m = vkInfo<VkDebugUtilsMessengerCreateInfoEXT>(
           VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT);
@@ -352,6 +397,8 @@ public:
     const char* extensions[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
     info.enabledExtensionCount = 1;
     info.ppEnabledExtensionNames = extensions;
+    WEFT_CHECK(pushDescriptors_, Device, id().str(), " (", name,
+               ") lacks VK_KHR_push_descriptor, which weft's Vulkan device binds buffers with");
     check(vk.vkCreateDevice(physical_, &info, nullptr, &device_),
           "vkCreateDevice (with VK_KHR_push_descriptor)");
     auto getProc = vk.vkGetDeviceProcAddr;
@@ -547,6 +594,7 @@ private:
   static constexpr size_t kRingBytes = size_t{4} << 20; // dispatch parameters between submits
   static constexpr size_t kInlineBytes = 65536;         // vkCmdUpdateBuffer's limit
   static constexpr int kMaxRecorded = 4096;             // dispatches per submit at most
+  bool pushDescriptors_ = false;
   static constexpr size_t kSlabBytes = size_t{32} << 20; // small tensors are carved from these
   static constexpr size_t kSmallBytes = size_t{1} << 20;
 
@@ -581,6 +629,31 @@ private:
     apiVersion_ = props.properties.apiVersion;
     limits_.float16 = f16.shaderFloat16 == VK_TRUE;
     limits_.int8 = f16.shaderInt8 == VK_TRUE;
+    uint32_t count = 0;
+    vk.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &count, nullptr);
+    std::vector<VkExtensionProperties> extensions(count);
+    vk.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &count, extensions.data());
+    extensions.resize(count);
+    auto offers = [&](const char* name) {
+      return std::any_of(extensions.begin(), extensions.end(), [&](const VkExtensionProperties& e) {
+        return std::strcmp(e.extensionName, name) == 0;
+      });
+    };
+    pushDescriptors_ = offers(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    limits_.bfloat16 = offers("VK_KHR_shader_bfloat16");
+    if (offers("VK_KHR_cooperative_matrix") && vk.cooperativeMatrixProperties != nullptr) {
+      uint32_t shapes = 0;
+      vk.cooperativeMatrixProperties(physical_, &shapes, nullptr);
+      std::vector<CooperativeMatrixProperties> found(shapes);
+      for (CooperativeMatrixProperties& p : found)
+        p.sType = kCooperativeMatrixPropertiesType;
+      vk.cooperativeMatrixProperties(physical_, &shapes, found.data());
+      found.resize(shapes);
+      for (const CooperativeMatrixProperties& p : found)
+        limits_.cooperativeMatrix.push_back(
+            {p.mSize, p.nSize, p.kSize, componentName(p.aType), componentName(p.bType),
+             componentName(p.cType), componentName(p.resultType), scopeName(p.scope)});
+    }
     timestampPeriod_ = l.timestampComputeAndGraphics ? l.timestampPeriod : 0.0f;
     cacheName_ = std::to_string(props.properties.vendorID) + "-" +
                  std::to_string(props.properties.deviceID) + "-" +

@@ -135,6 +135,18 @@ struct Limits {
   uint32_t subgroupSize = 0;
   bool float16 = false;
   bool int8 = false;
+  /// Whether shaders may compute in bfloat16 (VK_KHR_shader_bfloat16).
+  bool bfloat16 = false;
+  /// A matrix multiply-accumulate the device's subgroups (or workgroups) do in hardware
+  /// (VK_KHR_cooperative_matrix): result[m, n] = a[m, k] b[k, n] + c[m, n], each of the named
+  /// element type ("float16", "bfloat16", "float32", "int8", "int32", ...).
+  struct CooperativeMatrix {
+    uint32_t m = 0, n = 0, k = 0;
+    std::string a, b, c, result;
+    std::string scope; ///< "subgroup", "workgroup", ...
+  };
+  /// The shapes the device offers, as it lists them (none without the extension).
+  std::vector<CooperativeMatrix> cooperativeMatrix;
 };
 
 class Device {
