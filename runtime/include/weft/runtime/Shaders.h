@@ -40,7 +40,9 @@
 //             conv_input_grad, conv_weight_grad) are this family too, as implicit GEMMs over their
 //             operands (no column matrix is written): p: M, N, K, then the geometry (channels per
 //             group, h, w, oh, ow, kh, kw, the strides, pads and dilations along h and w), then
-//             the strides (n, c, h, w) of operand 0, operand 1 and the output.
+//             the strides (n, c, h, w) of operand 0, operand 1 and the output. Both end with
+//             split-K's: the parts K is walked in and the elements between parts' outputs (1, 0:
+//             unsplit); z walks (batch point, part) pairs.
 //   Random:   uniform / normal from Philox 4x32-10 as the CPU draws them (the same numbers for a
 //             seed, to float32 rounding): operands the key (int64 [seed, offset]) and out; extra
 //             p: the key's stride, the two parameters as float32 bits.
