@@ -191,6 +191,27 @@ TEST_F(Vulkan, OpsMatchTheCpu) {
   expectSame([&](const Device& d) { return on(x, d) * 2; }, 0, vk);
 }
 
+TEST_F(Vulkan, Float64KeepsItsPrecisionWhereTheDeviceHasIt) {
+  if (!hal::device(vk).limits().float64) GTEST_SKIP() << "no float64 in this device's shaders";
+  manual_seed(8);
+  // Digits float32 would lose: 1 + 1e-12, sums and products of float64 values.
+  Tensor one = full({4}, 1.0, TensorOptions().dtype(kFloat64)), tiny = one * 1e-12;
+  EXPECT_EQ(((one.to(vk) + tiny.to(vk)) - one.to(vk)).cpu().to_vector<double>(),
+            ((one + tiny) - one).to_vector<double>());
+  Tensor a = randn({40, 300}, TensorOptions().dtype(kFloat64)),
+         b = randn({300, 20}, TensorOptions().dtype(kFloat64));
+  auto on = [](const Tensor& t, const Device& d) { return t.to(d); };
+  // Sums in another order than the CPU's: float64 rounding, 1e-12 relative.
+  expectSame([&](const Device& d) { return on(a, d).matmul(on(b, d)); }, 1e-12, vk);
+  expectSame([&](const Device& d) { return on(a, d).sum(1) + on(a, d).amax(0).sum(); }, 1e-12, vk);
+  expectSame([&](const Device& d) { return (on(a, d) * 3 - 1).sqrt().nan_to_num(0.0); }, 1e-12, vk);
+  expectSame([&](const Device& d) { return on(a, d).cumsum(1); }, 1e-12, vk);
+  // Its 32-bit math functions are refused by name, and the device keeps working.
+  std::string m = messageOf([&] { (void)a.to(vk).exp(); });
+  EXPECT_TRUE(has(m, "float64") && has(m, "math.exp")) << m;
+  expectSame([&](const Device& d) { return on(a, d) / 7; }, 1e-15, vk);
+}
+
 TEST_F(Vulkan, SpecialFunctionsMatchTheCpuAtTheEdgesOfTheirDomains) {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
   Tensor x = tensor({-0.0, 0.0, 1e-6, 0.5, 1.0, 1.4616321, 2.0, 3.5, 9.99, 10.0, 50.0, 1e4, 3e36,

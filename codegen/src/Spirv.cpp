@@ -197,7 +197,8 @@ void buildArgReduce(ShaderBuilder& s, const ShaderKey& key) {
 void buildNormalize(ShaderBuilder& s, const ShaderKey& key) {
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
-  const DType in = key.dtypes[0], out = key.dtypes[1], f = DType::Float32;
+  const DType in = key.dtypes[0], out = key.dtypes[1],
+              f = in == DType::Float64 ? DType::Float64 : DType::Float32;
   ir::Graph none;
   BodyBuilder bb(b, loc, none);
   const bool log = key.op == OpCode::LogSoftmax;
@@ -716,13 +717,33 @@ bool computes(const ShaderKey& key) {
   return ok;
 }
 
+/// Why a float64 shader cannot be made, or "": GLSL's exp, log, sin and the other transcendental
+/// instructions are 32-bit only, so float64 gets arithmetic, comparisons, sqrt and rounding; and
+/// the random families draw in float32 (float64 draws are the CPU's).
+std::string float64Refusal(const ShaderKey& key, mlir::ModuleOp module) {
+  if (key.family == ShaderFamily::Random) return "float64 random numbers are drawn on the CPU";
+  std::string refused;
+  module->walk([&](mlir::Operation* op) {
+    if (op->getDialect() == nullptr || op->getDialect()->getNamespace() != "math") return;
+    const bool wide = llvm::any_of(op->getOperandTypes(), [](mlir::Type t) { return t.isF64(); });
+    const llvm::StringRef name = op->getName().getStringRef();
+    if (wide && refused.empty() &&
+        !llvm::is_contained({"math.sqrt", "math.rsqrt", "math.absf", "math.floor", "math.ceil",
+                             "math.round", "math.roundeven", "math.trunc", "math.fma",
+                             "math.copysign"},
+                            name))
+      refused = "Vulkan computes " + name.str() + " in 32 bits only, so not in float64";
+  });
+  return refused;
+}
+
 hal::ShaderCode compile(const ShaderKey& key, const std::string& target) {
   hal::ShaderCode code;
-  for (DType t : key.dtypes)
-    if (t == DType::Float64) {
-      code.error = "float64 is not a dtype of GPU devices";
-      return code;
-    }
+  const bool float64 = llvm::is_contained(key.dtypes, DType::Float64);
+  if (float64 && target.find("Float64") == std::string::npos) {
+    code.error = "the device has no float64 in shaders";
+    return code;
+  }
   if (!computes(key)) {
     code.error = "codegen builds no element computation for it";
     return code;
@@ -758,6 +779,12 @@ hal::ShaderCode compile(const ShaderKey& key, const std::string& target) {
   if (mlir::failed(mlir::verify(*module))) {
     code.error = "the generated shader does not verify: " + diagnostics;
     return code;
+  }
+  if (float64) {
+    if (std::string why = float64Refusal(key, *module); !why.empty()) {
+      code.error = why;
+      return code;
+    }
   }
   // Math operations SPIR-V has no instruction for: trunc as floor or ceil by sign, the others
   // expanded (exp2, ...) or approximated by polynomials (erf, erfc, atan2) as MLIR provides them.

@@ -260,10 +260,11 @@ inline mlir::gpu::AllReduceOperation groupOp(OpCode op, DType dt) {
   }
 }
 
-/// The register dtype a reduction accumulates in: float32 for the floats (float64 is not a device
-/// dtype), int32 for bool and uint8 (held in 32 bits: workgroup memory and subgroup operations
+/// The register dtype a reduction accumulates in: float32 for the floats but float64 (itself),
+/// int32 for bool and uint8 (held in 32 bits: workgroup memory and subgroup operations
 /// take no i1, and 8-bit ones need a device feature), the output's otherwise.
 inline DType accumulateType(DType out) {
+  if (out == DType::Float64) return out;
   if (isFloatType(out)) return DType::Float32;
   if (out == DType::Bool || out == DType::UInt8) return DType::Int32;
   return out;

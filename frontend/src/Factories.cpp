@@ -54,7 +54,7 @@ Tensor randomOp(OpCode op, Shape shape, const TensorOptions& o, std::optional<Ge
       hal::device(o.device_).kernels().find(op) != nullptr) {
     try {
       t = dispatch(op, {key.to(o.device_)}, at);
-    } catch (const DTypeError&) { // a dtype the device computes in no shader (float64, int64)
+    } catch (const DTypeError&) { // a dtype the device has no shaders for (int64, float64)
     } catch (const DeviceError&) {
     }
   }

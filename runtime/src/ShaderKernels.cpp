@@ -160,8 +160,8 @@ void map(OpCode op, std::span<const TensorRef> in, const TensorRef& out) {
     WEFT_FAIL(Value, opName(op), ": integer division by zero"); // as the CPU kernel
 }
 
-/// The integer dtype of `t`'s width, whose copies move bits unchanged (float64 is copied, though
-/// not computed, on GPU devices).
+/// The integer dtype of `t`'s width, whose copies move bits unchanged (float64 is copied so on
+/// devices without float64 in shaders too).
 DType bitsOf(DType t) {
   switch (elementSize(t)) {
   case 8:

@@ -361,6 +361,7 @@ public:
     vk.vkGetPhysicalDeviceFeatures2(physical_, &have);
     auto want = vkInfo<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
     want.features.shaderInt64 = have.features.shaderInt64;
+    want.features.shaderFloat64 = have.features.shaderFloat64;
     want.features.shaderInt16 = have.features.shaderInt16;
     // Shaders compute in float32; float16 is loaded and stored, which MLIR's SPIR-V conversion
     // types as Float16 (shaderFloat16) with 16-bit storage.
@@ -380,6 +381,7 @@ public:
     }
     std::string caps = "Shader", exts = "SPV_KHR_storage_buffer_storage_class";
     if (have.features.shaderInt64) caps += ",Int64";
+    if (have.features.shaderFloat64) caps += ",Float64";
     if (have.features.shaderInt16) caps += ",Int16";
     if (f16.shaderInt8) caps += ",Int8";
     if (f16.shaderFloat16) caps += ",Float16";
@@ -394,6 +396,7 @@ public:
     if (subgroupArithmetic_) caps += ",GroupNonUniform,GroupNonUniformArithmetic";
     limits_.codeTarget = "spirv1.3 caps=" + caps + " exts=" + exts;
     int64_ = have.features.shaderInt64 == VK_TRUE;
+    limits_.float64 = have.features.shaderFloat64 == VK_TRUE;
     const char* extensions[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
     info.enabledExtensionCount = 1;
     info.ppEnabledExtensionNames = extensions;
@@ -513,8 +516,9 @@ public:
                                   std::span<const TensorRef> operands,
                                   std::array<uint32_t, 3> groups) override {
     for (DType t : key.dtypes)
-      WEFT_CHECK(t != DType::Int64 || int64_, DType, id().str(), " (", limits_.name,
-                 ") has no 64-bit integers in shaders: int64 tensors cannot be computed there");
+      WEFT_CHECK((t != DType::Int64 || int64_) && (t != DType::Float64 || limits_.float64), DType,
+                 id().str(), " (", limits_.name, ") has no ", dtypeName(t),
+                 " in shaders: such tensors cannot be computed there");
     const Pipeline& p = pipeline(key);
     std::lock_guard<std::mutex> lock(queueMutex_);
     const size_t paramBytes = params.size() * sizeof(int32_t);

@@ -135,6 +135,9 @@ struct Limits {
   uint32_t subgroupSize = 0;
   bool float16 = false;
   bool int8 = false;
+  /// Whether shaders may compute in float64 (shaderFloat64: arithmetic, comparisons, reductions
+  /// and products; Vulkan's exp, log, sin and the like are 32-bit, so those ops are refused).
+  bool float64 = false;
   /// Whether shaders may compute in bfloat16 (VK_KHR_shader_bfloat16).
   bool bfloat16 = false;
   /// A matrix multiply-accumulate the device's subgroups (or workgroups) do in hardware

@@ -100,10 +100,11 @@ struct ShaderKey {
 };
 
 /// A floating matmul or convolution computes 128 x 128 blocks of its output per workgroup (of
-/// 16 x 16 invocations); integer matmuls 16 x 16 tiles.
+/// 16 x 16 invocations, in float32 registers); integer and float64 ones 16 x 16 tiles.
 inline constexpr int64_t kMatMulBlock = 128;
 inline bool blockedMatMul(const ShaderKey& key) {
-  return key.family == ShaderFamily::MatMul && isFloating(key.dtypes.back());
+  return key.family == ShaderFamily::MatMul && isFloating(key.dtypes.back()) &&
+         key.dtypes.back() != DType::Float64; // float64 keeps float64 registers: 16 x 16 tiles
 }
 
 /// The most dims an index space has.
