@@ -11,6 +11,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <cmath>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 
@@ -91,6 +92,18 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
+/// Walks `y` up by ones while it is below `bound` (at most `bound` steps, without branches: `y`
+/// is then at or past it), folding each value it passes into `acc` with `step`.
+inline mlir::Value walkUp(FloatMath& m, mlir::Value& y, int bound, mlir::Value acc,
+                          const std::function<mlir::Value(mlir::Value, mlir::Value)>& step) {
+  for (int i = 0; i < bound; ++i) {
+    mlir::Value below = m.lt(y, m.c(bound));
+    acc = m.select(below, step(acc, y), acc);
+    y = m.select(below, m.add(y, m.c(1)), y);
+  }
+  return acc;
+}
+
 /// log|gamma(x)|: for x >= 0 the recurrence lgamma(x) = lgamma(x + k) - log(x (x+1) ... (x+k-1))
 /// up to 8, then Stirling's series; below 0 the reflection log(pi / |sin(pi x)|) - lgamma(1 - x),
 /// the sine taken of x's distance to the nearest integer. +inf at 0, the negative integers and
@@ -99,12 +112,7 @@ inline mlir::Value lgammaOf(FloatMath& m, mlir::Value x) {
   using Value = mlir::Value;
   Value negative = m.lt(x, m.c(0));
   Value y = m.select(negative, m.sub(m.c(1), x), x);
-  Value product = m.c(1);
-  for (int i = 0; i < 8; ++i) {
-    Value small = m.lt(y, m.c(8));
-    product = m.select(small, m.mul(product, y), product);
-    y = m.select(small, m.add(y, m.c(1)), y);
-  }
+  Value product = walkUp(m, y, 8, m.c(1), [&](Value p, Value v) { return m.mul(p, v); });
   Value z = m.div(m.c(1), y);
   Value series = m.mul(z, m.poly(m.mul(z, z), {1.0 / 12, -1.0 / 360, 1.0 / 1260, -1.0 / 1680}));
   Value stirling = m.add(m.sub(m.mul(m.sub(y, m.c(0.5)), m.log(y)), y),
@@ -122,12 +130,8 @@ inline mlir::Value digammaOf(FloatMath& m, mlir::Value x) {
   using Value = mlir::Value;
   Value negative = m.lt(x, m.c(0));
   Value y = m.select(negative, m.sub(m.c(1), x), x);
-  Value shift = m.c(0);
-  for (int i = 0; i < 10; ++i) {
-    Value small = m.lt(y, m.c(10));
-    shift = m.select(small, m.sub(shift, m.div(m.c(1), y)), shift);
-    y = m.select(small, m.add(y, m.c(1)), y);
-  }
+  Value shift =
+      walkUp(m, y, 10, m.c(0), [&](Value sh, Value v) { return m.sub(sh, m.div(m.c(1), v)); });
   Value z = m.div(m.c(1), m.mul(y, y));
   Value series = m.mul(
       z, m.poly(z, {1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132, -691.0 / 32760}));
@@ -267,8 +271,8 @@ public:
   Value eq(Value x, Value y) { return cmp(mlir::arith::CmpIPredicate::eq, x, y); }
   Value ne(Value x, Value y) { return cmp(mlir::arith::CmpIPredicate::ne, x, y); }
   Value negative(Value x) {
-    return u_ ? cmp(mlir::arith::CmpIPredicate::ne, x, x) // false
-              : cmp(mlir::arith::CmpIPredicate::slt, x, c(0));
+    if (u_) return mlir::arith::ConstantOp::create(b_, l_, b_.getBoolAttr(false));
+    return cmp(mlir::arith::CmpIPredicate::slt, x, c(0));
   }
   Value neg(Value x) { return mlir::arith::SubIOp::create(b_, l_, c(0), x); }
   /// |x| as the unsigned bits (the minimum's magnitude is its own bits).

@@ -400,14 +400,14 @@ void gemm(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& ou
   checkGrid(name.c_str(), m, tile);
   checkGrid(name.c_str(), n, tile);
   const int64_t tiles = groupsFor(n, tile) * groupsFor(m, tile);
-  const int64_t points = describe(out).count();
+  Space s = describe(out);
+  const int64_t points = s.count();
   // Only small outputs split: summing the parts costs a subgroup per output element (on the
   // H200, a 1024^3 matmul split 4 ways took 380 us, unsplit 202).
   constexpr int64_t kMostSplitOutput = 1 << 17;
   const int64_t splits =
       blocked && out.numel() <= kMostSplitOutput ? splitsFor(tiles * points, k) : 1;
   if (splits == 1) {
-    Space s = describe(out);
     s.extra.insert(s.extra.end(), {1, 0});
     const TensorRef ops[] = {a, b, out};
     run(ShaderFamily::MatMul, op, ops, {a.dtype, b.dtype, out.dtype}, s,
@@ -419,7 +419,7 @@ void gemm(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& ou
       static_cast<size_t>(splits * each) * elementSize(DType::Float32));
   const TensorRef target =
       refInto(*held, 0, DType::Float32, out.shape, contiguousStrides(out.shape));
-  Space s = describe(target);
+  s = describe(target);
   s.extra.insert(s.extra.end(), {splits, each});
   const TensorRef ops[] = {a, b, target};
   run(ShaderFamily::MatMul, op, ops, {a.dtype, b.dtype, DType::Float32}, s,
