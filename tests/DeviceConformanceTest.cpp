@@ -30,10 +30,6 @@ bool isGpu(const Device& d) {
   return d.is_vulkan();
 }
 
-/// The ops the Vulkan device has no shader for yet: each is a DeviceError naming it there (which
-/// the suite checks), until its family of shaders lands. With a dtype: what it lacks in that dtype
-/// (special functions codegen builds for no device, integer division and powers, which raise on
-/// a zero divisor or negative exponent on the CPU).
 /// How far a device's result may be from the CPU's: the CPU and the null device run the same
 /// kernels on the same values in the same order, so nothing may differ (NaN equals NaN). A GPU
 /// computes transcendentals with its own approximations (Vulkan allows a few ulp) and sums in
@@ -90,12 +86,11 @@ bool offers(const Device& d, const Attrs& at) {
   return !(t != nullptr && *t == kFloat64 && !computesFloat64(d));
 }
 
-/// The float64 samples run in float32 on GPUs (on both sides): gradients and plans there, whose
-/// transcendental steps GPUs compute in 32 bits only (float64 itself is ForwardEqualsTheCpu's).
+/// The float64 samples run in float32 (on both sides) on GPUs without float64.
 std::vector<Tensor> inDeviceDType(const std::vector<Tensor>& in, const Device& d) {
   std::vector<Tensor> out;
   for (const Tensor& t : in)
-    out.push_back(isGpu(d) && t.defined() && t.dtype() == kFloat64 ? t.to(kFloat32) : t);
+    out.push_back(!computesFloat64(d) && t.defined() && t.dtype() == kFloat64 ? t.to(kFloat32) : t);
   return out;
 }
 
@@ -154,23 +149,7 @@ TEST_P(Conformance, ForwardEqualsTheCpu) {
       }
       Tensor want = dispatch(op(), s.prepared(*in), at);
       const int64_t before = hal::nullDeviceCounts().kernels[static_cast<size_t>(op())];
-      Tensor got;
-      std::string refused;
-      try {
-        got = dispatch(op(), s.prepared(onDevice(*in, d)), at, d); // d: ops without inputs
-      } catch (const DeviceError& e) {
-        refused = e.what();
-      }
-      if (!refused.empty() && isGpu(d) && t == kFloat64) {
-        // A GPU computes float64 but for its 32-bit math functions and random draws: a clean
-        // error naming them.
-        EXPECT_TRUE(has(refused, "float64") &&
-                    (has(refused, "in 32 bits only") || has(refused, "drawn on the CPU")))
-            << refused;
-        ++checked;
-        continue;
-      }
-      ASSERT_TRUE(refused.empty()) << refused;
+      Tensor got = dispatch(op(), s.prepared(onDevice(*in, d)), at, d); // d: ops without inputs
       EXPECT_TRUE(sameOnDevice(got, want, d, kind));
       if (d.type() == DeviceType::Null && !isViewOp(op()) && want.numel() > 0) {
         EXPECT_GT(hal::nullDeviceCounts().kernels[static_cast<size_t>(op())], before)

@@ -3,6 +3,7 @@
 // validation layer on (WEFT_VK_VALIDATE=1, set by the test's ctest entry); where a machine has no
 // Vulkan driver at all, these tests say so and skip.
 #include "TestUtil.h"
+#include "TensorImpl.h" // dispatch: float64 logabsdet without slogdet's float64 exp
 #include "TrainModels.h"
 
 #include <gtest/gtest.h>
@@ -100,8 +101,10 @@ TEST_F(Vulkan, WhatTheDeviceCannotComputeIsAnErrorAndTheDeviceKeepsWorking) {
   Tensor y = ones({4}).to(vk);
   std::string m = messageOf([&] { (void)(y + ones({4})); });
   EXPECT_TRUE(has(m, "cpu") && has(m, "vulkan:0")) << m; // two devices, as on any device
-  m = messageOf([&] { (void)y.to(kFloat64).exp(); });
-  EXPECT_TRUE(has(m, "float64")) << m;
+  if (!hal::device(vk).limits().float64) { // lavapipe and the H200 have it
+    m = messageOf([&] { (void)(y.to(kFloat64) * 2); });
+    EXPECT_TRUE(has(m, "float64")) << m;
+  }
   EXPECT_EQ(y.cpu().to_vector<float>(), std::vector<float>(4, 1.0f));
 }
 
@@ -206,10 +209,20 @@ TEST_F(Vulkan, Float64KeepsItsPrecisionWhereTheDeviceHasIt) {
   expectSame([&](const Device& d) { return on(a, d).sum(1) + on(a, d).amax(0).sum(); }, 1e-12, vk);
   expectSame([&](const Device& d) { return (on(a, d) * 3 - 1).sqrt().nan_to_num(0.0); }, 1e-12, vk);
   expectSame([&](const Device& d) { return on(a, d).cumsum(1); }, 1e-12, vk);
-  // Its 32-bit math functions are refused by name, and the device keeps working.
-  std::string m = messageOf([&] { (void)a.to(vk).exp(); });
-  EXPECT_TRUE(has(m, "float64") && has(m, "math.exp")) << m;
-  expectSame([&](const Device& d) { return on(a, d) / 7; }, 1e-15, vk);
+  // Ops whose math functions Vulkan has in 32 bits only run on the host's float64 kernels: the
+  // CPU's bits, the result on the device.
+  expectSame([&](const Device& d) { return on(a, d).exp() + on(a, d).sin(); }, 0, vk);
+  expectSame([&](const Device& d) { return on(a, d).log_softmax(1); }, 0, vk);
+  expectSame([&](const Device& d) { return on(a, d).logcumsumexp(1); }, 0, vk);
+  expectSame([&](const Device& d) {
+    Tensor leaf = on(a, d).detach().requires_grad_();
+    leaf.tanh().sum().backward();
+    return leaf.grad();
+  }, 1e-15, vk);
+  expectSame([&](const Device& d) {
+    manual_seed(3);
+    return randn({64}, TensorOptions().dtype(kFloat64).device(d));
+  }, 0, vk);
 }
 
 TEST_F(Vulkan, SpecialFunctionsMatchTheCpuAtTheEdgesOfTheirDomains) {
@@ -250,25 +263,68 @@ TEST_F(Vulkan, SpecialFunctionsMatchTheCpuAtTheEdgesOfTheirDomains) {
   }
 }
 
-TEST_F(Vulkan, LinearAlgebraFactorsOnTheHostForDeviceTensors) {
+TEST_F(Vulkan, FactorizationsRunOnTheDeviceAsTheCpuFactors) {
   manual_seed(9);
-  Tensor a = randn({3, 4, 4}), spd = a.matmul(a.transpose(1, 2)) + eye(4) * 4, r = randn({2, 5, 3});
+  // 70 x 70: more rows and columns than a workgroup's 64 invocations share at once.
+  Tensor a = randn({3, 4, 4}), big = randn({2, 70, 70}) + eye(70) * 12;
+  Tensor spd = a.matmul(a.transpose(1, 2)) + eye(4) * 4,
+         bigSpd = big.matmul(big.transpose(1, 2)) / 70 + eye(70);
+  Tensor tall = randn({2, 80, 70}), wide = randn({3, 5});
   auto on = [](const Tensor& t, const Device& d) { return t.to(d); };
-  const double tol = 1e-4; // the gradients' products run on the device, in another order
-  expectSame([&](const Device& d) { return linalg_inv(on(a, d).transpose(1, 2)); }, tol, vk);
+  // float32 LU, Cholesky and Householder steps in another order than LAPACK's blocked ones:
+  // relative to the larger of 1 and the value, a few hundred ulps over 70 steps.
+  const double tol = 1e-4;
+  for (const Tensor& x : {a, big}) {
+    expectSame([&](const Device& d) { return linalg_inv(on(x, d).transpose(1, 2)); }, tol, vk);
+    expectSame([&](const Device& d) { return std::get<1>(linalg_slogdet(on(x, d))); }, tol, vk);
+  }
   expectSame([&](const Device& d) { return linalg_det(on(a, d)); }, tol, vk);
+  expectSame([&](const Device& d) { return linalg_det(on(big, d) / 12); }, tol, vk);
   expectSame([&](const Device& d) { return linalg_cholesky(on(spd, d)); }, tol, vk);
+  expectSame([&](const Device& d) { return linalg_cholesky(on(bigSpd, d)); }, tol, vk);
+  // Q and R with LAPACK's signs (beta = -sign(alpha) |x|), tall and wide; a column already zero
+  // below its diagonal is left as it is (tau 0: R keeps the +2 there).
+  Tensor reduced = tensor({2.0, 1.0, 0.0, 3.0, 0.0, 4.0}).reshape({3, 2});
+  for (const Tensor& x : {tall, wide, reduced}) {
+    expectSame([&](const Device& d) { return std::get<0>(linalg_qr(on(x, d))); }, tol, vk);
+    expectSame([&](const Device& d) { return std::get<1>(linalg_qr(on(x, d))); }, tol, vk);
+  }
+  if (hal::device(vk).limits().float64) { // float64 registers: LAPACK's double precision
+    const double f64 = 1e-10;
+    Tensor x = big.to(kFloat64);
+    expectSame([&](const Device& d) { return linalg_inv(on(x, d)); }, f64, vk);
+    expectSame([&](const Device& d) { return linalg_cholesky(on(bigSpd.to(kFloat64), d)); }, f64, vk);
+    expectSame([&](const Device& d) { return std::get<1>(linalg_qr(on(tall.to(kFloat64), d))); },
+               f64, vk);
+    // logabsdet's log is 32-bit in Vulkan: float64 ones are the host's.
+    expectSame([&](const Device& d) { return dispatch(OpCode::LogAbsDet, {on(x, d)}); }, f64, vk);
+  }
+  // The symmetric eigendecomposition and the SVD are the host's LAPACK's (their vectors' signs).
   expectSame([&](const Device& d) { return linalg_eigvalsh(on(spd, d)); }, tol, vk);
-  expectSame([&](const Device& d) { return std::get<1>(linalg_qr(on(r, d))); }, tol, vk);
-  expectSame([&](const Device& d) { return linalg_svdvals(on(r, d)); }, tol, vk);
+  expectSame([&](const Device& d) { return linalg_svdvals(on(tall, d)); }, tol, vk);
   expectSame([&](const Device& d) {
     Tensor leaf = on(a, d).detach().requires_grad_();
     linalg_inv(leaf).sum().backward();
     return leaf.grad();
   }, tol, vk);
-  // A singular matrix is the CPU's error; the device keeps working.
-  std::string m = messageOf([&] { (void)linalg_inv(zeros({2, 2}).to(vk)); });
-  EXPECT_TRUE(has(m, "singular")) << m;
+  // A singular matrix and one not positive-definite are the CPU's errors, naming the same
+  // LAPACK info (the pivot of A^T's LU, the leading minor), and the device keeps working.
+  Tensor singular = tensor({1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 1.0, 1.0, 1.0}).reshape({3, 3});
+  Tensor indefinite = tensor({1.0, 2.0, -1.0, 4.0}).diag();
+  auto sameError = [&](const std::function<void(const Device&)>& f, const std::string& says) {
+    auto text = [&](const Device& d) {
+      std::string m = messageOf([&] { f(d); });
+      return m.substr(0, m.find(" (called from")); // the lines differ
+    };
+    const std::string m = text(vk);
+    EXPECT_TRUE(has(m, says)) << m;
+    EXPECT_EQ(m, text(Device::cpu()));
+  };
+  for (const Tensor& x : {singular, singular.t(), zeros({2, 2})})
+    sameError([&](const Device& d) { (void)linalg_inv(on(x, d)); }, "singular");
+  sameError([&](const Device& d) { (void)linalg_cholesky(on(indefinite, d)); },
+            "order 3 is not positive-definite");
+  expectSame([&](const Device& d) { return linalg_det(on(singular, d)); }, tol, vk);
   expectSame([&](const Device& d) { return linalg_det(on(a, d)) * 2; }, tol, vk);
 }
 

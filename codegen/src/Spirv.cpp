@@ -3,6 +3,7 @@
 // the fused CPU kernels' own (BodyBuilder, loads and stores from KernelIO.h), lowered by MLIR's
 // GPU, math, arith, scf and memref conversions to the SPIR-V dialect, serialized, and cached on
 // disk under the device's target. Installed into the runtime when this library loads.
+#include "SpirvFactor.h"
 #include "SpirvGemm.h"
 #include "SpirvShader.h"
 #include "weft/codegen/KernelCache.h"
@@ -687,6 +688,9 @@ mlir::OwningOpRef<mlir::ModuleOp> shaderModule(mlir::MLIRContext& ctx, const Sha
     break;
   case ShaderFamily::Sort:
     buildSort(s, key);
+    break;
+  case ShaderFamily::Factor:
+    buildFactor(s, key);
     break;
   }
   mlir::gpu::ReturnOp::create(b, loc);

@@ -8,6 +8,7 @@
 #include <array>
 #include <optional>
 #include <span>
+#include <string>
 
 namespace weft::hal {
 
@@ -19,6 +20,9 @@ public:
   virtual std::optional<int64_t> dispatch(const ShaderKey& key, std::span<const int32_t> params,
                                           std::span<const TensorRef> operands,
                                           std::array<uint32_t, 3> groups) = 0;
+  /// Why this device has no shader `key` (codegen's reason: a float64 exp, ...), or "" where it
+  /// has one (made here at first use).
+  virtual std::string shaderError(const ShaderKey& key) = 0;
 };
 
 /// Fills `registry` with the op table's kernels as shaders run them: every op the shader families

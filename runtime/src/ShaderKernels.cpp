@@ -432,21 +432,24 @@ void gemm(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& ou
                32);
 }
 
+/// The strides of a batch of matrices `t` ([..., r, c]) over the batch dims `batch`.
+Shape batchStrides(const TensorRef& t, const Shape& batch) {
+  TensorRef lead = t;
+  lead.shape.resize(t.shape.size() - 2);
+  lead.strides.resize(t.strides.size() - 2);
+  return broadcastOver(lead, batch);
+}
+
 void matmulKernel(std::span<const TensorRef> in, const TensorRef& out) {
   const TensorRef &a = in[0], &b = in[1];
   if (out.numel() == 0) return;
   const size_t r = out.shape.size();
   const int64_t m = out.shape[r - 2], n = out.shape[r - 1], k = a.shape.back();
   Shape batch(out.shape.begin(), out.shape.end() - 2);
-  auto batchStrides = [&](const TensorRef& t) {
-    TensorRef lead = t;
-    lead.shape.resize(t.shape.size() - 2);
-    lead.strides.resize(t.strides.size() - 2);
-    return broadcastOver(lead, batch);
-  };
   gemm(OpCode::MatMul, a, b, out, m, n, k, [&](const TensorRef& c) {
     Space s(batch, 3);
-    s.strides = {batchStrides(a), batchStrides(b), Shape(c.strides.begin(), c.strides.end() - 2)};
+    s.strides = {batchStrides(a, batch), batchStrides(b, batch),
+                 Shape(c.strides.begin(), c.strides.end() - 2)};
     s.collapse();
     const size_t ar = a.shape.size(), br = b.shape.size();
     s.extra = {m, n, k, a.strides[ar - 2], a.strides[ar - 1], b.strides[br - 2], b.strides[br - 1],
@@ -652,10 +655,46 @@ template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const Tens
   }
 }
 
-/// The Matrix kind (LU, Cholesky, eigh, QR and SVD factorizations) on the host's LAPACK, as
-/// MAGMA's hybrid routines and PyTorch's MPS device factor small matrices: the operands are made
-/// dense on the device, downloaded, factored by the CPU's kernel (its errors and signs), and the
-/// result uploaded. Each call waits for the device; the gradients' products run on the device.
+/// The LU, Cholesky and QR factorizations and what they give (Shaders.h's Factor family): a
+/// workgroup per matrix, its factors in a work buffer; inverse's and cholesky's LAPACK info is
+/// the CPU's error. (With several failing matrices in a batch, the info reported may be another
+/// failing matrix's than the first's.)
+template <OpCode Op>
+void factorKernel(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
+  const TensorRef& x = in[0];
+  const size_t r = x.shape.size();
+  const int64_t m = x.shape[r - 2], n = x.shape[r - 1];
+  const Shape batch(x.shape.begin(), x.shape.end() - 2);
+  const int64_t count = numel(batch);
+  if (out.numel() == 0) return;
+  const bool qr = Op == OpCode::QrQ || Op == OpCode::QrR;
+  const int64_t each = qr ? m * n + std::min(m, n) : Op == OpCode::Cholesky ? 1 : n * n;
+  std::shared_ptr<Storage> work = out.buffer->device().allocate(
+      static_cast<size_t>(std::max<int64_t>(1, count * each)) * elementSize(x.dtype));
+  Shape workShape = batch;
+  workShape.push_back(each);
+  const TensorRef w = refInto(*work, 0, x.dtype, workShape, contiguousStrides(workShape));
+  const bool scalar = Op == OpCode::Det || Op == OpCode::LogAbsDet; // out: [...batch]
+  Space s(batch, 3);
+  s.strides = {batchStrides(x, batch), Shape(w.strides.begin(), w.strides.end() - 1),
+               scalar ? out.strides : batchStrides(out, batch)};
+  s.collapse();
+  const size_t o = out.shape.size();
+  s.extra = {m, n, x.strides[r - 2], x.strides[r - 1], scalar ? 0 : out.strides[o - 2],
+             scalar ? 0 : out.strides[o - 1]};
+  const TensorRef ops[] = {x, w, out};
+  const auto info = run(ShaderFamily::Factor, Op, ops, {x.dtype, x.dtype, out.dtype}, s,
+                        {groupsFor(count, 1), 1, 1}, 64);
+  if (info && Op == OpCode::Inverse) kernels::singularMatrix(*info);
+  if (info && Op == OpCode::Cholesky) kernels::notPositiveDefinite(*info);
+}
+
+/// An op on the host's kernel: the operands are made dense on the device, downloaded, computed
+/// by the CPU's kernel (its errors, signs and precision), and the result uploaded; each call
+/// waits for the device. The rest of the Matrix kind runs so (the symmetric eigendecomposition
+/// and the SVD, iterative algorithms whose vectors' signs are LAPACK's own, as MAGMA's hybrid
+/// routines and PyTorch's MPS device do), and the float64 ops whose math functions Vulkan
+/// computes in 32 bits only (deviceKernel). Their gradients' products run on the device.
 template <OpCode Op>
 void hostKernel(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
   Device& host = cpu();
@@ -683,8 +722,51 @@ void hostKernel(std::span<const TensorRef> in, const TensorRef& out, const Attrs
     copyCastShader(refInto(*dense, 0, out.dtype, out.shape, contiguousStrides(out.shape)), out);
 }
 
+template <OpCode Op> void matrixKernel(std::span<const TensorRef> in, const TensorRef& out,
+                                       const Attrs& at) {
+  if constexpr (Op == OpCode::Inverse || Op == OpCode::Det || Op == OpCode::LogAbsDet ||
+                Op == OpCode::Cholesky || Op == OpCode::QrQ || Op == OpCode::QrR) {
+    if (Op != OpCode::LogAbsDet || in[0].dtype != DType::Float64)
+      return factorKernel<Op>(in, out, at);
+  }
+  hostKernel<Op>(in, out, at);
+}
+
+/// The shader a float64 op of the kinds computing math functions runs as, where a device may
+/// have none (Vulkan's exp, log, sin and the like are 32-bit only; random draws are float32).
+std::optional<ShaderKey> float64Shader(OpCode op, std::span<const TensorRef> in,
+                                       const TensorRef& out) {
+  const bool wide = out.dtype == DType::Float64 ||
+                    std::any_of(in.begin(), in.end(),
+                                [](const TensorRef& t) { return t.dtype == DType::Float64; });
+  if (!wide) return std::nullopt;
+  switch (opInfo(op).kind) {
+  case OpKind::Unary:
+  case OpKind::Binary:
+    return ShaderKey{ShaderFamily::Map, op, dtypesOf(in, out)};
+  case OpKind::Normalize:
+    return ShaderKey{op == OpCode::LogCumSumExp ? ShaderFamily::Scan : ShaderFamily::Normalize, op,
+                     {in[0].dtype, out.dtype}};
+  case OpKind::Scan:
+    return ShaderKey{ShaderFamily::Scan, op, {in[0].dtype, out.dtype}};
+  case OpKind::Random:
+    return ShaderKey{ShaderFamily::Random, op, {DType::Int64, out.dtype}};
+  default:
+    return std::nullopt;
+  }
+}
+
+/// An op on the device's shaders, but a float64 one whose shader the device cannot make: that
+/// runs on the host's kernel (its precision, its random numbers), as the rest of the Matrix kind.
+template <OpCode Op>
+void deviceKernel(std::span<const TensorRef> in, const TensorRef& out, const Attrs& at) {
+  if (auto key = float64Shader(Op, in, out); key && !deviceOf(out).shaderError(*key).empty())
+    return hostKernel<Op>(in, out, at);
+  shaderKernel<Op>(in, out, at);
+}
+
 template <OpCode Op> KernelFn kernelFor() {
-  return opInfo(Op).kind == OpKind::Matrix ? &hostKernel<Op> : &shaderKernel<Op>;
+  return opInfo(Op).kind == OpKind::Matrix ? &matrixKernel<Op> : &deviceKernel<Op>;
 }
 
 } // namespace

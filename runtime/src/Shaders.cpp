@@ -49,6 +49,8 @@ const char* familyName(ShaderFamily f) {
     return "random";
   case ShaderFamily::Sort:
     return "sort";
+  case ShaderFamily::Factor:
+    return "factor";
   }
   return "?";
 }

@@ -483,17 +483,22 @@ private:
     std::rename(tmp.c_str(), cachePath_.c_str());
   }
 
-  /// The pipeline of shader `key`, made at first use (a DeviceError where codegen has none).
-  const Pipeline& pipeline(const ShaderKey& key) {
+  /// The pipeline of shader `key` or why there is none, made at first use.
+  const Pipeline& entry(const ShaderKey& key) {
     const std::string name = key.str();
     std::lock_guard<std::mutex> lock(pipelineMutex_);
     auto it = pipelines_.find(name);
     if (it == pipelines_.end()) it = pipelines_.emplace(name, makePipeline(key)).first;
-    const Pipeline& p = it->second;
+    return it->second;
+  }
+  /// The pipeline of shader `key` (a DeviceError where codegen has none).
+  const Pipeline& pipeline(const ShaderKey& key) {
+    const Pipeline& p = entry(key);
     WEFT_CHECK(p.error.empty(), Device, id().str(), " has no kernel for ", opName(key.op), " (",
-               name, "): ", p.error);
+               key.str(), "): ", p.error);
     return p;
   }
+  std::string shaderError(const ShaderKey& key) override { return entry(key).error; }
 
   Pipeline makePipeline(const ShaderKey& key) {
     Pipeline p;

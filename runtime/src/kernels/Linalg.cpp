@@ -152,6 +152,19 @@ template <typename T, typename F> void forEachMatrix(const TensorRef& x, F f) {
 
 } // namespace
 
+void singularMatrix(int64_t info) {
+  WEFT_FAIL(Value, "linalg.inv: The diagonal element ", info,
+            " is zero, the inversion could not be completed because the input matrix is "
+            "singular.");
+}
+
+void notPositiveDefinite(int64_t info) {
+  WEFT_FAIL(Value,
+            "linalg.cholesky: The factorization could not be completed because the input is not "
+            "positive-definite (the leading minor of order ",
+            info, " is not positive-definite).");
+}
+
 void Inverse(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) {
   WEFT_INTERNAL_ASSERT(out.isContiguous());
   auto run = [&](auto tag) {
@@ -165,9 +178,7 @@ void Inverse(std::span<const TensorRef> in, const TensorRef& out, const Attrs&) 
       work.resize(static_cast<size_t>(n) * 64);
       int info = 0;
       getrf(n, m, pivots.data(), &info);
-      WEFT_CHECK(info == 0, Value, "linalg.inv: The diagonal element ", info,
-                 " is zero, the inversion could not be completed because the input matrix is "
-                 "singular.");
+      if (info != 0) singularMatrix(info);
       getri(n, m, pivots.data(), work.data(), static_cast<int>(work.size()), &info);
       WEFT_CHECK(info == 0, Value, "linalg.inv: the inversion failed (LAPACK info ", info, ")");
       std::memcpy(o + k * n * n, m, sizeof(T) * static_cast<size_t>(n) * static_cast<size_t>(n));
@@ -230,10 +241,7 @@ void Cholesky(std::span<const TensorRef> in, const TensorRef& out, const Attrs&)
       int info = 0;
       potrf('U', n, m, &info);
       WEFT_INTERNAL_ASSERT(info >= 0, "potrf rejected argument ", -info);
-      WEFT_CHECK(info == 0, Value,
-                 "linalg.cholesky: The factorization could not be completed "
-                 "because the input is not positive-definite (the leading minor of order ",
-                 info, " is not positive-definite).");
+      if (info != 0) notPositiveDefinite(info);
       T* l = o + k * n * n;
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < n; ++j)

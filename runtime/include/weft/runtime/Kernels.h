@@ -54,6 +54,10 @@ struct IndexedDim {
 };
 /// Throws the IndexError for index `v`, saying which indices `at` takes (from -size with `wrap`).
 [[noreturn]] [[gnu::cold]] void outOfBounds(int64_t v, const IndexedDim& at, bool wrap);
+/// linalg.inv's ValueError: U's diagonal element `info` (from 1) of the LU factors is zero.
+[[noreturn]] [[gnu::cold]] void singularMatrix(int64_t info);
+/// linalg.cholesky's ValueError: the leading minor of order `info` is not positive-definite.
+[[noreturn]] [[gnu::cold]] void notPositiveDefinite(int64_t info);
 /// Elementwise unary and binary ops share one dispatcher each.
 void unary(OpCode op, const TensorRef& in, const TensorRef& out);
 void binary(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& out);

@@ -49,6 +49,12 @@
 //   Sort:     argsort (int64), an invocation per element placing its index where the stable sort
 //             puts it; the points cover the whole input (out's strides 0 along the line's dim,
 //             the line: its length and strides); extra p: dim, descending, then the shape.
+//   Factor:   the LU, Cholesky and Householder QR factorizations and what they give (inverse,
+//             det, logabsdet, cholesky, qr_q, qr_r), a workgroup per matrix: operands x, work
+//             (the factors: n * n for LU, m * n plus min(m, n) reflector scales for QR, per
+//             point), out; the points are the batch; extra p: m, n, x's row and column strides,
+//             out's (0, 0 for det and logabsdet). inverse and cholesky record LAPACK's `info`
+//             (a zero pivot, a minor not positive-definite) in the status buffer.
 //   Pool:     max_pool's argmax (int64: iy * w + ix) per output point; extra p: h, w, oh, ow, kh,
 //             kw, strides, pads, dilations, then x's strides along h and w.
 #pragma once
@@ -74,7 +80,8 @@ enum class ShaderFamily : uint8_t {
   MatMul,
   Pool,
   Random,
-  Sort
+  Sort,
+  Factor
 };
 
 /// Which shader: its family, the op it computes, its operands' dtypes (inputs, then the output)
@@ -84,11 +91,12 @@ struct ShaderKey {
   OpCode op = OpCode::StopGradient;
   std::vector<DType> dtypes;
   uint32_t workgroupSize = 256;
-  /// Whether the shader writes the status buffer (Gather, Scatter, CheckIndex, and the integer
-  /// divisions fmod and floor_divide, for a zero divisor).
+  /// Whether the shader writes the status buffer (Gather, Scatter, CheckIndex, the integer
+  /// divisions fmod and floor_divide for a zero divisor, inverse and cholesky for their info).
   bool hasStatus() const {
     return family == ShaderFamily::Gather || family == ShaderFamily::Scatter ||
-           family == ShaderFamily::CheckIndex || integerDivision();
+           family == ShaderFamily::CheckIndex || integerDivision() ||
+           (family == ShaderFamily::Factor && (op == OpCode::Inverse || op == OpCode::Cholesky));
   }
   bool integerDivision() const {
     return family == ShaderFamily::Map && (op == OpCode::Fmod || op == OpCode::FloorDivide) &&
