@@ -828,6 +828,15 @@ hal::ShaderCode compile(const ShaderKey& key, const std::string& target) {
   }
   mlir::spirv::ModuleOp spirvModule;
   module->walk([&](mlir::spirv::ModuleOp m) { spirvModule = m; });
+  if (spirvModule && key.family == ShaderFamily::Factor) {
+    // The factorizations round each product and sum as the CPU's LAPACK does: a driver fusing
+    // l * u and its subtraction into one FMA (NVIDIA's does) leaves a residue where LAPACK finds
+    // a pivot exactly zero, and a singular matrix is then no error.
+    spirvModule->walk([&](mlir::Operation* op) {
+      if (mlir::isa<mlir::spirv::FMulOp, mlir::spirv::FAddOp, mlir::spirv::FSubOp>(op))
+        op->setAttr("no_contraction", mlir::UnitAttr::get(&ctx));
+    });
+  }
   if (spirvModule && debugFlag("WEFT_DUMP_SHADERS").value_or("0") == "1") {
     llvm::errs() << "// " << key.str() << "\n";
     spirvModule->print(llvm::errs());
