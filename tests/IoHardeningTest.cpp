@@ -2,7 +2,7 @@
 // read, gzip bombs, absurd headers, junk, loads that must change nothing when any part is bad,
 // and options outside PyTorch's ranges. Each gives a weft::Error naming what is wrong and the
 // caller's line, never a signal, a standard-library exception or a half-applied change.
-#include "InputFile.h"
+#include "weft/runtime/InputFile.h"
 #include "TestUtil.h"
 
 #include <zlib.h>

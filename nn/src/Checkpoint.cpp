@@ -1,7 +1,7 @@
 // Checkpoints: groups of state dicts flattened to "group.key" names in a safetensors file.
 #include "weft/Checkpoint.h"
 
-#include "InputFile.h"
+#include "weft/runtime/InputFile.h"
 
 namespace weft {
 namespace {

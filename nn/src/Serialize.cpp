@@ -2,7 +2,7 @@
 // metadata says which of them a file holds.
 #include "weft/Serialize.h"
 
-#include "InputFile.h"
+#include "weft/runtime/InputFile.h"
 
 #include <charconv>
 #include <map>

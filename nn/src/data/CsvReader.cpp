@@ -3,7 +3,7 @@
 // knows where its rows go).
 #include "weft/data/Readers.h"
 
-#include "InputFile.h"
+#include "weft/runtime/InputFile.h"
 
 #include "weft/Functions.h"
 #include "weft/runtime/ThreadPool.h"

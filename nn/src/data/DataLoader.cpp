@@ -1,7 +1,7 @@
 // The DataLoader: an epoch's workers, its bounded reorder buffer, and the iterator over it.
 #include "weft/data/DataLoader.h"
 
-#include "InputFile.h"
+#include "weft/runtime/InputFile.h"
 #include "weft/Functions.h"
 
 #include <algorithm>

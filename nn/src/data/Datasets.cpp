@@ -1,7 +1,7 @@
 // Datasets over files: (Fashion-)MNIST from IDX, CSV rows, and windows of a byte corpus.
 #include "weft/data/Datasets.h"
 
-#include "InputFile.h"
+#include "weft/runtime/InputFile.h"
 #include "weft/Functions.h"
 
 #include <sys/stat.h>

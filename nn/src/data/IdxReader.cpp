@@ -1,7 +1,7 @@
 // read_idx: the IDX format of MNIST-like datasets (big-endian header and data, optionally gzip).
 #include "weft/data/Readers.h"
 
-#include "InputFile.h"
+#include "weft/runtime/InputFile.h"
 #include "weft/Functions.h"
 
 #include <unistd.h>

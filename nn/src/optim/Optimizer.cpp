@@ -1,7 +1,7 @@
 // Optimizers: groups, state and state dicts, and each update rule as PyTorch documents it.
 #include "weft/optim/Optimizer.h"
 
-#include "InputFile.h"
+#include "weft/runtime/InputFile.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,6 +1,6 @@
 // InputFile: pread-based reads of a regular file that check every byte count, and printable
 // excerpts of what a file holds.
-#include "InputFile.h"
+#include "weft/runtime/InputFile.h"
 
 #include <cerrno>
 #include <fcntl.h>
