@@ -1,145 +1,127 @@
 // Saving, loading and running executables. The byte format: "WEFTEXE\0", a u32 version, a u64
-// FNV-1a checksum of the rest, then the body in little-endian fields (lengths before sequences,
-// ops and dtypes by name so that reordering the tables does not change the meaning of old bytes).
+// FNV-1a checksum of the rest, then the executable as a Program message (ProgramProto.h).
 #include "weft/runtime/Executable.h"
 
-#include "weft/runtime/ByteWriter.h"
+#include "ProgramProto.h"
 #include "weft/runtime/Error.h"
 #include "weft/runtime/Hash.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
+#include <variant>
 
 namespace weft {
 namespace {
 
 constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'E', 'X', 'E', '\0'};
-constexpr uint32_t kVersion = 5;
+constexpr uint32_t kVersion = 6;
 
 static_assert(std::endian::native == std::endian::little, "the format is little-endian");
 
-uint64_t fnv1a(std::span<const uint8_t> bytes) {
-  return fnv1a64(bytes.data(), bytes.size());
-}
+// ---- Executable -> Program ----
 
-void writeValues(ByteWriter& w, const std::vector<ExecutableValue>& vs) {
-  w.u64(vs.size());
+void toProto(const std::vector<ExecutableValue>& vs,
+             google::protobuf::RepeatedPtrField<proto::Value>& out) {
   for (const ExecutableValue& v : vs) {
-    w.str(v.name);
-    w.dtype(v.dtype);
-    w.ints(v.shape);
+    proto::Value* pv = out.Add();
+    pv->set_name(v.name);
+    pv->set_dtype(std::string(dtypeName(v.dtype)));
+    pv->mutable_shape()->Add(v.shape.begin(), v.shape.end());
   }
 }
 
-/// Reads what ByteWriter wrote; anything short or out of range is an error naming the field.
-class Reader {
+void toProto(const Attrs& attrs, google::protobuf::RepeatedPtrField<proto::Attr>& out) {
+  for (const auto& [name, value] : attrs.items()) {
+    proto::Attr* a = out.Add();
+    a->set_name(name);
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, int64_t>)
+            a->set_int_value(v);
+          else if constexpr (std::is_same_v<T, double>)
+            a->set_float_value(v);
+          else if constexpr (std::is_same_v<T, bool>)
+            a->set_bool_value(v);
+          else if constexpr (std::is_same_v<T, Shape>)
+            a->mutable_ints_value()->mutable_values()->Add(v.begin(), v.end());
+          else if constexpr (std::is_same_v<T, DType>)
+            a->set_dtype_value(std::string(dtypeName(v)));
+          else
+            a->set_string_value(v);
+        },
+        value);
+  }
+}
+
+// ---- Program -> Executable, every field checked ----
+
+/// Reads a Program's fields; anything out of range is an IOError naming the field.
+class Checker {
 public:
-  explicit Reader(std::span<const uint8_t> bytes) : bytes_(bytes) {}
-  template <typename T> T pod(const char* what) {
-    need(sizeof(T), what);
-    T v;
-    std::memcpy(&v, bytes_.data() + at_, sizeof(T));
-    at_ += sizeof(T);
-    return v;
+  explicit Checker(std::string ctx) : ctx_(std::move(ctx)) {}
+  [[noreturn]] void damaged(const std::string& what) const {
+    WEFT_FAIL(IO, ctx_, "damaged bytes (", what, ")");
   }
-  uint64_t u64(const char* what) { return pod<uint64_t>(what); }
-  int64_t i64(const char* what) { return pod<int64_t>(what); }
-  /// A count of items at least `minBytes` each: never more than the bytes left could hold.
-  size_t count(const char* what, size_t minBytes) {
-    uint64_t n = u64(what);
-    WEFT_CHECK(n <= (bytes_.size() - at_) / std::max<size_t>(minBytes, 1), IO,
-               "executable: damaged bytes (", what, " count ", n, " runs past the end)");
-    return static_cast<size_t>(n);
-  }
-  std::string str(const char* what) {
-    size_t n = count(what, 1);
-    std::string s(reinterpret_cast<const char*>(bytes_.data() + at_), n);
-    at_ += n;
-    return s;
-  }
-  std::vector<uint8_t> blob(const char* what) {
-    size_t n = count(what, 1);
-    std::vector<uint8_t> b(bytes_.begin() + static_cast<std::ptrdiff_t>(at_),
-                           bytes_.begin() + static_cast<std::ptrdiff_t>(at_ + n));
-    at_ += n;
-    return b;
-  }
-  Shape ints(const char* what) {
-    Shape v(count(what, 8));
-    for (int64_t& x : v)
-      x = i64(what);
-    return v;
-  }
-  std::vector<int32_t> slots(const char* what, int32_t numSlots) {
-    std::vector<int32_t> v(count(what, 4));
-    for (int32_t& x : v) {
-      x = pod<int32_t>(what);
-      WEFT_CHECK(x >= 0 && x < numSlots, IO, "executable: damaged bytes (", what, " slot ", x,
-                 " outside 0..", numSlots - 1, ")");
-    }
-    return v;
-  }
-  DType dtype(const char* what) {
-    std::string name = str(what);
+  DType dtype(const std::string& name, const char* what) const {
     for (int i = 0; i < kNumDTypes; ++i)
       if (dtypeName(static_cast<DType>(i)) == name) return static_cast<DType>(i);
-    WEFT_FAIL(IO, "executable: unknown dtype '", name, "' in ", what);
+    WEFT_FAIL(IO, ctx_, "unknown dtype '", name, "' in ", what, " (saved by a newer weft?)");
   }
-  Shape shape(const char* what) {
-    Shape s = ints(what);
+  Shape shape(const google::protobuf::RepeatedField<int64_t>& dims, const char* what) const {
+    Shape s(dims.begin(), dims.end());
     for (int64_t d : s)
-      WEFT_CHECK(d >= 0, IO, "executable: damaged bytes (negative size in ", what, ")");
+      if (d < 0) damaged(detail::concat("a negative size in ", what));
+    if (!byteSize(s, DType::Float64)) damaged(detail::concat("a shape too large in ", what));
     return s;
   }
-  Attrs attrs() {
+  std::vector<ExecutableValue> values(const google::protobuf::RepeatedPtrField<proto::Value>& vs,
+                                      const char* what) const {
+    std::vector<ExecutableValue> out;
+    for (const proto::Value& v : vs)
+      out.push_back({v.name(), dtype(v.dtype(), what), shape(v.shape(), what)});
+    return out;
+  }
+  std::vector<int32_t> slots(const google::protobuf::RepeatedField<int32_t>& v, int32_t numSlots,
+                             const char* what) const {
+    for (int32_t x : v)
+      if (x < 0 || x >= numSlots)
+        damaged(detail::concat(what, " slot ", x, " outside 0..", numSlots - 1));
+    return {v.begin(), v.end()};
+  }
+  Attrs attrs(const google::protobuf::RepeatedPtrField<proto::Attr>& as) const {
     Attrs a;
-    size_t n = count("attributes", 9);
-    for (size_t i = 0; i < n; ++i) {
-      std::string name = str("attribute name");
-      auto kind = pod<uint8_t>("attribute kind");
-      switch (kind) {
-      case 0:
-        a.set(name, i64("attribute"));
+    for (const proto::Attr& x : as) {
+      switch (x.value_case()) {
+      case proto::Attr::kIntValue:
+        a.set(x.name(), x.int_value());
         break;
-      case 1:
-        a.set(name, pod<double>("attribute"));
+      case proto::Attr::kFloatValue:
+        a.set(x.name(), x.float_value());
         break;
-      case 2:
-        a.set(name, pod<uint8_t>("attribute") != 0);
+      case proto::Attr::kBoolValue:
+        a.set(x.name(), x.bool_value());
         break;
-      case 3:
-        a.set(name, ints("attribute"));
+      case proto::Attr::kIntsValue:
+        a.set(x.name(), Shape(x.ints_value().values().begin(), x.ints_value().values().end()));
         break;
-      case 4:
-        a.set(name, dtype("attribute"));
+      case proto::Attr::kDtypeValue:
+        a.set(x.name(), dtype(x.dtype_value(), "an attribute"));
         break;
-      case 5:
-        a.set(name, str("attribute"));
+      case proto::Attr::kStringValue:
+        a.set(x.name(), x.string_value());
         break;
       default:
-        WEFT_FAIL(IO, "executable: damaged bytes (attribute '", name, "' of unknown kind ",
-                  static_cast<int>(kind), ")");
+        damaged("attribute '" + x.name() + "' has no value");
       }
     }
     return a;
   }
-  std::vector<ExecutableValue> values(const char* what) {
-    std::vector<ExecutableValue> vs(count(what, 24));
-    for (ExecutableValue& v : vs) {
-      v.name = str(what);
-      v.dtype = dtype(what);
-      v.shape = shape(what);
-    }
-    return vs;
-  }
-  bool atEnd() const { return at_ == bytes_.size(); }
 
 private:
-  void need(size_t n, const char* what) {
-    WEFT_CHECK(bytes_.size() - at_ >= n, IO, "executable: truncated bytes (reading ", what, ")");
-  }
-  std::span<const uint8_t> bytes_;
-  size_t at_ = 0;
+  std::string ctx_;
 };
 
 std::string typeString(DType t, const Shape& s) {
@@ -161,58 +143,153 @@ void checkValues(const char* what, const std::vector<ExecutableValue>& expected,
 
 } // namespace
 
-std::vector<uint8_t> Executable::save() const {
-  ByteWriter w;
-  writeValues(w, arguments);
-  writeValues(w, state);
-  writeValues(w, outputs);
-  w.pod(plan.numSlots);
-  w.slots(plan.argumentSlots);
-  w.slots(plan.stateSlots);
-  w.slots(plan.outputSlots);
-  w.u64(plan.stateUpdates.size());
-  for (const auto& [index, slot] : plan.stateUpdates) {
-    w.pod(index);
-    w.pod(slot);
+void toProto(const Executable& e, proto::Program& out) {
+  const Plan& p = e.plan;
+  toProto(e.arguments, *out.mutable_arguments());
+  toProto(e.state, *out.mutable_state());
+  toProto(e.outputs, *out.mutable_outputs());
+  out.set_num_slots(p.numSlots);
+  out.mutable_argument_slots()->Add(p.argumentSlots.begin(), p.argumentSlots.end());
+  out.mutable_state_slots()->Add(p.stateSlots.begin(), p.stateSlots.end());
+  out.mutable_output_slots()->Add(p.outputSlots.begin(), p.outputSlots.end());
+  for (const auto& [index, slot] : p.stateUpdates) {
+    proto::StateUpdate* u = out.add_state_updates();
+    u->set_state(index);
+    u->set_slot(slot);
   }
-  w.u64(plan.kernels.code.size());
-  for (const hal::CodeObject& code : plan.kernels.code) {
-    w.str(code.format);
-    w.str(code.target);
-    w.blob(code.bytes);
+  for (const hal::CodeObject& code : p.kernels.code) {
+    proto::CodeObject* c = out.add_code();
+    c->set_format(code.format);
+    c->set_target(code.target);
+    c->set_payload(code.bytes.data(), code.bytes.size());
   }
-  w.u64(plan.kernels.kernels.size());
-  for (const hal::KernelInfo& k : plan.kernels.kernels) {
-    w.str(k.symbol);
-    w.i64(k.rows);
-    w.i64(k.grain);
+  for (const hal::KernelInfo& k : p.kernels.kernels) {
+    proto::Kernel* pk = out.add_kernels();
+    pk->set_symbol(k.symbol);
+    pk->set_rows(k.rows);
+    pk->set_grain(k.grain);
   }
-  w.u64(plan.steps.size());
-  for (const PlanStep& s : plan.steps) {
-    w.str(opName(s.op));
-    w.slots(s.inputs);
-    w.pod(s.output);
-    w.attrs(s.attrs);
-    w.dtype(s.dtype);
-    w.ints(s.shape);
-    w.slots(s.release);
-    w.pod(s.kernel);
-    w.slots(s.kernelOutputs);
-    w.u64(s.kernelTypes.size());
+  for (const PlanStep& s : p.steps) {
+    proto::Step* ps = out.add_steps();
+    ps->set_op(std::string(opName(s.op)));
+    ps->mutable_inputs()->Add(s.inputs.begin(), s.inputs.end());
+    ps->set_output(s.output);
+    toProto(s.attrs, *ps->mutable_attrs());
+    ps->set_dtype(std::string(dtypeName(s.dtype)));
+    ps->mutable_shape()->Add(s.shape.begin(), s.shape.end());
+    ps->mutable_release()->Add(s.release.begin(), s.release.end());
+    ps->set_kernel(s.kernel);
+    ps->mutable_kernel_outputs()->Add(s.kernelOutputs.begin(), s.kernelOutputs.end());
     for (const auto& [t, shape] : s.kernelTypes) {
-      w.dtype(t);
-      w.ints(shape);
+      proto::Value* v = ps->add_kernel_types();
+      v->set_dtype(std::string(dtypeName(t)));
+      v->mutable_shape()->Add(shape.begin(), shape.end());
     }
-    w.ints(Shape(s.kernelInPlace.begin(), s.kernelInPlace.end()));
-    w.ints(s.outputStrides);
-    w.pod(static_cast<uint8_t>(s.afterEachSample));
+    ps->mutable_kernel_in_place()->Add(s.kernelInPlace.begin(), s.kernelInPlace.end());
+    ps->set_after_each_sample(s.afterEachSample);
+    ps->mutable_output_strides()->Add(s.outputStrides.begin(), s.outputStrides.end());
   }
-  std::vector<uint8_t> out(kMagic, kMagic + sizeof kMagic);
-  ByteWriter head;
-  head.pod(kVersion);
-  head.u64(fnv1a(w.bytes));
-  out.insert(out.end(), head.bytes.begin(), head.bytes.end());
-  out.insert(out.end(), w.bytes.begin(), w.bytes.end());
+  out.set_arena_bytes(p.arenaBytes);
+  out.mutable_arena_offsets()->Add(p.arenaOffset.begin(), p.arenaOffset.end());
+  out.set_ir(e.ir);
+}
+
+Executable fromProto(const proto::Program& m, const std::string& ctx) {
+  Checker c(ctx);
+  Executable e;
+  e.arguments = c.values(m.arguments(), "arguments");
+  e.state = c.values(m.state(), "state");
+  e.outputs = c.values(m.outputs(), "outputs");
+  e.ir = m.ir();
+  Plan& p = e.plan;
+  p.numSlots = m.num_slots();
+  if (p.numSlots < 0) c.damaged("a negative slot count");
+  p.argumentSlots = c.slots(m.argument_slots(), p.numSlots, "argument");
+  p.stateSlots = c.slots(m.state_slots(), p.numSlots, "state");
+  p.outputSlots = c.slots(m.output_slots(), p.numSlots, "output");
+  if (p.argumentSlots.size() != e.arguments.size() || p.stateSlots.size() != e.state.size() ||
+      p.outputSlots.size() != e.outputs.size())
+    c.damaged("the signature and the plan disagree");
+  for (const proto::StateUpdate& u : m.state_updates()) {
+    if (u.state() < 0 || static_cast<size_t>(u.state()) >= e.state.size() || u.slot() < 0 ||
+        u.slot() >= p.numSlots)
+      c.damaged("a state update out of range");
+    p.stateUpdates.emplace_back(u.state(), u.slot());
+  }
+  for (const proto::CodeObject& code : m.code())
+    p.kernels.code.push_back(
+        {code.format(), code.target(), std::vector<uint8_t>(code.payload().begin(), code.payload().end())});
+  for (const proto::Kernel& k : m.kernels()) {
+    if (k.rows() < 0 || k.grain() < 1)
+      c.damaged(detail::concat("kernel '", k.symbol(), "' has ", k.rows(), " rows and grain ",
+                               k.grain()));
+    p.kernels.kernels.push_back({k.symbol(), k.rows(), k.grain()});
+  }
+  for (const proto::Step& ms : m.steps()) {
+    PlanStep s;
+    std::optional<OpCode> code = opFromName(ms.op());
+    WEFT_CHECK(code.has_value(), IO, ctx, "unknown op '", ms.op(), "' (saved by a newer weft?)");
+    s.op = *code;
+    const std::string name(opName(s.op));
+    s.inputs = c.slots(ms.inputs(), p.numSlots, "step input");
+    s.output = ms.output();
+    s.attrs = c.attrs(ms.attrs());
+    s.dtype = c.dtype(ms.dtype(), "a step");
+    s.shape = c.shape(ms.shape(), "a step");
+    s.release = c.slots(ms.release(), p.numSlots, "step release");
+    s.kernel = ms.kernel();
+    s.kernelOutputs = c.slots(ms.kernel_outputs(), p.numSlots, "kernel output");
+    for (const proto::Value& v : ms.kernel_types())
+      s.kernelTypes.emplace_back(c.dtype(v.dtype(), "a kernel output"),
+                                 c.shape(v.shape(), "a kernel output"));
+    for (int32_t j : ms.kernel_in_place())
+      if (j < -1 || j >= static_cast<int64_t>(s.inputs.size()))
+        c.damaged(detail::concat("a kernel writes over input ", j, " of ", s.inputs.size()));
+    s.kernelInPlace.assign(ms.kernel_in_place().begin(), ms.kernel_in_place().end());
+    s.outputStrides.assign(ms.output_strides().begin(), ms.output_strides().end());
+    s.afterEachSample = ms.after_each_sample();
+    const bool fused = s.kernel >= 0;
+    if (!s.outputStrides.empty() && (fused || opInfo(s.op).kind != OpKind::MatMul ||
+                                     !isDenseLayout(s.shape, s.outputStrides)))
+      c.damaged(detail::concat("step ", name, " lays out its output with ",
+                               shapeString(s.outputStrides)));
+    if (fused ? !(static_cast<size_t>(s.kernel) < p.kernels.kernels.size() &&
+                  s.kernelTypes.size() == s.kernelOutputs.size() &&
+                  s.kernelInPlace.size() == s.kernelOutputs.size())
+              : !(s.kernel == -1 && s.output >= 0 && s.output < p.numSlots))
+      c.damaged("step " + name + " writes nothing valid");
+    const int arity = opInfo(s.op).numInputs;
+    if (!fused && arity >= 0 && s.inputs.size() != static_cast<size_t>(arity))
+      c.damaged(detail::concat(name, " with ", s.inputs.size(), " inputs"));
+    p.steps.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < p.steps.size(); ++i)
+    if (p.steps[i].afterEachSample && !isConvEpilogue(p, i))
+      c.damaged(detail::concat("step ", i,
+                               " runs inside the step before it, which is not a conv writing what "
+                               "it reads"));
+  // The buffer plan is derived from the steps: a saved one must be the one they give.
+  planMemory(p);
+  if (!m.arena_offsets().empty() &&
+      (m.arena_bytes() != p.arenaBytes ||
+       !std::equal(m.arena_offsets().begin(), m.arena_offsets().end(), p.arenaOffset.begin(),
+                   p.arenaOffset.end())))
+    c.damaged("its buffer plan is not the one its steps give");
+  return e;
+}
+
+std::vector<uint8_t> Executable::save() const {
+  proto::Program m;
+  toProto(*this, m);
+  std::string body;
+  WEFT_CHECK(m.SerializeToString(&body), Value,
+             "executable: too large to save (protobuf messages stop at 2 GiB)");
+  std::vector<uint8_t> out(sizeof kMagic + 12 + body.size());
+  const uint64_t checksum = fnv1a64(body.data(), body.size());
+  std::memcpy(out.data(), kMagic, sizeof kMagic);
+  std::memcpy(out.data() + sizeof kMagic, &kVersion, 4);
+  std::memcpy(out.data() + sizeof kMagic + 4, &checksum, 8);
+  std::memcpy(out.data() + sizeof kMagic + 12, body.data(), body.size());
   return out;
 }
 
@@ -220,98 +297,21 @@ Executable Executable::load(std::span<const uint8_t> bytes, hal::Device& device)
   WEFT_CHECK(bytes.size() >= sizeof kMagic + 12 &&
                  std::memcmp(bytes.data(), kMagic, sizeof kMagic) == 0,
              IO, "executable: not a weft executable (no WEFTEXE header)");
-  Reader head(bytes.subspan(sizeof kMagic, 12));
-  auto version = head.pod<uint32_t>("version");
+  uint32_t version = 0;
+  uint64_t checksum = 0;
+  std::memcpy(&version, bytes.data() + sizeof kMagic, 4);
+  std::memcpy(&checksum, bytes.data() + sizeof kMagic + 4, 8);
   WEFT_CHECK(version == kVersion, IO, "executable: format version ", version,
              " is not the version this runtime reads (", kVersion, ")");
-  uint64_t checksum = head.u64("checksum");
   std::span<const uint8_t> body = bytes.subspan(sizeof kMagic + 12);
-  WEFT_CHECK(fnv1a(body) == checksum, IO,
+  WEFT_CHECK(fnv1a64(body.data(), body.size()) == checksum, IO,
              "executable: damaged bytes (the checksum does not match the contents)");
-  Reader r(body);
-  Executable e;
-  e.arguments = r.values("arguments");
-  e.state = r.values("state");
-  e.outputs = r.values("outputs");
-  Plan& p = e.plan;
-  p.numSlots = r.pod<int32_t>("slot count");
-  WEFT_CHECK(p.numSlots >= 0, IO, "executable: damaged bytes (negative slot count)");
-  p.argumentSlots = r.slots("argument slots", p.numSlots);
-  p.stateSlots = r.slots("state slots", p.numSlots);
-  p.outputSlots = r.slots("output slots", p.numSlots);
-  WEFT_CHECK(p.argumentSlots.size() == e.arguments.size() &&
-                 p.stateSlots.size() == e.state.size() && p.outputSlots.size() == e.outputs.size(),
-             IO, "executable: damaged bytes (the signature and the plan disagree)");
-  size_t updates = r.count("state updates", 8);
-  for (size_t i = 0; i < updates; ++i) {
-    auto index = r.pod<int32_t>("state update");
-    auto slot = r.pod<int32_t>("state update");
-    WEFT_CHECK(index >= 0 && static_cast<size_t>(index) < e.state.size() && slot >= 0 &&
-                   slot < p.numSlots,
-               IO, "executable: damaged bytes (a state update out of range)");
-    p.stateUpdates.emplace_back(index, slot);
-  }
-  p.kernels.code.resize(r.count("code objects", 24));
-  for (hal::CodeObject& code : p.kernels.code) {
-    code.format = r.str("code format");
-    code.target = r.str("code target");
-    code.bytes = r.blob("code");
-  }
-  p.kernels.kernels.resize(r.count("kernels", 24));
-  for (hal::KernelInfo& k : p.kernels.kernels) {
-    k.symbol = r.str("kernel symbol");
-    k.rows = r.i64("kernel rows");
-    k.grain = r.i64("kernel grain");
-    WEFT_CHECK(k.rows >= 0 && k.grain >= 1, IO, "executable: damaged bytes (kernel '", k.symbol,
-               "' has ", k.rows, " rows and grain ", k.grain, ")");
-  }
-  p.steps.resize(r.count("steps", 40));
-  for (PlanStep& s : p.steps) {
-    std::string op = r.str("op");
-    std::optional<OpCode> code = opFromName(op);
-    WEFT_CHECK(code.has_value(), IO, "executable: unknown op '", op, "' (saved by a newer weft?)");
-    s.op = *code;
-    s.inputs = r.slots("step inputs", p.numSlots);
-    s.output = r.pod<int32_t>("step output");
-    s.attrs = r.attrs();
-    s.dtype = r.dtype("step dtype");
-    s.shape = r.shape("step shape");
-    s.release = r.slots("step releases", p.numSlots);
-    s.kernel = r.pod<int32_t>("step kernel");
-    s.kernelOutputs = r.slots("kernel outputs", p.numSlots);
-    size_t types = r.count("kernel output types", 16);
-    for (size_t i = 0; i < types; ++i) {
-      DType t = r.dtype("kernel output dtype");
-      s.kernelTypes.emplace_back(t, r.shape("kernel output shape"));
-    }
-    Shape inPlace = r.ints("kernel in-place outputs");
-    for (int64_t j : inPlace)
-      WEFT_CHECK(j >= -1 && j < static_cast<int64_t>(s.inputs.size()), IO,
-                 "executable: damaged bytes (a kernel writes over input ", j, " of ",
-                 s.inputs.size(), ")");
-    s.kernelInPlace.assign(inPlace.begin(), inPlace.end());
-    s.outputStrides = r.ints("step output strides");
-    s.afterEachSample = r.pod<uint8_t>("step epilogue flag") != 0;
-    bool fused = s.kernel >= 0;
-    WEFT_CHECK(s.outputStrides.empty() || (!fused && opInfo(s.op).kind == OpKind::MatMul &&
-                                           isDenseLayout(s.shape, s.outputStrides)),
-               IO, "executable: damaged bytes (step ", opName(s.op), " lays out its output with ",
-               shapeString(s.outputStrides), ")");
-    WEFT_CHECK(fused ? static_cast<size_t>(s.kernel) < p.kernels.kernels.size() &&
-                           s.kernelTypes.size() == s.kernelOutputs.size() &&
-                           s.kernelInPlace.size() == s.kernelOutputs.size()
-                     : s.kernel == -1 && s.output >= 0 && s.output < p.numSlots,
-               IO, "executable: damaged bytes (step ", opName(s.op), " writes nothing valid)");
-    int arity = opInfo(s.op).numInputs;
-    WEFT_CHECK(fused || arity < 0 || s.inputs.size() == static_cast<size_t>(arity), IO,
-               "executable: damaged bytes (", opName(s.op), " with ", s.inputs.size(), " inputs)");
-  }
-  WEFT_CHECK(r.atEnd(), IO, "executable: damaged bytes (data after the end)");
-  for (size_t i = 0; i < p.steps.size(); ++i)
-    WEFT_CHECK(!p.steps[i].afterEachSample || isConvEpilogue(p, i), IO,
-               "executable: damaged bytes (step ", i,
-               " runs inside the step before it, which is not a conv writing what it reads)");
-  planMemory(p); // derived from the steps, not saved
+  WEFT_CHECK(body.size() <= static_cast<size_t>(std::numeric_limits<int>::max()), IO,
+             "executable: damaged bytes (past protobuf's 2 GiB)");
+  proto::Program m;
+  WEFT_CHECK(m.ParseFromArray(body.data(), static_cast<int>(body.size())), IO,
+             "executable: damaged bytes (not a Program message)");
+  Executable e = fromProto(m, "executable: ");
   e.loadCode(device);
   return e;
 }

@@ -31,8 +31,11 @@ public:
   /// What it returns, in order.
   std::vector<ExecutableValue> outputs;
   Plan plan;
+  /// The program's text IR, for inspection ("" where it was not kept).
+  std::string ir;
 
-  /// The executable as bytes (format version 1): everything above except loaded code.
+  /// The executable as bytes (a Program of proto/weft/artifact.proto behind a header with a
+  /// format version and a checksum): everything above except loaded code.
   std::vector<uint8_t> save() const;
   /// An executable from save()'s bytes, its code loaded on `device`. Damaged or truncated bytes,
   /// another format version, or code built for another target are a weft::Error.
