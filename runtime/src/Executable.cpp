@@ -204,6 +204,11 @@ Executable fromProto(const proto::Program& m, const std::string& ctx) {
   Plan& p = e.plan;
   p.numSlots = m.num_slots();
   if (p.numSlots < 0) c.damaged("a negative slot count");
+  // The plan's tables hold an entry per slot: a count far past the message's size would make
+  // them allocate without bound (a real plan's slots are values its steps name, a few per step).
+  const size_t bound = std::max<size_t>(1024, m.ByteSizeLong());
+  if (static_cast<size_t>(p.numSlots) > bound)
+    c.damaged(detail::concat(p.numSlots, " slots in a message of ", m.ByteSizeLong(), " bytes"));
   p.argumentSlots = c.slots(m.argument_slots(), p.numSlots, "argument");
   p.stateSlots = c.slots(m.state_slots(), p.numSlots, "state");
   p.outputSlots = c.slots(m.output_slots(), p.numSlots, "output");

@@ -1,6 +1,7 @@
-// Writes what the AOT runner checks: a compiled function's saved executable, the inputs of one
-// call and that call's outputs, each as raw little-endian bytes. With --expect-cached, it also
-// checks that every kernel came from the disk cache (a second process compiles nothing).
+// Writes what the AOT runner checks: a compiled function's saved executable, and a small CNN
+// exported as an artifact (cnn.weft), with the inputs of one call and that call's outputs (of the
+// same compilation, in this process), each as raw little-endian bytes. With --expect-cached, it
+// also checks that every kernel came from the disk cache (a second process compiles nothing).
 // Usage: weft_aot_writer DIR [--expect-cached]
 #include "weft/codegen/KernelCache.h"
 
@@ -49,6 +50,20 @@ int main(int argc, char** argv) try {
   writeFile(dir + "/mlp.wexe", bytes.data(), bytes.size());
   writeTensors(dir + "/inputs.bin", in);
   writeTensors(dir + "/expected.bin", {out});
+  // A CNN exported for inference: its expected outputs are the in-process compiled forward's.
+  nn::Sequential cnn(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1)), nn::ReLU(),
+                     nn::MaxPool2d(2), nn::Flatten(), nn::Linear(4 * 4 * 4, 10));
+  Tensor image = randn({3, 1, 8, 8});
+  export_model(cnn, {image}, dir + "/cnn.weft");
+  Tensor logits;
+  {
+    NoGradGuard noGrad;
+    cnn->eval();
+    auto forward = compile([&](const Tensor& x) { return cnn->forward(x); });
+    logits = forward(image);
+  }
+  writeTensors(dir + "/cnn_inputs.bin", {image});
+  writeTensors(dir + "/cnn_expected.bin", {logits});
   codegen::KernelCacheStats cache = codegen::kernelCacheStats();
   std::printf("wrote %s/mlp.wexe (%zu bytes, %zu kernels: %lld compiled, %lld from the cache)\n",
               dir.c_str(), bytes.size(), mlp.compiled().num_kernels(),

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "weft/Checkpoint.h"
+#include "weft/Export.h"
 #include "weft/Serialize.h"
 #include "weft/nn/Activation.h"
 #include "weft/nn/Container.h"

@@ -1,0 +1,75 @@
+// Exporting for deployment: a module's forward compiled ahead of time and written, with its
+// weights, as an artifact (.weft, weft/runtime/Artifact.h) that the runtime alone loads and runs.
+#pragma once
+
+#include "weft/Compile.h"
+#include "weft/Safetensors.h"
+#include "weft/nn/Module.h"
+
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace weft {
+
+/// Options for export_model(), spelled like LibTorch's builders.
+struct ExportOptions {
+  std::string cpu_target_ = "host";
+  std::string program_ = "forward";
+  /// The CPU the generated code is built for (CompileOptions::cpu_target): "host", or a feature
+  /// level ("x86-64-v3") so that the artifact runs on every machine of that level.
+  ExportOptions& cpu_target(std::string name) {
+    cpu_target_ = std::move(name);
+    return *this;
+  }
+  /// The program's name in the artifact ("forward").
+  ExportOptions& program(std::string name) {
+    program_ = std::move(name);
+    return *this;
+  }
+};
+
+/// Compiles `forward` (a function of tensors shaped like `example_inputs`, reading `module`'s
+/// parameters and buffers) for inference, in eval mode and without autograd, and writes it to
+/// `path` as an artifact: its state named as `module.named_parameters()` and `named_buffers()`
+/// name it (other captured tensors "constant.0", ...), written atomically. The module's training
+/// mode is restored afterwards. A function compile() cannot capture whole (one that reads
+/// tensor values) is a ValueError naming why.
+void export_model(nn::Module& module, const TensorFunction& forward,
+                  const std::vector<Tensor>& example_inputs, const std::string& path,
+                  const ExportOptions& options = {}, WEFT_LOC);
+
+/// export_model() of a module holder's forward (nn::Linear, a TORCH_MODULE-style holder) taking
+/// one tensor per example input and returning a tensor or a vector of them.
+template <typename Holder>
+requires requires(Holder& h) { h.ptr(); }
+void export_model(Holder& module, const std::vector<Tensor>& example_inputs,
+                  const std::string& path, const ExportOptions& options = {}, WEFT_LOC) {
+  auto impl = module.ptr();
+  TensorFunction forward = [impl](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    auto call = [&](auto... t) {
+      using R = decltype(impl->forward(t...));
+      if constexpr (std::is_same_v<R, Tensor>)
+        return std::vector<Tensor>{impl->forward(t...)};
+      else
+        return std::vector<Tensor>(impl->forward(t...));
+    };
+    if constexpr (requires { impl->forward(in[0]); }) {
+      if (in.size() == 1) return call(in[0]);
+    }
+    if constexpr (requires { impl->forward(in[0], in[1]); }) {
+      if (in.size() == 2) return call(in[0], in[1]);
+    }
+    if constexpr (requires { impl->forward(in[0], in[1], in[2]); }) {
+      if (in.size() == 3) return call(in[0], in[1], in[2]);
+    }
+    WEFT_FAIL(Value, "export_model: the module's forward takes no ", in.size(),
+              " tensors (give export_model a function for other forwards)");
+  };
+  export_model(*impl, forward, example_inputs, path, options, loc);
+}
+
+/// The named state an artifact holds (parameters, buffers, optimizer state), as tensors.
+safetensors::TensorMap load_state(const std::string& path, WEFT_LOC);
+
+} // namespace weft

@@ -1,0 +1,89 @@
+// An artifact (.weft): named programs (executables: inference, a whole train step, ...) over named
+// state (parameters, buffers, optimizer state) in one file, which the runtime alone opens. The
+// file: a 64-byte header ("WEFTART\0", the format version, the manifest's place, size and
+// checksum, the state's place and size), the manifest (a Manifest message of
+// runtime/proto/weft/artifact.proto: the producer, each program, its state's names), then the
+// state as one safetensors section whose data starts 64-byte aligned. Opening maps the file
+// read-only: the state is read in place, never copied, and every field is checked against the
+// file (IOErrors naming what is wrong), so no file, however damaged or hostile, crashes the
+// process or makes it allocate without bound.
+#pragma once
+
+#include "weft/runtime/Executable.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace weft {
+
+/// A program to write: its name, its executable, and the names its state tensors have in the
+/// artifact (parallel to executable->state; programs may share state by name).
+struct ArtifactProgram {
+  std::string name;
+  const Executable* executable = nullptr;
+  std::vector<std::string> stateNames;
+};
+
+/// A state tensor to write or as an opened artifact holds it: dense row-major bytes.
+struct ArtifactTensor {
+  std::string name;
+  DType dtype = DType::Float32;
+  Shape shape;
+  const void* data = nullptr;
+  size_t nbytes() const;
+};
+
+/// Writes an artifact atomically (a temporary file renamed over `path`: a process killed while
+/// writing leaves the previous file whole). Every program's state names must be among `state`,
+/// of the executable's dtype and shape; names are unique (ValueErrors otherwise).
+void writeArtifact(const std::string& path, std::span<const ArtifactProgram> programs,
+                   std::span<const ArtifactTensor> state, const std::string& producer);
+
+class Artifact {
+public:
+  /// The format this runtime writes and reads.
+  static constexpr uint32_t kFormatVersion = 1;
+
+  /// Opens the artifact at `path`, its file mapped read-only for as long as the artifact (and
+  /// anything holding it) lives.
+  static std::shared_ptr<const Artifact> open(const std::string& path);
+  ~Artifact();
+  Artifact(const Artifact&) = delete;
+  Artifact& operator=(const Artifact&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::string& producer() const { return producer_; }
+  uint64_t fileBytes() const { return size_; }
+  /// The programs' names, in the file's order.
+  std::vector<std::string> programNames() const;
+  /// Program `name` (its code not loaded: copy it and loadCode() on a device); a ValueError
+  /// listing the programs where there is none.
+  const Executable& program(std::string_view name) const;
+  /// The names program `name`'s state tensors have, in its order.
+  const std::vector<std::string>& stateNames(std::string_view name) const;
+  /// The state tensors, their bytes in the mapped file.
+  const std::vector<ArtifactTensor>& state() const { return state_; }
+  /// State tensor `name`, or null.
+  const ArtifactTensor* findState(std::string_view name) const;
+
+private:
+  Artifact() = default;
+  struct Program {
+    std::string name;
+    Executable executable;
+    std::vector<std::string> stateNames;
+  };
+  const Program& find(std::string_view name) const;
+  std::string path_, producer_;
+  void* map_ = nullptr;
+  uint64_t size_ = 0;
+  std::vector<Program> programs_;
+  std::vector<ArtifactTensor> state_;
+};
+
+} // namespace weft

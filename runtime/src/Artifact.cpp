@@ -1,0 +1,224 @@
+// Writing and opening artifacts (weft/runtime/Artifact.h).
+#include "weft/runtime/Artifact.h"
+
+#include "ProgramProto.h"
+#include "weft/runtime/AtomicFile.h"
+#include "weft/runtime/Error.h"
+#include "weft/runtime/Hash.h"
+#include "weft/runtime/InputFile.h"
+#include "weft/runtime/SafetensorsFormat.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include <sys/mman.h>
+
+namespace weft {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the format is little-endian");
+
+constexpr char kMagic[8] = {'W', 'E', 'F', 'T', 'A', 'R', 'T', '\0'};
+constexpr uint64_t kAlign = 64;
+
+/// The file's first 64 bytes.
+struct FileHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t reserved;
+  uint64_t manifestOffset, manifestBytes, manifestChecksum;
+  uint64_t stateOffset, stateBytes;
+  uint64_t reserved2;
+};
+static_assert(sizeof(FileHeader) == kAlign);
+
+uint64_t alignUp(uint64_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+} // namespace
+
+size_t ArtifactTensor::nbytes() const {
+  std::optional<int64_t> n = byteSize(shape, dtype);
+  return n ? static_cast<size_t>(*n) : 0;
+}
+
+void writeArtifact(const std::string& path, std::span<const ArtifactProgram> programs,
+                   std::span<const ArtifactTensor> state, const std::string& producer) {
+  const char* op = "write_artifact";
+  std::map<std::string_view, const ArtifactTensor*> byName;
+  std::vector<safetensors::format::Entry> entries;
+  for (const ArtifactTensor& t : state) {
+    WEFT_CHECK(byteSize(t.shape, t.dtype).has_value(), Value, op, ": state tensor '", t.name,
+               "' of shape ", shapeString(t.shape), " is too large");
+    WEFT_CHECK(t.data != nullptr || t.nbytes() == 0, Value, op, ": state tensor '", t.name,
+               "' has no data");
+    byName.emplace(t.name, &t);
+    entries.push_back({t.name, t.dtype, t.shape, 0, 0});
+  }
+  proto::Manifest m;
+  m.set_producer(producer);
+  std::set<std::string_view> names;
+  for (const ArtifactProgram& p : programs) {
+    WEFT_CHECK(p.executable != nullptr && !p.name.empty(), Value, op,
+               ": a program needs a name and an executable");
+    WEFT_CHECK(names.insert(p.name).second, Value, op, ": program '", p.name, "' appears twice");
+    const Executable& e = *p.executable;
+    WEFT_CHECK(p.stateNames.size() == e.state.size(), Value, op, ": program '", p.name, "' reads ",
+               e.state.size(), " state tensors, but ", p.stateNames.size(), " names are given");
+    for (size_t i = 0; i < e.state.size(); ++i) {
+      auto it = byName.find(p.stateNames[i]);
+      WEFT_CHECK(it != byName.end(), Value, op, ": program '", p.name, "' reads state '",
+                 p.stateNames[i], "', which is not among the state tensors written");
+      WEFT_CHECK(it->second->dtype == e.state[i].dtype && it->second->shape == e.state[i].shape,
+                 Value, op, ": program '", p.name, "' reads state '", p.stateNames[i], "' as ",
+                 dtypeName(e.state[i].dtype), " ", shapeString(e.state[i].shape), ", given ",
+                 dtypeName(it->second->dtype), " ", shapeString(it->second->shape));
+    }
+    proto::Program* pm = m.add_programs();
+    toProto(e, *pm);
+    pm->set_name(p.name);
+    m.add_state_names()->mutable_names()->Add(p.stateNames.begin(), p.stateNames.end());
+  }
+  std::string manifest;
+  WEFT_CHECK(m.SerializeToString(&manifest), Value, op,
+             ": the manifest is past protobuf's 2 GiB (too much generated code?)");
+  const std::string head = safetensors::format::writeHeader(entries, {}, op, kAlign);
+  FileHeader h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = Artifact::kFormatVersion;
+  h.manifestOffset = kAlign;
+  h.manifestBytes = manifest.size();
+  h.manifestChecksum = fnv1a64(manifest.data(), manifest.size());
+  h.stateOffset = alignUp(kAlign + manifest.size());
+  h.stateBytes = head.size() + (entries.empty() ? 0 : entries.back().end);
+  const std::string context = detail::concat(op, ": '", path, "': ");
+  detail::AtomicFile file(path, context);
+  file.write(&h, sizeof h);
+  file.write(manifest.data(), manifest.size());
+  const std::vector<char> zeros(kAlign, 0);
+  file.write(zeros.data(), h.stateOffset - kAlign - manifest.size());
+  file.write(head.data(), head.size());
+  for (const safetensors::format::Entry& e : entries) // in the header's order
+    if (e.end > e.begin) file.write(byName.at(e.name)->data, e.end - e.begin);
+  file.commit();
+}
+
+std::shared_ptr<const Artifact> Artifact::open(const std::string& path) {
+  const std::string ctx = detail::concat("load_artifact: '", path, "': ");
+  std::shared_ptr<Artifact> a(new Artifact());
+  a->path_ = path;
+  {
+    detail::InputFile file(path, ctx);
+    a->size_ = file.size();
+    WEFT_CHECK(a->size_ >= sizeof(FileHeader), IO, ctx, "it is ", a->size_,
+               " bytes long, too short for an artifact's 64-byte header");
+    void* map = ::mmap(nullptr, a->size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+    WEFT_CHECK(map != MAP_FAILED, IO, ctx, "cannot map it: ", detail::errnoText());
+    a->map_ = map;
+  }
+  const auto* bytes = static_cast<const uint8_t*>(a->map_);
+  FileHeader h;
+  std::memcpy(&h, bytes, sizeof h);
+  WEFT_CHECK(std::memcmp(h.magic, kMagic, sizeof kMagic) == 0, IO, ctx,
+             "not a weft artifact (no WEFTART header)");
+  WEFT_CHECK(h.version == kFormatVersion, IO, ctx, "format version ", h.version,
+             " is not the version this runtime reads (", kFormatVersion,
+             h.version > kFormatVersion ? "): written by a newer weft" : ")");
+  const uint64_t size = a->size_;
+  auto inside = [&](uint64_t offset, uint64_t n) { return offset <= size && n <= size - offset; };
+  WEFT_CHECK(h.manifestOffset >= sizeof h && inside(h.manifestOffset, h.manifestBytes) &&
+                 inside(h.stateOffset, h.stateBytes) && h.stateOffset % kAlign == 0 &&
+                 h.stateOffset >= h.manifestOffset + h.manifestBytes,
+             IO, ctx, "damaged or truncated (its sections lie outside its ", size, " bytes)");
+  WEFT_CHECK(fnv1a64(bytes + h.manifestOffset, h.manifestBytes) == h.manifestChecksum, IO, ctx,
+             "damaged (the manifest's checksum does not match)");
+  WEFT_CHECK(h.manifestBytes <= static_cast<uint64_t>(std::numeric_limits<int>::max()), IO, ctx,
+             "damaged (a manifest past protobuf's 2 GiB)");
+  proto::Manifest m;
+  WEFT_CHECK(m.ParseFromArray(bytes + h.manifestOffset, static_cast<int>(h.manifestBytes)), IO,
+             ctx, "damaged (the manifest is not a Manifest message)");
+  a->producer_ = m.producer();
+
+  // The state: a safetensors section read in place.
+  const uint8_t* section = bytes + h.stateOffset;
+  const uint64_t headerBytes = safetensors::format::headerLength(section, h.stateBytes, ctx);
+  const uint64_t dataStart = 8 + headerBytes;
+  WEFT_CHECK((h.stateOffset + dataStart) % kAlign == 0, IO, ctx,
+             "damaged (its state's data is not 64-byte aligned)");
+  safetensors::format::Header sh = safetensors::format::parseHeader(
+      std::string_view(reinterpret_cast<const char*>(section) + 8, headerBytes),
+      h.stateBytes - dataStart, ctx);
+  for (const safetensors::format::Entry& e : sh.entries) {
+    safetensors::format::checkBools(e, section + dataStart + e.begin, ctx);
+    a->state_.push_back({e.name, e.dtype, e.shape, section + dataStart + e.begin});
+  }
+
+  WEFT_CHECK(m.state_names_size() == m.programs_size(), IO, ctx,
+             "damaged (", m.programs_size(), " programs but ", m.state_names_size(),
+             " lists of their state)");
+  std::set<std::string> names;
+  for (int i = 0; i < m.programs_size(); ++i) {
+    const proto::Program& pm = m.programs(i);
+    WEFT_CHECK(!pm.name().empty() && names.insert(pm.name()).second, IO, ctx,
+               "damaged (program '", pm.name(), "' is unnamed or appears twice)");
+    const std::string pctx = detail::concat(ctx, "program '", pm.name(), "': ");
+    Program p{pm.name(), fromProto(pm, pctx), {}};
+    const auto& stateNames = m.state_names(i).names();
+    p.stateNames.assign(stateNames.begin(), stateNames.end());
+    WEFT_CHECK(p.stateNames.size() == p.executable.state.size(), IO, pctx, "damaged (it reads ",
+               p.executable.state.size(), " state tensors but names ", p.stateNames.size(), ")");
+    for (size_t k = 0; k < p.stateNames.size(); ++k) {
+      const ArtifactTensor* t = a->findState(p.stateNames[k]);
+      const ExecutableValue& want = p.executable.state[k];
+      WEFT_CHECK(t != nullptr, IO, pctx, "damaged (its state '", p.stateNames[k],
+                 "' is not in the file)");
+      WEFT_CHECK(t->dtype == want.dtype && t->shape == want.shape, IO, pctx, "damaged (its state '",
+                 p.stateNames[k], "' is ", dtypeName(t->dtype), " ", shapeString(t->shape),
+                 " in the file but read as ", dtypeName(want.dtype), " ", shapeString(want.shape),
+                 ")");
+    }
+    a->programs_.push_back(std::move(p));
+  }
+  return a;
+}
+
+Artifact::~Artifact() {
+  if (map_ != nullptr) ::munmap(map_, size_);
+}
+
+std::vector<std::string> Artifact::programNames() const {
+  std::vector<std::string> out;
+  for (const Program& p : programs_)
+    out.push_back(p.name);
+  return out;
+}
+
+const Artifact::Program& Artifact::find(std::string_view name) const {
+  for (const Program& p : programs_)
+    if (p.name == name) return p;
+  std::string have;
+  for (const Program& p : programs_)
+    have += (have.empty() ? "'" : ", '") + p.name + "'";
+  WEFT_FAIL(Value, "artifact '", path_, "' has no program '", name, "' (it has ",
+            have.empty() ? "none" : have, ")");
+}
+
+const Executable& Artifact::program(std::string_view name) const {
+  return find(name).executable;
+}
+
+const std::vector<std::string>& Artifact::stateNames(std::string_view name) const {
+  return find(name).stateNames;
+}
+
+const ArtifactTensor* Artifact::findState(std::string_view name) const {
+  for (const ArtifactTensor& t : state_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+} // namespace weft
