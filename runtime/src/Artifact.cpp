@@ -6,6 +6,7 @@
 #include "weft/runtime/Error.h"
 #include "weft/runtime/Hash.h"
 #include "weft/runtime/InputFile.h"
+#include "weft/runtime/Interpreter.h"
 #include "weft/runtime/SafetensorsFormat.h"
 
 #include <algorithm>
@@ -219,6 +220,112 @@ const ArtifactTensor* Artifact::findState(std::string_view name) const {
   for (const ArtifactTensor& t : state_)
     if (t.name == name) return &t;
   return nullptr;
+}
+
+std::shared_ptr<const Executable> Artifact::loaded(std::string_view name,
+                                                  hal::Device& device) const {
+  const Program& p = find(name);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto key = std::make_pair(p.name, static_cast<const hal::Device*>(&device));
+  if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
+  auto e = std::make_shared<Executable>(p.executable);
+  e->loadCode(device);
+  loaded_.emplace(key, e);
+  return e;
+}
+
+Session::Session(std::shared_ptr<const Artifact> artifact, std::string_view program,
+                 hal::Device& device)
+    : artifact_(std::move(artifact)), device_(device) {
+  WEFT_CHECK(artifact_ != nullptr, Value, "Session: no artifact");
+  exe_ = artifact_->loaded(program, device);
+  names_ = artifact_->stateNames(program);
+  for (const std::string& name : names_) {
+    const ArtifactTensor* t = artifact_->findState(name);
+    // The artifact's memory, kept mapped while the buffer lives.
+    std::shared_ptr<Storage> held = Storage::borrow(const_cast<void*>(t->data), t->nbytes(),
+                                                    [keep = artifact_](void*) {});
+    TensorRef ref = refInto(*held, 0, t->dtype, t->shape, contiguousStrides(t->shape));
+    state_.push_back({std::move(held), ref});
+    owned_.push_back(false);
+  }
+  // The mapping is read-only and on the host: a program writing its state, or a device that is
+  // not the CPU, takes copies.
+  if (!exe_->plan.stateUpdates.empty() || &device != &hal::cpu())
+    for (size_t i = 0; i < state_.size(); ++i)
+      own(i);
+}
+
+void Session::own(size_t i) {
+  if (owned_[i]) return;
+  const TensorRef& r = state_[i].ref;
+  Buffer b = allocateBuffer(device_, r.shape, r.dtype);
+  const size_t n = static_cast<size_t>(r.numel()) * elementSize(r.dtype);
+  if (n > 0) hal::transfer(*state_[i].storage, 0, *b.storage, 0, n);
+  state_[i] = std::move(b);
+  owned_[i] = true;
+}
+
+namespace {
+size_t bytesOf(const ExecutableValue& v) {
+  return static_cast<size_t>(numel(v.shape)) * elementSize(v.dtype);
+}
+} // namespace
+
+void Session::run(std::span<const void* const> args, std::span<void* const> outputs) {
+  const Executable& e = *exe_;
+  WEFT_CHECK(args.size() == e.arguments.size() && outputs.size() == e.outputs.size(), Value,
+             "run: the program takes ", e.arguments.size(), " arguments and gives ",
+             e.outputs.size(), " outputs; given ", args.size(), " and ", outputs.size());
+  std::vector<Buffer> in;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ExecutableValue& v = e.arguments[i];
+    const size_t n = bytesOf(v);
+    WEFT_CHECK(args[i] != nullptr || n == 0, Value, "run: argument ", i, " ('", v.name,
+               "') is null");
+    in.push_back(allocateBuffer(device_, v.shape, v.dtype));
+    if (n == 0) continue;
+    std::shared_ptr<Storage> host = Storage::borrow(const_cast<void*>(args[i]), n);
+    hal::transfer(*host, 0, *in.back().storage, 0, n);
+  }
+  std::vector<Buffer> out = e.run(device_, in, state_);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const ExecutableValue& v = e.outputs[i];
+    const size_t n = bytesOf(v);
+    WEFT_CHECK(outputs[i] != nullptr || n == 0, Value, "run: output ", i, " ('", v.name,
+               "') is null");
+    if (n == 0) continue;
+    // Outputs may be views: made dense on the device, then copied out.
+    Buffer dense = allocateBuffer(device_, v.shape, v.dtype);
+    device_.kernels().copyCast(out[i].ref, dense.ref);
+    std::shared_ptr<Storage> host = Storage::borrow(outputs[i], n);
+    hal::transfer(*dense.storage, 0, *host, 0, n);
+  }
+}
+
+size_t Session::stateIndex(std::string_view name, size_t nbytes) const {
+  for (size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == name) {
+      const size_t n = static_cast<size_t>(state_[i].ref.numel()) * elementSize(state_[i].ref.dtype);
+      WEFT_CHECK(nbytes == n, Value, "state '", name, "' holds ", n, " bytes, not ", nbytes);
+      return i;
+    }
+  WEFT_FAIL(Value, "the program reads no state '", name, "'");
+}
+
+void Session::readState(std::string_view name, void* dst, size_t nbytes) const {
+  const size_t i = stateIndex(name, nbytes);
+  if (nbytes == 0) return;
+  std::shared_ptr<Storage> host = Storage::borrow(dst, nbytes);
+  hal::transfer(*state_[i].storage, 0, *host, 0, nbytes);
+}
+
+void Session::writeState(std::string_view name, const void* src, size_t nbytes) {
+  const size_t i = stateIndex(name, nbytes);
+  own(i);
+  if (nbytes == 0) return;
+  std::shared_ptr<Storage> host = Storage::borrow(const_cast<void*>(src), nbytes);
+  hal::transfer(*host, 0, *state_[i].storage, 0, nbytes);
 }
 
 } // namespace weft

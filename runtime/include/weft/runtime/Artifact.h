@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -70,6 +71,9 @@ public:
   const std::vector<ArtifactTensor>& state() const { return state_; }
   /// State tensor `name`, or null.
   const ArtifactTensor* findState(std::string_view name) const;
+  /// Program `name` with its code loaded on `device`, loaded once per artifact and device and
+  /// shared by every session there.
+  std::shared_ptr<const Executable> loaded(std::string_view name, hal::Device& device) const;
 
 private:
   Artifact() = default;
@@ -84,6 +88,42 @@ private:
   uint64_t size_ = 0;
   std::vector<Program> programs_;
   std::vector<ArtifactTensor> state_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::pair<std::string, const hal::Device*>, std::shared_ptr<const Executable>>
+      loaded_;
+};
+
+/// One caller's way to run a program of an artifact on a device. The program's code is the
+/// artifact's, loaded once per device; its state is the artifact's too (on the CPU the mapped file
+/// itself, never copied) until the program or writeState() changes it: a program that updates
+/// its state (a train step) gets this session's own copy. Sessions of one artifact run at once
+/// from many threads; one session serves one thread at a time.
+class Session {
+public:
+  Session(std::shared_ptr<const Artifact> artifact, std::string_view program,
+          hal::Device& device = hal::cpu());
+
+  const std::vector<ExecutableValue>& arguments() const { return exe_->arguments; }
+  const std::vector<ExecutableValue>& outputs() const { return exe_->outputs; }
+  const std::vector<std::string>& stateNames() const { return names_; }
+  /// Runs the program on `args` (dense host bytes of the arguments' dtypes and shapes, in order)
+  /// and writes its outputs to `outputs` (dense host buffers of the outputs' sizes).
+  void run(std::span<const void* const> args, std::span<void* const> outputs);
+  /// Copies state tensor `name` (as this session has it now) to `dst`, of exactly its size in
+  /// bytes; replaces it from `src` likewise (a ValueError naming the tensor otherwise).
+  void readState(std::string_view name, void* dst, size_t nbytes) const;
+  void writeState(std::string_view name, const void* src, size_t nbytes);
+
+private:
+  size_t stateIndex(std::string_view name, size_t nbytes) const;
+  /// Gives state tensor `i` this session's own memory (a copy of what it holds).
+  void own(size_t i);
+  std::shared_ptr<const Artifact> artifact_;
+  std::shared_ptr<const Executable> exe_;
+  hal::Device& device_;
+  std::vector<std::string> names_;
+  std::vector<Buffer> state_;
+  std::vector<bool> owned_;
 };
 
 } // namespace weft
