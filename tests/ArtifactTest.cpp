@@ -126,8 +126,12 @@ TEST(Artifact, AModuleHolderExportsItsForward) {
   nn::Sequential net(nn::Linear(4, 8), nn::Tanh(), nn::Linear(8, 2));
   Tensor x = randn({3, 4});
   const std::string path = tempPath("seq.weft");
-  export_model(net, {x}, path, ExportOptions().program("predict"));
+  export_model(net, {x}, path,
+               ExportOptions().program("predict").input_names({"features"}).output_names({"logits"}));
+  EXPECT_THROW(export_model(net, {x}, path, ExportOptions().input_names({"a", "b"})), ValueError);
   std::shared_ptr<const Artifact> a = Artifact::open(path);
+  EXPECT_EQ(a->program("predict").arguments.at(0).name, "features");
+  EXPECT_EQ(a->program("predict").outputs.at(0).name, "logits");
   Tensor want;
   {
     NoGradGuard noGrad;

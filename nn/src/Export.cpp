@@ -61,6 +61,16 @@ void export_model(nn::Module& module, const TensorFunction& forward,
     WEFT_CHECK(exe != nullptr, Value, "export_model: the function was not compiled");
     Executable program = *exe;
     program.ir = compiled.graph_text();
+    auto rename = [](std::vector<ExecutableValue>& values, const std::vector<std::string>& names,
+                     const char* what) {
+      if (names.empty()) return;
+      WEFT_CHECK(names.size() == values.size(), Value, "export_model: ", names.size(), " ", what,
+                 " names for ", values.size(), " ", what, "s");
+      for (size_t i = 0; i < names.size(); ++i)
+        values[i].name = names[i];
+    };
+    rename(program.arguments, options.input_names_, "input");
+    rename(program.outputs, options.output_names_, "output");
     std::vector<Tensor> state = compiled.state_tensors();
     std::vector<Tensor> dense;
     std::vector<ArtifactTensor> tensors;

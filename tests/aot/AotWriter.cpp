@@ -4,6 +4,7 @@
 // also checks that every kernel came from the disk cache (a second process compiles nothing).
 // Usage: weft_aot_writer DIR [--expect-cached]
 #include "weft/codegen/KernelCache.h"
+#include "weft/runtime/Artifact.h"
 
 #include <weft/weft.h>
 
@@ -64,6 +65,22 @@ int main(int argc, char** argv) try {
   }
   writeTensors(dir + "/cnn_inputs.bin", {image});
   writeTensors(dir + "/cnn_expected.bin", {logits});
+  // The same for weft-run: the input as safetensors and as .npy, the output as safetensors, under
+  // the program's names for them.
+  std::shared_ptr<const Artifact> exported = Artifact::open(dir + "/cnn.weft");
+  const Executable& forward = exported->program("forward");
+  safetensors::save_file({{forward.arguments.at(0).name, image}}, dir + "/cnn_inputs.safetensors");
+  safetensors::save_file({{forward.outputs.at(0).name, logits}}, dir + "/cnn_expected.safetensors");
+  std::string npy = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 1, 8, 8), }";
+  npy.append(64 - (10 + npy.size() + 1) % 64, ' ');
+  npy += '\n';
+  std::string file = std::string("\x93NUMPY\x01\x00", 8);
+  file += static_cast<char>(npy.size() & 0xFF);
+  file += static_cast<char>(npy.size() >> 8);
+  file += npy;
+  std::vector<float> pixels = image.to_vector<float>();
+  file.append(reinterpret_cast<const char*>(pixels.data()), pixels.size() * sizeof(float));
+  writeFile(dir + "/cnn_input.npy", file.data(), file.size());
   codegen::KernelCacheStats cache = codegen::kernelCacheStats();
   std::printf("wrote %s/mlp.wexe (%zu bytes, %zu kernels: %lld compiled, %lld from the cache)\n",
               dir.c_str(), bytes.size(), mlp.compiled().num_kernels(),

@@ -22,9 +22,20 @@ struct ExportOptions {
     cpu_target_ = std::move(name);
     return *this;
   }
+  std::vector<std::string> input_names_, output_names_;
   /// The program's name in the artifact ("forward").
   ExportOptions& program(std::string name) {
     program_ = std::move(name);
+    return *this;
+  }
+  /// The names the program's arguments and outputs have in the artifact (default a0, a1, ...
+  /// and out0, out1, ...): what weft-run matches inputs by and writes outputs under.
+  ExportOptions& input_names(std::vector<std::string> names) {
+    input_names_ = std::move(names);
+    return *this;
+  }
+  ExportOptions& output_names(std::vector<std::string> names) {
+    output_names_ = std::move(names);
     return *this;
   }
 };

@@ -1,0 +1,279 @@
+// weft-run: runs a program of an artifact (.weft) with the runtime alone (no compiler), on inputs
+// from a safetensors file or .npy files, and writes its outputs as safetensors.
+//
+//   weft-run model.weft --info
+//   weft-run model.weft --inputs in.safetensors --out out.safetensors [--program forward]
+//   weft-run model.weft --input image.npy [--input ...] --bench 100 [--device vulkan:0]
+#include "weft/runtime/Artifact.h"
+#include "weft/runtime/AtomicFile.h"
+#include "weft/runtime/Error.h"
+#include "weft/runtime/InputFile.h"
+#include "weft/runtime/SafetensorsFormat.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace weft;
+
+const char* kUsage =
+    "usage: weft-run MODEL.weft [--info] [--program NAME] [--device DEVICE]\n"
+    "                [--inputs FILE.safetensors | --input FILE.npy ...] [--out FILE.safetensors]\n"
+    "                [--bench N]\n"
+    "  --info      the programs, their signatures, state, code targets and sizes\n"
+    "  --program   the program to run (default: the artifact's first)\n"
+    "  --device    cpu (default), vulkan:0, ...\n"
+    "  --inputs    a safetensors file holding each argument under its name\n"
+    "  --input     a .npy file per argument, in order\n"
+    "  --out       where the outputs go, under their names\n"
+    "  --bench N   runs N more times and prints the latency\n";
+
+struct HostTensor {
+  DType dtype = DType::Float32;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+};
+
+/// A .npy file (format 1.0 to 3.0, little-endian, C order).
+HostTensor readNpy(const std::string& path) {
+  const std::string ctx = "weft-run: '" + path + "': ";
+  detail::InputFile file(path, ctx);
+  uint8_t head[12] = {};
+  WEFT_CHECK(file.size() >= 10, IO, ctx, "too short for a .npy file");
+  file.readAt(0, head, std::min<uint64_t>(12, file.size()));
+  WEFT_CHECK(std::memcmp(head, "\x93NUMPY", 6) == 0, IO, ctx, "not a .npy file");
+  const int major = head[6];
+  WEFT_CHECK(major >= 1 && major <= 3, IO, ctx, ".npy format ", major, " is not read here");
+  const uint64_t lenBytes = major == 1 ? 2 : 4, start = 8 + lenBytes;
+  uint64_t n = head[8] | static_cast<uint64_t>(head[9]) << 8;
+  if (major > 1) n |= static_cast<uint64_t>(head[10]) << 16 | static_cast<uint64_t>(head[11]) << 24;
+  WEFT_CHECK(start + n <= file.size() && n <= (1u << 20), IO, ctx, "a damaged .npy header");
+  std::string dict(n, '\0');
+  file.readAt(start, dict.data(), n);
+  auto field = [&](const std::string& key) {
+    const size_t at = dict.find("'" + key + "'");
+    WEFT_CHECK(at != std::string::npos, IO, ctx, "its header has no '", key, "'");
+    size_t v = dict.find(':', at);
+    WEFT_CHECK(v != std::string::npos, IO, ctx, "a damaged .npy header");
+    v = dict.find_first_not_of(' ', v + 1);
+    WEFT_CHECK(v != std::string::npos, IO, ctx, "a damaged .npy header");
+    return v;
+  };
+  size_t d = field("descr");
+  const size_t e = dict.find('\'', d + 1);
+  WEFT_CHECK(dict[d] == '\'' && e != std::string::npos, IO, ctx, "a damaged .npy header");
+  const std::string descr = dict.substr(d + 1, e - d - 1);
+  const std::map<std::string, DType> codes = {
+      {"|b1", DType::Bool},     {"|u1", DType::UInt8},    {"<i4", DType::Int32},
+      {"<i8", DType::Int64},    {"<f2", DType::Float16},  {"<f4", DType::Float32},
+      {"<f8", DType::Float64}};
+  auto code = codes.find(descr);
+  WEFT_CHECK(code != codes.end(), IO, ctx, "dtype '", descr,
+             "' is not one weft reads (little-endian bool, uint8, int32, int64, float16/32/64)");
+  WEFT_CHECK(dict.compare(field("fortran_order"), 5, "False") == 0, IO, ctx,
+             "Fortran-ordered arrays are not read here (save a C-ordered copy)");
+  size_t s = field("shape");
+  WEFT_CHECK(dict[s] == '(', IO, ctx, "a damaged .npy shape");
+  const size_t close = dict.find(')', s);
+  WEFT_CHECK(close != std::string::npos, IO, ctx, "a damaged .npy shape");
+  HostTensor t;
+  t.dtype = code->second;
+  for (size_t i = s + 1; i < close;) {
+    i = dict.find_first_not_of(" ,", i);
+    if (i >= close) break;
+    size_t used = 0;
+    long long dim = -1;
+    try {
+      dim = std::stoll(dict.substr(i, close - i), &used);
+    } catch (const std::exception&) {
+    }
+    WEFT_CHECK(dim >= 0 && used > 0, IO, ctx, "a damaged .npy shape");
+    t.shape.push_back(dim);
+    i += used;
+  }
+  std::optional<int64_t> bytes = byteSize(t.shape, t.dtype);
+  WEFT_CHECK(bytes && start + n + static_cast<uint64_t>(*bytes) == file.size(), IO, ctx,
+             "its data is not the size its shape ", shapeString(t.shape), " takes");
+  t.bytes.resize(static_cast<size_t>(*bytes));
+  if (!t.bytes.empty()) file.readAt(start + n, t.bytes.data(), t.bytes.size());
+  file.checkUnchanged();
+  return t;
+}
+
+/// The tensors of a safetensors file, by name.
+std::map<std::string, HostTensor> readSafetensors(const std::string& path) {
+  const std::string ctx = "weft-run: '" + path + "': ";
+  detail::InputFile file(path, ctx);
+  uint8_t prefix[8] = {};
+  if (file.size() >= 8) file.readAt(0, prefix, 8);
+  const uint64_t n = safetensors::format::headerLength(prefix, file.size(), ctx);
+  std::string text(n, '\0');
+  file.readAt(8, text.data(), n);
+  safetensors::format::Header h = safetensors::format::parseHeader(text, file.size() - 8 - n, ctx);
+  std::map<std::string, HostTensor> out;
+  for (const safetensors::format::Entry& e : h.entries) {
+    HostTensor t{e.dtype, e.shape, std::vector<uint8_t>(e.end - e.begin)};
+    if (!t.bytes.empty()) file.readAt(8 + n + e.begin, t.bytes.data(), t.bytes.size());
+    safetensors::format::checkBools(e, t.bytes.data(), ctx);
+    out.emplace(e.name, std::move(t));
+  }
+  file.checkUnchanged();
+  return out;
+}
+
+void writeSafetensors(const std::string& path, const std::vector<std::string>& names,
+                      const std::vector<HostTensor>& tensors) {
+  std::vector<safetensors::format::Entry> entries;
+  std::map<std::string, const HostTensor*> byName;
+  for (size_t i = 0; i < names.size(); ++i) {
+    entries.push_back({names[i], tensors[i].dtype, tensors[i].shape, 0, 0});
+    byName.emplace(names[i], &tensors[i]);
+  }
+  const std::string head = safetensors::format::writeHeader(entries, {}, "weft-run");
+  detail::AtomicFile file(path, "weft-run: '" + path + "': ");
+  file.write(head.data(), head.size());
+  for (const safetensors::format::Entry& e : entries)
+    if (e.end > e.begin) file.write(byName.at(e.name)->bytes.data(), e.end - e.begin);
+  file.commit();
+}
+
+std::string typeString(const ExecutableValue& v) {
+  return std::string(dtypeName(v.dtype)) + " " + shapeString(v.shape);
+}
+
+void printInfo(const Artifact& a) {
+  std::printf("%s: %llu bytes, written by %s\n", a.path().c_str(),
+              static_cast<unsigned long long>(a.fileBytes()), a.producer().c_str());
+  size_t stateBytes = 0;
+  for (const ArtifactTensor& t : a.state())
+    stateBytes += t.nbytes();
+  std::printf("state: %zu tensors, %zu bytes\n", a.state().size(), stateBytes);
+  for (const std::string& name : a.programNames()) {
+    const Executable& e = a.program(name);
+    size_t kernelSteps = 0;
+    for (const PlanStep& s : e.plan.steps)
+      kernelSteps += s.kernel >= 0 ? 1 : 0;
+    std::printf("program %s: %zu steps (%zu generated kernels), %zu state tensors%s, arena %lld "
+                "bytes\n",
+                name.c_str(), e.plan.steps.size(), kernelSteps, e.state.size(),
+                e.plan.stateUpdates.empty() ? "" : " (updated)",
+                static_cast<long long>(e.plan.arenaBytes));
+    for (const ExecutableValue& v : e.arguments)
+      std::printf("  argument %s: %s\n", v.name.c_str(), typeString(v).c_str());
+    for (const ExecutableValue& v : e.outputs)
+      std::printf("  output %s: %s\n", v.name.c_str(), typeString(v).c_str());
+    for (const hal::CodeObject& c : e.plan.kernels.code)
+      std::printf("  code: %s, %zu bytes, for %s\n", c.format.c_str(), c.bytes.size(),
+                  c.target.c_str());
+  }
+}
+
+int run(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  std::string model = args[0], program, device = "cpu", inputsFile, outFile;
+  std::vector<std::string> npys;
+  bool info = false;
+  long bench = 0;
+  for (size_t i = 1; i < args.size(); ++i) {
+    auto value = [&]() -> const std::string& {
+      WEFT_CHECK(i + 1 < args.size(), Value, "weft-run: ", args[i], " needs a value\n", kUsage);
+      return args[++i];
+    };
+    if (args[i] == "--info") info = true;
+    else if (args[i] == "--program") program = value();
+    else if (args[i] == "--device") device = value();
+    else if (args[i] == "--inputs") inputsFile = value();
+    else if (args[i] == "--input") npys.push_back(value());
+    else if (args[i] == "--out") outFile = value();
+    else if (args[i] == "--bench") {
+      const std::string& v = value();
+      char* end = nullptr;
+      bench = std::strtol(v.c_str(), &end, 10);
+      WEFT_CHECK(*end == '\0' && bench > 0 && bench <= 1000000, Value,
+                 "weft-run: --bench takes a count from 1 to 1000000, not '", v, "'");
+    } else
+      WEFT_FAIL(Value, "weft-run: unknown option '", args[i], "'\n", kUsage);
+  }
+  std::shared_ptr<const Artifact> a = Artifact::open(model);
+  if (info) printInfo(*a);
+  if (inputsFile.empty() && npys.empty()) {
+    WEFT_CHECK(info, Value, "weft-run: no inputs (--inputs or --input); --info describes the "
+                            "artifact\n", kUsage);
+    return 0;
+  }
+  if (program.empty()) program = a->programNames().at(0);
+  Session session(a, program, hal::device(Device(device)));
+  const std::vector<ExecutableValue>& want = session.arguments();
+  std::vector<HostTensor> inputs;
+  if (!inputsFile.empty()) {
+    std::map<std::string, HostTensor> byName = readSafetensors(inputsFile);
+    for (const ExecutableValue& v : want) {
+      auto it = byName.find(v.name);
+      WEFT_CHECK(it != byName.end(), Value, "weft-run: '", inputsFile, "' holds no tensor '",
+                 v.name, "' (argument ", inputs.size(), ", ", typeString(v), ")");
+      inputs.push_back(std::move(it->second));
+    }
+  } else {
+    WEFT_CHECK(npys.size() == want.size(), Value, "weft-run: program '", program, "' takes ",
+               want.size(), " arguments, given ", npys.size(), " .npy files");
+    for (const std::string& p : npys)
+      inputs.push_back(readNpy(p));
+  }
+  std::vector<const void*> in;
+  for (size_t i = 0; i < want.size(); ++i) {
+    WEFT_CHECK(inputs[i].dtype == want[i].dtype && inputs[i].shape == want[i].shape, Value,
+               "weft-run: argument ", i, " ('", want[i].name, "') must be ", typeString(want[i]),
+               ", got ", dtypeName(inputs[i].dtype), " ", shapeString(inputs[i].shape));
+    in.push_back(inputs[i].bytes.data());
+  }
+  std::vector<HostTensor> outputs;
+  std::vector<void*> out;
+  for (const ExecutableValue& v : session.outputs()) {
+    outputs.push_back({v.dtype, v.shape, std::vector<uint8_t>(*byteSize(v.shape, v.dtype))});
+  }
+  for (HostTensor& t : outputs)
+    out.push_back(t.bytes.data());
+  session.run(in, out);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const ExecutableValue& v = session.outputs()[i];
+    names.push_back(v.name);
+    std::printf("%s: %s\n", v.name.c_str(), typeString(v).c_str());
+  }
+  if (!outFile.empty()) writeSafetensors(outFile, names, outputs);
+  if (bench > 0) {
+    std::vector<double> ms;
+    for (long i = 0; i < bench; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      session.run(in, out);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                       .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    auto at = [&](double q) { return ms[static_cast<size_t>(q * static_cast<double>(ms.size() - 1))]; };
+    std::printf("%ld runs on %s: median %.4f ms, p90 %.4f ms, min %.4f ms\n", bench, device.c_str(),
+                at(0.5), at(0.9), ms.front());
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+}
