@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds weft and runs the whole test suite: every test in Release, two consumer projects
 # (find_package and add_subdirectory), then the core tests under AddressSanitizer+UBSan and under
-# ThreadSanitizer, and a minute each of fuzzing the IR text parser and the pass pipeline.
+# ThreadSanitizer, and 45 s each of fuzzing the IR text parser, the pass pipeline, the artifact
+# loader and the safetensors reader.
 # `--quick` runs the Release tests only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,6 @@ build/consumer-subdir/consumer
 if [[ "${1:-}" != "--quick" ]]; then
   run_preset asan
   run_preset tsan
-  echo "=== fuzz: the IR text parser and the pass pipeline, 60 s each"
-  scripts/fuzz.sh 60
+  echo "=== fuzz: the IR text parser, the pass pipeline, the artifact loader, safetensors, 45 s each"
+  scripts/fuzz.sh 45
 fi

@@ -211,7 +211,7 @@ TEST(Nn, CompiledTrainStepMatchesEagerAndSchedulesDoNotRecompile) {
 }
 
 /// An optimizer's update of every parameter is one horizontal kernel
-/// (tests/ir/fuse-horizontal.weft) with a part per parameter shape. Parameters of one shape share
+/// (tests/ir/fuse-horizontal.wir) with a part per parameter shape. Parameters of one shape share
 /// the part's loop, and one's new state may be written over another's gradient: every element is
 /// read before any is written. AdamW over four layers of the same shape, 20 compiled steps against
 /// eager ones.

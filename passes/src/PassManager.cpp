@@ -114,7 +114,7 @@ ir::Result<bool> PassManager::run(Program& p) {
     static std::atomic<int> dumps{0};
     char prefix[16];
     std::snprintf(prefix, sizeof(prefix), "%02d-", dumps++);
-    std::ofstream(dumpDir_ + "/" + p.graph.name() + "." + prefix + tag + ".weft")
+    std::ofstream(dumpDir_ + "/" + p.graph.name() + "." + prefix + tag + ".wir")
         << printProgram(p);
   };
   dump("input");

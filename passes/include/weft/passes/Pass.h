@@ -113,7 +113,7 @@ std::vector<std::string> passNames();
 
 /// Runs passes in order, verifying the program's graphs after each; an internal error's diagnostic
 /// names the pass. Honors WEFT_PRINT_IR_AFTER (a pass name or "all"), WEFT_DUMP_DIR (writes
-/// NN-<pass>.weft files), WEFT_TIME_PASSES=1 and WEFT_SKIP_PASSES (graph passes add() leaves
+/// NN-<pass>.wir files), WEFT_TIME_PASSES=1 and WEFT_SKIP_PASSES (graph passes add() leaves
 /// out; program passes are never left out).
 class PassManager {
 public:
