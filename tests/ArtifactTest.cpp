@@ -41,32 +41,22 @@ void writeBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
-/// Runs program `name` of `a` on the CPU on `args`, its state read in place from the mapping.
-std::vector<Tensor> runArtifact(const Artifact& a, const std::string& name,
+/// Runs program `name` of `a` on the CPU through a Session (its state read in place).
+std::vector<Tensor> runArtifact(std::shared_ptr<const Artifact> a, const std::string& name,
                                 const std::vector<Tensor>& args) {
-  Executable e = a.program(name);
-  e.loadCode(hal::cpu());
-  std::vector<Buffer> state, in;
-  for (const std::string& s : a.stateNames(name)) {
-    const ArtifactTensor* t = a.findState(s);
-    std::shared_ptr<Storage> held = Storage::borrow(const_cast<void*>(t->data), t->nbytes());
-    TensorRef ref = refInto(*held, 0, t->dtype, t->shape, contiguousStrides(t->shape));
-    state.push_back({std::move(held), ref});
-  }
-  std::vector<Tensor> dense;
+  Session session(std::move(a), name);
+  std::vector<Tensor> dense, out;
+  std::vector<const void*> in;
+  std::vector<void*> outs;
   for (const Tensor& x : args) {
     dense.push_back(x.contiguous());
-    Buffer b = allocateBuffer(hal::cpu(), dense.back().sizes(), dense.back().dtype());
-    std::memcpy(b.ref.data, dense.back().data_ptr(),
-                static_cast<size_t>(x.numel()) * elementSize(x.dtype()));
-    in.push_back(b);
+    in.push_back(dense.back().data_ptr());
   }
-  std::vector<Tensor> out;
-  for (const Buffer& b : e.run(hal::cpu(), in, state)) {
-    Tensor t = empty(b.ref.shape, b.ref.dtype);
-    std::memcpy(t.data_ptr(), b.ref.data, static_cast<size_t>(t.numel()) * elementSize(t.dtype()));
-    out.push_back(t);
+  for (const ExecutableValue& v : session.outputs()) {
+    out.push_back(empty(v.shape, v.dtype));
+    outs.push_back(out.back().data_ptr());
   }
+  session.run(in, outs);
   return out;
 }
 
@@ -104,7 +94,7 @@ TEST(Artifact, AnExportedModelRunsWithTheRuntimeAsItsCompilationDoes) {
   EXPECT_EQ(a->programNames(), std::vector<std::string>{"forward"});
   EXPECT_NE(a->producer().find("weft"), std::string::npos);
   EXPECT_NE(a->program("forward").ir.find("matmul"), std::string::npos); // the text IR is kept
-  std::vector<Tensor> got = runArtifact(*a, "forward", {x});
+  std::vector<Tensor> got = runArtifact(a, "forward", {x});
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].to_vector<float>(), want.to_vector<float>()); // bit for bit
   // Eval mode: the running statistics, not the batch's.
@@ -137,7 +127,7 @@ TEST(Artifact, AModuleHolderExportsItsForward) {
     NoGradGuard noGrad;
     want = net->forward(x);
   }
-  EXPECT_TRUE(allclose(runArtifact(*a, "predict", {x})[0], want, 1e-5, 1e-6));
+  EXPECT_TRUE(allclose(runArtifact(a, "predict", {x})[0], want, 1e-5, 1e-6));
   EXPECT_EQ(a->stateNames("predict").size(), 4u); // two weights, two biases
   fs::remove(path);
 }

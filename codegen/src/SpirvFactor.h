@@ -274,6 +274,17 @@ inline void buildQr(ShaderBuilder& s, FactorBuilder& fb, OpCode op, const Factor
   mlir::Location loc = s.loc();
   Value k = mlir::arith::MinUIOp::create(b, loc, m, n);
   auto tauOf = [&](Value j) { return s.load(1, fb.add(tauAt, j)); };
+  // Column `col` of `x` times reflector j: x[j:, col] -= tau v (v . x[j:, col]), v = [1; w[j+1:, j]].
+  auto reflect = [&](const FactorBuilder::Matrix& x, Value j, Value col, Value tau) {
+    Value dot = fb.fadd(x.get(j, col), fb.sum(fb.add(j, fb.c(1)), m, [&](Value i) {
+      return fb.fmul(w.get(i, j), x.get(i, col));
+    }));
+    Value t = fb.fmul(tau, dot);
+    x.set(j, col, fb.fsub(x.get(j, col), t));
+    s.forEach(fb.add(j, fb.c(1)), m, fb.c(1), [&](Value i) {
+      x.set(i, col, fb.fsub(x.get(i, col), fb.fmul(w.get(i, j), t)));
+    });
+  };
   fb.shareElements(m, n, [&](Value i, Value j) { w.set(i, j, a.get(i, j)); });
   fb.barrier();
   s.forEach(fb.c(0), k, fb.c(1), [&](Value j) {
@@ -291,16 +302,7 @@ inline void buildQr(ShaderBuilder& s, FactorBuilder& fb, OpCode op, const Factor
     fb.share(fb.add(j, fb.c(1)), m, [&](Value i) { w.set(i, j, fb.fmul(w.get(i, j), scale)); });
     fb.first([&] { s.store(1, fb.add(tauAt, j), tau); });
     fb.barrier();
-    fb.share(fb.add(j, fb.c(1)), n, [&](Value col) {
-      Value dot = fb.fadd(w.get(j, col), fb.sum(fb.add(j, fb.c(1)), m, [&](Value i) {
-        return fb.fmul(w.get(i, j), w.get(i, col));
-      }));
-      Value t = fb.fmul(tau, dot);
-      w.set(j, col, fb.fsub(w.get(j, col), t));
-      s.forEach(fb.add(j, fb.c(1)), m, fb.c(1), [&](Value i) {
-        w.set(i, col, fb.fsub(w.get(i, col), fb.fmul(w.get(i, j), t)));
-      });
-    });
+    fb.share(fb.add(j, fb.c(1)), n, [&](Value col) { reflect(w, j, col, tau); });
     fb.first([&] { w.set(j, j, fb.select(plain, alpha, beta)); });
     fb.barrier();
   });
@@ -316,17 +318,7 @@ inline void buildQr(ShaderBuilder& s, FactorBuilder& fb, OpCode op, const Factor
   fb.barrier();
   s.forEach(fb.c(0), k, fb.c(1), [&](Value t) {
     Value j = fb.sub(fb.sub(k, t), fb.c(1));
-    Value tau = tauOf(j);
-    fb.share(fb.c(0), k, [&](Value col) {
-      Value dot = fb.fadd(out.get(j, col), fb.sum(fb.add(j, fb.c(1)), m, [&](Value i) {
-        return fb.fmul(w.get(i, j), out.get(i, col));
-      }));
-      Value r = fb.fmul(tau, dot);
-      out.set(j, col, fb.fsub(out.get(j, col), r));
-      s.forEach(fb.add(j, fb.c(1)), m, fb.c(1), [&](Value i) {
-        out.set(i, col, fb.fsub(out.get(i, col), fb.fmul(w.get(i, j), r)));
-      });
-    });
+    fb.share(fb.c(0), k, [&](Value col) { reflect(out, j, col, tauOf(j)); });
     fb.barrier();
   });
 }

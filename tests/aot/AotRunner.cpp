@@ -53,27 +53,19 @@ int main(int argc, char** argv) try {
   for (const PlanStep& s : exe.plan.steps)
     launches += s.kernel >= 0 ? 1 : 0;
   bool same = std::memcmp(out[0].ref.data, expected.data(), n) == 0;
-  // The artifact: its program run on the state it maps (read in place: the forward updates none).
+  // The artifact, through a Session: its state read in place from the mapped file.
   std::shared_ptr<const Artifact> cnn = Artifact::open(dir + "/cnn.weft");
-  Executable forward = cnn->program("forward");
-  forward.loadCode(hal::cpu());
-  WEFT_CHECK(forward.plan.stateUpdates.empty(), Value, "the forward updates its state");
-  std::vector<Buffer> state;
-  for (const std::string& name : cnn->stateNames("forward")) {
-    const ArtifactTensor* t = cnn->findState(name);
-    std::shared_ptr<Storage> held = Storage::borrow(const_cast<void*>(t->data), t->nbytes());
-    TensorRef ref = refInto(*held, 0, t->dtype, t->shape, contiguousStrides(t->shape));
-    state.push_back({std::move(held), ref});
-  }
+  Session session(cnn, "forward");
   std::vector<uint8_t> image = readFile(dir + "/cnn_inputs.bin");
-  Buffer x = allocateBuffer(hal::cpu(), forward.arguments.at(0).shape, DType::Float32);
-  auto bytesOf = [](const TensorRef& r) { return static_cast<size_t>(r.numel()) * elementSize(r.dtype); };
-  WEFT_CHECK(image.size() == bytesOf(x.ref), IO, "cnn_inputs.bin has the wrong size");
-  std::memcpy(x.ref.data, image.data(), image.size());
-  std::vector<Buffer> logits = forward.run(hal::cpu(), std::span(&x, 1), state);
-  std::vector<uint8_t> want = readFile(dir + "/cnn_expected.bin");
-  bool sameCnn = bytesOf(logits.at(0).ref) == want.size() &&
-                 std::memcmp(logits[0].ref.data, want.data(), want.size()) == 0;
+  std::vector<uint8_t> want = readFile(dir + "/cnn_expected.bin"), got(want.size());
+  auto bytesOf = [](const ExecutableValue& v) { return static_cast<size_t>(numel(v.shape)) * elementSize(v.dtype); };
+  WEFT_CHECK(image.size() == bytesOf(session.arguments().at(0)), IO, "cnn_inputs.bin has the wrong size");
+  WEFT_CHECK(want.size() == bytesOf(session.outputs().at(0)), IO, "cnn_expected.bin has the wrong size");
+  const void* cnnIn[] = {image.data()};
+  void* cnnOut[] = {got.data()};
+  session.run(cnnIn, cnnOut);
+  const Executable& forward = cnn->program("forward");
+  bool sameCnn = got == want;
   std::printf("cnn.weft: %zu bytes, %zu state tensors, %zu steps; outputs %s\n",
               static_cast<size_t>(cnn->fileBytes()), cnn->state().size(),
               forward.plan.steps.size(), sameCnn ? "identical to the JIT's" : "DIFFER from the JIT's");
