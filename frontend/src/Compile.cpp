@@ -684,6 +684,11 @@ struct CompiledFunction::State {
   /// Why the next call compiles again though its signature was compiled (see keptTensors).
   std::string retraceWhy;
 
+  /// The executable for a call with `args` (and `dyn`'s bucket): found in the cache, or compiled
+  /// (outside the lock; `site` is dropped while the function is traced); empty past the limit.
+  Lookup obtain(const std::vector<Tensor>& args, const std::optional<DynamicCall>& dyn,
+                const TensorFunction& fn, std::optional<CallSite>& site, std::source_location loc);
+
   /// The executable that can run a call with `args` (of signature `sig`) now, or why none can.
   Lookup find(const std::vector<Tensor>& args, const Signature& sig) const {
     Lookup r;
@@ -779,22 +784,16 @@ CompiledFunction::CompiledFunction(CompileOptions options, std::source_location 
   state_->target = std::move(target);
 }
 
-std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
-                                           const TensorFunction& fn, std::source_location loc) {
-  // Errors of compile() itself name the caller's line; while tracing, the user's own calls inside
-  // the function name theirs.
-  std::optional<CallSite> site(std::in_place, loc);
-  WEFT_CHECK(currentTrace() == nullptr, Value,
-             "calling a compiled function inside a traced function is not supported; call the "
-             "function it wraps");
-  checkOnCpu(args, "argument");
+Lookup CompiledFunction::State::obtain(const std::vector<Tensor>& args,
+                                       const std::optional<DynamicCall>& dyn,
+                                       const TensorFunction& fn, std::optional<CallSite>& site,
+                                       std::source_location loc) {
   Signature sig = signatureOf(args);
-  std::optional<DynamicCall> dyn = dynamicCall(state_->options, args);
   if (dyn)
     for (size_t i : dyn->args)
       sig[i].shape[static_cast<size_t>(dyn->dim)] = dyn->bucket;
   Lookup found;
-  State& st = *state_;
+  State& st = *this;
   std::unique_lock<std::mutex> lock(st.mutex);
   for (;;) {
     found = st.find(args, sig);
@@ -848,8 +847,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
     finish();
     break;
   }
-  bool eager = found.exe && !found.exe->eagerWhy.empty(); // it reads values: see fullgraph
-  if (!found.empty() && !eager) st.latest = found.exe;
+  if (!found.empty() && found.exe->eagerWhy.empty()) st.latest = found.exe;
   if (found.exe && found.exe->keptTensors) { // runs once: see CompiledSignature::keptTensors
     std::erase_if(st.cache, [&](const auto& entry) { return entry.second == found.exe; });
     st.retraceWhy = "the function kept tensors it made while traced (such as optimizer state "
@@ -857,7 +855,22 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   } else if (found.exe) {
     st.retraceWhy.clear();
   }
-  lock.unlock();
+  return found;
+}
+
+std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
+                                           const TensorFunction& fn, std::source_location loc) {
+  // Errors of compile() itself name the caller's line; while tracing, the user's own calls inside
+  // the function name theirs.
+  std::optional<CallSite> site(std::in_place, loc);
+  WEFT_CHECK(currentTrace() == nullptr, Value,
+             "calling a compiled function inside a traced function is not supported; call the "
+             "function it wraps");
+  checkOnCpu(args, "argument");
+  std::optional<DynamicCall> dyn = dynamicCall(state_->options, args);
+  State& st = *state_;
+  Lookup found = st.obtain(args, dyn, fn, site, loc);
+  bool eager = found.exe && !found.exe->eagerWhy.empty(); // it reads values: see fullgraph
   site.reset();
   if (std::string why;
       found.exe && !eager && found.exe->argumentsOverlapWrites(args, found.state, why)) {
@@ -953,6 +966,72 @@ std::vector<Tensor> CompiledFunction::state_tensors() const {
   return *state;
 }
 
+namespace {
+
+/// The optimized graph of `exe` as text.
+std::string graphText(const CompiledSignature& exe, const codegen::CpuTarget& target) {
+  if (exe.graphOptimized) return ir::printGraph(*exe.graph);
+  // Its executable came from the disk cache: the pipeline runs on a copy, outside the lock (the
+  // fuse pass may measure a GEMM shape no cache entry has), with today's settings.
+  ir::Graph g = *exe.graph;
+  if (auto r = pipeline(target, generatesCode(exe.keptTensors)).graph.run(g); !r)
+    throwError(r.diagnostic().kind, r.diagnostic().message);
+  return ir::printGraph(g);
+}
+
+using NamedList = std::vector<std::pair<std::string, Tensor>>;
+
+/// Names `state` (the live state of `exe`, in order) as CompiledFunction::named_state_tensors.
+NamedList nameState(const CompiledSignature& exe, std::vector<Tensor> state,
+                    const NamedList& known) {
+  std::vector<bool> key(state.size(), false);
+  for (const GeneratorEvent& e : exe.randomEvents)
+    if (e.kind == GeneratorEvent::Kind::Draw) key[e.key] = true;
+  auto nameOf = [&](const TensorImpl* impl) -> const std::string* {
+    for (const auto& [name, t] : known)
+      if (t.defined() && t.impl().get() == impl) return &name;
+    return nullptr;
+  };
+  NamedList named;
+  int constants = 0, keys = 0;
+  for (size_t k = 0; k < state.size(); ++k) {
+    std::string name;
+    if (key[k]) {
+      name = "rng." + std::to_string(keys++);
+    } else if (auto leaf = exe.stateRefs[k].gradOf.lock()) {
+      if (const std::string* n = nameOf(leaf.get())) name = *n + ".grad";
+    } else if (const std::string* n = nameOf(state[k].impl().get())) {
+      name = *n;
+    }
+    if (name.empty()) name = "constant." + std::to_string(constants++);
+    named.emplace_back(std::move(name), std::move(state[k]));
+  }
+  return named;
+}
+
+/// Each random draw's key among `exe`'s state inputs, with how far its offset moves per call: the
+/// generator's draws in one call, or 0 where the function reseeds or moves that generator (each
+/// call then draws what the first did, as eager calls would).
+std::vector<RandomKey> randomKeys(const CompiledSignature& exe) {
+  std::vector<RandomKey> keys;
+  for (const GeneratorEvent& e : exe.randomEvents) {
+    if (e.kind != GeneratorEvent::Kind::Draw) continue;
+    int64_t stride = 0;
+    for (const GeneratorEvent& other : exe.randomEvents) {
+      if (!(other.generator == e.generator)) continue;
+      if (other.kind != GeneratorEvent::Kind::Draw) {
+        stride = 0;
+        break;
+      }
+      ++stride;
+    }
+    keys.push_back({static_cast<int32_t>(e.key), stride});
+  }
+  return keys;
+}
+
+} // namespace
+
 std::string CompiledFunction::graph_text() const {
   std::shared_ptr<const CompiledSignature> latest;
   codegen::CpuTarget target;
@@ -961,14 +1040,55 @@ std::string CompiledFunction::graph_text() const {
     latest = state_->latest;
     target = state_->target;
   }
-  if (!latest) return "";
-  if (latest->graphOptimized) return ir::printGraph(*latest->graph);
-  // Its executable came from the disk cache: the pipeline runs on a copy, outside the lock (the
-  // fuse pass may measure a GEMM shape no cache entry has), with today's settings.
-  ir::Graph g = *latest->graph;
-  if (auto r = pipeline(target, generatesCode(latest->keptTensors)).graph.run(g); !r)
-    throwError(r.diagnostic().kind, r.diagnostic().message);
-  return ir::printGraph(g);
+  return latest ? graphText(*latest, target) : "";
+}
+
+NamedList CompiledFunction::named_state_tensors(const NamedList& known) const {
+  std::shared_ptr<const CompiledSignature> latest;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    latest = state_->latest;
+  }
+  if (!latest) return {};
+  return nameState(*latest, state_tensors(), known);
+}
+
+CompiledFunction::Exported CompiledFunction::export_program(const std::vector<Tensor>& args,
+                                                            const TensorFunction& fn,
+                                                            const NamedList& known,
+                                                            std::source_location loc) {
+  std::optional<CallSite> site(std::in_place, loc);
+  WEFT_CHECK(currentTrace() == nullptr, Value, "export: not inside a traced function");
+  checkOnCpu(args, "argument");
+  std::optional<DynamicCall> dyn = dynamicCall(state_->options, args);
+  Lookup found = state_->obtain(args, dyn, fn, site, loc);
+  site.emplace(loc);
+  WEFT_CHECK(!found.empty(), Value, "export: the recompile limit is reached");
+  const CompiledSignature& exe = *found.exe;
+  WEFT_CHECK(exe.eagerWhy.empty(), Value,
+             "export: the function reads tensor values, so no one program computes it: ",
+             exe.eagerWhy);
+  WEFT_CHECK(!exe.keptTensors, Value,
+             "export: the function makes tensors while traced and keeps them (such as optimizer "
+             "state made on its first step), so its program would make them anew on every call; "
+             "make them before exporting (Optimizer::init_state())");
+  WEFT_CHECK(exe.argumentWrites.empty(), Value, "export: the function writes its argument ",
+             exe.argumentWrites.empty() ? 0 : exe.argumentWrites[0].index,
+             " in place; an exported program's arguments are read-only: return the new value");
+  WEFT_CHECK(!dyn, Value, "export: dynamic_dim is not exported yet");
+  Exported out;
+  out.executable = exe.program;
+  // The function's own outputs: the gradients it leaves in .grad and the values eager autograd
+  // would save are not the program's to return (the steps computing them stay, where needed).
+  out.executable.outputs.resize(exe.numOutputs);
+  out.executable.plan.outputSlots.resize(exe.numOutputs);
+  planMemory(out.executable.plan);
+  out.executable.randomKeys = randomKeys(exe);
+  out.executable.ir = graphText(exe, state_->target);
+  out.state = nameState(exe, found.state, known);
+  for (size_t k = 0; k < out.state.size(); ++k)
+    out.executable.state[k].name = out.state[k].first;
+  return out;
 }
 
 } // namespace weft

@@ -234,6 +234,24 @@ std::shared_ptr<const Executable> Artifact::loaded(std::string_view name,
   return e;
 }
 
+void Artifact::write(const std::string& path, std::span<const ArtifactTensor> replaced) const {
+  std::vector<ArtifactTensor> state = state_;
+  for (const ArtifactTensor& r : replaced) {
+    auto it = std::find_if(state.begin(), state.end(),
+                           [&](const ArtifactTensor& t) { return t.name == r.name; });
+    WEFT_CHECK(it != state.end(), Value, "write_artifact: '", path_, "' has no state '", r.name,
+               "'");
+    WEFT_CHECK(it->dtype == r.dtype && it->shape == r.shape, Value, "write_artifact: state '",
+               r.name, "' is ", dtypeName(it->dtype), " ", shapeString(it->shape), ", given ",
+               dtypeName(r.dtype), " ", shapeString(r.shape));
+    it->data = r.data;
+  }
+  std::vector<ArtifactProgram> programs;
+  for (const Program& p : programs_)
+    programs.push_back({p.name, &p.executable, p.stateNames});
+  writeArtifact(path, programs, state, producer_);
+}
+
 Session::Session(std::shared_ptr<const Artifact> artifact, std::string_view program,
                  hal::Device& device)
     : artifact_(std::move(artifact)), device_(device) {
@@ -254,6 +272,8 @@ Session::Session(std::shared_ptr<const Artifact> artifact, std::string_view prog
   if (!exe_->plan.stateUpdates.empty() || &device != &hal::cpu())
     for (size_t i = 0; i < state_.size(); ++i)
       own(i);
+  for (const RandomKey& k : exe_->randomKeys) // moved on after every call
+    own(static_cast<size_t>(k.state));
 }
 
 void Session::own(size_t i) {
@@ -301,6 +321,16 @@ void Session::run(std::span<const void* const> args, std::span<void* const> outp
     std::shared_ptr<Storage> host = Storage::borrow(outputs[i], n);
     hal::transfer(*dense.storage, 0, *host, 0, n);
   }
+  // The next call draws the numbers an eager loop's next iteration would.
+  for (const RandomKey& k : e.randomKeys) {
+    if (k.stride == 0) continue;
+    Storage& key = *state_[static_cast<size_t>(k.state)].storage;
+    int64_t value[2];
+    std::shared_ptr<Storage> host = Storage::borrow(value, sizeof value);
+    hal::transfer(key, 0, *host, 0, sizeof value);
+    value[1] += k.stride;
+    hal::transfer(*host, 0, key, 0, sizeof value);
+  }
 }
 
 size_t Session::stateIndex(std::string_view name, size_t nbytes) const {
@@ -326,6 +356,40 @@ void Session::writeState(std::string_view name, const void* src, size_t nbytes) 
   if (nbytes == 0) return;
   std::shared_ptr<Storage> host = Storage::borrow(const_cast<void*>(src), nbytes);
   hal::transfer(*host, 0, *state_[i].storage, 0, nbytes);
+}
+
+std::vector<uint8_t> Session::hostCopy(size_t i) const {
+  const TensorRef& r = state_[i].ref;
+  std::vector<uint8_t> bytes(static_cast<size_t>(r.numel()) * elementSize(r.dtype));
+  if (bytes.empty()) return bytes;
+  std::shared_ptr<Storage> host = Storage::borrow(bytes.data(), bytes.size());
+  hal::transfer(*state_[i].storage, 0, *host, 0, bytes.size());
+  return bytes;
+}
+
+void Session::save(const std::string& path) const {
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<ArtifactTensor> tensors;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    bytes.push_back(hostCopy(i));
+    tensors.push_back({names_[i], state_[i].ref.dtype, state_[i].ref.shape, bytes.back().data()});
+  }
+  const std::string suffix = ".safetensors";
+  if (!path.ends_with(suffix)) {
+    artifact_->write(path, tensors);
+    return;
+  }
+  const char* op = "save_state";
+  std::vector<safetensors::format::Entry> entries;
+  for (const ArtifactTensor& t : tensors)
+    entries.push_back({t.name, t.dtype, t.shape, 0, 0});
+  const std::string head = safetensors::format::writeHeader(entries, {}, op);
+  detail::AtomicFile file(path, detail::concat(op, ": '", path, "': "));
+  file.write(head.data(), head.size());
+  for (const safetensors::format::Entry& e : entries) // in the header's order
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].name == e.name && e.end > e.begin) file.write(tensors[i].data, e.end - e.begin);
+  file.commit();
 }
 
 } // namespace weft

@@ -192,6 +192,11 @@ void toProto(const Executable& e, proto::Program& out) {
   out.set_arena_bytes(p.arenaBytes);
   out.mutable_arena_offsets()->Add(p.arenaOffset.begin(), p.arenaOffset.end());
   out.set_ir(e.ir);
+  for (const RandomKey& k : e.randomKeys) {
+    proto::RandomKey* r = out.add_random_keys();
+    r->set_state(k.state);
+    r->set_stride(k.stride);
+  }
 }
 
 Executable fromProto(const proto::Program& m, const std::string& ctx) {
@@ -220,6 +225,15 @@ Executable fromProto(const proto::Program& m, const std::string& ctx) {
         u.slot() >= p.numSlots)
       c.damaged("a state update out of range");
     p.stateUpdates.emplace_back(u.state(), u.slot());
+  }
+  for (const proto::RandomKey& k : m.random_keys()) {
+    const bool valid = k.state() >= 0 && static_cast<size_t>(k.state()) < e.state.size() &&
+                       k.stride() >= 0 &&
+                       e.state[static_cast<size_t>(k.state())] ==
+                           ExecutableValue{e.state[static_cast<size_t>(k.state())].name,
+                                           DType::Int64, Shape{2}};
+    if (!valid) c.damaged("a random key that is not an int64 [2] state input");
+    e.randomKeys.push_back({k.state(), k.stride()});
   }
   for (const proto::CodeObject& code : m.code())
     p.kernels.code.push_back(

@@ -148,6 +148,25 @@ public:
   /// ValueError when one of them is gone since).
   std::vector<Tensor> state_tensors() const;
 
+  /// state_tensors() by name: each is named as in `known` (a module's named_parameters() and
+  /// named_buffers(), an optimizer's state), "<name>.grad" for the gradient of a tensor there,
+  /// "rng.<i>" for the key of a random draw (filled anew on every call), and "constant.<i>" for
+  /// the rest (tensors the function captured or made).
+  std::vector<std::pair<std::string, Tensor>>
+  named_state_tensors(const std::vector<std::pair<std::string, Tensor>>& known) const;
+  /// Compiles `fn` for `args`' signature (as call() would, the cache included) without running
+  /// it, and returns the program to export: the executable with the function's own outputs only
+  /// (not the gradients or saved values eager autograd takes from it), its state named as
+  /// named_state_tensors(known) names it, and its graph's text IR. A ValueError where no
+  /// self-contained program exists: the function reads tensor values, writes its arguments, or
+  /// keeps tensors it made (optimizer state made on a first step: see Optimizer::init_state()).
+  struct Exported {
+    Executable executable;
+    std::vector<std::pair<std::string, Tensor>> state;
+  };
+  Exported export_program(const std::vector<Tensor>& args, const TensorFunction& fn,
+                          const std::vector<std::pair<std::string, Tensor>>& known, WEFT_LOC);
+
 private:
   struct State;
   std::shared_ptr<State> state_;

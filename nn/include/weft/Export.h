@@ -5,6 +5,7 @@
 #include "weft/Compile.h"
 #include "weft/Safetensors.h"
 #include "weft/nn/Module.h"
+#include "weft/optim/Optimizer.h"
 
 #include <string>
 #include <type_traits>
@@ -16,6 +17,7 @@ namespace weft {
 struct ExportOptions {
   std::string cpu_target_ = "host";
   std::string program_ = "forward";
+
   /// The CPU the generated code is built for (CompileOptions::cpu_target): "host", or a feature
   /// level ("x86-64-v3") so that the artifact runs on every machine of that level.
   ExportOptions& cpu_target(std::string name) {
@@ -23,7 +25,7 @@ struct ExportOptions {
     return *this;
   }
   std::vector<std::string> input_names_, output_names_;
-  /// The program's name in the artifact ("forward").
+  /// The program's name in the artifact ("forward"; export_train_step's "train_step").
   ExportOptions& program(std::string name) {
     program_ = std::move(name);
     return *this;
@@ -79,6 +81,20 @@ void export_model(Holder& module, const std::vector<Tensor>& example_inputs,
   };
   export_model(*impl, forward, example_inputs, path, options, loc);
 }
+
+/// Compiles a whole train step (`step`: forward, loss, backward and `optimizer`'s update, reading
+/// `module`'s parameters and buffers, on tensors shaped like `example_inputs`) without running it,
+/// and writes it to `path` as an artifact's program "train_step": each call of it updates the
+/// parameters, buffers and optimizer state in place and returns what `step` returns (its loss).
+/// The state is named as the module names it, the optimizer's as "optimizer." and its
+/// state_dict() key ("optimizer.state.0.exp_avg", "optimizer.param_groups.0.lr"), and random
+/// draws' keys "rng.<i>" (a runtime session moves them on every step, as eager draws would). The
+/// optimizer's state is made first (Optimizer::init_state()) where no step made it yet. The module
+/// is traced in the mode it is in (train(): dropout, batch statistics), from no gradients (its
+/// own are set aside meanwhile).
+void export_train_step(nn::Module& module, optim::Optimizer& optimizer, const TensorFunction& step,
+                       const std::vector<Tensor>& example_inputs, const std::string& path,
+                       const ExportOptions& options = {}, WEFT_LOC);
 
 /// The named state an artifact holds (parameters, buffers, optimizer state), as tensors.
 safetensors::TensorMap load_state(const std::string& path, WEFT_LOC);

@@ -174,7 +174,10 @@ void Optimizer::zero_grad(bool set_to_none) {
 Tensor& Optimizer::state(const Tensor& param, const std::string& key,
                          const std::function<Tensor()>& init) {
   Tensor& slot = state_[param.impl().get()][key];
-  if (!slot.defined()) slot = init();
+  if (!slot.defined()) {
+    WEFT_INTERNAL_ASSERT(init != nullptr, "optimizer state '", key, "' was not made");
+    slot = init();
+  }
   return slot;
 }
 
@@ -397,6 +400,55 @@ std::span<const Optimizer::StateKey> Adagrad::stateKeys() const {
   return kAdagradState;
 }
 
+void Optimizer::init_state(std::source_location loc) {
+  CallSite cs(loc);
+  NoGradGuard guard;
+  for (const OptimizerParamGroup& g : groups_)
+    for (const Tensor& p : g.params())
+      initState(g, p);
+}
+
+void SGD::initState(const OptimizerParamGroup& group, const Tensor& p) {
+  const auto& o = static_cast<const SGDOptions&>(group.options());
+  if (o.momentum() == 0 || stateOr(p, "momentum_buffer").defined()) return;
+  // PyTorch's first step sets the buffer to the gradient: a zero buffer gives the same only
+  // without dampening.
+  WEFT_CHECK(o.dampening() == 0, Value,
+             "SGD.init_state: with dampening, the first step sets the momentum buffer to the "
+             "gradient undamped, which no buffer made beforehand reproduces; take one step first");
+  setState(p, "momentum_buffer", zeros_like(p));
+}
+
+void Optimizer::adamInit(const Tensor& p, bool amsgrad) {
+  auto zeroState = [&] { return zeros_like(p); };
+  state(p, "exp_avg", zeroState);
+  state(p, "exp_avg_sq", zeroState);
+  state(p, "step", [] { return zeros({}, kFloat64); });
+  if (amsgrad) state(p, "max_exp_avg_sq", zeroState);
+}
+
+void Adam::initState(const OptimizerParamGroup& group, const Tensor& p) {
+  adamInit(p, static_cast<const AdamOptions&>(group.options()).amsgrad());
+}
+
+void AdamW::initState(const OptimizerParamGroup& group, const Tensor& p) {
+  adamInit(p, static_cast<const AdamWOptions&>(group.options()).amsgrad());
+}
+
+void RMSprop::initState(const OptimizerParamGroup& group, const Tensor& p) {
+  const auto& o = static_cast<const RMSpropOptions&>(group.options());
+  auto zeroState = [&] { return zeros_like(p); };
+  state(p, "square_avg", zeroState);
+  if (o.centered()) state(p, "grad_avg", zeroState);
+  if (o.momentum() > 0) state(p, "momentum_buffer", zeroState);
+}
+
+void Adagrad::initState(const OptimizerParamGroup& group, const Tensor& p) {
+  const auto& o = static_cast<const AdagradOptions&>(group.options());
+  state(p, "step", [] { return zeros({}, kFloat64); });
+  state(p, "sum", [&] { return full_like(p, o.initial_accumulator_value()); });
+}
+
 void SGD::update() {
   for (OptimizerParamGroup& group : param_groups()) {
     const auto& o = static_cast<const SGDOptions&>(group.options());
@@ -422,10 +474,10 @@ void Optimizer::adamUpdate(OptimizerParamGroup& group, const AdamHyper& h) {
   for (Tensor& p : group.params()) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    auto zeroState = [&] { return zeros_like(p); };
-    Tensor& m = state(p, "exp_avg", zeroState);
-    Tensor& v = state(p, "exp_avg_sq", zeroState);
-    Tensor& step = state(p, "step", [] { return zeros({}, kFloat64); });
+    adamInit(p, h.amsgrad);
+    Tensor& m = state(p, "exp_avg");
+    Tensor& v = state(p, "exp_avg_sq");
+    Tensor& step = state(p, "step");
     // The scalars first: compiled, everything below is then one kernel over the parameter.
     step.add_(1);
     Tensor bc1 = 1.0 - full({}, h.beta1, kFloat64).pow(step);
@@ -438,7 +490,7 @@ void Optimizer::adamUpdate(OptimizerParamGroup& group, const AdamHyper& h) {
     v.mul_(h.beta2).add_(g * g, 1 - h.beta2);
     Tensor second = v;
     if (h.amsgrad) {
-      Tensor& maxV = state(p, "max_exp_avg_sq", zeroState);
+      Tensor& maxV = state(p, "max_exp_avg_sq");
       maxV.copy_(maximum(maxV, v));
       second = maxV;
     }
@@ -475,19 +527,19 @@ void RMSprop::update() {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       g = decayed(g, p, o.weight_decay());
-      auto zeroState = [&] { return zeros_like(p); };
-      Tensor& sq = state(p, "square_avg", zeroState);
+      initState(group, p);
+      Tensor& sq = state(p, "square_avg");
       sq.mul_(o.alpha()).add_(g * g, 1 - o.alpha());
       Tensor avg;
       if (o.centered()) {
-        Tensor& ga = state(p, "grad_avg", zeroState);
+        Tensor& ga = state(p, "grad_avg");
         ga.mul_(o.alpha()).add_(g, 1 - o.alpha());
         avg = (sq - ga * ga).sqrt() + o.eps();
       } else {
         avg = sq.sqrt() + o.eps();
       }
       if (o.momentum() > 0) {
-        Tensor& buf = state(p, "momentum_buffer", zeroState);
+        Tensor& buf = state(p, "momentum_buffer");
         buf.mul_(o.momentum()).add_(g / avg);
         p.sub_(buf * o.lr_tensor());
       } else {
@@ -503,8 +555,9 @@ void Adagrad::update() {
     for (Tensor& p : group.params()) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
-      Tensor& step = state(p, "step", [] { return zeros({}, kFloat64); });
-      Tensor& sum = state(p, "sum", [&] { return full_like(p, o.initial_accumulator_value()); });
+      initState(group, p);
+      Tensor& step = state(p, "step");
+      Tensor& sum = state(p, "sum");
       step.add_(1);
       g = decayed(g, p, o.weight_decay());
       Tensor clr = o.lr_tensor() / ((step - 1.0) * o.lr_decay() + 1.0);

@@ -166,6 +166,12 @@ public:
   /// the wrong shape or a learning rate out of range is an error naming the key, and nothing
   /// changes.
   void load_state_dict(const nn::StateDict& dict, WEFT_LOC);
+  /// Makes the state tensors step() would make on its first call, as that call makes them (zeros;
+  /// Adagrad's sum at initial_accumulator_value), for every parameter lacking them, so that a
+  /// compiled step reads them from its first trace and export_train_step() carries them. Where
+  /// PyTorch's first step is special (SGD with momentum and dampening: the buffer takes the
+  /// gradient undamped) a ValueError says to take a step first.
+  void init_state(WEFT_LOC);
 
 protected:
   Optimizer(std::vector<OptimizerParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults,
@@ -174,9 +180,16 @@ protected:
   virtual void update() = 0;
   /// Every state key this optimizer keeps, so that load_state_dict can check a dict.
   virtual std::span<const StateKey> stateKeys() const = 0;
+  /// init_state() for `param` of `group` (an optimizer without lazily made state does nothing).
+  virtual void initState(const OptimizerParamGroup& group, const Tensor& param) {
+    (void)group;
+    (void)param;
+  }
   /// The state tensor `key` of `param`, made from `init` on first use (inside a compiled step,
-  /// the first call makes it and the next one traces again to read it).
-  Tensor& state(const Tensor& param, const std::string& key, const std::function<Tensor()>& init);
+  /// the first call makes it and the next one traces again to read it); without `init`, one
+  /// initState() made.
+  Tensor& state(const Tensor& param, const std::string& key,
+                const std::function<Tensor()>& init = {});
   /// `param`'s state tensor `key`, or undefined before it is made.
   Tensor stateOr(const Tensor& param, const std::string& key) const;
   void setState(const Tensor& param, const std::string& key, Tensor value);
@@ -187,6 +200,8 @@ protected:
   };
   /// One Adam or AdamW update of every parameter in `group` (PyTorch's formulas).
   void adamUpdate(OptimizerParamGroup& group, const AdamHyper& h);
+  /// Adam's and AdamW's state for `param`, made as adamUpdate makes it.
+  void adamInit(const Tensor& param, bool amsgrad);
 
 private:
   struct LoadPlan;
@@ -213,6 +228,7 @@ public:
 protected:
   void update() override;
   std::span<const StateKey> stateKeys() const override;
+  void initState(const OptimizerParamGroup& group, const Tensor& param) override;
 };
 /// Adam, as torch.optim.Adam (L2 weight decay folded into the gradient).
 class Adam : public Optimizer {
@@ -225,6 +241,7 @@ public:
 protected:
   void update() override;
   std::span<const StateKey> stateKeys() const override;
+  void initState(const OptimizerParamGroup& group, const Tensor& param) override;
 };
 /// AdamW: Adam with decoupled weight decay, as torch.optim.AdamW.
 class AdamW : public Optimizer {
@@ -237,6 +254,7 @@ public:
 protected:
   void update() override;
   std::span<const StateKey> stateKeys() const override;
+  void initState(const OptimizerParamGroup& group, const Tensor& param) override;
 };
 /// RMSprop (with momentum, centered), as torch.optim.RMSprop.
 class RMSprop : public Optimizer {
@@ -249,6 +267,7 @@ public:
 protected:
   void update() override;
   std::span<const StateKey> stateKeys() const override;
+  void initState(const OptimizerParamGroup& group, const Tensor& param) override;
 };
 /// Adagrad (with learning-rate decay), as torch.optim.Adagrad.
 class Adagrad : public Optimizer {
@@ -261,6 +280,7 @@ public:
 protected:
   void update() override;
   std::span<const StateKey> stateKeys() const override;
+  void initState(const OptimizerParamGroup& group, const Tensor& param) override;
 };
 
 /// Scales all gradients so that their joint `norm_type` norm is at most `max_norm` (>= 0;

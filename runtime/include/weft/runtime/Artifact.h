@@ -74,6 +74,10 @@ public:
   /// Program `name` with its code loaded on `device`, loaded once per artifact and device and
   /// shared by every session there.
   std::shared_ptr<const Executable> loaded(std::string_view name, hal::Device& device) const;
+  /// Writes this artifact (every program, its producer) to `path` atomically, with the tensors in
+  /// `replaced` in place of its state tensors of those names (each of the same dtype and shape;
+  /// ValueErrors otherwise). `path` may be this artifact's own file: the mapping keeps the old one.
+  void write(const std::string& path, std::span<const ArtifactTensor> replaced) const;
 
 private:
   Artifact() = default;
@@ -113,11 +117,18 @@ public:
   /// bytes; replaces it from `src` likewise (a ValueError naming the tensor otherwise).
   void readState(std::string_view name, void* dst, size_t nbytes) const;
   void writeState(std::string_view name, const void* src, size_t nbytes);
+  /// Saves this session's state (a train step's fine-tuned weights and optimizer state), written
+  /// atomically: where `path` ends in ".safetensors", as a safetensors file of the program's state
+  /// tensors by name; otherwise as the whole artifact with this session's state in place of its
+  /// own (the artifact's own path included: later opens read the new state).
+  void save(const std::string& path) const;
 
 private:
   size_t stateIndex(std::string_view name, size_t nbytes) const;
   /// Gives state tensor `i` this session's own memory (a copy of what it holds).
   void own(size_t i);
+  /// State tensor `i`'s bytes, copied to the host.
+  std::vector<uint8_t> hostCopy(size_t i) const;
   std::shared_ptr<const Artifact> artifact_;
   std::shared_ptr<const Executable> exe_;
   hal::Device& device_;

@@ -21,6 +21,15 @@ struct ExecutableValue {
   bool operator==(const ExecutableValue&) const = default;
 };
 
+/// A state input holding a random draw's key, int64 [2] = (seed, offset): a caller that wants
+/// fresh numbers on every call, as eager code draws them, moves its offset by `stride` after each
+/// call (the draws its generator makes per call; 0 where each call repeats the first's draws).
+struct RandomKey {
+  int32_t state = 0;
+  int64_t stride = 0;
+  bool operator==(const RandomKey&) const = default;
+};
+
 class Executable {
 public:
   /// The arguments each call passes, in order.
@@ -31,6 +40,8 @@ public:
   /// What it returns, in order.
   std::vector<ExecutableValue> outputs;
   Plan plan;
+  /// The state inputs that hold random draws' keys (Session moves them on after every call).
+  std::vector<RandomKey> randomKeys;
   /// The program's text IR, for inspection ("" where it was not kept).
   std::string ir;
 

@@ -1,0 +1,205 @@
+// Exported train steps: export_train_step() writes a whole step (forward, loss, backward, the
+// optimizer's update) that a runtime Session runs as eager training runs it, with every piece of
+// state (parameters, buffers, optimizer state, random keys) named in the artifact; the session's
+// fine-tuned state is saved back to the artifact or to a safetensors file.
+#include "TestUtil.h"
+
+#include <weft/weft.h>
+
+#include "weft/runtime/Artifact.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include <unistd.h>
+
+using namespace weft;
+using test::has;
+using test::messageOf;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string tempPath(const std::string& name) {
+  return (fs::temp_directory_path() / ("weft_export_train_" + std::to_string(::getpid()) + "_" +
+                                       name))
+      .string();
+}
+
+struct Net : nn::Module {
+  explicit Net(double dropout) {
+    // No bias before the batch norm: its gradient is zero up to rounding, which Adam's
+    // normalization would blow up to a step of lr in a direction rounding picks.
+    fc1 = register_module("fc1", nn::Linear(nn::LinearOptions(8, 32).bias(false)));
+    norm = register_module("norm", nn::BatchNorm1d(32));
+    drop = register_module("drop", nn::Dropout(dropout));
+    fc2 = register_module("fc2", nn::Linear(32, 4));
+  }
+  Tensor forward(const Tensor& x) {
+    return fc2->forward(drop->forward(norm->forward(fc1->forward(x)).relu()));
+  }
+  nn::Linear fc1 = nullptr, fc2 = nullptr;
+  nn::BatchNorm1d norm = nullptr;
+  nn::Dropout drop = nullptr;
+};
+
+/// The step every test trains with: one Adam update of `net` on a batch, returning the loss.
+TensorFunction stepOf(Net& net, optim::Optimizer& opt) {
+  return [&net, &opt](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    opt.zero_grad();
+    Tensor loss = nn::functional::cross_entropy(net.forward(in[0]), in[1]);
+    loss.backward();
+    opt.step();
+    return {loss.detach()};
+  };
+}
+
+/// Runs `session` (a train step of (x, y) returning the loss) on `x`, `y`; returns the loss.
+float runStep(Session& session, const Tensor& x, const Tensor& y) {
+  Tensor xc = x.contiguous(), yc = y.contiguous();
+  const void* in[] = {xc.data_ptr(), yc.data_ptr()};
+  float loss = 0;
+  void* out[] = {&loss};
+  session.run(in, out);
+  return loss;
+}
+
+/// State tensor `name` of `session` as a tensor.
+Tensor stateOf(const Session& session, const std::string& name, const Tensor& like) {
+  Tensor t = empty(like.sizes(), like.dtype());
+  session.readState(name, t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+  return t;
+}
+
+} // namespace
+
+// Compiled and eager steps differ by float rounding only (fused kernels sum in another order):
+// after 5 Adam steps (each moving a weight by about lr), 1e-5 absolute.
+TEST(ExportTrain, AnExportedTrainStepTrainsAsEagerStepsDo) {
+  manual_seed(11);
+  Net eager(0.25), exported(0.25);
+  exported.load_state_dict(eager.state_dict());
+  optim::Adam eagerOpt(eager.parameters(), optim::AdamOptions(1e-2));
+  optim::Adam exportOpt(exported.parameters(), optim::AdamOptions(1e-2));
+  std::vector<Tensor> xs, ys;
+  for (int i = 0; i < 5; ++i) {
+    xs.push_back(randn({16, 8}));
+    ys.push_back(randint(4, {16}));
+  }
+  const std::string path = tempPath("step.weft");
+  manual_seed(5); // the dropout masks: the artifact's keys start where eager draws start
+  export_train_step(exported, exportOpt, stepOf(exported, exportOpt), {xs[0], ys[0]}, path);
+  // Exporting ran nothing: the parameters and the fresh optimizer state are untouched.
+  EXPECT_TRUE(exported.fc1->weight.equal(eager.fc1->weight));
+  for (auto& [key, t] : exportOpt.state_dict())
+    if (key.ends_with("exp_avg")) {
+      EXPECT_EQ(t.abs().sum().item<float>(), 0.0f) << key;
+    }
+
+  auto artifact = Artifact::open(path);
+  EXPECT_EQ(artifact->programNames(), std::vector<std::string>{"train_step"});
+  Session session(artifact, "train_step");
+  for (const char* name : {"fc1.weight", "norm.running_mean", "norm.num_batches_tracked",
+                           "optimizer.state.0.exp_avg", "optimizer.state.0.step",
+                           "optimizer.param_groups.0.lr", "rng.0"})
+    EXPECT_TRUE(std::ranges::count(session.stateNames(), name) == 1) << name;
+
+  manual_seed(5);
+  auto step = stepOf(eager, eagerOpt);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    float want = step({xs[i], ys[i]})[0].item<float>();
+    EXPECT_NEAR(runStep(session, xs[i], ys[i]), want, 1e-5) << "step " << i;
+  }
+  for (auto& [name, p] : eager.named_parameters())
+    EXPECT_TRUE(test::allClose(stateOf(session, name, p), p, 1e-5, 1e-5)) << name;
+  EXPECT_TRUE(test::allClose(stateOf(session, "norm.running_var", eager.norm->running_var),
+                             eager.norm->running_var, 1e-5, 1e-5));
+  // The random key moved on by one draw per step, as the default generator's offset did.
+  Tensor key = stateOf(session, "rng.0", zeros({2}, kInt64));
+  EXPECT_EQ(key[1].item<int64_t>(), 5);
+  EXPECT_EQ(default_generator().offset(), 5u);
+  fs::remove(path);
+}
+
+TEST(ExportTrain, FineTunedStateIsSavedBackToTheArtifactOrToSafetensors) {
+  manual_seed(2);
+  Net net(0.0);
+  optim::SGD opt(net.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  Tensor x = randn({16, 8}), y = randint(4, {16});
+  const std::string path = tempPath("tune.weft"), side = tempPath("tuned.safetensors");
+  export_train_step(net, opt, stepOf(net, opt), {x, y}, path);
+  Tensor before = load_state(path).at(0).second.clone();
+  {
+    Session session(Artifact::open(path), "train_step");
+    float first = runStep(session, x, y), loss = first;
+    for (int i = 0; i < 20; ++i)
+      loss = runStep(session, x, y);
+    EXPECT_LT(loss, first * 0.5f); // the same batch 20 times: it learns it
+    session.save(side);
+    session.save(path); // over the very file the session maps
+  }
+  auto tuned = safetensors::load_file(side);
+  auto rewritten = load_state(path);
+  ASSERT_EQ(rewritten.size(), tuned.size());
+  for (auto& [name, t] : rewritten) {
+    auto it = std::find_if(tuned.begin(), tuned.end(), [&](auto& e) { return e.first == name; });
+    ASSERT_NE(it, tuned.end()) << name;
+    EXPECT_TRUE(t.equal(it->second)) << name;
+  }
+  EXPECT_FALSE(rewritten.at(0).second.equal(before)); // it did change
+  // The rewritten artifact resumes from the tuned state: its momentum buffers included.
+  Session again(Artifact::open(path), "train_step");
+  Tensor buf = stateOf(again, "optimizer.state.0.momentum_buffer", net.fc1->weight);
+  EXPECT_GT(buf.abs().sum().item<float>(), 0.0f);
+  fs::remove(path);
+  fs::remove(side);
+}
+
+TEST(ExportTrain, StateAnOptimizerCannotMakeBeforehandIsAClearError) {
+  Net net(0.0);
+  optim::SGD opt(net.parameters(), optim::SGDOptions(0.1).momentum(0.9).dampening(0.5));
+  Tensor x = randn({4, 8}), y = randint(4, {4});
+  const std::string path = tempPath("damp.weft");
+  std::string m = messageOf([&] { export_train_step(net, opt, stepOf(net, opt), {x, y}, path); });
+  EXPECT_TRUE(has(m, "dampening")) << m;
+  EXPECT_TRUE(has(m, "take one step first")) << m;
+  EXPECT_FALSE(fs::exists(path));
+  // After one eager step the buffer exists, and the step exports.
+  stepOf(net, opt)({x, y});
+  export_train_step(net, opt, stepOf(net, opt), {x, y}, path);
+  EXPECT_EQ(std::ranges::count(Artifact::open(path)->stateNames("train_step"),
+                               "optimizer.state.0.momentum_buffer"),
+            1);
+  fs::remove(path);
+}
+
+TEST(ExportTrain, CompiledFunctionsNameTheirState) {
+  Net net(0.5);
+  optim::AdamW opt(net.parameters());
+  opt.init_state();
+  auto step = stepOf(net, opt);
+  CompiledFunction compiled{CompileOptions()};
+  Tensor x = randn({4, 8}), y = randint(4, {4});
+  compiled.call({x, y}, step);
+  nn::NamedTensors known = net.named_parameters();
+  for (auto& [key, t] : opt.state_dict())
+    known.emplace_back("optimizer." + key, t);
+  auto named = compiled.named_state_tensors(known);
+  std::vector<Tensor> state = compiled.state_tensors();
+  ASSERT_EQ(named.size(), state.size());
+  for (size_t i = 0; i < named.size(); ++i)
+    EXPECT_TRUE(named[i].second.is_same(state[i])) << named[i].first;
+  auto find = [&](const std::string& name) {
+    for (auto& [n, t] : named)
+      if (n == name) return t;
+    return Tensor();
+  };
+  EXPECT_TRUE(find("fc2.bias").is_same(net.fc2->bias));
+  EXPECT_TRUE(find("rng.0").defined());
+  // The buffers are not among `known`: constants, by number.
+  EXPECT_FALSE(find("norm.running_mean").defined());
+  EXPECT_TRUE(find("constant.0").defined());
+}
