@@ -4,6 +4,7 @@
 //   weft-run model.weft --info
 //   weft-run model.weft --inputs in.safetensors --out out.safetensors [--program forward]
 //   weft-run model.weft --input image.npy [--input ...] --bench 100 [--device vulkan:0]
+//   weft-run model.weft --train 1000 --data train.safetensors [--save tuned.safetensors]
 #include "weft/runtime/Artifact.h"
 #include "weft/runtime/AtomicFile.h"
 #include "weft/runtime/Error.h"
@@ -25,14 +26,18 @@ using namespace weft;
 const char* kUsage =
     "usage: weft-run MODEL.weft [--info] [--program NAME] [--device DEVICE]\n"
     "                [--inputs FILE.safetensors | --input FILE.npy ...] [--out FILE.safetensors]\n"
-    "                [--bench N]\n"
+    "                [--bench N] [--train N --data FILE.safetensors [--save FILE]]\n"
     "  --info      the programs, their signatures, state, code targets and sizes\n"
     "  --program   the program to run (default: the artifact's first)\n"
     "  --device    cpu (default), vulkan:0, ...\n"
     "  --inputs    a safetensors file holding each argument under its name\n"
     "  --input     a .npy file per argument, in order\n"
     "  --out       where the outputs go, under their names\n"
-    "  --bench N   runs N more times and prints the latency\n";
+    "  --bench N   runs N more times and prints the latency\n"
+    "  --train N   runs N steps of a train step (default program: train_step) on batches of\n"
+    "              --data (a tensor per argument, its rows batched in order, cycling), prints\n"
+    "              the first output, then writes the state back: into MODEL.weft, or --save\n"
+    "              (an artifact, or a .safetensors file of the state)\n";
 
 struct HostTensor {
   DType dtype = DType::Float32;
@@ -127,22 +132,6 @@ std::map<std::string, HostTensor> readSafetensors(const std::string& path) {
   return out;
 }
 
-void writeSafetensors(const std::string& path, const std::vector<std::string>& names,
-                      const std::vector<HostTensor>& tensors) {
-  std::vector<safetensors::format::Entry> entries;
-  std::map<std::string, const HostTensor*> byName;
-  for (size_t i = 0; i < names.size(); ++i) {
-    entries.push_back({names[i], tensors[i].dtype, tensors[i].shape, 0, 0});
-    byName.emplace(names[i], &tensors[i]);
-  }
-  const std::string head = safetensors::format::writeHeader(entries, {}, "weft-run");
-  detail::AtomicFile file(path, "weft-run: '" + path + "': ");
-  file.write(head.data(), head.size());
-  for (const safetensors::format::Entry& e : entries)
-    if (e.end > e.begin) file.write(byName.at(e.name)->bytes.data(), e.end - e.begin);
-  file.commit();
-}
-
 std::string typeString(const ExecutableValue& v) {
   return std::string(dtypeName(v.dtype)) + " " + shapeString(v.shape);
 }
@@ -168,10 +157,101 @@ void printInfo(const Artifact& a) {
       std::printf("  argument %s: %s\n", v.name.c_str(), typeString(v).c_str());
     for (const ExecutableValue& v : e.outputs)
       std::printf("  output %s: %s\n", v.name.c_str(), typeString(v).c_str());
+    std::vector<bool> updated(e.state.size(), false);
+    for (const auto& [index, slot] : e.plan.stateUpdates)
+      updated[static_cast<size_t>(index)] = true;
+    const std::vector<std::string>& names = a.stateNames(name);
+    for (size_t i = 0; i < e.state.size(); ++i)
+      std::printf("  state %s: %s%s\n", names[i].c_str(), typeString(e.state[i]).c_str(),
+                  updated[i] ? " (updated)" : "");
     for (const hal::CodeObject& c : e.plan.kernels.code)
       std::printf("  code: %s, %zu bytes, for %s\n", c.format.c_str(), c.bytes.size(),
                   c.target.c_str());
   }
+}
+
+/// A 0-d or one-element output as a number, for the training log ("" for others).
+std::string scalarText(const ExecutableValue& v, const std::vector<uint8_t>& bytes) {
+  if (numel(v.shape) != 1) return "";
+  double x = 0;
+  if (v.dtype == DType::Float32) {
+    float f;
+    std::memcpy(&f, bytes.data(), 4);
+    x = f;
+  } else if (v.dtype == DType::Float64) {
+    std::memcpy(&x, bytes.data(), 8);
+  } else {
+    return "";
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", x);
+  return text;
+}
+
+/// --train: `steps` calls of `program` on batches of `dataFile`, then the state saved to `saveTo`.
+int runTraining(const std::shared_ptr<const Artifact>& a, std::string program,
+                const std::string& device, long steps, const std::string& dataFile,
+                const std::string& saveTo) {
+  if (program.empty()) {
+    std::vector<std::string> names = a->programNames();
+    program = std::find(names.begin(), names.end(), "train_step") != names.end() ? "train_step"
+                                                                                  : names.at(0);
+  }
+  Session session(a, program, hal::device(Device(device)));
+  WEFT_CHECK(!a->program(program).plan.stateUpdates.empty(), Value, "weft-run: program '",
+             program, "' updates no state: --train runs a train step (export_train_step)");
+  std::map<std::string, HostTensor> data = readSafetensors(dataFile);
+  // Each argument's rows come from the data tensor of its name: batch b is rows [b*B, (b+1)*B).
+  int64_t batches = -1;
+  std::vector<const HostTensor*> sources;
+  for (const ExecutableValue& v : session.arguments()) {
+    auto it = data.find(v.name);
+    WEFT_CHECK(it != data.end(), Value, "weft-run: '", dataFile, "' holds no tensor '", v.name,
+               "' (argument ", sources.size(), ", batches of ", typeString(v), ")");
+    const HostTensor& t = it->second;
+    const bool fits = !v.shape.empty() && v.shape[0] > 0 && t.dtype == v.dtype &&
+                      t.shape.size() == v.shape.size() &&
+                      std::equal(v.shape.begin() + 1, v.shape.end(), t.shape.begin() + 1) &&
+                      t.shape[0] >= v.shape[0];
+    WEFT_CHECK(fits, Value, "weft-run: '", v.name, "' in '", dataFile, "' is ",
+               dtypeName(t.dtype), " ", shapeString(t.shape), ": batches of ", typeString(v),
+               " need at least ", v.shape.empty() ? 0 : v.shape[0], " rows of the same type");
+    const int64_t n = t.shape[0] / v.shape[0];
+    WEFT_CHECK(batches < 0 || n == batches, Value, "weft-run: the data tensors hold different "
+                                                   "numbers of batches (", batches, " and ", n, ")");
+    batches = n;
+    sources.push_back(&t);
+  }
+  WEFT_CHECK(batches > 0, Value, "weft-run: program '", program, "' takes no batched argument");
+  std::vector<std::vector<uint8_t>> outputs;
+  std::vector<void*> out;
+  for (const ExecutableValue& v : session.outputs())
+    outputs.emplace_back(*byteSize(v.shape, v.dtype));
+  for (auto& o : outputs)
+    out.push_back(o.data());
+  const long every = std::max(1L, steps / 10);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long step = 0; step < steps; ++step) {
+    std::vector<const void*> in;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const size_t batchBytes = static_cast<size_t>(*byteSize(session.arguments()[i].shape,
+                                                              session.arguments()[i].dtype));
+      in.push_back(sources[i]->bytes.data() + static_cast<size_t>(step % batches) * batchBytes);
+    }
+    session.run(in, out);
+    if ((step + 1) % every == 0 || step + 1 == steps) {
+      std::string text = outputs.empty() ? "" : scalarText(session.outputs()[0], outputs[0]);
+      std::printf("step %ld/%ld%s%s\n", step + 1, steps,
+                  text.empty() ? "" : (" " + session.outputs()[0].name + " ").c_str(),
+                  text.c_str());
+    }
+  }
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  session.save(saveTo);
+  std::printf("%ld steps in %.3f s (%.3f ms a step); state written to %s\n", steps, s,
+              1e3 * s / static_cast<double>(steps), saveTo.c_str());
+  return 0;
 }
 
 int run(int argc, char** argv) {
@@ -183,7 +263,15 @@ int run(int argc, char** argv) {
   std::string model = args[0], program, device = "cpu", inputsFile, outFile;
   std::vector<std::string> npys;
   bool info = false;
-  long bench = 0;
+  long bench = 0, train = 0;
+  std::string dataFile, saveFile;
+  auto count = [](const std::string& option, const std::string& v) {
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    WEFT_CHECK(*end == '\0' && n > 0 && n <= 100000000, Value, "weft-run: ", option,
+               " takes a count from 1 to 100000000, not '", v, "'");
+    return n;
+  };
   for (size_t i = 1; i < args.size(); ++i) {
     auto value = [&]() -> const std::string& {
       WEFT_CHECK(i + 1 < args.size(), Value, "weft-run: ", args[i], " needs a value\n", kUsage);
@@ -195,17 +283,19 @@ int run(int argc, char** argv) {
     else if (args[i] == "--inputs") inputsFile = value();
     else if (args[i] == "--input") npys.push_back(value());
     else if (args[i] == "--out") outFile = value();
-    else if (args[i] == "--bench") {
-      const std::string& v = value();
-      char* end = nullptr;
-      bench = std::strtol(v.c_str(), &end, 10);
-      WEFT_CHECK(*end == '\0' && bench > 0 && bench <= 1000000, Value,
-                 "weft-run: --bench takes a count from 1 to 1000000, not '", v, "'");
-    } else
+    else if (args[i] == "--bench") bench = count(args[i], value());
+    else if (args[i] == "--train") train = count(args[i], value());
+    else if (args[i] == "--data") dataFile = value();
+    else if (args[i] == "--save") saveFile = value();
+    else
       WEFT_FAIL(Value, "weft-run: unknown option '", args[i], "'\n", kUsage);
   }
   std::shared_ptr<const Artifact> a = Artifact::open(model);
   if (info) printInfo(*a);
+  if (train > 0) {
+    WEFT_CHECK(!dataFile.empty(), Value, "weft-run: --train needs --data\n", kUsage);
+    return runTraining(a, program, device, train, dataFile, saveFile.empty() ? model : saveFile);
+  }
   if (inputsFile.empty() && npys.empty()) {
     WEFT_CHECK(info, Value, "weft-run: no inputs (--inputs or --input); --info describes the "
                             "artifact\n", kUsage);
@@ -250,7 +340,12 @@ int run(int argc, char** argv) {
     names.push_back(v.name);
     std::printf("%s: %s\n", v.name.c_str(), typeString(v).c_str());
   }
-  if (!outFile.empty()) writeSafetensors(outFile, names, outputs);
+  if (!outFile.empty()) {
+    std::vector<ArtifactTensor> written;
+    for (size_t i = 0; i < outputs.size(); ++i)
+      written.push_back({names[i], outputs[i].dtype, outputs[i].shape, outputs[i].bytes.data()});
+    writeSafetensors(outFile, written, "weft-run");
+  }
   if (bench > 0) {
     std::vector<double> ms;
     for (long i = 0; i < bench; ++i) {

@@ -68,6 +68,9 @@ WEFT_RT_API const char* weft_last_error(void);
 
 /* Opens (maps) the artifact at `path`. Release it when done; sessions keep it alive. */
 WEFT_RT_API weft_status weft_artifact_open(const char* path, weft_artifact** out);
+/* Opens the artifact in `data` (embedded in the binary, received over a network), read in place:
+ * `data` must be 64-byte aligned and outlive the artifact and every session of it. */
+WEFT_RT_API weft_status weft_artifact_open_memory(const void* data, size_t size, weft_artifact** out);
 WEFT_RT_API void weft_artifact_release(weft_artifact* artifact);
 /* Its programs ("forward", "train_step", ...): their count, and name `i` (NULL out of range). */
 WEFT_RT_API int32_t weft_artifact_program_count(const weft_artifact* artifact);
@@ -86,7 +89,8 @@ WEFT_RT_API weft_status weft_session_argument(const weft_session* session, int32
 WEFT_RT_API weft_status weft_session_output(const weft_session* session, int32_t i, weft_value_info* out);
 WEFT_RT_API weft_status weft_session_state(const weft_session* session, int32_t i, weft_value_info* out);
 /* Runs the program: `arguments[i]` points to argument i's dense data, `outputs[i]` to room for
- * output i's (weft_session_output's nbytes). A train step updates the session's state. */
+ * output i's (weft_session_output's nbytes). A train step (export_train_step's "train_step")
+ * updates the session's state: its parameters, optimizer state and random keys. */
 WEFT_RT_API weft_status weft_session_run(weft_session* session, const void* const* arguments,
                              void* const* outputs);
 /* Copies the session's state tensor `name` out, or replaces it; `nbytes` must be its size. */
@@ -94,6 +98,11 @@ WEFT_RT_API weft_status weft_session_read_state(const weft_session* session, con
                                     size_t nbytes);
 WEFT_RT_API weft_status weft_session_write_state(weft_session* session, const char* name, const void* src,
                                      size_t nbytes);
+
+/* Saves the session's state (after train steps: the fine-tuned weights and optimizer state),
+ * atomically: to a safetensors file where `path` ends in ".safetensors", else as the whole
+ * artifact with this state (the artifact's own file included). */
+WEFT_RT_API weft_status weft_session_save(const weft_session* session, const char* path);
 
 #ifdef __cplusplus
 }

@@ -112,16 +112,32 @@ std::shared_ptr<const Artifact> Artifact::open(const std::string& path) {
   const std::string ctx = detail::concat("load_artifact: '", path, "': ");
   std::shared_ptr<Artifact> a(new Artifact());
   a->path_ = path;
-  {
-    detail::InputFile file(path, ctx);
-    a->size_ = file.size();
-    WEFT_CHECK(a->size_ >= sizeof(FileHeader), IO, ctx, "it is ", a->size_,
-               " bytes long, too short for an artifact's 64-byte header");
-    void* map = ::mmap(nullptr, a->size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
-    WEFT_CHECK(map != MAP_FAILED, IO, ctx, "cannot map it: ", detail::errnoText());
-    a->map_ = map;
-  }
-  const auto* bytes = static_cast<const uint8_t*>(a->map_);
+  detail::InputFile file(path, ctx);
+  a->size_ = file.size();
+  WEFT_CHECK(a->size_ >= sizeof(FileHeader), IO, ctx, "it is ", a->size_,
+             " bytes long, too short for an artifact's 64-byte header");
+  void* map = ::mmap(nullptr, a->size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+  WEFT_CHECK(map != MAP_FAILED, IO, ctx, "cannot map it: ", detail::errnoText());
+  a->map_ = map;
+  a->parse(static_cast<const uint8_t*>(map), ctx);
+  return a;
+}
+
+std::shared_ptr<const Artifact> Artifact::fromMemory(std::span<const uint8_t> bytes,
+                                                     const std::string& name) {
+  const std::string ctx = detail::concat("load_artifact: '", name, "': ");
+  WEFT_CHECK(bytes.size() >= sizeof(FileHeader), IO, ctx, "it is ", bytes.size(),
+             " bytes long, too short for an artifact's 64-byte header");
+  WEFT_CHECK(reinterpret_cast<uintptr_t>(bytes.data()) % kAlign == 0, Value, ctx,
+             "its bytes must start at a 64-byte aligned address (its state is read in place)");
+  std::shared_ptr<Artifact> a(new Artifact());
+  a->path_ = name;
+  a->size_ = bytes.size();
+  a->parse(bytes.data(), ctx);
+  return a;
+}
+
+void Artifact::parse(const uint8_t* bytes, const std::string& ctx) {
   FileHeader h;
   std::memcpy(&h, bytes, sizeof h);
   WEFT_CHECK(std::memcmp(h.magic, kMagic, sizeof kMagic) == 0, IO, ctx,
@@ -129,7 +145,7 @@ std::shared_ptr<const Artifact> Artifact::open(const std::string& path) {
   WEFT_CHECK(h.version == kFormatVersion, IO, ctx, "format version ", h.version,
              " is not the version this runtime reads (", kFormatVersion,
              h.version > kFormatVersion ? "): written by a newer weft" : ")");
-  const uint64_t size = a->size_;
+  const uint64_t size = size_;
   auto inside = [&](uint64_t offset, uint64_t n) { return offset <= size && n <= size - offset; };
   WEFT_CHECK(h.manifestOffset >= sizeof h && inside(h.manifestOffset, h.manifestBytes) &&
                  inside(h.stateOffset, h.stateBytes) && h.stateOffset % kAlign == 0 &&
@@ -142,7 +158,7 @@ std::shared_ptr<const Artifact> Artifact::open(const std::string& path) {
   proto::Manifest m;
   WEFT_CHECK(m.ParseFromArray(bytes + h.manifestOffset, static_cast<int>(h.manifestBytes)), IO,
              ctx, "damaged (the manifest is not a Manifest message)");
-  a->producer_ = m.producer();
+  producer_ = m.producer();
 
   // The state: a safetensors section read in place.
   const uint8_t* section = bytes + h.stateOffset;
@@ -155,7 +171,7 @@ std::shared_ptr<const Artifact> Artifact::open(const std::string& path) {
       h.stateBytes - dataStart, ctx);
   for (const safetensors::format::Entry& e : sh.entries) {
     safetensors::format::checkBools(e, section + dataStart + e.begin, ctx);
-    a->state_.push_back({e.name, e.dtype, e.shape, section + dataStart + e.begin});
+    state_.push_back({e.name, e.dtype, e.shape, section + dataStart + e.begin});
   }
 
   WEFT_CHECK(m.state_names_size() == m.programs_size(), IO, ctx,
@@ -173,7 +189,7 @@ std::shared_ptr<const Artifact> Artifact::open(const std::string& path) {
     WEFT_CHECK(p.stateNames.size() == p.executable.state.size(), IO, pctx, "damaged (it reads ",
                p.executable.state.size(), " state tensors but names ", p.stateNames.size(), ")");
     for (size_t k = 0; k < p.stateNames.size(); ++k) {
-      const ArtifactTensor* t = a->findState(p.stateNames[k]);
+      const ArtifactTensor* t = findState(p.stateNames[k]);
       const ExecutableValue& want = p.executable.state[k];
       WEFT_CHECK(t != nullptr, IO, pctx, "damaged (its state '", p.stateNames[k],
                  "' is not in the file)");
@@ -182,9 +198,8 @@ std::shared_ptr<const Artifact> Artifact::open(const std::string& path) {
                  " in the file but read as ", dtypeName(want.dtype), " ", shapeString(want.shape),
                  ")");
     }
-    a->programs_.push_back(std::move(p));
+    programs_.push_back(std::move(p));
   }
-  return a;
 }
 
 Artifact::~Artifact() {
@@ -250,6 +265,22 @@ void Artifact::write(const std::string& path, std::span<const ArtifactTensor> re
   for (const Program& p : programs_)
     programs.push_back({p.name, &p.executable, p.stateNames});
   writeArtifact(path, programs, state, producer_);
+}
+
+void writeSafetensors(const std::string& path, std::span<const ArtifactTensor> tensors,
+                      const char* op) {
+  std::vector<safetensors::format::Entry> entries;
+  std::map<std::string_view, const ArtifactTensor*> byName;
+  for (const ArtifactTensor& t : tensors) {
+    entries.push_back({t.name, t.dtype, t.shape, 0, 0});
+    byName.emplace(t.name, &t);
+  }
+  const std::string head = safetensors::format::writeHeader(entries, {}, op);
+  detail::AtomicFile file(path, detail::concat(op, ": '", path, "': "));
+  file.write(head.data(), head.size());
+  for (const safetensors::format::Entry& e : entries) // in the header's order
+    if (e.end > e.begin) file.write(byName.at(e.name)->data, e.end - e.begin);
+  file.commit();
 }
 
 Session::Session(std::shared_ptr<const Artifact> artifact, std::string_view program,
@@ -369,27 +400,16 @@ std::vector<uint8_t> Session::hostCopy(size_t i) const {
 
 void Session::save(const std::string& path) const {
   std::vector<std::vector<uint8_t>> bytes;
+  bytes.reserve(state_.size());
   std::vector<ArtifactTensor> tensors;
   for (size_t i = 0; i < state_.size(); ++i) {
     bytes.push_back(hostCopy(i));
     tensors.push_back({names_[i], state_[i].ref.dtype, state_[i].ref.shape, bytes.back().data()});
   }
-  const std::string suffix = ".safetensors";
-  if (!path.ends_with(suffix)) {
+  if (path.ends_with(".safetensors"))
+    writeSafetensors(path, tensors, "save_state");
+  else
     artifact_->write(path, tensors);
-    return;
-  }
-  const char* op = "save_state";
-  std::vector<safetensors::format::Entry> entries;
-  for (const ArtifactTensor& t : tensors)
-    entries.push_back({t.name, t.dtype, t.shape, 0, 0});
-  const std::string head = safetensors::format::writeHeader(entries, {}, op);
-  detail::AtomicFile file(path, detail::concat(op, ": '", path, "': "));
-  file.write(head.data(), head.size());
-  for (const safetensors::format::Entry& e : entries) // in the header's order
-    for (size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].name == e.name && e.end > e.begin) file.write(tensors[i].data, e.end - e.begin);
-  file.commit();
 }
 
 } // namespace weft

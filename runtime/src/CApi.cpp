@@ -108,6 +108,17 @@ weft_status weft_artifact_open(const char* path, weft_artifact** out) {
   });
 }
 
+weft_status weft_artifact_open_memory(const void* data, size_t size, weft_artifact** out) {
+  return guarded([&] {
+    require(data != nullptr && out != nullptr, "weft_artifact_open_memory: a null argument");
+    *out = nullptr;
+    auto a = std::make_unique<weft_artifact>();
+    a->artifact = weft::Artifact::fromMemory({static_cast<const uint8_t*>(data), size});
+    a->programs = a->artifact->programNames();
+    *out = a.release();
+  });
+}
+
 void weft_artifact_release(weft_artifact* artifact) {
   delete artifact;
 }
@@ -201,6 +212,13 @@ weft_status weft_session_write_state(weft_session* session, const char* name, co
     require(session != nullptr && name != nullptr && (src != nullptr || nbytes == 0),
             "weft_session_write_state: a null argument");
     session->session->writeState(name, src, nbytes);
+  });
+}
+
+weft_status weft_session_save(const weft_session* session, const char* path) {
+  return guarded([&] {
+    require(session != nullptr && path != nullptr, "weft_session_save: a null argument");
+    session->session->save(path);
   });
 }
 

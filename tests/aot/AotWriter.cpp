@@ -1,6 +1,7 @@
 // Writes what the AOT runner checks: a compiled function's saved executable, and a small CNN
 // exported as an artifact (cnn.weft), with the inputs of one call and that call's outputs (of the
-// same compilation, in this process), each as raw little-endian bytes. With --expect-cached, it
+// same compilation, in this process), each as raw little-endian bytes; the CNN's train step
+// exported (cnn_train.weft) with data and the state 8 compiled steps leave. With --expect-cached, it
 // also checks that every kernel came from the disk cache (a second process compiles nothing).
 // Usage: weft_aot_writer DIR [--expect-cached]
 #include "weft/codegen/KernelCache.h"
@@ -81,6 +82,38 @@ int main(int argc, char** argv) try {
   std::vector<float> pixels = image.to_vector<float>();
   file.append(reinterpret_cast<const char*>(pixels.data()), pixels.size() * sizeof(float));
   writeFile(dir + "/cnn_input.npy", file.data(), file.size());
+  // A train step of the CNN (Adam), exported, with data for `weft-run --train 8` (four batches of
+  // three, cycled) and the state the same step compiled in this process has after those 8 steps.
+  {
+    optim::Adam adam(cnn->parameters(), optim::AdamOptions(1e-2));
+    cnn->train();
+    auto step = [&](const std::vector<Tensor>& b) -> std::vector<Tensor> {
+      adam.zero_grad();
+      Tensor loss = nn::functional::cross_entropy(cnn->forward(b[0]), b[1]);
+      loss.backward();
+      adam.step();
+      return {loss.detach()};
+    };
+    Tensor xs = randn({12, 1, 8, 8}), ys = randint(10, {12});
+    export_train_step(*cnn.ptr(), adam, step, {xs.narrow(0, 0, 3), ys.narrow(0, 0, 3)},
+                      dir + "/cnn_train.weft", ExportOptions().input_names({"image", "label"}).output_names({"loss"}));
+    safetensors::save_file({{"image", xs}, {"label", ys}}, dir + "/cnn_train_data.safetensors");
+    writeFile(dir + "/cnn_train_data.bin", xs.data_ptr(), static_cast<size_t>(xs.numel()) * 4);
+    std::ofstream(dir + "/cnn_train_data.bin", std::ios::binary | std::ios::app)
+        .write(static_cast<const char*>(ys.data_ptr()), ys.numel() * 8);
+    CompiledFunction compiled{CompileOptions()};
+    for (int i = 0; i < 8; ++i)
+      compiled.call({xs.narrow(0, 3 * (i % 4), 3), ys.narrow(0, 3 * (i % 4), 3)}, step);
+    nn::NamedTensors known = cnn->named_parameters();
+    for (auto& b : cnn->named_buffers())
+      known.push_back(b);
+    for (auto& [key, t] : adam.state_dict())
+      known.emplace_back("optimizer." + key, t);
+    safetensors::TensorMap trained;
+    for (auto& [name, t] : compiled.named_state_tensors(known))
+      trained.emplace_back(name, t.contiguous());
+    safetensors::save_file(trained, dir + "/cnn_trained_expected.safetensors");
+  }
   codegen::KernelCacheStats cache = codegen::kernelCacheStats();
   std::printf("wrote %s/mlp.wexe (%zu bytes, %zu kernels: %lld compiled, %lld from the cache)\n",
               dir.c_str(), bytes.size(), mlp.compiled().num_kernels(),

@@ -45,6 +45,10 @@ struct ArtifactTensor {
 void writeArtifact(const std::string& path, std::span<const ArtifactProgram> programs,
                    std::span<const ArtifactTensor> state, const std::string& producer);
 
+/// Writes `tensors` as a safetensors file at `path`, atomically (errors name `op`).
+void writeSafetensors(const std::string& path, std::span<const ArtifactTensor> tensors,
+                      const char* op);
+
 class Artifact {
 public:
   /// The format this runtime writes and reads.
@@ -53,6 +57,11 @@ public:
   /// Opens the artifact at `path`, its file mapped read-only for as long as the artifact (and
   /// anything holding it) lives.
   static std::shared_ptr<const Artifact> open(const std::string& path);
+  /// The artifact in `bytes` (embedded in a binary, received over a network), read in place: they
+  /// must start 64-byte aligned and outlive the artifact and everything holding it. `name` is
+  /// what messages call it.
+  static std::shared_ptr<const Artifact> fromMemory(std::span<const uint8_t> bytes,
+                                                    const std::string& name = "<memory>");
   ~Artifact();
   Artifact(const Artifact&) = delete;
   Artifact& operator=(const Artifact&) = delete;
@@ -87,6 +96,8 @@ private:
     std::vector<std::string> stateNames;
   };
   const Program& find(std::string_view name) const;
+  /// Reads the manifest and the state from the artifact's `size_` bytes at `bytes`, checking all.
+  void parse(const uint8_t* bytes, const std::string& ctx);
   std::string path_, producer_;
   void* map_ = nullptr;
   uint64_t size_ = 0;
