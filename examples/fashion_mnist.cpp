@@ -1,7 +1,8 @@
 // The main example: a small CNN trained on Fashion-MNIST (Debian's dataset-fashion-mnist) with a
 // compiled train step (forward, backward, AdamW and zero_grad traced once into one executable),
-// evaluated on the test set after every epoch; writes a checkpoint (safetensors) and an SVG plot of
-// the training loss every 20 steps and the test accuracy per epoch.
+// evaluated on the test set after every epoch; writes a checkpoint (safetensors), an SVG plot of
+// the training loss every 20 steps and the test accuracy per epoch, and the trained model exported
+// for deployment (an artifact the runtime alone runs: weft-run, weft_rt.h, examples/serve).
 #include "ExampleUtil.h"
 
 #include <algorithm>
@@ -39,7 +40,8 @@ const char* kUsage =
     "                there until compile() targets GPUs)\n"
     "  --eager       run the train step eagerly instead of compiled\n"
     "  --data DIR    the dataset (default /usr/share/datasets/fashion-mnist)\n"
-    "  --out PREFIX  writes PREFIX.safetensors (checkpoint) and PREFIX.svg (loss and accuracy)\n"
+    "  --out PREFIX  writes PREFIX.safetensors (checkpoint), PREFIX.svg (loss and accuracy)\n"
+    "                and PREFIX.weft (the model for deployment, batches of 1 to 64 images)\n"
     "  --images N    only the first N images of each set (a quick run)\n";
 
 /// Two conv-BN-ReLU-pool stages and a two-layer head; `width` multiplies every layer's size.
@@ -237,6 +239,7 @@ int run(int argc, char** argv) {
   nn::Sequential model = makeModel(args.width);
   model->to(on);
   optim::AdamW opt(model->parameters(), optim::AdamWOptions(args.lr).weight_decay(1e-4));
+  opt.init_state(); // its state made now: the compiled step reads it from its first trace
   optim::OneCycleLR schedule(opt, args.lr, args.epochs * static_cast<int64_t>(loader.size()));
 
   auto step = [&](const Tensor& x, const Tensor& y) {
@@ -294,7 +297,18 @@ int run(int argc, char** argv) {
       .set(default_generator())
       .save(args.out + ".safetensors", {{"epochs", std::to_string(args.epochs)}});
   writePlot(args.out + ".svg", describe(args), losses, accuracies, kLogEvery);
-  std::printf("wrote %s.safetensors and %s.svg\n", args.out.c_str(), args.out.c_str());
+  // For deployment: the trained model's inference, for batches of 1 to 64 images, which the
+  // runtime alone runs (weft-run, weft_rt.h, examples/serve).
+  model->to(Device::cpu());
+  examples::Stopwatch exportClock;
+  export_model(model, {zeros({1, 1, 28, 28})}, args.out + ".weft",
+               ExportOptions()
+                   .dynamic_dim(0)
+                   .buckets({1, 2, 4, 8, 16, 32, 64})
+                   .input_names({"image"})
+                   .output_names({"logits"}));
+  std::printf("wrote %s.safetensors, %s.svg and %s.weft (exported in %.1f s)\n", args.out.c_str(),
+              args.out.c_str(), args.out.c_str(), exportClock.seconds());
   std::printf("test accuracy: %.2f%%\n", accuracy);
   return 0;
 }

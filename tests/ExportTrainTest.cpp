@@ -203,3 +203,46 @@ TEST(ExportTrain, CompiledFunctionsNameTheirState) {
   EXPECT_FALSE(find("norm.running_mean").defined());
   EXPECT_TRUE(find("constant.0").defined());
 }
+
+// Buckets: each is its own compilation of the same graph, so a call of n rows in bucket b gives
+// eager's values to float rounding (fused kernels sum in another order): 1e-5.
+TEST(ExportTrain, ADynamicBatchRunsInTheSmallestBucketThatHoldsIt) {
+  manual_seed(4);
+  Net net(0.0);
+  net.eval();
+  const std::string path = tempPath("buckets.weft");
+  export_model(
+      net, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{net.forward(in[0])}; },
+      {randn({3, 8})}, path,
+      ExportOptions().dynamic_dim(0).buckets({2, 4, 8}).input_names({"x"}).output_names({"y"}));
+  auto artifact = Artifact::open(path);
+  EXPECT_EQ(artifact->programNames(), std::vector<std::string>{"forward"});
+  EXPECT_EQ(artifact->buckets("forward"), (std::vector<int64_t>{2, 4, 8}));
+  Session session(artifact, "forward");
+  EXPECT_EQ(session.buckets(), (std::vector<int64_t>{2, 4, 8}));
+  ASSERT_EQ(session.arguments().size(), 1u); // the row mask is the session's own
+  EXPECT_EQ(session.arguments()[0].shape, (Shape{8, 8}));
+  // Each bucket plans its own memory: the smallest needs less than the largest.
+  EXPECT_LT(artifact->loaded("forward", hal::cpu(), 2)->plan.arenaBytes,
+            artifact->loaded("forward", hal::cpu(), 8)->plan.arenaBytes);
+  for (int64_t rows : {1, 2, 3, 5, 8}) {
+    Tensor x = randn({rows, 8});
+    Tensor want;
+    {
+      NoGradGuard g;
+      want = net.forward(x);
+    }
+    Tensor got = empty({rows, 4});
+    const void* in[] = {x.data_ptr()};
+    void* out[] = {got.data_ptr()};
+    session.run(in, out, rows);
+    EXPECT_TRUE(test::allClose(got, want, 1e-5, 1e-5)) << rows << " rows";
+  }
+  std::string m = messageOf([&] {
+    const void* in[] = {nullptr};
+    void* out[] = {nullptr};
+    session.run(in, out, 9);
+  });
+  EXPECT_TRUE(has(m, "1 to 8")) << m;
+  fs::remove(path);
+}

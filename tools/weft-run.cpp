@@ -164,6 +164,14 @@ void printInfo(const Artifact& a) {
     for (size_t i = 0; i < e.state.size(); ++i)
       std::printf("  state %s: %s%s\n", names[i].c_str(), typeString(e.state[i]).c_str(),
                   updated[i] ? " (updated)" : "");
+    if (e.dynamic) {
+      std::string list;
+      for (int64_t b : a.buckets(name))
+        list += (list.empty() ? "" : ", ") + std::to_string(b);
+      std::printf("  dynamic dimension %lld of the batched arguments: buckets %s (the signature "
+                  "is the largest's)\n",
+                  static_cast<long long>(e.dynamic->dim), list.c_str());
+    }
     for (const hal::CodeObject& c : e.plan.kernels.code)
       std::printf("  code: %s, %zu bytes, for %s\n", c.format.c_str(), c.bytes.size(),
                   c.target.c_str());
@@ -319,24 +327,47 @@ int run(int argc, char** argv) {
     for (const std::string& p : npys)
       inputs.push_back(readNpy(p));
   }
+  // A dynamic program: the batched arguments' rows are the first one's, within the buckets.
+  const std::optional<DynamicBatch>& dyn = session.dynamic();
+  int64_t rows = 0;
+  std::vector<ExecutableValue> expected = want, produced = session.outputs();
+  if (dyn) {
+    const auto first = static_cast<size_t>(dyn->arguments.at(0));
+    const size_t dim = static_cast<size_t>(dyn->dim);
+    WEFT_CHECK(inputs[first].shape.size() > dim, Value, "weft-run: argument ", first, " ('",
+               want[first].name, "') has no dimension ", dim, " (the batch)");
+    rows = inputs[first].shape[dim];
+    for (int32_t i : dyn->arguments)
+      expected[static_cast<size_t>(i)].shape[dim] = rows;
+    for (size_t i = 0; i < produced.size(); ++i)
+      if (const auto [axis, factor] = dyn->outputAxes[i]; axis >= 0)
+        produced[i].shape[static_cast<size_t>(axis)] = rows * factor;
+  }
   std::vector<const void*> in;
   for (size_t i = 0; i < want.size(); ++i) {
-    WEFT_CHECK(inputs[i].dtype == want[i].dtype && inputs[i].shape == want[i].shape, Value,
-               "weft-run: argument ", i, " ('", want[i].name, "') must be ", typeString(want[i]),
-               ", got ", dtypeName(inputs[i].dtype), " ", shapeString(inputs[i].shape));
+    WEFT_CHECK(inputs[i].dtype == expected[i].dtype && inputs[i].shape == expected[i].shape,
+               Value, "weft-run: argument ", i, " ('", want[i].name, "') must be ",
+               typeString(expected[i]), ", got ", dtypeName(inputs[i].dtype), " ",
+               shapeString(inputs[i].shape));
     in.push_back(inputs[i].bytes.data());
   }
   std::vector<HostTensor> outputs;
   std::vector<void*> out;
-  for (const ExecutableValue& v : session.outputs()) {
+  for (const ExecutableValue& v : produced) {
     outputs.push_back({v.dtype, v.shape, std::vector<uint8_t>(*byteSize(v.shape, v.dtype))});
   }
   for (HostTensor& t : outputs)
     out.push_back(t.bytes.data());
-  session.run(in, out);
+  auto call = [&] {
+    if (dyn)
+      session.run(in, out, rows);
+    else
+      session.run(in, out);
+  };
+  call();
   std::vector<std::string> names;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const ExecutableValue& v = session.outputs()[i];
+    const ExecutableValue& v = produced[i];
     names.push_back(v.name);
     std::printf("%s: %s\n", v.name.c_str(), typeString(v).c_str());
   }
@@ -350,7 +381,7 @@ int run(int argc, char** argv) {
     std::vector<double> ms;
     for (long i = 0; i < bench; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      session.run(in, out);
+      call();
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                        .count());
     }

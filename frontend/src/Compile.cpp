@@ -1075,7 +1075,6 @@ CompiledFunction::Exported CompiledFunction::export_program(const std::vector<Te
   WEFT_CHECK(exe.argumentWrites.empty(), Value, "export: the function writes its argument ",
              exe.argumentWrites.empty() ? 0 : exe.argumentWrites[0].index,
              " in place; an exported program's arguments are read-only: return the new value");
-  WEFT_CHECK(!dyn, Value, "export: dynamic_dim is not exported yet");
   Exported out;
   out.executable = exe.program;
   // The function's own outputs: the gradients it leaves in .grad and the values eager autograd
@@ -1084,6 +1083,17 @@ CompiledFunction::Exported CompiledFunction::export_program(const std::vector<Te
   out.executable.plan.outputSlots.resize(exe.numOutputs);
   planMemory(out.executable.plan);
   out.executable.randomKeys = randomKeys(exe);
+  if (dyn) {
+    DynamicBatch d{dyn->dim, dyn->bucket, {}, {}};
+    for (size_t i : dyn->args)
+      d.arguments.push_back(static_cast<int32_t>(i));
+    for (size_t i = 0; i < exe.numOutputs; ++i) {
+      const passes::MaybeAxis& a = exe.outputAxes[i];
+      d.outputAxes.emplace_back(a ? static_cast<int32_t>(a->axis) : -1, a ? a->factor : 1);
+    }
+    out.executable.dynamic = std::move(d);
+    out.executable.arguments.back().name = "row_mask";
+  }
   out.executable.ir = graphText(exe, state_->target);
   out.state = nameState(exe, found.state, known);
   for (size_t k = 0; k < out.state.size(); ++k)

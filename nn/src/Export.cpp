@@ -7,6 +7,7 @@
 #include "weft/runtime/Artifact.h"
 #include "weft/runtime/InputFile.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -36,33 +37,85 @@ private:
   bool before_;
 };
 
-/// Compiles `fn` on `example_inputs` without running it and writes the program, named as
-/// `options` names it, with its state named from `known`, to `path`.
+/// Whether input `i`, `t`, has the dynamic dimension `o` names.
+bool isDynamic(const ExportOptions& o, size_t i, const Tensor& t) {
+  return t.dim() > *o.dynamic_dim_ && (o.dynamic_arguments_.empty() ||
+                                       std::ranges::count(o.dynamic_arguments_, i) > 0);
+}
+
+/// `inputs` with `rows` rows along the dynamic dimension: the first rows, or all of them and the
+/// last repeated.
+std::vector<Tensor> withRows(const std::vector<Tensor>& inputs, const ExportOptions& o,
+                             int64_t rows) {
+  std::vector<Tensor> out = inputs;
+  const int64_t dim = *o.dynamic_dim_;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!isDynamic(o, i, out[i]) || out[i].size(dim) == rows) continue;
+    const int64_t have = out[i].size(dim);
+    if (rows < have) {
+      out[i] = out[i].narrow(dim, 0, rows);
+    } else {
+      Shape s = out[i].sizes();
+      s[static_cast<size_t>(dim)] = rows - have;
+      out[i] = cat({out[i], out[i].narrow(dim, have - 1, 1).expand(s)}, dim);
+    }
+  }
+  return out;
+}
+
+/// Compiles `fn` on `example_inputs` without running it (once per bucket of a dynamic
+/// dimension) and writes the program, named as `options` names it, with its state named from
+/// `known`, to `path`.
 void exportProgram(const TensorFunction& fn, const std::vector<Tensor>& example_inputs,
                    const nn::NamedTensors& known, const std::string& path,
                    const ExportOptions& options, std::source_location loc) {
-  CompiledFunction compiled(CompileOptions().cpu_target(options.cpu_target_).fullgraph(), loc);
-  CompiledFunction::Exported out = compiled.export_program(example_inputs, fn, known, loc);
-  Executable& program = out.executable;
-  auto rename = [](std::vector<ExecutableValue>& values, const std::vector<std::string>& names,
-                   const char* what) {
+  CompileOptions co = CompileOptions().cpu_target(options.cpu_target_).fullgraph();
+  std::vector<int64_t> buckets = {0};
+  if (options.dynamic_dim_) {
+    co.dynamic_dim(*options.dynamic_dim_, options.dynamic_arguments_).buckets(options.buckets_);
+    buckets = options.buckets_;
+    if (buckets.empty()) { // powers of two up to the examples' rows
+      int64_t rows = 1;
+      for (size_t i = 0; i < example_inputs.size(); ++i)
+        if (isDynamic(options, i, example_inputs[i]))
+          rows = std::max(rows, example_inputs[i].size(*options.dynamic_dim_));
+      for (int64_t b = 1; b < rows * 2; b *= 2)
+        buckets.push_back(b);
+    }
+    co.recompile_limit(static_cast<int>(buckets.size()));
+  }
+  CompiledFunction compiled(co, loc);
+  std::vector<CompiledFunction::Exported> exported;
+  for (int64_t b : buckets)
+    exported.push_back(compiled.export_program(
+        b > 0 ? withRows(example_inputs, options, b) : example_inputs, fn, known, loc));
+  auto rename = [](auto begin, auto end, const std::vector<std::string>& names, const char* what) {
     if (names.empty()) return;
-    WEFT_CHECK(names.size() == values.size(), Value, "export: ", names.size(), " ", what,
-               " names for ", values.size(), " ", what, "s");
+    WEFT_CHECK(names.size() == static_cast<size_t>(end - begin), Value, "export: ", names.size(),
+               " ", what, " names for ", end - begin, " ", what, "s");
     for (size_t i = 0; i < names.size(); ++i)
-      values[i].name = names[i];
+      begin[static_cast<std::ptrdiff_t>(i)].name = names[i];
   };
-  rename(program.arguments, options.input_names_, "input");
-  rename(program.outputs, options.output_names_, "output");
+  std::vector<ArtifactProgram> programs;
   std::vector<Tensor> dense;
   std::vector<ArtifactTensor> tensors;
-  ArtifactProgram p{options.program_, &program, {}};
-  for (const auto& [name, t] : out.state) {
-    p.stateNames.push_back(name);
-    dense.push_back(t.detach().cpu().contiguous());
-    tensors.push_back({name, dense.back().dtype(), dense.back().sizes(), dense.back().data_ptr()});
+  for (CompiledFunction::Exported& out : exported) {
+    Executable& program = out.executable;
+    auto& args = program.arguments;
+    rename(args.begin(), args.end() - (program.dynamic ? 1 : 0), options.input_names_, "input");
+    rename(program.outputs.begin(), program.outputs.end(), options.output_names_, "output");
+    ArtifactProgram p{options.program_, &program, {}};
+    for (const auto& [name, t] : out.state) {
+      p.stateNames.push_back(name);
+      if (std::ranges::any_of(tensors, [&](const ArtifactTensor& a) { return a.name == name; }))
+        continue; // another bucket's
+      dense.push_back(t.detach().cpu().contiguous());
+      tensors.push_back(
+          {name, dense.back().dtype(), dense.back().sizes(), dense.back().data_ptr()});
+    }
+    programs.push_back(std::move(p));
   }
-  writeArtifact(path, std::span(&p, 1), tensors, "weft " WEFT_VERSION_STRING);
+  writeArtifact(path, programs, tensors, "weft " WEFT_VERSION_STRING);
 }
 
 } // namespace

@@ -93,6 +93,16 @@ WEFT_RT_API weft_status weft_session_state(const weft_session* session, int32_t 
  * updates the session's state: its parameters, optimizer state and random keys. */
 WEFT_RT_API weft_status weft_session_run(weft_session* session, const void* const* arguments,
                              void* const* outputs);
+/* A program exported with a dynamic dimension (ExportOptions::dynamic_dim, a batch): its
+ * buckets, ascending (count 0: it has none), and the dimension (-1: none). The signature above
+ * is the largest bucket's. */
+WEFT_RT_API int32_t weft_session_bucket_count(const weft_session* session);
+WEFT_RT_API int64_t weft_session_bucket(const weft_session* session, int32_t i);
+WEFT_RT_API int32_t weft_session_dynamic_dim(const weft_session* session);
+/* Runs such a program on `rows` rows (1 to the largest bucket): the batched arguments hold `rows`
+ * rows along the dimension, and so do the batched outputs; the smallest bucket holding them runs. */
+WEFT_RT_API weft_status weft_session_run_rows(weft_session* session, int64_t rows,
+                                              const void* const* arguments, void* const* outputs);
 /* Copies the session's state tensor `name` out, or replaces it; `nbytes` must be its size. */
 WEFT_RT_API weft_status weft_session_read_state(const weft_session* session, const char* name, void* dst,
                                     size_t nbytes);

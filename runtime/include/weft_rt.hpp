@@ -94,15 +94,22 @@ public:
   }
   /// Runs the program: each argument's dense data, and room for each output's.
   void run(const std::vector<const void*>& arguments, const std::vector<void*>& outputs) {
-    if (arguments.size() != static_cast<size_t>(weft_session_argument_count(get())) ||
-        outputs.size() != static_cast<size_t>(weft_session_output_count(get())))
-      throw Error(WEFT_VALUE_ERROR, "weft_rt::Session::run: the program takes " +
-                                        std::to_string(weft_session_argument_count(get())) +
-                                        " arguments and gives " +
-                                        std::to_string(weft_session_output_count(get())) +
-                                        " outputs; given " + std::to_string(arguments.size()) +
-                                        " and " + std::to_string(outputs.size()));
+    checkCounts(arguments.size(), outputs.size());
     detail::check(weft_session_run(get(), arguments.data(), outputs.data()));
+  }
+  /// A dynamic program's buckets, ascending (empty: none), and its dimension (-1: none).
+  std::vector<int64_t> buckets() const {
+    std::vector<int64_t> out;
+    for (int32_t i = 0; i < weft_session_bucket_count(get()); ++i)
+      out.push_back(weft_session_bucket(get(), i));
+    return out;
+  }
+  int32_t dynamic_dim() const { return weft_session_dynamic_dim(get()); }
+  /// Runs a dynamic program on `rows` rows (weft_session_run_rows).
+  void run(const std::vector<const void*>& arguments, const std::vector<void*>& outputs,
+           int64_t rows) {
+    checkCounts(arguments.size(), outputs.size());
+    detail::check(weft_session_run_rows(get(), rows, arguments.data(), outputs.data()));
   }
   /// State tensor `name`'s bytes.
   std::vector<uint8_t> read_state(const std::string& name) const {
@@ -122,6 +129,16 @@ public:
   weft_session* get() const { return handle_.get(); }
 
 private:
+  void checkCounts(size_t arguments, size_t outputs) const {
+    const auto na = static_cast<size_t>(weft_session_argument_count(get()));
+    const auto no = static_cast<size_t>(weft_session_output_count(get()));
+    if (arguments != na || outputs != no)
+      throw Error(WEFT_VALUE_ERROR, "weft_rt::Session::run: the program takes " +
+                                        std::to_string(na) + " arguments and gives " +
+                                        std::to_string(no) + " outputs; given " +
+                                        std::to_string(arguments) + " and " +
+                                        std::to_string(outputs));
+  }
   using Describe = weft_status (*)(const weft_session*, int32_t, weft_value_info*);
   std::vector<ValueInfo> values(int32_t n, Describe describe) const {
     std::vector<ValueInfo> out;

@@ -47,6 +47,24 @@ size_t ArtifactTensor::nbytes() const {
   return n ? static_cast<size_t>(*n) : 0;
 }
 
+namespace {
+
+/// The buckets seen per program name (0: a program without a dynamic dimension).
+using SeenPrograms = std::map<std::string, std::set<int64_t>, std::less<>>;
+
+/// Programs may share a name only as buckets of one dynamic dimension: each dynamic, of a bucket
+/// no other of the name has.
+bool distinctProgram(SeenPrograms& seen, const std::string& name, const Executable& e) {
+  const int64_t bucket = e.dynamic ? e.dynamic->bucket : 0;
+  std::set<int64_t>& buckets = seen[name];
+  if (!buckets.empty() && (bucket == 0 || buckets.contains(0) || buckets.contains(bucket)))
+    return false;
+  buckets.insert(bucket);
+  return true;
+}
+
+} // namespace
+
 void writeArtifact(const std::string& path, std::span<const ArtifactProgram> programs,
                    std::span<const ArtifactTensor> state, const std::string& producer) {
   const char* op = "write_artifact";
@@ -62,12 +80,13 @@ void writeArtifact(const std::string& path, std::span<const ArtifactProgram> pro
   }
   proto::Manifest m;
   m.set_producer(producer);
-  std::set<std::string_view> names;
+  SeenPrograms names;
   for (const ArtifactProgram& p : programs) {
     WEFT_CHECK(p.executable != nullptr && !p.name.empty(), Value, op,
                ": a program needs a name and an executable");
-    WEFT_CHECK(names.insert(p.name).second, Value, op, ": program '", p.name, "' appears twice");
     const Executable& e = *p.executable;
+    WEFT_CHECK(distinctProgram(names, p.name, e), Value, op, ": program '", p.name,
+               "' appears twice (only buckets of a dynamic dimension share a name)");
     WEFT_CHECK(p.stateNames.size() == e.state.size(), Value, op, ": program '", p.name, "' reads ",
                e.state.size(), " state tensors, but ", p.stateNames.size(), " names are given");
     for (size_t i = 0; i < e.state.size(); ++i) {
@@ -177,13 +196,13 @@ void Artifact::parse(const uint8_t* bytes, const std::string& ctx) {
   WEFT_CHECK(m.state_names_size() == m.programs_size(), IO, ctx,
              "damaged (", m.programs_size(), " programs but ", m.state_names_size(),
              " lists of their state)");
-  std::set<std::string> names;
+  SeenPrograms names;
   for (int i = 0; i < m.programs_size(); ++i) {
     const proto::Program& pm = m.programs(i);
-    WEFT_CHECK(!pm.name().empty() && names.insert(pm.name()).second, IO, ctx,
-               "damaged (program '", pm.name(), "' is unnamed or appears twice)");
     const std::string pctx = detail::concat(ctx, "program '", pm.name(), "': ");
     Program p{pm.name(), fromProto(pm, pctx), {}};
+    WEFT_CHECK(!pm.name().empty() && distinctProgram(names, pm.name(), p.executable), IO, ctx,
+               "damaged (program '", pm.name(), "' is unnamed or appears twice)");
     const auto& stateNames = m.state_names(i).names();
     p.stateNames.assign(stateNames.begin(), stateNames.end());
     WEFT_CHECK(p.stateNames.size() == p.executable.state.size(), IO, pctx, "damaged (it reads ",
@@ -209,16 +228,24 @@ Artifact::~Artifact() {
 std::vector<std::string> Artifact::programNames() const {
   std::vector<std::string> out;
   for (const Program& p : programs_)
-    out.push_back(p.name);
+    if (std::find(out.begin(), out.end(), p.name) == out.end()) out.push_back(p.name);
   return out;
 }
 
-const Artifact::Program& Artifact::find(std::string_view name) const {
-  for (const Program& p : programs_)
-    if (p.name == name) return p;
+const Artifact::Program& Artifact::find(std::string_view name, int64_t bucket) const {
+  const Program* found = nullptr;
+  for (const Program& p : programs_) {
+    if (p.name != name) continue;
+    const int64_t b = p.executable.dynamic ? p.executable.dynamic->bucket : 0;
+    if (b == bucket) return p;
+    if (bucket == 0 && (!found || b > found->executable.dynamic->bucket)) found = &p;
+  }
+  if (found) return *found;
   std::string have;
-  for (const Program& p : programs_)
-    have += (have.empty() ? "'" : ", '") + p.name + "'";
+  for (const std::string& n : programNames())
+    have += (have.empty() ? "'" : ", '") + n + "'";
+  WEFT_CHECK(bucket == 0, Value, "artifact '", path_, "' has no bucket of ", bucket,
+             " rows for program '", name, "'");
   WEFT_FAIL(Value, "artifact '", path_, "' has no program '", name, "' (it has ",
             have.empty() ? "none" : have, ")");
 }
@@ -227,8 +254,17 @@ const Executable& Artifact::program(std::string_view name) const {
   return find(name).executable;
 }
 
-const std::vector<std::string>& Artifact::stateNames(std::string_view name) const {
-  return find(name).stateNames;
+std::vector<int64_t> Artifact::buckets(std::string_view name) const {
+  find(name); // a ValueError where there is none
+  std::vector<int64_t> out;
+  for (const Program& p : programs_)
+    if (p.name == name && p.executable.dynamic) out.push_back(p.executable.dynamic->bucket);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const std::vector<std::string>& Artifact::stateNames(std::string_view name, int64_t bucket) const {
+  return find(name, bucket).stateNames;
 }
 
 const ArtifactTensor* Artifact::findState(std::string_view name) const {
@@ -237,11 +273,12 @@ const ArtifactTensor* Artifact::findState(std::string_view name) const {
   return nullptr;
 }
 
-std::shared_ptr<const Executable> Artifact::loaded(std::string_view name,
-                                                  hal::Device& device) const {
-  const Program& p = find(name);
+std::shared_ptr<const Executable> Artifact::loaded(std::string_view name, hal::Device& device,
+                                                  int64_t bucket) const {
+  const Program& p = find(name, bucket);
   std::lock_guard<std::mutex> lock(mutex_);
-  auto key = std::make_pair(p.name, static_cast<const hal::Device*>(&device));
+  auto key = std::make_tuple(p.name, p.executable.dynamic ? p.executable.dynamic->bucket : 0,
+                             static_cast<const hal::Device*>(&device));
   if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
   auto e = std::make_shared<Executable>(p.executable);
   e->loadCode(device);
@@ -289,6 +326,25 @@ Session::Session(std::shared_ptr<const Artifact> artifact, std::string_view prog
   WEFT_CHECK(artifact_ != nullptr, Value, "Session: no artifact");
   exe_ = artifact_->loaded(program, device);
   names_ = artifact_->stateNames(program);
+  arguments_ = exe_->arguments;
+  if (exe_->dynamic) arguments_.pop_back(); // the row mask: run() makes it
+  for (int64_t b : artifact_->buckets(program)) {
+    Bucket bucket{b, artifact_->loaded(program, device, b), {}};
+    // Every bucket reads the session's state by name (the largest bucket's names them all).
+    for (const std::string& name : artifact_->stateNames(program, b)) {
+      auto at = std::find(names_.begin(), names_.end(), name);
+      WEFT_CHECK(at != names_.end(), IO, "load_artifact: '", artifact_->path(), "': program '",
+                 program, "': damaged (bucket ", b, " reads state '", name,
+                 "' the largest does not)");
+      bucket.state.push_back(static_cast<size_t>(at - names_.begin()));
+    }
+    buckets_.push_back(std::move(bucket));
+  }
+  if (buckets_.empty()) { // no dynamic dimension: one program reading the state in order
+    buckets_.push_back({0, exe_, {}});
+    for (size_t k = 0; k < names_.size(); ++k)
+      buckets_[0].state.push_back(k);
+  }
   for (const std::string& name : names_) {
     const ArtifactTensor* t = artifact_->findState(name);
     // The artifact's memory, kept mapped while the buffer lives.
@@ -299,12 +355,20 @@ Session::Session(std::shared_ptr<const Artifact> artifact, std::string_view prog
     owned_.push_back(false);
   }
   // The mapping is read-only and on the host: a program writing its state, or a device that is
-  // not the CPU, takes copies.
-  if (!exe_->plan.stateUpdates.empty() || &device != &hal::cpu())
-    for (size_t i = 0; i < state_.size(); ++i)
-      own(i);
-  for (const RandomKey& k : exe_->randomKeys) // moved on after every call
-    own(static_cast<size_t>(k.state));
+  // not the CPU, takes copies; so do random keys, moved on after every call.
+  for (const Bucket& b : buckets_) {
+    for (size_t k = 0; k < b.state.size(); ++k)
+      if (!b.exe->plan.stateUpdates.empty() || &device != &hal::cpu()) own(b.state[k]);
+    for (const RandomKey& k : b.exe->randomKeys)
+      own(b.state[static_cast<size_t>(k.state)]);
+  }
+}
+
+std::vector<int64_t> Session::buckets() const {
+  std::vector<int64_t> out;
+  for (const Bucket& b : buckets_)
+    if (b.rows > 0) out.push_back(b.rows);
+  return out;
 }
 
 void Session::own(size_t i) {
@@ -321,14 +385,39 @@ namespace {
 size_t bytesOf(const ExecutableValue& v) {
   return static_cast<size_t>(numel(v.shape)) * elementSize(v.dtype);
 }
+
+/// A dense row-major `shape` seen as [outer, rows along `axis`, inner bytes].
+struct RowLayout {
+  size_t outer = 1, inner = 1;
+  RowLayout(const Shape& shape, size_t axis, DType dtype) : inner(elementSize(dtype)) {
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (d < axis)
+        outer *= static_cast<size_t>(shape[d]);
+      else if (d > axis)
+        inner *= static_cast<size_t>(shape[d]);
+  }
+};
 } // namespace
 
 void Session::run(std::span<const void* const> args, std::span<void* const> outputs) {
-  const Executable& e = *exe_;
-  WEFT_CHECK(args.size() == e.arguments.size() && outputs.size() == e.outputs.size(), Value,
-             "run: the program takes ", e.arguments.size(), " arguments and gives ",
+  run(args, outputs, buckets_.back().rows);
+}
+
+void Session::run(std::span<const void* const> args, std::span<void* const> outputs,
+                  int64_t rows) {
+  const bool dynamic = buckets_.back().rows > 0;
+  WEFT_CHECK(dynamic || rows == 0, Value,
+             "run: the program has no dynamic dimension; call it without a row count");
+  WEFT_CHECK(!dynamic || (rows >= 1 && rows <= buckets_.back().rows), Value, "run: ", rows,
+             " rows, but the program's buckets hold 1 to ", buckets_.back().rows);
+  const Bucket& b = *std::find_if(buckets_.begin(), buckets_.end(),
+                                  [&](const Bucket& k) { return k.rows >= rows; });
+  const Executable& e = *b.exe;
+  WEFT_CHECK(args.size() == arguments_.size() && outputs.size() == e.outputs.size(), Value,
+             "run: the program takes ", arguments_.size(), " arguments and gives ",
              e.outputs.size(), " outputs; given ", args.size(), " and ", outputs.size());
   std::vector<Buffer> in;
+  std::vector<uint8_t> staging;
   for (size_t i = 0; i < args.size(); ++i) {
     const ExecutableValue& v = e.arguments[i];
     const size_t n = bytesOf(v);
@@ -336,10 +425,36 @@ void Session::run(std::span<const void* const> args, std::span<void* const> outp
                "') is null");
     in.push_back(allocateBuffer(device_, v.shape, v.dtype));
     if (n == 0) continue;
-    std::shared_ptr<Storage> host = Storage::borrow(const_cast<void*>(args[i]), n);
+    const void* src = args[i];
+    if (dynamic && std::ranges::count(e.dynamic->arguments, static_cast<int32_t>(i)) > 0) {
+      // `rows` rows given; the bucket's rows past them repeat the last (masked out).
+      const size_t dim = static_cast<size_t>(e.dynamic->dim);
+      RowLayout l(v.shape, dim, v.dtype);
+      const size_t have = static_cast<size_t>(rows), want = static_cast<size_t>(b.rows);
+      staging.resize(n);
+      const auto* from = static_cast<const uint8_t*>(args[i]);
+      for (size_t o = 0; o < l.outer; ++o) {
+        uint8_t* to = staging.data() + o * want * l.inner;
+        std::memcpy(to, from + o * have * l.inner, have * l.inner);
+        for (size_t r = have; r < want; ++r)
+          std::memcpy(to + r * l.inner, to + (have - 1) * l.inner, l.inner);
+      }
+      src = staging.data();
+    }
+    std::shared_ptr<Storage> host = Storage::borrow(const_cast<void*>(src), n);
     hal::transfer(*host, 0, *in.back().storage, 0, n);
   }
-  std::vector<Buffer> out = e.run(device_, in, state_);
+  if (dynamic) { // the row mask
+    std::vector<uint8_t> mask(static_cast<size_t>(b.rows), 0);
+    std::fill(mask.begin(), mask.begin() + rows, 1);
+    in.push_back(allocateBuffer(device_, Shape{b.rows}, DType::Bool));
+    std::shared_ptr<Storage> host = Storage::borrow(mask.data(), mask.size());
+    hal::transfer(*host, 0, *in.back().storage, 0, mask.size());
+  }
+  std::vector<Buffer> state;
+  for (size_t k : b.state)
+    state.push_back(state_[k]);
+  std::vector<Buffer> out = e.run(device_, in, state);
   for (size_t i = 0; i < out.size(); ++i) {
     const ExecutableValue& v = e.outputs[i];
     const size_t n = bytesOf(v);
@@ -349,13 +464,26 @@ void Session::run(std::span<const void* const> args, std::span<void* const> outp
     // Outputs may be views: made dense on the device, then copied out.
     Buffer dense = allocateBuffer(device_, v.shape, v.dtype);
     device_.kernels().copyCast(out[i].ref, dense.ref);
-    std::shared_ptr<Storage> host = Storage::borrow(outputs[i], n);
+    const auto [axis, factor] = dynamic ? e.dynamic->outputAxes[i] : std::pair<int32_t, int64_t>{-1, 1};
+    if (axis < 0) {
+      std::shared_ptr<Storage> host = Storage::borrow(outputs[i], n);
+      hal::transfer(*dense.storage, 0, *host, 0, n);
+      continue;
+    }
+    // The real rows alone.
+    staging.resize(n);
+    std::shared_ptr<Storage> host = Storage::borrow(staging.data(), n);
     hal::transfer(*dense.storage, 0, *host, 0, n);
+    RowLayout l(v.shape, static_cast<size_t>(axis), v.dtype);
+    const size_t keep = static_cast<size_t>(rows * factor), all = static_cast<size_t>(b.rows * factor);
+    for (size_t o = 0; o < l.outer; ++o)
+      std::memcpy(static_cast<uint8_t*>(outputs[i]) + o * keep * l.inner,
+                  staging.data() + o * all * l.inner, keep * l.inner);
   }
   // The next call draws the numbers an eager loop's next iteration would.
   for (const RandomKey& k : e.randomKeys) {
     if (k.stride == 0) continue;
-    Storage& key = *state_[static_cast<size_t>(k.state)].storage;
+    Storage& key = *state_[b.state[static_cast<size_t>(k.state)]].storage;
     int64_t value[2];
     std::shared_ptr<Storage> host = Storage::borrow(value, sizeof value);
     hal::transfer(key, 0, *host, 0, sizeof value);

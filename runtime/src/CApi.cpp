@@ -185,16 +185,47 @@ weft_status weft_session_state(const weft_session* session, int32_t i, weft_valu
   return describe(session->state, i, out);
 }
 
+namespace {
+weft_status runSession(weft_session* session, const void* const* arguments, void* const* outputs,
+                       int64_t rows, const char* fn) {
+  return guarded([&] {
+    WEFT_CHECK(session != nullptr, Value, fn, ": the session is null");
+    const size_t na = session->session->arguments().size(), no = session->session->outputs().size();
+    WEFT_CHECK(na == 0 || arguments != nullptr, Value, fn, ": the arguments array is null");
+    WEFT_CHECK(no == 0 || outputs != nullptr, Value, fn, ": the outputs array is null");
+    std::span<const void* const> in(arguments, na);
+    std::span<void* const> out(outputs, no);
+    if (rows < 0)
+      session->session->run(in, out);
+    else
+      session->session->run(in, out, rows);
+  });
+}
+} // namespace
+
 weft_status weft_session_run(weft_session* session, const void* const* arguments,
                              void* const* outputs) {
-  return guarded([&] {
-    require(session != nullptr, "weft_session_run: the session is null");
-    const size_t na = session->session->arguments().size(), no = session->session->outputs().size();
-    require(na == 0 || arguments != nullptr, "weft_session_run: the arguments array is null");
-    require(no == 0 || outputs != nullptr, "weft_session_run: the outputs array is null");
-    session->session->run(std::span<const void* const>(arguments, na),
-                          std::span<void* const>(outputs, no));
-  });
+  return runSession(session, arguments, outputs, -1, "weft_session_run");
+}
+
+weft_status weft_session_run_rows(weft_session* session, int64_t rows,
+                                  const void* const* arguments, void* const* outputs) {
+  return runSession(session, arguments, outputs, rows, "weft_session_run_rows");
+}
+
+int32_t weft_session_bucket_count(const weft_session* session) {
+  return session == nullptr ? 0 : static_cast<int32_t>(session->session->buckets().size());
+}
+
+int64_t weft_session_bucket(const weft_session* session, int32_t i) {
+  if (session == nullptr || i < 0) return 0;
+  std::vector<int64_t> b = session->session->buckets();
+  return static_cast<size_t>(i) < b.size() ? b[static_cast<size_t>(i)] : 0;
+}
+
+int32_t weft_session_dynamic_dim(const weft_session* session) {
+  if (session == nullptr || !session->session->dynamic()) return -1;
+  return static_cast<int32_t>(session->session->dynamic()->dim);
 }
 
 weft_status weft_session_read_state(const weft_session* session, const char* name, void* dst,

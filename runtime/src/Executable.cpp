@@ -197,7 +197,51 @@ void toProto(const Executable& e, proto::Program& out) {
     r->set_state(k.state);
     r->set_stride(k.stride);
   }
+  if (e.dynamic) {
+    proto::DynamicBatch* d = out.mutable_dynamic();
+    d->set_dim(e.dynamic->dim);
+    d->set_bucket(e.dynamic->bucket);
+    d->mutable_arguments()->Add(e.dynamic->arguments.begin(), e.dynamic->arguments.end());
+    for (const auto& [axis, factor] : e.dynamic->outputAxes) {
+      d->add_output_axes(axis);
+      d->add_output_factors(factor);
+    }
+  }
 }
+
+namespace {
+
+/// Checks a bucket of a dynamic dimension against the signature (IOErrors through `c`).
+DynamicBatch dynamicOf(const proto::DynamicBatch& m, const Executable& e, Checker& c) {
+  DynamicBatch d{m.dim(), m.bucket(), {m.arguments().begin(), m.arguments().end()}, {}};
+  const bool mask = !e.arguments.empty() && e.arguments.back().dtype == DType::Bool &&
+                    e.arguments.back().shape == Shape{d.bucket};
+  if (d.bucket <= 0 || d.dim < 0 || !mask || d.arguments.empty() ||
+      m.output_axes_size() != static_cast<int>(e.outputs.size()) ||
+      m.output_factors_size() != m.output_axes_size())
+    c.damaged("a dynamic dimension that does not fit its signature");
+  for (int32_t i : d.arguments) {
+    const bool fits = i >= 0 && static_cast<size_t>(i) + 1 < e.arguments.size() &&
+                      static_cast<int64_t>(e.arguments[static_cast<size_t>(i)].shape.size()) >
+                          d.dim &&
+                      e.arguments[static_cast<size_t>(i)].shape[static_cast<size_t>(d.dim)] ==
+                          d.bucket;
+    if (!fits) c.damaged(detail::concat("argument ", i, " has no dimension of the bucket's size"));
+  }
+  for (int i = 0; i < m.output_axes_size(); ++i) {
+    const int32_t axis = m.output_axes(i);
+    const int64_t factor = m.output_factors(i);
+    const Shape& shape = e.outputs[static_cast<size_t>(i)].shape;
+    const bool fits = axis == -1 || (axis >= 0 && static_cast<size_t>(axis) < shape.size() &&
+                                     factor >= 1 && shape[static_cast<size_t>(axis)] % factor == 0 &&
+                                     shape[static_cast<size_t>(axis)] / factor == d.bucket);
+    if (!fits) c.damaged(detail::concat("output ", i, " has no dimension of the bucket's rows"));
+    d.outputAxes.emplace_back(axis, factor);
+  }
+  return d;
+}
+
+} // namespace
 
 Executable fromProto(const proto::Program& m, const std::string& ctx) {
   Checker c(ctx);
@@ -235,6 +279,7 @@ Executable fromProto(const proto::Program& m, const std::string& ctx) {
     if (!valid) c.damaged("a random key that is not an int64 [2] state input");
     e.randomKeys.push_back({k.state(), k.stride()});
   }
+  if (m.has_dynamic()) e.dynamic = dynamicOf(m.dynamic(), e, c);
   for (const proto::CodeObject& code : m.code())
     p.kernels.code.push_back(
         {code.format(), code.target(), std::vector<uint8_t>(code.payload().begin(), code.payload().end())});

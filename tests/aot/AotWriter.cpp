@@ -64,6 +64,8 @@ int main(int argc, char** argv) try {
     auto forward = compile([&](const Tensor& x) { return cnn->forward(x); });
     logits = forward(image);
   }
+  // The same CNN for batches of 1 to 4 images: a program per bucket.
+  export_model(cnn, {image}, dir + "/cnn_dynamic.weft", ExportOptions().dynamic_dim(0).buckets({1, 2, 4}));
   writeTensors(dir + "/cnn_inputs.bin", {image});
   writeTensors(dir + "/cnn_expected.bin", {logits});
   // The same for weft-run: the input as safetensors and as .npy, the output as safetensors, under

@@ -1,10 +1,12 @@
 // The C++ wrapper (weft_rt.hpp) over the C API, linking libweft_rt alone: the exported CNN train
 // step (cnn_train.weft, as weft_aot_writer left it), opened from memory, trains 8 steps on the
 // writer's batches and saves its state as safetensors (which ctest compares byte for byte with
-// the state 8 steps compiled in-process leave); failures are weft_rt::Errors with the status.
+// the state 8 steps compiled in-process leave); the CNN exported with a dynamic batch runs 3
+// images in its bucket of 4; failures are weft_rt::Errors with the status.
 // Usage: weft_rt_cpp_test DIR OUT.safetensors
 #include "weft_rt.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -80,6 +82,24 @@ int main(int argc, char** argv) try {
     check(false, "misaligned bytes throw");
   } catch (const weft_rt::Error& e) {
     check(std::strstr(e.what(), "64-byte aligned") != nullptr, "misaligned bytes are refused");
+  }
+  // The CNN exported for 1 to 4 images: 3 images run in the bucket of 4 and give the static
+  // program's logits (another compilation: to 1e-5).
+  weft_rt::Session dynamic(weft_rt::Artifact::open(dir + "/cnn_dynamic.weft"), "forward");
+  check(dynamic.buckets() == std::vector<int64_t>{1, 2, 4} && dynamic.dynamic_dim() == 0,
+        "the dynamic CNN has buckets 1, 2, 4 along dimension 0");
+  std::vector<char> images = readFile(dir + "/cnn_inputs.bin");
+  std::vector<char> expected = readFile(dir + "/cnn_expected.bin");
+  std::vector<float> logits(expected.size() / sizeof(float));
+  check(images.size() == 3 * 64 * sizeof(float) && logits.size() == 30, "3 images, 30 logits");
+  dynamic.run({images.data()}, {logits.data()}, 3);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    float want;
+    std::memcpy(&want, expected.data() + i * sizeof(float), sizeof want);
+    if (std::abs(logits[i] - want) > 1e-5f + 1e-5f * std::abs(want)) {
+      check(false, "3 images in the bucket of 4 give the static program's logits");
+      break;
+    }
   }
   std::printf("weft_rt_cpp_test: loss %.4f -> %.4f, %d failures\n", first, loss, failures);
   return failures == 0 ? 0 : 1;

@@ -7,6 +7,7 @@
 #include "weft/nn/Module.h"
 #include "weft/optim/Optimizer.h"
 
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -38,6 +39,23 @@ struct ExportOptions {
   }
   ExportOptions& output_names(std::vector<std::string> names) {
     output_names_ = std::move(names);
+    return *this;
+  }
+  std::optional<int64_t> dynamic_dim_;
+  std::vector<size_t> dynamic_arguments_;
+  std::vector<int64_t> buckets_;
+  /// Exports the program for a dynamic size along dimension `dim` of the arguments listed (every
+  /// argument with more than `dim` dims when empty), as CompileOptions::dynamic_dim compiles it:
+  /// a program per bucket (see buckets()), each with the memory plan of its own size; a runtime
+  /// Session runs a call of n rows in the smallest bucket that holds them, its padding unseen.
+  ExportOptions& dynamic_dim(int64_t dim, std::vector<size_t> arguments = {}) {
+    dynamic_dim_ = dim;
+    dynamic_arguments_ = std::move(arguments);
+    return *this;
+  }
+  /// The buckets, ascending (default: powers of two up to the example inputs' size).
+  ExportOptions& buckets(std::vector<int64_t> sizes) {
+    buckets_ = std::move(sizes);
     return *this;
   }
 };

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace weft {
@@ -69,20 +70,24 @@ public:
   const std::string& path() const { return path_; }
   const std::string& producer() const { return producer_; }
   uint64_t fileBytes() const { return size_; }
-  /// The programs' names, in the file's order.
+  /// The programs' names, in the file's order (a program of several buckets named once).
   std::vector<std::string> programNames() const;
-  /// Program `name` (its code not loaded: copy it and loadCode() on a device); a ValueError
-  /// listing the programs where there is none.
+  /// Program `name` (its code not loaded: copy it and loadCode() on a device), its largest
+  /// bucket where it has several; a ValueError listing the programs where there is none.
   const Executable& program(std::string_view name) const;
-  /// The names program `name`'s state tensors have, in its order.
-  const std::vector<std::string>& stateNames(std::string_view name) const;
+  /// The buckets of program `name`'s dynamic dimension, ascending (empty: it has none).
+  std::vector<int64_t> buckets(std::string_view name) const;
+  /// The names program `name`'s state tensors have, in its order (of bucket `bucket`; 0: the
+  /// largest).
+  const std::vector<std::string>& stateNames(std::string_view name, int64_t bucket = 0) const;
   /// The state tensors, their bytes in the mapped file.
   const std::vector<ArtifactTensor>& state() const { return state_; }
   /// State tensor `name`, or null.
   const ArtifactTensor* findState(std::string_view name) const;
-  /// Program `name` with its code loaded on `device`, loaded once per artifact and device and
-  /// shared by every session there.
-  std::shared_ptr<const Executable> loaded(std::string_view name, hal::Device& device) const;
+  /// Program `name` (of bucket `bucket`; 0: the largest) with its code loaded on `device`, loaded
+  /// once per artifact and device and shared by every session there.
+  std::shared_ptr<const Executable> loaded(std::string_view name, hal::Device& device,
+                                           int64_t bucket = 0) const;
   /// Writes this artifact (every program, its producer) to `path` atomically, with the tensors in
   /// `replaced` in place of its state tensors of those names (each of the same dtype and shape;
   /// ValueErrors otherwise). `path` may be this artifact's own file: the mapping keeps the old one.
@@ -95,7 +100,8 @@ private:
     Executable executable;
     std::vector<std::string> stateNames;
   };
-  const Program& find(std::string_view name) const;
+  /// Program `name` of bucket `bucket` (0: its only version, or its largest bucket).
+  const Program& find(std::string_view name, int64_t bucket = 0) const;
   /// Reads the manifest and the state from the artifact's `size_` bytes at `bytes`, checking all.
   void parse(const uint8_t* bytes, const std::string& ctx);
   std::string path_, producer_;
@@ -104,7 +110,8 @@ private:
   std::vector<Program> programs_;
   std::vector<ArtifactTensor> state_;
   mutable std::mutex mutex_;
-  mutable std::map<std::pair<std::string, const hal::Device*>, std::shared_ptr<const Executable>>
+  mutable std::map<std::tuple<std::string, int64_t, const hal::Device*>,
+                   std::shared_ptr<const Executable>>
       loaded_;
 };
 
@@ -118,12 +125,22 @@ public:
   Session(std::shared_ptr<const Artifact> artifact, std::string_view program,
           hal::Device& device = hal::cpu());
 
-  const std::vector<ExecutableValue>& arguments() const { return exe_->arguments; }
+  /// The arguments a call passes, and its outputs (a dynamic program's at its largest bucket).
+  const std::vector<ExecutableValue>& arguments() const { return arguments_; }
   const std::vector<ExecutableValue>& outputs() const { return exe_->outputs; }
   const std::vector<std::string>& stateNames() const { return names_; }
+  /// The buckets of the program's dynamic dimension, ascending (empty: it has none).
+  std::vector<int64_t> buckets() const;
+  /// The program's dynamic dimension (its largest bucket's), or none.
+  const std::optional<DynamicBatch>& dynamic() const { return exe_->dynamic; }
   /// Runs the program on `args` (dense host bytes of the arguments' dtypes and shapes, in order)
   /// and writes its outputs to `outputs` (dense host buffers of the outputs' sizes).
   void run(std::span<const void* const> args, std::span<void* const> outputs);
+  /// Runs a program with a dynamic dimension on `rows` rows (1 to its largest bucket): the
+  /// arguments dynamic()->arguments lists hold `rows` rows along its dim, and each output with
+  /// an axis rows * factor entries along it (the others as arguments() and outputs() give them).
+  /// The smallest bucket that holds them runs; its padding never shows.
+  void run(std::span<const void* const> args, std::span<void* const> outputs, int64_t rows);
   /// Copies state tensor `name` (as this session has it now) to `dst`, of exactly its size in
   /// bytes; replaces it from `src` likewise (a ValueError naming the tensor otherwise).
   void readState(std::string_view name, void* dst, size_t nbytes) const;
@@ -141,8 +158,17 @@ private:
   /// State tensor `i`'s bytes, copied to the host.
   std::vector<uint8_t> hostCopy(size_t i) const;
   std::shared_ptr<const Artifact> artifact_;
-  std::shared_ptr<const Executable> exe_;
+  /// A bucket's program (rows 0: a program without a dynamic dimension), and the index into
+  /// the session's state of each state tensor it reads.
+  struct Bucket {
+    int64_t rows = 0;
+    std::shared_ptr<const Executable> exe;
+    std::vector<size_t> state;
+  };
+  std::shared_ptr<const Executable> exe_; ///< the largest bucket's
   hal::Device& device_;
+  std::vector<Bucket> buckets_; ///< ascending
+  std::vector<ExecutableValue> arguments_;
   std::vector<std::string> names_;
   std::vector<Buffer> state_;
   std::vector<bool> owned_;

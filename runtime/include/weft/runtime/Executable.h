@@ -7,6 +7,7 @@
 #include "weft/runtime/Plan.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,19 @@ struct RandomKey {
   bool operator==(const RandomKey&) const = default;
 };
 
+/// What makes a program one bucket of a dynamic dimension (compile()'s dynamic_dim): its last
+/// argument is a bool [bucket] mask, true for the real rows; the `arguments` listed have `bucket`
+/// rows along `dim`. A caller with fewer rows repeats its last row up to the bucket, and cuts each
+/// output with an axis to rows * factor along that axis (the others are whole).
+struct DynamicBatch {
+  int64_t dim = 0;
+  int64_t bucket = 0;
+  std::vector<int32_t> arguments;
+  /// Per output: the axis the rows lie along (-1: none) and how many entries a row has there.
+  std::vector<std::pair<int32_t, int64_t>> outputAxes;
+  bool operator==(const DynamicBatch&) const = default;
+};
+
 class Executable {
 public:
   /// The arguments each call passes, in order.
@@ -42,6 +56,8 @@ public:
   Plan plan;
   /// The state inputs that hold random draws' keys (Session moves them on after every call).
   std::vector<RandomKey> randomKeys;
+  /// Set where the program is one bucket of a dynamic dimension.
+  std::optional<DynamicBatch> dynamic;
   /// The program's text IR, for inspection ("" where it was not kept).
   std::string ir;
 
