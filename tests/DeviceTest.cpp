@@ -5,6 +5,8 @@
 #include "TestUtil.h"
 #include "TrainModels.h"
 
+#include "weft/runtime/Blas.h"
+
 #include <gtest/gtest.h>
 
 namespace weft::test {
@@ -247,3 +249,23 @@ TEST(Device, EagerLstmTrainsOnTheDeviceAsOnTheCpu) {
 
 } // namespace
 } // namespace weft::test
+
+// OpenBLAS's kernels: a core type for a lesser CPU than this one is replaced by the best this CPU
+// runs, and none better than the CPU's is chosen.
+TEST(Blas, KernelsForALesserCpuAreReplacedByTheBestThisCpuRuns) {
+  EXPECT_EQ(weft::betterBlasCore("Prescott", "SkylakeX"), "SkylakeX"); // Emerald Rapids on 0.3.21
+  EXPECT_EQ(weft::betterBlasCore("Haswell", "SkylakeX"), "SkylakeX");
+  EXPECT_EQ(weft::betterBlasCore("Sandybridge", "Haswell"), "Haswell");
+  EXPECT_EQ(weft::betterBlasCore("SkylakeX", "SkylakeX"), "");
+  EXPECT_EQ(weft::betterBlasCore("Cooperlake", "SkylakeX"), ""); // bfloat16 kernels besides: kept
+  EXPECT_EQ(weft::betterBlasCore("Zen", "Haswell"), ""); // Zen runs Haswell's kernels
+  EXPECT_EQ(weft::betterBlasCore("Core2", ""), "");       // a CPU without AVX: nothing better
+  // This process: OpenBLAS runs kernels at least as good as this CPU's best (unless a user chose).
+  const weft::BlasInfo& blas = weft::blasInfo();
+  EXPECT_FALSE(blas.core.empty());
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr || blas.chosen.starts_with("weft")) {
+    EXPECT_EQ(weft::betterBlasCore(blas.core, weft::bestBlasCore()), "")
+        << blas.core << ": " << blas.chosen;
+  }
+}
+

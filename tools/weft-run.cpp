@@ -7,6 +7,7 @@
 //   weft-run model.weft --train 1000 --data train.safetensors [--save tuned.safetensors]
 #include "weft/runtime/Artifact.h"
 #include "weft/runtime/AtomicFile.h"
+#include "weft/runtime/Blas.h"
 #include "weft/runtime/Error.h"
 #include "weft/runtime/InputFile.h"
 #include "weft/runtime/SafetensorsFormat.h"
@@ -27,7 +28,8 @@ const char* kUsage =
     "usage: weft-run MODEL.weft [--info] [--program NAME] [--device DEVICE]\n"
     "                [--inputs FILE.safetensors | --input FILE.npy ...] [--out FILE.safetensors]\n"
     "                [--bench N] [--train N --data FILE.safetensors [--save FILE]]\n"
-    "  --info      the programs, their signatures, state, code targets and sizes\n"
+    "  --info      the programs, their signatures, state, code targets and sizes, and the\n"
+    "              BLAS kernels this CPU runs\n"
     "  --program   the program to run (default: the artifact's first)\n"
     "  --device    cpu (default), vulkan:0, ...\n"
     "  --inputs    a safetensors file holding each argument under its name\n"
@@ -139,6 +141,9 @@ std::string typeString(const ExecutableValue& v) {
 void printInfo(const Artifact& a) {
   std::printf("%s: %llu bytes, written by %s\n", a.path().c_str(),
               static_cast<unsigned long long>(a.fileBytes()), a.producer().c_str());
+  const BlasInfo& blas = blasInfo();
+  std::printf("BLAS: %s, kernels %s (chosen by %s)\n", blas.library.c_str(), blas.core.c_str(),
+              blas.chosen.c_str());
   size_t stateBytes = 0;
   for (const ArtifactTensor& t : a.state())
     stateBytes += t.nbytes();

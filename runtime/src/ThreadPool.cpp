@@ -1,5 +1,6 @@
 // A work-sharing pool: each parallelFor is a job whose chunks the caller and the workers claim.
 #include "weft/runtime/ThreadPool.h"
+#include "weft/runtime/Blas.h"
 
 #include "weft/runtime/DebugFlags.h"
 #include "weft/runtime/Error.h"
@@ -125,6 +126,8 @@ private:
     int n = static_cast<int>(std::thread::hardware_concurrency());
     if (auto env = debugFlag("WEFT_NUM_THREADS")) n = std::max(1, std::atoi(env->c_str()));
     threads_.store(std::max(1, n));
+    // OpenBLAS's kernels fit for this CPU (weft/runtime/Blas.h), before weft's first BLAS call.
+    (void)blasInfo();
     // GEMMs run inside this pool (kernels/Gemm.h splits them), so OpenBLAS keeps to the thread
     // that calls it instead of starting workers of its own that would compete for the cores.
     openblas_set_num_threads(1);

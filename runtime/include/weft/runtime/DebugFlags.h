@@ -10,6 +10,9 @@ namespace weft {
 /// The WEFT_* environment variables. Each row: name, what it does.
 #define WEFT_DEBUG_FLAGS(X)                                                                        \
   X(WEFT_NUM_THREADS, "threads for CPU kernels and OpenBLAS (default: hardware threads)")          \
+  X(WEFT_BLAS_CORE,                                                                                \
+    "OpenBLAS's kernels: auto (default: corrected where OpenBLAS chose kernels for a lesser CPU), " \
+    "off (OpenBLAS's own choice), or a core type (SkylakeX, Haswell, ...)")                        \
   X(WEFT_CPU_CACHE_MB, "cap on idle blocks the CPU caching allocator keeps (default 2048)")        \
   X(WEFT_PRINT_IR_AFTER, "print the graph after the named pass, or after every pass with 'all'")   \
   X(WEFT_PRINT_PLAN, "1: print each compiled plan's steps and memory plan (as weft-opt --lower)")  \
