@@ -246,3 +246,40 @@ TEST(ExportTrain, ADynamicBatchRunsInTheSmallestBucketThatHoldsIt) {
   EXPECT_TRUE(has(m, "1 to 8")) << m;
   fs::remove(path);
 }
+
+// Several CPU targets in one artifact: the code for each, one plan; a machine that cannot run the
+// first target's (znver4 needs AMD's SSE4a) loads the next, and computes as eager does (1e-5:
+// fused kernels sum in another order).
+TEST(ExportTrain, CodeForSeveralTargetsRunsWhereverOneOfThemDoes) {
+  manual_seed(6);
+  Net net(0.0);
+  net.eval();
+  const std::string path = tempPath("targets.weft");
+  Tensor x = randn({5, 8});
+  export_model(
+      net, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{net.forward(in[0])}; },
+      {x}, path, ExportOptions().targets({"znver4", "x86-64-v3", "x86-64"}));
+  auto artifact = Artifact::open(path);
+  const std::vector<hal::CodeObject>& code = artifact->program("forward").plan.kernels.code;
+  ASSERT_EQ(code.size(), 3u);
+  EXPECT_TRUE(has(code[0].target, "znver4")) << code[0].target;
+  EXPECT_TRUE(has(code[2].target, "x86-64")) << code[2].target;
+  EXPECT_TRUE(hal::cpu().cannotRun(code[2]).empty()) << "every x86-64 machine runs the fallback";
+  Session session(artifact, "forward");
+  Tensor got = empty({5, 4}), want;
+  {
+    NoGradGuard g;
+    want = net.forward(x);
+  }
+  const void* in[] = {x.data_ptr()};
+  void* out[] = {got.data_ptr()};
+  session.run(in, out);
+  EXPECT_TRUE(test::allClose(got, want, 1e-5, 1e-5));
+  std::string m = messageOf([&] {
+    export_model(
+        net, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{net.forward(in[0])}; },
+        {x}, path, ExportOptions().targets({"x86-64", "no-such-cpu"}));
+  });
+  EXPECT_TRUE(has(m, "no-such-cpu")) << m;
+  fs::remove(path);
+}

@@ -177,9 +177,15 @@ void printInfo(const Artifact& a) {
                   "is the largest's)\n",
                   static_cast<long long>(e.dynamic->dim), list.c_str());
     }
-    for (const hal::CodeObject& c : e.plan.kernels.code)
-      std::printf("  code: %s, %zu bytes, for %s\n", c.format.c_str(), c.bytes.size(),
-                  c.target.c_str());
+    // The CPU loads the first code object it can run.
+    bool chosen = false;
+    for (const hal::CodeObject& c : e.plan.kernels.code) {
+      const std::string why = hal::cpu().cannotRun(c);
+      const char* mark = !why.empty() ? "" : chosen ? " (this CPU runs it too)" : " (this CPU runs it)";
+      chosen = chosen || why.empty();
+      std::printf("  code: %s, %zu bytes, for %s%s\n", c.format.c_str(), c.bytes.size(),
+                  c.target.substr(0, c.target.find(' ', c.target.find(' ') + 1)).c_str(), mark);
+    }
   }
 }
 

@@ -968,7 +968,7 @@ ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
   }
   if (built.empty()) return result;
   result.table.code = {
-      hal::CodeObject{"elf-shared-object", target.codeTarget(), std::move(*linked)}};
+      hal::CodeObject{"elf-shared-object", target.codeTarget(), std::move(*linked), {}}};
   for (size_t k = 0; k < groups.size(); ++k) {
     if (!result.failures[k].empty()) continue;
     result.kernelOf[k] = static_cast<int32_t>(result.table.kernels.size());

@@ -63,13 +63,25 @@ std::vector<Tensor> withRows(const std::vector<Tensor>& inputs, const ExportOpti
   return out;
 }
 
+/// `e` saved without its generated code, to compare programs built for different targets.
+std::vector<uint8_t> withoutCode(const Executable& e) {
+  Executable copy = e;
+  copy.plan.kernels.code.clear();
+  for (hal::KernelInfo& k : copy.plan.kernels.kernels)
+    k.symbol.clear(); // named per target
+  copy.ir.clear();
+  return copy.save();
+}
+
 /// Compiles `fn` on `example_inputs` without running it (once per bucket of a dynamic
 /// dimension) and writes the program, named as `options` names it, with its state named from
 /// `known`, to `path`.
 void exportProgram(const TensorFunction& fn, const std::vector<Tensor>& example_inputs,
                    const nn::NamedTensors& known, const std::string& path,
                    const ExportOptions& options, std::source_location loc) {
-  CompileOptions co = CompileOptions().cpu_target(options.cpu_target_).fullgraph();
+  std::vector<std::string> targets = options.targets_;
+  if (targets.empty()) targets.push_back(options.cpu_target_);
+  CompileOptions co = CompileOptions().fullgraph();
   std::vector<int64_t> buckets = {0};
   if (options.dynamic_dim_) {
     co.dynamic_dim(*options.dynamic_dim_, options.dynamic_arguments_).buckets(options.buckets_);
@@ -84,11 +96,30 @@ void exportProgram(const TensorFunction& fn, const std::vector<Tensor>& example_
     }
     co.recompile_limit(static_cast<int>(buckets.size()));
   }
-  CompiledFunction compiled(co, loc);
+  // A program per bucket; per target, its code: the plans must agree but for the code (every
+  // target but the host's fixes the same choices), which joins the first target's table.
   std::vector<CompiledFunction::Exported> exported;
-  for (int64_t b : buckets)
-    exported.push_back(compiled.export_program(
-        b > 0 ? withRows(example_inputs, options, b) : example_inputs, fn, known, loc));
+  for (size_t t = 0; t < targets.size(); ++t) {
+    CompiledFunction compiled(co.cpu_target(targets[t]), loc);
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      const int64_t b = buckets[i];
+      CompiledFunction::Exported e = compiled.export_program(
+          b > 0 ? withRows(example_inputs, options, b) : example_inputs, fn, known, loc);
+      if (t == 0) {
+        exported.push_back(std::move(e));
+        continue;
+      }
+      Executable& first = exported[i].executable;
+      WEFT_CHECK(withoutCode(first) == withoutCode(e.executable), Value, "export: the program for '",
+                 targets[t], "' differs from the one for '", targets[0],
+                 "' beyond its code (a target may not be 'host' among several)");
+      for (hal::CodeObject& c : e.executable.plan.kernels.code) {
+        for (const hal::KernelInfo& k : e.executable.plan.kernels.kernels)
+          c.symbols.push_back(k.symbol);
+        first.plan.kernels.code.push_back(std::move(c));
+      }
+    }
+  }
   auto rename = [](auto begin, auto end, const std::vector<std::string>& names, const char* what) {
     if (names.empty()) return;
     WEFT_CHECK(names.size() == static_cast<size_t>(end - begin), Value, "export: ", names.size(),

@@ -162,6 +162,7 @@ void toProto(const Executable& e, proto::Program& out) {
     c->set_format(code.format);
     c->set_target(code.target);
     c->set_payload(code.bytes.data(), code.bytes.size());
+    c->mutable_symbols()->Add(code.symbols.begin(), code.symbols.end());
   }
   for (const hal::KernelInfo& k : p.kernels.kernels) {
     proto::Kernel* pk = out.add_kernels();
@@ -280,9 +281,15 @@ Executable fromProto(const proto::Program& m, const std::string& ctx) {
     e.randomKeys.push_back({k.state(), k.stride()});
   }
   if (m.has_dynamic()) e.dynamic = dynamicOf(m.dynamic(), e, c);
-  for (const proto::CodeObject& code : m.code())
+  for (const proto::CodeObject& code : m.code()) {
+    if (code.symbols_size() != 0 && code.symbols_size() != m.kernels_size())
+      c.damaged(detail::concat("a code object names ", code.symbols_size(), " kernels of ",
+                               m.kernels_size()));
     p.kernels.code.push_back(
-        {code.format(), code.target(), std::vector<uint8_t>(code.payload().begin(), code.payload().end())});
+        {code.format(), code.target(),
+         std::vector<uint8_t>(code.payload().begin(), code.payload().end()),
+         std::vector<std::string>(code.symbols().begin(), code.symbols().end())});
+  }
   for (const proto::Kernel& k : m.kernels()) {
     if (k.rows() < 0 || k.grain() < 1)
       c.damaged(detail::concat("kernel '", k.symbol(), "' has ", k.rows(), " rows and grain ",

@@ -222,7 +222,10 @@ void KernelTable::load(hal::Device& device) {
   for (const hal::CodeObject& c : code) {
     std::string why = device.cannotRun(c);
     if (why.empty()) {
-      loaded = device.load(c, kernels);
+      std::vector<hal::KernelInfo> named = kernels; // as this object names them
+      for (size_t i = 0; i < c.symbols.size() && i < named.size(); ++i)
+        named[i].symbol = c.symbols[i];
+      loaded = device.load(c, named);
       loadedOn = &device;
       return;
     }

@@ -25,6 +25,15 @@ struct ExportOptions {
     cpu_target_ = std::move(name);
     return *this;
   }
+  std::vector<std::string> targets_;
+  /// Several CPUs at once: the generated code built for each target named (feature levels such
+  /// as "x86-64-v4", "x86-64-v3", and "x86-64" as the portable fallback every x86-64 machine
+  /// runs), in order of preference; the runtime loads the first the machine it runs on can run.
+  /// Replaces cpu_target().
+  ExportOptions& targets(std::vector<std::string> names) {
+    targets_ = std::move(names);
+    return *this;
+  }
   std::vector<std::string> input_names_, output_names_;
   /// The program's name in the artifact ("forward"; export_train_step's "train_step").
   ExportOptions& program(std::string name) {

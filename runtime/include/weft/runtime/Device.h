@@ -94,6 +94,9 @@ struct CodeObject {
   /// +avx2,+fma,..."). A device refuses code whose target it does not meet.
   std::string target;
   std::vector<uint8_t> bytes;
+  /// The name each kernel of the table has in this object, where it is not the table's own (code
+  /// for another target of the same plan names its kernels apart).
+  std::vector<std::string> symbols;
   bool operator==(const CodeObject&) const = default;
 };
 
