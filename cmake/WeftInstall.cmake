@@ -3,7 +3,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(TARGETS weft weft_nn weft_frontend weft_codegen weft_codegen_target weft_passes weft_ir weft_runtime
-  weft_rt weft-run
+  weft_rt weft-run weftc
   EXPORT weftTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -6,6 +6,7 @@
 
 #include <weft/weft.h>
 
+#include "weft/ir/TextFormat.h"
 #include "weft/runtime/Artifact.h"
 
 #include <gtest/gtest.h>
@@ -282,4 +283,38 @@ TEST(ExportTrain, CodeForSeveralTargetsRunsWhereverOneOfThemDoes) {
   });
   EXPECT_TRUE(has(m, "no-such-cpu")) << m;
   fs::remove(path);
+}
+
+// compile_graph: a traced graph through its text form, compiled ahead of time for two targets,
+// computes what eager code does (1e-5: fused kernels sum in another order).
+TEST(ExportTrain, TextIrCompilesAheadOfTimeForSeveralTargets) {
+  manual_seed(8);
+  Tensor w = randn({8, 16}), b = randn({16}), x = randn({5, 8});
+  auto fn = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{(in[0].matmul(w) + b).relu().sum(1)};
+  };
+  TraceResult traced = trace(fn, {x});
+  ir::Result<ir::Graph> parsed = ir::parseGraph(ir::printGraph(*traced.graph));
+  ASSERT_TRUE(static_cast<bool>(parsed));
+  Executable exe = compile_graph(parsed.value(), "x86-64-v3");
+  exe.addCodeFrom(compile_graph(parsed.value(), "x86-64"));
+  ASSERT_EQ(exe.plan.kernels.code.size(), 2u);
+  EXPECT_EQ(exe.state.size(), 2u);
+  EXPECT_EQ(exe.state[0].name, parsed.value().value(parsed.value().state()[0]).name);
+  // Written as an artifact with the graph's state by its names, run by a runtime session.
+  const std::string path = tempPath("aot.weft");
+  std::vector<std::string> names = {exe.state[0].name, exe.state[1].name};
+  std::vector<ArtifactTensor> state = {{names[0], kFloat32, w.sizes(), w.data_ptr()},
+                                       {names[1], kFloat32, b.sizes(), b.data_ptr()}};
+  ArtifactProgram p{"forward", &exe, names};
+  writeArtifact(path, std::span(&p, 1), state, "test");
+  Session session(Artifact::open(path), "forward");
+  Tensor got = empty({5});
+  const void* in[] = {x.data_ptr()};
+  void* out[] = {got.data_ptr()};
+  session.run(in, out);
+  EXPECT_TRUE(test::allClose(got, fn({x})[0], 1e-5, 1e-5));
+  fs::remove(path);
+  std::string m = messageOf([&] { (void)compile_graph(parsed.value(), "no-such-cpu"); });
+  EXPECT_TRUE(has(m, "no-such-cpu")) << m;
 }

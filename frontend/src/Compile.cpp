@@ -627,6 +627,35 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
 
 } // namespace
 
+Executable compile_graph(const ir::Graph& graph, const std::string& cpuTarget,
+                         std::source_location loc) {
+  CallSite cs(loc);
+  std::vector<ir::Diagnostic> problems = ir::verify(graph);
+  WEFT_CHECK(problems.empty(), Value, "compile_graph: the graph does not verify: ",
+             problems.empty() ? "" : problems[0].message);
+  codegen::CpuTarget target = codegen::CpuTarget::host();
+  if (cpuTarget != "host") {
+    auto named = codegen::CpuTarget::named(cpuTarget);
+    WEFT_CHECK(static_cast<bool>(named), Value,
+               "compile_graph: cpu_target: ", named ? "" : named.diagnostic().message);
+    target = named.value();
+  }
+  CodegenStats stats;
+  Pipeline pipe = pipeline(target, true, kernelCompiler(target, true, stats));
+  passes::Program program;
+  program.graph = graph;
+  for (passes::PassManager* stage : {&pipe.program, &pipe.graph})
+    if (auto r = stage->run(program); !r) throwError(r.diagnostic().kind, r.diagnostic().message);
+  WEFT_INTERNAL_ASSERT(program.executables.size() == 1, "the pipeline did not lower the graph");
+  Executable e = std::move(program.executables[0]);
+  for (size_t i = 0; i < e.arguments.size(); ++i)
+    e.arguments[i].name = graph.value(graph.arguments()[i]).name;
+  for (size_t i = 0; i < e.state.size(); ++i)
+    e.state[i].name = graph.value(graph.state()[i]).name;
+  e.ir = ir::printGraph(program.graph);
+  return e;
+}
+
 bool TracedFlag::read() const {
   bool value = value_->load();
   if (TraceContext* tc = currentTrace()) tc->flags.emplace_back(value_, value);

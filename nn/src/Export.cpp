@@ -63,16 +63,6 @@ std::vector<Tensor> withRows(const std::vector<Tensor>& inputs, const ExportOpti
   return out;
 }
 
-/// `e` saved without its generated code, to compare programs built for different targets.
-std::vector<uint8_t> withoutCode(const Executable& e) {
-  Executable copy = e;
-  copy.plan.kernels.code.clear();
-  for (hal::KernelInfo& k : copy.plan.kernels.kernels)
-    k.symbol.clear(); // named per target
-  copy.ir.clear();
-  return copy.save();
-}
-
 /// Compiles `fn` on `example_inputs` without running it (once per bucket of a dynamic
 /// dimension) and writes the program, named as `options` names it, with its state named from
 /// `known`, to `path`.
@@ -109,15 +99,7 @@ void exportProgram(const TensorFunction& fn, const std::vector<Tensor>& example_
         exported.push_back(std::move(e));
         continue;
       }
-      Executable& first = exported[i].executable;
-      WEFT_CHECK(withoutCode(first) == withoutCode(e.executable), Value, "export: the program for '",
-                 targets[t], "' differs from the one for '", targets[0],
-                 "' beyond its code (a target may not be 'host' among several)");
-      for (hal::CodeObject& c : e.executable.plan.kernels.code) {
-        for (const hal::KernelInfo& k : e.executable.plan.kernels.kernels)
-          c.symbols.push_back(k.symbol);
-        first.plan.kernels.code.push_back(std::move(c));
-      }
+      exported[i].executable.addCodeFrom(e.executable);
     }
   }
   auto rename = [](auto begin, auto end, const std::vector<std::string>& names, const char* what) {

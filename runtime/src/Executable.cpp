@@ -387,6 +387,33 @@ Executable Executable::load(std::span<const uint8_t> bytes, hal::Device& device)
   return e;
 }
 
+namespace {
+/// `e` saved without its generated code and its kernels' names, to compare programs built for
+/// different targets.
+std::vector<uint8_t> withoutCode(const Executable& e) {
+  Executable copy = e;
+  copy.plan.kernels.code.clear();
+  copy.plan.kernels.loaded.reset();
+  copy.plan.kernels.loadedOn = nullptr;
+  for (hal::KernelInfo& k : copy.plan.kernels.kernels)
+    k.symbol.clear(); // named per target
+  copy.ir.clear();
+  return copy.save();
+}
+} // namespace
+
+void Executable::addCodeFrom(const Executable& other) {
+  WEFT_CHECK(withoutCode(*this) == withoutCode(other), Value,
+             "the program built for another target differs beyond its code (choices made by "
+             "measuring this machine, as the 'host' target's GEMMs are, cannot join others)");
+  for (hal::CodeObject c : other.plan.kernels.code) {
+    if (c.symbols.empty())
+      for (const hal::KernelInfo& k : other.plan.kernels.kernels)
+        c.symbols.push_back(k.symbol);
+    plan.kernels.code.push_back(std::move(c));
+  }
+}
+
 void Executable::loadCode(hal::Device& device) {
   checkKernelsOn(plan, device);
   plan.kernels.load(device);

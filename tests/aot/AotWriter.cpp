@@ -5,6 +5,7 @@
 // also checks that every kernel came from the disk cache (a second process compiles nothing).
 // Usage: weft_aot_writer DIR [--expect-cached]
 #include "weft/codegen/KernelCache.h"
+#include "weft/ir/TextFormat.h"
 #include "weft/runtime/Artifact.h"
 
 #include <weft/weft.h>
@@ -115,6 +116,21 @@ int main(int argc, char** argv) try {
     for (auto& [name, t] : compiled.named_state_tensors(known))
       trained.emplace_back(name, t.contiguous());
     safetensors::save_file(trained, dir + "/cnn_trained_expected.safetensors");
+  }
+  // For weftc: a traced graph as text IR, its state and an input by the graph's names.
+  {
+    Tensor w = randn({8, 16}), b = randn({16}), x = randn({5, 8});
+    TraceResult traced = trace(
+        [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{(a[0].matmul(w) + b).relu()}; },
+        {x});
+    const ir::Graph& g = *traced.graph;
+    std::string text = ir::printGraph(g);
+    writeFile(dir + "/aot.wir", text.data(), text.size());
+    safetensors::TensorMap state;
+    for (size_t k = 0; k < traced.state.size(); ++k)
+      state.emplace_back(g.value(g.state()[k]).name, traced.state[k]);
+    safetensors::save_file(state, dir + "/aot_state.safetensors");
+    safetensors::save_file({{g.value(g.arguments()[0]).name, x}}, dir + "/aot_inputs.safetensors");
   }
   codegen::KernelCacheStats cache = codegen::kernelCacheStats();
   std::printf("wrote %s/mlp.wexe (%zu bytes, %zu kernels: %lld compiled, %lld from the cache)\n",

@@ -117,6 +117,12 @@ using TensorFunction = std::function<std::vector<Tensor>(const std::vector<Tenso
 /// Records `fn` applied to tensors shaped like `example_inputs` as a graph, running nothing.
 TraceResult trace(const TensorFunction& fn, const std::vector<Tensor>& example_inputs, WEFT_LOC);
 
+/// Compiles a graph ahead of time (trace()'s, or text IR read back with ir::parseGraph): compile()'s
+/// pass pipeline, then code generation for `cpu_target` (as CompileOptions::cpu_target names it).
+/// The executable's arguments and state have the names the graph gives its inputs, and keeps the
+/// optimized graph's text IR. A graph that does not verify is a ValueError naming the problem.
+Executable compile_graph(const ir::Graph& graph, const std::string& cpu_target = "host", WEFT_LOC);
+
 /// The signature-keyed cache behind compile(); thread-safe, executables are immutable.
 class CompiledFunction {
 public:

@@ -68,6 +68,11 @@ public:
   /// another format version, or code built for another target are a weft::Error.
   static Executable load(std::span<const uint8_t> bytes, hal::Device& device = hal::cpu());
 
+  /// Adds the code of `other`, the same program built for other targets, to this kernel table
+  /// (after this one's: a device loads the first it can run); a ValueError where the two differ
+  /// beyond their code and their kernels' names.
+  void addCodeFrom(const Executable& other);
+
   /// Loads the kernel table's code on `device` unless it is loaded there; a DeviceError when the
   /// device lacks the kernel of one of the plan's interpreter steps, or cannot load the code.
   void loadCode(hal::Device& device = hal::cpu());
