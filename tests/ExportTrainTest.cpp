@@ -318,3 +318,42 @@ TEST(ExportTrain, TextIrCompilesAheadOfTimeForSeveralTargets) {
   std::string m = messageOf([&] { (void)compile_graph(parsed.value(), "no-such-cpu"); });
   EXPECT_TRUE(has(m, "no-such-cpu")) << m;
 }
+
+// One file for inference and fine-tuning: forward and train_step over the same named weights; the
+// weights the train steps leave, saved back, are what forward reads next (as eager's to 1e-5).
+TEST(ExportTrain, ForwardAndTrainStepShareTheirWeightsInOneArtifact) {
+  manual_seed(9);
+  Net net(0.0), eager(0.0);
+  eager.load_state_dict(net.state_dict());
+  optim::SGD opt(net.parameters(), optim::SGDOptions(0.05));
+  optim::SGD eagerOpt(eager.parameters(), optim::SGDOptions(0.05));
+  Tensor x = randn({16, 8}), y = randint(4, {16});
+  const std::string path = tempPath("both.weft");
+  auto forward = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{net.forward(in[0])}; };
+  export_model(net, forward, {x}, path);
+  export_train_step(net, opt, stepOf(net, opt), {x, y}, path, ExportOptions().append());
+  auto artifact = Artifact::open(path);
+  EXPECT_EQ(artifact->programNames(), (std::vector<std::string>{"train_step", "forward"}));
+  EXPECT_EQ(artifact->findState("fc2.weight")->shape, (Shape{4, 32}));
+  {
+    Session train(artifact, "train_step");
+    for (int i = 0; i < 3; ++i)
+      runStep(train, x, y);
+    train.save(path);
+  }
+  auto step = stepOf(eager, eagerOpt);
+  for (int i = 0; i < 3; ++i)
+    step({x, y});
+  Session infer(Artifact::open(path), "forward");
+  Tensor got = empty({16, 4}), want;
+  {
+    NoGradGuard g;
+    eager.eval();
+    want = eager.forward(x);
+  }
+  const void* in[] = {x.data_ptr()};
+  void* out[] = {got.data_ptr()};
+  infer.run(in, out);
+  EXPECT_TRUE(test::allClose(got, want, 1e-5, 1e-5));
+  fs::remove(path);
+}

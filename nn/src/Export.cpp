@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 namespace weft {
@@ -127,6 +128,27 @@ void exportProgram(const TensorFunction& fn, const std::vector<Tensor>& example_
           {name, dense.back().dtype(), dense.back().sizes(), dense.back().data_ptr()});
     }
     programs.push_back(std::move(p));
+  }
+  // Appending: the artifact's other programs stay, with the state they read that this export
+  // does not write.
+  std::shared_ptr<const Artifact> existing;
+  if (options.append_ && std::filesystem::exists(path)) existing = Artifact::open(path);
+  if (existing) {
+    for (const std::string& name : existing->programNames()) {
+      if (name == options.program_) continue; // replaced
+      std::vector<int64_t> buckets = existing->buckets(name);
+      if (buckets.empty()) buckets.push_back(0);
+      for (int64_t b : buckets)
+        programs.push_back({name, &existing->program(name, b), existing->stateNames(name, b)});
+    }
+    for (const ArtifactTensor& t : existing->state()) {
+      const bool written =
+          std::ranges::any_of(tensors, [&](const ArtifactTensor& a) { return a.name == t.name; });
+      const bool read = std::ranges::any_of(programs, [&](const ArtifactProgram& p) {
+        return std::ranges::count(p.stateNames, t.name) > 0;
+      });
+      if (!written && read) tensors.push_back(t);
+    }
   }
   writeArtifact(path, programs, tensors, "weft " WEFT_VERSION_STRING);
 }

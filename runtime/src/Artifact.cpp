@@ -250,8 +250,8 @@ const Artifact::Program& Artifact::find(std::string_view name, int64_t bucket) c
             have.empty() ? "none" : have, ")");
 }
 
-const Executable& Artifact::program(std::string_view name) const {
-  return find(name).executable;
+const Executable& Artifact::program(std::string_view name, int64_t bucket) const {
+  return find(name, bucket).executable;
 }
 
 std::vector<int64_t> Artifact::buckets(std::string_view name) const {

@@ -34,6 +34,14 @@ struct ExportOptions {
     targets_ = std::move(names);
     return *this;
   }
+  bool append_ = false;
+  /// Adds the program to the artifact already at the path (its other programs, and their state
+  /// this export does not write, are kept; a program of the same name is replaced), so that one
+  /// file holds, say, "forward" and "train_step" over the same named weights.
+  ExportOptions& append(bool on = true) {
+    append_ = on;
+    return *this;
+  }
   std::vector<std::string> input_names_, output_names_;
   /// The program's name in the artifact ("forward"; export_train_step's "train_step").
   ExportOptions& program(std::string name) {

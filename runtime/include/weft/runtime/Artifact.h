@@ -72,9 +72,9 @@ public:
   uint64_t fileBytes() const { return size_; }
   /// The programs' names, in the file's order (a program of several buckets named once).
   std::vector<std::string> programNames() const;
-  /// Program `name` (its code not loaded: copy it and loadCode() on a device), its largest
-  /// bucket where it has several; a ValueError listing the programs where there is none.
-  const Executable& program(std::string_view name) const;
+  /// Program `name` (its code not loaded: copy it and loadCode() on a device), of bucket `bucket`
+  /// (0: its largest where it has several); a ValueError listing the programs where there is none.
+  const Executable& program(std::string_view name, int64_t bucket = 0) const;
   /// The buckets of program `name`'s dynamic dimension, ascending (empty: it has none).
   std::vector<int64_t> buckets(std::string_view name) const;
   /// The names program `name`'s state tensors have, in its order (of bucket `bucket`; 0: the
