@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <exception>
 #include <future>
 #include <mutex>
 #include <random>
@@ -122,10 +123,20 @@ Result serve(const weft_rt::Artifact& model, const Config& c, int clients, int64
         if (batch.empty()) return;
         for (size_t i = 0; i < batch.size(); ++i)
           std::copy_n(batch[i]->input, inSize, in.data() + i * inSize);
-        session.run({in.data()}, {out.data()}, static_cast<int64_t>(batch.size()));
+        std::exception_ptr failed;
+        try {
+          session.run({in.data()}, {out.data()}, static_cast<int64_t>(batch.size()));
+        } catch (const weft_rt::Error&) {
+          failed = std::current_exception(); // each request of the batch gets the error
+        }
         for (size_t i = 0; i < batch.size(); ++i) {
-          std::copy_n(out.data() + i * outSize, outSize, batch[i]->output);
-          batch[i]->done.set_value();
+          if (!failed) std::copy_n(out.data() + i * outSize, outSize, batch[i]->output);
+          // Moved out first: the client may free the request once its answer is ready.
+          std::promise<void> done = std::move(batch[i]->done);
+          if (failed)
+            done.set_exception(failed);
+          else
+            done.set_value();
         }
         batches.fetch_add(1);
         batched.fetch_add(static_cast<long>(batch.size()));
@@ -146,7 +157,13 @@ Result serve(const weft_rt::Artifact& model, const Config& c, int clients, int64
         std::future<void> done = r.done.get_future();
         const auto t0 = Clock::now();
         queue.push(&r);
-        done.wait();
+        try {
+          done.get();
+        } catch (const weft_rt::Error& e) {
+          std::fprintf(stderr, "serve: a request failed: %s\n", e.what());
+          wrong.fetch_add(1);
+          continue;
+        }
         latencies[static_cast<size_t>(k)].push_back(
             std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
         // Batched in any bucket, an answer is its image's alone (other compilations of the same
@@ -217,11 +234,16 @@ int run(int argc, char** argv) {
   weft_rt::Artifact model = weft_rt::Artifact::open(argv[1]);
   weft_rt::Session probe(model, "forward");
   const std::vector<int64_t> buckets = probe.buckets();
-  if (buckets.empty() || probe.dynamic_dim() != 0 || probe.arguments().size() != 1 ||
-      probe.outputs().size() != 1)
+  const bool fits = !buckets.empty() && probe.dynamic_dim() == 0 &&
+                    probe.arguments().size() == 1 && probe.outputs().size() == 1 &&
+                    probe.arguments()[0].dtype == WEFT_FLOAT32 &&
+                    probe.outputs()[0].dtype == WEFT_FLOAT32 && probe.argument_batched(0) &&
+                    probe.output_batch(0) == std::pair<int32_t, int64_t>{0, 1};
+  if (!fits)
     throw std::invalid_argument(std::string(argv[1]) +
                                 ": 'forward' must take one batched float32 input and give one "
-                                "output, with a dynamic batch (export_model's dynamic_dim(0))");
+                                "float32 output, a row per input row, with a dynamic batch "
+                                "(export_model's dynamic_dim(0))");
   if (c.maxBatch == 0 || c.maxBatch > buckets.back()) c.maxBatch = buckets.back();
   const size_t inSize = probe.arguments()[0].nbytes / sizeof(float) /
                         static_cast<size_t>(buckets.back());

@@ -105,7 +105,7 @@ TEST(ExportTrain, AnExportedTrainStepTrainsAsEagerStepsDo) {
   Session session(artifact, "train_step");
   for (const char* name : {"fc1.weight", "norm.running_mean", "norm.num_batches_tracked",
                            "optimizer.state.0.exp_avg", "optimizer.state.0.step",
-                           "optimizer.param_groups.0.lr", "rng.0"})
+                           "optimizer.param_groups.0.lr", "train_step.rng.0"})
     EXPECT_TRUE(std::ranges::count(session.stateNames(), name) == 1) << name;
 
   manual_seed(5);
@@ -119,7 +119,7 @@ TEST(ExportTrain, AnExportedTrainStepTrainsAsEagerStepsDo) {
   EXPECT_TRUE(test::allClose(stateOf(session, "norm.running_var", eager.norm->running_var),
                              eager.norm->running_var, 1e-5, 1e-5));
   // The random key moved on by one draw per step, as the default generator's offset did.
-  Tensor key = stateOf(session, "rng.0", zeros({2}, kInt64));
+  Tensor key = stateOf(session, "train_step.rng.0", zeros({2}, kInt64));
   EXPECT_EQ(key[1].item<int64_t>(), 5);
   EXPECT_EQ(default_generator().offset(), 5u);
   fs::remove(path);
@@ -245,6 +245,38 @@ TEST(ExportTrain, ADynamicBatchRunsInTheSmallestBucketThatHoldsIt) {
     session.run(in, out, 9);
   });
   EXPECT_TRUE(has(m, "1 to 8")) << m;
+  // A bucket whose signature is not the largest's with fewer rows is a damaged file: a session
+  // sizes the caller's buffers from the largest.
+  Executable small = artifact->program("forward", 2), large = artifact->program("forward", 8);
+  small.outputs[0].dtype = kFloat64;
+  std::vector<ArtifactTensor> state = artifact->state();
+  std::vector<ArtifactProgram> programs = {{"forward", &small, artifact->stateNames("forward", 2)},
+                                           {"forward", &large, artifact->stateNames("forward", 8)}};
+  const std::string bad = tempPath("bad_buckets.weft");
+  writeArtifact(bad, programs, state, "test");
+  m = messageOf([&] { Artifact::open(bad); });
+  EXPECT_TRUE(has(m, "bucket of 2 rows has another signature")) << m;
+  fs::remove(bad);
+  fs::remove(path);
+}
+
+// A constant sized by the batch (arange over the rows) differs per bucket: each bucket keeps its
+// own, and n rows get eager's values.
+TEST(ExportTrain, ABucketKeepsAConstantSizedByItsRows) {
+  const std::string path = tempPath("arange.weft");
+  auto fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0] + arange(in[0].size(0)).to(kFloat32).unsqueeze(1)};
+  };
+  nn::Linear holder(2, 2); // export_model wants a module; this function reads none of it
+  export_model(*holder.ptr(), fn, {randn({4, 3})}, path, ExportOptions().dynamic_dim(0).buckets({2, 4}));
+  auto artifact = Artifact::open(path);
+  EXPECT_NE(artifact->stateNames("forward", 2), artifact->stateNames("forward", 4));
+  Session session(artifact, "forward");
+  Tensor x = randn({3, 3}), got = empty({3, 3});
+  const void* in[] = {x.data_ptr()};
+  void* out[] = {got.data_ptr()};
+  session.run(in, out, 3);
+  EXPECT_TRUE(got.equal(fn({x})[0]));
   fs::remove(path);
 }
 

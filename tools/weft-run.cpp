@@ -110,6 +110,10 @@ HostTensor readNpy(const std::string& path) {
   t.bytes.resize(static_cast<size_t>(*bytes));
   if (!t.bytes.empty()) file.readAt(start + n, t.bytes.data(), t.bytes.size());
   file.checkUnchanged();
+  // C++ bools hold 0 or 1, as the kernels read them.
+  WEFT_CHECK(t.dtype != DType::Bool ||
+                 std::all_of(t.bytes.begin(), t.bytes.end(), [](uint8_t b) { return b <= 1; }),
+             IO, ctx, "a bool array holds a byte other than 0 and 1");
   return t;
 }
 

@@ -119,13 +119,26 @@ void exportProgram(const TensorFunction& fn, const std::vector<Tensor>& example_
     rename(args.begin(), args.end() - (program.dynamic ? 1 : 0), options.input_names_, "input");
     rename(program.outputs.begin(), program.outputs.end(), options.output_names_, "output");
     ArtifactProgram p{options.program_, &program, {}};
-    for (const auto& [name, t] : out.state) {
+    for (size_t k = 0; k < out.state.size(); ++k) {
+      std::string name = out.state[k].first;
+      // What the function made or drew is the program's own ("forward.constant.0"), apart
+      // from another program's; a bucket's that differs from another bucket's (a constant
+      // sized by the batch) is the bucket's own.
+      if (name.starts_with("constant.") || name.starts_with("rng."))
+        name = options.program_ + "." + name;
+      Tensor t = out.state[k].second.detach().cpu().contiguous();
+      auto same = std::ranges::find_if(tensors, [&](const ArtifactTensor& a) { return a.name == name; });
+      if (same != tensors.end() &&
+          !(same->dtype == t.dtype() && same->shape == t.sizes() &&
+            std::memcmp(same->data, t.data_ptr(), same->nbytes()) == 0)) {
+        name += "@" + std::to_string(program.dynamic ? program.dynamic->bucket : 0);
+        same = tensors.end();
+      }
       p.stateNames.push_back(name);
-      if (std::ranges::any_of(tensors, [&](const ArtifactTensor& a) { return a.name == name; }))
-        continue; // another bucket's
-      dense.push_back(t.detach().cpu().contiguous());
-      tensors.push_back(
-          {name, dense.back().dtype(), dense.back().sizes(), dense.back().data_ptr()});
+      program.state[k].name = name;
+      if (same != tensors.end()) continue; // another bucket's, the same
+      dense.push_back(t);
+      tensors.push_back({name, t.dtype(), t.sizes(), t.data_ptr()});
     }
     programs.push_back(std::move(p));
   }

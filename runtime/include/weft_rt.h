@@ -99,8 +99,15 @@ WEFT_RT_API weft_status weft_session_run(weft_session* session, const void* cons
 WEFT_RT_API int32_t weft_session_bucket_count(const weft_session* session);
 WEFT_RT_API int64_t weft_session_bucket(const weft_session* session, int32_t i);
 WEFT_RT_API int32_t weft_session_dynamic_dim(const weft_session* session);
+/* Whether argument `i` is batched (1: it holds the rows along the dimension; 0: not). */
+WEFT_RT_API int32_t weft_session_argument_batched(const weft_session* session, int32_t i);
+/* Where output `i` holds the rows: along `*axis`, `*factor` entries per row (-1 and 1: it is not
+ * batched, whole at every row count). */
+WEFT_RT_API weft_status weft_session_output_batch(const weft_session* session, int32_t i,
+                                                  int32_t* axis, int64_t* factor);
 /* Runs such a program on `rows` rows (1 to the largest bucket): the batched arguments hold `rows`
- * rows along the dimension, and so do the batched outputs; the smallest bucket holding them runs. */
+ * rows along the dimension, each batched output rows * factor entries along its axis (the rest as
+ * the signature gives them); the smallest bucket holding them runs. */
 WEFT_RT_API weft_status weft_session_run_rows(weft_session* session, int64_t rows,
                                               const void* const* arguments, void* const* outputs);
 /* Copies the session's state tensor `name` out, or replaces it; `nbytes` must be its size. */

@@ -17,6 +17,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace weft_rt {
@@ -105,6 +106,15 @@ public:
     return out;
   }
   int32_t dynamic_dim() const { return weft_session_dynamic_dim(get()); }
+  /// Whether argument `i` holds the rows; where output `i` holds them ({axis, factor}; axis -1:
+  /// it is not batched).
+  bool argument_batched(int32_t i) const { return weft_session_argument_batched(get(), i) != 0; }
+  std::pair<int32_t, int64_t> output_batch(int32_t i) const {
+    int32_t axis = -1;
+    int64_t factor = 1;
+    detail::check(weft_session_output_batch(get(), i, &axis, &factor));
+    return {axis, factor};
+  }
   /// Runs a dynamic program on `rows` rows (weft_session_run_rows).
   void run(const std::vector<const void*>& arguments, const std::vector<void*>& outputs,
            int64_t rows) {

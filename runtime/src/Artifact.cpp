@@ -63,6 +63,31 @@ bool distinctProgram(SeenPrograms& seen, const std::string& name, const Executab
   return true;
 }
 
+/// Whether bucket `a` has `b`'s signature but for the rows of the dynamic dimension (both being
+/// buckets of one program; a program without buckets only matches itself).
+bool sameSignatureButRows(const Executable& a, const Executable& b) {
+  if (&a == &b) return true;
+  if (!a.dynamic || !b.dynamic) return false;
+  const DynamicBatch &da = *a.dynamic, &db = *b.dynamic;
+  if (da.dim != db.dim || da.arguments != db.arguments || da.outputAxes != db.outputAxes ||
+      a.arguments.size() != b.arguments.size() || a.outputs.size() != b.outputs.size())
+    return false;
+  // Equal but along `axis`, where they hold rows * factor.
+  auto same = [](const ExecutableValue& x, const ExecutableValue& y, int64_t axis) {
+    if (x.dtype != y.dtype || x.shape.size() != y.shape.size()) return false;
+    for (size_t d = 0; d < x.shape.size(); ++d)
+      if (static_cast<int64_t>(d) != axis && x.shape[d] != y.shape[d]) return false;
+    return true;
+  };
+  for (size_t i = 0; i + 1 < a.arguments.size(); ++i) { // the last is the row mask
+    const bool batched = std::ranges::count(da.arguments, static_cast<int32_t>(i)) > 0;
+    if (!same(a.arguments[i], b.arguments[i], batched ? da.dim : -1)) return false;
+  }
+  for (size_t i = 0; i < a.outputs.size(); ++i)
+    if (!same(a.outputs[i], b.outputs[i], da.outputAxes[i].first)) return false;
+  return true;
+}
+
 } // namespace
 
 void writeArtifact(const std::string& path, std::span<const ArtifactProgram> programs,
@@ -219,6 +244,16 @@ void Artifact::parse(const uint8_t* bytes, const std::string& ctx) {
     }
     programs_.push_back(std::move(p));
   }
+  // A program's buckets are one signature at several sizes: a session sizes the caller's buffers
+  // from the largest and runs any of them.
+  for (const std::string& name : programNames()) {
+    const Executable& largest = find(name).executable;
+    for (const Program& p : programs_)
+      if (p.name == name && !sameSignatureButRows(p.executable, largest))
+        WEFT_FAIL(IO, ctx, "program '", name, "': damaged (its bucket of ",
+                  p.executable.dynamic ? p.executable.dynamic->bucket : 0,
+                  " rows has another signature than its largest)");
+  }
 }
 
 Artifact::~Artifact() {
@@ -330,12 +365,11 @@ Session::Session(std::shared_ptr<const Artifact> artifact, std::string_view prog
   if (exe_->dynamic) arguments_.pop_back(); // the row mask: run() makes it
   for (int64_t b : artifact_->buckets(program)) {
     Bucket bucket{b, artifact_->loaded(program, device, b), {}};
-    // Every bucket reads the session's state by name (the largest bucket's names them all).
+    // Every bucket reads the session's state by name: the largest bucket's, and what a bucket
+    // keeps for itself (a constant sized by its rows).
     for (const std::string& name : artifact_->stateNames(program, b)) {
       auto at = std::find(names_.begin(), names_.end(), name);
-      WEFT_CHECK(at != names_.end(), IO, "load_artifact: '", artifact_->path(), "': program '",
-                 program, "': damaged (bucket ", b, " reads state '", name,
-                 "' the largest does not)");
+      if (at == names_.end()) at = names_.insert(names_.end(), name);
       bucket.state.push_back(static_cast<size_t>(at - names_.begin()));
     }
     buckets_.push_back(std::move(bucket));

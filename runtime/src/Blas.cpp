@@ -59,6 +59,10 @@ BlasInfo setUp() {
       info.chosen = "weft: OpenBLAS chose " + info.core + ", kernels for a lesser CPU than this";
   }
   if (target.empty()) return info;
+  if (!bestBlasCore().empty() && !betterBlasCore(bestBlasCore(), target).empty()) {
+    info.chosen += " (not applied: this CPU cannot run " + target + "'s kernels)";
+    return info;
+  }
   if (gotoblas_dynamic_init == nullptr || gotoblas_dynamic_quit == nullptr) {
     info.chosen += " (not applied: this OpenBLAS has one set of kernels)";
     return info;

@@ -210,17 +210,55 @@ weft_status weft_session_run(weft_session* session, const void* const* arguments
 
 weft_status weft_session_run_rows(weft_session* session, int64_t rows,
                                   const void* const* arguments, void* const* outputs) {
+  if (rows < 0)
+    return guarded([&] {
+      WEFT_FAIL(Value, "weft_session_run_rows: ", rows, " rows (a count from 1 to the largest "
+                "bucket)");
+    });
   return runSession(session, arguments, outputs, rows, "weft_session_run_rows");
 }
 
+int32_t weft_session_argument_batched(const weft_session* session, int32_t i) {
+  if (session == nullptr || !session->session->dynamic()) return 0;
+  for (int32_t a : session->session->dynamic()->arguments)
+    if (a == i) return 1;
+  return 0;
+}
+
+weft_status weft_session_output_batch(const weft_session* session, int32_t i, int32_t* axis,
+                                      int64_t* factor) {
+  return guarded([&] {
+    require(session != nullptr && axis != nullptr && factor != nullptr,
+            "weft_session_output_batch: a null argument");
+    const auto& outputs = session->session->outputs();
+    WEFT_CHECK(i >= 0 && static_cast<size_t>(i) < outputs.size(), Index, "output ", i,
+               " is out of range (there are ", outputs.size(), ")");
+    *axis = -1;
+    *factor = 1;
+    if (const auto& d = session->session->dynamic()) {
+      *axis = d->outputAxes[static_cast<size_t>(i)].first;
+      *factor = d->outputAxes[static_cast<size_t>(i)].second;
+    }
+  });
+}
+
 int32_t weft_session_bucket_count(const weft_session* session) {
-  return session == nullptr ? 0 : static_cast<int32_t>(session->session->buckets().size());
+  if (session == nullptr) return 0;
+  try {
+    return static_cast<int32_t>(session->session->buckets().size());
+  } catch (...) { // out of memory: nothing crosses the boundary
+    return 0;
+  }
 }
 
 int64_t weft_session_bucket(const weft_session* session, int32_t i) {
   if (session == nullptr || i < 0) return 0;
-  std::vector<int64_t> b = session->session->buckets();
-  return static_cast<size_t>(i) < b.size() ? b[static_cast<size_t>(i)] : 0;
+  try {
+    std::vector<int64_t> b = session->session->buckets();
+    return static_cast<size_t>(i) < b.size() ? b[static_cast<size_t>(i)] : 0;
+  } catch (...) { // out of memory: nothing crosses the boundary
+    return 0;
+  }
 }
 
 int32_t weft_session_dynamic_dim(const weft_session* session) {

@@ -80,7 +80,8 @@ struct ExportOptions {
 /// Compiles `forward` (a function of tensors shaped like `example_inputs`, reading `module`'s
 /// parameters and buffers) for inference, in eval mode and without autograd, and writes it to
 /// `path` as an artifact: its state named as `module.named_parameters()` and `named_buffers()`
-/// name it (other captured tensors "constant.0", ...), written atomically. The module's training
+/// name it (other captured tensors "forward.constant.0", ...: the program's own), written
+/// atomically. The module's training
 /// mode is restored afterwards. A function compile() cannot capture whole (one that reads
 /// tensor values) is a ValueError naming why.
 void export_model(nn::Module& module, const TensorFunction& forward,
@@ -123,7 +124,8 @@ void export_model(Holder& module, const std::vector<Tensor>& example_inputs,
 /// parameters, buffers and optimizer state in place and returns what `step` returns (its loss).
 /// The state is named as the module names it, the optimizer's as "optimizer." and its
 /// state_dict() key ("optimizer.state.0.exp_avg", "optimizer.param_groups.0.lr"), and random
-/// draws' keys "rng.<i>" (a runtime session moves them on every step, as eager draws would). The
+/// draws' keys "train_step.rng.<i>" (a runtime session moves them on every step, as eager draws
+/// would). The
 /// optimizer's state is made first (Optimizer::init_state()) where no step made it yet. The module
 /// is traced in the mode it is in (train(): dropout, batch statistics), from no gradients (its
 /// own are set aside meanwhile).

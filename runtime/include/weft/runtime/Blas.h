@@ -16,7 +16,10 @@ struct BlasInfo {
   std::string chosen;  ///< who chose them: "OpenBLAS", or why weft did
 };
 
-/// The BLAS and its kernels, set up once (as the thread pool's first use does).
+/// The BLAS and its kernels, set up once (as the thread pool's first use does). Choosing again
+/// replaces OpenBLAS's kernel table: no other BLAS call may run meanwhile, so a program that
+/// calls BLAS itself from other threads calls this first. A core type WEFT_BLAS_CORE names that
+/// this CPU cannot run is not applied (`chosen` says so).
 const BlasInfo& blasInfo();
 
 /// The OpenBLAS core type whose kernels suit a CPU better than `detected` does, given the CPU's
