@@ -1,4 +1,8 @@
 // compile(): a per-signature cache of executables built by tracing, optimizing and lowering.
+// Past 1,000 lines on purpose: export_program() and compile_graph() are compile()'s own path (the
+// cache's lookup-or-build, the pass pipeline and the kernel compiler, all private to this file),
+// so splitting them off would mean an internal header exposing that machinery; the pieces that
+// stand alone already live beside it (CompiledBackward, DynamicDim, ExecutableCache, GemmChoice).
 #include "weft/Compile.h"
 
 #include "CompiledSignature.h"
