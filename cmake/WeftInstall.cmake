@@ -2,13 +2,13 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS weft weft_nn weft_frontend weft_codegen weft_codegen_target weft_passes weft_ir weft_runtime
+install(TARGETS weft weft_nn weft_onnx weft_frontend weft_codegen weft_codegen_target weft_passes weft_ir weft_runtime
   weft_rt weft-run weftc
   EXPORT weftTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(room runtime ir passes codegen frontend nn)
+foreach(room runtime ir passes codegen frontend nn onnx)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${room}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} OPTIONAL)
 endforeach()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

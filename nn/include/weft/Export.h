@@ -8,7 +8,9 @@
 #include "weft/optim/Optimizer.h"
 
 #include <optional>
+#include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -88,34 +90,60 @@ void export_model(nn::Module& module, const TensorFunction& forward,
                   const std::vector<Tensor>& example_inputs, const std::string& path,
                   const ExportOptions& options = {}, WEFT_LOC);
 
+namespace detail {
+
+/// Appends the tensors of `r` (a tensor, a vector of them, or a tuple of those, nested) to `out`.
+template <typename R> void flattenTensors(R&& r, std::vector<Tensor>& out) {
+  using T = std::remove_cvref_t<R>;
+  if constexpr (std::is_same_v<T, Tensor>) {
+    out.push_back(r);
+  } else if constexpr (std::is_convertible_v<T, std::vector<Tensor>>) {
+    for (const Tensor& t : std::vector<Tensor>(r))
+      out.push_back(t);
+  } else {
+    std::apply([&](auto&&... parts) { (flattenTensors(parts, out), ...); }, r);
+  }
+}
+
+/// A module holder's forward as a TensorFunction: one tensor per input (one to three), its
+/// result's tensors flattened in order. `what` names the caller in errors.
+template <typename Impl>
+TensorFunction holderForward(std::shared_ptr<Impl> impl, const char* what) {
+  return [impl, what](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    std::vector<Tensor> out;
+    if constexpr (requires { impl->forward(in[0]); }) {
+      if (in.size() == 1) {
+        flattenTensors(impl->forward(in[0]), out);
+        return out;
+      }
+    }
+    if constexpr (requires { impl->forward(in[0], in[1]); }) {
+      if (in.size() == 2) {
+        flattenTensors(impl->forward(in[0], in[1]), out);
+        return out;
+      }
+    }
+    if constexpr (requires { impl->forward(in[0], in[1], in[2]); }) {
+      if (in.size() == 3) {
+        flattenTensors(impl->forward(in[0], in[1], in[2]), out);
+        return out;
+      }
+    }
+    WEFT_FAIL(Value, what, ": the module's forward takes no ", in.size(), " tensors (give ", what,
+              " a function for other forwards)");
+  };
+}
+
+} // namespace detail
+
 /// export_model() of a module holder's forward (nn::Linear, a TORCH_MODULE-style holder) taking
-/// one tensor per example input and returning a tensor or a vector of them.
+/// one tensor per example input and returning a tensor, a vector of them or a tuple of those.
 template <typename Holder>
 requires requires(Holder& h) { h.ptr(); }
 void export_model(Holder& module, const std::vector<Tensor>& example_inputs,
                   const std::string& path, const ExportOptions& options = {}, WEFT_LOC) {
-  auto impl = module.ptr();
-  TensorFunction forward = [impl](const std::vector<Tensor>& in) -> std::vector<Tensor> {
-    auto call = [&](auto... t) {
-      using R = decltype(impl->forward(t...));
-      if constexpr (std::is_same_v<R, Tensor>)
-        return std::vector<Tensor>{impl->forward(t...)};
-      else
-        return std::vector<Tensor>(impl->forward(t...));
-    };
-    if constexpr (requires { impl->forward(in[0]); }) {
-      if (in.size() == 1) return call(in[0]);
-    }
-    if constexpr (requires { impl->forward(in[0], in[1]); }) {
-      if (in.size() == 2) return call(in[0], in[1]);
-    }
-    if constexpr (requires { impl->forward(in[0], in[1], in[2]); }) {
-      if (in.size() == 3) return call(in[0], in[1], in[2]);
-    }
-    WEFT_FAIL(Value, "export_model: the module's forward takes no ", in.size(),
-              " tensors (give export_model a function for other forwards)");
-  };
-  export_model(*impl, forward, example_inputs, path, options, loc);
+  export_model(*module.ptr(), detail::holderForward(module.ptr(), "export_model"), example_inputs,
+               path, options, loc);
 }
 
 /// Compiles a whole train step (`step`: forward, loss, backward and `optimizer`'s update, reading

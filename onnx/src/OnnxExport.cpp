@@ -1,0 +1,812 @@
+// ONNX export: a traced graph, cleaned by compile()'s first graph passes, translated op by op into
+// an ONNX GraphProto (opset 17), checked with ONNX's checker and strict shape inference, written
+// atomically.
+#include "weft/Onnx.h"
+
+#include "weft/Autograd.h"
+#include "weft/Functions.h"
+#include "weft/ir/Graph.h"
+#include "weft/passes/Pass.h"
+#include "weft/runtime/AtomicFile.h"
+#include "weft/runtime/InputFile.h"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <unordered_set>
+#include <variant>
+
+namespace weft {
+namespace {
+
+using ir::ValueId;
+
+/// ONNX's element type of `t`.
+int32_t onnxType(DType t) {
+  using P = onnx::TensorProto;
+  switch (t) {
+  case DType::Bool:
+    return P::BOOL;
+  case DType::UInt8:
+    return P::UINT8;
+  case DType::Int32:
+    return P::INT32;
+  case DType::Int64:
+    return P::INT64;
+  case DType::Float16:
+    return P::FLOAT16;
+  case DType::BFloat16:
+    return P::BFLOAT16;
+  case DType::Float32:
+    return P::FLOAT;
+  case DType::Float64:
+    return P::DOUBLE;
+  }
+  return P::UNDEFINED;
+}
+
+/// An ONNX tensor of `t`'s dtype, shape and bytes (little-endian, as ONNX's raw_data is).
+onnx::TensorProto tensorProto(const std::string& name, const Tensor& t) {
+  onnx::TensorProto p;
+  p.set_name(name);
+  p.set_data_type(onnxType(t.dtype()));
+  for (int64_t d : t.sizes())
+    p.add_dims(d);
+  Tensor dense = t.detach().cpu().contiguous();
+  p.set_raw_data(static_cast<const char*>(dense.data_ptr()),
+                 static_cast<size_t>(dense.numel()) * elementSize(dense.dtype()));
+  return p;
+}
+
+void setType(onnx::ValueInfoProto& v, const std::string& name, const ir::TensorType& t) {
+  v.set_name(name);
+  onnx::TypeProto_Tensor* tt = v.mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnxType(t.dtype));
+  onnx::TensorShapeProto* shape = tt->mutable_shape();
+  for (int64_t d : t.shape)
+    shape->add_dim()->set_dim_value(d);
+}
+
+/// An attribute of an emitted node.
+struct Attr {
+  std::string name;
+  std::variant<int64_t, float, std::vector<int64_t>, std::string, onnx::TensorProto> value;
+};
+
+/// Translates one graph: its inputs become graph inputs (arguments) and initializers (state), its
+/// nodes one or more ONNX nodes each.
+class Translator {
+public:
+  Translator(const ir::Graph& g, onnx::GraphProto& out, const OnnxOptions& options)
+      : g_(g), out_(out), names_(g.values().size()), outputNames_(g.values().size()),
+        pooled_(g.values().size()) {
+    (void)options;
+  }
+
+  /// Names the graph's inputs and outputs, adds the state as initializers and translates every
+  /// node.
+  void run(const std::vector<Tensor>& state, const OnnxOptions& options) {
+    const auto& args = g_.arguments();
+    WEFT_CHECK(options.input_names_.empty() || options.input_names_.size() == args.size(), Value,
+               "export_onnx: ", options.input_names_.size(), " input names for ", args.size(),
+               " inputs");
+    WEFT_CHECK(options.output_names_.empty() || options.output_names_.size() == g_.outputs().size(),
+               Value, "export_onnx: ", options.output_names_.size(), " output names for ",
+               g_.outputs().size(), " outputs");
+    for (size_t i = 0; i < args.size(); ++i) {
+      const ValueId v = args[i];
+      names_[v] = options.input_names_.empty() ? "a" + std::to_string(i) : options.input_names_[i];
+      claim(names_[v]);
+      setType(*out_.add_input(), names_[v], g_.type(v));
+    }
+    WEFT_CHECK(state.size() == g_.state().size(), Value, "onnx_model: ", state.size(),
+               " state tensors for a graph of ", g_.state().size(), " state inputs");
+    for (size_t k = 0; k < state.size(); ++k) {
+      const ValueId v = g_.state()[k];
+      const ir::TensorType& type = g_.type(v);
+      WEFT_CHECK(state[k].dtype() == type.dtype && state[k].sizes() == type.shape, Value,
+                 "onnx_model: state ", k, " (", g_.value(v).name, ") is ",
+                 ir::typeString({state[k].dtype(), state[k].sizes()}), ", the graph reads ",
+                 ir::typeString(type));
+      names_[v] = g_.value(v).name;
+      claim(names_[v]);
+      *out_.add_initializer() = tensorProto(names_[v], state[k]);
+    }
+    for (size_t i = 0; i < g_.outputs().size(); ++i) {
+      const ValueId v = g_.outputs()[i];
+      std::string name =
+          options.output_names_.empty() ? "out" + std::to_string(i) : options.output_names_[i];
+      claim(name);
+      setType(*out_.add_output(), name, g_.type(v));
+      // The node computing the value writes the output under its name, where it is the value's
+      // first output and no input (otherwise an Identity copies it there).
+      const ValueId s = source(v);
+      if (!g_.isInput(s) && outputNames_[s].empty()) outputNames_[s] = name;
+      outputs_.push_back(std::move(name));
+    }
+    for (size_t i = 0; i < g_.nodes().size(); ++i)
+      translate(static_cast<int32_t>(i));
+    for (size_t i = 0; i < g_.outputs().size(); ++i)
+      if (names_[g_.outputs()[i]] != outputs_[i]) emitTo("Identity", {names_[g_.outputs()[i]]}, outputs_[i]);
+    removeDeadNodes();
+  }
+
+private:
+  const ir::Graph& g_;
+  onnx::GraphProto& out_;
+  std::vector<std::string> names_;       // per value: its ONNX name
+  std::vector<std::string> outputNames_; // per value: the graph output its node writes, if any
+  std::vector<std::string> pooled_;      // per max_pool_argmax value: the max pool's values
+  std::vector<std::string> outputs_;
+  std::vector<std::string> taken_;
+  const ir::Node* node_ = nullptr; // the node being translated
+  int firstNode_ = 0;              // the first ONNX node it emitted
+  int constants_ = 0;
+
+  void claim(const std::string& name) {
+    WEFT_CHECK(!name.empty() && std::ranges::count(taken_, name) == 0, Value,
+               "export_onnx: the name '", name, "' is given twice (inputs, state and outputs "
+               "need distinct names)");
+    taken_.push_back(name);
+  }
+
+  [[noreturn]] void unsupported(std::string_view what) const {
+    std::string where = node_->loc.known() ? " (called at " + node_->loc.text() + ")" : "";
+    WEFT_FAIL(Value, "export_onnx: ONNX (opset ", kOnnxOpset, ") has no operator for ", what,
+              where, "; compute it another way, or run the model with weft's runtime (export_model)");
+  }
+
+  const ir::TensorType& type(ValueId v) const { return g_.type(v); }
+  const std::string& in(size_t k) const { return names_[node_->operands[k]]; }
+  const ir::TensorType& inType(size_t k) const { return type(node_->operands[k]); }
+  const ir::TensorType& resultType() const { return type(node_->result); }
+
+  std::string fresh(std::string_view hint) {
+    return std::string(hint) + "_" + std::to_string(out_.node_size());
+  }
+
+  onnx::NodeProto& addNode(std::string_view op, const std::vector<std::string>& inputs,
+                           const std::vector<std::string>& outputs, const std::vector<Attr>& attrs) {
+    onnx::NodeProto& n = *out_.add_node();
+    n.set_op_type(std::string(op));
+    n.set_name(std::string(op) + "_" + std::to_string(out_.node_size() - 1));
+    if (node_ != nullptr && node_->loc.known()) n.set_doc_string(node_->loc.text());
+    for (const std::string& i : inputs)
+      n.add_input(i);
+    for (const std::string& o : outputs)
+      n.add_output(o);
+    for (const Attr& a : attrs) {
+      onnx::AttributeProto& p = *n.add_attribute();
+      p.set_name(a.name);
+      std::visit(
+          [&](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, int64_t>) {
+              p.set_type(onnx::AttributeProto::INT);
+              p.set_i(v);
+            } else if constexpr (std::is_same_v<T, float>) {
+              p.set_type(onnx::AttributeProto::FLOAT);
+              p.set_f(v);
+            } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+              p.set_type(onnx::AttributeProto::INTS);
+              for (int64_t x : v)
+                p.add_ints(x);
+            } else if constexpr (std::is_same_v<T, std::string>) {
+              p.set_type(onnx::AttributeProto::STRING);
+              p.set_s(v);
+            } else {
+              p.set_type(onnx::AttributeProto::TENSOR);
+              *p.mutable_t() = v;
+            }
+          },
+          a.value);
+    }
+    return n;
+  }
+
+  /// Emits `op` with a fresh result name; returns it.
+  std::string emit(std::string_view op, const std::vector<std::string>& inputs,
+                   const std::vector<Attr>& attrs = {}) {
+    std::string name = fresh(op);
+    addNode(op, inputs, {name}, attrs);
+    return name;
+  }
+  void emitTo(std::string_view op, const std::vector<std::string>& inputs, const std::string& to,
+              const std::vector<Attr>& attrs = {}) {
+    addNode(op, inputs, {to}, attrs);
+  }
+
+  /// The node's result is `name` (computed by a node this one emitted, or an existing value).
+  void bind(const std::string& name) {
+    const ValueId r = node_->result;
+    const std::string& wanted = outputNames_[r];
+    if (wanted.empty() || name == wanted) {
+      names_[r] = name;
+      return;
+    }
+    // A graph output: the node that made `name` for this one writes it under the output's name.
+    for (int i = out_.node_size() - 1; i >= firstNode_; --i) {
+      onnx::NodeProto& made = *out_.mutable_node(i);
+      for (int k = 0; k < made.output_size(); ++k) {
+        if (made.output(k) != name) continue;
+        const bool read = std::ranges::any_of(
+            out_.node().begin() + i + 1, out_.node().end(),
+            [&](const onnx::NodeProto& n) { return std::ranges::count(n.input(), name) > 0; });
+        if (read) break;
+        made.set_output(k, wanted);
+        names_[r] = wanted;
+        return;
+      }
+    }
+    emitTo("Identity", {name}, wanted);
+    names_[r] = wanted;
+  }
+
+  /// Emits `op` computing the node's result.
+  void result(std::string_view op, const std::vector<std::string>& inputs,
+              const std::vector<Attr>& attrs = {}) {
+    bind(emit(op, inputs, attrs));
+  }
+
+  /// A constant of `t`'s values, as an initializer.
+  std::string constant(const Tensor& t) {
+    std::string name = "const_" + std::to_string(constants_++);
+    *out_.add_initializer() = tensorProto(name, t);
+    return name;
+  }
+  std::string ints(std::initializer_list<int64_t> v) {
+    return ints(std::span<const int64_t>(v.begin(), v.size()));
+  }
+  std::string ints(std::span<const int64_t> v) {
+    Tensor t = empty({static_cast<int64_t>(v.size())}, DType::Int64);
+    if (!v.empty()) std::memcpy(t.data_ptr(), v.data(), v.size_bytes());
+    return constant(t);
+  }
+  std::string scalar(double v, DType dtype) { return constant(full({}, v, dtype)); }
+  static std::vector<int64_t> vec(const Shape& s) { return {s.begin(), s.end()}; }
+
+  std::string cast(const std::string& v, DType from, DType to) {
+    if (from == to) return v;
+    return emit("Cast", {v}, {{"to", static_cast<int64_t>(onnxType(to))}});
+  }
+
+  void translate(int32_t index) {
+    node_ = &g_.nodes()[static_cast<size_t>(index)];
+    firstNode_ = out_.node_size();
+    const ir::Node& n = *node_;
+    switch (opInfo(n.op).kind) {
+    case OpKind::Unary:
+      return unary(n.op);
+    case OpKind::Binary:
+      return binary(n.op);
+    case OpKind::Cast:
+      return result("Cast", {in(0)}, {{"to", static_cast<int64_t>(onnxType(resultType().dtype))}});
+    case OpKind::Identity:
+      return bind(in(0));
+    case OpKind::Where:
+      return result("Where", {cast(in(0), inType(0).dtype, DType::Bool), in(1), in(2)});
+    case OpKind::Reduce:
+      return reduce(n.op);
+    case OpKind::ArgReduce:
+      return result(n.op == OpCode::ArgMax ? "ArgMax" : "ArgMin", {in(0)},
+                    {{"axis", n.attrs.i("dim")}, {"keepdims", int64_t{n.attrs.b("keepdim")}}});
+    case OpKind::Scan:
+      if (n.op != OpCode::CumSum) unsupported(opName(n.op));
+      return result("CumSum", {in(0), ints({n.attrs.i("dim")})});
+    case OpKind::Normalize:
+      if (n.op == OpCode::LogCumSumExp) unsupported(opName(n.op));
+      return result(n.op == OpCode::Softmax ? "Softmax" : "LogSoftmax", {in(0)},
+                    {{"axis", n.attrs.i("dim")}});
+    case OpKind::Sort: {
+      const int64_t dim = n.attrs.i("dim");
+      const int64_t rank = static_cast<int64_t>(inType(0).shape.size());
+      const int64_t size = rank == 0 ? 1 : inType(0).shape[static_cast<size_t>(dim < 0 ? dim + rank : dim)];
+      std::string values = fresh("TopK_values"), indices = fresh("TopK_indices");
+      addNode("TopK", {in(0), ints({size})}, {values, indices},
+              {{"axis", dim}, {"largest", int64_t{n.attrs.b("descending")}}, {"sorted", int64_t{1}}});
+      return bind(indices);
+    }
+    case OpKind::Reshape:
+      return reshape(in(0), resultType().shape);
+    case OpKind::Permute:
+      return result("Transpose", {in(0)}, {{"perm", vec(n.attrs.ints("dims"))}});
+    case OpKind::Expand:
+      return result("Expand", {in(0), ints(resultType().shape)});
+    case OpKind::Slice:
+      return result("Slice", {in(0), ints({n.attrs.i("start")}), ints({n.attrs.i("end")}),
+                              ints({n.attrs.i("dim")}), ints({n.attrs.i("step")})});
+    case OpKind::Flip: {
+      const Shape& dims = n.attrs.ints("dims");
+      return result("Slice", {in(0), ints(std::vector<int64_t>(dims.size(), -1)),
+                              ints(std::vector<int64_t>(dims.size(), INT64_MIN)), ints(dims),
+                              ints(std::vector<int64_t>(dims.size(), -1))});
+    }
+    case OpKind::Pad: {
+      const Shape& pads = n.attrs.ints("pads");
+      std::vector<int64_t> onnxPads(pads.size());
+      const size_t rank = pads.size() / 2;
+      for (size_t d = 0; d < rank; ++d) {
+        onnxPads[d] = pads[2 * d];
+        onnxPads[rank + d] = pads[2 * d + 1];
+      }
+      return result("Pad", {in(0), ints(onnxPads), scalar(n.attrs.f("value"), inType(0).dtype)},
+                    {{"mode", std::string("constant")}});
+    }
+    case OpKind::Cat: {
+      std::vector<std::string> inputs;
+      for (size_t k = 0; k < n.operands.size(); ++k)
+        inputs.push_back(in(k));
+      return result("Concat", inputs, {{"axis", n.attrs.i("dim")}});
+    }
+    case OpKind::MatMul:
+      return result("MatMul", {in(0), in(1)});
+    case OpKind::Conv:
+      return result("Conv", {in(0), in(1)}, convAttrs(inType(1).shape));
+    case OpKind::ConvInputGrad:
+      return convTranspose();
+    case OpKind::ConvWeightGrad:
+      unsupported("conv_weight_grad (a convolution's weight gradient: ONNX export is for inference)");
+    case OpKind::Gather:
+      return gather();
+    case OpKind::Scatter:
+      return scatter(n.op);
+    case OpKind::IndexSelect:
+      return result("Gather", {in(0), in(1)}, {{"axis", n.attrs.i("dim")}});
+    case OpKind::IndexAdd:
+      return indexAdd();
+    case OpKind::CheckIndex: {
+      if (!n.attrs.b("wrap")) return bind(in(0));
+      std::string negative = emit("Less", {in(0), scalar(0, DType::Int64)});
+      std::string wrapped = emit("Add", {in(0), scalar(static_cast<double>(n.attrs.i("size")), DType::Int64)});
+      return result("Where", {negative, wrapped, in(0)});
+    }
+    case OpKind::Matrix:
+      if (n.op != OpCode::Det) unsupported(opName(n.op));
+      return result("Det", {in(0)});
+    case OpKind::Pool:
+      return maxPool();
+    case OpKind::Full:
+      return fullConstant();
+    case OpKind::Random:
+      return random(n.op);
+    case OpKind::ArgScan:
+      unsupported(opName(n.op));
+    }
+    unsupported(opName(n.op));
+  }
+
+  void reshape(const std::string& v, const Shape& shape) {
+    std::vector<Attr> attrs;
+    if (std::ranges::count(shape, 0) > 0) attrs.push_back({"allowzero", int64_t{1}});
+    result("Reshape", {v, ints(shape)}, attrs);
+  }
+
+  void unary(OpCode op) {
+    const DType rt = resultType().dtype;
+    const UnaryDomain domain = opInfo(op).unaryDomain;
+    std::string x = in(0);
+    if (domain == UnaryDomain::Logical || (op == OpCode::BitwiseNot && rt == DType::Bool)) {
+      return result("Not", {cast(x, inType(0).dtype, DType::Bool)});
+    }
+    x = cast(x, inType(0).dtype, rt);
+    const bool integral = !isFloating(rt);
+    switch (op) {
+    case OpCode::Neg: return result("Neg", {x});
+    case OpCode::Abs: return result("Abs", {x});
+    case OpCode::Sign: return result("Sign", {x});
+    case OpCode::Relu: return result("Relu", {x});
+    case OpCode::Exp: return result("Exp", {x});
+    case OpCode::Log: return result("Log", {x});
+    case OpCode::Sqrt: return result("Sqrt", {x});
+    case OpCode::Sin: return result("Sin", {x});
+    case OpCode::Cos: return result("Cos", {x});
+    case OpCode::Tan: return result("Tan", {x});
+    case OpCode::Asin: return result("Asin", {x});
+    case OpCode::Acos: return result("Acos", {x});
+    case OpCode::Atan: return result("Atan", {x});
+    case OpCode::Sinh: return result("Sinh", {x});
+    case OpCode::Cosh: return result("Cosh", {x});
+    case OpCode::Asinh: return result("Asinh", {x});
+    case OpCode::Acosh: return result("Acosh", {x});
+    case OpCode::Atanh: return result("Atanh", {x});
+    case OpCode::Tanh: return result("Tanh", {x});
+    case OpCode::Sigmoid: return result("Sigmoid", {x});
+    case OpCode::Erf: return result("Erf", {x});
+    case OpCode::Reciprocal: return result("Reciprocal", {x});
+    case OpCode::Floor: return integral ? bind(x) : result("Floor", {x});
+    case OpCode::Ceil: return integral ? bind(x) : result("Ceil", {x});
+    case OpCode::Round: return integral ? bind(x) : result("Round", {x});
+    case OpCode::Trunc:
+      if (integral) return bind(x);
+      return result("Where", {emit("Less", {x, scalar(0, rt)}), emit("Ceil", {x}), emit("Floor", {x})});
+    case OpCode::Rsqrt: return result("Reciprocal", {emit("Sqrt", {x})});
+    case OpCode::Log2: return result("Div", {emit("Log", {x}), scalar(std::log(2.0), rt)});
+    case OpCode::Log10: return result("Div", {emit("Log", {x}), scalar(std::log(10.0), rt)});
+    case OpCode::Exp2: return result("Pow", {scalar(2, rt), x});
+    case OpCode::Log1p: return result("Log", {emit("Add", {x, scalar(1, rt)})});
+    case OpCode::Expm1: return result("Sub", {emit("Exp", {x}), scalar(1, rt)});
+    case OpCode::Erfc: return result("Sub", {scalar(1, rt), emit("Erf", {x})});
+    default:
+      unsupported(opName(op));
+    }
+  }
+
+  void binary(OpCode op) {
+    const BinaryResult kind = opInfo(op).binaryResult;
+    const DType rt = resultType().dtype;
+    const bool logical = op == OpCode::LogicalAnd || op == OpCode::LogicalOr ||
+                         op == OpCode::LogicalXor ||
+                         ((op == OpCode::BitwiseAnd || op == OpCode::BitwiseOr ||
+                           op == OpCode::BitwiseXor) && rt == DType::Bool);
+    DType operand = inType(0).dtype;
+    if (logical) operand = DType::Bool;
+    else if (kind != BinaryResult::Bool) operand = rt;
+    const std::string a = cast(in(0), inType(0).dtype, operand);
+    const std::string b = cast(in(1), inType(1).dtype, operand);
+    switch (op) {
+    case OpCode::Add: return result("Add", {a, b});
+    case OpCode::Sub: return result("Sub", {a, b});
+    case OpCode::Mul: return result("Mul", {a, b});
+    case OpCode::Div: return result("Div", {a, b});
+    case OpCode::Pow: return result("Pow", {a, b});
+    case OpCode::Maximum: return result("Max", {a, b});
+    case OpCode::Minimum: return result("Min", {a, b});
+    case OpCode::Fmod: return result("Mod", {a, b}, {{"fmod", int64_t{1}}});
+    case OpCode::Eq: return result("Equal", {a, b});
+    case OpCode::Ne: return result("Not", {emit("Equal", {a, b})});
+    case OpCode::Lt: return result("Less", {a, b});
+    case OpCode::Le: return result("LessOrEqual", {a, b});
+    case OpCode::Gt: return result("Greater", {a, b});
+    case OpCode::Ge: return result("GreaterOrEqual", {a, b});
+    case OpCode::LogicalAnd:
+    case OpCode::BitwiseAnd:
+      if (!logical) unsupported(opName(op));
+      return result("And", {a, b});
+    case OpCode::LogicalOr:
+    case OpCode::BitwiseOr:
+      if (!logical) unsupported(opName(op));
+      return result("Or", {a, b});
+    case OpCode::LogicalXor:
+    case OpCode::BitwiseXor:
+      if (!logical) unsupported(opName(op));
+      return result("Xor", {a, b});
+    case OpCode::FloorDivide: {
+      if (isFloating(operand)) return result("Floor", {emit("Div", {a, b})});
+      // Integers: ONNX's Div truncates; floor division is one less where the remainder is
+      // not zero and the signs differ.
+      std::string q = emit("Div", {a, b});
+      std::string r = emit("Mod", {a, b}, {{"fmod", int64_t{1}}});
+      std::string zero = scalar(0, operand);
+      std::string inexact = emit("Not", {emit("Equal", {r, zero})});
+      std::string signs = emit("Xor", {emit("Less", {a, zero}), emit("Less", {b, zero})});
+      std::string adjust = cast(emit("And", {inexact, signs}), DType::Bool, operand);
+      return result("Sub", {q, adjust});
+    }
+    default:
+      unsupported(opName(op));
+    }
+  }
+
+  void reduce(OpCode op) {
+    const ir::Node& n = *node_;
+    const Shape& dims = n.attrs.ints("dims");
+    const std::string x = cast(in(0), inType(0).dtype, resultType().dtype);
+    const int64_t keep = n.attrs.b("keepdim") ? 1 : 0;
+    if (op == OpCode::Sum) {
+      std::vector<std::string> inputs{x};
+      if (!dims.empty()) inputs.push_back(ints(dims));
+      return result("ReduceSum", inputs, {{"keepdims", keep}});
+    }
+    const char* name = op == OpCode::Prod ? "ReduceProd" : op == OpCode::AMax ? "ReduceMax" : "ReduceMin";
+    std::vector<Attr> attrs{{"keepdims", keep}};
+    if (!dims.empty()) attrs.push_back({"axes", std::vector<int64_t>(dims.begin(), dims.end())});
+    result(name, {x}, attrs);
+  }
+
+  std::vector<Attr> convAttrs(const Shape& weight) {
+    const ir::Node& n = *node_;
+    const Shape& padding = n.attrs.ints("padding");
+    std::vector<int64_t> pads(padding.begin(), padding.end());
+    pads.insert(pads.end(), padding.begin(), padding.end());
+    return {{"kernel_shape", std::vector<int64_t>(weight.begin() + 2, weight.end())},
+            {"strides", vec(n.attrs.ints("stride"))},
+            {"pads", pads},
+            {"dilations", vec(n.attrs.ints("dilation"))},
+            {"group", n.attrs.i("groups")}};
+  }
+
+  /// conv_input_grad (conv_transpose's forward): ConvTranspose, its output padding what makes the
+  /// input's shape.
+  void convTranspose() {
+    const ir::Node& n = *node_;
+    const Shape& g = inType(0).shape;
+    const Shape& w = inType(1).shape;
+    const Shape& target = resultType().shape;
+    const Shape& stride = n.attrs.ints("stride");
+    const Shape& padding = n.attrs.ints("padding");
+    const Shape& dilation = n.attrs.ints("dilation");
+    std::vector<int64_t> outputPadding;
+    for (size_t d = 0; d + 2 < g.size(); ++d) {
+      const int64_t natural =
+          (g[d + 2] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (w[d + 2] - 1) + 1;
+      outputPadding.push_back(target[d + 2] - natural);
+    }
+    std::vector<Attr> attrs = convAttrs(w);
+    attrs.push_back({"output_padding", outputPadding});
+    result("ConvTranspose", {in(0), in(1)}, attrs);
+  }
+
+  /// max_pool_argmax: MaxPool's indices (ONNX counts them over the whole tensor, weft per plane);
+  /// its values are kept for the gather that reads the maxima through them.
+  void maxPool() {
+    const ir::Node& n = *node_;
+    const Shape& x = inType(0).shape;
+    const Shape& padding = n.attrs.ints("padding");
+    std::vector<int64_t> pads(padding.begin(), padding.end());
+    pads.insert(pads.end(), padding.begin(), padding.end());
+    std::string values = fresh("MaxPool_values"), indices = fresh("MaxPool_indices");
+    addNode("MaxPool", {in(0)}, {values, indices},
+            {{"kernel_shape", vec(n.attrs.ints("kernel_size"))},
+             {"strides", vec(n.attrs.ints("stride"))},
+             {"pads", pads},
+             {"dilations", vec(n.attrs.ints("dilation"))},
+             {"ceil_mode", int64_t{n.attrs.b("ceil_mode")}}});
+    pooled_[n.result] = values;
+    const int64_t plane = std::accumulate(x.end() - static_cast<std::ptrdiff_t>(padding.size()),
+                                          x.end(), int64_t{1}, std::multiplies<>());
+    result("Mod", {indices, scalar(static_cast<double>(plane), DType::Int64)});
+  }
+
+  /// The node that computes `v`, looking through stop_gradient.
+  const ir::Node* producer(ValueId v) const {
+    const int32_t p = g_.value(v).producer;
+    if (p < 0) return nullptr;
+    const ir::Node* n = &g_.nodes()[static_cast<size_t>(p)];
+    return n->op == OpCode::StopGradient ? producer(n->operands[0]) : n;
+  }
+
+  /// Whether `shape` is `x`'s with its last `spatial` dims flattened into one.
+  static bool flattensPlanes(const Shape& shape, const Shape& x, size_t spatial) {
+    if (spatial == 0 || x.size() < spatial || shape.size() != x.size() - spatial + 1) return false;
+    const size_t lead = x.size() - spatial;
+    int64_t plane = 1;
+    for (size_t d = lead; d < x.size(); ++d)
+      plane *= x[d];
+    return std::equal(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(lead), shape.begin()) &&
+           shape.back() == plane;
+  }
+
+  /// `v`, or what it is a stop_gradient of.
+  ValueId source(ValueId v) const {
+    const int32_t p = g_.value(v).producer;
+    if (p < 0 || g_.nodes()[static_cast<size_t>(p)].op != OpCode::StopGradient) return v;
+    return source(g_.nodes()[static_cast<size_t>(p)].operands[0]);
+  }
+
+  /// gather: GatherElements, or, where it reads a max pool's input at its argmax (max_pool2d's
+  /// values), the max pool's values reshaped.
+  void gather() {
+    const ir::Node& n = *node_;
+    const ir::Node* data = producer(n.operands[0]);
+    const ir::Node* index = producer(n.operands[1]);
+    const ir::Node* argmax = index && index->op == OpCode::Reshape ? producer(index->operands[0]) : nullptr;
+    if (data && data->op == OpCode::Reshape && argmax && argmax->op == OpCode::MaxPoolArgmax &&
+        source(argmax->operands[0]) == source(data->operands[0]) && !pooled_[argmax->result].empty() &&
+        flattensPlanes(data->attrs.ints("shape"), type(argmax->operands[0]).shape,
+                       argmax->attrs.ints("kernel_size").size()) &&
+        n.attrs.i("dim") == static_cast<int64_t>(resultType().shape.size()) - 1) {
+      return reshape(pooled_[argmax->result], resultType().shape);
+    }
+    result("GatherElements", {in(0), in(1)}, {{"axis", n.attrs.i("dim")}});
+  }
+
+  void scatter(OpCode op) {
+    const ir::Node& n = *node_;
+    std::string reduction = op == OpCode::Scatter       ? "none"
+                            : op == OpCode::ScatterAdd  ? "add"
+                            : op == OpCode::ScatterProd ? "mul"
+                                                        : "";
+    if (reduction.empty()) unsupported(opName(op));
+    // ONNX's updates have the index's shape; torch's source may be larger (its corner is read).
+    std::string src = in(2);
+    const Shape& index = inType(1).shape;
+    if (inType(2).shape != index) {
+      src = emit("Slice", {src, ints(std::vector<int64_t>(index.size(), 0)), ints(index),
+                           ints(iota(index.size()))});
+    }
+    result("ScatterElements", {in(0), in(1), src},
+           {{"axis", n.attrs.i("dim")}, {"reduction", reduction}});
+  }
+
+  static std::vector<int64_t> iota(size_t n) {
+    std::vector<int64_t> v(n);
+    std::iota(v.begin(), v.end(), 0);
+    return v;
+  }
+
+  /// index_add: ScatterElements adding the source at its index broadcast along the other dims.
+  void indexAdd() {
+    const ir::Node& n = *node_;
+    const Shape& src = inType(2).shape;
+    const int64_t dim = n.attrs.i("dim");
+    std::vector<int64_t> along(src.size(), 1);
+    if (!src.empty()) along[static_cast<size_t>(dim)] = src[static_cast<size_t>(dim)];
+    std::string index = emit("Reshape", {in(1), ints(along)});
+    index = emit("Expand", {index, ints(src)});
+    result("ScatterElements", {in(0), index, in(2)},
+           {{"axis", dim}, {"reduction", std::string("add")}});
+  }
+
+  void fullConstant() {
+    const ir::Node& n = *node_;
+    const ir::TensorType& t = resultType();
+    const double value = n.attrs.number("value");
+    int64_t numel = 1;
+    for (int64_t d : t.shape)
+      numel *= d;
+    if (numel <= 16 || t.dtype == DType::BFloat16)
+      return bind(constant(full(t.shape, value, t.dtype)));
+    onnx::TensorProto one = tensorProto("", full({1}, value, t.dtype));
+    result("ConstantOfShape", {ints(t.shape)}, {{"value", one}});
+  }
+
+  void random(OpCode op) {
+    const ir::Node& n = *node_;
+    const ir::TensorType& t = resultType();
+    if (t.dtype != DType::Float32 && t.dtype != DType::Float64 && t.dtype != DType::Float16)
+      unsupported(std::string(opName(op)) + " of " + std::string(dtypeName(t.dtype)));
+    std::vector<Attr> attrs{{"shape", std::vector<int64_t>(t.shape.begin(), t.shape.end())},
+                            {"dtype", static_cast<int64_t>(onnxType(t.dtype))}};
+    if (op == OpCode::Uniform) {
+      attrs.push_back({"low", static_cast<float>(n.attrs.f("low"))});
+      attrs.push_back({"high", static_cast<float>(n.attrs.f("high"))});
+      return result("RandomUniform", {}, attrs);
+    }
+    attrs.push_back({"mean", static_cast<float>(n.attrs.f("mean"))});
+    attrs.push_back({"scale", static_cast<float>(n.attrs.f("std"))});
+    result("RandomNormal", {}, attrs);
+  }
+
+  /// Drops nodes whose results nothing reads (a max pool's indices where its values serve), and
+  /// initializers no node reads.
+  void removeDeadNodes() {
+    std::unordered_set<std::string> live(outputs_.begin(), outputs_.end());
+    auto isLive = [&](const std::string& s) { return live.contains(s); };
+    std::vector<bool> keep(static_cast<size_t>(out_.node_size()), false);
+    for (int i = out_.node_size() - 1; i >= 0; --i) {
+      const onnx::NodeProto& n = out_.node(i);
+      if (!std::ranges::any_of(n.output(), isLive)) continue;
+      keep[static_cast<size_t>(i)] = true;
+      for (const std::string& s : n.input())
+        live.insert(s);
+    }
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    for (int i = 0; i < out_.node_size(); ++i) {
+      if (!keep[static_cast<size_t>(i)]) continue;
+      onnx::NodeProto& n = *out_.mutable_node(i);
+      // MaxPool computes its optional indices only where they are read.
+      if (n.op_type() == "MaxPool" && n.output_size() == 2 && !isLive(n.output(1)))
+        n.mutable_output()->RemoveLast();
+      nodes.Add(std::move(n));
+    }
+    out_.mutable_node()->Swap(&nodes);
+    google::protobuf::RepeatedPtrField<onnx::TensorProto> inits;
+    for (onnx::TensorProto& t : *out_.mutable_initializer())
+      if (isLive(t.name())) inits.Add(std::move(t));
+    out_.mutable_initializer()->Swap(&inits);
+  }
+};
+
+/// Runs ONNX's checker and strict shape inference on `model`; a problem is weft's (an internal
+/// error naming it).
+void checkModel(const onnx::ModelProto& model) {
+  try {
+    onnx::checker::check_model(model);
+    // Shape inference on a copy without the weights' bytes: the weights become typed inputs.
+    onnx::ModelProto copy;
+    *copy.mutable_opset_import() = model.opset_import();
+    copy.set_ir_version(model.ir_version());
+    onnx::GraphProto& g = *copy.mutable_graph();
+    g = model.graph();
+    g.clear_initializer();
+    for (const onnx::TensorProto& t : model.graph().initializer()) {
+      if (t.raw_data().size() <= 64) {
+        *g.add_initializer() = t;
+        continue;
+      }
+      onnx::ValueInfoProto& v = *g.add_input();
+      v.set_name(t.name());
+      auto* tt = v.mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(t.data_type());
+      for (int64_t d : t.dims())
+        tt->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+    onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1);
+    onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    WEFT_FAIL(Internal, "export_onnx: the ONNX model weft made does not check: ", e.what());
+  }
+}
+
+} // namespace
+
+std::string onnx_model(const ir::Graph& graph, const std::vector<Tensor>& state,
+                       const OnnxOptions& options, std::source_location loc) {
+  CallSite cs(loc);
+  return detail::convertStdExceptions("onnx_model", [&] {
+    WEFT_CHECK(graph.stateUpdates().empty(), Value,
+               "export_onnx: the function updates state (",
+               graph.stateUpdates().empty() ? "" : graph.value(graph.stateUpdates()[0].state).name,
+               "); an ONNX model is a pure function: export the model in eval mode");
+    // compile()'s first graph passes: no stop_gradient, identities, constants folded, one node
+    // per distinct computation.
+    ir::Graph g = graph;
+    passes::PassManager pm;
+    for (const char* name : {"simplify", "fold", "simplify", "cse", "dce"})
+      pm.add(passes::createPass(name));
+    if (auto r = pm.run(g); !r) WEFT_FAIL(Internal, r.diagnostic().message);
+
+    onnx::ModelProto model;
+    model.set_ir_version(8); // the IR version of opset 17
+    model.set_producer_name("weft");
+    model.set_producer_version(WEFT_VERSION_STRING);
+    onnx::OperatorSetIdProto& opset = *model.add_opset_import();
+    opset.set_domain("");
+    opset.set_version(kOnnxOpset);
+    onnx::GraphProto& out = *model.mutable_graph();
+    out.set_name(options.graph_name_);
+    Translator(g, out, options).run(state, options);
+    checkModel(model);
+    std::string bytes;
+    WEFT_CHECK(model.ByteSizeLong() < (size_t{2} << 30), Value,
+               "export_onnx: the model is over 2 GB, past what one protobuf message holds");
+    model.SerializeToString(&bytes);
+    return bytes;
+  });
+}
+
+void export_onnx(nn::Module& module, const TensorFunction& forward,
+                 const std::vector<Tensor>& example_inputs, const std::string& path,
+                 const OnnxOptions& options, std::source_location loc) {
+  // No CallSite around the trace: each node keeps the line that called its op (an unsupported
+  // op's error names it); trace() and onnx_model() name `loc` in their own errors.
+  detail::convertStdExceptions("export_onnx", [&] {
+    const bool training = module.is_training();
+    module.train(false);
+    struct Restore {
+      nn::Module& m;
+      bool training;
+      ~Restore() { m.train(training); }
+    } restore{module, training};
+    NoGradGuard noGrad;
+    TraceResult traced = trace(forward, example_inputs, loc);
+    // The state inputs by the module's names; tensors the function made are its constants.
+    nn::NamedTensors named = module.named_parameters();
+    for (auto& b : module.named_buffers())
+      named.push_back(std::move(b));
+    ir::Graph& g = *traced.graph;
+    int constants = 0;
+    for (size_t k = 0; k < traced.state.size(); ++k) {
+      std::string name;
+      for (const auto& [n, t] : named)
+        if (t.defined() && t.is_same(traced.state[k])) name = n;
+      if (name.empty()) name = "constant." + std::to_string(constants++);
+      g.renameInput(g.state()[k], name);
+    }
+    std::string bytes = onnx_model(g, traced.state, options, loc);
+    CallSite cs(loc);
+    detail::AtomicFile file(path, "export_onnx: '" + path + "': ");
+    file.write(bytes.data(), bytes.size());
+    file.commit();
+  });
+}
+
+} // namespace weft
