@@ -40,28 +40,13 @@ private:
 
 /// Whether input `i`, `t`, has the dynamic dimension `o` names.
 bool isDynamic(const ExportOptions& o, size_t i, const Tensor& t) {
-  return t.dim() > *o.dynamic_dim_ && (o.dynamic_arguments_.empty() ||
-                                       std::ranges::count(o.dynamic_arguments_, i) > 0);
+  return detail::isDynamicArgument(*o.dynamic_dim_, o.dynamic_arguments_, i, t);
 }
 
-/// `inputs` with `rows` rows along the dynamic dimension: the first rows, or all of them and the
-/// last repeated.
+/// `inputs` with `rows` rows along the dynamic dimension `o` names.
 std::vector<Tensor> withRows(const std::vector<Tensor>& inputs, const ExportOptions& o,
                              int64_t rows) {
-  std::vector<Tensor> out = inputs;
-  const int64_t dim = *o.dynamic_dim_;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!isDynamic(o, i, out[i]) || out[i].size(dim) == rows) continue;
-    const int64_t have = out[i].size(dim);
-    if (rows < have) {
-      out[i] = out[i].narrow(dim, 0, rows);
-    } else {
-      Shape s = out[i].sizes();
-      s[static_cast<size_t>(dim)] = rows - have;
-      out[i] = cat({out[i], out[i].narrow(dim, have - 1, 1).expand(s)}, dim);
-    }
-  }
-  return out;
+  return detail::withRows(inputs, *o.dynamic_dim_, o.dynamic_arguments_, rows);
 }
 
 /// Compiles `fn` on `example_inputs` without running it (once per bucket of a dynamic
@@ -167,6 +152,32 @@ void exportProgram(const TensorFunction& fn, const std::vector<Tensor>& example_
 }
 
 } // namespace
+
+namespace detail {
+
+bool isDynamicArgument(int64_t dim, const std::vector<size_t>& arguments, size_t i,
+                       const Tensor& t) {
+  return t.dim() > dim && (arguments.empty() || std::ranges::count(arguments, i) > 0);
+}
+
+std::vector<Tensor> withRows(const std::vector<Tensor>& inputs, int64_t dim,
+                             const std::vector<size_t>& arguments, int64_t rows) {
+  std::vector<Tensor> out = inputs;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!isDynamicArgument(dim, arguments, i, out[i]) || out[i].size(dim) == rows) continue;
+    const int64_t have = out[i].size(dim);
+    if (rows < have) {
+      out[i] = out[i].narrow(dim, 0, rows);
+    } else {
+      Shape s = out[i].sizes();
+      s[static_cast<size_t>(dim)] = rows - have;
+      out[i] = cat({out[i], out[i].narrow(dim, have - 1, 1).expand(s)}, dim);
+    }
+  }
+  return out;
+}
+
+} // namespace detail
 
 void export_model(nn::Module& module, const TensorFunction& forward,
                   const std::vector<Tensor>& example_inputs, const std::string& path,

@@ -81,14 +81,35 @@ struct Attr {
   std::variant<int64_t, float, std::vector<int64_t>, std::string, onnx::TensorProto> value;
 };
 
+/// For a dynamic dimension: the function traced again at another size of it, node for node the
+/// same graph; the shapes that differ hold the dimension.
+struct Probe {
+  const ir::Graph* graph = nullptr;
+  int64_t rows = 0, probeRows = 0; // the dimension's size in the two traces
+  int64_t dim = 0;
+  std::string name; // what the model calls it
+};
+
 /// Translates one graph: its inputs become graph inputs (arguments) and initializers (state), its
 /// nodes one or more ONNX nodes each.
 class Translator {
 public:
-  Translator(const ir::Graph& g, onnx::GraphProto& out, const OnnxOptions& options)
-      : g_(g), out_(out), names_(g.values().size()), outputNames_(g.values().size()),
-        pooled_(g.values().size()) {
-    (void)options;
+  Translator(const ir::Graph& g, onnx::GraphProto& out, const Probe* probe)
+      : g_(g), out_(out), probe_(probe), names_(g.values().size()),
+        outputNames_(g.values().size()), pooled_(g.values().size()) {
+    if (probe_ == nullptr) return;
+    const ir::Graph& p = *probe_->graph;
+    bool same = p.values().size() == g.values().size() && p.nodes().size() == g.nodes().size() &&
+                p.arguments() == g.arguments() && p.state() == g.state() &&
+                p.outputs() == g.outputs();
+    for (size_t i = 0; same && i < g.nodes().size(); ++i)
+      same = g.nodes()[i].op == p.nodes()[i].op && g.nodes()[i].operands == p.nodes()[i].operands;
+    for (size_t v = 0; same && v < g.values().size(); ++v)
+      same = g.values()[v].type.shape.size() == p.values()[v].type.shape.size();
+    WEFT_CHECK(same, Value, "export_onnx: the function computes something else at ",
+               probe_->probeRows, " rows than at ", probe_->rows,
+               " (its graph's structure depends on the dynamic dimension's size), so no one ONNX "
+               "graph computes it for every size");
   }
 
   /// Names the graph's inputs and outputs, adds the state as initializers and translates every
@@ -105,8 +126,12 @@ public:
       const ValueId v = args[i];
       names_[v] = options.input_names_.empty() ? "a" + std::to_string(i) : options.input_names_[i];
       claim(names_[v]);
-      setType(*out_.add_input(), names_[v], g_.type(v));
+      declare(*out_.add_input(), names_[v], v);
+      if (probe_ && dynamicArgument_.empty() && g_.type(v) != probe_->graph->type(v))
+        dynamicArgument_ = names_[v];
     }
+    WEFT_CHECK(!probe_ || !dynamicArgument_.empty(), Value, "export_onnx: dynamic_dim(",
+               probe_ ? probe_->dim : 0, "): no argument has that dimension");
     WEFT_CHECK(state.size() == g_.state().size(), Value, "onnx_model: ", state.size(),
                " state tensors for a graph of ", g_.state().size(), " state inputs");
     for (size_t k = 0; k < state.size(); ++k) {
@@ -116,6 +141,10 @@ public:
                  "onnx_model: state ", k, " (", g_.value(v).name, ") is ",
                  ir::typeString({state[k].dtype(), state[k].sizes()}), ", the graph reads ",
                  ir::typeString(type));
+      WEFT_CHECK(!probe_ || type == probe_->graph->type(v), Value, "export_onnx: ",
+                 g_.value(v).name, ", a tensor the function makes, is sized by the dynamic "
+                 "dimension (", ir::typeString(type), " at ", probe_ ? probe_->rows : 0,
+                 " rows): make it from the inputs instead, so that the model computes it");
       names_[v] = g_.value(v).name;
       claim(names_[v]);
       *out_.add_initializer() = tensorProto(names_[v], state[k]);
@@ -125,7 +154,6 @@ public:
       std::string name =
           options.output_names_.empty() ? "out" + std::to_string(i) : options.output_names_[i];
       claim(name);
-      setType(*out_.add_output(), name, g_.type(v));
       // The node computing the value writes the output under its name, where it is the value's
       // first output and no input (otherwise an Identity copies it there).
       const ValueId s = source(v);
@@ -134,6 +162,9 @@ public:
     }
     for (size_t i = 0; i < g_.nodes().size(); ++i)
       translate(static_cast<int32_t>(i));
+    node_ = nullptr;
+    for (size_t i = 0; i < g_.outputs().size(); ++i) // after the nodes, whose errors say more
+      declare(*out_.add_output(), outputs_[i], g_.outputs()[i]);
     for (size_t i = 0; i < g_.outputs().size(); ++i)
       if (names_[g_.outputs()[i]] != outputs_[i]) emitTo("Identity", {names_[g_.outputs()[i]]}, outputs_[i]);
     removeDeadNodes();
@@ -142,11 +173,14 @@ public:
 private:
   const ir::Graph& g_;
   onnx::GraphProto& out_;
+  const Probe* probe_;
   std::vector<std::string> names_;       // per value: its ONNX name
   std::vector<std::string> outputNames_; // per value: the graph output its node writes, if any
   std::vector<std::string> pooled_;      // per max_pool_argmax value: the max pool's values
   std::vector<std::string> outputs_;
   std::vector<std::string> taken_;
+  std::string dynamicArgument_;             // the first argument holding the dynamic dimension
+  std::vector<std::pair<int64_t, std::string>> rowsTimes_; // (factor, its 1-D tensor)
   const ir::Node* node_ = nullptr; // the node being translated
   int firstNode_ = 0;              // the first ONNX node it emitted
   int constants_ = 0;
@@ -162,6 +196,94 @@ private:
     std::string where = node_->loc.known() ? " (called at " + node_->loc.text() + ")" : "";
     WEFT_FAIL(Value, "export_onnx: ONNX (opset ", kOnnxOpset, ") has no operator for ", what,
               where, "; compute it another way, or run the model with weft's runtime (export_model)");
+  }
+
+  /// Declares graph input or output `name` of value `v`'s type; the dimensions that hold the
+  /// dynamic one are named ("batch", "4*batch").
+  void declare(onnx::ValueInfoProto& info, const std::string& name, ValueId v) {
+    setType(info, name, g_.type(v));
+    if (probe_ == nullptr) return;
+    const Shape& a = g_.type(v).shape;
+    const Shape& b = probe_->graph->type(v).shape;
+    auto* dims = info.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
+    for (size_t d = 0; d < a.size(); ++d) {
+      if (a[d] == b[d]) continue;
+      const int64_t f = factorOf(a[d], b[d], "the shape of " + name);
+      (*dims)[static_cast<int>(d)].set_dim_param(
+          f == 1 ? probe_->name : std::to_string(f) + "*" + probe_->name);
+    }
+  }
+
+  /// `f` where a dimension is `a` long in the trace and `b` in the probe: f times the dynamic
+  /// dimension. Any other relation is an error.
+  int64_t factorOf(int64_t a, int64_t b, const std::string& what) const {
+    const int64_t step = probe_->probeRows - probe_->rows;
+    const int64_t f = (b - a) / step;
+    WEFT_CHECK((b - a) % step == 0 && f > 0 && a == f * probe_->rows, Value, "export_onnx: ",
+               what, " is ", a, " at ", probe_->rows, " rows and ", b, " at ", probe_->probeRows,
+               ": not a multiple of the dynamic dimension, so no one ONNX graph computes it",
+               node_ && node_->loc.known() ? " (called at " + node_->loc.text() + ")" : "");
+    return f;
+  }
+
+  /// The dynamic dimension times `f`, as a 1-D int64 tensor computed from the input holding it.
+  std::string rowsTimes(int64_t f) {
+    for (const auto& [factor, name] : rowsTimes_)
+      if (factor == f) return name;
+    std::string name;
+    if (f == 1) {
+      name = emit("Shape", {dynamicArgument_},
+                  {{"start", probe_->dim}, {"end", probe_->dim + 1}});
+    } else {
+      name = emit("Mul", {rowsTimes(1), ints({f})});
+    }
+    rowsTimes_.emplace_back(f, name);
+    return name;
+  }
+
+  /// A 1-D int64 tensor of shape `a` (the trace's), computed where the probe's `b` differs.
+  std::string shapeInput(const Shape& a, const Shape& b) {
+    if (a == b) return ints(a);
+    std::vector<std::string> pieces;
+    std::vector<int64_t> run;
+    for (size_t d = 0; d < a.size(); ++d) {
+      if (a[d] == b[d]) {
+        run.push_back(a[d]);
+        continue;
+      }
+      if (!run.empty()) pieces.push_back(ints(run));
+      run.clear();
+      pieces.push_back(rowsTimes(factorOf(a[d], b[d], std::string(opName(node_->op)) + "'s shape")));
+    }
+    if (!run.empty()) pieces.push_back(ints(run));
+    return pieces.size() == 1 ? pieces[0] : emit("Concat", pieces, {{"axis", int64_t{0}}});
+  }
+
+  /// The probe's shape of value `v` (the trace's without a probe).
+  const Shape& probeShape(ValueId v) const {
+    return probe_ ? probe_->graph->type(v).shape : g_.type(v).shape;
+  }
+  const Shape& probeResult() const { return probeShape(node_->result); }
+
+  /// With a probe: that the node's attributes are the probe node's, but for those the
+  /// translation computes from the dynamic dimension (`allowed`).
+  void checkAttributes(int32_t index) const {
+    if (probe_ == nullptr) return;
+    const ir::Node& other = probe_->graph->nodes()[static_cast<size_t>(index)];
+    for (const auto& [key, value] : node_->attrs.items()) {
+      if (other.attrs.raw(key) == value) continue;
+      const OpKind kind = opInfo(node_->op).kind;
+      const bool allowed =
+          (key == "shape" && (kind == OpKind::Reshape || kind == OpKind::Expand ||
+                              kind == OpKind::Full)) ||
+          (key == "end" && kind == OpKind::Slice) ||
+          (key == "input_shape" && kind == OpKind::ConvInputGrad);
+      WEFT_CHECK(allowed, Value, "export_onnx: ", opName(node_->op),
+                 node_->loc.known() ? " (called at " + node_->loc.text() + ")" : "",
+                 " depends on the dynamic dimension's size: its '", key, "' is not the same at ",
+                 probe_->rows, " and ", probe_->probeRows,
+                 " rows, so no one ONNX graph computes it for every size");
+    }
   }
 
   const ir::TensorType& type(ValueId v) const { return g_.type(v); }
@@ -281,6 +403,7 @@ private:
   void translate(int32_t index) {
     node_ = &g_.nodes()[static_cast<size_t>(index)];
     firstNode_ = out_.node_size();
+    checkAttributes(index);
     const ir::Node& n = *node_;
     switch (opInfo(n.op).kind) {
     case OpKind::Unary:
@@ -308,21 +431,37 @@ private:
     case OpKind::Sort: {
       const int64_t dim = n.attrs.i("dim");
       const int64_t rank = static_cast<int64_t>(inType(0).shape.size());
-      const int64_t size = rank == 0 ? 1 : inType(0).shape[static_cast<size_t>(dim < 0 ? dim + rank : dim)];
+      const size_t d = static_cast<size_t>(dim < 0 ? dim + rank : dim);
+      const int64_t size = rank == 0 ? 1 : inType(0).shape[d];
+      const int64_t probeSize = rank == 0 ? 1 : probeShape(node_->operands[0])[d];
+      std::string k = shapeInput(Shape{size}, Shape{probeSize});
       std::string values = fresh("TopK_values"), indices = fresh("TopK_indices");
-      addNode("TopK", {in(0), ints({size})}, {values, indices},
+      addNode("TopK", {in(0), k}, {values, indices},
               {{"axis", dim}, {"largest", int64_t{n.attrs.b("descending")}}, {"sorted", int64_t{1}}});
       return bind(indices);
     }
     case OpKind::Reshape:
-      return reshape(in(0), resultType().shape);
+      return reshape(in(0));
     case OpKind::Permute:
       return result("Transpose", {in(0)}, {{"perm", vec(n.attrs.ints("dims"))}});
     case OpKind::Expand:
-      return result("Expand", {in(0), ints(resultType().shape)});
-    case OpKind::Slice:
-      return result("Slice", {in(0), ints({n.attrs.i("start")}), ints({n.attrs.i("end")}),
+      return result("Expand", {in(0), shapeInput(resultType().shape, probeResult())});
+    case OpKind::Slice: {
+      int64_t end = n.attrs.i("end");
+      if (probe_ && probe_->graph->nodes()[static_cast<size_t>(index)].attrs.i("end") != end) {
+        // Up to the end of a dimension that holds the dynamic one: to its end at every size.
+        const size_t dim = static_cast<size_t>(n.attrs.i("dim"));
+        WEFT_CHECK(end == inType(0).shape[dim] &&
+                       probe_->graph->nodes()[static_cast<size_t>(index)].attrs.i("end") ==
+                           probeShape(n.operands[0])[dim],
+                   Value, "export_onnx: slice",
+                   n.loc.known() ? " (called at " + n.loc.text() + ")" : "",
+                   " takes some rows of the dynamic dimension, a number that depends on its size");
+        end = INT64_MAX;
+      }
+      return result("Slice", {in(0), ints({n.attrs.i("start")}), ints({end}),
                               ints({n.attrs.i("dim")}), ints({n.attrs.i("step")})});
+    }
     case OpKind::Flip: {
       const Shape& dims = n.attrs.ints("dims");
       return result("Slice", {in(0), ints(std::vector<int64_t>(dims.size(), -1)),
@@ -383,10 +522,22 @@ private:
     unsupported(opName(n.op));
   }
 
-  void reshape(const std::string& v, const Shape& shape) {
+  /// Reshapes `v` to the node's result shape: -1 where one dimension holds the dynamic one,
+  /// computed where more do.
+  void reshape(const std::string& v) {
+    const Shape& shape = resultType().shape;
+    const Shape& probe = probeResult();
     std::vector<Attr> attrs;
     if (std::ranges::count(shape, 0) > 0) attrs.push_back({"allowzero", int64_t{1}});
-    result("Reshape", {v, ints(shape)}, attrs);
+    size_t differ = 0, at = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] != probe[d]) differ++, at = d;
+    if (differ == 1 && attrs.empty()) {
+      std::vector<int64_t> target = vec(shape);
+      target[at] = -1;
+      return result("Reshape", {v, ints(target)});
+    }
+    result("Reshape", {v, shapeInput(shape, probe)}, attrs);
   }
 
   void unary(OpCode op) {
@@ -560,8 +711,13 @@ private:
              {"dilations", vec(n.attrs.ints("dilation"))},
              {"ceil_mode", int64_t{n.attrs.b("ceil_mode")}}});
     pooled_[n.result] = values;
-    const int64_t plane = std::accumulate(x.end() - static_cast<std::ptrdiff_t>(padding.size()),
-                                          x.end(), int64_t{1}, std::multiplies<>());
+    const auto spatial = static_cast<std::ptrdiff_t>(padding.size());
+    const int64_t plane = std::accumulate(x.end() - spatial, x.end(), int64_t{1}, std::multiplies<>());
+    const Shape& probe = probeShape(n.operands[0]);
+    WEFT_CHECK(std::equal(x.end() - spatial, x.end(), probe.end() - spatial), Value,
+               "export_onnx: max pooling",
+               n.loc.known() ? " (called at " + n.loc.text() + ")" : "",
+               " over the dynamic dimension: its indices would depend on the size");
     result("Mod", {indices, scalar(static_cast<double>(plane), DType::Int64)});
   }
 
@@ -603,7 +759,7 @@ private:
         flattensPlanes(data->attrs.ints("shape"), type(argmax->operands[0]).shape,
                        argmax->attrs.ints("kernel_size").size()) &&
         n.attrs.i("dim") == static_cast<int64_t>(resultType().shape.size()) - 1) {
-      return reshape(pooled_[argmax->result], resultType().shape);
+      return reshape(pooled_[argmax->result]);
     }
     result("GatherElements", {in(0), in(1)}, {{"axis", n.attrs.i("dim")}});
   }
@@ -618,9 +774,9 @@ private:
     // ONNX's updates have the index's shape; torch's source may be larger (its corner is read).
     std::string src = in(2);
     const Shape& index = inType(1).shape;
-    if (inType(2).shape != index) {
-      src = emit("Slice", {src, ints(std::vector<int64_t>(index.size(), 0)), ints(index),
-                           ints(iota(index.size()))});
+    if (inType(2).shape != index || probeShape(n.operands[2]) != probeShape(n.operands[1])) {
+      src = emit("Slice", {src, ints(std::vector<int64_t>(index.size(), 0)),
+                           shapeInput(index, probeShape(n.operands[1])), ints(iota(index.size()))});
     }
     result("ScatterElements", {in(0), in(1), src},
            {{"axis", n.attrs.i("dim")}, {"reduction", reduction}});
@@ -636,11 +792,15 @@ private:
   void indexAdd() {
     const ir::Node& n = *node_;
     const Shape& src = inType(2).shape;
+    const Shape& probe = probeShape(n.operands[2]);
     const int64_t dim = n.attrs.i("dim");
-    std::vector<int64_t> along(src.size(), 1);
-    if (!src.empty()) along[static_cast<size_t>(dim)] = src[static_cast<size_t>(dim)];
-    std::string index = emit("Reshape", {in(1), ints(along)});
-    index = emit("Expand", {index, ints(src)});
+    Shape along(std::vector<int64_t>(src.size(), 1)), probeAlong = along;
+    if (!src.empty()) {
+      along[static_cast<size_t>(dim)] = src[static_cast<size_t>(dim)];
+      probeAlong[static_cast<size_t>(dim)] = probe[static_cast<size_t>(dim)];
+    }
+    std::string index = emit("Reshape", {in(1), shapeInput(along, probeAlong)});
+    index = emit("Expand", {index, shapeInput(src, probe)});
     result("ScatterElements", {in(0), index, in(2)},
            {{"axis", dim}, {"reduction", std::string("add")}});
   }
@@ -652,10 +812,15 @@ private:
     int64_t numel = 1;
     for (int64_t d : t.shape)
       numel *= d;
-    if (numel <= 16 || t.dtype == DType::BFloat16)
+    const bool dynamic = t.shape != probeResult();
+    if ((numel <= 16 && !dynamic) || t.dtype == DType::BFloat16) {
+      WEFT_CHECK(!dynamic, Value, "export_onnx: a bfloat16 constant sized by the dynamic dimension",
+                 n.loc.known() ? " (called at " + n.loc.text() + ")" : "",
+                 ": ONNX's ConstantOfShape makes no bfloat16");
       return bind(constant(full(t.shape, value, t.dtype)));
+    }
     onnx::TensorProto one = tensorProto("", full({1}, value, t.dtype));
-    result("ConstantOfShape", {ints(t.shape)}, {{"value", one}});
+    result("ConstantOfShape", {shapeInput(t.shape, probeResult())}, {{"value", one}});
   }
 
   void random(OpCode op) {
@@ -738,46 +903,82 @@ void checkModel(const onnx::ModelProto& model) {
 
 } // namespace
 
+namespace {
+
+/// compile()'s first graph passes: identities gone, constants folded, one node per distinct
+/// computation.
+ir::Graph cleaned(const ir::Graph& graph) {
+  ir::Graph g = graph;
+  passes::PassManager pm;
+  for (const char* name : {"simplify", "fold", "simplify", "cse", "dce"})
+    pm.add(passes::createPass(name));
+  if (auto r = pm.run(g); !r) WEFT_FAIL(Internal, r.diagnostic().message);
+  return g;
+}
+
+/// The serialized, checked model of `graph` (and, for a dynamic dimension, of its probe).
+std::string buildModel(const ir::Graph& graph, const std::vector<Tensor>& state,
+                       const OnnxOptions& options, std::optional<Probe> probe) {
+  WEFT_CHECK(graph.stateUpdates().empty(), Value, "export_onnx: the function updates state (",
+             graph.stateUpdates().empty() ? "" : graph.value(graph.stateUpdates()[0].state).name,
+             "); an ONNX model is a pure function: export the model in eval mode");
+  ir::Graph g = cleaned(graph);
+  std::optional<ir::Graph> probeGraph;
+  if (probe) {
+    probeGraph = cleaned(*probe->graph);
+    probe->graph = &*probeGraph;
+  }
+  onnx::ModelProto model;
+  model.set_ir_version(8); // the IR version of opset 17
+  model.set_producer_name("weft");
+  model.set_producer_version(WEFT_VERSION_STRING);
+  onnx::OperatorSetIdProto& opset = *model.add_opset_import();
+  opset.set_domain("");
+  opset.set_version(kOnnxOpset);
+  onnx::GraphProto& out = *model.mutable_graph();
+  out.set_name(options.graph_name_);
+  Translator(g, out, probe ? &*probe : nullptr).run(state, options);
+  checkModel(model);
+  WEFT_CHECK(model.ByteSizeLong() < (size_t{2} << 30), Value,
+             "export_onnx: the model is over 2 GB, past what one protobuf message holds");
+  std::string bytes;
+  model.SerializeToString(&bytes);
+  return bytes;
+}
+
+/// Names a trace's state inputs by `module`'s names; tensors the function made are its constants.
+void nameState(TraceResult& traced, const nn::Module& module) {
+  nn::NamedTensors named = module.named_parameters();
+  for (auto& b : module.named_buffers())
+    named.push_back(std::move(b));
+  ir::Graph& g = *traced.graph;
+  int constants = 0;
+  for (size_t k = 0; k < traced.state.size(); ++k) {
+    std::string name;
+    for (const auto& [n, t] : named)
+      if (t.defined() && t.is_same(traced.state[k])) name = n;
+    if (name.empty()) name = "constant." + std::to_string(constants++);
+    g.renameInput(g.state()[k], name);
+  }
+}
+
+} // namespace
+
 std::string onnx_model(const ir::Graph& graph, const std::vector<Tensor>& state,
                        const OnnxOptions& options, std::source_location loc) {
   CallSite cs(loc);
   return detail::convertStdExceptions("onnx_model", [&] {
-    WEFT_CHECK(graph.stateUpdates().empty(), Value,
-               "export_onnx: the function updates state (",
-               graph.stateUpdates().empty() ? "" : graph.value(graph.stateUpdates()[0].state).name,
-               "); an ONNX model is a pure function: export the model in eval mode");
-    // compile()'s first graph passes: no stop_gradient, identities, constants folded, one node
-    // per distinct computation.
-    ir::Graph g = graph;
-    passes::PassManager pm;
-    for (const char* name : {"simplify", "fold", "simplify", "cse", "dce"})
-      pm.add(passes::createPass(name));
-    if (auto r = pm.run(g); !r) WEFT_FAIL(Internal, r.diagnostic().message);
-
-    onnx::ModelProto model;
-    model.set_ir_version(8); // the IR version of opset 17
-    model.set_producer_name("weft");
-    model.set_producer_version(WEFT_VERSION_STRING);
-    onnx::OperatorSetIdProto& opset = *model.add_opset_import();
-    opset.set_domain("");
-    opset.set_version(kOnnxOpset);
-    onnx::GraphProto& out = *model.mutable_graph();
-    out.set_name(options.graph_name_);
-    Translator(g, out, options).run(state, options);
-    checkModel(model);
-    std::string bytes;
-    WEFT_CHECK(model.ByteSizeLong() < (size_t{2} << 30), Value,
-               "export_onnx: the model is over 2 GB, past what one protobuf message holds");
-    model.SerializeToString(&bytes);
-    return bytes;
+    WEFT_CHECK(!options.dynamic_dim_, Value,
+               "onnx_model: a graph has static shapes; export_onnx() exports a dynamic dimension");
+    return buildModel(graph, state, options, std::nullopt);
   });
 }
 
 void export_onnx(nn::Module& module, const TensorFunction& forward,
                  const std::vector<Tensor>& example_inputs, const std::string& path,
                  const OnnxOptions& options, std::source_location loc) {
-  // No CallSite around the trace: each node keeps the line that called its op (an unsupported
-  // op's error names it); trace() and onnx_model() name `loc` in their own errors.
+  // No CallSite around the traces: each node keeps the line that called its op (an unsupported
+  // op's error names it); trace() and the checks below name `loc` in their own errors.
   detail::convertStdExceptions("export_onnx", [&] {
     const bool training = module.is_training();
     module.train(false);
@@ -788,21 +989,26 @@ void export_onnx(nn::Module& module, const TensorFunction& forward,
     } restore{module, training};
     NoGradGuard noGrad;
     TraceResult traced = trace(forward, example_inputs, loc);
-    // The state inputs by the module's names; tensors the function made are its constants.
-    nn::NamedTensors named = module.named_parameters();
-    for (auto& b : module.named_buffers())
-      named.push_back(std::move(b));
-    ir::Graph& g = *traced.graph;
-    int constants = 0;
-    for (size_t k = 0; k < traced.state.size(); ++k) {
-      std::string name;
-      for (const auto& [n, t] : named)
-        if (t.defined() && t.is_same(traced.state[k])) name = n;
-      if (name.empty()) name = "constant." + std::to_string(constants++);
-      g.renameInput(g.state()[k], name);
+    nameState(traced, module);
+    std::optional<Probe> probe;
+    TraceResult probed;
+    if (options.dynamic_dim_) {
+      // The same function at one row more: what changes is the dynamic dimension.
+      const int64_t dim = *options.dynamic_dim_;
+      int64_t rows = -1;
+      for (size_t i = 0; i < example_inputs.size(); ++i)
+        if (detail::isDynamicArgument(dim, options.dynamic_arguments_, i, example_inputs[i]))
+          rows = example_inputs[i].size(dim);
+      CallSite cs(loc);
+      WEFT_CHECK(rows >= 1, Value, "export_onnx: dynamic_dim(", dim,
+                 "): no example input has that dimension, or it is empty");
+      probed = trace(forward,
+                     detail::withRows(example_inputs, dim, options.dynamic_arguments_, rows + 1),
+                     loc);
+      probe = Probe{probed.graph.get(), rows, rows + 1, dim, options.dynamic_name_};
     }
-    std::string bytes = onnx_model(g, traced.state, options, loc);
     CallSite cs(loc);
+    std::string bytes = buildModel(*traced.graph, traced.state, options, probe);
     detail::AtomicFile file(path, "export_onnx: '" + path + "': ");
     file.write(bytes.data(), bytes.size());
     file.commit();

@@ -3,7 +3,8 @@
 // little-endian bytes, listed in DIR/manifest.json. The models: the Fashion-MNIST CNN of
 // examples/fashion_mnist (batch norm with trained-looking statistics, max pooling, dropout), an
 // MLP, a transformer encoder layer (and one with GELU, pre-norm and a mask), a two-layer LSTM
-// (output, h_n and c_n), and a function spanning the ops the exporter translates.
+// (output, h_n and c_n), and a function spanning the ops the exporter translates; the CNN, MLP,
+// encoder layer and LSTM also with a dynamic batch, run at another batch size than exported.
 // Usage: weft_onnx_cases DIR
 #include <weft/Onnx.h>
 #include <weft/weft.h>
@@ -42,10 +43,13 @@ class Cases {
 public:
   explicit Cases(std::string dir) : dir_(std::move(dir)) {}
 
-  /// Exports `fn` over `module` as DIR/<name>.onnx and records its inputs and eager outputs.
+  /// Exports `fn` over `module` on `inputs` as DIR/<name>.onnx and records inputs (`run`, when
+  /// given: of another size of a dynamic dimension) and the eager outputs for them.
   void add(const std::string& name, nn::Module& module, const TensorFunction& fn,
-           const std::vector<Tensor>& inputs, double tolerance = 1e-5) {
-    export_onnx(module, fn, inputs, dir_ + "/" + name + ".onnx");
+           const std::vector<Tensor>& examples, const OnnxOptions& options = {},
+           const std::vector<Tensor>& run = {}, double tolerance = 1e-5) {
+    export_onnx(module, fn, examples, dir_ + "/" + name + ".onnx", options);
+    const std::vector<Tensor>& inputs = run.empty() ? examples : run;
     const bool training = module.is_training();
     module.eval();
     std::vector<Tensor> outputs;
@@ -68,7 +72,7 @@ public:
                        outputs[i]);
     s << "]}";
     entries_.push_back(s.str());
-    std::printf("%-22s %zu inputs, %zu outputs\n", name.c_str(), inputs.size(), outputs.size());
+    std::printf("%-36s %zu inputs, %zu outputs\n", name.c_str(), inputs.size(), outputs.size());
   }
 
   void writeManifest() const {
@@ -101,8 +105,8 @@ std::vector<Tensor> manyOps(const Tensor& x, const Tensor& w, const Tensor& idx)
   out.push_back(x.neg().exp() + p.log() + p.sqrt() + p.rsqrt() + x.sin() + x.cos() + x.tanh() +
                 x.sigmoid() + x.erf() + p.reciprocal() + x.floor() + x.ceil() + x.round() +
                 x.trunc() + p.log2() + p.log10() + x.exp2() + p.log1p() + x.expm1() + x.erfc() +
-                x.atan() + x.sign() + x.relu() + (x * 0.5).asin() + (x * 0.5).acos() +
-                x.sinh() + x.cosh() + x.asinh() + (p + 1).acosh() + (x * 0.5).atanh());
+                x.atan() + x.sign() + x.relu() + x.tanh().asin() + x.tanh().acos() +
+                x.sinh() + x.cosh() + x.asinh() + (p + 1).acosh() + (x.tanh() * 0.9).atanh());
   out.push_back(maximum(x, w) - minimum(x, w) + x.pow(2) + fmod(x, w.abs() + 0.5) +
                 floor_divide(x, w.abs() + 0.5) + x / (w.abs() + 1));
   Tensor i = (x * 3).to(kInt64);
@@ -189,6 +193,23 @@ int main(int argc, char** argv) try {
               return std::vector<Tensor>{out, std::get<0>(state), std::get<1>(state)};
             },
             {randn({9, 4, 12})});
+
+  // A dynamic batch: exported at one size, run at another.
+  cases.add("fashion_cnn_dynamic_batch", *cnn,
+            [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{cnn->forward(in[0])}; },
+            {rand({8, 1, 28, 28})}, OnnxOptions().dynamic_dim(0), {rand({3, 1, 28, 28})});
+  cases.add("mlp_dynamic_batch", *mlp,
+            [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{mlp->forward(in[0])}; },
+            {randn({16, 784})}, OnnxOptions().dynamic_dim(0), {randn({1, 784})});
+  cases.add("transformer_encoder_dynamic_batch", *encoder,
+            [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{encoder->forward(in[0])}; },
+            {randn({10, 3, 64})}, OnnxOptions().dynamic_dim(1), {randn({10, 5, 64})});
+  cases.add("lstm_dynamic_batch", *lstm,
+            [&](const std::vector<Tensor>& in) {
+              auto [out, state] = lstm->forward(in[0]);
+              return std::vector<Tensor>{out, std::get<0>(state), std::get<1>(state)};
+            },
+            {randn({9, 4, 12})}, OnnxOptions().dynamic_dim(1), {randn({9, 2, 12})});
 
   nn::Sequential none;
   Tensor idx = randint(0, 6, {4, 3});

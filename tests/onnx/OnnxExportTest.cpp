@@ -216,3 +216,55 @@ graph @f(%x: float32[2, 3]) state(%w: float32[3, 4]) {
       messageOf<ValueError>([&] { onnx_model(g.value(), {randn({4, 3})}); });
   EXPECT_TRUE(has(msg, "state 0 (w)")) << msg;
 }
+
+TEST(OnnxExport, ADynamicDimensionIsNamedInTheInputsAndOutputs) {
+  nn::Sequential net(nn::Linear(6, 4), nn::ReLU(), nn::Flatten(nn::FlattenOptions().start_dim(0)));
+  const std::string path = tempPath("dynamic.onnx");
+  export_onnx(*net, forwardOf(net), {randn({5, 6})}, path, OnnxOptions().dynamic_dim(0, {}, "N"));
+  onnx::ModelProto m = readModel(path);
+  const auto& in = m.graph().input(0).type().tensor_type().shape().dim();
+  EXPECT_EQ(in[0].dim_param(), "N");
+  EXPECT_EQ(in[1].dim_value(), 6);
+  // The output flattens N rows of 4: a dimension of 4*N.
+  const auto& out = m.graph().output(0).type().tensor_type().shape().dim();
+  ASSERT_EQ(out.size(), 1);
+  EXPECT_EQ(out[0].dim_param(), "4*N");
+  fs::remove(path);
+}
+
+TEST(OnnxExport, WhatDependsOnTheDynamicSizeOtherwiseIsAnErrorNamingIt) {
+  nn::Sequential net(nn::Linear(3, 3));
+  auto exportOf = [&](TensorFunction fn) {
+    return messageOf<ValueError>([&] {
+      export_onnx(*net, fn, {randn({4, 3})}, tempPath("d.onnx"), OnnxOptions().dynamic_dim(0));
+    });
+  };
+  // All rows but the last: a number of rows that depends on the size.
+  const int sliceLine = __LINE__ + 2;
+  std::string msg = exportOf([&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0].narrow(0, 0, in[0].size(0) - 1)};
+  });
+  EXPECT_TRUE(has(msg, "slice")) << msg;
+  EXPECT_TRUE(has(msg, "OnnxExportTest.cpp:" + std::to_string(sliceLine))) << msg;
+  // A tensor made with the batch's size is a constant of one size.
+  msg = exportOf([&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0] + arange(in[0].size(0)).unsqueeze(1)};
+  });
+  EXPECT_TRUE(has(msg, "sized by the dynamic dimension")) << msg;
+  // A dimension other inputs do not have.
+  msg = messageOf<ValueError>([&] {
+    export_onnx(*net, forwardOf(net), {randn({4, 3})}, tempPath("d.onnx"),
+                OnnxOptions().dynamic_dim(2));
+  });
+  EXPECT_TRUE(has(msg, "dynamic_dim(2)")) << msg;
+  // onnx_model() has no second trace to learn the dimension from.
+  ir::Result<ir::Graph> g = ir::parseGraph(R"(
+graph @f(%x: float32[2, 3]) {
+  %0 = tanh(%x) : float32[2, 3]
+  return(%0)
+}
+)");
+  ASSERT_TRUE(static_cast<bool>(g));
+  msg = messageOf<ValueError>([&] { onnx_model(g.value(), {}, OnnxOptions().dynamic_dim(0)); });
+  EXPECT_TRUE(has(msg, "static shapes")) << msg;
+}

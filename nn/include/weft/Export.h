@@ -92,6 +92,15 @@ void export_model(nn::Module& module, const TensorFunction& forward,
 
 namespace detail {
 
+/// Whether argument `i`, `t`, has dynamic dimension `dim`: it has that many dims and is among
+/// `arguments` (or they are empty).
+bool isDynamicArgument(int64_t dim, const std::vector<size_t>& arguments, size_t i,
+                       const Tensor& t);
+/// `inputs` with `rows` rows along dimension `dim` of the dynamic ones: their first rows, or all
+/// of them and the last repeated.
+std::vector<Tensor> withRows(const std::vector<Tensor>& inputs, int64_t dim,
+                             const std::vector<size_t>& arguments, int64_t rows);
+
 /// Appends the tensors of `r` (a tensor, a vector of them, or a tuple of those, nested) to `out`.
 template <typename R> void flattenTensors(R&& r, std::vector<Tensor>& out) {
   using T = std::remove_cvref_t<R>;
