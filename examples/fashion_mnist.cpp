@@ -5,6 +5,8 @@
 // for deployment (an artifact the runtime alone runs: weft-run, weft_rt.h, examples/serve).
 #include "ExampleUtil.h"
 
+#include <weft/Onnx.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -41,7 +43,8 @@ const char* kUsage =
     "  --eager       run the train step eagerly instead of compiled\n"
     "  --data DIR    the dataset (default /usr/share/datasets/fashion-mnist)\n"
     "  --out PREFIX  writes PREFIX.safetensors (checkpoint), PREFIX.svg (loss and accuracy)\n"
-    "                and PREFIX.weft (the model for deployment, batches of 1 to 64 images)\n"
+    "                PREFIX.weft (the model for deployment, batches of 1 to 64 images) and\n"
+    "                PREFIX.onnx (the model as ONNX, any batch)\n"
     "  --images N    only the first N images of each set (a quick run)\n";
 
 /// Two conv-BN-ReLU-pool stages and a two-layer head; `width` multiplies every layer's size.
@@ -307,8 +310,12 @@ int run(int argc, char** argv) {
                    .buckets({1, 2, 4, 8, 16, 32, 64})
                    .input_names({"image"})
                    .output_names({"logits"}));
-  std::printf("wrote %s.safetensors, %s.svg and %s.weft (exported in %.1f s)\n", args.out.c_str(),
-              args.out.c_str(), args.out.c_str(), exportClock.seconds());
+  // And as ONNX, for other runtimes (onnxruntime, TensorRT), for any number of images.
+  export_onnx(model, {zeros({1, 1, 28, 28})}, args.out + ".onnx",
+              OnnxOptions().dynamic_dim(0).input_names({"image"}).output_names({"logits"}));
+  std::printf("wrote %s.safetensors, %s.svg, %s.weft and %s.onnx (exported in %.1f s)\n",
+              args.out.c_str(), args.out.c_str(), args.out.c_str(), args.out.c_str(),
+              exportClock.seconds());
   std::printf("test accuracy: %.2f%%\n", accuracy);
   return 0;
 }

@@ -268,3 +268,19 @@ graph @f(%x: float32[2, 3]) {
   msg = messageOf<ValueError>([&] { onnx_model(g.value(), {}, OnnxOptions().dynamic_dim(0)); });
   EXPECT_TRUE(has(msg, "static shapes")) << msg;
 }
+
+TEST(OnnxExport, RandomDrawsBecomeOnnxRandomOps) {
+  nn::Sequential net(nn::Linear(3, 3));
+  TensorFunction fn = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0] + randn({2, 3}) * 0.1 + rand({2, 3})};
+  };
+  const std::string path = tempPath("random.onnx");
+  export_onnx(*net, fn, {randn({2, 3})}, path);
+  onnx::ModelProto m = readModel(path);
+  std::multiset<std::string> ops;
+  for (const auto& n : m.graph().node())
+    ops.insert(n.op_type());
+  EXPECT_EQ(ops.count("RandomNormal"), 1u);
+  EXPECT_EQ(ops.count("RandomUniform"), 1u);
+  fs::remove(path);
+}
