@@ -251,6 +251,39 @@ TEST(Executable, DamagedBytesAndWrongArgumentsAreErrors) {
   EXPECT_THROW(e.run(hal::cpu(), {}, {}), ValueError);
 }
 
+TEST(Executable, StepsMustComputeWhatTheyDeclare) {
+  // A crafted file could declare an interpreter step's output smaller than its op writes, read a
+  // slot nothing wrote yet, or promise outputs of another type: each is damaged bytes on load.
+  manual_seed(5);
+  Tensor w = randn({8, 5});
+  auto f = compile([&](const Tensor& x) { return (x.matmul(w) + 1).relu().sum({1}); });
+  f(randn({4, 8}));
+  const Executable& good = *f.compiled().executable();
+  Executable::load(good.save()); // as compiled, it loads
+  size_t interpreted = good.plan.steps.size();
+  for (size_t i = 0; i < good.plan.steps.size(); ++i)
+    if (good.plan.steps[i].kernel < 0 && good.plan.steps[i].op == OpCode::MatMul) interpreted = i;
+  ASSERT_LT(interpreted, good.plan.steps.size());
+  auto messageOfLoading = [](const Executable& e) {
+    return test::messageOf<IOError>([&] { Executable::load(e.save()); });
+  };
+  Executable bad = good;
+  bad.plan.steps[interpreted].shape = Shape{2, 5}; // the matmul gives [4, 5]
+  std::string msg = messageOfLoading(bad);
+  EXPECT_TRUE(test::has(msg, "declares float32[2, 5] where its inputs give float32[4, 5]")) << msg;
+  bad = good;
+  bad.plan.steps[interpreted].attrs.set("bogus", int64_t{1});
+  EXPECT_TRUE(test::has(messageOfLoading(bad), "unknown attribute 'bogus'"));
+  bad = good;
+  bad.plan.steps[0].inputs[0] = bad.plan.steps.back().output >= 0 ? bad.plan.steps.back().output
+                                                                  : bad.plan.steps.back().kernelOutputs[0];
+  EXPECT_TRUE(test::has(messageOfLoading(bad), "before anything writes it"));
+  bad = good;
+  bad.outputs[0].shape = Shape{5};
+  bad.plan.outputSlots = good.plan.outputSlots;
+  EXPECT_TRUE(test::has(messageOfLoading(bad), "output"));
+}
+
 /// Index of the plan's conv epilogue step (PlanStep::afterEachSample), or -1.
 int64_t epilogueStep(const Plan& plan) {
   for (size_t i = 0; i < plan.steps.size(); ++i)

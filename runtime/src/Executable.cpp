@@ -3,13 +3,16 @@
 #include "weft/runtime/Executable.h"
 
 #include "ProgramProto.h"
+#include "weft/runtime/AttrSchema.h"
 #include "weft/runtime/Error.h"
 #include "weft/runtime/Hash.h"
+#include "weft/runtime/ShapeInference.h"
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <variant>
 
 namespace weft {
@@ -242,6 +245,64 @@ DynamicBatch dynamicOf(const proto::DynamicBatch& m, const Executable& e, Checke
   return d;
 }
 
+/// Checks that the steps compute what they declare, as the compiler made them: each reads slots
+/// written before it (or the arguments and state), writes each slot once, and an interpreter
+/// step's declared output type is the one its op's rules give its inputs and attributes (else a
+/// crafted file could size a buffer smaller than its kernel writes); a fused kernel writes over an
+/// input only of its own type; the outputs and updated state have the signature's types.
+void checkTypes(const Executable& e, const Checker& c) {
+  const Plan& p = e.plan;
+  std::vector<std::optional<TensorType>> slot(static_cast<size_t>(p.numSlots));
+  auto at = [&](int32_t s) -> std::optional<TensorType>& { return slot[static_cast<size_t>(s)]; };
+  auto define = [&](int32_t s, TensorType t, const std::string& who) {
+    if (at(s)) c.damaged(detail::concat(who, " writes slot ", s, ", which holds a value already"));
+    at(s) = std::move(t);
+  };
+  for (size_t i = 0; i < e.arguments.size(); ++i)
+    define(p.argumentSlots[i], {e.arguments[i].dtype, e.arguments[i].shape}, "an argument");
+  for (size_t i = 0; i < e.state.size(); ++i)
+    define(p.stateSlots[i], {e.state[i].dtype, e.state[i].shape}, "a state input");
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    const PlanStep& s = p.steps[i];
+    const std::string who = detail::concat("step ", i, " (", opName(s.op), ")");
+    std::vector<TensorType> inputs;
+    for (int32_t in : s.inputs) {
+      if (!at(in)) c.damaged(detail::concat(who, " reads slot ", in, " before anything writes it"));
+      inputs.push_back(*at(in));
+    }
+    if (s.kernel >= 0) {
+      for (size_t k = 0; k < s.kernelOutputs.size(); ++k) {
+        TensorType t{s.kernelTypes[k].first, s.kernelTypes[k].second};
+        const int32_t over = s.kernelInPlace[k];
+        if (over >= 0 && inputs[static_cast<size_t>(over)] != t)
+          c.damaged(detail::concat(who, " writes ", weft::typeString(t), " over its input of ",
+                                   weft::typeString(inputs[static_cast<size_t>(over)])));
+        define(s.kernelOutputs[k], std::move(t), who);
+      }
+      continue;
+    }
+    if (std::optional<Diagnostic> bad = checkAttrs(s.op, s.attrs))
+      c.damaged(detail::concat(who, ": ", bad->message));
+    Result<TensorType> r = inferType(s.op, inputs, s.attrs);
+    if (!r) c.damaged(detail::concat(who, ": ", r.diagnostic().message));
+    const TensorType declared{s.dtype, s.shape};
+    if (r.value() != declared)
+      c.damaged(detail::concat(who, " declares ", weft::typeString(declared), " where its inputs give ",
+                               weft::typeString(r.value())));
+    define(s.output, declared, who);
+  }
+  auto check = [&](int32_t s, const ExecutableValue& v, const char* what) {
+    const TensorType want{v.dtype, v.shape};
+    if (!at(s) || *at(s) != want)
+      c.damaged(detail::concat(what, " '", v.name, "' of ", weft::typeString(want), " is ",
+                               at(s) ? weft::typeString(*at(s)) : "never written"));
+  };
+  for (size_t i = 0; i < e.outputs.size(); ++i)
+    check(p.outputSlots[i], e.outputs[i], "output");
+  for (const auto& [state, s] : p.stateUpdates)
+    check(s, e.state[static_cast<size_t>(state)], "the update of state");
+}
+
 } // namespace
 
 Executable fromProto(const proto::Program& m, const std::string& ctx) {
@@ -339,6 +400,7 @@ Executable fromProto(const proto::Program& m, const std::string& ctx) {
       c.damaged(detail::concat("step ", i,
                                " runs inside the step before it, which is not a conv writing what "
                                "it reads"));
+  checkTypes(e, c);
   // The buffer plan is derived from the steps: a saved one must be the one they give.
   planMemory(p);
   if (!m.arena_offsets().empty() &&

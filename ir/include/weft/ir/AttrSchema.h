@@ -1,16 +1,11 @@
-// Which attributes each op takes, and of which type: checked before shape inference runs.
+// Which attributes each op takes: the runtime's schema (weft/runtime/AttrSchema.h).
 #pragma once
 
 #include "weft/ir/Types.h"
-#include "weft/runtime/Attrs.h"
-#include "weft/runtime/OpTable.h"
-
-#include <optional>
+#include "weft/runtime/AttrSchema.h"
 
 namespace weft::ir {
 
-/// A diagnostic if `attrs` lacks an attribute `op` needs, has one of the wrong type, or has one
-/// `op` does not take.
-std::optional<Diagnostic> checkAttrs(OpCode op, const Attrs& attrs);
+using weft::checkAttrs;
 
 } // namespace weft::ir

@@ -1,17 +1,12 @@
-// Shape and dtype inference for every op, written once per op kind; eager and traced code share it.
+// Shape and dtype inference for every op: the runtime's rules (weft/runtime/ShapeInference.h),
+// which eager ops, traced graphs and the artifact loader share.
 #pragma once
 
 #include "weft/ir/Types.h"
-#include "weft/runtime/Attrs.h"
-#include "weft/runtime/OpTable.h"
-
-#include <span>
+#include "weft/runtime/ShapeInference.h"
 
 namespace weft::ir {
 
-/// The result type of `op` applied to inputs of `inputs` types with `attrs`, or a diagnostic that
-/// names the op, the shapes and dtypes involved, and what is wrong. Attributes are canonical
-/// (non-negative dims, explicit lists).
-Result<TensorType> inferType(OpCode op, std::span<const TensorType> inputs, const Attrs& attrs);
+using weft::inferType;
 
 } // namespace weft::ir

@@ -1,7 +1,7 @@
 // Type printing and broadcasting.
-#include "weft/ir/Types.h"
+#include "weft/runtime/ValueTypes.h"
 
-namespace weft::ir {
+namespace weft {
 
 std::string typeString(const TensorType& t) {
   return std::string(dtypeName(t.dtype)) + shapeString(t.shape);
@@ -21,4 +21,4 @@ Result<Shape> broadcastShapes(const Shape& a, const Shape& b, std::string_view o
   return out;
 }
 
-} // namespace weft::ir
+} // namespace weft

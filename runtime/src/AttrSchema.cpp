@@ -1,10 +1,10 @@
 // The attribute schema of every op kind.
-#include "weft/ir/AttrSchema.h"
+#include "weft/runtime/AttrSchema.h"
 
 #include <utility>
 #include <vector>
 
-namespace weft::ir {
+namespace weft {
 namespace {
 
 enum class AttrType { Int, Float, Number, Bool, Ints, DType, String };
@@ -161,4 +161,4 @@ std::optional<Diagnostic> checkAttrs(OpCode op, const Attrs& attrs) {
   return std::nullopt;
 }
 
-} // namespace weft::ir
+} // namespace weft

@@ -1,13 +1,13 @@
 // Shape and dtype inference, one function per op kind.
-#include "weft/ir/ShapeInference.h"
+#include "weft/runtime/ShapeInference.h"
 
-#include "weft/ir/AttrSchema.h"
+#include "weft/runtime/AttrSchema.h"
 
 #include "weft/runtime/ConvGeometry.h"
 
 #include <algorithm>
 
-namespace weft::ir {
+namespace weft {
 namespace {
 
 using In = std::span<const TensorType>;
@@ -601,4 +601,4 @@ Result<TensorType> inferType(OpCode op, std::span<const TensorType> in, const At
   return type;
 }
 
-} // namespace weft::ir
+} // namespace weft
