@@ -1,10 +1,10 @@
-# Runs fashion_mnist twice, on the CPU and on DEVICE, with the same ARGS (eagerly both: the same
-# computation), and fails unless both end with a test accuracy and the two agree within TOLERANCE
-# percentage points. Usage: cmake -DPROGRAM=... -DDEVICE=vulkan -DARGS="..." -DTOLERANCE=1
+# Runs fashion_mnist twice, on the CPU and on DEVICE, with the same ARGS (its compiled train step
+# both times: generated CPU kernels there, the device's shaders from the same plan here), and fails
+# unless both end with a test accuracy and the two agree within TOLERANCE percentage points. Usage: cmake -DPROGRAM=... -DDEVICE=vulkan -DARGS="..." -DTOLERANCE=1
 #   -DOUT=prefix -P SameAccuracy.cmake
 separate_arguments(args UNIX_COMMAND "${ARGS}")
 foreach(where cpu ${DEVICE})
-  execute_process(COMMAND ${PROGRAM} --device ${where} --eager ${args} --out ${OUT}-${where}
+  execute_process(COMMAND ${PROGRAM} --device ${where} ${args} --out ${OUT}-${where}
                   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "fashion_mnist --device ${where} failed (${rc}):\n${out}\n${err}")

@@ -364,7 +364,8 @@ WEFT_MODULE(Seq);
 /// carry those differences forward. SGD with momentum rather than Adam: Adam moves a weight whose
 /// gradient is only rounding noise by its whole learning rate, in the noise's direction.
 template <typename Make>
-void trainsAlike(Make make, const Tensor& x, const Tensor& y, const Device& vk) {
+void trainsAlike(Make make, const Tensor& x, const Tensor& y, const Device& vk,
+                 bool compiled = false) {
   manual_seed(11);
   auto cpuModel = make();
   manual_seed(11);
@@ -373,6 +374,10 @@ void trainsAlike(Make make, const Tensor& x, const Tensor& y, const Device& vk) 
   optim::SGD cpuOpt(cpuModel->parameters(), optim::SGDOptions(0.05).momentum(0.9));
   optim::SGD devOpt(devModel->parameters(), optim::SGDOptions(0.05).momentum(0.9));
   auto cpuStep = bench::trainStep(cpuModel, cpuOpt), devStep = bench::trainStep(devModel, devOpt);
+  if (compiled) {
+    auto step = compile(devStep, CompileOptions().device(vk));
+    devStep = [step](const Tensor& a, const Tensor& b) mutable { return step(a, b); };
+  }
   const Tensor xd = x.to(vk), yd = y.to(vk);
   for (int i = 0; i < 20; ++i) {
     SCOPED_TRACE("step " + std::to_string(i));
@@ -411,6 +416,56 @@ TEST_F(Vulkan, EagerTrainStepsMatchTheCpu) {
     trainsAlike([] { return bench::Cnn(4, 6, 8, 16, 3); }, randn({4, 1, 8, 8}), randint(0, 3, {4}),
                 vk);
   }
+}
+
+TEST_F(Vulkan, CompiledTrainStepsMatchTheCpu) {
+  manual_seed(3);
+  {
+    SCOPED_TRACE("mlp");
+    trainsAlike([] { return bench::Mlp(12, 32, 5); }, randn({16, 12}), randint(0, 5, {16}), vk,
+                true);
+  }
+  {
+    SCOPED_TRACE("transformer");
+    trainsAlike([] { return bench::Gpt(11, 6, 8, 2, 1, 16); }, randint(0, 11, {2, 6}),
+                randint(0, 11, {2, 6}), vk, true);
+  }
+  {
+    SCOPED_TRACE("lstm");
+    trainsAlike([] { return Seq(3, 8, 4); }, randn({2, 5, 3}), randint(0, 4, {2, 5}), vk, true);
+  }
+  {
+    SCOPED_TRACE("cnn");
+    trainsAlike([] { return bench::Cnn(4, 6, 8, 16, 3); }, randn({4, 1, 8, 8}), randint(0, 3, {4}),
+                vk, true);
+  }
+}
+
+TEST_F(Vulkan, CompiledFunctionsRunOnTheirDeviceAndBackwardThroughThem) {
+  manual_seed(4);
+  nn::Linear layer(6, 3);
+  layer->to(vk);
+  auto forward = [&](const Tensor& x) { return (layer(x).tanh() * 2).softmax(1); };
+  auto compiled = compile(forward, CompileOptions().device(vk));
+  const Tensor x = randn({5, 6}).to(vk);
+  const std::vector<Tensor> params = layer->parameters();
+  Tensor want = forward(x);
+  std::vector<Tensor> wantGrads = autograd::grad({(want * want).sum()}, params);
+  Tensor got = compiled(x);
+  EXPECT_EQ(got.device(), vk);
+  EXPECT_TRUE(allclose(got.cpu(), want.cpu(), 1e-5, 1e-6));
+  // The compiled forward, and eager backward from its outputs, on the device.
+  std::vector<Tensor> gotGrads = autograd::grad({(got * got).sum()}, params);
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(gotGrads[i].device(), vk);
+    EXPECT_TRUE(allclose(gotGrads[i].cpu(), wantGrads[i].cpu(), 1e-4, 1e-6)) << "parameter " << i;
+  }
+  // Tensors of another device than the function's are an error naming both.
+  std::string m = messageOf<DeviceError>([&] { compiled(randn({5, 6})); });
+  EXPECT_TRUE(has(m, "argument 0 is on cpu") && has(m, "runs on vulkan:0")) << m;
+  auto onCpu = compile(forward);
+  m = messageOf<DeviceError>([&] { onCpu(x); });
+  EXPECT_TRUE(has(m, "runs on cpu")) << m;
 }
 
 TEST_F(Vulkan, MemoryPastTheDeviceIsACleanErrorAndAllocationGoesOn) {

@@ -32,14 +32,14 @@
 namespace weft {
 
 namespace {
-/// Compiled code runs on the CPU so far: a DeviceError naming the first of `tensors` (what
-/// `what` calls them) on another device.
-void checkOnCpu(const std::vector<Tensor>& tensors, const char* what) {
+/// A DeviceError naming the first of `tensors` (what `what` calls them) that is not on `device`,
+/// the device the compiled function runs on.
+void checkOnDevice(const std::vector<Tensor>& tensors, const Device& device, const char* what) {
   for (size_t i = 0; i < tensors.size(); ++i)
-    WEFT_CHECK(!tensors[i].defined() || tensors[i].is_cpu(), Device, "compile: ", what, " ", i,
-               " is on ", tensors[i].device().str(),
-               "; compiled functions run on the CPU so far (move it with .cpu(), or call the "
-               "function uncompiled there)");
+    WEFT_CHECK(!tensors[i].defined() || tensors[i].device() == device, Device, "compile: ", what,
+               " ", i, " is on ", tensors[i].device().str(), "; the compiled function runs on ",
+               device.str(), " (CompileOptions().device(...)): move it with .to(", device.str(),
+               "), or compile for its device");
 }
 } // namespace
 
@@ -300,9 +300,33 @@ void CompiledSignature::aliasOutputs(const std::vector<Tensor>& args,
 
 std::vector<Tensor> CompiledSignature::run(const std::vector<Tensor>& args,
                                            const std::vector<Tensor>& state) const {
-  checkOnCpu(state, "captured tensor");
+  // On a device, the CPU scalars a function reads (an optimizer's learning rate and step, as
+  // eager ops take them beside device tensors) and the draws' keys go there for the call, and
+  // what the program updates of them comes back.
+  std::vector<Tensor> keyed = withDrawKeys(state);
+  std::vector<std::pair<size_t, Tensor>> staged;
+  if (!device.is_cpu()) {
+    for (size_t k = 0; k < keyed.size(); ++k) {
+      if (!keyed[k].defined() || keyed[k].device() == device) continue;
+      const bool key = k >= state.size() || !keyed[k].is_same(state[k]);
+      WEFT_CHECK(key || keyed[k].dim() == 0, Device, "compile: captured tensor ", k, " (",
+                 dtypeName(keyed[k].dtype()), " ", shapeString(keyed[k].sizes()), ") is on ",
+                 keyed[k].device().str(), "; the compiled function runs on ", device.str(),
+                 " (CompileOptions().device(...)), where only CPU scalars may join it: move it with "
+                 ".to(", device.str(), ")");
+      keyed[k] = keyed[k].to(device);
+      staged.emplace_back(k, keyed[k]);
+    }
+  } else {
+    checkOnDevice(state, device, "captured tensor");
+  }
   std::vector<Buffer> out =
-      runPlan(hal::device(device), program.plan, buffersOf(args), buffersOf(withDrawKeys(state)));
+      runPlan(hal::device(device), program.plan, buffersOf(args), buffersOf(keyed));
+  for (const auto& [k, onDevice] : staged)
+    if (stateWritten[k]) {
+      NoGradGuard guard;
+      Tensor(state[k]).copy_(onDevice.cpu());
+    }
   for (const GradEffect& e : gradEffects) {
     if (e.of == GradEffect::Of::Argument) continue; // the caller's tensors: see call()
     Tensor leaf = state[e.index];
@@ -511,8 +535,8 @@ void bindToCalls(const TraceContext& tc, CompiledSignature& exe) {
     CompiledSignature::StateRef ref;
     if (auto it = tc.gradOf.find(t.impl().get()); it != tc.gradOf.end())
       ref.gradOf = it->second.second.impl();
-    else if (t.impl()->madeInTrace)
-      ref.owned = t;
+    else if (t.impl()->madeInTrace) // a constant the trace made (on the CPU): on the device
+      ref.owned = t.device() == tc.device ? t : t.to(tc.device);
     else
       ref.user = t.impl(); // its references are counted once the trace holds none
     exe.stateRefs.push_back(std::move(ref));
@@ -568,7 +592,7 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   // A function that kept tensors it made (an optimizer's state, made on its first step) is
   // traced again at the next call: code generated for this one call would cost more than it
   // saves, so the interpreter runs it.
-  const bool codegen = generatesCode(tc.keptTensors);
+  const bool codegen = generatesCode(tc.keptTensors) && options.device_.is_cpu();
   CodegenStats stats;
   Pipeline pipe = pipeline(target, codegen, kernelCompiler(target, codegen, stats));
   if (auto r = pipe.program.run(program); !r)
@@ -791,8 +815,6 @@ struct CompiledFunction::State {
 CompiledFunction::CompiledFunction(CompileOptions options, std::source_location loc)
     : state_(std::make_shared<State>()) {
   CallSite cs(loc);
-  WEFT_CHECK(options.device_.is_cpu(), Device,
-             "compile: only the CPU device runs compiled code so far; Vulkan comes with codegen");
   WEFT_CHECK(options.recompile_limit_ >= 1, Value,
              "compile: recompile_limit must be at least 1, got ", options.recompile_limit_);
   if (options.dynamic_dim_) {
@@ -899,7 +921,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Tensor>& args,
   WEFT_CHECK(currentTrace() == nullptr, Value,
              "calling a compiled function inside a traced function is not supported; call the "
              "function it wraps");
-  checkOnCpu(args, "argument");
+  checkOnDevice(args, state_->options.device_, "argument");
   std::optional<DynamicCall> dyn = dynamicCall(state_->options, args);
   State& st = *state_;
   Lookup found = st.obtain(args, dyn, fn, site, loc);
@@ -1092,7 +1114,10 @@ CompiledFunction::Exported CompiledFunction::export_program(const std::vector<Te
                                                             std::source_location loc) {
   std::optional<CallSite> site(std::in_place, loc);
   WEFT_CHECK(currentTrace() == nullptr, Value, "export: not inside a traced function");
-  checkOnCpu(args, "argument");
+  WEFT_CHECK(state_->options.device_.is_cpu(), Device,
+             "export: programs for Vulkan are not exported yet (their SPIR-V comes with compiled "
+             "GPU kernels); export for the CPU");
+  checkOnDevice(args, state_->options.device_, "argument");
   std::optional<DynamicCall> dyn = dynamicCall(state_->options, args);
   Lookup found = state_->obtain(args, dyn, fn, site, loc);
   site.emplace(loc);

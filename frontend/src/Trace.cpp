@@ -419,8 +419,8 @@ void TraceContext::keepEscapedTensors(bool failed) {
       keptAfterFailure = true;
       continue;
     }
-    p->storage =
-        Storage::allocate(static_cast<size_t>(checkedByteSize(p->shape, p->dtype, "keep")), true);
+    p->storage = hal::device(device).allocate(
+        static_cast<size_t>(checkedByteSize(p->shape, p->dtype, "keep")), true);
     ir::ValueId s = valueOf(Tensor(p)); // a new state tensor; its value comes from the graph
     current[stateIndex.at(p.get())] = v;
     keptTensors = true;
