@@ -57,7 +57,7 @@ ir::Graph cleaned(const ir::Graph& graph) {
   passes::PassManager pm;
   for (const char* name : {"simplify", "fold", "simplify", "cse", "dce"})
     pm.add(passes::createPass(name));
-  if (auto r = pm.run(g); !r) WEFT_FAIL(Internal, r.diagnostic().message);
+  if (auto r = pm.run(g); !r) throwError(r.diagnostic().kind, r.diagnostic().message);
   return g;
 }
 
@@ -138,18 +138,44 @@ void export_onnx(nn::Module& module, const TensorFunction& forward,
     std::optional<Probe> probe;
     TraceResult probed;
     if (options.dynamic_dim_) {
-      // The same function at one row more: what changes is the dynamic dimension.
+      // The same function at one row more: what changes is the dynamic dimension. Traced at two
+      // rows at least: at one, the simplifier drops the broadcasts a size of 1 makes no-ops.
       const int64_t dim = *options.dynamic_dim_;
-      int64_t rows = -1;
-      for (size_t i = 0; i < example_inputs.size(); ++i)
-        if (detail::isDynamicArgument(dim, options.dynamic_arguments_, i, example_inputs[i]))
-          rows = example_inputs[i].size(dim);
+      const std::vector<size_t>& which = options.dynamic_arguments_;
       CallSite cs(loc);
+      WEFT_CHECK(dim >= 0, Value, "export_onnx: dynamic_dim must be >= 0, got ", dim);
+      int64_t rows = -1;
+      for (size_t i = 0; i < example_inputs.size(); ++i) {
+        if (!detail::isDynamicArgument(dim, which, i, example_inputs[i])) continue;
+        const int64_t n = example_inputs[i].size(dim);
+        WEFT_CHECK(rows < 0 || n == rows, Value, "export_onnx: dynamic_dim(", dim, "): input ", i,
+                   " has ", n, " rows there, another input ", rows);
+        rows = n;
+      }
       WEFT_CHECK(rows >= 1, Value, "export_onnx: dynamic_dim(", dim,
                  "): no example input has that dimension, or it is empty");
-      probed = trace(forward,
-                     detail::withRows(example_inputs, dim, options.dynamic_arguments_, rows + 1),
-                     loc);
+      if (rows < 2) {
+        rows = 2;
+        traced = trace(forward, detail::withRows(example_inputs, dim, which, rows), loc);
+        nameState(traced, module);
+      }
+      probed = trace(forward, detail::withRows(example_inputs, dim, which, rows + 1), loc);
+      // A tensor the function makes must not hold the size (a constant of the batch's size).
+      WEFT_CHECK(probed.state.size() == traced.state.size(), Value,
+                 "export_onnx: the function reads other tensors at ", rows + 1, " rows than at ",
+                 rows, ", so no one ONNX graph computes it for every size");
+      for (size_t k = 0; k < traced.state.size(); ++k) {
+        const Tensor& a = traced.state[k];
+        const Tensor& b = probed.state[k];
+        if (a.is_same(b) || a.sizes() != b.sizes() || a.dtype() != b.dtype())
+          continue; // the same tensor, or one sized by the dimension (the translation says so)
+        WEFT_CHECK(a.cpu().equal(b.cpu()),
+                   Value, "export_onnx: ",
+                   traced.graph->value(traced.graph->state()[k]).name,
+                   ", a tensor the function makes, holds other values at ", rows + 1,
+                   " rows than at ", rows, " (it is computed from the size): make it from the "
+                   "inputs instead, so that the model computes it");
+      }
       probe = Probe{probed.graph.get(), rows, rows + 1, dim, options.dynamic_name_};
     }
     CallSite cs(loc);

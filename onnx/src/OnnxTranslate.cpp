@@ -251,13 +251,17 @@ private:
     if (probe_ == nullptr) return;
     const ir::Node& other = probe_->graph->nodes()[static_cast<size_t>(index)];
     for (const auto& [key, value] : node_->attrs.items()) {
-      if (other.attrs.raw(key) == value) continue;
+      const AttrValue& theirs = other.attrs.raw(key);
+      const double* x = std::get_if<double>(&value);
+      const double* y = std::get_if<double>(&theirs);
+      if (theirs == value || (x && y && std::memcmp(x, y, sizeof(double)) == 0)) continue; // NaN
       const OpKind kind = opInfo(node_->op).kind;
       const bool allowed =
           (key == "shape" && (kind == OpKind::Reshape || kind == OpKind::Expand ||
                               kind == OpKind::Full)) ||
           (key == "end" && kind == OpKind::Slice) ||
-          (key == "input_shape" && kind == OpKind::ConvInputGrad);
+          (key == "input_shape" && kind == OpKind::ConvInputGrad) ||
+          (key == "size" && kind == OpKind::CheckIndex);
       WEFT_CHECK(allowed, Value, "export_onnx: ", opName(node_->op),
                  node_->loc.known() ? " (called at " + node_->loc.text() + ")" : "",
                  " depends on the dynamic dimension's size: its '", key, "' is not the same at ",
@@ -477,14 +481,25 @@ private:
       return gather();
     case OpKind::Scatter:
       return scatter(n.op);
-    case OpKind::IndexSelect:
-      return result("Gather", {in(0), in(1)}, {{"axis", n.attrs.i("dim")}});
+    case OpKind::IndexSelect: {
+      // A 0-d index selects one entry and keeps the dimension (ONNX's Gather would drop it).
+      std::string picked = inType(1).shape.empty() ? emit("Reshape", {in(1), ints({1})}) : in(1);
+      return result("Gather", {in(0), picked}, {{"axis", n.attrs.i("dim")}});
+    }
     case OpKind::IndexAdd:
       return indexAdd();
     case OpKind::CheckIndex: {
       if (!n.attrs.b("wrap")) return bind(in(0));
+      const int64_t size = n.attrs.i("size");
+      const int64_t probeSize =
+          probe_ ? probe_->graph->nodes()[static_cast<size_t>(index)].attrs.i("size") : size;
+      // A 0-d size: of the dynamic dimension, computed from it.
+      std::string bound = size == probeSize
+                              ? scalar(static_cast<double>(size), DType::Int64)
+                              : emit("Reshape", {shapeInput(Shape{size}, Shape{probeSize}),
+                                                 ints(std::span<const int64_t>())});
       std::string negative = emit("Less", {in(0), scalar(0, DType::Int64)});
-      std::string wrapped = emit("Add", {in(0), scalar(static_cast<double>(n.attrs.i("size")), DType::Int64)});
+      std::string wrapped = emit("Add", {in(0), bound});
       return result("Where", {negative, wrapped, in(0)});
     }
     case OpKind::Matrix:
@@ -610,7 +625,24 @@ private:
       if (!logical) unsupported(opName(op));
       return result("Xor", {a, b});
     case OpCode::FloorDivide: {
-      if (isFloating(operand)) return result("Floor", {emit("Div", {a, b})});
+      if (isFloating(operand)) {
+        // As weft's kernel (and PyTorch's): from fmod, so that 1.0 // 0.1 is 9, not 10.
+        std::string zero = scalar(0, operand);
+        std::string mod = emit("Mod", {a, b}, {{"fmod", int64_t{1}}});
+        std::string div = emit("Div", {emit("Sub", {a, mod}), b});
+        std::string opposite = emit("And", {emit("Not", {emit("Equal", {mod, zero})}),
+                                            emit("Xor", {emit("Less", {b, zero}),
+                                                         emit("Less", {mod, zero})})});
+        div = emit("Sub", {div, cast(opposite, DType::Bool, operand)});
+        std::string floor = emit("Floor", {div});
+        std::string up = emit("Greater", {emit("Sub", {div, floor}), scalar(0.5, operand)});
+        floor = emit("Add", {floor, cast(up, DType::Bool, operand)});
+        std::string quotient = emit("Div", {a, b});
+        std::string signedZero = emit("Mul", {zero, quotient}); // copysign(0, a / b)
+        std::string byZero = emit("Equal", {b, zero});          // IEEE division's inf and NaN
+        return result("Where", {byZero, quotient,
+                                emit("Where", {emit("Equal", {div, zero}), signedZero, floor})});
+      }
       // Integers: ONNX's Div truncates; floor division is one less where the remainder is
       // not zero and the signs differ.
       std::string q = emit("Div", {a, b});
@@ -681,15 +713,24 @@ private:
     const ir::Node& n = *node_;
     const Shape& x = inType(0).shape;
     const Shape& padding = n.attrs.ints("padding");
+    // The windows weft's output has (ceil_mode's last window starts inside the input, as in
+    // PyTorch, a rule ONNX's ceil_mode lacks): floor mode over enough padding at the end.
+    const Shape& kernel = n.attrs.ints("kernel_size");
+    const Shape& stride = n.attrs.ints("stride");
+    const Shape& dilation = n.attrs.ints("dilation");
+    const Shape& out = resultType().shape;
+    const size_t lead = x.size() - padding.size();
     std::vector<int64_t> pads(padding.begin(), padding.end());
-    pads.insert(pads.end(), padding.begin(), padding.end());
+    for (size_t d = 0; d < padding.size(); ++d) {
+      const int64_t reach = (out[lead + d] - 1) * stride[d] + dilation[d] * (kernel[d] - 1) + 1;
+      pads.push_back(std::max(padding[d], reach - x[lead + d] - padding[d]));
+    }
     std::string values = fresh("MaxPool_values"), indices = fresh("MaxPool_indices");
     addNode("MaxPool", {in(0)}, {values, indices},
-            {{"kernel_shape", vec(n.attrs.ints("kernel_size"))},
-             {"strides", vec(n.attrs.ints("stride"))},
+            {{"kernel_shape", vec(kernel)},
+             {"strides", vec(stride)},
              {"pads", pads},
-             {"dilations", vec(n.attrs.ints("dilation"))},
-             {"ceil_mode", int64_t{n.attrs.b("ceil_mode")}}});
+             {"dilations", vec(dilation)}});
     pooled_[n.result] = values;
     const auto spatial = static_cast<std::ptrdiff_t>(padding.size());
     const int64_t plane = std::accumulate(x.end() - spatial, x.end(), int64_t{1}, std::multiplies<>());
@@ -788,7 +829,9 @@ private:
   void fullConstant() {
     const ir::Node& n = *node_;
     const ir::TensorType& t = resultType();
-    const double value = n.attrs.number("value");
+    // An integer value exactly (int64 past 2^53, INT64_MAX as a sentinel), else the number.
+    const int64_t* integer = n.attrs.tryGet<int64_t>("value");
+    const Scalar value = integer ? Scalar(*integer) : Scalar(n.attrs.number("value"));
     int64_t numel = 1;
     for (int64_t d : t.shape)
       numel *= d;

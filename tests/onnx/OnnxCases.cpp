@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace {
@@ -141,6 +142,16 @@ std::vector<Tensor> manyOps(const Tensor& x, const Tensor& w, const Tensor& idx)
   out.push_back(x.matmul(w.transpose(0, 1)));
   out.push_back(x.clamp(-0.5, 0.5) + x.masked_fill(x > 1, 1.0));
   out.push_back(x.logsumexp(1));
+  // Where a plain translation would differ: float floor division computed from fmod (1 // 0.1
+  // is 9), an int64 sentinel past 2^53, a 0-d index, ceil-mode pooling whose last window would
+  // start in the padding.
+  Tensor one = x * 0 + 1;
+  out.push_back(floor_divide(one, one * 0.1) + floor_divide(-one * 7.5, one * 2) +
+                floor_divide(x, (w.abs() + 0.25) * -1));
+  out.push_back(where(x > 0, i, full({}, std::numeric_limits<int64_t>::max(), kInt64)).amin(1));
+  out.push_back(x.index_select(1, full({}, 2, kInt64)));
+  Tensor five = cat({x, w.narrow(0, 0, 1)}, 0).narrow(1, 0, 5).reshape({1, 1, 5, 5});
+  out.push_back(max_pool2d(five, 2, 2, 1, 1, true));
   return out;
 }
 

@@ -257,6 +257,16 @@ TEST(OnnxExport, WhatDependsOnTheDynamicSizeOtherwiseIsAnErrorNamingIt) {
                 OnnxOptions().dynamic_dim(2));
   });
   EXPECT_TRUE(has(msg, "dynamic_dim(2)")) << msg;
+  msg = messageOf<ValueError>([&] {
+    export_onnx(*net, forwardOf(net), {randn({4, 3})}, tempPath("d.onnx"),
+                OnnxOptions().dynamic_dim(-1));
+  });
+  EXPECT_TRUE(has(msg, "must be >= 0")) << msg;
+  // A constant computed from the size holds other values at another size.
+  msg = exportOf([&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0] * tensor({static_cast<double>(in[0].size(0))})};
+  });
+  EXPECT_TRUE(has(msg, "holds other values")) << msg;
   // onnx_model() has no second trace to learn the dimension from.
   ir::Result<ir::Graph> g = ir::parseGraph(R"(
 graph @f(%x: float32[2, 3]) {
