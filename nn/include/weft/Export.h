@@ -145,7 +145,7 @@ TensorFunction holderForward(std::shared_ptr<Impl> impl, const char* what) {
 
 } // namespace detail
 
-/// export_model() of a module holder's forward (nn::Linear, a TORCH_MODULE-style holder) taking
+/// export_model() of a module holder's forward (nn::Linear, a WEFT_MODULE holder) taking
 /// one tensor per example input and returning a tensor, a vector of them or a tuple of those.
 template <typename Holder>
 requires requires(Holder& h) { h.ptr(); }

@@ -67,7 +67,7 @@ void export_onnx(nn::Module& module, const TensorFunction& forward,
                  const std::vector<Tensor>& example_inputs, const std::string& path,
                  const OnnxOptions& options = {}, WEFT_LOC);
 
-/// export_onnx() of a module holder's forward (nn::Sequential, nn::LSTM, a TORCH_MODULE-style
+/// export_onnx() of a module holder's forward (nn::Sequential, nn::LSTM, a WEFT_MODULE
 /// holder) taking one tensor per example input; a forward returning a tuple exports its tensors.
 template <typename Holder>
 requires requires(Holder& h) { h.ptr(); }
