@@ -27,8 +27,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string tempPath(const std::string& name) {
-  return (fs::temp_directory_path() / ("weft_artifact_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  return test::tempPath("weft_artifact_", name);
 }
 
 std::vector<uint8_t> readBytes(const std::string& path) {

@@ -25,9 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string tempPath(const std::string& name) {
-  return (fs::temp_directory_path() / ("weft_export_train_" + std::to_string(::getpid()) + "_" +
-                                       name))
-      .string();
+  return test::tempPath("weft_export_train_", name);
 }
 
 struct Net : nn::Module {

@@ -16,7 +16,17 @@
 #include <typeinfo>
 #include <vector>
 
+#include <unistd.h>
+
 namespace weft::test {
+
+/// A path in the temporary directory that no other test process uses:
+/// <tmp>/<prefix><pid>_<name>.
+inline std::string tempPath(const std::string& prefix, const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          (prefix + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
 
 /// Checks |actual - expected| <= atol + rtol * |expected| elementwise (NaNs and infinities must
 /// match).

@@ -28,9 +28,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string tempPath(const std::string& name) {
-  return (fs::temp_directory_path() /
-          ("weft_onnx_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  return test::tempPath("weft_onnx_", name);
 }
 
 onnx::ModelProto readModel(const std::string& path) {
