@@ -309,7 +309,7 @@ std::vector<Tensor> CompiledSignature::run(const std::vector<Tensor>& args,
     for (size_t k = 0; k < keyed.size(); ++k) {
       if (!keyed[k].defined() || keyed[k].device() == device) continue;
       const bool key = k >= state.size() || !keyed[k].is_same(state[k]);
-      WEFT_CHECK(key || keyed[k].dim() == 0, Device, "compile: captured tensor ", k, " (",
+      WEFT_CHECK(key || isCpuScalar(keyed[k]), Device, "compile: captured tensor ", k, " (",
                  dtypeName(keyed[k].dtype()), " ", shapeString(keyed[k].sizes()), ") is on ",
                  keyed[k].device().str(), "; the compiled function runs on ", device.str(),
                  " (CompileOptions().device(...)), where only CPU scalars may join it: move it with "

@@ -263,12 +263,6 @@ void runInto(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs, cons
   out.impl()->storage->device().kernels().run(op, refs.span(), out.ref(), attrs);
 }
 
-/// A tensor that may join an op on another device: a CPU scalar (a wrapped number, or any 0-d CPU
-/// tensor, as in PyTorch), which goes there as a value rather than as memory.
-bool isCpuScalar(const Tensor& t) {
-  return t.dim() == 0 && t.is_cpu();
-}
-
 /// The device `op` runs on: that of its inputs, which must share one (CPU scalars aside), or
 /// `device` for an op without tensor inputs (or with CPU scalars only).
 Device deviceOf(const OpInfo& info, std::span<const Tensor> inputs, Device device) {
@@ -287,6 +281,10 @@ Device deviceOf(const OpInfo& info, std::span<const Tensor> inputs, Device devic
 }
 
 } // namespace
+
+bool isCpuScalar(const Tensor& t) {
+  return t.dim() == 0 && t.is_cpu();
+}
 
 Tensor dispatch(OpCode op, std::span<const Tensor> inputs, const Attrs& attrs, Device device) {
   const OpInfo& info = opInfo(op);

@@ -74,6 +74,11 @@ int64_t checkedByteSize(const Shape& shape, DType dtype, const char* op);
 Tensor makeTensor(const Shape& shape, DType dtype, bool zero = false,
                   Device device = Device::cpu());
 
+/// A tensor that may join an op on another device: a CPU scalar (a wrapped number, or any 0-d CPU
+/// tensor, as in PyTorch), which goes there as a value rather than as memory. Eager ops and
+/// compiled functions on a device take them alike.
+bool isCpuScalar(const Tensor& t);
+
 /// Runs primitive `op` eagerly: infers the result type (throwing weft::Error on bad input), makes a
 /// view or runs the kernel of the inputs' device, and records an autograd node when an input
 /// requires grad. The inputs share one device (a DeviceError otherwise), but for CPU scalars,
