@@ -15,29 +15,6 @@
 namespace weft {
 namespace {
 
-/// The names of `module`'s parameters and buffers, for the state of its programs.
-nn::NamedTensors moduleNames(const nn::Module& module) {
-  nn::NamedTensors named = module.named_parameters();
-  for (auto& b : module.named_buffers())
-    named.push_back(std::move(b));
-  return named;
-}
-
-/// Restores a module's training mode when it goes out of scope.
-class TrainingMode {
-public:
-  TrainingMode(nn::Module& m, bool training) : module_(m), before_(m.is_training()) {
-    m.train(training);
-  }
-  ~TrainingMode() { module_.train(before_); }
-  TrainingMode(const TrainingMode&) = delete;
-  TrainingMode& operator=(const TrainingMode&) = delete;
-
-private:
-  nn::Module& module_;
-  bool before_;
-};
-
 /// Whether input `i`, `t`, has the dynamic dimension `o` names.
 bool isDynamic(const ExportOptions& o, size_t i, const Tensor& t) {
   return detail::isDynamicArgument(*o.dynamic_dim_, o.dynamic_arguments_, i, t);
@@ -155,6 +132,13 @@ void exportProgram(const TensorFunction& fn, const std::vector<Tensor>& example_
 
 namespace detail {
 
+nn::NamedTensors moduleStateNames(const nn::Module& module) {
+  nn::NamedTensors named = module.named_parameters();
+  for (auto& b : module.named_buffers())
+    named.push_back(std::move(b));
+  return named;
+}
+
 bool isDynamicArgument(int64_t dim, const std::vector<size_t>& arguments, size_t i,
                        const Tensor& t) {
   return t.dim() > dim && (arguments.empty() || std::ranges::count(arguments, i) > 0);
@@ -184,9 +168,9 @@ void export_model(nn::Module& module, const TensorFunction& forward,
                   const ExportOptions& options, std::source_location loc) {
   CallSite cs(loc);
   detail::convertStdExceptions("export_model", [&] {
-    TrainingMode eval(module, false);
+    detail::TrainingMode eval(module, false);
     NoGradGuard noGrad;
-    exportProgram(forward, example_inputs, moduleNames(module), path, options, loc);
+    exportProgram(forward, example_inputs, detail::moduleStateNames(module), path, options, loc);
   });
 }
 
@@ -211,7 +195,7 @@ void export_train_step(nn::Module& module, optim::Optimizer& optimizer, const Te
           p.set_grad(g);
       }
     } restore{grads};
-    nn::NamedTensors known = moduleNames(module);
+    nn::NamedTensors known = detail::moduleStateNames(module);
     for (auto& [key, t] : optimizer.state_dict())
       known.emplace_back("optimizer." + key, t);
     ExportOptions o = options;

@@ -12,6 +12,7 @@
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace weft {
@@ -24,14 +25,17 @@ using onnx_export::Probe;
 void checkModel(const onnx::ModelProto& model) {
   try {
     onnx::checker::check_model(model);
-    // Shape inference on a copy without the weights' bytes: the weights become typed inputs.
+    // Shape inference on a copy of the graph without the weights' bytes (never copied): the
+    // weights become typed inputs, small constants stay (shapes and axes read their values).
     onnx::ModelProto copy;
     *copy.mutable_opset_import() = model.opset_import();
     copy.set_ir_version(model.ir_version());
     onnx::GraphProto& g = *copy.mutable_graph();
-    g = model.graph();
-    g.clear_initializer();
-    for (const onnx::TensorProto& t : model.graph().initializer()) {
+    const onnx::GraphProto& whole = model.graph();
+    *g.mutable_node() = whole.node();
+    *g.mutable_input() = whole.input();
+    *g.mutable_output() = whole.output();
+    for (const onnx::TensorProto& t : whole.initializer()) {
       if (t.raw_data().size() <= 64) {
         *g.add_initializer() = t;
         continue;
@@ -93,9 +97,7 @@ std::string buildModel(const ir::Graph& graph, const std::vector<Tensor>& state,
 
 /// Names a trace's state inputs by `module`'s names; tensors the function made are its constants.
 void nameState(TraceResult& traced, const nn::Module& module) {
-  nn::NamedTensors named = module.named_parameters();
-  for (auto& b : module.named_buffers())
-    named.push_back(std::move(b));
+  const nn::NamedTensors named = detail::moduleStateNames(module);
   ir::Graph& g = *traced.graph;
   int constants = 0;
   for (size_t k = 0; k < traced.state.size(); ++k) {
@@ -104,6 +106,46 @@ void nameState(TraceResult& traced, const nn::Module& module) {
       if (t.defined() && t.is_same(traced.state[k])) name = n;
     if (name.empty()) name = "constant." + std::to_string(constants++);
     g.renameInput(g.state()[k], name);
+  }
+}
+
+/// The rows of the example inputs' dynamic dimension, which must agree, to trace at: two at least
+/// (at one, the simplifier drops the broadcasts a size of 1 makes no-ops).
+int64_t tracedRows(const OnnxOptions& options, const std::vector<Tensor>& example_inputs,
+                   std::source_location loc) {
+  CallSite cs(loc);
+  const int64_t dim = *options.dynamic_dim_;
+  WEFT_CHECK(dim >= 0, Value, "export_onnx: dynamic_dim must be >= 0, got ", dim);
+  int64_t rows = -1;
+  for (size_t i = 0; i < example_inputs.size(); ++i) {
+    if (!detail::isDynamicArgument(dim, options.dynamic_arguments_, i, example_inputs[i]))
+      continue;
+    const int64_t n = example_inputs[i].size(dim);
+    WEFT_CHECK(rows < 0 || n == rows, Value, "export_onnx: dynamic_dim(", dim, "): input ", i,
+               " has ", n, " rows there, another input ", rows);
+    rows = n;
+  }
+  WEFT_CHECK(rows >= 1, Value, "export_onnx: dynamic_dim(", dim,
+             "): no example input has that dimension, or it is empty");
+  return std::max<int64_t>(rows, 2);
+}
+
+/// That the tensors the function makes are the same at `rows` and one row more, but for those
+/// sized by the dimension (the translation names those): a constant computed from the size
+/// would be baked into the model.
+void checkConstantsAgree(const TraceResult& traced, const TraceResult& probed, int64_t rows) {
+  WEFT_CHECK(probed.state.size() == traced.state.size(), Value,
+             "export_onnx: the function reads other tensors at ", rows + 1, " rows than at ", rows,
+             ", so no one ONNX graph computes it for every size");
+  for (size_t k = 0; k < traced.state.size(); ++k) {
+    const Tensor& a = traced.state[k];
+    const Tensor& b = probed.state[k];
+    if (a.is_same(b) || a.sizes() != b.sizes() || a.dtype() != b.dtype()) continue;
+    WEFT_CHECK(a.cpu().equal(b.cpu()), Value, "export_onnx: ",
+               traced.graph->value(traced.graph->state()[k]).name,
+               ", a tensor the function makes, holds other values at ", rows + 1, " rows than at ",
+               rows, " (it is computed from the size): make it from the inputs instead, so that "
+               "the model computes it");
   }
 }
 
@@ -125,58 +167,23 @@ void export_onnx(nn::Module& module, const TensorFunction& forward,
   // No CallSite around the traces: each node keeps the line that called its op (an unsupported
   // op's error names it); trace() and the checks below name `loc` in their own errors.
   detail::convertStdExceptions("export_onnx", [&] {
-    const bool training = module.is_training();
-    module.train(false);
-    struct Restore {
-      nn::Module& m;
-      bool training;
-      ~Restore() { m.train(training); }
-    } restore{module, training};
+    detail::TrainingMode eval(module, false);
     NoGradGuard noGrad;
-    TraceResult traced = trace(forward, example_inputs, loc);
+    const std::vector<size_t>& which = options.dynamic_arguments_;
+    const int64_t rows = options.dynamic_dim_ ? tracedRows(options, example_inputs, loc) : 0;
+    auto withRows = [&](int64_t n) {
+      return detail::withRows(example_inputs, *options.dynamic_dim_, which, n);
+    };
+    TraceResult traced = trace(forward, rows > 0 ? withRows(rows) : example_inputs, loc);
     nameState(traced, module);
     std::optional<Probe> probe;
     TraceResult probed;
-    if (options.dynamic_dim_) {
-      // The same function at one row more: what changes is the dynamic dimension. Traced at two
-      // rows at least: at one, the simplifier drops the broadcasts a size of 1 makes no-ops.
-      const int64_t dim = *options.dynamic_dim_;
-      const std::vector<size_t>& which = options.dynamic_arguments_;
+    if (rows > 0) { // the same function at one row more: what changes is the dynamic dimension
+      probed = trace(forward, withRows(rows + 1), loc);
       CallSite cs(loc);
-      WEFT_CHECK(dim >= 0, Value, "export_onnx: dynamic_dim must be >= 0, got ", dim);
-      int64_t rows = -1;
-      for (size_t i = 0; i < example_inputs.size(); ++i) {
-        if (!detail::isDynamicArgument(dim, which, i, example_inputs[i])) continue;
-        const int64_t n = example_inputs[i].size(dim);
-        WEFT_CHECK(rows < 0 || n == rows, Value, "export_onnx: dynamic_dim(", dim, "): input ", i,
-                   " has ", n, " rows there, another input ", rows);
-        rows = n;
-      }
-      WEFT_CHECK(rows >= 1, Value, "export_onnx: dynamic_dim(", dim,
-                 "): no example input has that dimension, or it is empty");
-      if (rows < 2) {
-        rows = 2;
-        traced = trace(forward, detail::withRows(example_inputs, dim, which, rows), loc);
-        nameState(traced, module);
-      }
-      probed = trace(forward, detail::withRows(example_inputs, dim, which, rows + 1), loc);
-      // A tensor the function makes must not hold the size (a constant of the batch's size).
-      WEFT_CHECK(probed.state.size() == traced.state.size(), Value,
-                 "export_onnx: the function reads other tensors at ", rows + 1, " rows than at ",
-                 rows, ", so no one ONNX graph computes it for every size");
-      for (size_t k = 0; k < traced.state.size(); ++k) {
-        const Tensor& a = traced.state[k];
-        const Tensor& b = probed.state[k];
-        if (a.is_same(b) || a.sizes() != b.sizes() || a.dtype() != b.dtype())
-          continue; // the same tensor, or one sized by the dimension (the translation says so)
-        WEFT_CHECK(a.cpu().equal(b.cpu()),
-                   Value, "export_onnx: ",
-                   traced.graph->value(traced.graph->state()[k]).name,
-                   ", a tensor the function makes, holds other values at ", rows + 1,
-                   " rows than at ", rows, " (it is computed from the size): make it from the "
-                   "inputs instead, so that the model computes it");
-      }
-      probe = Probe{probed.graph.get(), rows, rows + 1, dim, options.dynamic_name_};
+      checkConstantsAgree(traced, probed, rows);
+      probe = Probe{probed.graph.get(), rows, rows + 1, *options.dynamic_dim_,
+                    options.dynamic_name_};
     }
     CallSite cs(loc);
     std::string bytes = buildModel(*traced.graph, traced.state, options, probe);

@@ -92,6 +92,25 @@ void export_model(nn::Module& module, const TensorFunction& forward,
 
 namespace detail {
 
+/// `module`'s parameters and buffers by name: what an exported program's state is named after.
+nn::NamedTensors moduleStateNames(const nn::Module& module);
+
+/// Puts a module in training mode `training` (false: eval) and restores its mode when it goes out
+/// of scope.
+class TrainingMode {
+public:
+  TrainingMode(nn::Module& m, bool training) : module_(m), before_(m.is_training()) {
+    m.train(training);
+  }
+  ~TrainingMode() { module_.train(before_); }
+  TrainingMode(const TrainingMode&) = delete;
+  TrainingMode& operator=(const TrainingMode&) = delete;
+
+private:
+  nn::Module& module_;
+  bool before_;
+};
+
 /// Whether argument `i`, `t`, has dynamic dimension `dim`: it has that many dims and is among
 /// `arguments` (or they are empty).
 bool isDynamicArgument(int64_t dim, const std::vector<size_t>& arguments, size_t i,
