@@ -374,9 +374,11 @@ void trainsAlike(Make make, const Tensor& x, const Tensor& y, const Device& vk,
   optim::SGD cpuOpt(cpuModel->parameters(), optim::SGDOptions(0.05).momentum(0.9));
   optim::SGD devOpt(devModel->parameters(), optim::SGDOptions(0.05).momentum(0.9));
   auto cpuStep = bench::trainStep(cpuModel, cpuOpt), devStep = bench::trainStep(devModel, devOpt);
+  using Step = decltype(compile(devStep));
+  std::shared_ptr<Step> step;
   if (compiled) {
-    auto step = compile(devStep, CompileOptions().device(vk));
-    devStep = [step](const Tensor& a, const Tensor& b) mutable { return step(a, b); };
+    step = std::make_shared<Step>(compile(devStep, CompileOptions().device(vk)));
+    devStep = [step](const Tensor& a, const Tensor& b) { return (*step)(a, b); };
   }
   const Tensor xd = x.to(vk), yd = y.to(vk);
   for (int i = 0; i < 20; ++i) {
@@ -385,6 +387,11 @@ void trainsAlike(Make make, const Tensor& x, const Tensor& y, const Device& vk,
     const Tensor l = devStep(xd, yd);
     ASSERT_EQ(l.device(), vk);
     EXPECT_NEAR(l.item<float>(), a, 2e-3 * std::max(1.0f, std::abs(a)));
+  }
+  // The compiled step's elementwise work (the SGD update, activations, their gradients) runs as
+  // generated SPIR-V kernels.
+  if (step) {
+    EXPECT_GT(step->compiled().num_kernels(), 0u);
   }
   std::vector<Tensor> pc = cpuModel->parameters(), pd = devModel->parameters();
   ASSERT_EQ(pc.size(), pd.size());

@@ -8,12 +8,16 @@ std::string CpuTarget::name() const {
   return "cpu " + cpu;
 }
 
-bool CpuTarget::computes(const ir::Graph& g, const ir::Node& n) const {
+bool kernelsCompute(const ir::Graph& g, const ir::Node& n) {
   if (n.op == OpCode::Gcd || n.op == OpCode::Lcm || n.op == OpCode::Lgamma ||
       n.op == OpCode::Digamma || n.op == OpCode::Erfinv || n.op == OpCode::Zeta)
     return false;
   return !((n.op == OpCode::Pow || n.op == OpCode::Fmod || n.op == OpCode::FloorDivide) &&
            !isFloating(g.type(n.result).dtype));
+}
+
+bool CpuTarget::computes(const ir::Graph& g, const ir::Node& n) const {
+  return kernelsCompute(g, n);
 }
 
 bool CpuTarget::generatesGemm(const ir::Graph& g, const ir::Node& n) const {

@@ -7,7 +7,7 @@
 // eager results agree bit for bit.
 #include "weft/codegen/Elementwise.h"
 
-#include "CodegenSourceHash.h"
+#include "GroupKernel.h"
 #include "JitInternal.h"
 #include "KernelBody.h"
 #include "KernelIO.h"
@@ -96,34 +96,6 @@ bool readsAcrossRows(const ir::Graph& g, const ir::FusionGroup& grp) {
     if (inner > 64 && next < inner) return true;
   }
   return false;
-}
-
-/// Computes `grp`'s leaves and nodes but its column reductions into `values`, which holds the
-/// inputs and view leaves they read; false where one reads a value it has not (a malformed group:
-/// the kernel fails and the interpreter runs the graph, nothing throws).
-bool computeNodes(mlir::OpBuilder& nb, mlir::Location loc, const ir::Graph& g,
-                  const ir::FusionGroup& grp, std::map<ValueId, mlir::Value>& values) {
-  BodyBuilder bb(nb, loc, g);
-  std::vector<int32_t> order = grp.leaves; // leaves first: they read only inputs
-  order.insert(order.end(), grp.nodes.begin(), grp.nodes.end());
-  for (int32_t i : order) {
-    const ir::Node& n = g.nodes()[static_cast<size_t>(i)];
-    if (passes::isColumnReduction(g, n)) continue;
-    if (passes::isViewLeaf(g, n)) {
-      if (values.count(n.result) == 0) return false;
-      continue;
-    }
-    std::vector<mlir::Value> in;
-    for (ValueId o : n.operands) {
-      auto it = values.find(o);
-      if (it == values.end()) return false;
-      in.push_back(it->second);
-    }
-    mlir::Value r = bb.node(n, in);
-    if (!r) return false;
-    values[n.result] = r;
-  }
-  return true;
 }
 
 /// The column sums (passes::isColumnReduction) a kernel stores, each with its output's index (one
@@ -816,48 +788,6 @@ mlir::OwningOpRef<mlir::ModuleOp> kernelModule(mlir::MLIRContext& ctx, const ir:
   return module;
 }
 
-/// What identifies a group's kernel without building it: the code generator (a hash of its
-/// sources, CodegenSourceHash.h), LLVM's version, the target, and the group as codegen reads it:
-/// its shape, its inputs' types, each leaf's and node's op, operands, attributes and result type
-/// in the order codegen computes them, and its outputs with the inputs they are written over.
-/// (Building and printing every group's MLIR only to key it took most of a warm compilation.)
-std::string groupKey(const ir::Graph& g, const ir::FusionGroup& grp, const CpuTarget& target) {
-  std::string key = "weft-codegen 3 " WEFT_CODEGEN_SOURCE_HASH "\nllvm " LLVM_VERSION_STRING
-                    "\ntarget " +
-                    target.codeTarget() + "\nshape " + shapeString(grp.shape) + "\n";
-  for (const Shape& part : grp.parts)
-    key += "part " + shapeString(part) + "\n";
-  auto type = [&](ValueId v) {
-    return std::string(dtypeName(g.type(v).dtype)) + shapeString(g.type(v).shape);
-  };
-  std::map<ValueId, std::string> local; // a value's name inside the group
-  auto ref = [&](ValueId v) {
-    auto it = local.find(v);
-    return it == local.end() ? std::string("?") : it->second; // "?": malformed, never lowers
-  };
-  for (size_t i = 0; i < grp.inputs.size(); ++i) {
-    local[grp.inputs[i]] = "i" + std::to_string(i);
-    key += "in " + type(grp.inputs[i]) + "\n";
-  }
-  std::vector<int32_t> order = grp.leaves;
-  order.insert(order.end(), grp.nodes.begin(), grp.nodes.end());
-  for (size_t j = 0; j < order.size(); ++j) {
-    const ir::Node& n = g.nodes()[static_cast<size_t>(order[j])];
-    key += (j < grp.leaves.size() ? "leaf " : "node ") + std::string(opName(n.op)) + "(";
-    for (ValueId o : n.operands)
-      key += ref(o) + ",";
-    key += ")";
-    for (const auto& [name, value] : n.attrs.items())
-      key += " " + name + "=" + ir::printAttr(value);
-    key += " : " + type(n.result) + "\n";
-    local[n.result] = "v" + std::to_string(j);
-  }
-  for (size_t k = 0; k < grp.outputs.size(); ++k)
-    key += "out " + ref(grp.outputs[k]) + " over " +
-           std::to_string(k < grp.inPlace.size() ? grp.inPlace[k] : -1) + "\n";
-  return key;
-}
-
 /// Whether a value `grp` reads or computes is of dtype `t`.
 bool usesDType(const ir::Graph& g, const ir::FusionGroup& grp, DType t) {
   auto is = [&](ValueId v) { return g.type(v).dtype == t; };
@@ -888,7 +818,7 @@ ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
   // Each kernel's key and symbol (its hash: identical kernels share one).
   std::vector<std::string> keys(groups.size()), symbols(groups.size());
   for (size_t k = 0; k < groups.size(); ++k) {
-    keys[k] = groupKey(g, groups[k], target);
+    keys[k] = groupKey(g, groups[k], target.codeTarget());
     symbols[k] = "weft_" + hashHex(keys[k]);
   }
   // Distinct kernels: from the disk cache, or compiled in parallel (each in its own context).

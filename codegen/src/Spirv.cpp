@@ -5,6 +5,7 @@
 // disk under the device's target. Installed into the runtime when this library loads.
 #include "SpirvFactor.h"
 #include "SpirvGemm.h"
+#include "SpirvLowering.h"
 #include "SpirvShader.h"
 #include "weft/codegen/KernelCache.h"
 #include "weft/runtime/DebugFlags.h"
@@ -39,10 +40,7 @@
 #include <sstream>
 
 namespace weft::codegen {
-namespace {
 
-/// The target environment a device's CodeObject target names:
-/// "spirv1.3 caps=Shader,Int64,... exts=SPV_KHR_8bit_storage,...".
 mlir::spirv::TargetEnvAttr targetEnv(mlir::MLIRContext& ctx, const std::string& target,
                                       std::string& error) {
   std::istringstream in(target);
@@ -83,6 +81,75 @@ mlir::spirv::TargetEnvAttr targetEnv(mlir::MLIRContext& ctx, const std::string& 
                                          mlir::spirv::DeviceType::Unknown,
                                          mlir::spirv::TargetEnvAttr::kUnknownDeviceID);
 }
+
+std::string lowerToSpirv(mlir::MLIRContext& ctx, mlir::ModuleOp module,
+                         const std::string& diagnostics, bool exactProducts,
+                         const std::string& name, std::vector<uint32_t>& words) {
+  // Math operations SPIR-V has no instruction for: trunc as floor or ceil by sign, the others
+  // expanded (exp2, ...) or approximated by polynomials (erf, erfc, atan2) as MLIR provides them.
+  {
+    module->walk([&](mlir::math::TruncOp t) {
+      mlir::OpBuilder tb(t);
+      Value x = t.getOperand();
+      Value zero = mlir::arith::ConstantOp::create(tb, t.getLoc(), tb.getFloatAttr(x.getType(), 0.0));
+      Value negative = mlir::arith::CmpFOp::create(tb, t.getLoc(), mlir::arith::CmpFPredicate::OLT,
+                                                   x, zero);
+      Value r = mlir::arith::SelectOp::create(tb, t.getLoc(), negative,
+                                              mlir::math::CeilOp::create(tb, t.getLoc(), x),
+                                              mlir::math::FloorOp::create(tb, t.getLoc(), x));
+      t.replaceAllUsesWith(r);
+      t.erase();
+    });
+    mlir::RewritePatternSet patterns(&ctx);
+    mlir::math::populateExpansionPatterns(patterns, {"exp2", "round", "roundeven"});
+    mlir::populateMathPolynomialApproximationPatterns(patterns, [](llvm::StringRef op) {
+      return op == "math.erf" || op == "math.erfc" || op == "math.atan2" || op == "erf" ||
+             op == "erfc" || op == "atan2";
+    });
+    if (mlir::failed(mlir::applyPatternsGreedily(module, std::move(patterns))))
+      return "expanding math operations failed: " + diagnostics;
+  }
+  mlir::PassManager pm(&ctx);
+  pm.addPass(mlir::createConvertMathToSPIRVPass());
+  pm.addPass(mlir::createConvertGPUToSPIRVPass());
+  mlir::OpPassManager& spv = pm.nest<mlir::spirv::ModuleOp>();
+  spv.addPass(mlir::spirv::createSPIRVLowerABIAttributesPass());
+  spv.addPass(mlir::spirv::createSPIRVUpdateVCEPass());
+  if (mlir::failed(pm.run(module))) return "no SPIR-V lowering: " + diagnostics.substr(0, 400);
+  mlir::spirv::ModuleOp spirvModule;
+  module->walk([&](mlir::spirv::ModuleOp m) { spirvModule = m; });
+  if (spirvModule && exactProducts) {
+    // The factorizations round each product and sum as the CPU's LAPACK does: a driver fusing
+    // l * u and its subtraction into one FMA (NVIDIA's does) leaves a residue where LAPACK finds
+    // a pivot exactly zero, and a singular matrix is then no error.
+    spirvModule->walk([&](mlir::Operation* op) {
+      if (mlir::isa<mlir::spirv::FMulOp, mlir::spirv::FAddOp, mlir::spirv::FSubOp>(op))
+        op->setAttr("no_contraction", mlir::UnitAttr::get(&ctx));
+    });
+  }
+  if (spirvModule && debugFlag("WEFT_DUMP_SHADERS").value_or("0") == "1") {
+    llvm::errs() << "// " << name << "\n";
+    spirvModule->print(llvm::errs());
+    llvm::errs() << "\n";
+  }
+  llvm::SmallVector<uint32_t, 0> spirvWords;
+  if (!spirvModule || mlir::failed(mlir::spirv::serialize(spirvModule, spirvWords)))
+    return "SPIR-V serialization failed: " + diagnostics;
+  words.assign(spirvWords.begin(), spirvWords.end());
+  return "";
+}
+
+std::unique_ptr<mlir::MLIRContext> newShaderContext() {
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::arith::ArithDialect, mlir::math::MathDialect, mlir::memref::MemRefDialect,
+                  mlir::scf::SCFDialect, mlir::gpu::GPUDialect, mlir::spirv::SPIRVDialect,
+                  mlir::func::FuncDialect>();
+  auto ctx = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx->loadAllAvailableDialects();
+  return ctx;
+}
+
+namespace {
 
 void buildMap(ShaderBuilder& s, const ShaderKey& key) {
   const int n = static_cast<int>(key.dtypes.size()) - 1;
@@ -760,12 +827,8 @@ hal::ShaderCode compile(const ShaderKey& key, const std::string& target) {
     if (hal::isSpirv(code.words)) return code; // else compiled again below
     code.words.clear();
   }
-  mlir::DialectRegistry registry;
-  registry.insert<mlir::arith::ArithDialect, mlir::math::MathDialect, mlir::memref::MemRefDialect,
-                  mlir::scf::SCFDialect, mlir::gpu::GPUDialect, mlir::spirv::SPIRVDialect,
-                  mlir::func::FuncDialect>();
-  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
-  ctx.loadAllAvailableDialects();
+  std::unique_ptr<mlir::MLIRContext> context = newShaderContext();
+  mlir::MLIRContext& ctx = *context;
   std::string diagnostics;
   mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic& d) {
     llvm::raw_string_ostream os(diagnostics);
@@ -790,64 +853,12 @@ hal::ShaderCode compile(const ShaderKey& key, const std::string& target) {
       return code;
     }
   }
-  // Math operations SPIR-V has no instruction for: trunc as floor or ceil by sign, the others
-  // expanded (exp2, ...) or approximated by polynomials (erf, erfc, atan2) as MLIR provides them.
-  {
-    module->walk([&](mlir::math::TruncOp t) {
-      mlir::OpBuilder tb(t);
-      Value x = t.getOperand();
-      Value zero = mlir::arith::ConstantOp::create(tb, t.getLoc(), tb.getFloatAttr(x.getType(), 0.0));
-      Value negative = mlir::arith::CmpFOp::create(tb, t.getLoc(), mlir::arith::CmpFPredicate::OLT,
-                                                   x, zero);
-      Value r = mlir::arith::SelectOp::create(tb, t.getLoc(), negative,
-                                              mlir::math::CeilOp::create(tb, t.getLoc(), x),
-                                              mlir::math::FloorOp::create(tb, t.getLoc(), x));
-      t.replaceAllUsesWith(r);
-      t.erase();
-    });
-    mlir::RewritePatternSet patterns(&ctx);
-    mlir::math::populateExpansionPatterns(patterns, {"exp2", "round", "roundeven"});
-    mlir::populateMathPolynomialApproximationPatterns(patterns, [](llvm::StringRef op) {
-      return op == "math.erf" || op == "math.erfc" || op == "math.atan2" || op == "erf" ||
-             op == "erfc" || op == "atan2";
-    });
-    if (mlir::failed(mlir::applyPatternsGreedily(*module, std::move(patterns)))) {
-      code.error = "expanding math operations failed: " + diagnostics;
-      return code;
-    }
-  }
-  mlir::PassManager pm(&ctx);
-  pm.addPass(mlir::createConvertMathToSPIRVPass());
-  pm.addPass(mlir::createConvertGPUToSPIRVPass());
-  mlir::OpPassManager& spv = pm.nest<mlir::spirv::ModuleOp>();
-  spv.addPass(mlir::spirv::createSPIRVLowerABIAttributesPass());
-  spv.addPass(mlir::spirv::createSPIRVUpdateVCEPass());
-  if (mlir::failed(pm.run(*module))) {
-    code.error = "no SPIR-V lowering: " + diagnostics.substr(0, 400);
+  if (std::string why = lowerToSpirv(ctx, *module, diagnostics,
+                                     key.family == ShaderFamily::Factor, key.str(), code.words);
+      !why.empty()) {
+    code.error = why;
     return code;
   }
-  mlir::spirv::ModuleOp spirvModule;
-  module->walk([&](mlir::spirv::ModuleOp m) { spirvModule = m; });
-  if (spirvModule && key.family == ShaderFamily::Factor) {
-    // The factorizations round each product and sum as the CPU's LAPACK does: a driver fusing
-    // l * u and its subtraction into one FMA (NVIDIA's does) leaves a residue where LAPACK finds
-    // a pivot exactly zero, and a singular matrix is then no error.
-    spirvModule->walk([&](mlir::Operation* op) {
-      if (mlir::isa<mlir::spirv::FMulOp, mlir::spirv::FAddOp, mlir::spirv::FSubOp>(op))
-        op->setAttr("no_contraction", mlir::UnitAttr::get(&ctx));
-    });
-  }
-  if (spirvModule && debugFlag("WEFT_DUMP_SHADERS").value_or("0") == "1") {
-    llvm::errs() << "// " << key.str() << "\n";
-    spirvModule->print(llvm::errs());
-    llvm::errs() << "\n";
-  }
-  llvm::SmallVector<uint32_t, 0> words;
-  if (!spirvModule || mlir::failed(mlir::spirv::serialize(spirvModule, words))) {
-    code.error = "SPIR-V serialization failed: " + diagnostics;
-    return code;
-  }
-  code.words.assign(words.begin(), words.end());
   std::vector<uint8_t> bytes(code.words.size() * 4);
   std::memcpy(bytes.data(), code.words.data(), bytes.size());
   writeCachedKernel(cacheKey, bytes);

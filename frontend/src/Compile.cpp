@@ -11,6 +11,7 @@
 #include "weft/Autograd.h"
 #include "weft/codegen/Elementwise.h"
 #include "weft/codegen/KernelCache.h"
+#include "weft/codegen/Spirv.h"
 #include "weft/ir/Lower.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/ir/Verifier.h"
@@ -24,6 +25,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -409,22 +411,57 @@ bool generatesCode(bool once) {
   return !once && debugFlag("WEFT_CODEGEN").value_or("1") != "0";
 }
 
-Pipeline pipeline(const codegen::CpuTarget& target, bool codegen,
-                  passes::KernelCompiler compile = {}) {
+/// The code generator compile() asks and uses for a device: the CPU's (whose GEMMs are chosen by
+/// measuring), or SPIR-V for a Vulkan device (from its limits). A null device runs the
+/// interpreter alone.
+struct CodeTarget {
+  std::shared_ptr<const passes::Target> asked; ///< what fuse and remat ask
+  std::function<ir::Result<codegen::GroupKernels>(const ir::Graph&,
+                                                  std::span<const ir::FusionGroup>)>
+      compile;
+  passes::MatmulChooser chooseMatmul;
+  std::string key;        ///< what its executables are cached under
+  bool generates = true;  ///< whether the device runs generated code
+};
+
+CodeTarget codeTarget(const codegen::CpuTarget& cpu, const Device& device) {
+  CodeTarget t;
+  if (device.is_vulkan()) {
+    const hal::Limits& limits = hal::device(device).limits();
+    auto spirv =
+        std::make_shared<const codegen::SpirvTarget>(limits.codeTarget, limits.maxStorageBuffers);
+    t.asked = spirv;
+    t.compile = [spirv](const ir::Graph& g, std::span<const ir::FusionGroup> groups) {
+      return codegen::compileSpirvKernels(g, groups, *spirv);
+    };
+    t.key = spirv->name();
+    return t;
+  }
+  auto target = std::make_shared<const codegen::CpuTarget>(cpu);
+  t.asked = target;
+  t.compile = [target](const ir::Graph& g, std::span<const ir::FusionGroup> groups) {
+    return codegen::compileElementwise(g, groups, *target);
+  };
+  t.chooseMatmul = matmulChooser(cpu);
+  t.key = cpu.codeTarget();
+  t.generates = device.is_cpu();
+  return t;
+}
+
+Pipeline pipeline(const CodeTarget& target, bool codegen, passes::KernelCompiler compile = {}) {
   Pipeline p;
   // The fuse pass lets matmuls lead the groups reading them where measurement says the generated
   // GEMM wins (not without codegen: the group would run in the interpreter node by node). Nor are
   // softmaxes expanded or sums split then: they serve kernels; the interpreter's softmax and sum
   // are one step each.
   bool graphPasses = false;
-  auto asked = std::make_shared<const codegen::CpuTarget>(target); // what fuse and remat ask
   for (const std::string& name : passes::compilePipeline()) {
     if ((name == "expand-softmax" || name == "split-sums") && !codegen) continue;
     if ((name == "lower" || name == "plan-memory") && !compile) continue;
-    std::unique_ptr<passes::Pass> pass = name == "fuse" && codegen
-                                             ? passes::createFuse(asked, matmulChooser(target))
-                                         : name == "lower" ? passes::createLower(compile)
-                                                           : passes::createPass(name, asked);
+    std::unique_ptr<passes::Pass> pass =
+        name == "fuse" && codegen ? passes::createFuse(target.asked, target.chooseMatmul)
+        : name == "lower"         ? passes::createLower(compile)
+                                  : passes::createPass(name, target.asked);
     graphPasses = graphPasses || !pass->onProgram();
     (graphPasses ? p.graph : p.program).add(std::move(pass));
   }
@@ -445,14 +482,14 @@ struct CodegenStats {
 /// lower runs in the interpreter, node by node, where the group runs (the other kernels' in-place
 /// writes assume it); WEFT_LOG_FALLBACKS=1 says which and why. If the whole set fails (linking),
 /// every node runs in the interpreter where it stands.
-passes::KernelCompiler kernelCompiler(const codegen::CpuTarget& target, bool codegen,
+passes::KernelCompiler kernelCompiler(const CodeTarget& target, bool codegen,
                                       CodegenStats& stats) {
   return [&target, codegen, &stats](const ir::Graph& g) -> ir::Result<passes::GeneratedKernels> {
     const auto start = std::chrono::steady_clock::now();
     passes::GeneratedKernels r;
     const std::vector<ir::FusionGroup>& groups = g.kernels();
     if (!codegen || groups.empty()) return r;
-    auto kernels = codegen::compileElementwise(g, groups, target);
+    auto kernels = target.compile(g, groups);
     stats.ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     const bool log = debugFlag("WEFT_LOG_FALLBACKS").value_or("0") == "1";
@@ -592,9 +629,10 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   // A function that kept tensors it made (an optimizer's state, made on its first step) is
   // traced again at the next call: code generated for this one call would cost more than it
   // saves, so the interpreter runs it.
-  const bool codegen = generatesCode(tc.keptTensors) && options.device_.is_cpu();
+  const CodeTarget code = codeTarget(target, options.device_);
+  const bool codegen = generatesCode(tc.keptTensors) && code.generates;
   CodegenStats stats;
-  Pipeline pipe = pipeline(target, codegen, kernelCompiler(target, codegen, stats));
+  Pipeline pipe = pipeline(code, codegen, kernelCompiler(code, codegen, stats));
   if (auto r = pipe.program.run(program); !r)
     throwError(r.diagnostic().kind, r.diagnostic().message);
   passesMs += since(t);
@@ -607,7 +645,7 @@ std::shared_ptr<CompiledSignature> build(const TensorFunction& fn, const std::ve
   // code generation, memory planning), and is cached.
   auto optimizeAndLower = [&](ir::Graph& g, Executable& executable) {
     t = Clock::now();
-    const std::string key = executableKey(g, target, codegen);
+    const std::string key = executableKey(g, code.key, codegen);
     if (std::optional<Executable> hit =
             readExecutable(key, hal::device(exe->device), exe->numKernels)) {
       executable = std::move(*hit);
@@ -669,7 +707,8 @@ Executable compile_graph(const ir::Graph& graph, const std::string& cpuTarget,
     target = named.value();
   }
   CodegenStats stats;
-  Pipeline pipe = pipeline(target, true, kernelCompiler(target, true, stats));
+  const CodeTarget code = codeTarget(target, Device::cpu());
+  Pipeline pipe = pipeline(code, true, kernelCompiler(code, true, stats));
   passes::Program program;
   program.graph = graph;
   for (passes::PassManager* stage : {&pipe.program, &pipe.graph})
@@ -1024,12 +1063,14 @@ std::vector<Tensor> CompiledFunction::state_tensors() const {
 namespace {
 
 /// The optimized graph of `exe` as text.
-std::string graphText(const CompiledSignature& exe, const codegen::CpuTarget& target) {
+std::string graphText(const CompiledSignature& exe, const codegen::CpuTarget& cpu) {
   if (exe.graphOptimized) return ir::printGraph(*exe.graph);
   // Its executable came from the disk cache: the pipeline runs on a copy, outside the lock (the
   // fuse pass may measure a GEMM shape no cache entry has), with today's settings.
   ir::Graph g = *exe.graph;
-  if (auto r = pipeline(target, generatesCode(exe.keptTensors)).graph.run(g); !r)
+  const CodeTarget target = codeTarget(cpu, exe.device);
+  if (auto r = pipeline(target, generatesCode(exe.keptTensors) && target.generates).graph.run(g);
+      !r)
     throwError(r.diagnostic().kind, r.diagnostic().message);
   return ir::printGraph(g);
 }

@@ -10,12 +10,12 @@
 
 namespace weft {
 
-std::string executableKey(const ir::Graph& g, const codegen::CpuTarget& target, bool codegen) {
+std::string executableKey(const ir::Graph& g, const std::string& target, bool codegen) {
   for (const char* watch :
        {"WEFT_PRINT_IR_AFTER", "WEFT_PRINT_PLAN", "WEFT_DUMP_DIR", "WEFT_LOG_FALLBACKS"})
     if (auto v = debugFlag(watch); v && !v->empty() && *v != "0") return "";
   if (codegen::kernelCacheDir().empty()) return "";
-  std::string key = "weft-executable 1 " + codegen::compilerVersion() + "\n" + target.codeTarget() +
+  std::string key = "weft-executable 1 " + codegen::compilerVersion() + "\n" + target +
                     "\nthreads " + std::to_string(getNumThreads()) + "\n";
   key += codegen ? "code\n" : "interpreted\n";
   for (const char* setting : {"WEFT_GEMM", "WEFT_SKIP_PASSES"})

@@ -17,7 +17,7 @@ namespace weft {
 /// whether code is generated and the settings that change what the pipeline builds. Empty, so
 /// nothing is cached, when the cache is off or a setting asks to watch the pipeline at work (it
 /// would have nothing to show).
-std::string executableKey(const ir::Graph& g, const codegen::CpuTarget& target, bool codegen);
+std::string executableKey(const ir::Graph& g, const std::string& target, bool codegen);
 
 /// The executable cached under `key`, its code loaded on `device` (its kernels counted into
 /// `numKernels`), or nullopt. An entry that does not load (code for another CPU) is built again.

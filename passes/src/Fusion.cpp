@@ -248,10 +248,11 @@ void absorb(ir::FusionGroup& into, const ir::FusionGroup& from) {
 /// first earlier one where everything it reads is computed before that one starts and no heavy
 /// node lies between their starts; it then runs there. Only a group whose
 /// outputs live to the end anyway (outputs of the graph, new state values) or are small moves, so
-/// no large buffer is held longer. `heavy` is heavyBefore(g). Returns per group its index after
+/// no large buffer is held longer, and whose inputs and outputs together stay within the
+/// target's `maxOperands`. `heavy` is heavyBefore(g). Returns per group its index after
 /// (a merged group's: the group it joined).
 std::vector<int32_t> mergeHorizontally(const ir::Graph& g, std::vector<ir::FusionGroup>& groups,
-                                       const std::vector<int32_t>& heavy) {
+                                       const std::vector<int32_t>& heavy, size_t maxOperands) {
   std::vector<int32_t> owner(g.nodes().size(), -1);
   for (size_t k = 0; k < groups.size(); ++k)
     for (int32_t i : groups[k].nodes)
@@ -279,6 +280,12 @@ std::vector<int32_t> mergeHorizontally(const ir::Graph& g, std::vector<ir::Fusio
       if (!flat[h] || groups[h].nodes.empty() ||
           groups[h].nodes.size() + from.nodes.size() > kHorizontalNodes)
         continue;
+      size_t operands = groups[h].inputs.size() + groups[h].outputs.size() + from.outputs.size();
+      for (ValueId v : from.inputs)
+        if (std::find(groups[h].inputs.begin(), groups[h].inputs.end(), v) ==
+            groups[h].inputs.end())
+          ++operands;
+      if (operands > maxOperands) continue;
       const int32_t at = start(h);
       if (at >= start(b) || heavy[static_cast<size_t>(at)] != heavy[static_cast<size_t>(start(b))])
         continue;
@@ -820,7 +827,7 @@ std::vector<ir::FusionGroup> findElementwiseGroups(const ir::Graph& g, const Tar
     });
   }
   // Independent flat groups run as one horizontal kernel.
-  const std::vector<int32_t> movedTo = mergeHorizontally(g, result, heavy);
+  const std::vector<int32_t> movedTo = mergeHorizontally(g, result, heavy, target.maxOperands());
   for (int32_t& k : keptAs)
     if (k >= 0) k = movedTo[static_cast<size_t>(k)];
   markInPlace(g, result, [&](int32_t node) {

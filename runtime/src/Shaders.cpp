@@ -1,6 +1,7 @@
 // The per-op shaders' names and the hook through which codegen provides them.
 #include "weft/runtime/Shaders.h"
 
+#include "weft/runtime/ByteWriter.h"
 #include "weft/runtime/Error.h"
 
 #include <cstring>
@@ -57,17 +58,17 @@ const char* familyName(ShaderFamily f) {
 
 constexpr char kPackMagic[8] = {'W', 'E', 'F', 'T', 'S', 'P', 'V', '1'};
 
-/// The capabilities a target string names ("caps=A,B,...").
-std::set<std::string> capabilities(const std::string& target) {
-  std::set<std::string> caps;
+/// What a target string lists after `prefix` ("caps=A,B,...": its capabilities; "exts=").
+std::set<std::string> listed(const std::string& target, std::string_view prefix) {
+  std::set<std::string> all;
   std::istringstream in(target);
   for (std::string word; in >> word;)
-    if (word.rfind("caps=", 0) == 0) {
-      std::stringstream list(word.substr(5));
+    if (word.rfind(prefix, 0) == 0) {
+      std::stringstream list(word.substr(prefix.size()));
       for (std::string c; std::getline(list, c, ',');)
-        caps.insert(c);
+        all.insert(c);
     }
-  return caps;
+  return all;
 }
 
 std::map<std::string, std::vector<PackedShader>>& pack() {
@@ -77,12 +78,12 @@ std::map<std::string, std::vector<PackedShader>>& pack() {
 
 ShaderCode fromPack(const ShaderKey& key, const std::string& target) {
   ShaderCode code;
-  const std::set<std::string> have = capabilities(target);
+  const std::set<std::string> have = listed(target, "caps=");
   std::lock_guard<std::mutex> lock(sourceMutex()); // useShaderPack may replace the pack
   auto it = pack().find(key.str());
   if (it != pack().end())
     for (const PackedShader& s : it->second) {
-      std::set<std::string> need = capabilities(s.target);
+      std::set<std::string> need = listed(s.target, "caps=");
       if (std::includes(have.begin(), have.end(), need.begin(), need.end())) {
         code.words = s.words;
         return code;
@@ -167,6 +168,69 @@ std::string ShaderKey::str() const {
     s += dtypeName(dtypes[i]);
   }
   return s + " wg" + std::to_string(workgroupSize);
+}
+
+std::vector<uint8_t> packSpirvKernels(std::span<const SpirvKernel> kernels) {
+  ByteWriter w;
+  w.u64(kernels.size());
+  for (const SpirvKernel& k : kernels) {
+    w.str(k.symbol);
+    w.pod(k.bindings);
+    w.pod(k.workgroupSize);
+    w.u64(k.words.size());
+    for (uint32_t word : k.words)
+      w.pod(word);
+  }
+  return std::move(w.bytes);
+}
+
+std::vector<SpirvKernel> unpackSpirvKernels(std::span<const uint8_t> bytes) {
+  size_t at = 0;
+  auto need = [&](uint64_t n) {
+    WEFT_CHECK(n <= bytes.size() - at, Device, "a ", kSpirvKernelsFormat,
+               " code object is cut short at byte ", at, " of ", bytes.size());
+  };
+  auto pod = [&]<typename T>(T) {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, bytes.data() + at, sizeof(T));
+    at += sizeof(T);
+    return v;
+  };
+  std::vector<SpirvKernel> kernels;
+  const auto count = pod(uint64_t{});
+  need(count); // each kernel takes more than a byte: no count past the bytes is believed
+  for (uint64_t i = 0; i < count; ++i) {
+    SpirvKernel k;
+    const auto name = pod(uint64_t{});
+    need(name);
+    k.symbol.assign(reinterpret_cast<const char*>(bytes.data() + at), name);
+    at += name;
+    k.bindings = pod(uint32_t{});
+    k.workgroupSize = pod(uint32_t{});
+    const auto words = pod(uint64_t{});
+    WEFT_CHECK(words <= (bytes.size() - at) / 4, Device, "a ", kSpirvKernelsFormat,
+               " code object is cut short in kernel ", k.symbol);
+    k.words.resize(words);
+    std::memcpy(k.words.data(), bytes.data() + at, words * 4);
+    at += words * 4;
+    WEFT_CHECK(isSpirv(k.words) && k.bindings >= 1 && k.workgroupSize >= 1, Device,
+               "kernel ", k.symbol, " of a ", kSpirvKernelsFormat,
+               " code object is not SPIR-V binding its parameters and operands");
+    kernels.push_back(std::move(k));
+  }
+  return kernels;
+}
+
+std::string spirvTargetMismatch(const std::string& code, const std::string& device) {
+  for (const char* prefix : {"caps=", "exts="}) {
+    const std::set<std::string> have = listed(device, prefix), need = listed(code, prefix);
+    for (const std::string& n : need)
+      if (have.count(n) == 0)
+        return "it needs " + std::string(prefix[0] == 'c' ? "the SPIR-V capability " : "the extension ") +
+               n + ", which the device lacks";
+  }
+  return "";
 }
 
 void setShaderSource(const ShaderSource& s) {

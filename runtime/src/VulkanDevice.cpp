@@ -19,6 +19,8 @@
 #include <cstring>
 #include <unistd.h>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,6 +54,9 @@ namespace {
   X(vkCreateShaderModule)                                                                          \
   X(vkDestroyShaderModule)                                                                         \
   X(vkCreateDescriptorSetLayout)                                                                   \
+  X(vkDestroyDescriptorSetLayout)                                                                  \
+  X(vkDestroyPipelineLayout)                                                                       \
+  X(vkDestroyPipeline)                                                                             \
   X(vkCreatePipelineLayout)                                                                        \
   X(vkCreateComputePipelines)                                                                      \
   X(vkCreatePipelineCache)                                                                         \
@@ -93,11 +98,12 @@ size_t sizeClass(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-/// A per-op shader made into a pipeline, with its layout (push descriptors: nothing is allocated
-/// per dispatch).
+/// A per-op shader or a fused kernel made into a pipeline, with its layouts (push descriptors:
+/// nothing is allocated per dispatch).
 struct Pipeline {
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkDescriptorSetLayout setLayout = VK_NULL_HANDLE;
   uint32_t bindings = 0;
   std::string error; // why there is none
 };
@@ -300,6 +306,17 @@ public:
                  " in shaders: such tensors cannot be computed there");
     const Pipeline& p = pipeline(key);
     std::lock_guard<std::mutex> lock(queueMutex_);
+    return record(p, params, operands, groups, key.hasStatus(), [&] { return key.str(); });
+  }
+
+  /// Records pipeline `p` with `params` (binding 0) over `operands` in `groups` workgroups, and,
+  /// with `status`, a status buffer after them, waited for and read: the out-of-range index a
+  /// shader found, if any. `name` names the dispatch on the profile's timeline. The queue mutex
+  /// is held.
+  std::optional<int64_t> record(const Pipeline& p, std::span<const int32_t> params,
+                                std::span<const TensorRef> operands,
+                                std::array<uint32_t, 3> groups, bool hasStatus,
+                                const std::function<std::string()>& name) {
     const size_t paramBytes = params.size() * sizeof(int32_t);
     const size_t align = std::max<size_t>(limits_.alignment, 16);
     size_t at = (ringUsed_ + align - 1) / align * align;
@@ -317,12 +334,12 @@ public:
                            "a shader operand on another device");
       buffers.push_back({bufferOf(*t.buffer), 0, VK_WHOLE_SIZE});
     }
-    if (key.hasStatus()) {
+    if (hasStatus) {
       flush(); // the status words are read right after this dispatch
       std::memset(status().mapped, 0, 16);
       buffers.push_back({status().buffer, 0, 16});
     }
-    WEFT_INTERNAL_ASSERT(buffers.size() == p.bindings, "shader ", key.str(), " takes ", p.bindings,
+    WEFT_INTERNAL_ASSERT(buffers.size() == p.bindings, "shader ", name(), " takes ", p.bindings,
                          " buffers, given ", buffers.size());
     std::vector<VkWriteDescriptorSet> writes(buffers.size());
     for (size_t i = 0; i < buffers.size(); ++i) {
@@ -340,7 +357,7 @@ public:
     if (timed) {
       vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_,
                           static_cast<uint32_t>(2 * timedNames_.size()));
-      timedNames_.emplace_back(key.str(), timeline::callSite());
+      timedNames_.emplace_back(name(), timeline::callSite());
     }
     vkCmdDispatch(commands_, groups[0], groups[1], groups[2]);
     if (timed)
@@ -348,7 +365,7 @@ public:
                           static_cast<uint32_t>(2 * timedNames_.size() - 1));
     barrier();
     if (++recorded_ >= kMaxRecorded) flush();
-    if (!key.hasStatus()) return std::nullopt;
+    if (!hasStatus) return std::nullopt;
     flush();
     const auto* words = static_cast<const uint32_t*>(status().mapped);
     if (words[0] == 0) return std::nullopt;
@@ -356,16 +373,95 @@ public:
   }
 
   std::string cannotRun(const CodeObject& code) const override {
-    return "it is " + code.format + " code, and " + id().str() +
-           " runs no generated code of whole programs yet (only the op table's shaders)";
+    if (code.format != kSpirvKernelsFormat)
+      return "it is " + code.format + " code, and " + id().str() + " runs " + kSpirvKernelsFormat;
+    return spirvTargetMismatch(code.target, limits_.codeTarget);
   }
+
+  /// A program's fused kernels as pipelines, destroyed with it (after what was recorded ran).
+  class LoadedKernels final : public LoadedCode {
+  public:
+    explicit LoadedKernels(VulkanDevice& device) : device_(device) {}
+    ~LoadedKernels() override {
+      std::lock_guard<std::mutex> lock(device_.queueMutex_);
+      device_.flush();
+      for (const Pipeline& p : pipelines)
+        device_.destroy(p);
+    }
+    size_t numKernels() const override { return points.size(); }
+    std::vector<Pipeline> pipelines;       // per distinct kernel
+    std::vector<size_t> pipelineOf;        // per kernel of the table
+    std::vector<uint32_t> workgroupSize;   // per distinct kernel
+    std::vector<int64_t> points;           // per kernel of the table
+    std::vector<std::string> names;        // per kernel of the table
+
+  private:
+    VulkanDevice& device_;
+  };
+
   std::shared_ptr<const LoadedCode> load(const CodeObject& code,
-                                         std::span<const KernelInfo>) override {
-    WEFT_FAIL(Device, id().str(), ": cannot load ", cannotRun(code));
+                                         std::span<const KernelInfo> kernels) override {
+    const std::string why = cannotRun(code);
+    WEFT_CHECK(why.empty(), Device, id().str(), ": cannot load ", code.format, " code for '",
+               code.target, "': ", why);
+    const std::vector<SpirvKernel> held = unpackSpirvKernels(code.bytes);
+    auto loaded = std::make_shared<LoadedKernels>(*this);
+    std::map<std::string, size_t> made; // symbol -> pipeline
+    for (const KernelInfo& k : kernels) {
+      auto it = made.find(k.symbol);
+      if (it == made.end()) {
+        auto in = std::find_if(held.begin(), held.end(),
+                               [&](const SpirvKernel& h) { return h.symbol == k.symbol; });
+        WEFT_CHECK(in != held.end(), Device, id().str(), ": the code object lacks kernel ",
+                   k.symbol);
+        WEFT_CHECK(in->workgroupSize <= limits_.maxWorkgroupInvocations, Device, id().str(),
+                   ": kernel ", k.symbol, " runs ", in->workgroupSize,
+                   " invocations per workgroup, more than the device's ",
+                   limits_.maxWorkgroupInvocations);
+        WEFT_CHECK(in->bindings <= limits_.maxStorageBuffers, Device, id().str(), ": kernel ",
+                   k.symbol, " binds ", in->bindings, " buffers, more than the device's ",
+                   limits_.maxStorageBuffers);
+        loaded->pipelines.push_back(makePipeline(in->words, in->bindings));
+        loaded->workgroupSize.push_back(in->workgroupSize);
+        it = made.emplace(k.symbol, loaded->pipelines.size() - 1).first;
+      }
+      loaded->pipelineOf.push_back(it->second);
+      loaded->points.push_back(k.rows);
+      loaded->names.push_back("kernel " + k.symbol);
+    }
+    return loaded;
   }
-  void launch(const LoadedCode&, size_t, std::span<const TensorRef>,
-              std::span<const TensorRef>) override {
-    WEFT_FAIL(Device, id().str(), ": no generated code is loaded on this device");
+
+  void launch(const LoadedCode& code, size_t kernel, std::span<const TensorRef> inputs,
+              std::span<const TensorRef> outputs) override {
+    const auto* loaded = dynamic_cast<const LoadedKernels*>(&code);
+    WEFT_INTERNAL_ASSERT(loaded != nullptr && kernel < loaded->points.size(),
+                         id().str(), ": launching a kernel not loaded on this device");
+    const size_t which = loaded->pipelineOf[kernel];
+    std::vector<TensorRef> operands(inputs.begin(), inputs.end());
+    operands.insert(operands.end(), outputs.begin(), outputs.end());
+    std::vector<int32_t> params;
+    for (const TensorRef& t : operands) {
+      const auto size = static_cast<int64_t>(elementSize(t.dtype));
+      const int64_t at = static_cast<int64_t>(t.buffer->offset()) + t.byteOffset;
+      // Kernels index in 32 bits: every element of a bound buffer must be addressable.
+      WEFT_CHECK(static_cast<int64_t>(t.buffer->offset() + t.buffer->nbytes()) / size <
+                     std::numeric_limits<int32_t>::max(),
+                 Value, "a tensor past 2^31 elements is not supported on GPU devices yet");
+      params.push_back(static_cast<int32_t>(at / size));
+    }
+    const int64_t wg = loaded->workgroupSize[which];
+    const auto groups = static_cast<uint32_t>(
+        std::clamp<int64_t>((loaded->points[kernel] + wg - 1) / wg, 1, 65535));
+    std::lock_guard<std::mutex> lock(queueMutex_);
+    record(loaded->pipelines[which], params, operands, {groups, 1, 1}, false,
+           [&] { return loaded->names[kernel]; });
+  }
+
+  void destroy(const Pipeline& p) {
+    vkDestroyPipeline(device_, p.pipeline, nullptr);
+    vkDestroyPipelineLayout(device_, p.layout, nullptr);
+    vkDestroyDescriptorSetLayout(device_, p.setLayout, nullptr);
   }
   void synchronize() override {
     std::lock_guard<std::mutex> lock(queueMutex_);
@@ -423,6 +519,16 @@ private:
       });
     };
     pushDescriptors_ = offers(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    limits_.maxStorageBuffers = l.maxPerStageDescriptorStorageBuffers;
+    if (pushDescriptors_) { // every binding of a dispatch is pushed
+      auto push = vkInfo<VkPhysicalDevicePushDescriptorPropertiesKHR>(
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR);
+      auto more =
+          vkInfo<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
+      more.pNext = &push;
+      vk.vkGetPhysicalDeviceProperties2(physical_, &more);
+      limits_.maxStorageBuffers = std::min(limits_.maxStorageBuffers, push.maxPushDescriptors);
+    }
     limits_.bfloat16 = offers("VK_KHR_shader_bfloat16");
     if (offers("VK_KHR_cooperative_matrix") && vk.cooperativeMatrixProperties != nullptr) {
       uint32_t shapes = 0;
@@ -513,7 +619,14 @@ private:
       p.error = code.error;
       return p;
     }
-    p.bindings = static_cast<uint32_t>(key.dtypes.size() + 1 + (key.hasStatus() ? 1 : 0));
+    return makePipeline(code.words,
+                        static_cast<uint32_t>(key.dtypes.size() + 1 + (key.hasStatus() ? 1 : 0)));
+  }
+
+  /// A pipeline running SPIR-V `words` (entry point "main") over `count` storage buffers.
+  Pipeline makePipeline(const std::vector<uint32_t>& words, uint32_t count) {
+    Pipeline p;
+    p.bindings = count;
     std::vector<VkDescriptorSetLayoutBinding> bindings(p.bindings);
     for (uint32_t i = 0; i < p.bindings; ++i) {
       bindings[i].binding = i;
@@ -526,16 +639,15 @@ private:
     set.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
     set.bindingCount = p.bindings;
     set.pBindings = bindings.data();
-    VkDescriptorSetLayout setLayout = VK_NULL_HANDLE;
-    check(vkCreateDescriptorSetLayout(device_, &set, nullptr, &setLayout),
+    check(vkCreateDescriptorSetLayout(device_, &set, nullptr, &p.setLayout),
           "vkCreateDescriptorSetLayout");
     auto layout = vkInfo<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
     layout.setLayoutCount = 1;
-    layout.pSetLayouts = &setLayout;
+    layout.pSetLayouts = &p.setLayout;
     check(vkCreatePipelineLayout(device_, &layout, nullptr, &p.layout), "vkCreatePipelineLayout");
     auto module = vkInfo<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
-    module.codeSize = code.words.size() * sizeof(uint32_t);
-    module.pCode = code.words.data();
+    module.codeSize = words.size() * sizeof(uint32_t);
+    module.pCode = words.data();
     VkShaderModule shader = VK_NULL_HANDLE;
     check(vkCreateShaderModule(device_, &module, nullptr, &shader), "vkCreateShaderModule");
     auto info = vkInfo<VkComputePipelineCreateInfo>(VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO);

@@ -12,6 +12,12 @@
 
 namespace weft::codegen {
 
+/// Whether generated kernels compute elementwise node `n`: every op in every dtype but those the
+/// interpreter's kernels loop for: integer pow (square and multiply), gcd and lcm (Euclid),
+/// integer fmod and floor_divide (which report a zero divisor), and the special functions
+/// (lgamma, digamma, erfinv, zeta; loops in double).
+bool kernelsCompute(const ir::Graph& g, const ir::Node& n);
+
 /// The CPU code is built for, in LLVM's spelling, and what its code generator can do, as the
 /// passes ask (passes::Target).
 struct CpuTarget : passes::Target {
@@ -20,9 +26,7 @@ struct CpuTarget : passes::Target {
   std::string features; ///< "+avx2,+fma,-avx512f,..."
 
   std::string name() const override;
-  /// Every elementwise op in every dtype, but those the interpreter's kernels loop for: integer
-  /// pow (square and multiply), gcd and lcm (Euclid), integer fmod and floor_divide (which report
-  /// a zero divisor), and the special functions (lgamma, digamma, erfinv, zeta; loops in double).
+  /// kernelsCompute.
   bool computes(const ir::Graph& g, const ir::Node& n) const override;
   /// Row kernels and column sums: yes.
   bool reducesInKernels() const override { return true; }

@@ -6,6 +6,8 @@
 
 #include "weft/ir/Graph.h"
 
+#include <cstddef>
+#include <limits>
 #include <string>
 
 namespace weft::passes {
@@ -25,6 +27,9 @@ public:
   /// Whether a kernel reads a permute, slice or flip of a value (isViewLeaf) through the view's
   /// strides instead of a copy.
   virtual bool readsViews() const = 0;
+  /// The most buffers one kernel may read and write (its inputs and outputs together): a GPU
+  /// binds each to a descriptor, of which a device allows a few dozen. No limit on the CPU.
+  virtual size_t maxOperands() const { return std::numeric_limits<size_t>::max(); }
 };
 
 } // namespace weft::passes

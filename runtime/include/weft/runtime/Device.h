@@ -136,6 +136,8 @@ struct Limits {
   uint32_t maxWorkgroupInvocations = 0;
   std::array<uint32_t, 3> maxWorkgroupSize{};
   uint32_t subgroupSize = 0;
+  /// The most storage buffers one shader binds (its parameters, inputs and outputs). 0 on the CPU.
+  uint32_t maxStorageBuffers = 0;
   bool float16 = false;
   bool int8 = false;
   /// Whether shaders may compute in float64 (shaderFloat64: arithmetic, comparisons, reductions

@@ -63,6 +63,7 @@
 #include "weft/runtime/OpTable.h"
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,28 @@ struct ShaderCode {
 inline bool isSpirv(const std::vector<uint32_t>& words) {
   return words.size() >= 5 && words[0] == 0x07230203u;
 }
+
+/// The format of a code object holding a compiled program's fused kernels for the GPU devices
+/// (CodeObject::format), its target the device's CodeObject target it was built for.
+inline constexpr const char* kSpirvKernelsFormat = "spirv-kernels";
+
+/// One fused kernel in such an object: its name (the kernel table's symbol), how many storage
+/// buffers it binds (binding 0: int32 parameters, each operand's offset in elements into its
+/// buffer; then its inputs and its outputs), its workgroup size along x, and its SPIR-V, whose
+/// entry point is "main". It walks the `KernelInfo::rows` points of its group's shape.
+struct SpirvKernel {
+  std::string symbol;
+  uint32_t bindings = 0, workgroupSize = 0;
+  std::vector<uint32_t> words;
+};
+/// The bytes of a "spirv-kernels" code object holding `kernels`.
+std::vector<uint8_t> packSpirvKernels(std::span<const SpirvKernel> kernels);
+/// The kernels `bytes` hold: a DeviceError saying what is wrong where they are cut short, a
+/// count or size runs past them, or a kernel is not SPIR-V or binds no buffer.
+std::vector<SpirvKernel> unpackSpirvKernels(std::span<const uint8_t> bytes);
+/// Why a device whose CodeObject target is `device` cannot run code built for `code` (a
+/// capability or extension the code needs that the device lacks), or "".
+std::string spirvTargetMismatch(const std::string& code, const std::string& device);
 
 /// What makes shaders for the GPU devices: codegen installs it when it loads. `compile` returns
 /// the shader `key` for a device whose CodeObject target is `target`; `cacheDir` names where devices
