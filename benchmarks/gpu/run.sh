@@ -1,10 +1,14 @@
 #!/bin/bash
-# One table of the Vulkan device's per-op kernels beside PyTorch (CUDA) on the same GPU: eager
-# latency per op and GEMM throughput. Runs on the GPU machine from the repository root, given
+# One table of weft on a Vulkan GPU beside PyTorch (CUDA) on the same GPU: the device's per-op
+# kernels (eager latency per op, GEMM throughput), whole train steps (the GPT-like and the CNN
+# step, eager and compiled: weft-bench-gpu-step beside torch_steps.py's eager and torch.compile)
+# and device copy bandwidth. Runs on the GPU machine from the repository root, given
 #   $BENCH: weft-bench-vulkan (compiling its shaders there: a WEFT_STATIC_LLVM build where the
 #           machine has no LLVM 22), or by default build/release/benchmarks/weft-bench-vulkan-rt
 #           (the runtime alone) with $PACK, a shader pack weft-bench-vulkan --write-pack wrote for
 #           the ops it runs
+#   $STEPS: weft-bench-gpu-step (a WEFT_STATIC_LLVM build where the machine has no LLVM 22;
+#           empty: no step rows)
 #   the Vulkan loader (and, where the machine lacks them, OpenBLAS's libraries in $LIBS)
 # Prints: metric, weft, PyTorch, ratio (weft's time over PyTorch's; for TFLOP/s, weft's share).
 set -euo pipefail
@@ -17,6 +21,10 @@ else
   weft=$(build/release/benchmarks/weft-bench-vulkan-rt --pack "$PACK" | tee /dev/stderr | grep '^RESULT')
 fi
 torch=$($PY benchmarks/gpu/torch_ops.py | grep '^RESULT')
+if [ -n "${STEPS:-}" ]; then
+  weft+=$'\n'$("$STEPS" | tee /dev/stderr | grep '^RESULT')
+  torch+=$'\n'$($PY benchmarks/gpu/torch_steps.py | grep '^RESULT')
+fi
 printf '%-34s %14s %14s %10s\n' metric weft PyTorch ratio
 while IFS='|' read -r name us tflops; do
   name=${name#RESULT }

@@ -63,7 +63,8 @@ std::string cannotBuild(const ir::Graph& g, const ir::FusionGroup& grp, const Sp
 
 /// The body of a horizontal kernel (FusionGroup::parts) at `point` of its index space, the parts'
 /// elements one after another: the part holding the point computes its outputs there, each value
-/// it reads having the part's elements or one (read at offset 0). False where a part reads a
+/// it reads having the part's elements or one (read at offset 0), all of them before it stores
+/// any (outputs are written over inputs). False where a part reads a
 /// value of another size or a node codegen cannot compute.
 bool buildParts(mlir::OpBuilder& b, mlir::Location loc, const ir::Graph& g,
                 const ir::FusionGroup& grp, mlir::Block* entry, const std::vector<Value>& offsets,
@@ -115,14 +116,15 @@ bool buildParts(mlir::OpBuilder& b, mlir::Location loc, const ir::Graph& g,
         if (r) values[v] = r;
         return r;
       };
+      // Every value first, then the stores: an output written over an input another output
+      // reads must not be stored before that read.
+      std::vector<Value> results;
       for (size_t k : outputs) {
-        Value v = eval(grp.outputs[k]);
-        if (!v) {
-          ok = false;
-          break;
-        }
-        store(ib, k, v, local);
+        results.push_back(eval(grp.outputs[k]));
+        ok = ok && results.back();
       }
+      for (size_t j = 0; ok && j < outputs.size(); ++j)
+        store(ib, outputs[j], results[j], local);
       mlir::scf::YieldOp::create(ib, loc);
     });
   }

@@ -119,7 +119,11 @@ Tensor Tensor::to(Device d, std::source_location loc) const {
   checkDefined("to");
   if (d == device()) return *this;
   hal::Device& target = hal::device(d); // a DeviceError for a device this process lacks
-  WEFT_CHECK(currentTrace() == nullptr, Device, "to(", d.str(),
+  // Inside compile() or trace(), a constant the function made (arange(n, device), tensor({...})
+  // then .to(device)) moves as eagerly: it is made anew on each call. What the function reads
+  // (its arguments, captured tensors, values it computed) would move once, at the trace.
+  const bool constant = impl_->trace == nullptr && impl_->madeInTrace;
+  WEFT_CHECK(currentTrace() == nullptr || constant, Device, "to(", d.str(),
              "): moving a tensor between devices inside compile() or trace() is not supported "
              "yet; move the inputs before the call");
   const TensorImpl& self = *impl_;
@@ -152,6 +156,7 @@ Tensor Tensor::to(Device d, std::source_location loc) const {
     out.impl()->gradFn = node;
     out.impl()->outputNr = 0;
   }
+  out.impl()->madeInTrace = constant; // the executable's, as the constant it was moved from
   return out;
 }
 

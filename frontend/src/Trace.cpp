@@ -216,6 +216,7 @@ Tensor TraceContext::traced(ir::ValueId v) {
                                            type.dtype);
   impl->trace = this;
   impl->traceValue = v;
+  impl->device = device; // every value of the graph is computed where it runs
   made.push_back(impl);
   viewOrigins.erase(impl.get()); // an earlier tensor's, at the same address
   return Tensor(impl);

@@ -240,6 +240,18 @@ double numberIn(const std::string& op, const std::string& name, const Tensor& t)
 
 } // namespace
 
+namespace {
+/// A parameter's step count as an optimizer keeps it: a float64 scalar on the CPU (as PyTorch's
+/// default optimizers keep it), but a float32 scalar on the GPU beside a parameter there (as
+/// PyTorch's fused and capturable optimizers): the step's scalar math (Adam's bias
+/// corrections) then runs there with the rest of the update, compiled into its kernel, with no
+/// wait for the host and no float64, which many GPUs lack.
+TensorOptions stepOptions(const Tensor& p) {
+  return p.device().is_vulkan() ? TensorOptions().dtype(kFloat32).device(p.device())
+                                : TensorOptions().dtype(kFloat64);
+}
+} // namespace
+
 /// What load_state_dict writes once the whole dict has been checked.
 struct Optimizer::LoadPlan {
   std::vector<std::optional<double>> lrs; // per group
@@ -289,7 +301,9 @@ void Optimizer::planStateEntry(LoadPlan& plan, const std::string& op, const std:
   const Tensor& p = *params[index];
   if (spec->scalar) {
     numberIn(op, name, value);
-    plan.writes.push_back({&p, std::string(key), value.detach().reshape({}).to(kFloat64).clone()});
+    const TensorOptions kept = stepOptions(p);
+    plan.writes.push_back(
+        {&p, std::string(key), value.detach().reshape({}).to(kept.device_, kept.dtype_).clone()});
     return;
   }
   WEFT_CHECK(value.sizes() == p.sizes(), Shape, op, ": '", name, "' has shape ",
@@ -419,11 +433,12 @@ void SGD::initState(const OptimizerParamGroup& group, const Tensor& p) {
   setState(p, "momentum_buffer", zeros_like(p));
 }
 
+
 void Optimizer::adamInit(const Tensor& p, bool amsgrad) {
   auto zeroState = [&] { return zeros_like(p); };
   state(p, "exp_avg", zeroState);
   state(p, "exp_avg_sq", zeroState);
-  state(p, "step", [] { return zeros({}, kFloat64); });
+  state(p, "step", [&] { return zeros({}, stepOptions(p)); });
   if (amsgrad) state(p, "max_exp_avg_sq", zeroState);
 }
 
@@ -445,7 +460,7 @@ void RMSprop::initState(const OptimizerParamGroup& group, const Tensor& p) {
 
 void Adagrad::initState(const OptimizerParamGroup& group, const Tensor& p) {
   const auto& o = static_cast<const AdagradOptions&>(group.options());
-  state(p, "step", [] { return zeros({}, kFloat64); });
+  state(p, "step", [&] { return zeros({}, stepOptions(p)); });
   state(p, "sum", [&] { return full_like(p, o.initial_accumulator_value()); });
 }
 
@@ -480,8 +495,8 @@ void Optimizer::adamUpdate(OptimizerParamGroup& group, const AdamHyper& h) {
     Tensor& step = state(p, "step");
     // The scalars first: compiled, everything below is then one kernel over the parameter.
     step.add_(1);
-    Tensor bc1 = 1.0 - full({}, h.beta1, kFloat64).pow(step);
-    Tensor bc2 = 1.0 - full({}, h.beta2, kFloat64).pow(step);
+    Tensor bc1 = 1.0 - full({}, h.beta1, step.options()).pow(step);
+    Tensor bc2 = 1.0 - full({}, h.beta2, step.options()).pow(step);
     if (h.decoupled && h.weightDecay != 0)
       p.mul_(1.0 - lr * h.weightDecay); // AdamW
     else
