@@ -3,7 +3,8 @@
 // (4 layers, d=512, 8 heads, context 256, vocab 8192, batch 16, AdamW) and the Fashion-MNIST-sized
 // CNN step (batch 128, AdamW), compiled and eager, and device-to-device copy bandwidth.
 //
-//   weft-bench-gpu-step [--device vulkan] [--models gpt,cnn] [--quick]
+//   weft-bench-gpu-step [--device vulkan] [--models gpt,cnn,copy] [--modes eager,compiled]
+//                       [--quick]
 //
 // Each step is timed as torch_steps.py times PyTorch's: `iterations` calls back to back, then the
 // last loss read (which waits for the device); the median of 5 such runs, per call. Prints
@@ -50,8 +51,9 @@ void report(const std::string& name, double us) {
 /// Times model `name`'s train step on `device`, eager and compiled.
 template <typename Make>
 void steps(const std::string& name, Make make, const Tensor& x, const Tensor& y,
-           const weft::Device& device, int iterations) {
+           const weft::Device& device, int iterations, const std::string& modes) {
   for (bool compiled : {false, true}) {
+    if (modes.find(compiled ? "compiled" : "eager") == std::string::npos) continue;
     weft::manual_seed(0);
     auto model = make();
     model->to(device);
@@ -79,15 +81,16 @@ void steps(const std::string& name, Make make, const Tensor& x, const Tensor& y,
 } // namespace
 
 int main(int argc, char** argv) {
-  std::string device = "vulkan", models = "gpt,cnn,copy";
+  std::string device = "vulkan", models = "gpt,cnn,copy", modes = "eager,compiled";
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
     else if (std::strcmp(argv[i], "--models") == 0 && i + 1 < argc) models = argv[++i];
+    else if (std::strcmp(argv[i], "--modes") == 0 && i + 1 < argc) modes = argv[++i];
     else if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else {
       std::fprintf(stderr, "usage: weft-bench-gpu-step [--device vulkan] [--models gpt,cnn,copy] "
-                           "[--quick]\n");
+                           "[--modes eager,compiled] [--quick]\n");
       return 2;
     }
   }
@@ -102,13 +105,14 @@ int main(int argc, char** argv) {
       Tensor x = weft::randint(0, vocab, {batch, ctx}), y = weft::randint(0, vocab, {batch, ctx});
       steps(
           "gpt", [&] { return weft::bench::Gpt(vocab, ctx, dim, heads, layers, 4 * dim); }, x, y,
-          dev, quick ? 2 : 10);
+          dev, quick ? 2 : 10, modes);
     }
     if (has("cnn")) {
       const int64_t batch = quick ? 8 : 128;
       Tensor x = weft::randn({batch, 1, 28, 28}), y = weft::randint(0, 10, {batch});
       steps(
-          "cnn", [] { return weft::bench::Cnn(32, 64, 28, 128, 10); }, x, y, dev, quick ? 2 : 20);
+          "cnn", [] { return weft::bench::Cnn(32, 64, 28, 128, 10); }, x, y, dev, quick ? 2 : 20,
+          modes);
     }
     if (has("copy")) {
       // Device-to-device copy bandwidth: 256 MiB read and written (--quick: 4 MiB).

@@ -188,9 +188,24 @@ TEST_F(Vulkan, OpsMatchTheCpu) {
     conv2d(on(images, d), w, {}, {1, 1}, {1, 1}).square().sum().backward();
     return w.grad(); // conv_weight_grad: 4 x 27 outputs over K = 16 * 32 * 32
   }, loose, vk);
+  // An embedding's gradient: index_add of many repeated rows into few (through the index's
+  // order), each row's sources added in the index's order, as the CPU adds them: the same bits.
+  Tensor tokens = randint(0, 40, {300}), rows = randn({300, 16}), table = randn({40, 16});
+  expectSame([&](const Device& d) {
+    return on(table, d).index_add(0, on(tokens, d), on(rows, d));
+  }, 0, vk);
+  expectSame([&](const Device& d) {
+    return zeros({16, 40}).to(d).index_add(1, on(tokens, d), on(rows, d).t());
+  }, 0, vk);
   // An index out of range is an IndexError, as on the CPU, and the device keeps working.
   std::string m = messageOf([&] { (void)x.to(vk).gather(1, (idx + 10).to(vk)); });
   EXPECT_TRUE(has(m, "out of bounds")) << m;
+  for (int64_t bad : {40, -1}) {
+    Tensor wrong = tokens.clone();
+    wrong.index_put_({Tensor(full({}, 7, kInt64))}, full({}, bad, kInt64));
+    m = messageOf([&] { (void)zeros({40, 16}).to(vk).index_add(0, wrong.to(vk), rows.to(vk)); });
+    EXPECT_TRUE(has(m, "out of bounds") && has(m, "index_add")) << m;
+  }
   expectSame([&](const Device& d) { return on(x, d) * 2; }, 0, vk);
 }
 

@@ -506,6 +506,89 @@ void buildScatter(ShaderBuilder& s, const ShaderKey& key) {
   });
 }
 
+/// index_add through a stable ascending order of its index (ShaderKey{Scatter, IndexAdd}):
+/// operands self, index, order (the index line's argsort), src, out. A point binary-searches the
+/// order for the first index reaching its coordinate along `dim` and adds the src elements of
+/// every index equal to it, in the order they come in the line (as the CPU adds them): work per
+/// point in the log of the line and its matches, not the line. The first point reports an index
+/// past either end of [0, dimSize).
+void buildSortedScatter(ShaderBuilder& s, const ShaderKey& key) {
+  mlir::OpBuilder& b = s.b();
+  mlir::Location loc = s.loc();
+  const DType out = key.dtypes[4], acc = accumulateType(out);
+  using P = mlir::arith::CmpIPredicate;
+  ir::Graph none;
+  BodyBuilder bb(b, loc, none);
+  s.forEachPoint([&](Value point) {
+    Value dim = s.extra(0), size = s.extra(1);
+    ShaderBuilder::Walk w = s.walk(point, dim, s.add(s.lineBase(), s.c(1 + 5 + 2)));
+    Value n = s.lineLength(), li = s.lineStride(1), lo = s.lineStride(2), ls = s.lineStride(3);
+    auto indexAt = [&](Value k) { // index[order[k]]
+      Value j = s.index(s.load(2, s.add(w.offsets[2], s.mul(k, lo))));
+      return s.load(1, s.add(w.offsets[1], s.mul(j, li)));
+    };
+    s.when(mlir::arith::CmpIOp::create(b, loc, P::eq, point, s.c(0)), [&] {
+      Value size64 = mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), size);
+      Value first = indexAt(s.c(0));
+      Value last = indexAt(mlir::arith::SubIOp::create(b, loc, n, s.c(1)));
+      s.when(mlir::arith::CmpIOp::create(b, loc, P::uge, first, size64),
+             [&] { s.recordBad(first); });
+      s.when(mlir::arith::CmpIOp::create(b, loc, P::sge, last, size64),
+             [&] { s.recordBad(last); });
+    });
+    Value coord = mlir::arith::IndexCastOp::create(b, loc, b.getI64Type(), w.coordinate);
+    // lower_bound: the first k whose index is >= coord, in [0, n].
+    auto search = mlir::scf::WhileOp::create(
+        b, loc, mlir::TypeRange{b.getIndexType(), b.getIndexType()}, mlir::ValueRange{s.c(0), n},
+        [&](mlir::OpBuilder& cb, mlir::Location, mlir::ValueRange range) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(cb.getInsertionBlock(), cb.getInsertionPoint());
+          Value more = mlir::arith::CmpIOp::create(b, loc, P::ult, range[0], range[1]);
+          mlir::scf::ConditionOp::create(b, loc, more, range);
+        },
+        [&](mlir::OpBuilder& db, mlir::Location, mlir::ValueRange range) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(db.getInsertionBlock(), db.getInsertionPoint());
+          Value mid = s.add(range[0], mlir::arith::ShRUIOp::create(
+                                          b, loc, mlir::arith::SubIOp::create(b, loc, range[1],
+                                                                              range[0]),
+                                          s.c(1)));
+          Value below = mlir::arith::CmpIOp::create(b, loc, P::slt, indexAt(mid), coord);
+          Value from = mlir::arith::SelectOp::create(b, loc, below, s.add(mid, s.c(1)), range[0]);
+          Value to = mlir::arith::SelectOp::create(b, loc, below, range[1], mid);
+          mlir::scf::YieldOp::create(b, loc, mlir::ValueRange{from, to});
+        });
+    Value start = bb.convert(s.load(0, w.offsets[0]), key.dtypes[0], acc);
+    Value valid = w.inLimits;
+    // Every k from there whose index equals coord, in order.
+    auto sum = mlir::scf::WhileOp::create(
+        b, loc, mlir::TypeRange{b.getIndexType(), registerType(b, acc)},
+        mlir::ValueRange{search.getResult(0), start},
+        [&](mlir::OpBuilder& cb, mlir::Location, mlir::ValueRange it) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(cb.getInsertionBlock(), cb.getInsertionPoint());
+          Value inLine = mlir::arith::AndIOp::create(
+              b, loc, valid, mlir::arith::CmpIOp::create(b, loc, P::ult, it[0], n));
+          // (reads index[order[min(k, n - 1)]]: defined even past the line's end)
+          Value k = mlir::arith::MinUIOp::create(b, loc, it[0],
+                                                 mlir::arith::SubIOp::create(b, loc, n, s.c(1)));
+          Value same = mlir::arith::CmpIOp::create(b, loc, P::eq, indexAt(k), coord);
+          mlir::scf::ConditionOp::create(b, loc, mlir::arith::AndIOp::create(b, loc, inLine, same),
+                                         it);
+        },
+        [&](mlir::OpBuilder& db, mlir::Location, mlir::ValueRange it) {
+          mlir::OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(db.getInsertionBlock(), db.getInsertionPoint());
+          Value j = s.index(s.load(2, s.add(w.offsets[2], s.mul(it[0], lo))));
+          Value x = bb.convert(s.load(3, s.add(w.offsets[3], s.mul(j, ls))), key.dtypes[3], acc);
+          mlir::scf::YieldOp::create(
+              b, loc,
+              mlir::ValueRange{s.add(it[0], s.c(1)), combine(b, loc, OpCode::Sum, acc, it[1], x)});
+        });
+    s.store(4, w.offsets[4], roundTo(b, loc, bb.convert(sum.getResult(1), acc, out), out));
+  });
+}
+
 void buildCheckIndex(ShaderBuilder& s, const ShaderKey&) {
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
@@ -736,7 +819,10 @@ mlir::OwningOpRef<mlir::ModuleOp> shaderModule(mlir::MLIRContext& ctx, const Sha
     buildGather(s, key);
     break;
   case ShaderFamily::Scatter:
-    buildScatter(s, key);
+    if (key.op == OpCode::IndexAdd)
+      buildSortedScatter(s, key);
+    else
+      buildScatter(s, key);
     break;
   case ShaderFamily::CheckIndex:
     buildCheckIndex(s, key);

@@ -370,6 +370,42 @@ void scatterInto(OpCode op, const char* name, const TensorRef& self, const Tenso
     kernels::outOfBounds(*bad, {out.shape[d], dim, name}, false);
 }
 
+/// out = self, with src's slices along `dim` added where the 1-d `index` names them, through the
+/// index's stable ascending order (its argsort, made here): ShaderKey{Scatter, IndexAdd}, whose
+/// points each add their matches in the index's order, as scatterInto does.
+void sortedIndexAdd(const TensorRef& self, const TensorRef& index, const TensorRef& src,
+                    const TensorRef& out, int64_t dim) {
+  const auto d = static_cast<size_t>(dim);
+  const int64_t n = index.numel();
+  ShaderDevice& device = deviceOf(out);
+  std::shared_ptr<Storage> held = device.allocate(static_cast<size_t>(n) * sizeof(int64_t));
+  const TensorRef order = refInto(*held, 0, DType::Int64, {n}, {1});
+  {
+    Space s({n}, 2); // a point per element of the index: its place in the order
+    s.strides[0] = {index.strides[0]};
+    s.line = n;
+    s.lineStrides = {index.strides[0], 1};
+    s.extra = {0, 0, n};
+    const TensorRef ops[] = {index, order};
+    run(ShaderFamily::Sort, OpCode::ArgSort, ops, {DType::Int64, DType::Int64}, s,
+        {groupsFor(n, 256), 1, 1});
+  }
+  Space s(out.shape, 5);
+  s.strides[0] = self.strides;
+  s.strides[3] = src.strides;
+  s.strides[3][d] = 0;
+  s.strides[4] = out.strides;
+  s.line = n;
+  s.lineStrides = {0, index.strides[0], 1, src.strides[d], 0};
+  s.extra = {dim, out.shape[d]};
+  s.extra.insert(s.extra.end(), out.shape.begin(), out.shape.end()); // every point is in
+  const TensorRef ops[] = {self, index, order, src, out};
+  if (auto bad = run(ShaderFamily::Scatter, OpCode::IndexAdd, ops,
+                     {self.dtype, DType::Int64, DType::Int64, src.dtype, out.dtype}, s,
+                     {groupsFor(s.count(), 256), 1, 1}))
+    kernels::outOfBounds(*bad, {out.shape[d], dim, "index_add"}, false);
+}
+
 /// A 1-d index along `dim`, seen over `shape` (stride 0 elsewhere).
 TensorRef indexAlong(const TensorRef& index, const Shape& shape, int64_t dim) {
   TensorRef v = index;
@@ -616,6 +652,12 @@ template <OpCode op> void shaderKernel(std::span<const TensorRef> in, const Tens
                        in[0], in[1], in[2], out, at.i("dim"));
   case OpKind::IndexAdd: {
     const int64_t dim = at.i("dim");
+    const int64_t n = in[1].numel();
+    // Each point scanning the whole index costs points x n; sorting it first n x n (the rank
+    // sort's loop of n stays within what lavapipe runs), after which a point finds its matches
+    // by binary search (an embedding's gradient: a few thousand tokens into [vocab, dim] rows).
+    if (n > 0 && n < out.numel() && n <= 65535)
+      return sortedIndexAdd(in[0], in[1], in[2], out, dim);
     return scatterInto(OpCode::ScatterAdd, "index_add", in[0], indexAlong(in[1], in[2].shape, dim),
                        in[2], out, dim);
   }
