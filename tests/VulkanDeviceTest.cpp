@@ -175,6 +175,12 @@ TEST_F(Vulkan, OpsMatchTheCpu) {
   expectSame([&](const Device& d) { return on(longLine, d).sum(1); }, loose, vk);
   expectSame([&](const Device& d) { return on(longLine, d).amax(); }, 0, vk);
   expectSame([&](const Device& d) { return ones({1 << 22}).to(d).sum(); }, 0, vk);
+  // 128 x 128 blocks where they fill the GPU (256 of them here), 64 x 64 ones where they would
+  // not, over edges that are no multiple of either.
+  Tensor wide = randn({2000, 8}), across = randn({8, 2100});
+  expectSame([&](const Device& d) { return on(wide, d).matmul(on(across, d)); }, loose, vk);
+  expectSame([&](const Device& d) { return on(wide, d).narrow(0, 0, 500).matmul(on(across, d)); },
+             loose, vk);
   // A grid of few blocks over a long K is split (split-K): parts summed into out, float32 or
   // rounded to a 16-bit float once at the end.
   Tensor tall = randn({8, 3000}), thin = randn({3000, 5});

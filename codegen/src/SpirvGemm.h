@@ -265,7 +265,7 @@ inline void buildMatMul(ShaderBuilder& s, const ShaderKey& key) {
 }
 
 /// C = A B (GemmOperands) for floating matmuls and convolutions: a 128 x 128 block of C per
-/// workgroup of 16 x 16 invocations,
+/// workgroup of 16 x 16 invocations (64 x 64 with key.block = kMatMulSmallBlock, 4 x 4 tiles),
 /// each holding an 8 x 8 register tile (rows ty + 16 i, columns tx + 16 j: neighbouring
 /// invocations read neighbouring words of workgroup memory and write neighbouring words of C), K
 /// in slabs of 16 staged through workgroup memory (A's slab stored K-major), loads outside the
@@ -274,7 +274,9 @@ inline void buildMatMul(ShaderBuilder& s, const ShaderKey& key) {
 inline void buildBlockedMatMul(ShaderBuilder& s, const ShaderKey& key) {
   mlir::OpBuilder& b = s.b();
   mlir::Location loc = s.loc();
-  constexpr int64_t kBlock = hal::kMatMulBlock, kSlab = 16, kThreads = 256, kReg = kBlock / 16;
+  constexpr int64_t kSlab = 16, kThreads = 256;
+  const int64_t kBlock = key.block == hal::kMatMulSmallBlock ? key.block : hal::kMatMulBlock,
+                kReg = kBlock / 16;
   const DType out = key.dtypes[2], f = DType::Float32;
   ir::Graph none;
   BodyBuilder bb(b, loc, none);

@@ -133,7 +133,7 @@ std::vector<TensorRef> operandsOf(std::span<const TensorRef> in, const TensorRef
 /// Runs a shader over `space` (offsets filled from the operands here); returns the status.
 std::optional<int64_t> run(ShaderFamily family, OpCode op, std::span<const TensorRef> operands,
                            std::vector<DType> dtypes, Space& space, std::array<uint32_t, 3> groups,
-                           uint32_t workgroup = 256) {
+                           uint32_t workgroup = 256, uint32_t block = 0) {
   for (size_t k = 0; k < operands.size(); ++k) {
     space.offsets[k] = elementOffset(operands[k]);
     // Shaders index in 32 bits: every element of a bound buffer must be addressable.
@@ -142,7 +142,7 @@ std::optional<int64_t> run(ShaderFamily family, OpCode op, std::span<const Tenso
                    static_cast<size_t>(std::numeric_limits<int32_t>::max()),
                Value, opName(op), ": a tensor past 2^31 elements is not supported on GPU devices yet");
   }
-  ShaderKey key{family, op, std::move(dtypes), workgroup};
+  ShaderKey key{family, op, std::move(dtypes), workgroup, block};
   const std::vector<int32_t> params = space.params(std::string(opName(op)).c_str());
   return deviceOf(operands.back()).dispatch(key, params, operands, groups);
 }
@@ -431,13 +431,20 @@ int64_t splitsFor(int64_t blocks, int64_t k) {
 void gemm(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& out, int64_t m,
           int64_t n, int64_t k, const std::function<Space(const TensorRef& target)>& describe) {
   const bool blocked = blockedMatMul({ShaderFamily::MatMul, op, {out.dtype}});
-  const int64_t tile = blocked ? kMatMulBlock : 16;
+  Space s = describe(out);
+  const int64_t points = s.count();
+  auto tilesOf = [&](int64_t side) {
+    return ((n + side - 1) / side) * ((m + side - 1) / side) * points;
+  };
+  // A grid of 128 x 128 blocks too small to keep a GPU busy (a [4096, 512] output on an H200's
+  // 132 compute units) computes 64 x 64 ones: four times the workgroups.
+  const int64_t tile = !blocked                           ? 16
+                       : tilesOf(kMatMulBlock) * 2 < 256 ? kMatMulSmallBlock
+                                                         : kMatMulBlock;
   const std::string name(opName(op));
   checkGrid(name.c_str(), m, tile);
   checkGrid(name.c_str(), n, tile);
   const int64_t tiles = groupsFor(n, tile) * groupsFor(m, tile);
-  Space s = describe(out);
-  const int64_t points = s.count();
   // Only small outputs split: summing the parts costs a subgroup per output element (on the
   // H200, a 1024^3 matmul split 4 ways took 380 us, unsplit 202).
   constexpr int64_t kMostSplitOutput = 1 << 17;
@@ -447,7 +454,8 @@ void gemm(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& ou
     s.extra.insert(s.extra.end(), {1, 0});
     const TensorRef ops[] = {a, b, out};
     run(ShaderFamily::MatMul, op, ops, {a.dtype, b.dtype, out.dtype}, s,
-        {groupsFor(n, tile), groupsFor(m, tile), groupsFor(points, 1)});
+        {groupsFor(n, tile), groupsFor(m, tile), groupsFor(points, 1)}, 256,
+        tile == kMatMulSmallBlock ? tile : 0);
     return;
   }
   const int64_t each = out.numel();
@@ -459,7 +467,8 @@ void gemm(OpCode op, const TensorRef& a, const TensorRef& b, const TensorRef& ou
   s.extra.insert(s.extra.end(), {splits, each});
   const TensorRef ops[] = {a, b, target};
   run(ShaderFamily::MatMul, op, ops, {a.dtype, b.dtype, DType::Float32}, s,
-      {groupsFor(n, tile), groupsFor(m, tile), groupsFor(points * splits, 1)});
+      {groupsFor(n, tile), groupsFor(m, tile), groupsFor(points * splits, 1)}, 256,
+      tile == kMatMulSmallBlock ? tile : 0);
   Shape shape{splits}, strides{each};
   shape.insert(shape.end(), out.shape.begin(), out.shape.end());
   strides.insert(strides.end(), target.strides.begin(), target.strides.end());

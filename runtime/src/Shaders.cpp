@@ -167,7 +167,8 @@ std::string ShaderKey::str() const {
     if (i > 0) s += i + 1 == dtypes.size() ? "->" : ",";
     s += dtypeName(dtypes[i]);
   }
-  return s + " wg" + std::to_string(workgroupSize);
+  s += " wg" + std::to_string(workgroupSize);
+  return block == 0 || block == kMatMulBlock ? s : s + " b" + std::to_string(block);
 }
 
 std::vector<uint8_t> packSpirvKernels(std::span<const SpirvKernel> kernels) {

@@ -92,6 +92,9 @@ struct ShaderKey {
   OpCode op = OpCode::StopGradient;
   std::vector<DType> dtypes;
   uint32_t workgroupSize = 256;
+  /// A blocked matmul's (blockedMatMul) output block side: kMatMulBlock, or kMatMulSmallBlock
+  /// for a grid too small to fill the GPU with those (0: kMatMulBlock).
+  uint32_t block = 0;
   /// Whether the shader writes the status buffer (Gather, Scatter, CheckIndex, the integer
   /// divisions fmod and floor_divide for a zero divisor, inverse and cholesky for their info).
   bool hasStatus() const {
@@ -103,14 +106,16 @@ struct ShaderKey {
     return family == ShaderFamily::Map && (op == OpCode::Fmod || op == OpCode::FloorDivide) &&
            !dtypes.empty() && !isFloating(dtypes.back());
   }
-  /// "map add float32,float32->float32 wg256": the cache's key and what errors name.
+  /// "map add float32,float32->float32 wg256" (" b64" after a small-block matmul's): the
+  /// cache's key and what errors name.
   std::string str() const;
   bool operator==(const ShaderKey&) const = default;
 };
 
 /// A floating matmul or convolution computes 128 x 128 blocks of its output per workgroup (of
-/// 16 x 16 invocations, in float32 registers); integer and float64 ones 16 x 16 tiles.
-inline constexpr int64_t kMatMulBlock = 128;
+/// 16 x 16 invocations, in float32 registers), or 64 x 64 ones where 128s would leave a GPU
+/// idle; integer and float64 ones 16 x 16 tiles.
+inline constexpr int64_t kMatMulBlock = 128, kMatMulSmallBlock = 64;
 inline bool blockedMatMul(const ShaderKey& key) {
   return key.family == ShaderFamily::MatMul && isFloating(key.dtypes.back()) &&
          key.dtypes.back() != DType::Float64; // float64 keeps float64 registers: 16 x 16 tiles
