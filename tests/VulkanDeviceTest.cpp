@@ -492,6 +492,40 @@ TEST_F(Vulkan, CompiledTrainStepsMatchTheCpu) {
   }
 }
 
+TEST_F(Vulkan, AdamKeepsItsStepCountOnTheDevice) {
+  // Beside a parameter on the GPU, the step count is a float32 there (PyTorch's fused Adam's);
+  // a state dict saved on the CPU loads into it converted, and training goes on.
+  manual_seed(5);
+  nn::Linear cpuLayer(4, 3), devLayer(4, 3);
+  devLayer->to(vk);
+  optim::AdamW cpuOpt(cpuLayer->parameters(), optim::AdamWOptions(1e-2));
+  optim::AdamW devOpt(devLayer->parameters(), optim::AdamWOptions(1e-2));
+  const Tensor x = randn({5, 4});
+  for (int i = 0; i < 2; ++i) {
+    cpuLayer(x).square().sum().backward();
+    cpuOpt.step();
+    devLayer(x.to(vk)).square().sum().backward();
+    devOpt.step();
+  }
+  const Tensor onCpu = cpuOpt.state_dict().at("state.0.step");
+  EXPECT_EQ(onCpu.device(), Device::cpu());
+  EXPECT_EQ(onCpu.dtype(), kFloat64);
+  Tensor onDevice = devOpt.state_dict().at("state.0.step");
+  EXPECT_EQ(onDevice.device(), vk);
+  EXPECT_EQ(onDevice.dtype(), kFloat32);
+  EXPECT_EQ(onDevice.item<float>(), 2.0f);
+  cpuLayer(x).square().sum().backward();
+  cpuOpt.step(); // three steps now
+  devOpt.load_state_dict(cpuOpt.state_dict());
+  onDevice = devOpt.state_dict().at("state.0.step");
+  EXPECT_EQ(onDevice.device(), vk);
+  EXPECT_EQ(onDevice.dtype(), kFloat32);
+  EXPECT_EQ(onDevice.item<float>(), 3.0f);
+  devLayer(x.to(vk)).square().sum().backward();
+  devOpt.step();
+  EXPECT_EQ(devOpt.state_dict().at("state.0.step").item<float>(), 4.0f);
+}
+
 TEST_F(Vulkan, CompiledFunctionsRunOnTheirDeviceAndBackwardThroughThem) {
   manual_seed(4);
   nn::Linear layer(6, 3);

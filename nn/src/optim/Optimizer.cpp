@@ -243,9 +243,9 @@ double numberIn(const std::string& op, const std::string& name, const Tensor& t)
 namespace {
 /// A parameter's step count as an optimizer keeps it: a float64 scalar on the CPU (as PyTorch's
 /// default optimizers keep it), but a float32 scalar on the GPU beside a parameter there (as
-/// PyTorch's fused and capturable optimizers): the step's scalar math (Adam's bias
-/// corrections) then runs there with the rest of the update, compiled into its kernel, with no
-/// wait for the host and no float64, which many GPUs lack.
+/// PyTorch's fused and capturable optimizers): the step's scalar math (Adam's bias corrections,
+/// with its learning rate in float32 too) then runs there with the rest of the update, compiled
+/// into its kernel, with no wait for the host and no float64, which many GPUs lack.
 TensorOptions stepOptions(const Tensor& p) {
   return p.device().is_vulkan() ? TensorOptions().dtype(kFloat32).device(p.device())
                                 : TensorOptions().dtype(kFloat64);
@@ -485,7 +485,8 @@ void SGD::update() {
 }
 
 void Optimizer::adamUpdate(OptimizerParamGroup& group, const AdamHyper& h) {
-  const Tensor& lr = group.options().lr_tensor();
+  const Tensor& lr64 = group.options().lr_tensor();
+  Tensor lr32; // the learning rate in the step count's float32, beside parameters on a GPU
   for (Tensor& p : group.params()) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -493,6 +494,8 @@ void Optimizer::adamUpdate(OptimizerParamGroup& group, const AdamHyper& h) {
     Tensor& m = state(p, "exp_avg");
     Tensor& v = state(p, "exp_avg_sq");
     Tensor& step = state(p, "step");
+    if (step.dtype() == kFloat32 && !lr32.defined()) lr32 = lr64.to(kFloat32);
+    const Tensor& lr = step.dtype() == kFloat32 ? lr32 : lr64;
     // The scalars first: compiled, everything below is then one kernel over the parameter.
     step.add_(1);
     Tensor bc1 = 1.0 - full({}, h.beta1, step.options()).pow(step);
