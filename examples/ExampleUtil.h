@@ -73,6 +73,17 @@ public:
   [[noreturn]] void fail(const std::string& why) const {
     throw weft::ValueError(program_ + ": " + why + "\n" + usage_);
   }
+  /// The device `--device` named ("cpu", "vulkan", "vulkan:1"), opened now: one this machine
+  /// lacks fails here, not at the first step.
+  weft::Device device(const std::string& spec) const {
+    try {
+      weft::Device on(spec);
+      (void)weft::hal::device(on);
+      return on;
+    } catch (const weft::Error& e) {
+      fail("--device " + spec + ": " + e.what());
+    }
+  }
 
 private:
   std::string program_, usage_;

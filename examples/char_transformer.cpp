@@ -12,22 +12,24 @@ using namespace weft;
 namespace {
 
 const char* kUsage =
-    "usage: char_transformer [--steps N] [--eager] [--device cpu] [--corpus FILE]...\n"
+    "usage: char_transformer [--steps N] [--eager] [--device D] [--corpus FILE]...\n"
     "                        [--block N] [--batch N] [--dim N] [--layers N] [--heads N] [--lr X]\n"
+    "                        [--sample N]\n"
     "Trains a GPT-like character model on text files (default: the fortunes of fortunes-min) and\n"
     "prints its loss against the unigram entropy, with samples as it learns.\n"
     "  --steps N     train steps (default 1000, about 5 minutes on 2 cores)\n"
     "  --eager       run the train step eagerly instead of compiled\n"
-    "  --device D    cpu (vulkan comes later)\n"
+    "  --device D    where to train: cpu, or vulkan (vulkan:1, ...)\n"
     "  --corpus F    a text file (repeatable; default /usr/share/games/fortunes/{fortunes,\n"
     "                literature,riddles})\n"
     "  --block N     context length in bytes (default 64)\n"
     "  --batch N     sequences per step (default 32)\n"
     "  --dim N       model width (default 128); --layers N (default 3); --heads N (default 4)\n"
-    "  --lr X        peak learning rate (default 2e-3)\n";
+    "  --lr X        peak learning rate (default 2e-3)\n"
+    "  --sample N    bytes sampled at each report (default 120)\n";
 
 struct Args {
-  int64_t steps = 1000, block = 64, batch = 32, dim = 128, layers = 3, heads = 4;
+  int64_t steps = 1000, block = 64, batch = 32, dim = 128, layers = 3, heads = 4, sample = 120;
   double lr = 2e-3;
   bool eager = false;
   std::string device = "cpu";
@@ -56,7 +58,7 @@ public:
   /// Byte indices (batch, t <= block) to logits (batch, t, 256).
   Tensor forward(const Tensor& idx) {
     int64_t t = idx.size(1);
-    Tensor x = tok(idx) + pos(arange(t));
+    Tensor x = tok(idx) + pos(arange(t, TensorOptions(kInt64).device(idx.device())));
     for (nn::TransformerEncoderLayer& layer : layers)
       x = layer->forward(x, {}, {}, /*is_causal=*/true);
     return head(norm(x));
@@ -88,7 +90,9 @@ double validate(Gpt& model, data::DataLoader& loader, int64_t batches) {
   double sum = 0;
   int64_t n = 0;
   for (data::Example<>& b : loader) {
-    sum += nn::functional::cross_entropy(model(b.data).flatten(0, 1), b.target.flatten())
+    const Device on = model->head->weight.device();
+    sum += nn::functional::cross_entropy(model(b.data.to(on)).flatten(0, 1),
+                                         b.target.to(on).flatten())
                .item<double>();
     if (++n == batches) break;
   }
@@ -104,8 +108,10 @@ std::string sample(Gpt& model, const std::string& prompt, int64_t length, Genera
   for (int64_t i = 0; i < length; ++i) {
     size_t from = ids.size() > static_cast<size_t>(model->block) ? ids.size() - model->block : 0;
     std::vector<int64_t> ctx(ids.begin() + static_cast<std::ptrdiff_t>(from), ids.end());
-    Tensor logits = model(from_vector(ctx, {1, static_cast<int64_t>(ctx.size())}))
+    Tensor logits = model(from_vector(ctx, {1, static_cast<int64_t>(ctx.size())})
+                              .to(model->head->weight.device()))
                         .select(1, static_cast<int64_t>(ctx.size()) - 1)
+                        .cpu()
                         .to(kFloat64);
     std::vector<double> p = (logits * (1.0 / 0.8)).softmax(-1).to_vector<double>();
     double u = rand({}, kFloat64, gen).item<double>(), acc = 0;
@@ -137,11 +143,14 @@ int run(int argc, char** argv) {
       .value("--layers", a.layers)
       .value("--heads", a.heads)
       .value("--lr", a.lr)
+      .value("--sample", a.sample)
       .values("--corpus", corpus)
       .parse(argc, argv);
-  if (a.device != "cpu") opts.fail("--device " + a.device + ": only cpu exists so far");
-  if (a.steps < 1 || a.block < 2 || a.batch < 1 || a.dim < 1 || a.layers < 1 || a.heads < 1)
-    opts.fail("--steps, --batch, --dim, --layers and --heads must be >= 1, --block >= 2");
+  const Device on = opts.device(a.device);
+  if (a.steps < 1 || a.block < 2 || a.batch < 1 || a.dim < 1 || a.layers < 1 || a.heads < 1 ||
+      a.sample < 0)
+    opts.fail("--steps, --batch, --dim, --layers and --heads must be >= 1, --block >= 2, "
+              "--sample >= 0");
   if (corpus.empty())
     for (const char* f : {"fortunes", "literature", "riddles"})
       corpus.push_back(std::string("/usr/share/games/fortunes/") + f);
@@ -164,6 +173,7 @@ int run(int argc, char** argv) {
   data::DataLoader val(valSet, data::DataLoaderOptions(static_cast<size_t>(a.batch)));
 
   Gpt model(a);
+  model->to(on);
   optim::AdamW opt(model->parameters(), optim::AdamWOptions(a.lr).weight_decay(0.01));
   optim::OneCycleLR schedule(opt, a.lr, a.steps, 0.1);
   auto step = [&](const Tensor& x, const Tensor& y) {
@@ -174,15 +184,18 @@ int run(int argc, char** argv) {
     opt.zero_grad();
     return loss;
   };
-  CompiledFn<Tensor(const Tensor&, const Tensor&)> compiled = compile(step);
+  CompiledFn<Tensor(const Tensor&, const Tensor&)> compiled =
+      compile(step, CompileOptions().device(on));
 
   int64_t params = 0;
   for (const Tensor& p : model->parameters())
     params += p.numel();
   std::printf("weft: char transformer, %lld parameters, %lld train / %lld validation bytes, %s "
-              "train step, %d threads\n",
+              "train step on %s\n",
               static_cast<long long>(params), static_cast<long long>(split),
-              static_cast<long long>(n - split), a.eager ? "eager" : "compiled", getNumThreads());
+              static_cast<long long>(n - split), a.eager ? "eager" : "compiled",
+              on.is_cpu() ? (std::to_string(getNumThreads()) + " threads").c_str()
+                          : hal::device(on).limits().name.c_str());
   std::printf("unigram entropy of the training text: %.4f nats/byte (the loss of a model that "
               "ignores context)\n",
               entropy);
@@ -192,7 +205,8 @@ int run(int argc, char** argv) {
   int64_t done = 0, recentCount = 0, every = std::max<int64_t>(a.steps / 5, 1);
   while (done < a.steps) {
     for (data::Example<>& b : loader) {
-      Tensor loss = a.eager ? step(b.data, b.target) : compiled(b.data, b.target);
+      const Tensor x = b.data.to(on), y = b.target.to(on);
+      Tensor loss = a.eager ? step(x, y) : compiled(x, y);
       schedule.step();
       recent += loss.item<double>();
       ++recentCount;
@@ -207,7 +221,7 @@ int run(int argc, char** argv) {
         std::printf("\nstep %lld: train loss %.4f, validation loss %.4f, unigram entropy %.4f "
                     "(%.0f s)\n  sample: %s\n",
                     static_cast<long long>(done), recent / static_cast<double>(recentCount),
-                    lastVal, entropy, clock.seconds(), sample(model, "The ", 120, sampler).c_str());
+                    lastVal, entropy, clock.seconds(), sample(model, "The ", a.sample, sampler).c_str());
         recent = 0;
         recentCount = 0;
       }

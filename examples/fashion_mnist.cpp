@@ -208,13 +208,7 @@ int run(int argc, char** argv) {
       .value("--lr", args.lr)
       .value("--images", args.images)
       .parse(argc, argv);
-  Device on = Device::cpu();
-  try {
-    on = Device(device);
-    (void)hal::device(on); // a device this machine lacks is an error now, not at the first step
-  } catch (const Error& e) {
-    opts.fail("--device " + device + ": " + e.what());
-  }
+  const Device on = opts.device(device);
   if (args.epochs < 1 || args.batch < 1 || args.width < 1 || args.images < 0)
     opts.fail("--epochs, --batch and --width must be >= 1, --images >= 0");
   manual_seed(0);

@@ -10,7 +10,7 @@ using namespace weft;
 namespace {
 
 const char* kUsage =
-    "usage: sequence_rnn [--cell gru|lstm] [--length T] [--epochs N] [--eager] [--device cpu]\n"
+    "usage: sequence_rnn [--cell gru|lstm] [--length T] [--epochs N] [--eager] [--device D]\n"
     "                    [--hidden N] [--batch N] [--lr X]\n"
     "Trains a GRU (or LSTM) on the adding problem and prints the test MSE against 1/6, the\n"
     "error of predicting the mean; below 0.01 the task is solved.\n"
@@ -18,7 +18,7 @@ const char* kUsage =
     "  --length T    sequence length (default 40)\n"
     "  --epochs N    passes over the 20,000 training sequences (default 5)\n"
     "  --eager       run the train step eagerly instead of compiled\n"
-    "  --device D    cpu (vulkan comes later)\n"
+    "  --device D    where to train: cpu, or vulkan (vulkan:1, ...)\n"
     "  --hidden N    hidden size (default 64); --batch N (default 64); --lr X (default 3e-3)\n";
 
 struct Args {
@@ -68,7 +68,9 @@ double testMse(Adder& model, data::DataLoader& test) {
   double sum = 0;
   int64_t n = 0;
   for (data::Example<>& b : test) {
-    sum += nn::functional::mse_loss(model(b.data), b.target, nn::kSum).item<double>();
+    const Device on = model->head->weight.device();
+    sum += nn::functional::mse_loss(model(b.data.to(on)), b.target.to(on), nn::kSum)
+               .item<double>();
     n += b.target.size(0);
   }
   model->train();
@@ -88,7 +90,7 @@ int run(int argc, char** argv) {
       .value("--lr", a.lr)
       .parse(argc, argv);
   if (a.cell != "lstm" && a.cell != "gru") opts.fail("--cell must be gru or lstm");
-  if (a.device != "cpu") opts.fail("--device " + a.device + ": only cpu exists so far");
+  const Device on = opts.device(a.device);
   if (a.length < 2 || a.epochs < 1 || a.hidden < 1 || a.batch < 1)
     opts.fail("--length must be >= 2, --epochs, --hidden and --batch >= 1");
 
@@ -101,6 +103,7 @@ int run(int argc, char** argv) {
   data::DataLoader testLoader(test, data::DataLoaderOptions(500));
 
   Adder model(a);
+  model->to(on);
   optim::Adam opt(model->parameters(), optim::AdamOptions(a.lr));
   optim::CosineAnnealingLR schedule(opt, a.epochs * static_cast<int64_t>(loader.size()), a.lr / 20);
   auto step = [&](const Tensor& x, const Tensor& y) {
@@ -111,12 +114,15 @@ int run(int argc, char** argv) {
     opt.zero_grad();
     return loss;
   };
-  CompiledFn<Tensor(const Tensor&, const Tensor&)> compiled = compile(step);
+  CompiledFn<Tensor(const Tensor&, const Tensor&)> compiled =
+      compile(step, CompileOptions().device(on));
 
   std::printf("weft: adding problem, sequences of %lld, %s with %lld hidden units, %s train step, "
-              "%d threads\n",
+              "on %s\n",
               static_cast<long long>(a.length), a.cell.c_str(), static_cast<long long>(a.hidden),
-              a.eager ? "eager" : "compiled", getNumThreads());
+              a.eager ? "eager" : "compiled",
+              on.is_cpu() ? (std::to_string(getNumThreads()) + " threads").c_str()
+                          : hal::device(on).limits().name.c_str());
   std::printf("predicting the mean: test MSE %.4f; solved below 0.0100\n", 1.0 / 6.0);
   double mse = 0;
   for (int64_t epoch = 1; epoch <= a.epochs; ++epoch) {
@@ -124,7 +130,8 @@ int run(int argc, char** argv) {
     double sum = 0;
     size_t batches = 0;
     for (data::Example<>& b : loader) {
-      Tensor loss = a.eager ? step(b.data, b.target) : compiled(b.data, b.target);
+      const Tensor x = b.data.to(on), y = b.target.to(on);
+      Tensor loss = a.eager ? step(x, y) : compiled(x, y);
       schedule.step();
       sum += loss.item<double>();
       if (++batches % 20 == 0 || batches == loader.size())

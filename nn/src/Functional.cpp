@@ -501,7 +501,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   int64_t l = q.size(-2), s = k.size(-2);
   if (causal) // position i attends to keys 0..i
     scores =
-        scores.masked_fill(ones({l, s}, kBool).triu(1), -std::numeric_limits<double>::infinity());
+        scores.masked_fill(ones({l, s}, TensorOptions(kBool).device(scores.device())).triu(1),
+                           -std::numeric_limits<double>::infinity());
   if (mask.defined())
     scores = mask.dtype() == DType::Bool
                  ? scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity())

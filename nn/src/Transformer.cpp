@@ -112,7 +112,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
                shapeString(three), ", got ", shapeString(attnMask.sizes()));
     scores = applyMask(scores, attnMask.dim() == 2 ? attnMask : attnMask.reshape({n, heads, l, s}));
   } else if (isCausal) { // position i attends to keys 0..i
-    scores = scores.masked_fill(ones({l, s}, kBool).triu(1), -kInf);
+    scores = scores.masked_fill(
+        ones({l, s}, TensorOptions(kBool).device(scores.device())).triu(1), -kInf);
   }
   if (keyPaddingMask.defined()) {
     Shape expected = batched ? Shape{n, s} : Shape{s};

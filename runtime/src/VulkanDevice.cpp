@@ -384,7 +384,10 @@ public:
     explicit LoadedKernels(VulkanDevice& device) : device_(device) {}
     ~LoadedKernels() override {
       std::lock_guard<std::mutex> lock(device_.queueMutex_);
-      device_.flush();
+      try {
+        device_.flush();
+      } catch (const Error&) { // a lost device: nothing of it runs any more
+      }
       for (const Pipeline& p : pipelines)
         device_.destroy(p);
     }
