@@ -524,6 +524,16 @@ TEST_F(Vulkan, AdamKeepsItsStepCountOnTheDevice) {
   devLayer(x.to(vk)).square().sum().backward();
   devOpt.step();
   EXPECT_EQ(devOpt.state_dict().at("state.0.step").item<float>(), 4.0f);
+  // Into an optimizer that has no state yet: every tensor of it lands beside its parameter.
+  optim::AdamW fresh(devLayer->parameters(), optim::AdamWOptions(1e-2));
+  fresh.load_state_dict(cpuOpt.state_dict());
+  for (const auto& [name, value] : fresh.state_dict())
+    if (name.rfind("state.", 0) == 0) {
+      EXPECT_EQ(value.device(), vk) << name;
+    }
+  devLayer(x.to(vk)).square().sum().backward();
+  fresh.step();
+  EXPECT_EQ(fresh.state_dict().at("state.0.step").item<float>(), 4.0f);
 }
 
 TEST_F(Vulkan, CompiledFunctionsRunOnTheirDeviceAndBackwardThroughThem) {

@@ -309,7 +309,7 @@ void Optimizer::planStateEntry(LoadPlan& plan, const std::string& op, const std:
   WEFT_CHECK(value.sizes() == p.sizes(), Shape, op, ": '", name, "' has shape ",
              shapeString(value.sizes()), " but parameter ", index, " has shape ",
              shapeString(p.sizes()));
-  plan.writes.push_back({&p, std::string(key), value.detach().to(p.dtype()).clone()});
+  plan.writes.push_back({&p, std::string(key), value.detach().to(p.device(), p.dtype()).clone()});
 }
 
 void Optimizer::load_state_dict(const nn::StateDict& dict, std::source_location loc) {
