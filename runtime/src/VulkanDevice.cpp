@@ -201,9 +201,12 @@ public:
     cb.commandPool = pool_;
     cb.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     cb.commandBufferCount = 1;
-    check(vkAllocateCommandBuffers(device_, &cb, &commands_), "vkAllocateCommandBuffers");
-    auto fence = vkInfo<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
-    check(vkCreateFence(device_, &fence, nullptr, &fence_), "vkCreateFence");
+    for (Slot& slot : slots_) {
+      check(vkAllocateCommandBuffers(device_, &cb, &slot.commands), "vkAllocateCommandBuffers");
+      auto fence = vkInfo<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
+      check(vkCreateFence(device_, &fence, nullptr, &slot.fence), "vkCreateFence");
+    }
+    commands_ = slots_[0].commands;
     openPipelineCache(name);
     fillShaderKernels(registry_);
     // WEFT_PROFILE=trace.json: every dispatch timed by timestamp queries.
@@ -319,9 +322,15 @@ public:
                                 const std::function<std::string()>& name) {
     const size_t paramBytes = params.size() * sizeof(int32_t);
     const size_t align = std::max<size_t>(limits_.alignment, 16);
+    if (hasStatus) {
+      flush(); // the status words are read right after this dispatch
+      std::memset(status().mapped, 0, 16);
+    }
+    begin(); // the slot's ring is free once its last submission has run
     size_t at = (ringUsed_ + align - 1) / align * align;
     if (at + paramBytes > kRingBytes) {
-      flush();
+      batchFull(); // the next command buffer has a ring of its own
+      begin();
       at = 0;
     }
     Block& r = ring();
@@ -334,11 +343,7 @@ public:
                            "a shader operand on another device");
       buffers.push_back({bufferOf(*t.buffer), 0, VK_WHOLE_SIZE});
     }
-    if (hasStatus) {
-      flush(); // the status words are read right after this dispatch
-      std::memset(status().mapped, 0, 16);
-      buffers.push_back({status().buffer, 0, 16});
-    }
+    if (hasStatus) buffers.push_back({status().buffer, 0, 16});
     WEFT_INTERNAL_ASSERT(buffers.size() == p.bindings, "shader ", name(), " takes ", p.bindings,
                          " buffers, given ", buffers.size());
     std::vector<VkWriteDescriptorSet> writes(buffers.size());
@@ -349,7 +354,6 @@ public:
       writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       writes[i].pBufferInfo = &buffers[i];
     }
-    begin();
     vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
     vkCmdPushDescriptorSetKHR(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
                               static_cast<uint32_t>(writes.size()), writes.data());
@@ -364,7 +368,9 @@ public:
       vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
                           static_cast<uint32_t>(2 * timedNames_.size() - 1));
     barrier();
-    if (++recorded_ >= kMaxRecorded) flush();
+    // Batches go to the queue as they fill, so the device starts on them while the host
+    // records the next (not when timing dispatches: their queries are read at each flush).
+    if (++recorded_ >= (queries_ != VK_NULL_HANDLE ? kMaxRecorded : kSubmitEvery)) batchFull();
     if (!hasStatus) return std::nullopt;
     flush();
     const auto* words = static_cast<const uint32_t*>(status().mapped);
@@ -806,12 +812,20 @@ private:
     return b;
   }
   Block& staging() { return hostBlock(staging_, kStagingBytes); }
-  Block& ring() { return hostBlock(ring_, kRingBytes); }
+  Block& ring() { return hostBlock(slots_[current_].ring, kRingBytes); }
   Block& status() { return hostBlock(status_, 256); }
 
-  /// Opens the command buffer for recording unless it is open (the queue mutex held).
+  /// Opens the current slot's command buffer for recording unless it is open (the queue mutex
+  /// held), once what the slot last submitted has run.
   void begin() {
     if (open_) return;
+    Slot& slot = slots_[current_];
+    if (slot.pending) {
+      check(vkWaitForFences(device_, 1, &slot.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+      check(vkResetFences(device_, 1, &slot.fence), "vkResetFences");
+      slot.pending = false;
+    }
+    ringUsed_ = 0;
     check(vkResetCommandBuffer(commands_, 0), "vkResetCommandBuffer");
     auto info = vkInfo<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
     info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
@@ -833,26 +847,52 @@ private:
     vkCmdPipelineBarrier(commands_, stages, stages, 0, 1, &b, 0, nullptr, 0, nullptr);
   }
 
-  /// Submits what was recorded and waits for it; its writes are then visible to the host.
-  void flush() {
+  /// Ends a full batch: submitted without waiting, or (timing dispatches, whose queries each
+  /// flush reads) waited for.
+  void batchFull() {
+    if (queries_ != VK_NULL_HANDLE)
+      flush();
+    else
+      submit();
+  }
+
+  /// Submits what was recorded without waiting for it, and moves on to the next slot.
+  void submit() {
     if (!open_) return;
     open_ = false;
     recorded_ = 0;
-    ringUsed_ = 0;
+    check(vkEndCommandBuffer(commands_), "vkEndCommandBuffer");
+    auto info = vkInfo<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
+    info.commandBufferCount = 1;
+    info.pCommandBuffers = &commands_;
+    Slot& slot = slots_[current_];
+    check(vkQueueSubmit(queue_, 1, &info, slot.fence), "vkQueueSubmit");
+    slot.pending = true;
+    current_ = (current_ + 1) % kSlots;
+    commands_ = slots_[current_].commands;
+  }
+
+  /// Submits what was recorded and waits for everything submitted; its writes are then visible
+  /// to the host.
+  void flush() {
+    const bool any = open_ || std::any_of(slots_.begin(), slots_.end(),
+                                          [](const Slot& slot) { return slot.pending; });
+    if (!any) return;
+    begin(); // (an empty one, where everything went already: it carries the host's barrier)
     auto b = vkInfo<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
     b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     b.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
     vkCmdPipelineBarrier(commands_,
                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                          VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
-    check(vkEndCommandBuffer(commands_), "vkEndCommandBuffer");
-    auto submit = vkInfo<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
-    submit.commandBufferCount = 1;
-    submit.pCommandBuffers = &commands_;
     const double submitted = timeline::nowUs();
-    check(vkQueueSubmit(queue_, 1, &submit, fence_), "vkQueueSubmit");
-    check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-    check(vkResetFences(device_, 1, &fence_), "vkResetFences");
+    submit();
+    for (Slot& slot : slots_) {
+      if (!slot.pending) continue;
+      check(vkWaitForFences(device_, 1, &slot.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+      check(vkResetFences(device_, 1, &slot.fence), "vkResetFences");
+      slot.pending = false;
+    }
     if (!timedNames_.empty()) recordTimes(submitted);
   }
 
@@ -882,8 +922,19 @@ private:
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkCommandBuffer commands_ = VK_NULL_HANDLE;
-  VkFence fence_ = VK_NULL_HANDLE;
+  /// Command buffers in flight: one records while the others run, each with the fence of its
+  /// last submission and a ring of its own for its dispatches' parameters.
+  struct Slot {
+    VkCommandBuffer commands = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    Block ring;
+    bool pending = false; // submitted, its fence not yet waited for
+  };
+  static constexpr int kSlots = 3;
+  static constexpr int kSubmitEvery = 128; // dispatches per submission while recording goes on
+  std::array<Slot, kSlots> slots_;
+  int current_ = 0;
+  VkCommandBuffer commands_ = VK_NULL_HANDLE; // the current slot's
   VkPipelineCache pipelineCache_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;                         // with WEFT_PROFILE=trace.json
   std::vector<std::pair<std::string, std::string>> timedNames_; // (shader, caller) per dispatch
@@ -894,7 +945,7 @@ private:
   uint32_t apiVersion_ = 0;
   int recorded_ = 0;
   size_t ringUsed_ = 0;
-  Block staging_, ring_, status_;
+  Block staging_, status_;
   Limits limits_;
   KernelRegistry registry_;
   std::string cacheName_, cachePath_;
