@@ -175,8 +175,8 @@ TEST_F(Vulkan, OpsMatchTheCpu) {
   expectSame([&](const Device& d) { return on(longLine, d).sum(1); }, loose, vk);
   expectSame([&](const Device& d) { return on(longLine, d).amax(); }, 0, vk);
   expectSame([&](const Device& d) { return ones({1 << 22}).to(d).sum(); }, 0, vk);
-  // 128 x 128 blocks where they fill the GPU (256 of them here), 64 x 64 ones where they would
-  // not, over edges that are no multiple of either.
+  // 128 x 128 blocks where there are 128 or more of them (272 here), 64 x 64 ones where not (68
+  // would be), over edges that are no multiple of either.
   Tensor wide = randn({2000, 8}), across = randn({8, 2100});
   expectSame([&](const Device& d) { return on(wide, d).matmul(on(across, d)); }, loose, vk);
   expectSame([&](const Device& d) { return on(wide, d).narrow(0, 0, 500).matmul(on(across, d)); },
@@ -489,6 +489,26 @@ TEST_F(Vulkan, CompiledTrainStepsMatchTheCpu) {
     SCOPED_TRACE("transformer, adamw");
     trainsAlike([] { return bench::Gpt(11, 6, 8, 2, 1, 16); }, randint(0, 11, {2, 6}),
                 randint(0, 11, {2, 6}), vk, true, true);
+  }
+}
+
+TEST_F(Vulkan, CompiledKernelsReadStateBeforeItIsWrittenOver) {
+  // A scalar read through a computation by a larger part and written over in place by the
+  // scalar part: every read sees the old value, as eagerly (a horizontal kernel whose parts
+  // would race on it is not built).
+  manual_seed(6);
+  Tensor a = randn({}).to(vk), b = a.clone();
+  auto f = [](Tensor& s, const Tensor& x) {
+    Tensor old = s * 2;
+    s.add_(1);
+    return x * old + s;
+  };
+  auto compiled = compile([&](const Tensor& x) { return f(a, x); }, CompileOptions().device(vk));
+  for (int i = 0; i < 3; ++i) {
+    const Tensor x = randn({4096}).to(vk);
+    const Tensor want = f(b, x);
+    EXPECT_TRUE(allclose(compiled(x).cpu(), want.cpu(), 1e-6, 1e-6)) << "call " << i;
+    EXPECT_TRUE(allclose(a.cpu(), b.cpu(), 0, 0)) << "call " << i;
   }
 }
 

@@ -1,7 +1,7 @@
 // The fused elementwise groups of programs compiled for a GPU device, as SPIR-V kernels: one
-// gpu.func per group, one invocation per element of the group's shape (the sizes built in), its
-// scalar computation the CPU kernels' own (computeNodes, BodyBuilder), lowered as the per-op
-// shaders are (lowerToSpirv). Kernels are cached on disk by their group's key, as the CPU's are.
+// gpu.func per group, its invocations striding over the elements of the group's shape (the sizes
+// built in), its scalar computation the CPU kernels' own (computeNodes, BodyBuilder), lowered as
+// the per-op shaders are (lowerToSpirv). Kernels are cached on disk by their group's key, as the CPU's are.
 #include "weft/codegen/Spirv.h"
 
 #include "GroupKernel.h"
@@ -39,6 +39,7 @@ std::string cannotBuild(const ir::Graph& g, const ir::FusionGroup& grp, const Sp
   if (grp.inputs.size() + grp.outputs.size() > target.maxOperands())
     return "it reads and writes " + std::to_string(grp.inputs.size() + grp.outputs.size()) +
            " buffers, more than a shader binds on the device";
+  if (numel(grp.shape) == 0) return "it is empty"; // (the interpreter's steps do nothing)
   if (numel(grp.shape) >= std::numeric_limits<int32_t>::max())
     return "its shape " + shapeString(grp.shape) + " has 2^31 elements or more";
   for (int32_t i : grp.leaves)
@@ -64,7 +65,8 @@ std::string cannotBuild(const ir::Graph& g, const ir::FusionGroup& grp, const Sp
 /// The body of a horizontal kernel (FusionGroup::parts) at `point` of its index space, the parts'
 /// elements one after another: the part holding the point computes its outputs there, each value
 /// it reads having the part's elements or one (read at offset 0), all of them before it stores
-/// any (outputs are written over inputs). False where a part reads a
+/// any (outputs are written over inputs). A part reading an input another part's output is
+/// written over fails (that part's invocations may have written it already), as on the CPU. False where a part reads a
 /// value of another size or a node codegen cannot compute.
 bool buildParts(mlir::OpBuilder& b, mlir::Location loc, const ir::Graph& g,
                 const ir::FusionGroup& grp, mlir::Block* entry, const std::vector<Value>& offsets,
@@ -75,6 +77,9 @@ bool buildParts(mlir::OpBuilder& b, mlir::Location loc, const ir::Graph& g,
     nodeOf[g.nodes()[static_cast<size_t>(i)].result] = &g.nodes()[static_cast<size_t>(i)];
   for (int32_t i : grp.nodes)
     nodeOf[g.nodes()[static_cast<size_t>(i)].result] = &g.nodes()[static_cast<size_t>(i)];
+  std::map<size_t, size_t> writtenBy; // input -> the output written over it
+  for (size_t k = 0; k < grp.inPlace.size() && k < grp.outputs.size(); ++k)
+    if (grp.inPlace[k] >= 0) writtenBy[static_cast<size_t>(grp.inPlace[k])] = k;
   bool ok = true;
   int64_t start = 0;
   for (const Shape& part : grp.parts) {
@@ -102,6 +107,11 @@ bool buildParts(mlir::OpBuilder& b, mlir::Location loc, const ir::Graph& g,
         auto in = std::find(grp.inputs.begin(), grp.inputs.end(), v);
         if (in != grp.inputs.end()) {
           const auto i = static_cast<size_t>(in - grp.inputs.begin());
+          // Another part's invocations may already have written over it: no such kernel.
+          if (auto over = writtenBy.find(i);
+              over != writtenBy.end() &&
+              std::find(outputs.begin(), outputs.end(), over->second) == outputs.end())
+            return {};
           Value where = n == 1 ? offsets[i] : mlir::arith::AddIOp::create(ib, loc, offsets[i], local);
           r = loadElement(ib, loc, entry->getArgument(static_cast<unsigned>(1 + i)), where,
                           g.type(v).dtype);
@@ -183,7 +193,7 @@ mlir::OwningOpRef<mlir::ModuleOp> kernelModule(mlir::MLIRContext& ctx, const ir:
         mlir::ValueRange{mlir::arith::AddIOp::create(nb, loc, offsets[operand], at)});
   };
   mlir::scf::ForOp::create(
-      b, loc, first, c(std::max<int64_t>(numel(shape), 1)), step, mlir::ValueRange{},
+      b, loc, first, c(std::max<int64_t>(numel(shape), 1)), step, mlir::ValueRange{}, // [] is 1
       [&](mlir::OpBuilder& nb, mlir::Location, Value point, mlir::ValueRange) {
         if (!grp.parts.empty()) {
           built = buildParts(nb, loc, g, grp, entry, offsets, point, store);

@@ -1,19 +1,11 @@
 #include "weft/codegen/Jit.h"
 #include "weft/codegen/Spirv.h"
-
-#include <sstream>
+#include "weft/runtime/Shaders.h"
 
 namespace weft::codegen {
 
 bool SpirvTarget::has(const std::string& capability) const {
-  std::istringstream in(code);
-  for (std::string word; in >> word;) {
-    if (word.rfind("caps=", 0) != 0) continue;
-    std::stringstream list(word.substr(5));
-    for (std::string c; std::getline(list, c, ',');)
-      if (c == capability) return true;
-  }
-  return false;
+  return hal::targetList(code, "caps=").count(capability) != 0;
 }
 
 bool SpirvTarget::computes(const ir::Graph& g, const ir::Node& n) const {

@@ -20,9 +20,11 @@ void checkShape(const Shape& shape, DType dtype, const char* op) {
 
 /// `t` made as the options say: on their device (made on the CPU and moved, for factories that
 /// do not make it there), requiring grad if they ask. A value a trace computes is where the graph
-/// runs, whatever device was asked (a CPU scalar joins device ops there, as eagerly).
+/// runs: asked for the CPU (the default), it stays there (a CPU scalar joins device ops there, as
+/// eagerly); asked for another device, moving it is the error to() gives inside a trace.
 Tensor finish(Tensor t, const TensorOptions& o) {
-  if (t.device() != o.device_ && t.impl()->trace == nullptr) t = t.to(o.device_);
+  const bool traced = t.impl()->trace != nullptr;
+  if (t.device() != o.device_ && !(traced && o.device_.is_cpu())) t = t.to(o.device_);
   if (o.requires_grad_) t.requires_grad_(true);
   return t;
 }

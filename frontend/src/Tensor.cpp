@@ -156,7 +156,7 @@ Tensor Tensor::to(Device d, std::source_location loc) const {
     out.impl()->gradFn = node;
     out.impl()->outputNr = 0;
   }
-  out.impl()->madeInTrace = constant; // the executable's, as the constant it was moved from
+  out.impl()->madeInTrace = constant && inTracedFunction(); // the executable's, as its source
   return out;
 }
 

@@ -58,18 +58,6 @@ const char* familyName(ShaderFamily f) {
 
 constexpr char kPackMagic[8] = {'W', 'E', 'F', 'T', 'S', 'P', 'V', '1'};
 
-/// What a target string lists after `prefix` ("caps=A,B,...": its capabilities; "exts=").
-std::set<std::string> listed(const std::string& target, std::string_view prefix) {
-  std::set<std::string> all;
-  std::istringstream in(target);
-  for (std::string word; in >> word;)
-    if (word.rfind(prefix, 0) == 0) {
-      std::stringstream list(word.substr(prefix.size()));
-      for (std::string c; std::getline(list, c, ',');)
-        all.insert(c);
-    }
-  return all;
-}
 
 std::map<std::string, std::vector<PackedShader>>& pack() {
   static std::map<std::string, std::vector<PackedShader>> shaders;
@@ -78,12 +66,12 @@ std::map<std::string, std::vector<PackedShader>>& pack() {
 
 ShaderCode fromPack(const ShaderKey& key, const std::string& target) {
   ShaderCode code;
-  const std::set<std::string> have = listed(target, "caps=");
+  const std::set<std::string> have = targetList(target, "caps=");
   std::lock_guard<std::mutex> lock(sourceMutex()); // useShaderPack may replace the pack
   auto it = pack().find(key.str());
   if (it != pack().end())
     for (const PackedShader& s : it->second) {
-      std::set<std::string> need = listed(s.target, "caps=");
+      std::set<std::string> need = targetList(s.target, "caps=");
       if (std::includes(have.begin(), have.end(), need.begin(), need.end())) {
         code.words = s.words;
         return code;
@@ -223,9 +211,21 @@ std::vector<SpirvKernel> unpackSpirvKernels(std::span<const uint8_t> bytes) {
   return kernels;
 }
 
+std::set<std::string> targetList(const std::string& target, std::string_view prefix) {
+  std::set<std::string> all;
+  std::istringstream in(target);
+  for (std::string word; in >> word;)
+    if (word.rfind(prefix, 0) == 0) {
+      std::stringstream list(word.substr(prefix.size()));
+      for (std::string c; std::getline(list, c, ',');)
+        all.insert(c);
+    }
+  return all;
+}
+
 std::string spirvTargetMismatch(const std::string& code, const std::string& device) {
   for (const char* prefix : {"caps=", "exts="}) {
-    const std::set<std::string> have = listed(device, prefix), need = listed(code, prefix);
+    const std::set<std::string> have = targetList(device, prefix), need = targetList(code, prefix);
     for (const std::string& n : need)
       if (have.count(n) == 0)
         return "it needs " + std::string(prefix[0] == 'c' ? "the SPIR-V capability " : "the extension ") +

@@ -2,9 +2,10 @@
 // and features read once, buffers from a caching allocator, copies to and from the host through a
 // staging buffer. Without a loader or a driver there are no Vulkan devices, and asking for one is
 // a DeviceError. Kernels are per-op shaders from codegen's SPIR-V path (ShaderKernels.cpp says
-// which op becomes which), made into pipelines once (a VkPipelineCache on disk beside the kernel
-// cache) and recorded many to a command buffer with push descriptors; the buffer is submitted
-// when the host needs a result.
+// which op becomes which), and a compiled program's fused kernels (a spirv-kernels code object),
+// made into pipelines once (a VkPipelineCache on disk beside the kernel cache) and recorded many
+// to a command buffer with push descriptors; three command buffers take turns, each submitted
+// without a wait as it fills, and the host waits when it needs a result.
 #include "ShaderDevice.h"
 #include "VulkanInstance.h"
 
@@ -430,6 +431,9 @@ public:
         WEFT_CHECK(in->bindings <= limits_.maxStorageBuffers, Device, id().str(), ": kernel ",
                    k.symbol, " binds ", in->bindings, " buffers, more than the device's ",
                    limits_.maxStorageBuffers);
+        WEFT_CHECK(in->workgroupSize <= limits_.maxWorkgroupSize[0], Device, id().str(),
+                   ": kernel ", k.symbol, " runs workgroups of ", in->workgroupSize,
+                   " invocations along x, more than the device's ", limits_.maxWorkgroupSize[0]);
         loaded->pipelines.push_back(makePipeline(in->words, in->bindings));
         loaded->workgroupSize.push_back(in->workgroupSize);
         it = made.emplace(k.symbol, loaded->pipelines.size() - 1).first;
@@ -438,6 +442,8 @@ public:
       loaded->points.push_back(k.rows);
       loaded->names.push_back("kernel " + k.symbol);
     }
+    std::lock_guard<std::mutex> lock(pipelineMutex_);
+    savePipelineCache();
     return loaded;
   }
 
@@ -481,7 +487,7 @@ private:
   static constexpr size_t kStagingBytes = size_t{16} << 20;
   static constexpr size_t kRingBytes = size_t{4} << 20; // dispatch parameters between submits
   static constexpr size_t kInlineBytes = 65536;         // vkCmdUpdateBuffer's limit
-  static constexpr int kMaxRecorded = 4096;             // dispatches per submit at most
+  static constexpr int kMaxRecorded = 4096; // dispatches per submit when timing them
   bool pushDescriptors_ = false;
   static constexpr size_t kSlabBytes = size_t{32} << 20; // small tensors are carved from these
   static constexpr size_t kSmallBytes = size_t{1} << 20;
@@ -628,8 +634,10 @@ private:
       p.error = code.error;
       return p;
     }
-    return makePipeline(code.words,
-                        static_cast<uint32_t>(key.dtypes.size() + 1 + (key.hasStatus() ? 1 : 0)));
+    p = makePipeline(code.words,
+                     static_cast<uint32_t>(key.dtypes.size() + 1 + (key.hasStatus() ? 1 : 0)));
+    savePipelineCache(); // (pipelineMutex_ held by entry())
+    return p;
   }
 
   /// A pipeline running SPIR-V `words` (entry point "main") over `count` storage buffers.
@@ -669,7 +677,6 @@ private:
     VkResult r = vkCreateComputePipelines(device_, pipelineCache_, 1, &info, nullptr, &p.pipeline);
     vkDestroyShaderModule(device_, shader, nullptr);
     check(r, "vkCreateComputePipelines");
-    savePipelineCache();
     return p;
   }
 

@@ -250,6 +250,15 @@ TensorOptions stepOptions(const Tensor& p) {
   return p.device().is_vulkan() ? TensorOptions().dtype(kFloat32).device(p.device())
                                 : TensorOptions().dtype(kFloat64);
 }
+
+/// A group's learning rate (a float64 CPU scalar) in the precision of a parameter's step count
+/// (stepOptions): itself beside a CPU parameter, a float32 copy (made once, in `float32`) beside a
+/// GPU one, so that the scalar math mixing the two stays float32 there.
+const Tensor& rateFor(const Tensor& step, const Tensor& lr, Tensor& float32) {
+  if (step.dtype() != kFloat32) return lr;
+  if (!float32.defined()) float32 = lr.to(kFloat32);
+  return float32;
+}
 } // namespace
 
 /// What load_state_dict writes once the whole dict has been checked.
@@ -301,15 +310,15 @@ void Optimizer::planStateEntry(LoadPlan& plan, const std::string& op, const std:
   const Tensor& p = *params[index];
   if (spec->scalar) {
     numberIn(op, name, value);
-    const TensorOptions kept = stepOptions(p);
+    const TensorOptions kept = stepOptions(p); // converted first: a GPU may lack float64
     plan.writes.push_back(
-        {&p, std::string(key), value.detach().reshape({}).to(kept.device_, kept.dtype_).clone()});
+        {&p, std::string(key), value.detach().reshape({}).to(kept.dtype_).to(kept.device_).clone()});
     return;
   }
   WEFT_CHECK(value.sizes() == p.sizes(), Shape, op, ": '", name, "' has shape ",
              shapeString(value.sizes()), " but parameter ", index, " has shape ",
              shapeString(p.sizes()));
-  plan.writes.push_back({&p, std::string(key), value.detach().to(p.device(), p.dtype()).clone()});
+  plan.writes.push_back({&p, std::string(key), value.detach().to(p.dtype()).to(p.device()).clone()});
 }
 
 void Optimizer::load_state_dict(const nn::StateDict& dict, std::source_location loc) {
@@ -485,8 +494,7 @@ void SGD::update() {
 }
 
 void Optimizer::adamUpdate(OptimizerParamGroup& group, const AdamHyper& h) {
-  const Tensor& lr64 = group.options().lr_tensor();
-  Tensor lr32; // the learning rate in the step count's float32, beside parameters on a GPU
+  Tensor lr32; // rateFor's
   for (Tensor& p : group.params()) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -494,8 +502,7 @@ void Optimizer::adamUpdate(OptimizerParamGroup& group, const AdamHyper& h) {
     Tensor& m = state(p, "exp_avg");
     Tensor& v = state(p, "exp_avg_sq");
     Tensor& step = state(p, "step");
-    if (step.dtype() == kFloat32 && !lr32.defined()) lr32 = lr64.to(kFloat32);
-    const Tensor& lr = step.dtype() == kFloat32 ? lr32 : lr64;
+    const Tensor& lr = rateFor(step, group.options().lr_tensor(), lr32);
     // The scalars first: compiled, everything below is then one kernel over the parameter.
     step.add_(1);
     Tensor bc1 = 1.0 - full({}, h.beta1, step.options()).pow(step);
@@ -570,6 +577,7 @@ void RMSprop::update() {
 void Adagrad::update() {
   for (OptimizerParamGroup& group : param_groups()) {
     const auto& o = static_cast<const AdagradOptions&>(group.options());
+    Tensor lr32; // rateFor's
     for (Tensor& p : group.params()) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
@@ -578,7 +586,7 @@ void Adagrad::update() {
       Tensor& sum = state(p, "sum");
       step.add_(1);
       g = decayed(g, p, o.weight_decay());
-      Tensor clr = o.lr_tensor() / ((step - 1.0) * o.lr_decay() + 1.0);
+      Tensor clr = rateFor(step, o.lr_tensor(), lr32) / ((step - 1.0) * o.lr_decay() + 1.0);
       sum.add_(g * g);
       p.sub_(g / (sum.sqrt() + o.eps()) * clr);
     }

@@ -63,8 +63,10 @@
 #include "weft/runtime/OpTable.h"
 
 #include <cstdint>
+#include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace weft::hal {
@@ -153,6 +155,9 @@ std::vector<uint8_t> packSpirvKernels(std::span<const SpirvKernel> kernels);
 /// The kernels `bytes` hold: a DeviceError saying what is wrong where they are cut short, a
 /// count or size runs past them, or a kernel is not SPIR-V or binds no buffer.
 std::vector<SpirvKernel> unpackSpirvKernels(std::span<const uint8_t> bytes);
+/// What a SPIR-V CodeObject target lists after `prefix`: its capabilities for "caps=", its
+/// extensions for "exts=".
+std::set<std::string> targetList(const std::string& target, std::string_view prefix);
 /// Why a device whose CodeObject target is `device` cannot run code built for `code` (a
 /// capability or extension the code needs that the device lacks), or "".
 std::string spirvTargetMismatch(const std::string& code, const std::string& device);
