@@ -797,15 +797,6 @@ bool usesDType(const ir::Graph& g, const ir::FusionGroup& grp, DType t) {
          std::any_of(grp.leaves.begin(), grp.leaves.end(), computes);
 }
 
-/// Why a group's kernel could not be built.
-std::string cannotLower(const ir::Graph& g, const ir::FusionGroup& grp) {
-  std::string ops;
-  for (int32_t i : grp.nodes)
-    ops += std::string(ops.empty() ? "" : ", ") +
-           std::string(opName(g.nodes()[static_cast<size_t>(i)].op));
-  return "its nodes (" + ops + ") hold an op, a value or a shape codegen cannot lower";
-}
-
 } // namespace
 
 ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
@@ -815,18 +806,12 @@ ir::Result<GroupKernels> compileElementwise(const ir::Graph& g,
   result.kernelOf.assign(groups.size(), -1);
   result.failures.assign(groups.size(), "");
   if (groups.empty()) return result;
-  // Each kernel's key and symbol (its hash: identical kernels share one).
-  std::vector<std::string> keys(groups.size()), symbols(groups.size());
-  for (size_t k = 0; k < groups.size(); ++k) {
-    keys[k] = groupKey(g, groups[k], target.codeTarget());
-    symbols[k] = "weft_" + hashHex(keys[k]);
-  }
-  // Distinct kernels: from the disk cache, or compiled in parallel (each in its own context).
-  std::vector<size_t> distinct;
-  for (size_t k = 0; k < groups.size(); ++k)
-    if (std::find(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(k), symbols[k]) ==
-        symbols.begin() + static_cast<std::ptrdiff_t>(k))
-      distinct.push_back(k);
+  // Each kernel's key and symbol; the distinct kernels, from the disk cache or compiled in
+  // parallel (each in its own context).
+  const GroupKeys named = keysOf(g, groups, target.codeTarget());
+  const std::vector<std::string>& keys = named.keys;
+  const std::vector<std::string>& symbols = named.symbols;
+  const std::vector<size_t>& distinct = named.distinct;
   if (distinct.empty()) return result;
   // The linked set, when these kernels were linked before: no objects to read, no link. (The
   // version in the key changes with how kernels are linked, e.g. what linkSharedObject adds.)

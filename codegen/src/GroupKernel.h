@@ -5,12 +5,15 @@
 
 #include "CodegenSourceHash.h"
 #include "KernelBody.h"
+#include "weft/codegen/KernelCache.h"
 #include "weft/ir/TextFormat.h"
 #include "weft/passes/Fusion.h"
 
 #include "llvm/Config/llvm-config.h"
 
+#include <algorithm>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -87,6 +90,33 @@ inline std::string groupKey(const ir::Graph& g, const ir::FusionGroup& grp,
     key += "out " + ref(grp.outputs[k]) + " over " +
            std::to_string(k < grp.inPlace.size() ? grp.inPlace[k] : -1) + "\n";
   return key;
+}
+
+/// Each group's kernel key (groupKey for `target`) and symbol (its hash: groups computing the same
+/// kernel share one), and the first group of each distinct kernel.
+struct GroupKeys {
+  std::vector<std::string> keys, symbols;
+  std::vector<size_t> distinct;
+};
+inline GroupKeys keysOf(const ir::Graph& g, std::span<const ir::FusionGroup> groups,
+                        const std::string& target) {
+  GroupKeys k;
+  for (const ir::FusionGroup& grp : groups) {
+    k.keys.push_back(groupKey(g, grp, target));
+    k.symbols.push_back("weft_" + hashHex(k.keys.back()));
+    if (std::find(k.symbols.begin(), k.symbols.end() - 1, k.symbols.back()) == k.symbols.end() - 1)
+      k.distinct.push_back(k.symbols.size() - 1);
+  }
+  return k;
+}
+
+/// Why a group's kernel could not be built from its nodes.
+inline std::string cannotLower(const ir::Graph& g, const ir::FusionGroup& grp) {
+  std::string ops;
+  for (int32_t i : grp.nodes)
+    ops += std::string(ops.empty() ? "" : ", ") +
+           std::string(opName(g.nodes()[static_cast<size_t>(i)].op));
+  return "its nodes (" + ops + ") hold an op, a value or a shape codegen cannot lower";
 }
 
 } // namespace weft::codegen

@@ -254,13 +254,7 @@ std::string buildKernel(const ir::Graph& g, const ir::FusionGroup& grp, const Sp
   if (!error.empty()) return error;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       kernelModule(*ctx, g, grp, env, target.workgroupSize);
-  if (!module) {
-    std::string ops;
-    for (int32_t i : grp.nodes)
-      ops += std::string(ops.empty() ? "" : ", ") +
-             std::string(opName(g.nodes()[static_cast<size_t>(i)].op));
-    return "its nodes (" + ops + ") hold an op or a value codegen cannot compute";
-  }
+  if (!module) return cannotLower(g, grp);
   if (mlir::failed(mlir::verify(*module)))
     return "the generated kernel does not verify: " + diagnostics;
   return lowerToSpirv(*ctx, *module, diagnostics, false, "kernel " + shapeString(grp.shape),
@@ -278,15 +272,10 @@ ir::Result<GroupKernels> compileSpirvKernels(const ir::Graph& g,
   if (groups.empty()) return result;
   const std::string targetKey =
       "spirv " + target.code + " wg" + std::to_string(target.workgroupSize);
-  std::vector<std::string> keys(groups.size()), symbols(groups.size());
-  std::vector<size_t> distinct; // the first group of each kernel
-  for (size_t k = 0; k < groups.size(); ++k) {
-    keys[k] = groupKey(g, groups[k], targetKey);
-    symbols[k] = "weft_" + hashHex(keys[k]);
-    if (std::find(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(k), symbols[k]) ==
-        symbols.begin() + static_cast<std::ptrdiff_t>(k))
-      distinct.push_back(k);
-  }
+  const GroupKeys named = keysOf(g, groups, targetKey);
+  const std::vector<std::string>& keys = named.keys;
+  const std::vector<std::string>& symbols = named.symbols;
+  const std::vector<size_t>& distinct = named.distinct;
   // Each kernel from the disk cache, or compiled in parallel (each in its own context).
   std::vector<std::vector<uint32_t>> words(distinct.size());
   std::vector<std::string> errors(distinct.size());

@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace weft::hal {
 
@@ -24,6 +25,11 @@ public:
   /// has one (made here at first use).
   virtual std::string shaderError(const ShaderKey& key) = 0;
 };
+
+/// Where shader operand `t` starts in its buffer, in elements, for a shader's parameters (what
+/// `op` names in the error): a ValueError where an element of its buffer lies past what shaders
+/// index in 32 bits.
+int64_t shaderOffset(const TensorRef& t, std::string_view op);
 
 /// Fills `registry` with the op table's kernels as shaders run them: every op the shader families
 /// cover, and the data movement ops as copies and fills.

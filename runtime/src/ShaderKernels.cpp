@@ -89,14 +89,6 @@ struct Space {
   }
 };
 
-/// Where `t` starts in its buffer, in elements.
-int64_t elementOffset(const TensorRef& t) {
-  const auto size = static_cast<int64_t>(elementSize(t.dtype));
-  const int64_t bytes = static_cast<int64_t>(t.buffer->offset()) + t.byteOffset;
-  WEFT_INTERNAL_ASSERT(bytes % size == 0, "a tensor not aligned to its element size");
-  return bytes / size;
-}
-
 /// `t`'s strides as read over `shape` (right-aligned; size-1 dims broadcast with stride 0).
 Shape broadcastOver(const TensorRef& t, const Shape& shape) {
   Shape s(shape.size(), 0);
@@ -134,14 +126,8 @@ std::vector<TensorRef> operandsOf(std::span<const TensorRef> in, const TensorRef
 std::optional<int64_t> run(ShaderFamily family, OpCode op, std::span<const TensorRef> operands,
                            std::vector<DType> dtypes, Space& space, std::array<uint32_t, 3> groups,
                            uint32_t workgroup = 256, uint32_t block = 0) {
-  for (size_t k = 0; k < operands.size(); ++k) {
-    space.offsets[k] = elementOffset(operands[k]);
-    // Shaders index in 32 bits: every element of a bound buffer must be addressable.
-    const Storage& buffer = *operands[k].buffer;
-    WEFT_CHECK((buffer.offset() + buffer.nbytes()) / elementSize(operands[k].dtype) <
-                   static_cast<size_t>(std::numeric_limits<int32_t>::max()),
-               Value, opName(op), ": a tensor past 2^31 elements is not supported on GPU devices yet");
-  }
+  for (size_t k = 0; k < operands.size(); ++k)
+    space.offsets[k] = shaderOffset(operands[k], opName(op));
   ShaderKey key{family, op, std::move(dtypes), workgroup, block};
   const std::vector<int32_t> params = space.params(std::string(opName(op)).c_str());
   return deviceOf(operands.back()).dispatch(key, params, operands, groups);
@@ -822,6 +808,17 @@ template <OpCode Op> KernelFn kernelFor() {
 }
 
 } // namespace
+
+int64_t shaderOffset(const TensorRef& t, std::string_view op) {
+  const auto size = static_cast<int64_t>(elementSize(t.dtype));
+  const int64_t bytes = static_cast<int64_t>(t.buffer->offset()) + t.byteOffset;
+  WEFT_INTERNAL_ASSERT(bytes % size == 0, "a tensor not aligned to its element size");
+  // Shaders index in 32 bits: every element of a bound buffer must be addressable.
+  WEFT_CHECK(static_cast<int64_t>(t.buffer->offset() + t.buffer->nbytes()) / size <
+                 std::numeric_limits<int32_t>::max(),
+             Value, op, ": a tensor past 2^31 elements is not supported on GPU devices yet");
+  return bytes / size;
+}
 
 void fillShaderKernels(KernelRegistry& registry) {
 #define WEFT_REGISTER(N) registry.set(OpCode::N, kernelFor<OpCode::N>());

@@ -456,15 +456,8 @@ public:
     std::vector<TensorRef> operands(inputs.begin(), inputs.end());
     operands.insert(operands.end(), outputs.begin(), outputs.end());
     std::vector<int32_t> params;
-    for (const TensorRef& t : operands) {
-      const auto size = static_cast<int64_t>(elementSize(t.dtype));
-      const int64_t at = static_cast<int64_t>(t.buffer->offset()) + t.byteOffset;
-      // Kernels index in 32 bits: every element of a bound buffer must be addressable.
-      WEFT_CHECK(static_cast<int64_t>(t.buffer->offset() + t.buffer->nbytes()) / size <
-                     std::numeric_limits<int32_t>::max(),
-                 Value, "a tensor past 2^31 elements is not supported on GPU devices yet");
-      params.push_back(static_cast<int32_t>(at / size));
-    }
+    for (const TensorRef& t : operands)
+      params.push_back(static_cast<int32_t>(shaderOffset(t, loaded->names[kernel])));
     const int64_t wg = loaded->workgroupSize[which];
     const auto groups = static_cast<uint32_t>(
         std::clamp<int64_t>((loaded->points[kernel] + wg - 1) / wg, 1, 65535));
